@@ -1,0 +1,71 @@
+"""Settings for every Stratus process, read once from the environment by a composition root.
+
+Each process receives a ``Settings`` object; nothing reads ``os.environ`` elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Settings:
+    # NATS JetStream: comma-separated server URLs; the stream holding the log and its subject prefix.
+    nats_urls: tuple[str, ...] = ("nats://127.0.0.1:4222",)
+    stream: str = "STRATUS"
+    subject_prefix: str = "stratus.ev"
+    stream_replicas: int = 1
+    # PostgreSQL for the read models; None means "start an embedded server under data_dir".
+    database_url: str | None = None
+    data_dir: Path = field(default_factory=lambda: Path(".stratus"))
+    # The API.
+    api_bind: str = "127.0.0.1:8774"
+    api_workers: int = 2
+    # How long a read waits for the read model to reach a requested position.
+    read_wait_seconds: float = 5.0
+    # The hypervisor worker.
+    libvirt_uri: str = "test:///default"
+    host_name: str = "compute-1"
+    # Identifies this deployment in CloudEvents' `source`.
+    cloud_name: str = "stratus"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        e = os.environ if env is None else env
+        d = cls()
+        return cls(
+            nats_urls=tuple(u.strip() for u in e.get("STRATUS_NATS_URL", ",".join(d.nats_urls)).split(",") if u.strip()),
+            stream=e.get("STRATUS_STREAM", d.stream),
+            subject_prefix=e.get("STRATUS_SUBJECT_PREFIX", d.subject_prefix),
+            stream_replicas=int(e.get("STRATUS_STREAM_REPLICAS", d.stream_replicas)),
+            database_url=e.get("DATABASE_URL") or None,
+            data_dir=Path(e.get("STRATUS_DATA_DIR", str(d.data_dir))),
+            api_bind=e.get("STRATUS_API_BIND", d.api_bind),
+            api_workers=int(e.get("STRATUS_API_WORKERS", d.api_workers)),
+            read_wait_seconds=float(e.get("STRATUS_READ_WAIT_SECONDS", d.read_wait_seconds)),
+            libvirt_uri=e.get("STRATUS_LIBVIRT_URI", d.libvirt_uri),
+            host_name=e.get("STRATUS_HOST_NAME", d.host_name),
+            cloud_name=e.get("STRATUS_CLOUD_NAME", d.cloud_name),
+        )
+
+    def to_env(self) -> dict[str, str]:
+        """The environment that reproduces these settings in a child process."""
+        env = {
+            "STRATUS_NATS_URL": ",".join(self.nats_urls),
+            "STRATUS_STREAM": self.stream,
+            "STRATUS_SUBJECT_PREFIX": self.subject_prefix,
+            "STRATUS_STREAM_REPLICAS": str(self.stream_replicas),
+            "STRATUS_DATA_DIR": str(self.data_dir),
+            "STRATUS_API_BIND": self.api_bind,
+            "STRATUS_API_WORKERS": str(self.api_workers),
+            "STRATUS_READ_WAIT_SECONDS": str(self.read_wait_seconds),
+            "STRATUS_LIBVIRT_URI": self.libvirt_uri,
+            "STRATUS_HOST_NAME": self.host_name,
+            "STRATUS_CLOUD_NAME": self.cloud_name,
+        }
+        if self.database_url:
+            env["DATABASE_URL"] = self.database_url
+        return env
