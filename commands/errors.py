@@ -1,0 +1,43 @@
+"""The domain's errors: each has a stable code; the API maps them to HTTP in one place."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    code = "stratus.error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(DomainError):
+    code = "stratus.not_found"
+
+
+class InvalidInput(DomainError):
+    code = "stratus.invalid_input"
+
+
+class Conflict(DomainError):
+    """The command lost a race with another one on the same aggregate; retrying may succeed."""
+
+    code = "stratus.concurrent_update"
+
+
+class InvalidState(DomainError):
+    """The command is illegal in the aggregate's current state (Nova: InstanceInvalidState)."""
+
+    code = "compute.instance_invalid_state"
+
+
+class AlreadyExists(DomainError):
+    code = "stratus.already_exists"
+
+
+class NoValidHost(DomainError):
+    code = "compute.no_valid_host"
+
+
+class InsufficientResources(DomainError):
+    code = "compute.insufficient_resources"

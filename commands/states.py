@@ -1,0 +1,79 @@
+"""Nova's instance state vocabulary (vm_state, task_state, power_state) and its API status map.
+
+Values and the status table come from nova/compute/vm_states.py, task_states.py, power_state.py
+and nova/api/openstack/common.py, so that clients written for Nova read our servers unchanged.
+"""
+
+from __future__ import annotations
+
+
+class VmState:
+    ACTIVE = "active"
+    BUILDING = "building"
+    PAUSED = "paused"
+    SUSPENDED = "suspended"
+    STOPPED = "stopped"
+    RESCUED = "rescued"
+    RESIZED = "resized"
+    SOFT_DELETED = "soft-delete"
+    DELETED = "deleted"
+    ERROR = "error"
+    SHELVED = "shelved"
+    SHELVED_OFFLOADED = "shelved_offloaded"
+
+
+class TaskState:
+    SCHEDULING = "scheduling"
+    SPAWNING = "spawning"
+    DELETING = "deleting"
+
+
+class PowerState:
+    NOSTATE = 0
+    RUNNING = 1
+    PAUSED = 3
+    SHUTDOWN = 4
+    CRASHED = 6
+    SUSPENDED = 7
+
+
+_STATUS_BY_VM_STATE = {
+    VmState.ACTIVE: "ACTIVE",
+    VmState.BUILDING: "BUILD",
+    VmState.STOPPED: "SHUTOFF",
+    VmState.RESIZED: "VERIFY_RESIZE",
+    VmState.PAUSED: "PAUSED",
+    VmState.SUSPENDED: "SUSPENDED",
+    VmState.RESCUED: "RESCUE",
+    VmState.ERROR: "ERROR",
+    VmState.DELETED: "DELETED",
+    VmState.SOFT_DELETED: "SOFT_DELETED",
+    VmState.SHELVED: "SHELVED",
+    VmState.SHELVED_OFFLOADED: "SHELVED_OFFLOADED",
+}
+
+_ACTIVE_STATUS_BY_TASK = {
+    "rebooting": "REBOOT",
+    "reboot_pending": "REBOOT",
+    "reboot_started": "REBOOT",
+    "rebooting_hard": "HARD_REBOOT",
+    "reboot_pending_hard": "HARD_REBOOT",
+    "reboot_started_hard": "HARD_REBOOT",
+    "rebuilding": "REBUILD",
+    "rebuild_block_device_mapping": "REBUILD",
+    "rebuild_spawning": "REBUILD",
+    "migrating": "MIGRATING",
+    "resize_prep": "RESIZE",
+    "resize_migrating": "RESIZE",
+    "resize_migrated": "RESIZE",
+    "resize_finish": "RESIZE",
+}
+
+
+def api_status(vm_state: str, task_state: str | None) -> str:
+    """The `status` Nova's API shows for a vm_state/task_state pair."""
+    if vm_state == VmState.ACTIVE and task_state in _ACTIVE_STATUS_BY_TASK:
+        return _ACTIVE_STATUS_BY_TASK[task_state]
+    if vm_state == VmState.STOPPED and task_state == "resize_prep":
+        return "RESIZE"
+    return _STATUS_BY_VM_STATE.get(vm_state, "UNKNOWN")
