@@ -37,7 +37,9 @@ class Settings:
         e = os.environ if env is None else env
         d = cls()
         return cls(
-            nats_urls=tuple(u.strip() for u in e.get("STRATUS_NATS_URL", ",".join(d.nats_urls)).split(",") if u.strip()),
+            nats_urls=tuple(
+                u.strip() for u in e.get("STRATUS_NATS_URL", ",".join(d.nats_urls)).split(",") if u.strip()
+            ),
             stream=e.get("STRATUS_STREAM", d.stream),
             subject_prefix=e.get("STRATUS_SUBJECT_PREFIX", d.subject_prefix),
             stream_replicas=int(e.get("STRATUS_STREAM_REPLICAS", d.stream_replicas)),
