@@ -116,7 +116,7 @@ class Handlers:
     # -- plumbing -------------------------------------------------------------------------------
     def _get(self, cls: type[A], aggregate_id: UUID, what: str) -> A:
         try:
-            agg = self.app.repository.get(aggregate_id)
+            agg: Aggregate = self.app.repository.get(aggregate_id)
         except AggregateNotFoundError:
             raise NotFound(f"{what} could not be found.") from None
         if not isinstance(agg, cls):

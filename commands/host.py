@@ -7,6 +7,7 @@ check: two schedulers can never both take its last capacity, because the second 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
@@ -60,7 +61,7 @@ class Host(Aggregate):
         self.claims: dict[str, dict[str, int]] = {}
 
     @classmethod
-    def register(cls, hostname: str, vcpus: int, memory_mb: int, disk_gb: int, **kw: object) -> Host:
+    def register(cls, hostname: str, vcpus: int, memory_mb: int, disk_gb: int, **kw: Any) -> Host:
         if not hostname or len(hostname) > 255:
             raise InvalidInput("Invalid input for field/attribute hostname: 1 to 255 characters")
         for name, value in (("vcpus", vcpus), ("memory_mb", memory_mb), ("disk_gb", disk_gb)):
