@@ -1,0 +1,267 @@
+"""The virtualization port on libvirt: domain XML, lifecycle calls, host inventory, error translation.
+
+One XML generator serves libvirt's test driver (``test:///...``, unit tests) and real QEMU
+(``qemu:///system``, end-to-end): domains are always ``type='qemu'``, boot a kernel directly when
+the guest has one, and write their serial console to a file. Every ``libvirtError`` is translated
+here, where it enters, into the port's ``TemporaryVirtError`` or ``PermanentVirtError``; nothing
+above this module sees libvirt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import libvirt
+
+from commands.states import PowerState
+from workers.virt import (
+    DomainInfo,
+    DomainNotFound,
+    GuestSpec,
+    HostInventory,
+    PermanentVirtError,
+    TemporaryVirtError,
+    VirtError,
+)
+
+log = logging.getLogger(__name__)
+
+_GIB = 1024**3
+
+# Nova's mapping (nova/virt/libvirt/guest.py): SHUTDOWN means "shutting down", reported as SHUTDOWN.
+_POWER_STATE = {
+    libvirt.VIR_DOMAIN_NOSTATE: PowerState.NOSTATE,
+    libvirt.VIR_DOMAIN_RUNNING: PowerState.RUNNING,
+    libvirt.VIR_DOMAIN_BLOCKED: PowerState.RUNNING,
+    libvirt.VIR_DOMAIN_PAUSED: PowerState.PAUSED,
+    libvirt.VIR_DOMAIN_SHUTDOWN: PowerState.SHUTDOWN,
+    libvirt.VIR_DOMAIN_SHUTOFF: PowerState.SHUTDOWN,
+    libvirt.VIR_DOMAIN_CRASHED: PowerState.CRASHED,
+    libvirt.VIR_DOMAIN_PMSUSPENDED: PowerState.SUSPENDED,
+}
+
+# Errors after which the same call may succeed later (possibly on a new connection).
+_TEMPORARY_CODES = frozenset(
+    {
+        libvirt.VIR_ERR_OPERATION_TIMEOUT,
+        libvirt.VIR_ERR_SYSTEM_ERROR,
+        libvirt.VIR_ERR_NO_CONNECT,
+        libvirt.VIR_ERR_INVALID_CONN,
+        libvirt.VIR_ERR_RPC,
+        libvirt.VIR_ERR_AGENT_UNRESPONSIVE,
+        libvirt.VIR_ERR_OPERATION_ABORTED,
+        libvirt.VIR_ERR_AUTH_UNAVAILABLE,
+        libvirt.VIR_ERR_RESOURCE_BUSY,
+    }
+)
+_CONNECTION_CODES = frozenset({libvirt.VIR_ERR_NO_CONNECT, libvirt.VIR_ERR_INVALID_CONN, libvirt.VIR_ERR_RPC})
+_TRANSPORT_DOMAINS = frozenset({libvirt.VIR_FROM_REMOTE, libvirt.VIR_FROM_RPC})
+
+# The flags both the test driver and QEMU accept; guests here have no UEFI NVRAM.
+_UNDEFINE_FLAGS = libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | libvirt.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA
+
+
+def is_connection_lost(code: int | None, domain: int | None) -> bool:
+    """The connection is unusable (Nova's rule): reopen it before the next call."""
+    if code in _CONNECTION_CODES:
+        return True
+    return code in (libvirt.VIR_ERR_SYSTEM_ERROR, libvirt.VIR_ERR_INTERNAL_ERROR) and (
+        domain in _TRANSPORT_DOMAINS
+    )
+
+
+def classify(code: int | None, domain: int | None, message: str) -> VirtError:
+    """Our exception for a libvirt error code: temporary (retry with backoff) or permanent."""
+    if code == libvirt.VIR_ERR_NO_DOMAIN:
+        return DomainNotFound(message, code)
+    if code in _TEMPORARY_CODES or is_connection_lost(code, domain):
+        return TemporaryVirtError(message, code)
+    return PermanentVirtError(message, code)
+
+
+def domain_xml(guest: GuestSpec, *, arch: str | None = None) -> str:
+    """The domain definition for ``guest``: the same document for the test driver and for QEMU."""
+    dom = ET.Element("domain", type="qemu")
+    ET.SubElement(dom, "name").text = guest.name
+    ET.SubElement(dom, "uuid").text = guest.uuid
+    ET.SubElement(dom, "memory", unit="MiB").text = str(guest.memory_mb)
+    ET.SubElement(dom, "vcpu").text = str(guest.vcpus)
+    os_ = ET.SubElement(dom, "os")
+    type_ = ET.SubElement(os_, "type")
+    type_.text = "hvm"
+    if arch:
+        type_.set("arch", arch)
+    if guest.boot is not None:
+        ET.SubElement(os_, "kernel").text = guest.boot.kernel
+        if guest.boot.initrd:
+            ET.SubElement(os_, "initrd").text = guest.boot.initrd
+        if guest.boot.cmdline:
+            ET.SubElement(os_, "cmdline").text = guest.boot.cmdline
+    # ACPI lets the guest honour a graceful shutdown or reboot.
+    ET.SubElement(ET.SubElement(dom, "features"), "acpi")
+    ET.SubElement(dom, "on_poweroff").text = "destroy"
+    ET.SubElement(dom, "on_reboot").text = "restart"
+    ET.SubElement(dom, "on_crash").text = "destroy"
+    devices = ET.SubElement(dom, "devices")
+    if guest.console_log:
+        serial = ET.SubElement(devices, "serial", type="file")
+        ET.SubElement(serial, "source", path=guest.console_log)
+        ET.SubElement(serial, "target", port="0")
+    return ET.tostring(dom, encoding="unicode")
+
+
+class LibvirtDriver:
+    """``VirtDriver`` on one libvirt connection, reopened after the connection is lost.
+
+    ``connect`` opens the connection (called lazily, and again after a connection error); tests
+    that need the state of ``test:///default`` across calls pass a function returning one shared
+    connection.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], libvirt.virConnect],
+        *,
+        storage_pool: str = "default",
+        instances_path: Path | None = None,
+        arch: str | None = None,
+    ) -> None:
+        self._connect = connect
+        self._conn: libvirt.virConnect | None = None
+        self._storage_pool = storage_pool
+        self._instances_path = instances_path
+        self._arch = arch
+
+    @classmethod
+    def open(cls, uri: str, **kw: object) -> LibvirtDriver:
+        """A driver on ``uri``. libvirt's default error handler prints every error to stderr;
+        ours are raised as exceptions instead, so that printing is switched off (process-wide)."""
+        libvirt.registerErrorHandler(_ignore_libvirt_report, None)
+        return cls(lambda: libvirt.open(uri), **kw)  # type: ignore[arg-type]
+
+    # -- plumbing -------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _translated(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except libvirt.libvirtError as e:
+            code, domain = e.get_error_code(), e.get_error_domain()
+            if is_connection_lost(code, domain):
+                self._drop_connection()
+            raise classify(code, domain, f"{action}: {e.get_error_message() or e}") from e
+
+    def _connection(self) -> libvirt.virConnect:
+        if self._conn is None:
+            with self._translated("connect"):
+                self._conn = self._connect()
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(libvirt.libvirtError):  # it is already broken
+                conn.close()
+
+    def _lookup(self, uuid: str) -> libvirt.virDomain | None:
+        try:
+            return self._connection().lookupByUUIDString(uuid)
+        except libvirt.libvirtError as e:
+            if e.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                return None
+            raise
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with self._translated("close"):
+                conn.close()
+
+    # -- the port -------------------------------------------------------------------------------
+    def inventory(self) -> HostInventory:
+        with self._translated("host inventory"):
+            conn = self._connection()
+            _model, memory_mb, cpus, *_ = conn.getInfo()
+            hypervisor_type = conn.getType()
+            disk_gb = self._disk_gb(conn)
+        return HostInventory(
+            vcpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb, hypervisor_type=hypervisor_type
+        )
+
+    def _disk_gb(self, conn: libvirt.virConnect) -> int:
+        """The storage pool's capacity if the host has one, else the instances filesystem's size."""
+        try:
+            pool = conn.storagePoolLookupByName(self._storage_pool)
+        except libvirt.libvirtError as e:
+            if e.get_error_code() != libvirt.VIR_ERR_NO_STORAGE_POOL:
+                raise
+        else:
+            return int(pool.info()[1] // _GIB)
+        if self._instances_path is None:
+            return 0
+        st = os.statvfs(self._instances_path)
+        return int(st.f_blocks * st.f_frsize // _GIB)
+
+    def spawn(self, guest: GuestSpec) -> int:
+        xml = domain_xml(guest, arch=self._arch)
+        if guest.console_log:
+            _make_console_dir(Path(guest.console_log).parent)
+        with self._translated(f"spawn {guest.name}"):
+            dom = self._lookup(guest.uuid)
+            if dom is None:
+                dom = self._connection().defineXML(xml)
+            if not dom.isActive():
+                dom.create()
+            return _power_state(dom)
+
+    def destroy(self, uuid: str) -> None:
+        with self._translated(f"destroy {uuid}"):
+            dom = self._lookup(uuid)
+            if dom is None:
+                return
+            try:
+                if dom.isActive():
+                    dom.destroy()
+                dom.undefineFlags(_UNDEFINE_FLAGS)
+            except libvirt.libvirtError as e:
+                # Someone else stopped or removed it between our calls: the outcome we want.
+                if e.get_error_code() not in (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID):
+                    raise
+                if self._lookup(uuid) is not None:
+                    raise
+
+    def power_state(self, uuid: str) -> int:
+        with self._translated(f"power state of {uuid}"):
+            dom = self._lookup(uuid)
+            if dom is None:
+                raise DomainNotFound(f"No domain with UUID {uuid} on this host", libvirt.VIR_ERR_NO_DOMAIN)
+            return _power_state(dom)
+
+    def list_domains(self) -> list[DomainInfo]:
+        with self._translated("list domains"):
+            return [
+                DomainInfo(uuid=d.UUIDString(), name=d.name(), power_state=_power_state(d))
+                for d in self._connection().listAllDomains()
+            ]
+
+
+def _power_state(dom: libvirt.virDomain) -> int:
+    state, _reason = dom.state()
+    return _POWER_STATE.get(state, PowerState.NOSTATE)
+
+
+def _make_console_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except PermissionError as e:
+        raise PermanentVirtError(f"Cannot create console directory {path}: {e}") from e
+    except OSError as e:
+        raise TemporaryVirtError(f"Cannot create console directory {path}: {e}") from e
+
+
+def _ignore_libvirt_report(_ctx: object, _error: object) -> None:
+    """libvirt's error callback: errors reach us as exceptions, the printed report is redundant."""

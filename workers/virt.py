@@ -1,0 +1,95 @@
+"""The virtualization port: what the hypervisor worker needs from a hypervisor, in our own words.
+
+The worker speaks only this module's vocabulary: a ``GuestSpec`` to spawn, Nova's power states
+back, and two kinds of failure, ``TemporaryVirtError`` (retry with backoff) and
+``PermanentVirtError`` (record a fault). ``workers.libvirt_driver`` implements the port on libvirt
+and translates every ``libvirtError`` into one of them; tests may implement it too, to simulate
+failures libvirt's test driver cannot produce.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class VirtError(Exception):
+    """A hypervisor operation failed; ``code`` is the hypervisor's own error code, if it has one."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class TemporaryVirtError(VirtError):
+    """Retrying later may succeed: a timeout, a lost connection, a busy host."""
+
+
+class PermanentVirtError(VirtError):
+    """Retrying cannot help: invalid input, a name clash, an unsupported configuration."""
+
+
+class DomainNotFound(PermanentVirtError):
+    """The operation needs a guest that does not exist on this host."""
+
+
+@dataclass(frozen=True)
+class BootImage:
+    """Direct kernel boot: the guest starts from a kernel (and initramfs) on the host's disk."""
+
+    kernel: str
+    initrd: str | None = None
+    cmdline: str | None = None
+
+
+@dataclass(frozen=True)
+class GuestSpec:
+    """What a hypervisor needs to know to run one instance."""
+
+    uuid: str
+    vcpus: int
+    memory_mb: int
+    boot: BootImage | None = None
+    # Where the guest's serial console is written; None: no serial console.
+    console_log: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"instance-{self.uuid}"
+
+
+@dataclass(frozen=True)
+class HostInventory:
+    vcpus: int
+    memory_mb: int
+    disk_gb: int
+    hypervisor_type: str
+
+
+@dataclass(frozen=True)
+class DomainInfo:
+    uuid: str
+    name: str
+    power_state: int
+
+
+class VirtDriver(Protocol):
+    def inventory(self) -> HostInventory: ...
+
+    def spawn(self, guest: GuestSpec) -> int:
+        """Define and start the guest (idempotent: a guest already running is left so); its power state."""
+        ...
+
+    def destroy(self, uuid: str) -> None:
+        """Stop and undefine the guest; nothing to do when it does not exist."""
+        ...
+
+    def power_state(self, uuid: str) -> int:
+        """Nova's power state of the guest; ``DomainNotFound`` when it does not exist."""
+        ...
+
+    def list_domains(self) -> Sequence[DomainInfo]: ...
+
+    def close(self) -> None: ...
