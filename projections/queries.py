@@ -1,0 +1,244 @@
+"""What the API reads: servers, flavors and hosts from the read models, and read-your-writes.
+
+Every function takes an open psycopg connection (the caller's pool owns it) and returns plain dicts
+keyed by the column names of ``projections.schema`` (uuid columns come back as ``uuid.UUID``,
+timestamps as aware ``datetime``). Tables are always named ``stratus_rm.<table>``: a rebuild swaps
+the schema under that name without readers noticing.
+
+``wait_for_position`` is how a client reads its own write: every command returns the log position
+of its last event, and the projector announces each batch it commits with a NOTIFY on
+``stratus_rm_position``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from projections.schema import LIVE_SCHEMA, POSITION_CHANNEL
+
+
+class QueryError(Exception):
+    """A read-model query could not be answered."""
+
+
+class MarkerNotFound(QueryError):
+    """The paging marker names no row the caller can see (Nova answers 400)."""
+
+    def __init__(self, marker: str) -> None:
+        super().__init__(f"marker [{marker}] not found")
+        self.marker = marker
+
+
+class InvalidFilter(QueryError):
+    """A filter value cannot be used (e.g. a ``name`` that is not a valid regular expression)."""
+
+
+class ReadModelUnavailable(QueryError):
+    """The read-model tables do not exist yet (the projector has never run against this database)."""
+
+
+Row = dict[str, Any]
+_S = sql.Identifier(LIVE_SCHEMA)
+
+
+def _fetchall(conn: psycopg.Connection[Any], query: sql.SQL | sql.Composed, params: Any = None) -> list[Row]:
+    try:
+        with conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(query, params)
+            return cur.fetchall()
+    except psycopg.errors.UndefinedTable as e:
+        raise ReadModelUnavailable(f"the read models are not there yet: {e}") from e
+    except psycopg.errors.InvalidRegularExpression as e:
+        raise InvalidFilter(f"invalid regular expression: {e.diag.message_primary}") from e
+
+
+def _fetchone(conn: psycopg.Connection[Any], query: sql.SQL | sql.Composed, params: Any = None) -> Row | None:
+    rows = _fetchall(conn, query, params)
+    return rows[0] if rows else None
+
+
+def _as_uuid(value: str) -> UUID | None:
+    try:
+        return UUID(value)
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+# -- positions ------------------------------------------------------------------------------------
+def current_position(conn: psycopg.Connection[Any]) -> int:
+    """The last log position the read models have applied (0 before the first event)."""
+    row = _fetchone(conn, sql.SQL("SELECT position FROM {}.tracking").format(_S))
+    return int(row["position"]) if row else 0
+
+
+def wait_for_position(conn: psycopg.Connection[Any], position: int, timeout: float) -> bool:
+    """Block until the read models have applied the log up to ``position``; False on timeout.
+
+    On an autocommit connection this LISTENs for the projector's per-batch NOTIFY (and re-checks
+    the tracking row at least every 0.25 s, so a missed notification costs little). On a connection
+    inside a transaction it polls (a REPEATABLE READ snapshot would never see progress: use autocommit).
+    """
+    if current_position(conn) >= position:
+        return True
+    deadline = time.monotonic() + timeout
+    if not conn.autocommit:
+        return _poll(conn, position, deadline)
+    channel = sql.Identifier(POSITION_CHANNEL)
+    conn.execute(sql.SQL("LISTEN {}").format(channel))
+    try:
+        while True:
+            # A batch may have committed between the first check and LISTEN: check again first.
+            if current_position(conn) >= position:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            for notify in conn.notifies(timeout=min(remaining, 0.25)):
+                if notify.payload.isdigit() and int(notify.payload) >= position:
+                    return True
+    finally:
+        conn.execute(sql.SQL("UNLISTEN {}").format(channel))
+
+
+def _poll(conn: psycopg.Connection[Any], position: int, deadline: float) -> bool:
+    interval = 0.005
+    while True:
+        if current_position(conn) >= position:
+            return True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        time.sleep(min(interval, remaining))
+        interval = min(interval * 2, 0.1)
+
+
+# -- servers --------------------------------------------------------------------------------------
+def list_servers(
+    conn: psycopg.Connection[Any],
+    *,
+    project_id: str | None,
+    limit: int,
+    marker: str | None,
+    name: str | None = None,
+    status: str | None = None,
+    host: str | None = None,
+    include_deleted: bool = False,
+) -> list[Row]:
+    """A page of servers, newest first (created_at desc, id desc), as Nova pages them.
+
+    ``project_id=None`` lists every project (admin). ``marker`` is the id of the last server of the
+    previous page; ``MarkerNotFound`` if the caller cannot see it. ``name`` is a POSIX regular
+    expression (Nova's semantics); ``status`` an API status such as ``ACTIVE`` (case-insensitive).
+    """
+    where: list[sql.Composable] = []
+    params: list[Any] = []
+    if project_id is not None:
+        where.append(sql.SQL("project_id = %s"))
+        params.append(project_id)
+    if not include_deleted:
+        where.append(sql.SQL("NOT deleted"))
+    if name is not None:
+        where.append(sql.SQL("name ~ %s"))
+        params.append(name)
+    if status is not None:
+        where.append(sql.SQL("status = %s"))
+        params.append(status.upper())
+    if host is not None:
+        where.append(sql.SQL("host = %s"))
+        params.append(host)
+    if marker is not None:
+        mark = _marker_row(conn, marker, project_id)
+        where.append(sql.SQL("(created_at, id) < (%s, %s)"))
+        params.extend((mark["created_at"], mark["id"]))
+    query = sql.SQL("SELECT * FROM {}.instances {} ORDER BY created_at DESC, id DESC LIMIT %s").format(
+        _S, sql.SQL("WHERE ") + sql.SQL(" AND ").join(where) if where else sql.SQL("")
+    )
+    params.append(max(0, limit))
+    return _fetchall(conn, query, params)
+
+
+def _marker_row(conn: psycopg.Connection[Any], marker: str, project_id: str | None) -> Row:
+    uid = _as_uuid(marker)
+    row = None
+    if uid is not None:
+        query = sql.SQL("SELECT id, created_at FROM {}.instances WHERE id = %s").format(_S)
+        params: list[Any] = [uid]
+        if project_id is not None:
+            query = query + sql.SQL(" AND project_id = %s")
+            params.append(project_id)
+        row = _fetchone(conn, query, params)
+    if row is None:
+        raise MarkerNotFound(marker)
+    return row
+
+
+def get_server(conn: psycopg.Connection[Any], server_id: str, project_id: str | None) -> Row | None:
+    """One server (deleted ones included: the API decides what a deleted server shows)."""
+    uid = _as_uuid(server_id)
+    if uid is None:
+        return None
+    query = sql.SQL("SELECT * FROM {}.instances WHERE id = %s").format(_S)
+    params: list[Any] = [uid]
+    if project_id is not None:
+        query = query + sql.SQL(" AND project_id = %s")
+        params.append(project_id)
+    return _fetchone(conn, query, params)
+
+
+# -- flavors --------------------------------------------------------------------------------------
+def list_flavors(
+    conn: psycopg.Connection[Any],
+    *,
+    limit: int | None = None,
+    marker: str | None = None,
+    include_private: bool = True,
+) -> list[Row]:
+    """Flavors that are not deleted, ordered by flavorid (Nova's default sort key); marker = flavorid."""
+    where: list[sql.Composable] = [sql.SQL("NOT deleted")]
+    params: list[Any] = []
+    if not include_private:
+        where.append(sql.SQL("is_public"))
+    if marker is not None:
+        found = _fetchone(
+            conn, sql.SQL("SELECT 1 AS found FROM {}.flavors WHERE flavorid = %s").format(_S), (marker,)
+        )
+        if found is None:
+            raise MarkerNotFound(marker)
+        where.append(sql.SQL("flavorid > %s"))
+        params.append(marker)
+    query = sql.SQL("SELECT * FROM {}.flavors WHERE {} ORDER BY flavorid").format(
+        _S, sql.SQL(" AND ").join(where)
+    )
+    if limit is not None:
+        query = query + sql.SQL(" LIMIT %s")
+        params.append(max(0, limit))
+    return _fetchall(conn, query, params)
+
+
+def get_flavor(conn: psycopg.Connection[Any], flavorid: str) -> Row | None:
+    """One flavor by its Nova flavor id, deleted or not (servers keep showing their flavor)."""
+    return _fetchone(conn, sql.SQL("SELECT * FROM {}.flavors WHERE flavorid = %s").format(_S), (flavorid,))
+
+
+# -- hosts ----------------------------------------------------------------------------------------
+def list_hosts(conn: psycopg.Connection[Any]) -> list[Row]:
+    """Every registered hypervisor with its capacity, usage and free resources, by hostname."""
+    return _fetchall(conn, sql.SQL("SELECT * FROM {}.hosts ORDER BY hostname").format(_S))
+
+
+def get_host(conn: psycopg.Connection[Any], hostname_or_id: str) -> Row | None:
+    """One hypervisor, by its id (uuid) or its hostname."""
+    uid = _as_uuid(hostname_or_id)
+    if uid is not None:
+        row = _fetchone(conn, sql.SQL("SELECT * FROM {}.hosts WHERE id = %s").format(_S), (uid,))
+        if row is not None:
+            return row
+    return _fetchone(
+        conn, sql.SQL("SELECT * FROM {}.hosts WHERE hostname = %s").format(_S), (hostname_or_id,)
+    )

@@ -1,0 +1,174 @@
+"""The read models' tables, created in one PostgreSQL schema per generation.
+
+Readers always name ``stratus_rm.<table>``. A rebuild fills the same tables in another schema and
+renames the schemas in one transaction; the ``tracking`` row lives inside the schema, so it moves
+with the data it describes.
+
+Every writer of ``stratus_rm`` (the live runner per batch, a rebuild at its swap, the first
+creation of the schema) holds the transaction-level advisory lock ``WRITER_LOCK`` first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+LIVE_SCHEMA = "stratus_rm"
+# The NOTIFY channel on which each committed batch announces the position it reached.
+POSITION_CHANNEL = "stratus_rm_position"
+# pg_advisory_xact_lock key shared by every writer of the live schema (ascii "stratusrm" folded to 63 bits).
+WRITER_LOCK = 0x7374726174757372
+# A session-level advisory lock held for the whole of a rebuild: one rebuild at a time.
+REBUILD_LOCK = WRITER_LOCK + 1
+
+# Columns written by the projection, per table (generated columns are left out).
+INSTANCE_COLUMNS: tuple[str, ...] = (
+    "id", "name", "project_id", "user_id", "flavor", "image_ref", "metadata", "availability_zone",
+    "vm_state", "task_state", "power_state", "status", "host", "fault",
+    "created_at", "updated_at", "launched_at", "deleted_at", "deleted", "version", "position",
+)  # fmt: skip
+HOST_COLUMNS: tuple[str, ...] = (
+    "id", "hostname", "hypervisor_type", "vcpus", "memory_mb", "disk_gb",
+    "cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio",
+    "vcpus_used", "memory_mb_used", "disk_gb_used", "running_vms",
+    "created_at", "updated_at", "version", "position",
+)  # fmt: skip
+CLAIM_COLUMNS: tuple[str, ...] = (
+    "host_id", "instance_id", "vcpus", "memory_mb", "disk_gb", "claimed_at", "position",
+)  # fmt: skip
+FLAVOR_COLUMNS: tuple[str, ...] = (
+    "flavorid", "id", "name", "vcpus", "ram", "disk", "ephemeral", "swap", "rxtx_factor",
+    "is_public", "description", "deleted", "created_at", "deleted_at", "version", "position",
+)  # fmt: skip
+
+# Each table and its key, in the order a row-for-row comparison walks them.
+TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("instances", ("id",)),
+    ("hosts", ("id",)),
+    ("host_claims", ("host_id", "instance_id")),
+    ("flavors", ("flavorid",)),
+    ("tracking", ("singleton",)),
+)
+
+_DDL = """
+CREATE TABLE {s}.instances (
+    id uuid PRIMARY KEY,
+    name text NOT NULL,
+    project_id text NOT NULL,
+    user_id text NOT NULL,
+    flavor jsonb NOT NULL,
+    image_ref text NOT NULL DEFAULT '',
+    metadata jsonb NOT NULL DEFAULT '{{}}',
+    availability_zone text,
+    vm_state text NOT NULL,
+    task_state text,
+    power_state integer NOT NULL DEFAULT 0,
+    status text NOT NULL,
+    host text,
+    fault jsonb,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    launched_at timestamptz,
+    deleted_at timestamptz,
+    deleted boolean NOT NULL DEFAULT false,
+    version integer NOT NULL,
+    position bigint NOT NULL
+);
+-- Nova's paging: newest first within a project (or across projects for an admin).
+CREATE INDEX ON {s}.instances (project_id, created_at DESC, id DESC);
+CREATE INDEX ON {s}.instances (created_at DESC, id DESC);
+CREATE INDEX ON {s}.instances (status);
+CREATE INDEX ON {s}.instances (host);
+CREATE INDEX ON {s}.instances (name);
+
+CREATE TABLE {s}.hosts (
+    id uuid PRIMARY KEY,
+    hostname text NOT NULL UNIQUE,
+    hypervisor_type text NOT NULL,
+    vcpus integer NOT NULL,
+    memory_mb bigint NOT NULL,
+    disk_gb bigint NOT NULL,
+    cpu_allocation_ratio double precision NOT NULL,
+    ram_allocation_ratio double precision NOT NULL,
+    disk_allocation_ratio double precision NOT NULL,
+    vcpus_used integer NOT NULL DEFAULT 0,
+    memory_mb_used bigint NOT NULL DEFAULT 0,
+    disk_gb_used bigint NOT NULL DEFAULT 0,
+    running_vms integer NOT NULL DEFAULT 0,
+    -- Placement's rule, as commands.host.Host.capacity: int((total - reserved) * allocation_ratio).
+    vcpus_capacity integer GENERATED ALWAYS AS (floor(vcpus * cpu_allocation_ratio)::integer) STORED,
+    memory_mb_capacity bigint GENERATED ALWAYS AS (floor(memory_mb * ram_allocation_ratio)::bigint) STORED,
+    disk_gb_capacity bigint GENERATED ALWAYS AS (floor(disk_gb * disk_allocation_ratio)::bigint) STORED,
+    vcpus_free integer
+        GENERATED ALWAYS AS (floor(vcpus * cpu_allocation_ratio)::integer - vcpus_used) STORED,
+    memory_mb_free bigint
+        GENERATED ALWAYS AS (floor(memory_mb * ram_allocation_ratio)::bigint - memory_mb_used) STORED,
+    disk_gb_free bigint
+        GENERATED ALWAYS AS (floor(disk_gb * disk_allocation_ratio)::bigint - disk_gb_used) STORED,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    version integer NOT NULL,
+    position bigint NOT NULL
+);
+
+-- What each instance holds on its host (a release names only the instance).
+CREATE TABLE {s}.host_claims (
+    host_id uuid NOT NULL,
+    instance_id text NOT NULL,
+    vcpus integer NOT NULL,
+    memory_mb bigint NOT NULL,
+    disk_gb bigint NOT NULL,
+    claimed_at timestamptz NOT NULL,
+    position bigint NOT NULL,
+    PRIMARY KEY (host_id, instance_id)
+);
+
+CREATE TABLE {s}.flavors (
+    flavorid text PRIMARY KEY,
+    id uuid NOT NULL UNIQUE,
+    name text NOT NULL,
+    vcpus integer NOT NULL,
+    ram integer NOT NULL,
+    disk integer NOT NULL,
+    ephemeral integer NOT NULL DEFAULT 0,
+    swap integer NOT NULL DEFAULT 0,
+    rxtx_factor double precision NOT NULL DEFAULT 1.0,
+    is_public boolean NOT NULL DEFAULT true,
+    description text,
+    deleted boolean NOT NULL DEFAULT false,
+    created_at timestamptz NOT NULL,
+    deleted_at timestamptz,
+    version integer NOT NULL,
+    position bigint NOT NULL
+);
+
+-- One row: the last log position applied to this schema's tables.
+CREATE TABLE {s}.tracking (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    position bigint NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO {s}.tracking (singleton, position) VALUES (true, 0);
+"""
+
+
+def create_schema(conn: psycopg.Connection[Any], schema: str) -> None:
+    """Create ``schema`` with empty read-model tables at position 0 (in the caller's transaction)."""
+    s = sql.Identifier(schema)
+    conn.execute(sql.SQL("CREATE SCHEMA {}").format(s))
+    conn.execute(sql.SQL(_DDL).format(s=s))  # type: ignore[arg-type]
+
+
+def schema_exists(conn: psycopg.Connection[Any], schema: str) -> bool:
+    row = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+    return row is not None
+
+
+def ensure_live_schema(conn: psycopg.Connection[Any]) -> None:
+    """Create ``stratus_rm`` if it does not exist yet; safe to call from several processes at once."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
+        if not schema_exists(conn, LIVE_SCHEMA):
+            create_schema(conn, LIVE_SCHEMA)
