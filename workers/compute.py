@@ -1,0 +1,191 @@
+"""The hypervisor worker's steps for one host: spawn a scheduled instance, tear down a deleted one.
+
+Each step reads the instance's current state first, so a redelivered message either completes
+the step or finds it done. Virtualization failures arrive as the port's two kinds: temporary ones
+are retried with backoff (the message comes back), permanent ones, and temporary ones that
+outlast the retries, become a fault on the instance, which releases its resources on the host.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from commands.errors import Conflict, InvalidState, NotFound
+from commands.handlers import (
+    FailInstance,
+    FinishDeletion,
+    FinishSpawning,
+    Handlers,
+    RegisterHost,
+    StartSpawning,
+)
+from commands.instance import Instance
+from commands.states import TaskState, VmState
+from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
+from workers.virt import BootImage, GuestSpec, PermanentVirtError, TemporaryVirtError, VirtDriver, VirtError
+
+log = logging.getLogger(__name__)
+
+SPAWN_FAILED = "compute.spawn_failed"
+DELETE_FAILED = "compute.delete_failed"
+
+SCHEDULED = "scheduled"
+DELETION_REQUESTED = "deletionrequested"
+
+
+class BootImages:
+    """Kernels for direct boot, one directory per image ref: ``<root>/<image_ref>/{vmlinuz,initrd,cmdline}``.
+
+    There is no image service yet; an image without a directory boots nothing (fine for the test
+    driver), one with a ``vmlinuz`` boots it.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+
+    def __call__(self, image_ref: str) -> BootImage | None:
+        if not image_ref or "/" in image_ref or image_ref.startswith("."):
+            return None
+        d = self._root / image_ref
+        kernel = d / "vmlinuz"
+        if not kernel.is_file():
+            return None
+        initrd = d / "initrd"
+        cmdline = d / "cmdline"
+        return BootImage(
+            kernel=str(kernel),
+            initrd=str(initrd) if initrd.is_file() else None,
+            cmdline=cmdline.read_text().strip() if cmdline.is_file() else "console=ttyS0",
+        )
+
+
+class Compute:
+    def __init__(
+        self,
+        handlers: Handlers,
+        driver: VirtDriver,
+        hostname: str,
+        *,
+        instances_path: Path,
+        boot_image: Callable[[str], BootImage | None] = lambda _ref: None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self._handlers = handlers
+        self._driver = driver
+        self.hostname = hostname
+        self._instances_path = instances_path
+        self._boot_image = boot_image
+        self._retry = retry or RetryPolicy()
+
+    def register(self) -> None:
+        """Register this host with the inventory its hypervisor reports (a no-op when known)."""
+        inv = self._driver.inventory()
+        self._handlers.register_host(
+            RegisterHost(self.hostname, inv.vcpus, inv.memory_mb, inv.disk_gb, inv.hypervisor_type)
+        )
+
+    def handle(self, event_type: str, server_id: str, attempt: int) -> Outcome:
+        """React to one instance event (``attempt``: how many times it has been delivered)."""
+        try:
+            if event_type == SCHEDULED:
+                return self._spawn(server_id, attempt)
+            if event_type == DELETION_REQUESTED:
+                return self._delete(server_id, attempt)
+        except Conflict as e:
+            return self._retry.retry(attempt, e.message) or RetryLater(self._retry.delays[-1], e.message)
+        return DONE
+
+    def guest(self, inst: Instance) -> GuestSpec:
+        return GuestSpec(
+            uuid=inst.server_id,
+            vcpus=int(inst.flavor["vcpus"]),
+            memory_mb=int(inst.flavor["ram"]),
+            boot=self._boot_image(inst.image_ref),
+            console_log=str(self._instances_path / inst.server_id / "console.log"),
+        )
+
+    # -- steps ----------------------------------------------------------------------------------
+    def _load(self, server_id: str) -> Instance | None:
+        """The instance if it lives on this host; None when it is gone or elsewhere."""
+        try:
+            inst = self._handlers.instance(server_id)
+        except NotFound:
+            return None
+        return inst if inst.host == self.hostname else None
+
+    def _spawn(self, server_id: str, attempt: int) -> Outcome:
+        inst = self._load(server_id)
+        if inst is None or inst.vm_state != VmState.BUILDING:
+            return DONE  # gone, elsewhere, or already spawned or failed: a replay
+        if inst.task_state is None:
+            try:
+                self._handlers.start_spawning(StartSpawning(server_id, self.hostname))
+            except (InvalidState, NotFound):
+                return DONE  # a deletion got in first; its own message tears down
+        elif inst.task_state != TaskState.SPAWNING:
+            return DONE  # deleting: the DeletionRequested message does the work
+        try:
+            power_state = self._driver.spawn(self.guest(inst))
+        except TemporaryVirtError as e:
+            retry = self._retry.retry(attempt, e.message)
+            if retry is not None:
+                log.warning(
+                    "spawn %s: attempt %d failed, retrying in %.1fs: %s", server_id, attempt, retry.delay, e
+                )
+                return retry
+            return self._fault(server_id, e, attempt)
+        except PermanentVirtError as e:
+            return self._fault(server_id, e, attempt)
+        try:
+            self._handlers.finish_spawning(FinishSpawning(server_id, power_state))
+        except (InvalidState, NotFound):
+            # Lost a race with a delete: the guest we just started must go again.
+            return self._delete(server_id, attempt)
+        return DONE
+
+    def _fault(self, server_id: str, error: VirtError, attempt: int) -> Outcome:
+        inst = self._load(server_id)
+        if inst is None:
+            return DONE
+        if inst.task_state == TaskState.DELETING:
+            return self._delete(server_id, attempt)
+        self._record_fault(server_id, SPAWN_FAILED, "spawn", error, attempt)
+        return DONE
+
+    def _delete(self, server_id: str, attempt: int) -> Outcome:
+        inst = self._load(server_id)
+        if inst is None:
+            return DONE  # already deleted (a replay), or not on this host
+        # Whatever the instance's state now, a DeletionRequested is never taken back.
+        try:
+            self._driver.destroy(server_id)
+        except TemporaryVirtError as e:
+            retry = self._retry.retry(attempt, e.message)
+            if retry is not None:
+                log.warning(
+                    "delete %s: attempt %d failed, retrying in %.1fs: %s", server_id, attempt, retry.delay, e
+                )
+                return retry
+            self._record_fault(server_id, DELETE_FAILED, "delete", e, attempt)
+            return DONE
+        except PermanentVirtError as e:
+            # Nova's answer: the server goes to ERROR and the user may delete it again.
+            self._record_fault(server_id, DELETE_FAILED, "delete", e, attempt)
+            return DONE
+        self._handlers.finish_deletion(FinishDeletion(server_id))
+        return DONE
+
+    def _record_fault(self, server_id: str, code: str, action: str, error: VirtError, attempt: int) -> None:
+        kind = "temporary, out of retries" if isinstance(error, TemporaryVirtError) else "permanent"
+        log.error("%s %s failed (%s): %s", action, server_id, kind, error)
+        self._handlers.fail_instance(
+            FailInstance(
+                server_id,
+                code=code,
+                message=f"Failed to {action} instance on host {self.hostname}: {error.message}",
+                details=f"{type(error).__name__} ({kind}; hypervisor error code {error.code}; "
+                f"attempt {attempt}): {error.message}",
+            )
+        )

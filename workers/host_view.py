@@ -1,0 +1,63 @@
+"""The scheduler's advisory view of every host's free resources, folded from the hosts' events.
+
+The view replays ``Host`` events into ``Host`` aggregates with the domain's own code, so that
+"free" means here exactly what it means when the claim is checked. It is advisory: it may lag the
+log, and a placement it suggests is checked again by the Host aggregate under optimistic
+concurrency when the claim is appended.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate, CanMutateAggregate, OriginatorVersionError
+
+from commands.host import Host, Resources
+
+log = logging.getLogger(__name__)
+
+
+class HostView:
+    def __init__(self, reload: Callable[[UUID], Host | None] = lambda _id: None) -> None:
+        """``reload`` reads one host from the log, to repair the view after a gap in its feed."""
+        self._reload = reload
+        self._hosts: dict[UUID, Host] = {}
+        # The log position of the last event applied (the stream sequence).
+        self.position = 0
+
+    def apply(self, event: CanMutateAggregate[UUID], position: int) -> None:
+        """Fold one host event (in log order) into the view."""
+        if position <= self.position:
+            return  # seen already
+        current = self._hosts.get(event.originator_id)
+        if (current is None) != isinstance(event, Aggregate.Created):
+            # An event for a host we do not know, or a second creation: a gap in what we were fed.
+            self._gap(event, position)
+            return
+        try:
+            host = event.mutate(current)  # type: ignore[arg-type]
+        except OriginatorVersionError:
+            self._gap(event, position)
+            return
+        else:
+            if isinstance(host, Host):
+                self._hosts[event.originator_id] = host
+        self.position = position
+
+    def _gap(self, event: CanMutateAggregate[UUID], position: int) -> None:
+        """Read the host afresh rather than guess (or forget it, if it cannot be read)."""
+        log.warning("host view: gap in the events of host %s at position %d", event.originator_id, position)
+        host = self._reload(event.originator_id)
+        if host is None:
+            self._hosts.pop(event.originator_id, None)
+        else:
+            self._hosts[event.originator_id] = host
+        self.position = position
+
+    def free(self) -> dict[str, Resources]:
+        return {h.hostname: h.free() for h in self._hosts.values()}
+
+    def __len__(self) -> int:
+        return len(self._hosts)

@@ -1,0 +1,46 @@
+"""What a worker's handler tells its consumer loop to do with a message, and the retry policy.
+
+A handler never swallows a failure: it either finished the step (``DONE``: acknowledge), or asks
+for the message again later (``RetryLater``: negative acknowledgement with a delay), or raises,
+and the process stops. The message's delivery count bounds the retries: after the last one the
+handler records a fault instead, so that no instance waits in a transitional state forever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Done:
+    """The step is complete (or was already, or was not ours): acknowledge the message."""
+
+
+@dataclass(frozen=True)
+class RetryLater:
+    """A temporary failure: deliver the message again after ``delay`` seconds."""
+
+    delay: float
+    reason: str = ""
+
+
+Outcome = Done | RetryLater
+
+DONE = Done()
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Delays between attempts, in seconds; ``len(delays) + 1`` attempts in all."""
+
+    delays: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0)
+
+    @property
+    def attempts(self) -> int:
+        return len(self.delays) + 1
+
+    def retry(self, attempt: int, reason: str) -> RetryLater | None:
+        """After the ``attempt``-th delivery failed: when to try again, or None when out of attempts."""
+        if attempt >= self.attempts:
+            return None
+        return RetryLater(self.delays[max(attempt, 1) - 1], reason)

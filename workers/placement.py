@@ -1,0 +1,91 @@
+"""The scheduler's step: place one requested instance on a host, or record why none has room.
+
+The host view is advisory; ``Handlers.place_instance`` claims the resources on the chosen host
+under the Host aggregate's optimistic-concurrency check, so a stale view only means trying the next
+candidate. Several schedulers may run at once: they cannot overcommit a host, they can only lose
+a race and move on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from commands.errors import Conflict, InsufficientResources, InvalidState, NotFound, NoValidHost
+from commands.handlers import FailInstance, Handlers, PlaceInstance
+from commands.host import Resources
+from commands.states import TaskState, VmState
+from workers.host_selection import NO_VALID_HOST, select_hosts
+from workers.host_view import HostView
+from workers.outcome import DONE, Outcome, RetryPolicy
+
+log = logging.getLogger(__name__)
+
+# Select again after every candidate filled up under us: other schedulers were faster.
+_ROUNDS = 3
+
+
+class Placement:
+    def __init__(
+        self,
+        handlers: Handlers,
+        view: HostView,
+        catch_up: Callable[[], None],
+        *,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        """``catch_up`` brings ``view`` up to the log's current end before a decision."""
+        self._handlers = handlers
+        self._view = view
+        self._catch_up = catch_up
+        self._retry = retry or RetryPolicy()
+
+    def handle(self, server_id: str, attempt: int) -> Outcome:
+        try:
+            return self._place(server_id)
+        except Conflict as e:
+            retry = self._retry.retry(attempt, e.message)
+            if retry is not None:
+                return retry
+            return self._fail(server_id, f"Gave up after {attempt} attempts: {e.message}")
+
+    def _place(self, server_id: str) -> Outcome:
+        try:
+            inst = self._handlers.instance(server_id)
+        except NotFound:
+            return DONE  # deleted before it was placed
+        if inst.vm_state != VmState.BUILDING or inst.task_state != TaskState.SCHEDULING:
+            return DONE  # placed or failed already: a redelivery
+        need = Resources.of_flavor(inst.flavor)
+        details = ""
+        for _ in range(_ROUNDS):
+            self._catch_up()
+            selection = select_hosts(self._view.free(), need)
+            if not selection.hosts:
+                details = selection.details
+                break
+            for hostname in selection.hosts:
+                try:
+                    self._handlers.place_instance(PlaceInstance(server_id, hostname))
+                except InsufficientResources:
+                    log.info("place %s: %s filled up meanwhile, trying the next host", server_id, hostname)
+                    continue
+                except (InvalidState, NotFound):
+                    return DONE  # deleted, placed or failed by someone else meanwhile
+                return DONE
+            details = (
+                f"Requested vcpus={need.vcpus}, memory_mb={need.memory_mb}, disk_gb={need.disk_gb}; "
+                f"every candidate host ({', '.join(selection.hosts)}) filled up while placing."
+            )
+        return self._fail(server_id, details)
+
+    def _fail(self, server_id: str, details: str) -> Outcome:
+        try:
+            inst = self._handlers.instance(server_id)
+            if inst.task_state != TaskState.SCHEDULING:
+                return DONE  # placed by another scheduler after all, or being deleted
+            log.warning("place %s: %s %s", server_id, NO_VALID_HOST, details)
+            self._handlers.fail_instance(FailInstance(server_id, NoValidHost.code, NO_VALID_HOST, details))
+        except NotFound:
+            return DONE  # deleted meanwhile: nothing to report on
+        return DONE
