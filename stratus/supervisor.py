@@ -1,0 +1,367 @@
+"""Runs a group of processes as one: starts them in order, watches them, stops them in reverse.
+
+``stratus run`` is the whole control plane on one machine: a JetStream server, PostgreSQL, the API,
+the projector, the scheduler and a hypervisor worker. An operator needs it to behave like one program:
+one Ctrl-C stops everything cleanly, and when one part dies the group says which part, shows the end
+of its output, stops the others and exits non-zero, rather than leaving half a control plane running.
+
+A ``Part`` is anything with that lifecycle. ``ChildProcess`` is a command the supervisor starts
+itself, in its own process group (so a terminal's Ctrl-C reaches the supervisor only, which then
+stops the parts in reverse order) and with a parent-death signal (so a supervisor killed outright
+does not leave orphans behind). ``ServicePart`` adapts a server object that manages its own process.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+TAIL_LINES = 40
+
+
+class PartFailed(Exception):
+    """A part could not start, or stopped while it should have been running."""
+
+    def __init__(self, name: str, reason: str, tail: str = "") -> None:
+        super().__init__(f"{name}: {reason}")
+        self.name = name
+        self.reason = reason
+        self.tail = tail
+
+
+def describe_status(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+class Part(ABC):
+    """One member of a supervised group."""
+
+    name: str
+    # Where the part can be reached once started ("" if it listens nowhere).
+    address: str = ""
+
+    @abstractmethod
+    def start(self, abandon: threading.Event) -> None:
+        """Start and return once ready; raise ``PartFailed`` if it cannot, or once ``abandon`` is set."""
+
+    @abstractmethod
+    def exit_status(self) -> int | None:
+        """None while running; the exit status once it has stopped."""
+
+    @abstractmethod
+    def stop(self, grace: float, hurry: threading.Event) -> None:
+        """Ask the part to stop, wait up to ``grace`` seconds (less once ``hurry`` is set), then kill it."""
+
+    def output_tail(self) -> str:
+        return ""
+
+
+class _OutputPump:
+    """Copies a child's output, line by line and prefixed with its name, and keeps the last lines."""
+
+    def __init__(self, name: str, stream: IO[bytes], sink: IO[str] | None, lock: threading.Lock) -> None:
+        self.lines: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self._name = name
+        self._stream = stream
+        self._sink = sink
+        self._lock = lock
+        self._thread = threading.Thread(target=self._pump, name=f"output-{name}", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        with self._stream:
+            for raw in iter(self._stream.readline, b""):
+                line = raw.decode(errors="replace").rstrip("\r\n")
+                self.lines.append(line)
+                if self._sink is not None:
+                    with self._lock:
+                        self._sink.write(f"{self._name} | {line}\n")
+                        self._sink.flush()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking Linux to SIGTERM the child when the supervisor dies (else None)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    prctl = libc.prctl
+    pr_set_pdeathsig = 1
+    sigterm = int(signal.SIGTERM)
+
+    def preexec() -> None:
+        # Runs in the forked child: only the already-resolved C call, nothing that takes locks.
+        prctl(pr_set_pdeathsig, sigterm, 0, 0, 0)
+
+    return preexec
+
+
+class ChildProcess(Part):
+    """A command run as a child process in its own process group."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
+        cwd: Path | None = None,
+        address: str = "",
+        ready: Callable[[], bool] | None = None,
+        ready_timeout: float = 30.0,
+        output: IO[str] | None = None,
+        output_lock: threading.Lock | None = None,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        # A callable is evaluated at start, once the parts before this one know their addresses.
+        self.env = env
+        self.cwd = cwd
+        self.address = address
+        self.ready = ready
+        self.ready_timeout = ready_timeout
+        self._output = output
+        self._output_lock = output_lock or threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pump: _OutputPump | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self, abandon: threading.Event) -> None:
+        env = self.env() if callable(self.env) else self.env
+        try:
+            self._proc = subprocess.Popen(
+                self.argv,
+                env=env,
+                cwd=self.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_parent_death_signal(),
+            )
+        except OSError as e:
+            raise PartFailed(self.name, f"could not be started ({e})") from e
+        assert self._proc.stdout is not None
+        self._pump = _OutputPump(self.name, self._proc.stdout, self._output, self._output_lock)
+        if self.ready is None:
+            return
+        deadline = time.monotonic() + self.ready_timeout
+        while not self.ready():
+            status = self._proc.poll()
+            if status is not None:
+                self._pump.join(1.0)
+                raise PartFailed(self.name, f"{describe_status(status)} while starting", self.output_tail())
+            if abandon.is_set():
+                raise PartFailed(self.name, "start abandoned")
+            if time.monotonic() > deadline:
+                raise PartFailed(
+                    self.name, f"was not ready after {self.ready_timeout:g} s", self.output_tail()
+                )
+            abandon.wait(0.1)
+
+    def exit_status(self) -> int | None:
+        return self._proc.poll() if self._proc is not None else None
+
+    def stop(self, grace: float, hurry: threading.Event) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            self._signal_group(signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while proc.poll() is None and time.monotonic() < deadline and not hurry.is_set():
+                hurry.wait(0.05)
+        # Kill what is left: the child if it ignored SIGTERM, and any process it left in its group.
+        self._signal_group(signal.SIGKILL)
+        proc.wait()
+        if self._pump is not None:
+            self._pump.join(1.0)
+
+    def output_tail(self) -> str:
+        return "\n".join(self._pump.lines) if self._pump is not None else ""
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        assert self._proc is not None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, sig)
+
+
+class ServicePart(Part):
+    """Adapts a server object that runs its own process (a JetStream or PostgreSQL server)."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        start: Callable[[], object],
+        stop: Callable[[], object],
+        exit_status: Callable[[], int | None],
+        address: Callable[[], str] | str = "",
+        output_tail: Callable[[], str] | None = None,
+        errors: tuple[type[Exception], ...] = (OSError,),
+    ) -> None:
+        self.name = name
+        self._errors = errors
+        self._start = start
+        self._stop = stop
+        self._exit_status = exit_status
+        self._address = address
+        self._output_tail = output_tail
+        self._started = False
+
+    def start(self, abandon: threading.Event) -> None:
+        try:
+            self._start()
+        except self._errors as e:
+            raise PartFailed(self.name, f"could not be started: {e}") from e
+        self._started = True
+        self.address = self._address() if callable(self._address) else self._address
+
+    def exit_status(self) -> int | None:
+        return self._exit_status() if self._started else None
+
+    def stop(self, grace: float, hurry: threading.Event) -> None:
+        if self._started:
+            self._stop()
+
+    def output_tail(self) -> str:
+        return self._output_tail() if self._output_tail is not None else ""
+
+
+def tcp_listening(address: str) -> Callable[[], bool]:
+    """A readiness check: true once something accepts connections at ``host:port``."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+
+    def check() -> bool:
+        try:
+            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    return check
+
+
+class Supervisor:
+    """Starts parts in order, watches them, and stops them in reverse order.
+
+    ``run`` returns 0 after a clean stop on SIGINT/SIGTERM, and 1 when a part failed to start or
+    stopped on its own. A second signal during shutdown skips the remaining grace periods.
+    Must run in the main thread (it installs signal handlers, and restores them on return).
+    """
+
+    def __init__(
+        self,
+        parts: Sequence[Part],
+        *,
+        grace: float = 10.0,
+        poll_interval: float = 0.2,
+        log: IO[str] | None = None,
+        on_ready: Callable[[Sequence[Part]], None] | None = None,
+    ) -> None:
+        names = [p.name for p in parts]
+        if len(set(names)) != len(names):
+            raise ValueError(f"part names must be unique: {names}")
+        self.parts = list(parts)
+        self.grace = grace
+        self.poll_interval = poll_interval
+        self.log = log if log is not None else sys.stderr
+        self.on_ready = on_ready
+        self.failure: PartFailed | None = None
+        self._started: list[Part] = []
+        self._stop_requested = threading.Event()
+        self._hurry = threading.Event()
+
+    def request_stop(self, signum: int | None = None) -> None:
+        if self._stop_requested.is_set():
+            self._hurry.set()
+        self._stop_requested.set()
+
+    def run(self) -> int:
+        with self._signals_handled():
+            try:
+                self._start_all()
+                if not self._stop_requested.is_set():
+                    if self.on_ready is not None:
+                        self.on_ready(self._started)
+                    self._watch()
+            except PartFailed as failure:
+                if not (self._stop_requested.is_set() and failure.reason == "start abandoned"):
+                    self.failure = failure
+            finally:
+                if self.failure is not None:
+                    self._report(self.failure)
+                self._stop_all()
+        return 1 if self.failure is not None else 0
+
+    def _start_all(self) -> None:
+        for part in self.parts:
+            if self._stop_requested.is_set():
+                return
+            self._started.append(part)
+            part.start(self._stop_requested)
+            # A part that started earlier may have died while this one was starting.
+            self._check()
+
+    def _watch(self) -> None:
+        while not self._stop_requested.wait(self.poll_interval):
+            self._check()
+
+    def _check(self) -> None:
+        for part in self._started:
+            status = part.exit_status()
+            if status is not None:
+                raise PartFailed(
+                    part.name, f"{describe_status(status)} unexpectedly", part.output_tail()
+                )
+
+    def _report(self, failure: PartFailed) -> None:
+        lines = [f"stratus: {failure.name} {failure.reason}; stopping the other parts."]
+        if failure.tail:
+            lines.append(f"--- last lines of {failure.name}'s output ---")
+            lines.append(failure.tail)
+            lines.append("---")
+        self.log.write("\n".join(lines) + "\n")
+        self.log.flush()
+
+    def _stop_all(self) -> None:
+        for part in reversed(self._started):
+            part.stop(self.grace, self._hurry)
+        self._started.clear()
+
+    @contextlib.contextmanager
+    def _signals_handled(self) -> Iterator[None]:
+        def handler(signum: int, frame: FrameType | None) -> None:
+            self.request_stop(signum)
+
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
