@@ -1,0 +1,184 @@
+"""Pure functions from (read-model row, domain event) to the next row.
+
+No I/O and no raising: each function returns new dicts keyed by the columns of
+``projections.schema``. ``position`` is the event's log position, stamped on every row it touches;
+``version`` is the aggregate version the row reflects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from commands.states import PowerState, TaskState, VmState, api_status
+
+Row = dict[str, Any]
+
+
+def _touched(row: Row, event: Any, position: int, **changes: Any) -> Row:
+    new = {**row, **changes, "version": event.originator_version, "position": position}
+    if "updated_at" in row:
+        new["updated_at"] = event.timestamp
+    return new
+
+
+# -- instances ------------------------------------------------------------------------------------
+def _instance(row: Row, event: Any, position: int, **changes: Any) -> Row:
+    new = _touched(row, event, position, **changes)
+    new["status"] = api_status(new["vm_state"], new["task_state"])
+    return new
+
+
+def instance_requested(event: Any, position: int) -> Row:
+    row: Row = {
+        "id": event.originator_id,
+        "name": event.name,
+        "project_id": event.project_id,
+        "user_id": event.user_id,
+        "flavor": dict(event.flavor),
+        "image_ref": event.image_ref or "",
+        "metadata": dict(event.metadata or {}),
+        "availability_zone": event.availability_zone,
+        "vm_state": VmState.BUILDING,
+        "task_state": TaskState.SCHEDULING,
+        "power_state": PowerState.NOSTATE,
+        "host": None,
+        "fault": None,
+        "created_at": event.timestamp,
+        "updated_at": event.timestamp,
+        "launched_at": None,
+        "deleted_at": None,
+        "deleted": False,
+    }
+    return _instance(row, event, position)
+
+
+def instance_scheduled(row: Row, event: Any, position: int) -> Row:
+    return _instance(row, event, position, host=event.host, task_state=None)
+
+
+def instance_faulted(row: Row, event: Any, position: int) -> Row:
+    fault = {
+        "code": event.code,
+        "message": event.message,
+        "details": event.details,
+        "created": event.timestamp.isoformat().replace("+00:00", "Z"),
+    }
+    return _instance(row, event, position, vm_state=VmState.ERROR, task_state=None, fault=fault)
+
+
+def instance_spawning_started(row: Row, event: Any, position: int) -> Row:
+    return _instance(row, event, position, task_state=TaskState.SPAWNING)
+
+
+def instance_spawned(row: Row, event: Any, position: int) -> Row:
+    return _instance(
+        row,
+        event,
+        position,
+        vm_state=VmState.ACTIVE,
+        task_state=None,
+        power_state=event.power_state,
+        launched_at=event.timestamp,
+    )
+
+
+def instance_deletion_requested(row: Row, event: Any, position: int) -> Row:
+    return _instance(row, event, position, task_state=TaskState.DELETING)
+
+
+def instance_deleted(row: Row, event: Any, position: int) -> Row:
+    return _instance(
+        row,
+        event,
+        position,
+        vm_state=VmState.DELETED,
+        task_state=None,
+        power_state=PowerState.NOSTATE,
+        deleted=True,
+        deleted_at=event.timestamp,
+    )
+
+
+# -- hosts ----------------------------------------------------------------------------------------
+def host_registered(event: Any, position: int) -> Row:
+    row: Row = {
+        "id": event.originator_id,
+        "hostname": event.hostname,
+        "hypervisor_type": event.hypervisor_type,
+        "vcpus": event.vcpus,
+        "memory_mb": event.memory_mb,
+        "disk_gb": event.disk_gb,
+        "cpu_allocation_ratio": float(event.cpu_allocation_ratio),
+        "ram_allocation_ratio": float(event.ram_allocation_ratio),
+        "disk_allocation_ratio": float(event.disk_allocation_ratio),
+        "vcpus_used": 0,
+        "memory_mb_used": 0,
+        "disk_gb_used": 0,
+        "running_vms": 0,
+        "created_at": event.timestamp,
+        "updated_at": event.timestamp,
+    }
+    return _touched(row, event, position)
+
+
+def instance_claimed(host: Row, event: Any, position: int) -> tuple[Row, Row]:
+    """The host's usage grows by the claim; the claim is kept to be subtracted on release."""
+    claim: Row = {
+        "host_id": host["id"],
+        "instance_id": event.instance_id,
+        "vcpus": event.vcpus,
+        "memory_mb": event.memory_mb,
+        "disk_gb": event.disk_gb,
+        "claimed_at": event.timestamp,
+        "position": position,
+    }
+    new = _touched(
+        host,
+        event,
+        position,
+        vcpus_used=host["vcpus_used"] + event.vcpus,
+        memory_mb_used=host["memory_mb_used"] + event.memory_mb,
+        disk_gb_used=host["disk_gb_used"] + event.disk_gb,
+        running_vms=host["running_vms"] + 1,
+    )
+    return new, claim
+
+
+def instance_released(host: Row, claim: Row | None, event: Any, position: int) -> Row:
+    """The host's usage shrinks by what the instance had claimed (nothing if it held no claim)."""
+    if claim is None:
+        return _touched(host, event, position)
+    return _touched(
+        host,
+        event,
+        position,
+        vcpus_used=host["vcpus_used"] - claim["vcpus"],
+        memory_mb_used=host["memory_mb_used"] - claim["memory_mb"],
+        disk_gb_used=host["disk_gb_used"] - claim["disk_gb"],
+        running_vms=host["running_vms"] - 1,
+    )
+
+
+# -- flavors --------------------------------------------------------------------------------------
+def flavor_created(event: Any, position: int) -> Row:
+    row: Row = {
+        "flavorid": event.flavorid,
+        "id": event.originator_id,
+        "name": event.name,
+        "vcpus": event.vcpus,
+        "ram": event.ram,
+        "disk": event.disk,
+        "ephemeral": event.ephemeral,
+        "swap": event.swap,
+        "rxtx_factor": float(event.rxtx_factor),
+        "is_public": bool(event.is_public),
+        "description": event.description,
+        "deleted": False,
+        "created_at": event.timestamp,
+        "deleted_at": None,
+    }
+    return _touched(row, event, position)
+
+
+def flavor_deleted(row: Row, event: Any, position: int) -> Row:
+    return _touched(row, event, position, deleted=True, deleted_at=event.timestamp)

@@ -1,0 +1,457 @@
+"""Applying the log to the read models: exactly once, one PostgreSQL transaction per batch.
+
+``ReadModels`` is an eventsourcing ``Projection``: ``process_event`` dispatches each domain event
+class to a pure function of ``projections.apply``. Its view, ``ReadModelView``, is a
+``TrackingRecorder`` over one schema's tables that holds the rows a batch touches in memory.
+
+``Projector.apply`` is the unit of exactly-once: in one transaction it takes the writers' advisory
+lock, re-reads the tracking position, and applies the batch only if the batch starts right after
+that position (otherwise another runner or a rebuild's swap moved it: nothing is written and the
+caller re-seeks). The changed rows, the new tracking position (the batch's last log position,
+whether or not the projection cared about the events) and a NOTIFY commit together.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from uuid import UUID
+
+import psycopg
+from eventsourcing.dispatch import singledispatchmethod
+from eventsourcing.persistence import Mapper, Notification, Tracking, TrackingRecorder
+from eventsourcing.projection import Projection
+from eventsourcing.utils import get_topic
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from commands.flavor import Flavor
+from commands.host import Host
+from commands.instance import Instance
+from projections import apply
+from projections.schema import (
+    CLAIM_COLUMNS,
+    FLAVOR_COLUMNS,
+    HOST_COLUMNS,
+    INSTANCE_COLUMNS,
+    LIVE_SCHEMA,
+    POSITION_CHANNEL,
+    WRITER_LOCK,
+)
+from stratus.serialization import dumps
+
+Row = dict[str, Any]
+ClaimKey = tuple[UUID, str]
+
+# The domain's event classes are made by eventsourcing's @event decorator, out of mypy's sight.
+InstanceRequested: type = Instance.Requested  # type: ignore[attr-defined]
+InstanceScheduled: type = Instance.Scheduled  # type: ignore[attr-defined]
+InstanceFaulted: type = Instance.Faulted  # type: ignore[attr-defined]
+InstanceSpawningStarted: type = Instance.SpawningStarted  # type: ignore[attr-defined]
+InstanceSpawned: type = Instance.Spawned  # type: ignore[attr-defined]
+InstanceDeletionRequested: type = Instance.DeletionRequested  # type: ignore[attr-defined]
+InstanceDeleted: type = Instance.Deleted  # type: ignore[attr-defined]
+HostRegistered: type = Host.Registered  # type: ignore[attr-defined]
+HostInstanceClaimed: type = Host.InstanceClaimed  # type: ignore[attr-defined]
+HostInstanceReleased: type = Host.InstanceReleased  # type: ignore[attr-defined]
+FlavorCreated: type = Flavor.Created  # type: ignore[attr-defined]
+FlavorDeleted: type = Flavor.Deleted  # type: ignore[attr-defined]
+
+
+class EventLog(Protocol):
+    """What the projector needs of the event store (``stratus.eventstore``'s recorder)."""
+
+    def select_notifications(
+        self, start: int | None, limit: int, stop: int | None = None, topics: Sequence[str] = ()
+    ) -> Sequence[Notification]: ...
+
+    def max_notification_id(self) -> int | None: ...
+
+    def wait_for_position(self, gt: int, timeout: float) -> int: ...
+
+
+# -- the view -------------------------------------------------------------------------------------
+@dataclass
+class _WorkingSet:
+    instances: dict[UUID, Row] = field(default_factory=dict)
+    hosts: dict[UUID, Row] = field(default_factory=dict)
+    claims: dict[ClaimKey, Row | None] = field(default_factory=dict)
+    flavors: dict[UUID, Row] = field(default_factory=dict)
+    dirty_instances: set[UUID] = field(default_factory=set)
+    dirty_hosts: set[UUID] = field(default_factory=set)
+    dirty_claims: set[ClaimKey] = field(default_factory=set)
+    dirty_flavors: set[UUID] = field(default_factory=set)
+    position: int | None = None
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The rows a batch of events may read, loaded in one query per table before it is applied."""
+
+    instances: frozenset[UUID] = frozenset()
+    hosts: frozenset[UUID] = frozenset()
+    claims: frozenset[ClaimKey] = frozenset()
+    flavors: frozenset[UUID] = frozenset()
+
+
+class ReadModelView(TrackingRecorder):
+    """The read-model tables of one schema, seen through the rows of the batch being applied.
+
+    ``load`` fills the working set inside the batch's transaction, the projection reads and
+    replaces rows in memory, and ``flush`` writes the changed ones and the tracking position.
+    """
+
+    def __init__(self, conn: psycopg.Connection[Any], schema: str = LIVE_SCHEMA) -> None:
+        self.conn = conn
+        self.schema = schema
+        self._s = sql.Identifier(schema)
+        self._ws: _WorkingSet | None = None
+
+    # -- TrackingRecorder ---------------------------------------------------------------------
+    def max_tracking_id(self, application_name: str) -> int | None:
+        row = self.conn.execute(sql.SQL("SELECT position FROM {}.tracking").format(self._s)).fetchone()
+        return int(row[0]) if row else None
+
+    def insert_tracking(self, tracking: Tracking) -> None:
+        """Within a batch, the position is written by ``flush``; outside one, at once."""
+        if self._ws is not None:
+            self._ws.position = max(self._ws.position or 0, tracking.notification_id)
+            return
+        self.conn.execute(
+            sql.SQL("UPDATE {}.tracking SET position = %s, updated_at = now() WHERE position < %s").format(
+                self._s
+            ),
+            (tracking.notification_id, tracking.notification_id),
+        )
+
+    # -- the batch's working set --------------------------------------------------------------
+    def load(self, keys: Keys) -> None:
+        ws = self._ws = _WorkingSet()
+        if keys.instances:
+            for row in self._select("instances", INSTANCE_COLUMNS, "id = ANY(%s)", list(keys.instances)):
+                ws.instances[row["id"]] = row
+        if keys.hosts:
+            for row in self._select("hosts", HOST_COLUMNS, "id = ANY(%s)", list(keys.hosts)):
+                ws.hosts[row["id"]] = row
+        if keys.claims:
+            host_ids = [k[0] for k in keys.claims]
+            instance_ids = [k[1] for k in keys.claims]
+            where = "(host_id, instance_id) IN (SELECT * FROM unnest(%s::uuid[], %s::text[]))"
+            for row in self._select("host_claims", CLAIM_COLUMNS, where, host_ids, instance_ids):
+                ws.claims[(row["host_id"], row["instance_id"])] = row
+        if keys.flavors:
+            for row in self._select("flavors", FLAVOR_COLUMNS, "id = ANY(%s)", list(keys.flavors)):
+                ws.flavors[row["id"]] = row
+
+    def _select(self, table: str, columns: Sequence[str], where: str, *params: Any) -> list[Row]:
+        query = sql.SQL("SELECT {} FROM {}.{} WHERE {}").format(
+            sql.SQL(", ").join(map(sql.Identifier, columns)),
+            self._s,
+            sql.Identifier(table),
+            sql.SQL(where),  # type: ignore[arg-type]
+        )
+        with self.conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+            cur.execute(query, params)
+            return cur.fetchall()
+
+    @property
+    def ws(self) -> _WorkingSet:
+        if self._ws is None:
+            raise RuntimeError("the view is used outside a batch")
+        return self._ws
+
+    def instance(self, instance_id: UUID) -> Row | None:
+        return self.ws.instances.get(instance_id)
+
+    def put_instance(self, row: Row, tracking: Tracking) -> None:
+        self.ws.instances[row["id"]] = row
+        self.ws.dirty_instances.add(row["id"])
+        self.insert_tracking(tracking)
+
+    def host(self, host_id: UUID) -> Row | None:
+        return self.ws.hosts.get(host_id)
+
+    def put_host(self, row: Row, tracking: Tracking) -> None:
+        self.ws.hosts[row["id"]] = row
+        self.ws.dirty_hosts.add(row["id"])
+        self.insert_tracking(tracking)
+
+    def claim(self, host_id: UUID, instance_id: str) -> Row | None:
+        return self.ws.claims.get((host_id, instance_id))
+
+    def put_claim(self, row: Row) -> None:
+        key = (row["host_id"], row["instance_id"])
+        self.ws.claims[key] = row
+        self.ws.dirty_claims.add(key)
+
+    def drop_claim(self, host_id: UUID, instance_id: str) -> None:
+        key = (host_id, instance_id)
+        self.ws.claims[key] = None
+        self.ws.dirty_claims.add(key)
+
+    def flavor(self, flavor_uuid: UUID) -> Row | None:
+        return self.ws.flavors.get(flavor_uuid)
+
+    def put_flavor(self, row: Row, tracking: Tracking) -> None:
+        self.ws.flavors[row["id"]] = row
+        self.ws.dirty_flavors.add(row["id"])
+        self.insert_tracking(tracking)
+
+    def flush(self, position: int) -> None:
+        """Write every changed row, then the tracking position and its NOTIFY (delivered at commit)."""
+        ws = self.ws
+        self._upsert("instances", INSTANCE_COLUMNS, ("id",), [ws.instances[k] for k in ws.dirty_instances])
+        self._upsert("hosts", HOST_COLUMNS, ("id",), [ws.hosts[k] for k in ws.dirty_hosts])
+        self._upsert("flavors", FLAVOR_COLUMNS, ("flavorid",), [ws.flavors[k] for k in ws.dirty_flavors])
+        kept = [row for k in ws.dirty_claims if (row := ws.claims[k]) is not None]
+        gone = [k for k in ws.dirty_claims if ws.claims[k] is None]
+        self._upsert("host_claims", CLAIM_COLUMNS, ("host_id", "instance_id"), kept)
+        if gone:
+            with self.conn.cursor() as cur:
+                cur.executemany(
+                    sql.SQL("DELETE FROM {}.host_claims WHERE host_id = %s AND instance_id = %s").format(
+                        self._s
+                    ),
+                    gone,
+                )
+        self.conn.execute(
+            sql.SQL("UPDATE {}.tracking SET position = %s, updated_at = now()").format(self._s), (position,)
+        )
+        self.conn.execute("SELECT pg_notify(%s, %s)", (POSITION_CHANNEL, str(position)))
+        self._ws = None
+
+    def discard(self) -> None:
+        self._ws = None
+
+    def _upsert(self, table: str, columns: Sequence[str], key: Sequence[str], rows: list[Row]) -> None:
+        if not rows:
+            return
+        updates = [c for c in columns if c not in key]
+        query = sql.SQL("INSERT INTO {}.{} ({}) VALUES ({}) ON CONFLICT ({}) DO UPDATE SET {}").format(
+            self._s,
+            sql.Identifier(table),
+            sql.SQL(", ").join(map(sql.Identifier, columns)),
+            sql.SQL(", ").join(sql.Placeholder() * len(columns)),
+            sql.SQL(", ").join(map(sql.Identifier, key)),
+            sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in updates),
+        )
+        with self.conn.cursor() as cur:
+            cur.executemany(query, [tuple(_adapt(row[c]) for c in columns) for row in rows])
+
+
+def _adapt(value: Any) -> Any:
+    if isinstance(value, (dict, list)):
+        return Jsonb(value, dumps=_dumps_str)
+    return value
+
+
+def _dumps_str(obj: Any) -> str:
+    return dumps(obj).decode()
+
+
+# -- the projection -------------------------------------------------------------------------------
+class ReadModels(Projection[ReadModelView]):
+    """Instances, hosts (with their claims) and flavors, from the domain's events."""
+
+    name = "stratus_rm"
+    handled: tuple[type, ...] = (
+        InstanceRequested, InstanceScheduled, InstanceFaulted, InstanceSpawningStarted, InstanceSpawned,
+        InstanceDeletionRequested, InstanceDeleted,
+        HostRegistered, HostInstanceClaimed, HostInstanceReleased,
+        FlavorCreated, FlavorDeleted,
+    )  # fmt: skip
+    topics: tuple[str, ...] = tuple(get_topic(cls) for cls in handled)
+
+    @staticmethod
+    def keys(events: Iterable[Any]) -> Keys:
+        instances: set[UUID] = set()
+        hosts: set[UUID] = set()
+        claims: set[ClaimKey] = set()
+        flavors: set[UUID] = set()
+        for e in events:
+            if isinstance(e, Instance.Event):
+                instances.add(e.originator_id)
+            elif isinstance(e, Host.Event):
+                hosts.add(e.originator_id)
+                if isinstance(e, HostInstanceReleased):
+                    claims.add((e.originator_id, e.instance_id))  # type: ignore[attr-defined]
+            elif isinstance(e, Flavor.Event):
+                flavors.add(e.originator_id)
+        return Keys(frozenset(instances), frozenset(hosts), frozenset(claims), frozenset(flavors))
+
+    @singledispatchmethod
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        """Events the read models do not show change nothing but the tracking position."""
+        self.view.insert_tracking(tracking)
+
+    # -- instances ----------------------------------------------------------------------------
+    @process_event.register(InstanceRequested)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self.view.put_instance(apply.instance_requested(e, tracking.notification_id), tracking)
+
+    @process_event.register(InstanceScheduled)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_scheduled, e, tracking)
+
+    @process_event.register(InstanceFaulted)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_faulted, e, tracking)
+
+    @process_event.register(InstanceSpawningStarted)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_spawning_started, e, tracking)
+
+    @process_event.register(InstanceSpawned)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_spawned, e, tracking)
+
+    @process_event.register(InstanceDeletionRequested)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_deletion_requested, e, tracking)
+
+    @process_event.register(InstanceDeleted)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_deleted, e, tracking)
+
+    def _instance(self, fn: Any, e: Any, tracking: Tracking) -> None:
+        row = self.view.instance(e.originator_id)
+        if row is None:  # an event of an instance whose creation the log does not hold
+            self.view.insert_tracking(tracking)
+            return
+        self.view.put_instance(fn(row, e, tracking.notification_id), tracking)
+
+    # -- hosts --------------------------------------------------------------------------------
+    @process_event.register(HostRegistered)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self.view.put_host(apply.host_registered(e, tracking.notification_id), tracking)
+
+    @process_event.register(HostInstanceClaimed)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        host = self.view.host(e.originator_id)
+        if host is None:
+            self.view.insert_tracking(tracking)
+            return
+        host, claim = apply.instance_claimed(host, e, tracking.notification_id)
+        self.view.put_claim(claim)
+        self.view.put_host(host, tracking)
+
+    @process_event.register(HostInstanceReleased)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        host = self.view.host(e.originator_id)
+        if host is None:
+            self.view.insert_tracking(tracking)
+            return
+        claim = self.view.claim(e.originator_id, e.instance_id)
+        self.view.drop_claim(e.originator_id, e.instance_id)
+        self.view.put_host(apply.instance_released(host, claim, e, tracking.notification_id), tracking)
+
+    # -- flavors ------------------------------------------------------------------------------
+    @process_event.register(FlavorCreated)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self.view.put_flavor(apply.flavor_created(e, tracking.notification_id), tracking)
+
+    @process_event.register(FlavorDeleted)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        row = self.view.flavor(e.originator_id)
+        if row is None:
+            self.view.insert_tracking(tracking)
+            return
+        self.view.put_flavor(apply.flavor_deleted(row, e, tracking.notification_id), tracking)
+
+
+# -- the batch loop -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BatchResult:
+    applied: bool  # False: the tracking position was not where the batch starts; nothing written
+    position: int  # the tracking position after the call (where to read the log from next)
+    events: int = 0  # log entries the batch covered
+    processed: int = 0  # of which domain events the read models show
+
+
+class Projector:
+    """Reads the log in batches and applies each batch to one schema's read models, exactly once.
+
+    ``lock=True`` (the live schema) takes the writers' advisory lock in every batch transaction;
+    a rebuild filling its own schema runs without it until its swap.
+    """
+
+    def __init__(
+        self,
+        log: EventLog,
+        mapper: Mapper[UUID],
+        conn: psycopg.Connection[Any],
+        *,
+        schema: str = LIVE_SCHEMA,
+        batch_size: int = 500,
+        lock: bool = True,
+    ) -> None:
+        self.log = log
+        self.mapper = mapper
+        self.conn = conn
+        self.schema = schema
+        self.batch_size = batch_size
+        self.lock = lock
+        self.view = ReadModelView(conn, schema)
+        self.projection = ReadModels(self.view)
+        self._topics = frozenset(ReadModels.topics)
+
+    def position(self) -> int:
+        return self.view.max_tracking_id(self.projection.name) or 0
+
+    def read(self, after: int, limit: int | None = None) -> Sequence[Notification]:
+        return self.log.select_notifications(after + 1, limit or self.batch_size)
+
+    def apply(self, notifications: Sequence[Notification], after: int) -> BatchResult:
+        """Apply ``notifications`` (the log's entries right after position ``after``) in one transaction."""
+        if not notifications:
+            return BatchResult(True, after)
+        # Decoding is pure: done before the transaction opens, to keep it short.
+        events = [
+            (self.mapper.to_domain_event(n), Tracking(self.projection.name, n.id))
+            for n in notifications
+            if n.topic in self._topics
+        ]
+        last = notifications[-1].id
+        with self.conn.transaction():
+            if self.lock:
+                self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
+            row = self.conn.execute(
+                sql.SQL("SELECT position FROM {}.tracking FOR UPDATE").format(sql.Identifier(self.schema))
+            ).fetchone()
+            current = int(row[0]) if row else 0
+            if current != after:
+                return BatchResult(False, current)
+            self.view.load(ReadModels.keys(e for e, _ in events))
+            try:
+                for event, tracking in events:
+                    self.projection.process_event(event, tracking)
+                self.view.flush(last)
+            finally:
+                self.view.discard()
+        return BatchResult(True, last, len(notifications), len(events))
+
+    def step(self, after: int) -> BatchResult:
+        """Read the next batch after ``after`` and apply it."""
+        return self.apply(self.read(after), after)
+
+    def catch_up(self, until: int | None = None) -> int:
+        """Apply batches until the log has nothing more (or ``until`` is reached); the final position."""
+        position = self.position()
+        while until is None or position < until:
+            batch = self.read(position)
+            if not batch:
+                break
+            position = self.apply(batch, position).position
+        return position
+
+    def run(self, stop: threading.Event, *, idle_wait: float = 0.5) -> None:
+        """Follow the log until ``stop`` is set: batches while behind, a blocking wait when caught up."""
+        position = self.position()
+        while not stop.is_set():
+            batch = self.read(position)
+            if batch:
+                position = self.apply(batch, position).position
+            else:
+                self.log.wait_for_position(position, idle_wait)
