@@ -18,19 +18,27 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import IO
 
-TAIL_LINES = 40
+TAIL_LINES = 30
+# Lines kept per child, searched for the first error when the tail alone would not show it.
+KEPT_LINES = 500
+# A Python exception line, e.g. `ModuleNotFoundError: No module named 'api.app'`.
+_ERROR_LINE = re.compile(r"^\s*[A-Za-z_][\w.]*(Error|Exception): ")
+
 
 
 class PartFailed(Exception):
@@ -79,7 +87,7 @@ class _OutputPump:
     """Copies a child's output, line by line and prefixed with its name, and keeps the last lines."""
 
     def __init__(self, name: str, stream: IO[bytes], sink: IO[str] | None, lock: threading.Lock) -> None:
-        self.lines: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.lines: collections.deque[str] = collections.deque(maxlen=KEPT_LINES)
         self._name = name
         self._stream = stream
         self._sink = sink
@@ -202,7 +210,14 @@ class ChildProcess(Part):
             self._pump.join(1.0)
 
     def output_tail(self) -> str:
-        return "\n".join(self._pump.lines) if self._pump is not None else ""
+        if self._pump is None:
+            return ""
+        lines = list(self._pump.lines)
+        tail = lines[-TAIL_LINES:]
+        first_error = next((line for line in lines if _ERROR_LINE.match(line)), None)
+        if first_error is not None and first_error not in tail:
+            tail = [f"(first error: {first_error.strip()})", "...", *tail]
+        return "\n".join(tail)
 
     def _signal_group(self, sig: signal.Signals) -> None:
         assert self._proc is not None
@@ -267,11 +282,31 @@ def tcp_listening(address: str) -> Callable[[], bool]:
     return check
 
 
+def http_responding(url: str) -> Callable[[], bool]:
+    """A readiness check: true once ``url`` answers HTTP with a status below 500.
+
+    (A listening port is not enough: gunicorn listens before its workers have loaded the app.)
+    """
+
+    def check() -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=2.0) as response:
+                return int(response.status) < 500
+        except urllib.error.HTTPError as e:
+            return e.code < 500
+        except (urllib.error.URLError, OSError):
+            return False
+
+    return check
+
+
 class Supervisor:
     """Starts parts in order, watches them, and stops them in reverse order.
 
     ``run`` returns 0 after a clean stop on SIGINT/SIGTERM, and 1 when a part failed to start or
-    stopped on its own. A second signal during shutdown skips the remaining grace periods.
+    stopped on its own. Parts without a readiness check count as started once they have stayed up
+    for ``settle`` seconds; only then is ``on_ready`` called. A second signal during shutdown skips
+    the remaining grace periods.
     Must run in the main thread (it installs signal handlers, and restores them on return).
     """
 
@@ -280,6 +315,7 @@ class Supervisor:
         parts: Sequence[Part],
         *,
         grace: float = 10.0,
+        settle: float = 0.0,
         poll_interval: float = 0.2,
         log: IO[str] | None = None,
         on_ready: Callable[[Sequence[Part]], None] | None = None,
@@ -289,6 +325,7 @@ class Supervisor:
             raise ValueError(f"part names must be unique: {names}")
         self.parts = list(parts)
         self.grace = grace
+        self.settle = settle
         self.poll_interval = poll_interval
         self.log = log if log is not None else sys.stderr
         self.on_ready = on_ready
@@ -326,6 +363,9 @@ class Supervisor:
             self._started.append(part)
             part.start(self._stop_requested)
             # A part that started earlier may have died while this one was starting.
+            self._check()
+        settled = time.monotonic() + self.settle
+        while time.monotonic() < settled and not self._stop_requested.wait(self.poll_interval):
             self._check()
 
     def _watch(self) -> None:

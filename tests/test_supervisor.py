@@ -332,3 +332,30 @@ def test_parts_do_not_outlive_a_killed_supervisor(tmp_path: Path) -> None:
     proc.kill()
     proc.wait()
     assert wait_until(lambda: not any(alive(pid) for pid in pids), timeout=10)
+
+
+def test_the_report_names_the_first_error_when_the_tail_would_hide_it() -> None:
+    noisy = ChildProcess(
+        "api",
+        program("""
+            import sys
+            print("ModuleNotFoundError: No module named 'api.app'", flush=True)
+            for i in range(100):
+                print(f"  File 'arbiter.py', line {i}, in halt", flush=True)
+            sys.exit(1)
+        """),
+    )
+    log = io.StringIO()
+    assert Supervisor([noisy], settle=5.0, log=log).run() == 1
+    report = log.getvalue()
+    assert "(first error: ModuleNotFoundError: No module named 'api.app')" in report
+    assert "line 99, in halt" in report and "line 50, in halt" not in report
+
+
+def test_on_ready_waits_until_parts_have_settled() -> None:
+    quitter = ChildProcess("projector", program("import time, sys; time.sleep(0.5); sys.exit(2)"))
+    ready: list[object] = []
+    log = io.StringIO()
+    assert Supervisor([quitter], settle=3.0, log=log, on_ready=ready.append).run() == 1
+    assert ready == []
+    assert "projector exited with status 2 unexpectedly" in log.getvalue()

@@ -1,0 +1,353 @@
+"""The ``stratus`` command: the whole control plane in one command, or each part on its own.
+
+``stratus run`` is the developer's and evaluator's entry: JetStream, PostgreSQL, the API, the
+projector, the scheduler and one hypervisor worker on libvirt's test driver, supervised as one
+group. The other subcommands run one part each, for deployments that spread the parts over many
+machines; they are configured by the environment (``Settings.from_env``), and flags override it.
+
+This module is each process's composition root. It imports the parts by name when they run
+(``importlib``), so that the shared kernel does not depend on the layers above it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import importlib.metadata
+import json
+import os
+import shlex
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from stratus.config import Settings
+from stratus.supervisor import ChildProcess, Part, ServicePart, Supervisor, http_responding
+
+if TYPE_CHECKING:
+    from stratus import natsserver, postgres
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Each part's entry point, ``module:function``; the function takes Settings and blocks until
+# SIGTERM/SIGINT.
+ENTRY_POINTS = {
+    "projector": "projections.runner:main",
+    "rebuild": "projections.rebuild:main",
+    "scheduler": "workers.scheduler:main",
+    "hypervisor": "workers.hypervisor:main",
+}
+WSGI_APP = "api.app:get_app()"
+# Parts that read or write the read models; the others touch only the event log.
+NEEDS_DATABASE = {"api", "projector", "rebuild"}
+# The image named in the first command `stratus run` suggests (there is no image service yet).
+IMAGE_REF = "cirros-0.6.2"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["test"]:
+        # Everything after `test` belongs to pytest, options included.
+        _run_tests(argv[1:])
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    return handler(args)
+
+
+# -- settings -------------------------------------------------------------------------------------
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """Settings from the environment, overridden by whichever flags were given."""
+    s = Settings.from_env()
+    overrides: dict[str, object] = {}
+    if getattr(args, "data_dir", None):
+        overrides["data_dir"] = Path(args.data_dir)
+    if getattr(args, "nats_url", None):
+        overrides["nats_urls"] = tuple(u.strip() for u in args.nats_url.split(",") if u.strip())
+    if getattr(args, "database_url", None):
+        overrides["database_url"] = args.database_url
+    if getattr(args, "api_bind", None):
+        overrides["api_bind"] = args.api_bind
+    if getattr(args, "api_workers", None):
+        overrides["api_workers"] = args.api_workers
+    if getattr(args, "host_name", None):
+        overrides["host_name"] = args.host_name
+    if getattr(args, "libvirt_uri", None):
+        overrides["libvirt_uri"] = args.libvirt_uri
+    return dataclasses.replace(s, **overrides)  # type: ignore[arg-type]
+
+
+def _with_database(settings: Settings) -> Settings:
+    from stratus import postgres
+
+    return dataclasses.replace(settings, database_url=postgres.database_url(settings))
+
+
+def _child_env(settings: Settings) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(settings.to_env())
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+# -- single parts ---------------------------------------------------------------------------------
+
+
+def _cmd_api(args: argparse.Namespace) -> int:
+    settings = _with_database(_settings(args))
+    argv = [
+        sys.executable, "-m", "gunicorn",
+        "--bind", settings.api_bind,
+        "--workers", str(settings.api_workers),
+        "--graceful-timeout", "10",
+        "--access-logfile", "-",
+    ]
+    if _version_at_least("gunicorn", 27):
+        # One API per machine needs no control socket, and two (tests, say) would share its path.
+        argv.append("--no-control-socket")
+    argv.append(WSGI_APP)
+    _exec(argv, _child_env(settings))
+
+
+def _version_at_least(distribution: str, major: int) -> bool:
+    first = importlib.metadata.version(distribution).split(".", 1)[0]
+    return first.isdigit() and int(first) >= major
+
+
+def _cmd_part(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if args.command in NEEDS_DATABASE:
+        settings = _with_database(settings)
+    entry = _load_entry_point(args.command)
+    result = entry(settings)
+    return result if isinstance(result, int) else 0
+
+
+def _load_entry_point(part: str) -> Callable[[Settings], object]:
+    module_name, _, function = ENTRY_POINTS[part].partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name is not None and module_name.startswith(e.name):
+            raise SystemExit(f"stratus: the {part} is not available ({module_name} is missing)") from e
+        raise
+    entry: Callable[[Settings], object] = getattr(module, function)
+    return entry
+
+
+def _cmd_nats(args: argparse.Namespace) -> int:
+    """The pinned JetStream server in the foreground (exec'd, so it receives signals directly)."""
+    from stratus import natsserver
+
+    binary = str(natsserver.binary())
+    if args.config:
+        _exec([binary, "-c", str(args.config), *args.extra], dict(os.environ))
+    store = Path(args.store_dir or _settings(args).data_dir / "nats")
+    store.mkdir(parents=True, exist_ok=True)
+    argv = [binary, "-js", "-sd", str(store), "-a", args.address, "-p", str(args.port)]
+    if args.monitor_port:
+        argv += ["-m", str(args.monitor_port)]
+    _exec([*argv, *args.extra], dict(os.environ))
+
+
+def _run_tests(pytest_args: list[str]) -> NoReturn:
+    os.chdir(ROOT)
+    _exec([sys.executable, "-m", "pytest", *pytest_args], dict(os.environ))
+
+
+def _exec(argv: list[str], env: dict[str, str]) -> NoReturn:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(argv[0], argv, env)
+
+
+# -- the whole control plane ----------------------------------------------------------------------
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from stratus import natsserver, postgres
+
+    settings = _settings(args)
+    data_dir = settings.data_dir.absolute()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    settings = dataclasses.replace(settings, data_dir=data_dir)
+    parts: list[Part] = []
+
+    # JetStream: the pinned server from the wheel, unless the log lives elsewhere.
+    nats: natsserver.NatsServer | None = None
+    if not (args.nats_url or "STRATUS_NATS_URL" in os.environ):
+        nats = natsserver.NatsServer(store_dir=data_dir / "nats", port=args.nats_port)
+        parts.append(_nats_part(nats))
+
+    # PostgreSQL: DATABASE_URL, or the embedded server under <data_dir>/pg.
+    pg: postgres.EmbeddedPostgres | None = None
+    if not settings.database_url:
+        pg = postgres.EmbeddedPostgres(data_dir / "pg")
+        parts.append(_postgres_part(pg))
+
+    def child_env() -> dict[str, str]:
+        s = settings
+        if nats is not None:
+            s = dataclasses.replace(s, nats_urls=(nats.url,))
+        if pg is not None:
+            s = dataclasses.replace(s, database_url=pg.url)
+        return _child_env(s)
+
+    output_lock = threading.Lock()
+    api_url = f"http://{_client_address(settings.api_bind)}/v2.1"
+    children: list[tuple[str, str, Callable[[], bool] | None]] = [
+        ("api", api_url, http_responding(f"http://{_client_address(settings.api_bind)}/")),
+        ("projector", "", None),
+        ("scheduler", "", None),
+        ("hypervisor", f"host {settings.host_name} on {settings.libvirt_uri}", None),
+    ]
+    for name, address, ready in children:
+        parts.append(
+            ChildProcess(
+                name,
+                [sys.executable, "-m", "stratus.cli", name],
+                env=child_env,
+                address=address,
+                ready=ready,
+                ready_timeout=60.0,
+                output=sys.stdout,
+                output_lock=output_lock,
+            )
+        )
+
+    def on_ready(started: Sequence[Part]) -> None:
+        with output_lock:
+            sys.stdout.write(_banner(started, api_url))
+            sys.stdout.flush()
+
+    supervisor = Supervisor(parts, grace=args.grace, settle=2.0, log=sys.stderr, on_ready=on_ready)
+    status = supervisor.run()
+    print("stratus: stopped." if status == 0 else "stratus: stopped after a failure.", file=sys.stderr)
+    return status
+
+
+def _nats_part(nats: natsserver.NatsServer) -> Part:
+    from stratus import natsserver
+
+    return ServicePart(
+        "nats",
+        start=nats.start,
+        stop=nats.close,
+        exit_status=nats.exit_status,
+        address=lambda: f"{nats.url}  (JetStream; data in {nats.store_dir})",
+        output_tail=nats.log_tail,
+        errors=(natsserver.NatsServerError, OSError),
+    )
+
+
+def _postgres_part(pg: postgres.EmbeddedPostgres) -> Part:
+    from stratus import postgres
+
+    return ServicePart(
+        "postgres",
+        start=pg.start,
+        stop=pg.stop,
+        # The server is pg_ctl's daemon, not our child: it is alive while its pid file says so.
+        exit_status=lambda: None if pg.is_alive() else 1,
+        address=lambda: f"{pg.url}  (Unix socket; data in {pg.pgdata})",
+        output_tail=pg.log_tail,
+        errors=(postgres.PostgresError,),
+    )
+
+
+def _client_address(bind: str) -> str:
+    """Where a client on this machine reaches a server bound to ``bind``."""
+    host, _, port = bind.rpartition(":")
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host in ("[::]", "::"):
+        host = "[::1]"
+    return f"{host}:{port}"
+
+
+def _banner(started: Sequence[Part], api_url: str) -> str:
+    width = max(len(p.name) for p in started)
+    lines = ["", "Stratus is running:"]
+    lines += [f"  {p.name:<{width}}  {p.address or '(running)'}" for p in started]
+    flavor = {"flavor": {"name": "m1.tiny", "id": "m1.tiny", "ram": 512, "vcpus": 1, "disk": 1}}
+    server = {"server": {"name": "vm1", "flavorRef": "m1.tiny", "imageRef": IMAGE_REF}}
+    json_header = "-H 'Content-Type: application/json'"
+    lines += [
+        "",
+        "Try it (the API has no authentication yet):",
+        f"  curl -s {json_header} {api_url}/flavors -d {shlex.quote(json.dumps(flavor))}",
+        f"  curl -s {json_header} {api_url}/servers -d {shlex.quote(json.dumps(server))}",
+        f"  curl -s {api_url}/servers/detail",
+        "",
+        "Ctrl-C stops everything.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# -- the command line -----------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stratus",
+        description="Stratus: an event-sourced control plane for cloud compute.",
+        epilog="Settings come from the environment (STRATUS_*, DATABASE_URL); flags override them. "
+        "See docs/operations.md.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--data-dir", help="local state (STRATUS_DATA_DIR, default .stratus)")
+    common.add_argument("--nats-url", help="JetStream server URL(s), comma-separated (STRATUS_NATS_URL)")
+    common.add_argument("--database-url", help="PostgreSQL URL (DATABASE_URL; default: embedded)")
+
+    def add(name: str, handler: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[common], help=help, description=help)
+        p.set_defaults(handler=handler)
+        return p
+
+    run = add("run", _cmd_run, "run the whole control plane on this machine, supervised as one group")
+    run.add_argument("--nats-port", type=int, default=None,
+                     help="client port of the embedded JetStream server (default: a free port)")
+    run.add_argument("--api-bind", help="API address (STRATUS_API_BIND, default 127.0.0.1:8774)")
+    run.add_argument("--api-workers", type=int, help="gunicorn workers (STRATUS_API_WORKERS)")
+    run.add_argument("--host-name", help="the hypervisor worker's host name (STRATUS_HOST_NAME)")
+    run.add_argument("--libvirt-uri", help="the hypervisor worker's libvirt URI (STRATUS_LIBVIRT_URI)")
+    run.add_argument("--grace", type=float, default=10.0,
+                     help="seconds each part has to stop before it is killed (default 10)")
+
+    api = add("api", _cmd_api, "the Compute API under gunicorn")
+    api.add_argument("--api-bind", help="address to listen on (STRATUS_API_BIND)")
+    api.add_argument("--api-workers", type=int, help="gunicorn workers (STRATUS_API_WORKERS)")
+    add("projector", _cmd_part, "the projection runner: keeps the read models up to date")
+    add("rebuild", _cmd_part, "rebuild the read models from the log, then swap them in")
+    add("scheduler", _cmd_part, "the scheduler: places requested instances on hosts")
+    hv = add("hypervisor", _cmd_part, "the hypervisor worker for one compute host")
+    hv.add_argument("--host-name", help="this compute host's name (STRATUS_HOST_NAME)")
+    hv.add_argument("--libvirt-uri", help="libvirt connection URI (STRATUS_LIBVIRT_URI)")
+
+    nats = add("nats", _cmd_nats, "the pinned JetStream server, in the foreground")
+    nats.add_argument("--config", type=Path, help="a nats-server configuration file (clusters)")
+    nats.add_argument("--address", default="0.0.0.0", help="client address (default 0.0.0.0)")
+    nats.add_argument("--port", type=int, default=4222, help="client port (default 4222)")
+    nats.add_argument("--monitor-port", type=int, default=None, help="HTTP monitoring port")
+    nats.add_argument("--store-dir", help="JetStream storage (default <data dir>/nats)")
+    nats.add_argument("extra", nargs=argparse.REMAINDER,
+                      help="further nats-server options, after --")
+
+    # Handled in main() before parsing; listed here for --help.
+    sub.add_parser("test", help="run the test suite (further arguments go to pytest)", add_help=False)
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""The ``stratus`` command: its settings, the single-part commands, and ``stratus run`` as a group."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stratus import cli
+from stratus.postgres import EmbeddedPostgres
+
+ROOT = Path(__file__).resolve().parent.parent
+STRATUS = [sys.executable, "-m", "stratus.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without Stratus settings, so that a test decides them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATUS_") and k != "DATABASE_URL"}
+    env.update(extra)
+    return env
+
+
+def nats_servers_using(store: Path) -> list[int]:
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"nats-server") and str(store).encode() in argv:
+            pids.append(int(cmdline.parent.name))
+    return pids
+
+
+def test_flags_override_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRATUS_API_BIND", "0.0.0.0:9000")
+    monkeypatch.setenv("STRATUS_HOST_NAME", "from-env")
+    args = argparse.Namespace(
+        data_dir="/srv/stratus", nats_url="nats://a:4222, nats://b:4222", database_url=None,
+        api_bind=None, api_workers=4, host_name=None, libvirt_uri=None,
+    )
+    s = cli._settings(args)
+    assert s.data_dir == Path("/srv/stratus")
+    assert s.nats_urls == ("nats://a:4222", "nats://b:4222")
+    assert s.api_bind == "0.0.0.0:9000" and s.api_workers == 4 and s.host_name == "from-env"
+
+
+def test_client_address_of_a_wildcard_bind() -> None:
+    assert cli._client_address("0.0.0.0:8774") == "127.0.0.1:8774"
+    assert cli._client_address("[::]:8774") == "[::1]:8774"
+    assert cli._client_address("10.0.0.5:8774") == "10.0.0.5:8774"
+
+
+def test_test_command_hands_every_argument_to_pytest() -> None:
+    done = subprocess.run([*STRATUS, "test", "--version"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    assert "pytest" in done.stdout + done.stderr
+
+
+def test_no_command_prints_help() -> None:
+    done = subprocess.run(STRATUS, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "run" in done.stdout and "hypervisor" in done.stdout
+
+
+def test_nats_command_runs_the_pinned_server_in_the_foreground(tmp_path: Path) -> None:
+    port, monitor = free_port(), free_port()
+    proc = subprocess.Popen(
+        [*STRATUS, "nats", "--address", "127.0.0.1", "--port", str(port), "--monitor-port", str(monitor),
+         "--store-dir", str(tmp_path / "js")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{monitor}/healthz?js-enabled-only=true") as r:
+                    assert r.status == 200
+                    break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+        # exec'd: the server itself is the process a service manager signals.
+        assert Path(f"/proc/{proc.pid}/exe").resolve().name == "nats-server"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+    assert (tmp_path / "js" / "jetstream").is_dir()
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield int(s.getsockname()[1])
+
+
+def test_run_reports_a_part_that_cannot_start_and_stops_the_servers(tmp_path: Path, taken_port: int) -> None:
+    data = tmp_path / "data"
+    done = subprocess.run(
+        [*STRATUS, "run", "--data-dir", str(data), "--api-bind", f"127.0.0.1:{taken_port}", "--grace", "3"],
+        capture_output=True, text=True, timeout=120, env=clean_env(), cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "stratus: api exited with status" in done.stderr
+    assert "last lines of api's output" in done.stderr
+    assert "Stratus is running" not in done.stdout
+    # The servers started before it were stopped again.
+    assert not EmbeddedPostgres(data / "pg").is_running()
+    assert nats_servers_using(data / "nats") == []
+
+
+PARTS_PRESENT = all(
+    importlib.util.find_spec(module) is not None
+    for module in ("api.app", "projections.runner", "workers.scheduler", "workers.hypervisor")
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not PARTS_PRESENT, reason="not every part of the control plane exists yet")
+def test_run_starts_the_control_plane_and_stops_it_on_sigterm(tmp_path: Path) -> None:
+    data, port = tmp_path / "data", free_port()
+    proc = subprocess.Popen(
+        [*STRATUS, "run", "--data-dir", str(data), "--api-bind", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env(), cwd=tmp_path,
+    )
+    assert proc.stdout is not None
+    output = []
+    try:
+        for line in proc.stdout:
+            output.append(line)
+            if line.startswith("Ctrl-C stops everything"):
+                break
+        else:
+            pytest.fail("stratus run stopped before it was ready:\n" + "".join(output[-60:]))
+        banner = "".join(output)
+        for part in ("nats", "postgres", "api", "projector", "scheduler", "hypervisor"):
+            assert f"  {part} " in banner
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/") as r:
+            assert r.status == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest[-3000:]
+    assert not EmbeddedPostgres(data / "pg").is_running()
+    assert nats_servers_using(data / "nats") == []
