@@ -1,0 +1,137 @@
+"""Rebuild the read models from the whole log, then swap them in without stopping readers.
+
+Why: a fix in the projection, a new column, or doubt about the data all have the same answer in an
+event-sourced system: replay. The replay fills fresh tables in the schema ``stratus_rm_new`` while
+the live runner keeps serving ``stratus_rm``. Then, holding the writers' advisory lock (so the live
+runner is between batches), it applies the last few events and renames the schemas in one
+transaction. Readers name ``stratus_rm.<table>`` and see either the old or the new generation,
+never neither; the live runner's next batch finds the tracking position moved and re-seeks.
+
+Run it as ``stratus rebuild`` (or ``python -m projections.rebuild``); tests call ``rebuild``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from eventsourcing.persistence import Mapper
+from psycopg import sql
+
+from projections.projection import EventLog, Projector
+from projections.schema import (
+    LIVE_SCHEMA,
+    POSITION_CHANNEL,
+    REBUILD_LOCK,
+    WRITER_LOCK,
+    create_schema,
+    schema_exists,
+)
+from stratus.config import Settings
+
+NEW_SCHEMA = f"{LIVE_SCHEMA}_new"
+OLD_SCHEMA = f"{LIVE_SCHEMA}_old"
+
+
+class RebuildError(Exception):
+    """The rebuild could not be completed."""
+
+
+class RebuildInProgress(RebuildError):
+    """Another rebuild holds the rebuild lock on this database."""
+
+
+@dataclass(frozen=True)
+class RebuildResult:
+    position: int  # the log position the swapped-in read models had reached at the swap
+    replayed: int  # the position the replay reached before taking the lock for the swap
+    seconds: float
+
+
+def rebuild(
+    conn: psycopg.Connection[Any],
+    log: EventLog,
+    mapper: Mapper[UUID],
+    *,
+    batch_size: int = 2000,
+    keep_old: bool = False,
+) -> RebuildResult:
+    """Replay ``log`` into a new schema and swap it in as ``stratus_rm``; ``conn`` must be autocommit.
+
+    ``keep_old`` leaves the previous generation as ``stratus_rm_old`` (for comparison) instead of
+    dropping it.
+    """
+    if not conn.autocommit:
+        raise ValueError("rebuild needs an autocommit connection (it manages its own transactions)")
+    started = time.monotonic()
+    got = conn.execute("SELECT pg_try_advisory_lock(%s)", (REBUILD_LOCK,)).fetchone()
+    if not got or not got[0]:
+        raise RebuildInProgress("another rebuild is running against this database")
+    try:
+        with conn.transaction():
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(NEW_SCHEMA)))
+            create_schema(conn, NEW_SCHEMA)
+        projector = Projector(log, mapper, conn, schema=NEW_SCHEMA, batch_size=batch_size, lock=False)
+        replayed = projector.catch_up()
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
+            # The live runner now waits for this lock: apply what arrived during the replay, up to the
+            # log's head as of now (writers may keep appending; the live runner follows from here).
+            head = log.max_notification_id() or 0
+            position = projector.catch_up(until=head)
+            if schema_exists(conn, OLD_SCHEMA):
+                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(OLD_SCHEMA)))
+            if schema_exists(conn, LIVE_SCHEMA):
+                conn.execute(
+                    sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
+                        sql.Identifier(LIVE_SCHEMA), sql.Identifier(OLD_SCHEMA)
+                    )
+                )
+            conn.execute(
+                sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
+                    sql.Identifier(NEW_SCHEMA), sql.Identifier(LIVE_SCHEMA)
+                )
+            )
+            conn.execute("SELECT pg_notify(%s, %s)", (POSITION_CHANNEL, str(position)))
+        if not keep_old:
+            # Waits for readers still inside a statement on the old tables; new ones use the new tables.
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(OLD_SCHEMA)))
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (REBUILD_LOCK,))
+    return RebuildResult(position, replayed, time.monotonic() - started)
+
+
+def main(settings: Settings, *, batch_size: int = 2000, keep_old: bool = False) -> int:
+    """Composition root of ``stratus rebuild``: open the log and PostgreSQL, rebuild, report."""
+    from projections.runner import open_event_log, read_models_url
+
+    url = read_models_url(settings)
+    with open_event_log(settings) as (log, mapper), psycopg.connect(url, autocommit=True) as conn:
+        try:
+            result = rebuild(conn, log, mapper, batch_size=batch_size, keep_old=keep_old)
+        except RebuildInProgress as e:
+            print(f"stratus rebuild: {e}", file=sys.stderr)
+            return 1
+    print(
+        f"stratus rebuild: read models rebuilt up to position {result.position} "
+        f"(replayed to {result.replayed} first, the rest at the swap) in {result.seconds:.1f} s"
+    )
+    return 0
+
+
+def _cli(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m projections.rebuild", description=__doc__)
+    parser.add_argument("--batch-size", type=int, default=2000)
+    parser.add_argument("--keep-old", action="store_true", help="keep the previous tables as stratus_rm_old")
+    args = parser.parse_args(argv)
+    return main(Settings.from_env(), batch_size=args.batch_size, keep_old=args.keep_old)
+
+
+if __name__ == "__main__":
+    sys.exit(_cli())
