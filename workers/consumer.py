@@ -1,0 +1,201 @@
+"""JetStream consumers for the workers, seen from synchronous code through the NATS bridge.
+
+``DurableConsumer`` is a durable pull consumer with explicit acknowledgement; ``serve`` is the
+control loop shared by the workers: fetch a message, decode it, let the worker's handler act, then
+acknowledge (``Done``) or ask for it again later (``RetryLater``). A message is acknowledged only
+after the handler returned, i.e. after its outcome was appended to the log; a crash in between
+means a redelivery, which every handler treats as harmless.
+
+Failures are classified here for what the event store can throw: an unavailable or slow NATS is
+temporary (the message comes back later); anything else is a bug and stops the worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import nats.errors
+from eventsourcing.persistence import Notification
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from stratus.context import Actor, CommandContext, acting
+from stratus.eventstore.bridge import NatsBridge
+from stratus.eventstore.envelope import Envelope, decode_message
+from stratus.eventstore.errors import EventStoreUnavailable
+from workers.outcome import Done, Outcome, RetryLater
+
+log = logging.getLogger(__name__)
+
+# What the event store raises when NATS does not answer in time: retry later.
+STORE_TEMPORARY: tuple[type[Exception], ...] = (EventStoreUnavailable, TimeoutError)
+_CLOSE_ERRORS: tuple[type[Exception], ...] = (*STORE_TEMPORARY, nats.errors.Error)
+_STORE_RETRY_DELAY = 2.0
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One consumed event, with how many times it has been delivered (1 = first time)."""
+
+    notification: Notification
+    envelope: Envelope
+    attempt: int
+
+    @property
+    def originator_id(self) -> str:
+        return str(self.envelope.originator_id)
+
+    @property
+    def event_type(self) -> str:
+        """The event's type, e.g. ``scheduled`` for ``stratus.instance.scheduled``."""
+        return self.envelope.type.rsplit(".", 1)[-1]
+
+    def context(self, actor: Actor) -> CommandContext:
+        """The context of the work done in reaction to this event (it records the causation)."""
+        return CommandContext(actor=actor).caused_by(self.envelope.id, self.envelope.correlationid or None)
+
+
+class DurableConsumer:
+    """A durable JetStream pull consumer on ``stream``, created (or found) on ``open``."""
+
+    def __init__(
+        self,
+        bridge: NatsBridge,
+        *,
+        stream: str,
+        durable: str,
+        filter_subjects: Sequence[str],
+        ack_wait: float = 60.0,
+        call_timeout: float = 10.0,
+    ) -> None:
+        self._bridge = bridge
+        self.stream = stream
+        self.durable = durable
+        self._config = ConsumerConfig(
+            durable_name=durable,
+            description="stratus worker",
+            deliver_policy=DeliverPolicy.ALL,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=ack_wait,
+            # Unbounded: the handlers bound their own retries and then record a fault.
+            max_deliver=-1,
+            filter_subjects=list(filter_subjects),
+        )
+        self._timeout = call_timeout
+        self._sub: Any = None
+
+    def open(self) -> DurableConsumer:
+        async def subscribe() -> Any:
+            js = self._bridge.js
+            await js.add_consumer(self.stream, config=self._config)
+            return await js.pull_subscribe_bind(durable=self.durable, stream=self.stream)
+
+        self._sub = self._bridge.run(subscribe, self._timeout)
+        return self
+
+    def fetch(self, batch: int, wait: float) -> list[Msg]:
+        """Up to ``batch`` messages, waiting at most ``wait`` seconds for the first."""
+        sub = self._sub
+        if sub is None:
+            raise RuntimeError("DurableConsumer.fetch before open")
+
+        async def fetch() -> list[Msg]:
+            try:
+                msgs: list[Msg] = await sub.fetch(batch, timeout=wait)
+            except nats.errors.TimeoutError:
+                return []
+            return msgs
+
+        return self._bridge.run(fetch, wait + self._timeout)
+
+    def ack(self, msg: Msg) -> None:
+        self._bridge.run(msg.ack, self._timeout)
+
+    def nak(self, msg: Msg, delay: float) -> None:
+        self._bridge.run(lambda: msg.nak(delay=delay), self._timeout)
+
+    def close(self) -> None:
+        sub, self._sub = self._sub, None
+        if sub is not None and not self._bridge.closed:
+            try:
+                self._bridge.run(sub.unsubscribe, self._timeout)
+            except _CLOSE_ERRORS as e:
+                log.info("closing consumer %s: %s", self.durable, e)
+
+
+def serve(
+    consumer: DurableConsumer,
+    handle: Callable[[Delivery], Outcome],
+    stop: threading.Event,
+    *,
+    actor: Actor,
+    batch: int = 1,
+    poll: float = 1.0,
+) -> None:
+    """Consume until ``stop`` is set, one message at a time, in stream order.
+
+    Every handler call runs in a command context caused by the consumed event, so the events it
+    appends record their causation and the conversation's correlation id.
+    """
+    while not stop.is_set():
+        try:
+            msgs = consumer.fetch(batch, poll)
+        except STORE_TEMPORARY as e:
+            log.warning("consumer %s: fetching failed, retrying: %s", consumer.durable, e)
+            stop.wait(_STORE_RETRY_DELAY)
+            continue
+        for msg in msgs:
+            if stop.is_set():
+                break  # unacknowledged: redelivered to whoever runs next
+            _process(consumer, handle, msg, actor)
+
+
+def _process(
+    consumer: DurableConsumer, handle: Callable[[Delivery], Outcome], msg: Msg, actor: Actor
+) -> None:
+    notification, envelope = decode_message(msg)
+    delivery = Delivery(notification, envelope, attempt=int(msg.metadata.num_delivered))
+    outcome: Outcome
+    try:
+        with acting(delivery.context(actor)):
+            outcome = handle(delivery)
+    except STORE_TEMPORARY as e:
+        outcome = RetryLater(_STORE_RETRY_DELAY, f"event store unavailable: {e}")
+    try:
+        if isinstance(outcome, Done):
+            consumer.ack(msg)
+        else:
+            log.info(
+                "%s %s: retry in %.1fs (attempt %d): %s",
+                delivery.event_type,
+                delivery.originator_id,
+                outcome.delay,
+                delivery.attempt,
+                outcome.reason,
+            )
+            consumer.nak(msg, outcome.delay)
+    except STORE_TEMPORARY as e:
+        # JetStream redelivers an unacknowledged message after ack_wait: the step will be re-checked.
+        log.warning("consumer %s: could not settle message %s: %s", consumer.durable, envelope.id, e)
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[threading.Event]:
+    """Set ``stop`` on SIGTERM or SIGINT while inside (main thread only); restore the old handlers."""
+
+    def handler(signum: int, _frame: object) -> None:
+        log.info("received %s, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -1,0 +1,94 @@
+"""Feeds the scheduler's host view from the log: an ordered consumer on every Host event.
+
+``catch_up()`` asks the stream for the position of the newest Host event, then folds every Host
+event up to it into the view, so a decision never starts from a view older than the moment it was
+asked for (it may still be overtaken by a concurrent claim; the Host aggregate catches that).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import nats.errors
+import nats.js.errors
+from eventsourcing.application import Application
+from eventsourcing.domain import CanMutateAggregate
+from nats.aio.msg import Msg
+from nats.js.api import DeliverPolicy
+
+from stratus.eventstore.bridge import NatsBridge
+from stratus.eventstore.envelope import decode_message
+from stratus.eventstore.errors import EventStoreUnavailable
+from workers.host_view import HostView
+
+log = logging.getLogger(__name__)
+
+
+class HostFeed:
+    def __init__(
+        self,
+        bridge: NatsBridge,
+        app: Application[Any],
+        view: HostView,
+        *,
+        stream: str,
+        subject_filter: str,
+        timeout: float = 10.0,
+    ) -> None:
+        self._bridge = bridge
+        self._app = app
+        self._view = view
+        self._stream = stream
+        self._filter = subject_filter
+        self._timeout = timeout
+        self._sub: Any = None
+        # Taken off the subscription on the loop thread, folded into the view on the caller's.
+        self._received = 0  # the stream sequence of the last one
+        self._pending: list[Msg] = []
+
+    def open(self) -> HostFeed:
+        async def subscribe() -> Any:
+            return await self._bridge.js.subscribe(
+                self._filter, stream=self._stream, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL
+            )
+
+        self._sub = self._bridge.run(subscribe, self._timeout)
+        return self
+
+    def catch_up(self) -> None:
+        try:
+            self._bridge.run(self._receive_to_end, self._timeout)
+        finally:
+            msgs, self._pending = self._pending, []
+            for msg in msgs:
+                notification, _envelope = decode_message(msg)
+                event = self._app.mapper.to_domain_event(notification)
+                if isinstance(event, CanMutateAggregate):
+                    self._view.apply(event, notification.id)
+
+    async def _receive_to_end(self) -> None:
+        sub = self._sub
+        if sub is None:
+            raise RuntimeError("HostFeed.catch_up before open")
+        try:
+            last = await self._bridge.js.get_last_msg(self._stream, self._filter)
+            end = int(last.seq or 0)
+        except nats.js.errors.NotFoundError:
+            end = 0  # no host has registered yet
+        while self._received < end:
+            try:
+                msg = await sub.next_msg(timeout=self._timeout / 2)
+            except TimeoutError as e:  # nats.errors.TimeoutError is one
+                raise EventStoreUnavailable(f"host events up to {end} did not arrive in time") from e
+            self._pending.append(msg)
+            self._received = int(msg.metadata.sequence.stream)
+
+    def close(self) -> None:
+        sub, self._sub = self._sub, None
+        if sub is not None and not self._bridge.closed:
+            try:
+                self._bridge.run(sub.unsubscribe, self._timeout)
+            except (EventStoreUnavailable, TimeoutError, nats.errors.Error) as e:
+                # Closing anyway: the ordered consumer is ephemeral and expires on its own.
+                log.info("closing the host feed: %s", e)
