@@ -1,0 +1,158 @@
+"""The API's composition root: ``create_app(deps)`` wires resources to their collaborators;
+``get_app()`` is what gunicorn loads (``api.app:get_app()``).
+
+``get_app()`` connects to nothing. It returns a WSGI callable that builds the real collaborators
+(Settings from the environment, the NATS bridge, the JetStream event store, the ``Stratus``
+application and its command ``Handlers``, the read model's connection pool) on the first request
+it serves, in the worker process, after gunicorn has forked, and closes them when the worker
+exits. Tests call ``create_app(deps)`` with collaborators they built themselves.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import falcon
+import falcon.media
+import psycopg_pool
+
+from api import errors, flavors, hypervisors, servers, versions
+from api.auth import DemoIdentity
+from api.body import MAX_BODY_BYTES, load_validators
+from api.middleware import RequestContext
+from api.readmodel import ReadModel, open_pool
+from commands.handlers import Handlers
+from stratus import serialization
+from stratus.config import Settings
+
+log = logging.getLogger("stratus.api")
+
+REQUEST_SCHEMAS = ("servers.create", "flavors.create")
+
+
+def _new_uuid() -> str:
+    return str(uuid.uuid4())
+
+
+def _new_request_id() -> str:
+    return f"req-{uuid.uuid4()}"
+
+
+@dataclass(frozen=True)
+class Deps:
+    """Everything the API's resources need, built by a composition root."""
+
+    handlers: Handlers
+    pool: psycopg_pool.ConnectionPool
+    settings: Settings
+    demo_identity: DemoIdentity = field(default_factory=DemoIdentity)
+    new_flavor_id: Callable[[], str] = _new_uuid
+    new_request_id: Callable[[], str] = _new_request_id
+    max_body_bytes: int = MAX_BODY_BYTES
+
+
+def create_app(deps: Deps) -> falcon.App:
+    app = falcon.App(middleware=[RequestContext(deps.demo_identity, deps.new_request_id)])
+    app.req_options.strip_url_path_trailing_slash = True
+    json = falcon.media.JSONHandler(dumps=serialization.dumps, loads=serialization.loads)
+    app.req_options.media_handlers[falcon.MEDIA_JSON] = json
+    app.resp_options.media_handlers[falcon.MEDIA_JSON] = json
+    errors.install(app)
+
+    validators = load_validators(REQUEST_SCHEMAS)
+    read = ReadModel(deps.pool, deps.settings.read_wait_seconds)
+    server_args = (deps.handlers, read, validators, deps.max_body_bytes)
+    flavor_args = (*server_args, deps.new_flavor_id)
+
+    app.add_route("/", versions.Versions())
+    app.add_route("/v2.1", versions.Version())
+    app.add_route("/v2.1/servers", servers.ServerCollection(*server_args))
+    app.add_route("/v2.1/servers/detail", servers.ServerDetailCollection(*server_args))
+    app.add_route("/v2.1/servers/{server_id}", servers.ServerItem(*server_args))
+    app.add_route("/v2.1/flavors", flavors.FlavorCollection(*flavor_args))
+    app.add_route("/v2.1/flavors/detail", flavors.FlavorDetailCollection(*flavor_args))
+    app.add_route("/v2.1/flavors/{flavor_id}", flavors.FlavorItem(*flavor_args))
+    app.add_route("/v2.1/os-hypervisors", hypervisors.HypervisorCollection(read))
+    app.add_route("/v2.1/os-hypervisors/detail", hypervisors.HypervisorDetailCollection(read))
+    app.add_route("/v2.1/os-hypervisors/{hypervisor_id}", hypervisors.HypervisorItem(read))
+    return app
+
+
+# -- the process's composition root ---------------------------------------------------------------
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
+    """The real collaborators for ``settings``, and a function that closes them."""
+    # Imported here: the event store pulls in nats, which a test of create_app may not need.
+    from commands.app import Stratus
+    from stratus.eventstore import Factory, NatsBridge
+    from stratus.postgres import database_url
+
+    url = settings.database_url or database_url(settings)
+    bridge = NatsBridge(settings.nats_urls, name="stratus-api")
+    bridge.start(wait=0)  # connect in the background: the API answers (503) while NATS is away
+    pool = open_pool(url)
+    try:
+        handlers = Handlers(Stratus(Factory(bridge, settings)))
+    except BaseException:
+        pool.close()
+        bridge.close()
+        raise
+
+    def close() -> None:
+        pool.close()
+        bridge.close()
+
+    return Deps(handlers=handlers, pool=pool, settings=settings), close
+
+
+class LazyApp:
+    """A WSGI app that composes the real one on its first request, in the process that serves it."""
+
+    def __init__(self, settings_factory: Callable[[], Settings] = Settings.from_env) -> None:
+        self._settings_factory = settings_factory
+        self._lock = threading.Lock()
+        self._app: falcon.App | None = None
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        app = self._app
+        if app is None:
+            try:
+                app = self._compose()
+            except Exception:
+                log.exception("the API could not be composed; answering 503 until it can")
+                return _unavailable(start_response)
+        return app(environ, start_response)
+
+    def _compose(self) -> falcon.App:
+        with self._lock:
+            if self._app is None:
+                deps, close = build(self._settings_factory())
+                atexit.register(close)
+                self._app = create_app(deps)
+            return self._app
+
+
+def _unavailable(start_response: Callable[..., Any]) -> list[bytes]:
+    body = serialization.dumps(
+        errors.fault_body(503, "The API cannot reach its services yet; retry.", "api.service_unavailable")
+    )
+    start_response(
+        "503 Service Unavailable",
+        [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("Retry-After", "5")],
+    )
+    return [body]
+
+
+def get_app() -> LazyApp:
+    """gunicorn's entry point: ``gunicorn 'api.app:get_app()'``."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    return LazyApp()

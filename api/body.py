@@ -1,0 +1,76 @@
+"""Request bodies: bounded in size, JSON by the one JSON policy, validated against ``schemas/api/``.
+
+Schemas are draft 2020-12 with ``additionalProperties: false``: an unknown field is rejected, not
+ignored. Each error names the field by its path (``server.flavorRef``), as Nova's messages do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+
+import schemas
+from api.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
+from stratus import serialization
+
+MAX_BODY_BYTES = 1024 * 1024
+_VALUE_ECHO = 80
+
+
+def load_validators(names: tuple[str, ...]) -> dict[str, Draft202012Validator]:
+    """Load and check the named request schemas (``schemas/api/<name>.json``) once, at app creation."""
+    return {name: Draft202012Validator(schemas.load(f"api/{name}.json")) for name in names}
+
+
+def read_json(req: falcon.Request, validator: Draft202012Validator, max_bytes: int) -> dict[str, Any]:
+    """The request's JSON body, validated; ``ApiError``s (400, 413, 415) for anything else."""
+    content_type = (req.content_type or "").split(";", 1)[0].strip().lower()
+    if content_type and content_type != falcon.MEDIA_JSON:
+        raise UnsupportedMediaType(f"Unsupported Content-Type {content_type[:100]!r}; use application/json.")
+    if req.content_length is not None and req.content_length > max_bytes:
+        raise PayloadTooLarge(f"Request is too large: the limit is {max_bytes} bytes.")
+    data = req.bounded_stream.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise PayloadTooLarge(f"Request is too large: the limit is {max_bytes} bytes.")
+    if not data.strip():
+        raise BadRequest("The request body is empty; a JSON object is required.")
+    try:
+        doc = serialization.loads(data)
+    except ValueError:
+        raise BadRequest("Malformed request body: not valid JSON.") from None
+    error = best_match(validator.iter_errors(doc))
+    if error is not None:
+        raise BadRequest(describe(error))
+    if not isinstance(doc, dict):  # the schemas say "object"; this is for the type checker
+        raise BadRequest("The request body must be a JSON object.")
+    return doc
+
+
+def describe(error: ValidationError) -> str:
+    """Nova's wording, naming the field: ``Invalid input for field/attribute <path>. [Value: <v>.] <why>``."""
+    path = [str(p) for p in error.absolute_path]
+    instance = error.instance
+    if error.validator == "required" and isinstance(instance, dict):
+        missing = [k for k in error.validator_value if k not in instance]
+        if missing:
+            return f"Invalid input for field/attribute {_dotted([*path, missing[0]])}. {error.message}"
+    if error.validator == "additionalProperties" and isinstance(instance, dict):
+        allowed = error.schema.get("properties", {})
+        extra = sorted(k for k in instance if k not in allowed)
+        if extra:
+            return f"Invalid input for field/attribute {_dotted([*path, extra[0]])}. {_clip(error.message)}"
+    where = f"field/attribute {_dotted(path)}" if path else "the request body"
+    if error.validator == "type" or isinstance(instance, (dict, list)):
+        return f"Invalid input for {where}. {_clip(error.message)}"
+    return f"Invalid input for {where}. Value: {_clip(repr(instance))}. {_clip(error.message)}"
+
+
+def _dotted(path: list[str]) -> str:
+    return ".".join(path)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= 4 * _VALUE_ECHO else text[: 4 * _VALUE_ECHO] + "..."

@@ -1,0 +1,135 @@
+"""``/v2.1/flavors``: list (brief and detail), show and create flavors, in Nova's 2.1 shapes.
+
+As in Nova, everyone sees the public flavors and an admin may add ``?is_public=none`` (or ``all``)
+to see private ones too, or ``is_public=false`` for private ones only; creating a flavor is an
+admin's act. A flavor's id is Nova's string ``flavorid``; one is generated (a UUID) when the
+request names none. The answer to a create is built from the command itself, so it does not wait
+for the read model; ``X-Stratus-Position`` says how far to wait to read it back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import falcon
+from jsonschema import Draft202012Validator
+
+from api import auth
+from api.body import read_json
+from api.errors import BadRequest, ItemNotFound
+from api.links import next_links, page_params, resource_links
+from api.readmodel import POSITION_HEADER, ReadModel
+from commands.handlers import CreateFlavor, Handlers
+from projections import queries
+from stratus.context import acting
+
+
+def brief_view(req: falcon.Request, flavor: dict[str, Any]) -> dict[str, Any]:
+    fid = str(flavor["flavorid"])
+    return {"id": fid, "name": flavor["name"], "links": resource_links(req, "flavors", fid)}
+
+
+def detail_view(req: falcon.Request, flavor: dict[str, Any]) -> dict[str, Any]:
+    fid = str(flavor["flavorid"])
+    return {
+        "id": fid,
+        "name": flavor["name"],
+        "ram": flavor["ram"],
+        "vcpus": flavor["vcpus"],
+        "disk": flavor["disk"],
+        "OS-FLV-EXT-DATA:ephemeral": flavor["ephemeral"],
+        "swap": flavor["swap"] or "",  # before microversion 2.75, no swap is ""
+        "rxtx_factor": flavor["rxtx_factor"],
+        "os-flavor-access:is_public": flavor["is_public"],
+        "OS-FLV-DISABLED:disabled": False,
+        "links": resource_links(req, "flavors", fid),
+    }
+
+
+def _visibility(req: falcon.Request, admin: bool) -> tuple[bool, bool | None]:
+    """``(include_private, only_is_public)`` from Nova's ``is_public`` parameter (admins only)."""
+    if not admin:
+        return False, None
+    value = (req.get_param("is_public") or "true").strip().lower()
+    if value in ("none", "all"):
+        return True, None
+    if value in ("1", "true", "t", "yes", "y", "on"):
+        return False, None
+    if value in ("0", "false", "f", "no", "n", "off"):
+        return True, False
+    raise BadRequest(f"Invalid is_public filter [{value[:64]}]")
+
+
+class _Flavors:
+    def __init__(
+        self,
+        handlers: Handlers,
+        read_model: ReadModel,
+        validators: dict[str, Draft202012Validator],
+        max_body_bytes: int,
+        new_flavor_id: Callable[[], str],
+    ) -> None:
+        self._handlers = handlers
+        self._read = read_model
+        self._create_validator = validators["flavors.create"]
+        self._max_body = max_body_bytes
+        self._new_flavor_id = new_flavor_id
+
+    def _list(self, req: falcon.Request, path: str, view: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+        limit, marker = page_params(req)
+        include_private, only = _visibility(req, auth.is_admin(req.context.actor))
+        with self._read.connection(req) as conn:
+            rows = queries.list_flavors(conn, limit=limit, marker=marker, include_private=include_private)
+        shown = rows if only is None else [r for r in rows if r["is_public"] == only]
+        body: dict[str, Any] = {"flavors": [view(r) for r in shown]}
+        links = next_links(req, path, rows, limit, id_key="flavorid")
+        if links:
+            body["flavors_links"] = links
+        return body
+
+
+class FlavorCollection(_Flavors):
+    """``GET /v2.1/flavors`` (id, name, links) and ``POST /v2.1/flavors`` (admin)."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = self._list(req, "flavors", lambda row: brief_view(req, row))
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        auth.require_admin(req.context.actor, "os_compute_api:os-flavor-manage:create")
+        body = read_json(req, self._create_validator, self._max_body)
+        spec = body["flavor"]
+        flavorid = spec.get("id")
+        command = CreateFlavor(
+            flavorid=self._new_flavor_id() if flavorid is None else str(flavorid).strip(),
+            name=spec["name"].strip(),
+            vcpus=int(spec["vcpus"]),
+            ram=int(spec["ram"]),
+            disk=int(spec["disk"]),
+            ephemeral=int(spec.get("OS-FLV-EXT-DATA:ephemeral", 0)),
+            swap=int(spec.get("swap", 0)),
+            rxtx_factor=float(spec.get("rxtx_factor", 1.0)),
+            is_public=bool(spec.get("os-flavor-access:is_public", True)),
+        )
+        with acting(req.context.command):
+            result = self._handlers.create_flavor(command)
+        resp.set_header(POSITION_HEADER, str(result.position))
+        resp.media = {"flavor": detail_view(req, {**vars(command), "flavorid": result.id})}
+
+
+class FlavorDetailCollection(_Flavors):
+    """``GET /v2.1/flavors/detail``."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = self._list(req, "flavors/detail", lambda row: detail_view(req, row))
+
+
+class FlavorItem(_Flavors):
+    """``GET /v2.1/flavors/{flavor_id}``: deleted flavors still show (servers keep naming them)."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, flavor_id: str) -> None:
+        with self._read.connection(req) as conn:
+            row = queries.get_flavor(conn, flavor_id)
+        if row is None or (not row["is_public"] and not auth.is_admin(req.context.actor)):
+            raise ItemNotFound(f"Flavor {flavor_id} could not be found.")
+        resp.media = {"flavor": detail_view(req, row)}

@@ -1,0 +1,89 @@
+"""``/v2.1/os-hypervisors``: the compute hosts, their capacity and usage, in Nova's 2.1 shapes (admin).
+
+Hosts are not created through the API: a hypervisor worker registers its host on the event log
+when it starts, as nova-compute does. Differences from Nova, documented in docs/api.md: ids are
+the hosts' UUIDs (Nova used integers before 2.53), and ``state`` is always ``up`` because Stratus
+does not track host liveness yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from api import auth
+from api.errors import ItemNotFound
+from api.readmodel import ReadModel
+from projections import queries
+
+_POLICY = "os_compute_api:os-hypervisors:list"
+
+
+def brief_view(host: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": str(host["id"]),
+        "hypervisor_hostname": host["hostname"],
+        "state": "up",
+        "status": "enabled",
+    }
+
+
+def detail_view(host: dict[str, Any]) -> dict[str, Any]:
+    free_ram = host["memory_mb"] - host["memory_mb_used"]
+    free_disk = host["disk_gb"] - host["disk_gb_used"]
+    return {
+        **brief_view(host),
+        "hypervisor_type": host["hypervisor_type"],
+        "hypervisor_version": 0,
+        "host_ip": "",
+        "cpu_info": "{}",
+        "vcpus": host["vcpus"],
+        "vcpus_used": host["vcpus_used"],
+        "memory_mb": host["memory_mb"],
+        "memory_mb_used": host["memory_mb_used"],
+        "local_gb": host["disk_gb"],
+        "local_gb_used": host["disk_gb_used"],
+        "free_ram_mb": free_ram,
+        "free_disk_gb": free_disk,
+        "disk_available_least": free_disk,
+        "current_workload": 0,
+        "running_vms": host["running_vms"],
+        "service": {"host": host["hostname"], "id": str(host["id"]), "disabled_reason": None},
+    }
+
+
+class _Hypervisors:
+    def __init__(self, read_model: ReadModel) -> None:
+        self._read = read_model
+
+    def _hosts(self, req: falcon.Request) -> list[dict[str, Any]]:
+        auth.require_admin(req.context.actor, _POLICY)
+        with self._read.connection(req) as conn:
+            return queries.list_hosts(conn)
+
+
+class HypervisorCollection(_Hypervisors):
+    """``GET /v2.1/os-hypervisors``."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"hypervisors": [brief_view(h) for h in self._hosts(req)]}
+
+
+class HypervisorDetailCollection(_Hypervisors):
+    """``GET /v2.1/os-hypervisors/detail``."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"hypervisors": [detail_view(h) for h in self._hosts(req)]}
+
+
+class HypervisorItem(_Hypervisors):
+    """``GET /v2.1/os-hypervisors/{hypervisor_id}`` (by id or hostname)."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, hypervisor_id: str) -> None:
+        auth.require_admin(req.context.actor, "os_compute_api:os-hypervisors:show")
+        with self._read.connection(req) as conn:
+            host = queries.get_host(conn, hypervisor_id)
+        if host is None:
+            raise ItemNotFound(f"Hypervisor with ID {hypervisor_id} could not be found.")
+        resp.media = {"hypervisor": detail_view(host)}

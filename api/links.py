@@ -1,0 +1,54 @@
+"""Nova's links and paging: ``self``/``bookmark`` links, ``limit``/``marker``, the ``*_links`` next link."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import falcon
+
+from api.errors import BadRequest
+
+API_ROOT = "v2.1"
+# Nova's [api] max_limit: the most items one page holds, whatever ``limit`` asks for.
+MAX_LIMIT = 1000
+
+
+def resource_links(req: falcon.Request, collection: str, item_id: str) -> list[dict[str, str]]:
+    item = quote(item_id, safe="")
+    return [
+        {"rel": "self", "href": f"{req.prefix}/{API_ROOT}/{collection}/{item}"},
+        {"rel": "bookmark", "href": f"{req.prefix}/{collection}/{item}"},
+    ]
+
+
+def bookmark(req: falcon.Request, collection: str, item_id: str) -> list[dict[str, str]]:
+    return [{"rel": "bookmark", "href": f"{req.prefix}/{collection}/{quote(item_id, safe='')}"}]
+
+
+def page_params(req: falcon.Request, max_limit: int = MAX_LIMIT) -> tuple[int, str | None]:
+    """``(limit, marker)``: ``limit`` capped at ``max_limit`` (400 unless a non-negative integer)."""
+    raw = req.get_param("limit")
+    limit = max_limit
+    if raw is not None:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise BadRequest("limit param must be an integer") from None
+        if value < 0:
+            raise BadRequest("limit param must be positive")
+        limit = min(max_limit, value)
+    marker = req.get_param("marker")
+    return limit, marker or None
+
+
+def next_links(
+    req: falcon.Request, path: str, items: list[dict[str, Any]], limit: int, id_key: str = "id"
+) -> list[dict[str, str]]:
+    """Nova's rule: a full page has a ``next`` link whose marker is the page's last item."""
+    if not limit or len(items) < limit:
+        return []
+    params: dict[str, Any] = dict(req.params)
+    params["marker"] = str(items[-1][id_key])
+    href = f"{req.prefix}/{API_ROOT}/{path}?{urlencode(params, doseq=True)}"
+    return [{"rel": "next", "href": href}]

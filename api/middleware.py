@@ -1,0 +1,50 @@
+"""Per-request context: a request id, the negotiated microversion and the acting identity.
+
+Every response carries Nova's request id headers, errors included. The command context built here
+(actor, request id, correlation id) is what the resources install with ``stratus.context.acting``
+around a command, so the events it appends name who asked and in which request.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import falcon
+
+from api import auth, versions
+from stratus.context import CommandContext
+
+REQUEST_ID_HEADERS = ("x-openstack-request-id", "x-compute-request-id")
+# A calling OpenStack service's request id (oslo.middleware's global request id), kept as correlation.
+GLOBAL_REQUEST_ID_HEADER = "X-OpenStack-Request-ID"
+_GLOBAL_ID_RE = re.compile(r"^req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+class RequestContext:
+    def __init__(self, demo: auth.DemoIdentity, new_request_id: Callable[[], str]) -> None:
+        self._demo = demo
+        self._new_request_id = new_request_id
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        request_id = self._new_request_id()
+        req.context.request_id = request_id
+        req.context.microversion = None
+        if req.path not in ("", "/"):  # the version list is outside any microversion, as in Nova
+            req.context.microversion = versions.negotiate(req)
+        actor = auth.actor_from_headers(req, self._demo)
+        req.context.actor = actor
+        inbound = req.get_header(GLOBAL_REQUEST_ID_HEADER) or ""
+        correlation = inbound if _GLOBAL_ID_RE.match(inbound) else ""
+        req.context.command = CommandContext(actor=actor, request_id=request_id, correlation_id=correlation)
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: object, req_succeeded: bool
+    ) -> None:
+        request_id = getattr(req.context, "request_id", None)
+        if request_id:
+            for name in REQUEST_ID_HEADERS:
+                resp.set_header(name, request_id)
+        microversion = getattr(req.context, "microversion", None)
+        if microversion is not None:
+            versions.echo(resp, microversion)

@@ -1,0 +1,81 @@
+"""Reading the read models: a pooled connection, after waiting for the position the client names.
+
+A client that wrote something reads its own write by sending the write's ``X-Stratus-Position``
+back as ``X-Stratus-Min-Position`` (or ``?min_position=``): the read waits, up to the configured
+time, for the projector to have applied the log that far, and is answered 503 with ``Retry-After``
+otherwise. psycopg's connection and pool failures are translated here into a 503.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import falcon
+import psycopg
+import psycopg_pool
+from psycopg.rows import dict_row
+
+from api.errors import BadRequest, ReadModelBehind, ServiceUnavailable
+from projections import queries
+
+log = logging.getLogger("stratus.api")
+
+MIN_POSITION_HEADER = "X-Stratus-Min-Position"
+MIN_POSITION_PARAM = "min_position"
+POSITION_HEADER = "X-Stratus-Position"
+
+
+def open_pool(
+    url: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 10.0
+) -> psycopg_pool.ConnectionPool:
+    """The read side's pool: autocommit sessions (each query sees the latest committed batch)."""
+    pool = psycopg_pool.ConnectionPool(
+        url,
+        min_size=min_size,
+        max_size=max_size,
+        timeout=timeout,
+        kwargs={"autocommit": True, "row_factory": dict_row},
+        open=False,
+        name="stratus-api-read",
+    )
+    pool.open(wait=False)
+    return pool
+
+
+def min_position(req: falcon.Request) -> int | None:
+    value = req.get_header(MIN_POSITION_HEADER)
+    source = MIN_POSITION_HEADER
+    if value is None:
+        value = req.get_param(MIN_POSITION_PARAM)
+        source = MIN_POSITION_PARAM
+    if value is None:
+        return None
+    value = value.strip()
+    if not value.isdigit() or len(value) > 19:
+        raise BadRequest(f"{source} must be a log position: a non-negative integer.")
+    return int(value)
+
+
+class ReadModel:
+    def __init__(self, pool: psycopg_pool.ConnectionPool, wait_seconds: float) -> None:
+        self._pool = pool
+        self._wait = wait_seconds
+
+    @contextlib.contextmanager
+    def connection(self, req: falcon.Request) -> Iterator[psycopg.Connection[Any]]:
+        """A connection to read with, once the read model has reached the request's minimum position."""
+        position = min_position(req)
+        try:
+            with self._pool.connection() as conn:
+                if position is not None and not queries.wait_for_position(conn, position, self._wait):
+                    raise ReadModelBehind(position, self._wait)
+                yield conn
+        except psycopg_pool.PoolTimeout as e:
+            log.error("read-model pool exhausted or unreachable: %s", e)
+            raise ServiceUnavailable("The read model is busy or unreachable; retry.") from e
+        except psycopg.OperationalError as e:
+            log.error("read-model connection failed: %s", e)
+            raise ServiceUnavailable("The read model is unreachable; retry.") from e

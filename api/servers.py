@@ -1,0 +1,251 @@
+"""``/v2.1/servers``: create, list (brief and detail), show and delete servers, in Nova's 2.1 shapes.
+
+Creating and deleting are commands on the event log: the answer is 202/204 at once, with the log
+position of the last event in ``X-Stratus-Position``; building and tearing down happen afterwards
+in the workers. Reads come from the read model.
+
+What Stratus does not do yet, and therefore refuses rather than ignores: networks other than
+``none``/``auto`` (servers have no addresses yet), key pairs, user data, security groups, volumes,
+more than one server per request. It never sets an admin password, so ``adminPass`` is not in the
+answer (as Nova with ``enable_instance_password = False``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import falcon
+from jsonschema import Draft202012Validator
+
+from api import auth
+from api.body import read_json
+from api.errors import BadRequest, ItemNotFound
+from api.links import bookmark, next_links, page_params, resource_links
+from api.readmodel import POSITION_HEADER, ReadModel
+from commands.errors import NotFound
+from commands.handlers import CreateServer, DeleteServer, Handlers
+from projections import queries
+from stratus.context import Actor, acting
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+DISK_CONFIG = "MANUAL"  # Stratus never resizes a guest's root partition.
+# Statuses in which Nova shows `progress`, and in which it shows the `fault`.
+_PROGRESS_STATUSES = ("ACTIVE", "BUILD", "REBUILD", "RESIZE", "VERIFY_RESIZE", "MIGRATING")
+_FAULT_STATUSES = ("ERROR", "DELETED")
+_TRUE = ("1", "true", "t", "yes", "y", "on")
+
+
+def host_id(project_id: str, host: str | None) -> str:
+    """Nova's ``hostId``: the same for two servers of one project on one host, opaque across projects."""
+    if not host:
+        return ""
+    return hashlib.sha224((project_id + host).encode()).hexdigest()
+
+
+def isotime(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _usage_time(value: datetime | None) -> str | None:
+    """OS-SRV-USG timestamps are naive ISO 8601 in UTC with microseconds, as Nova prints them."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat()
+
+
+def brief_view(req: falcon.Request, row: dict[str, Any]) -> dict[str, Any]:
+    sid = str(row["id"])
+    return {"id": sid, "name": row["name"], "links": resource_links(req, "servers", sid)}
+
+
+def detail_view(req: falcon.Request, row: dict[str, Any], actor: Actor) -> dict[str, Any]:
+    sid = str(row["id"])
+    status = row["status"]
+    flavor = row["flavor"] or {}
+    flavor_id = str(flavor.get("id", ""))
+    image_ref = row["image_ref"] or ""
+    host = row["host"]
+    server: dict[str, Any] = {
+        "id": sid,
+        "name": row["name"],
+        "status": status,
+        "tenant_id": row["project_id"],
+        "user_id": row["user_id"],
+        "metadata": row["metadata"] or {},
+        "hostId": host_id(row["project_id"], host),
+        "image": {"id": image_ref, "links": bookmark(req, "images", image_ref)} if image_ref else "",
+        "flavor": {"id": flavor_id, "links": bookmark(req, "flavors", flavor_id)},
+        "created": isotime(row["created_at"]),
+        "updated": isotime(row["updated_at"]),
+        "addresses": {},
+        "accessIPv4": "",
+        "accessIPv6": "",
+        "links": resource_links(req, "servers", sid),
+        "OS-DCF:diskConfig": DISK_CONFIG,
+        "key_name": None,
+        "config_drive": "",
+        "OS-EXT-AZ:availability_zone": row["availability_zone"] or ("nova" if host else ""),
+        "OS-EXT-STS:vm_state": row["vm_state"],
+        "OS-EXT-STS:task_state": row["task_state"],
+        "OS-EXT-STS:power_state": row["power_state"],
+        "OS-SRV-USG:launched_at": _usage_time(row["launched_at"]),
+        "OS-SRV-USG:terminated_at": _usage_time(row["deleted_at"]),
+        "os-extended-volumes:volumes_attached": [],
+    }
+    if status in _PROGRESS_STATUSES:
+        server["progress"] = 100 if status == "ACTIVE" else 0
+    if auth.is_admin(actor):
+        server["OS-EXT-SRV-ATTR:host"] = host
+        server["OS-EXT-SRV-ATTR:hypervisor_hostname"] = host
+    fault = row["fault"]
+    if fault and status in _FAULT_STATUSES:
+        server["fault"] = fault_view(fault, row, actor)
+    return server
+
+
+def fault_view(fault: dict[str, Any], row: dict[str, Any], actor: Actor) -> dict[str, Any]:
+    """Nova's fault: an HTTP-like code (500 for a failed build), details only for admins at 500."""
+    code = fault.get("code")
+    status_code = code if isinstance(code, int) else 500
+    view: dict[str, Any] = {
+        "code": status_code,
+        "message": fault.get("message", ""),
+        "created": _fault_time(fault.get("created")) or isotime(row["updated_at"]),
+    }
+    details = fault.get("details")
+    if details and (auth.is_admin(actor) or status_code != 500):
+        view["details"] = details
+    return view
+
+
+def _fault_time(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return isotime(datetime.fromisoformat(value.replace("Z", "+00:00")))
+    except ValueError:
+        return None
+
+
+class _Servers:
+    def __init__(
+        self,
+        handlers: Handlers,
+        read_model: ReadModel,
+        validators: dict[str, Draft202012Validator],
+        max_body_bytes: int,
+    ) -> None:
+        self._handlers = handlers
+        self._read = read_model
+        self._create_validator = validators["servers.create"]
+        self._max_body = max_body_bytes
+
+    def _list(self, req: falcon.Request, path: str, view: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+        actor: Actor = req.context.actor
+        admin = auth.is_admin(actor)
+        limit, marker = page_params(req)
+        all_tenants = _flag(req, "all_tenants")
+        project_id = auth.project_scope(actor, all_tenants)
+        if all_tenants:
+            # An admin listing every project may narrow it to one (Nova: project_id / tenant_id).
+            project_id = req.get_param("project_id") or req.get_param("tenant_id") or None
+        status = req.get_param("status")
+        include_deleted = admin and (_flag(req, "deleted") or (status or "").upper() == "DELETED")
+        with self._read.connection(req) as conn:
+            rows = queries.list_servers(
+                conn,
+                project_id=project_id,
+                limit=limit,
+                marker=marker,
+                name=req.get_param("name") or None,
+                status=status or None,
+                host=req.get_param("host") if admin else None,
+                include_deleted=include_deleted,
+            )
+        body: dict[str, Any] = {"servers": [view(r) for r in rows]}
+        links = next_links(req, path, rows, limit)
+        if links:
+            body["servers_links"] = links
+        return body
+
+
+class ServerCollection(_Servers):
+    """``GET /v2.1/servers`` (id, name, links) and ``POST /v2.1/servers``."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = self._list(req, "servers", lambda row: brief_view(req, row))
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        actor: Actor = req.context.actor
+        body = read_json(req, self._create_validator, self._max_body)
+        server = body["server"]
+        key = req.get_header(IDEMPOTENCY_HEADER)
+        if key is not None and not 1 <= len(key) <= 255:
+            raise BadRequest(f"{IDEMPOTENCY_HEADER} must be 1 to 255 characters.")
+        command = CreateServer(
+            name=server["name"],
+            project_id=actor.project_id,
+            user_id=actor.user_id,
+            flavor_ref=_id_from_ref(server["flavorRef"]),
+            image_ref=_id_from_ref(server.get("imageRef", "")),
+            metadata=dict(server.get("metadata", {})),
+            availability_zone=server.get("availability_zone"),
+            idempotency_key=key,
+        )
+        try:
+            with acting(req.context.command):
+                result = self._handlers.create_server(command)
+        except NotFound as e:
+            # A reference in the body that names nothing is the request's fault (Nova: 400).
+            raise BadRequest(e.message) from e
+        links = resource_links(req, "servers", result.id)
+        resp.status = falcon.HTTP_202
+        resp.set_header(POSITION_HEADER, str(result.position))
+        resp.location = links[0]["href"]
+        resp.media = {"server": {"id": result.id, "links": links, "OS-DCF:diskConfig": DISK_CONFIG}}
+
+
+class ServerDetailCollection(_Servers):
+    """``GET /v2.1/servers/detail``: every field of each server."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        actor = req.context.actor
+        resp.media = self._list(req, "servers/detail", lambda row: detail_view(req, row, actor))
+
+
+class ServerItem(_Servers):
+    """``GET`` and ``DELETE /v2.1/servers/{server_id}``."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
+        actor: Actor = req.context.actor
+        with self._read.connection(req) as conn:
+            row = queries.get_server(conn, server_id, auth.server_scope(actor))
+        if row is None or row["deleted"]:
+            raise ItemNotFound(f"Instance {server_id} could not be found.")
+        resp.media = {"server": detail_view(req, row, actor)}
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
+        actor: Actor = req.context.actor
+        with acting(req.context.command):
+            result = self._handlers.delete_server(DeleteServer(server_id, auth.server_scope(actor)))
+        resp.status = falcon.HTTP_204
+        resp.set_header(POSITION_HEADER, str(result.position))
+
+
+def _flag(req: falcon.Request, name: str) -> bool:
+    value = req.get_param(name)
+    if value is None:
+        return False
+    # Nova treats a bare ``?all_tenants`` as true.
+    return value == "" or value.strip().lower() in _TRUE
+
+
+def _id_from_ref(ref: str | int) -> str:
+    """Nova accepts an id or a URL ending in it (``http://.../flavors/1``) for flavorRef and imageRef."""
+    text = str(ref).strip()
+    return text.rstrip("/").rsplit("/", 1)[-1] if "/" in text else text
