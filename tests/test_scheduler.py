@@ -1,0 +1,208 @@
+"""The scheduler against a real JetStream: placement, "No valid host", racing schedulers, redelivery."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import pytest
+
+from commands.app import Stratus
+from commands.errors import NotFound, NoValidHost
+from commands.handlers import CreateFlavor, CreateServer, DeleteServer, Handlers, RegisterHost
+from commands.host import Resources
+from commands.instance import Instance
+from commands.states import TaskState, VmState
+from stratus.config import Settings
+from stratus.eventstore import Factory, NatsBridge
+from workers import scheduler
+from workers.host_selection import NO_VALID_HOST
+
+T = TypeVar("T")
+
+
+def eventually(check: Callable[[], T | None], timeout: float = 15.0) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout}s: {check}")
+        time.sleep(0.05)
+
+
+class Worker:
+    """A worker's ``run`` in a thread; a failure in it fails the test."""
+
+    def __init__(self, target: Callable[[threading.Event], None]) -> None:
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, args=(target,), daemon=True)
+        self._thread.start()
+
+    def _main(self, target: Callable[[threading.Event], None]) -> None:
+        try:
+            target(self.stop)
+        except BaseException as e:
+            self.error = e
+            raise
+
+    def close(self) -> None:
+        self.stop.set()
+        self._thread.join(20)
+        assert not self._thread.is_alive(), "worker did not stop"
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.fixture
+def app(bridge: NatsBridge, settings: Settings) -> Stratus:
+    return Stratus(Factory(bridge=bridge, settings=settings))
+
+
+@pytest.fixture
+def handlers(app: Stratus) -> Handlers:
+    h = Handlers(app)
+    h.create_flavor(CreateFlavor("small", "m1.small", vcpus=1, ram=512, disk=1))
+    h.create_flavor(CreateFlavor("huge", "m1.huge", vcpus=2, ram=65536, disk=10))
+    return h
+
+
+@pytest.fixture
+def start_scheduler(bridge: NatsBridge, settings: Settings) -> Iterator[Callable[..., Worker]]:
+    workers: list[Worker] = []
+
+    def start(durable: str = scheduler.DURABLE, own_bridge: bool = False) -> Worker:
+        def target(stop: threading.Event) -> None:
+            b = NatsBridge(settings.nats_urls, name=f"test-{durable}").start() if own_bridge else bridge
+            try:
+                app = Stratus(Factory(bridge=b, settings=settings))
+                scheduler.run(settings, bridge=b, app=app, stop=stop, poll=0.1, durable=durable)
+            finally:
+                if own_bridge:
+                    b.close()
+
+        workers.append(Worker(target))
+        return workers[-1]
+
+    yield start
+    for w in workers:
+        w.close()
+
+
+def create(handlers: Handlers, flavor: str = "small", name: str = "vm") -> str:
+    return handlers.create_server(CreateServer(name, "p1", "u1", flavor)).id
+
+
+def settled(handlers: Handlers, server_id: str) -> Instance | None:
+    """The instance once the scheduler has dealt with it."""
+    inst = handlers.instance(server_id)
+    return inst if inst.task_state != TaskState.SCHEDULING else None
+
+
+def test_places_on_the_host_with_most_free_ram(
+    handlers: Handlers, start_scheduler: Callable[..., Worker]
+) -> None:
+    handlers.register_host(RegisterHost("compute-a", vcpus=4, memory_mb=2048, disk_gb=50))
+    handlers.register_host(RegisterHost("compute-b", vcpus=4, memory_mb=4096, disk_gb=50))
+    start_scheduler()
+    server = create(handlers)
+    inst = eventually(lambda: settled(handlers, server))
+    assert (inst.vm_state, inst.task_state, inst.host) == (VmState.BUILDING, None, "compute-b")
+    assert handlers.host("compute-b").claims == {server: {"vcpus": 1, "memory_mb": 512, "disk_gb": 1}}
+    assert handlers.host("compute-a").claims == {}
+
+
+def test_no_room_anywhere_faults_with_no_valid_host(
+    handlers: Handlers, start_scheduler: Callable[..., Worker]
+) -> None:
+    handlers.register_host(RegisterHost("compute-a", vcpus=4, memory_mb=2048, disk_gb=50))
+    start_scheduler()
+    server = create(handlers, "huge")
+    inst = eventually(lambda: settled(handlers, server))
+    assert (inst.vm_state, inst.host) == (VmState.ERROR, None)
+    assert inst.fault is not None
+    assert inst.fault["code"] == NoValidHost.code
+    assert inst.fault["message"] == NO_VALID_HOST
+    assert "memory_mb=65536" in inst.fault["details"]
+    assert "1 short of memory_mb (most free: 2048)" in inst.fault["details"]
+    assert handlers.host("compute-a").claims == {}
+
+
+def test_hosts_registered_after_start_are_seen(
+    handlers: Handlers, start_scheduler: Callable[..., Worker]
+) -> None:
+    start_scheduler()
+    first = create(handlers, name="first")
+    assert eventually(lambda: settled(handlers, first)).vm_state == VmState.ERROR  # no hosts yet
+    handlers.register_host(RegisterHost("compute-late", vcpus=1, memory_mb=1024, disk_gb=10))
+    second = create(handlers, name="second")
+    assert eventually(lambda: settled(handlers, second)).host == "compute-late"
+
+
+def test_a_request_deleted_before_scheduling_is_skipped(
+    handlers: Handlers, start_scheduler: Callable[..., Worker]
+) -> None:
+    handlers.register_host(RegisterHost("compute-a", vcpus=4, memory_mb=2048, disk_gb=50))
+    gone = create(handlers, name="gone")
+    handlers.delete_server(DeleteServer(gone, "p1"))
+    start_scheduler()
+    later = create(handlers, name="later")
+    eventually(lambda: settled(handlers, later))  # in stream order: `gone` was dealt with first
+    with pytest.raises(NotFound):
+        handlers.instance(gone)
+    assert set(handlers.host("compute-a").claims) == {later}
+
+
+@pytest.mark.parametrize(
+    "shared_consumer", [True, False], ids=["shared-consumer", "every-scheduler-sees-all"]
+)
+def test_racing_schedulers_never_overcommit(
+    handlers: Handlers, start_scheduler: Callable[..., Worker], shared_consumer: bool
+) -> None:
+    # Room for exactly three m1.small by RAM on one host, and for nothing on the other.
+    handlers.register_host(RegisterHost("compute-a", vcpus=8, memory_mb=1536, disk_gb=100))
+    handlers.register_host(RegisterHost("compute-b", vcpus=8, memory_mb=256, disk_gb=100))
+    servers = [create(handlers, name=f"vm-{i}") for i in range(8)]
+    for i in range(2):
+        start_scheduler(durable=scheduler.DURABLE if shared_consumer else f"scheduler-{i}", own_bridge=True)
+    done = eventually(
+        lambda: (
+            [settled(handlers, s) for s in servers] if all(settled(handlers, s) for s in servers) else None
+        ),
+        timeout=30,
+    )
+
+    placed = {
+        s for s, inst in zip(servers, done, strict=True) if inst is not None and inst.host == "compute-a"
+    }
+    failed = [inst for inst in done if inst is not None and inst.vm_state == VmState.ERROR]
+    assert len(placed) == 3 and len(failed) == 5
+    assert all(inst.fault is not None and inst.fault["code"] == NoValidHost.code for inst in failed)
+    host = handlers.host("compute-a")
+    assert set(host.claims) == placed
+    assert host.used() == Resources(3, 1536, 3)
+    assert handlers.host("compute-b").claims == {}
+
+
+def test_redelivery_changes_nothing(handlers: Handlers, start_scheduler: Callable[..., Worker]) -> None:
+    handlers.register_host(RegisterHost("compute-a", vcpus=1, memory_mb=512, disk_gb=10))
+    first = start_scheduler()
+    placed = create(handlers, name="placed")
+    failed = create(handlers, name="failed")
+    eventually(lambda: settled(handlers, placed) and settled(handlers, failed))
+    first.close()
+    versions = {s: handlers.instance(s).version for s in (placed, failed)}
+    host_version = handlers.host("compute-a").version
+
+    # A scheduler that never acknowledged anything sees every request again, as after a crash.
+    replay = start_scheduler(durable="scheduler-replay")
+    marker = create(handlers, name="marker")
+    eventually(lambda: settled(handlers, marker))  # the replay got past the earlier requests
+    replay.close()
+    assert {s: handlers.instance(s).version for s in (placed, failed)} == versions
+    assert handlers.instance(placed).host == "compute-a"
+    assert handlers.host("compute-a").version == host_version

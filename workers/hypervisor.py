@@ -1,0 +1,136 @@
+"""The hypervisor worker: one per compute host, runs that host's instances on libvirt.
+
+On start it registers the host with the inventory libvirt reports. It then consumes
+``<prefix>.instance.*.scheduled`` and ``<prefix>.instance.*.deletionrequested`` with the durable
+pull consumer ``hypervisor-<host>``, acts on the instances placed on its own host and acknowledges
+the rest. It reads and appends to the event log only: it holds no database credentials.
+
+``main(settings)`` is the composition root; ``run`` takes its collaborators, for tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+from eventsourcing.utils import get_topic
+
+from commands.app import Stratus
+from commands.handlers import Handlers
+from commands.instance import Instance
+from stratus.config import Settings
+from stratus.context import Actor, CommandContext, acting
+from stratus.eventstore import Factory, NatsBridge
+from stratus.eventstore.subjects import SubjectLayout, encode_token
+from workers.compute import SCHEDULED, BootImages, Compute
+from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve, stop_on_signals
+from workers.libvirt_driver import LibvirtDriver
+from workers.outcome import DONE, Outcome, RetryPolicy
+from workers.virt import BootImage, TemporaryVirtError, VirtDriver
+
+log = logging.getLogger(__name__)
+
+HYPERVISOR = Actor(user_id="stratus-hypervisor", project_id="service", roles=("service",))
+# A spawn on real QEMU takes seconds; a message is redelivered only if not settled by then.
+ACK_WAIT = 120.0
+_REGISTER_DELAYS = (1.0, 2.0, 5.0, 10.0)
+_REGISTER_TEMPORARY: tuple[type[Exception], ...] = (TemporaryVirtError, *STORE_TEMPORARY)
+
+
+def durable_name(hostname: str) -> str:
+    """The host's own durable consumer: a consumer name may not contain ``.``, ``*``, ``>`` or spaces."""
+    return f"hypervisor-{encode_token(hostname)}"
+
+
+def subjects(settings: Settings) -> list[str]:
+    layout = SubjectLayout(settings.subject_prefix)
+    return [
+        layout.topic_filter(get_topic(Instance.Scheduled)),  # type: ignore[attr-defined]
+        layout.topic_filter(get_topic(Instance.DeletionRequested)),  # type: ignore[attr-defined]
+    ]
+
+
+def run(
+    settings: Settings,
+    *,
+    bridge: NatsBridge,
+    app: Stratus,
+    driver: VirtDriver,
+    stop: threading.Event,
+    instances_path: Path | None = None,
+    boot_image: Callable[[str], BootImage | None] | None = None,
+    retry: RetryPolicy | None = None,
+    poll: float = 1.0,
+) -> None:
+    """Register the host, then serve its instances until ``stop`` is set."""
+    host = settings.host_name
+    compute = Compute(
+        Handlers(app),
+        driver,
+        host,
+        instances_path=instances_path or settings.data_dir / "instances" / encode_token(host),
+        boot_image=boot_image or BootImages(settings.data_dir / "images"),
+        retry=retry,
+    )
+    if not _register(compute, stop):
+        return
+    filters = subjects(settings)
+    consumer = DurableConsumer(
+        bridge, stream=settings.stream, durable=durable_name(host), filter_subjects=filters, ack_wait=ACK_WAIT
+    )
+    consumer.open()
+
+    def handle(d: Delivery) -> Outcome:
+        if d.event_type == SCHEDULED and _placed_on(d) != host:
+            return DONE  # another host's instance: no need to load it
+        return compute.handle(d.event_type, d.originator_id, d.attempt)
+
+    log.info("hypervisor %s consuming %s (durable %s)", host, ", ".join(filters), consumer.durable)
+    try:
+        serve(consumer, handle, stop, actor=HYPERVISOR, poll=poll)
+    finally:
+        consumer.close()
+
+
+def _placed_on(d: Delivery) -> object:
+    """The host named in a Scheduled event's payload."""
+    payload = orjson.loads(d.notification.state)
+    return payload.get("host") if isinstance(payload, dict) else None
+
+
+def _register(compute: Compute, stop: threading.Event) -> bool:
+    """Register the host, waiting out a hypervisor or event store that is not up yet; False if stopped."""
+    attempt = 0
+    while not stop.is_set():
+        try:
+            with acting(CommandContext(actor=HYPERVISOR)):
+                compute.register()
+        except _REGISTER_TEMPORARY as e:
+            delay = _REGISTER_DELAYS[min(attempt, len(_REGISTER_DELAYS) - 1)]
+            log.warning("registering host %s failed, retrying in %.0fs: %s", compute.hostname, delay, e)
+            attempt += 1
+            stop.wait(delay)
+            continue
+        log.info("host %s registered", compute.hostname)
+        return True
+    return False
+
+
+def main(settings: Settings) -> int:
+    stop = threading.Event()
+    instances_path = settings.data_dir / "instances" / encode_token(settings.host_name)
+    instances_path.mkdir(parents=True, exist_ok=True)
+    driver = LibvirtDriver.open(settings.libvirt_uri, instances_path=instances_path)
+    try:
+        with (
+            stop_on_signals(stop),
+            NatsBridge(settings.nats_urls, name=f"stratus-hypervisor-{settings.host_name}") as bridge,
+        ):
+            app = Stratus(Factory(bridge=bridge, settings=settings))
+            run(settings, bridge=bridge, app=app, driver=driver, stop=stop, instances_path=instances_path)
+    finally:
+        driver.close()
+    return 0

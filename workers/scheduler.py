@@ -1,0 +1,89 @@
+"""The scheduler: places every requested instance on a host with room, or faults it with "No valid host".
+
+Consumes ``<prefix>.instance.*.requested`` with the durable pull consumer ``scheduler`` (shared by
+every scheduler process: each request goes to one of them), keeps an advisory view of the hosts
+from ``<prefix>.host.>``, and appends through ``Handlers.place_instance`` / ``fail_instance``.
+Several schedulers may run at once; the Host aggregate's optimistic concurrency keeps them from
+overcommitting a host.
+
+``main(settings)`` is the composition root; ``run`` takes its collaborators, for tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.utils import get_topic
+
+from commands.app import Stratus
+from commands.handlers import Handlers
+from commands.host import Host
+from commands.instance import Instance
+from stratus.config import Settings
+from stratus.context import Actor
+from stratus.eventstore import Factory, NatsBridge
+from stratus.eventstore.subjects import SubjectLayout
+from workers.consumer import Delivery, DurableConsumer, serve, stop_on_signals
+from workers.host_feed import HostFeed
+from workers.host_view import HostView
+from workers.outcome import Outcome, RetryPolicy
+from workers.placement import Placement
+
+log = logging.getLogger(__name__)
+
+SCHEDULER = Actor(user_id="stratus-scheduler", project_id="service", roles=("service",))
+DURABLE = "scheduler"
+
+
+def subjects(settings: Settings) -> tuple[str, str]:
+    """(what the scheduler consumes, what feeds its host view)."""
+    layout = SubjectLayout(settings.subject_prefix)
+    return layout.topic_filter(get_topic(Instance.Requested)), layout.kind_filter("host")  # type: ignore[attr-defined]
+
+
+def run(
+    settings: Settings,
+    *,
+    bridge: NatsBridge,
+    app: Stratus,
+    stop: threading.Event,
+    retry: RetryPolicy | None = None,
+    poll: float = 1.0,
+    durable: str = DURABLE,
+) -> None:
+    """Schedule until ``stop`` is set (``durable``: every scheduler shares the default one)."""
+    requested, hosts = subjects(settings)
+
+    def reload(host_id: UUID) -> Host | None:
+        try:
+            host: object = app.repository.get(host_id)
+        except AggregateNotFoundError:
+            return None
+        return host if isinstance(host, Host) else None
+
+    view = HostView(reload)
+    feed = HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts).open()
+    placement = Placement(Handlers(app), view, feed.catch_up, retry=retry)
+    consumer = DurableConsumer(bridge, stream=settings.stream, durable=durable, filter_subjects=[requested])
+    consumer.open()
+
+    def handle(d: Delivery) -> Outcome:
+        return placement.handle(d.originator_id, d.attempt)
+
+    log.info("scheduler consuming %s (durable %s)", requested, durable)
+    try:
+        serve(consumer, handle, stop, actor=SCHEDULER, poll=poll)
+    finally:
+        consumer.close()
+        feed.close()
+
+
+def main(settings: Settings) -> int:
+    stop = threading.Event()
+    with stop_on_signals(stop), NatsBridge(settings.nats_urls, name="stratus-scheduler") as bridge:
+        app = Stratus(Factory(bridge=bridge, settings=settings))
+        run(settings, bridge=bridge, app=app, stop=stop)
+    return 0
