@@ -1,0 +1,253 @@
+"""The one place where Stratus's synchronous code meets asyncio.
+
+nats-py is asyncio-only; everything else in Stratus (eventsourcing recorders, gunicorn workers, the
+workers' control loops) is synchronous. A ``NatsBridge`` owns one event loop in a daemon thread and
+one NATS connection on it; synchronous callers hand it coroutines with ``run``. A hop costs about
+0.1 ms. The connection reconnects forever across all configured URLs, so a NATS restart shows up
+to callers as a delay, not as a broken connection; callers decide what to retry.
+
+Create the bridge after forking (in each gunicorn worker's composition root), never at import time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+import nats
+import nats.errors
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from stratus.eventstore.errors import EventStoreUnavailable
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class NatsBridge:
+    """One event loop thread, one NATS connection, and ``run()`` for synchronous callers.
+
+    ``urls``: every server of the cluster (``Settings.nats_urls``). ``start(wait)`` connects and
+    waits at most ``wait`` seconds for the first connection (``wait=0``: keep trying in the
+    background; calls then wait for it within their own timeouts).
+    """
+
+    def __init__(
+        self,
+        urls: Sequence[str],
+        *,
+        name: str = "stratus",
+        reconnect_time_wait: float = 0.1,
+        connect_timeout: float = 2.0,
+        ping_interval: int = 10,
+    ) -> None:
+        if not urls:
+            raise ValueError("NatsBridge needs at least one NATS URL")
+        self.urls = list(urls)
+        self.name = name
+        self._reconnect_time_wait = reconnect_time_wait
+        self._connect_timeout = connect_timeout
+        self._ping_interval = ping_interval
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run_loop, name=f"nats-bridge-{name}", daemon=True)
+        self._nc: Client | None = None
+        self._js: JetStreamContext | None = None
+        self._connected: asyncio.Event | None = None
+        self._connector: concurrent.futures.Future[None] | None = None
+        self._closed = False
+        self._started = False
+        self._lock = threading.Lock()
+        # Callers' tasks in flight, cancelled by close() so that no calling thread hangs.
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self, wait: float = 10.0) -> NatsBridge:
+        with self._lock:
+            if self._closed:
+                raise EventStoreUnavailable("the NATS bridge is closed")
+            if not self._started:
+                self._started = True
+                self._thread.start()
+                self._connector = asyncio.run_coroutine_threadsafe(self._connect_forever(), self._loop)
+        if wait > 0:
+            self.run(self._wait_connected, timeout=wait)
+        return self
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Cancel every in-flight call, close the connection and stop the loop thread."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            started = self._started
+        if not started:
+            self._loop.close()
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(timeout)
+        except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError, RuntimeError):
+            log.warning("NATS bridge %s did not shut down cleanly within %ss", self.name, timeout)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout)
+
+    def __enter__(self) -> NatsBridge:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def is_connected(self) -> bool:
+        return self._nc is not None and self._nc.is_connected
+
+    # -- for coroutines running on the bridge's loop ---------------------------------------------
+
+    @property
+    def nc(self) -> Client:
+        """The connection; only for coroutines passed to ``run`` (they run after it connected)."""
+        if self._nc is None:
+            raise EventStoreUnavailable("NATS is not connected yet")
+        return self._nc
+
+    @property
+    def js(self) -> JetStreamContext:
+        if self._js is None:
+            raise EventStoreUnavailable("NATS is not connected yet")
+        return self._js
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    # -- for synchronous callers ---------------------------------------------------------------
+
+    def run(self, coro_factory: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
+        """Run ``coro_factory()`` on the loop once connected; wait at most ``timeout`` seconds.
+
+        Raises ``TimeoutError`` (the coroutine is cancelled) or whatever the coroutine raised.
+        Must not be called from the bridge's own thread.
+        """
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("NatsBridge.run() called from the bridge's own loop: await instead")
+        if self._closed:
+            raise EventStoreUnavailable("the NATS bridge is closed")
+        if not self._started:
+            self.start(wait=0)
+
+        async def runner() -> T:
+            await self._wait_connected()
+            return await coro_factory()
+
+        async def bounded() -> T:
+            task = asyncio.current_task()
+            assert task is not None
+            self._tasks.add(task)
+            try:
+                return await asyncio.wait_for(runner(), timeout)
+            finally:
+                self._tasks.discard(task)
+
+        future = asyncio.run_coroutine_threadsafe(bounded(), self._loop)
+        try:
+            # The loop enforces the timeout; the margin only guards against a stuck loop.
+            return future.result(timeout + 5.0)
+        except concurrent.futures.TimeoutError as e:
+            future.cancel()
+            raise TimeoutError(f"NATS call did not finish within {timeout}s") from e
+        except concurrent.futures.CancelledError as e:
+            raise EventStoreUnavailable("the NATS bridge was closed during the call") from e
+
+    def spawn(self, coro_factory: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        """Run a background coroutine on the loop until it returns or ``close()`` cancels it."""
+        if self._closed:
+            raise EventStoreUnavailable("the NATS bridge is closed")
+        if not self._started:
+            self.start(wait=0)
+
+        def create() -> None:
+            task = self._loop.create_task(coro_factory())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        self._loop.call_soon_threadsafe(create)
+
+    def call_soon(self, fn: Callable[[], object]) -> None:
+        """Schedule a plain callback on the loop (fire and forget)."""
+        if not self._closed:
+            self._loop.call_soon_threadsafe(fn)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _run_loop(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.close()
+
+    async def _wait_connected(self) -> None:
+        if self._connected is None:
+            self._connected = asyncio.Event()
+        await self._connected.wait()
+
+    async def _connect_forever(self) -> None:
+        if self._connected is None:
+            self._connected = asyncio.Event()
+        delay = self._reconnect_time_wait
+        while not self._closed:
+            nc = Client()
+            try:
+                await nc.connect(
+                    servers=self.urls,
+                    name=self.name,
+                    allow_reconnect=True,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=self._reconnect_time_wait,  # type: ignore[arg-type]
+                    connect_timeout=self._connect_timeout,  # type: ignore[arg-type]
+                    ping_interval=self._ping_interval,
+                    error_cb=self._on_error,
+                    disconnected_cb=self._on_disconnected,
+                    reconnected_cb=self._on_reconnected,
+                )
+            except (TimeoutError, nats.errors.NoServersError, OSError, nats.errors.Error) as e:
+                log.info("NATS not reachable at %s (%s); retrying", self.urls, e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            self._nc = nc
+            self._js = nc.jetstream()
+            self._connected.set()
+            return
+
+    async def _shutdown(self) -> None:
+        tasks = list(self._tasks)
+        if self._connector is not None:
+            self._connector.cancel()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._nc is not None and not self._nc.is_closed:
+            try:
+                await asyncio.wait_for(self._nc.close(), 2.0)
+            except (TimeoutError, nats.errors.Error, OSError) as e:
+                log.info("closing the NATS connection: %s", e)
+
+    async def _on_error(self, e: Exception) -> None:
+        log.debug("NATS connection error: %r", e)
+
+    async def _on_disconnected(self) -> None:
+        log.info("NATS disconnected; reconnecting")
+
+    async def _on_reconnected(self) -> None:
+        log.info("NATS reconnected to %s", self._nc.connected_url if self._nc else "?")

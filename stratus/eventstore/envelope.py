@@ -1,0 +1,221 @@
+"""The envelope: every event on the stream is a CloudEvent (1.0, NATS binding, binary content mode).
+
+Any NATS client can read the log without Python or eventsourcing: the attributes travel as ``ce-*``
+headers, the body is the event's JSON payload. ``Envelope`` is the same information in Python, and
+``Envelope.to_json()`` its structured-mode form (``schemas/envelope.v1.json``) for HTTP feeds.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import orjson
+from eventsourcing.persistence import Notification, StoredEvent
+
+from stratus.context import CommandContext
+from stratus.eventstore.subjects import kind_and_type
+
+SPECVERSION = "1.0"
+JSON = "application/json"
+OCTETS = "application/octet-stream"
+
+# CloudEvents attributes (NATS binding: "ce-" + attribute name; datacontenttype is content-type).
+CE_SPECVERSION = "ce-specversion"
+CE_ID = "ce-id"
+CE_SOURCE = "ce-source"
+CE_TYPE = "ce-type"
+CE_SUBJECT = "ce-subject"
+CE_TIME = "ce-time"
+CONTENT_TYPE = "content-type"
+CE_CORRELATIONID = "ce-correlationid"
+CE_CAUSATIONID = "ce-causationid"
+CE_ACTORUSER = "ce-actoruser"
+CE_ACTORPROJECT = "ce-actorproject"
+CE_ACTORROLES = "ce-actorroles"
+CE_REQUESTID = "ce-requestid"
+CE_SCHEMAVERSION = "ce-schemaversion"
+CE_ORIGINATORVERSION = "ce-originatorversion"
+CE_TOPIC = "ce-topic"
+# Not CloudEvents attributes: how to give the originator id back with its Python type, and which
+# append (one call of insert_events) wrote the message, to resolve an ambiguous publish.
+ID_TYPE = "Stratus-Id-Type"
+APPEND_ID = "Stratus-Append-Id"
+# Set by NATS.
+NATS_MSG_ID = "Nats-Msg-Id"
+NATS_SEQUENCE = "Nats-Sequence"
+NATS_SUBJECT = "Nats-Subject"
+
+
+def event_id(originator_id: UUID | str, originator_version: int) -> str:
+    """The event's id, also its ``Nats-Msg-Id``: unique per aggregate version."""
+    return f"{originator_id}:{originator_version}"
+
+
+def _now_rfc3339() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _inspect_state(state: bytes) -> tuple[str, str, int]:
+    """(content type, time, schema version) read from a stored event's JSON state."""
+    if not state.startswith(b"{"):
+        return OCTETS, _now_rfc3339(), 1
+    try:
+        obj = orjson.loads(state)
+    except orjson.JSONDecodeError:
+        return OCTETS, _now_rfc3339(), 1
+    if not isinstance(obj, dict):
+        return JSON, _now_rfc3339(), 1
+    ts = obj.get("timestamp")
+    if isinstance(ts, dict):  # eventsourcing's JSONTranscoder: {"_type_": "datetime_iso", "_data_": ...}
+        ts = ts.get("_data_")
+    time = ts if isinstance(ts, str) and ts else _now_rfc3339()
+    version = obj.get("class_version", 1)
+    return JSON, time, version if isinstance(version, int) else 1
+
+
+def build_headers(
+    stored_event: StoredEvent, context: CommandContext, *, source: str, append_id: str
+) -> dict[str, str]:
+    """The NATS headers of one stored event: CloudEvents attributes and the id's type."""
+    content_type, time, schema_version = _inspect_state(stored_event.state)
+    kind, type_ = kind_and_type(stored_event.topic)
+    actor = context.actor
+    eid = event_id(stored_event.originator_id, stored_event.originator_version)
+    return {
+        NATS_MSG_ID: eid,
+        CE_SPECVERSION: SPECVERSION,
+        CE_ID: eid,
+        CE_SOURCE: source,
+        CE_TYPE: f"stratus.{kind}.{type_.lower()}",
+        CE_SUBJECT: str(stored_event.originator_id),
+        CE_TIME: time,
+        CONTENT_TYPE: content_type,
+        CE_CORRELATIONID: context.correlation_id,
+        CE_CAUSATIONID: context.causation_id,
+        CE_ACTORUSER: actor.user_id,
+        CE_ACTORPROJECT: actor.project_id,
+        CE_ACTORROLES: ",".join(actor.roles),
+        CE_REQUESTID: context.request_id,
+        CE_SCHEMAVERSION: str(schema_version),
+        CE_ORIGINATORVERSION: str(stored_event.originator_version),
+        CE_TOPIC: stored_event.topic,
+        ID_TYPE: "uuid" if isinstance(stored_event.originator_id, UUID) else "str",
+        APPEND_ID: append_id,
+    }
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """One event as a CloudEvent, with its position (stream sequence) on the log."""
+
+    position: int
+    id: str
+    source: str
+    type: str
+    subject: str
+    time: str
+    datacontenttype: str
+    data: bytes
+    topic: str
+    originator_id: UUID | str
+    originator_version: int
+    schemaversion: int
+    correlationid: str
+    causationid: str
+    actoruser: str
+    actorproject: str
+    actorroles: tuple[str, ...]
+    requestid: str
+    nats_subject: str = ""
+    specversion: str = SPECVERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """Structured-mode CloudEvents JSON (``schemas/envelope.v1.json``), data inlined."""
+        d: dict[str, Any] = {
+            "specversion": self.specversion,
+            "id": self.id,
+            "source": self.source,
+            "type": self.type,
+            "subject": self.subject,
+            "time": self.time,
+            "datacontenttype": self.datacontenttype,
+            "position": self.position,
+            "originatorversion": self.originator_version,
+            "schemaversion": self.schemaversion,
+            "topic": self.topic,
+            "correlationid": self.correlationid,
+            "causationid": self.causationid,
+            "actoruser": self.actoruser,
+            "actorproject": self.actorproject,
+            "actorroles": ",".join(self.actorroles),
+            "requestid": self.requestid,
+        }
+        if self.datacontenttype == JSON:
+            d["data"] = orjson.loads(self.data)
+        else:
+            d["data_base64"] = base64.b64encode(self.data).decode()
+        return d
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(self.to_dict())
+
+
+def decode(
+    headers: Mapping[str, str], data: bytes, *, position: int, nats_subject: str = ""
+) -> tuple[Notification, Envelope]:
+    """A stored message (headers, body, stream sequence) as a Notification and its Envelope."""
+    raw_id = headers[CE_SUBJECT]
+    originator_id: UUID | str = UUID(raw_id) if headers.get(ID_TYPE) == "uuid" else raw_id
+    version = int(headers[CE_ORIGINATORVERSION])
+    topic = headers[CE_TOPIC]
+    roles = headers.get(CE_ACTORROLES, "")
+    notification = Notification(
+        originator_id=originator_id,
+        originator_version=version,
+        topic=topic,
+        state=data,
+        id=position,
+    )
+    envelope = Envelope(
+        position=position,
+        id=headers.get(CE_ID, event_id(originator_id, version)),
+        source=headers.get(CE_SOURCE, ""),
+        type=headers.get(CE_TYPE, ""),
+        subject=raw_id,
+        time=headers.get(CE_TIME, ""),
+        datacontenttype=headers.get(CONTENT_TYPE, JSON),
+        data=data,
+        topic=topic,
+        originator_id=originator_id,
+        originator_version=version,
+        schemaversion=int(headers.get(CE_SCHEMAVERSION, "1")),
+        correlationid=headers.get(CE_CORRELATIONID, ""),
+        causationid=headers.get(CE_CAUSATIONID, ""),
+        actoruser=headers.get(CE_ACTORUSER, ""),
+        actorproject=headers.get(CE_ACTORPROJECT, ""),
+        actorroles=tuple(r for r in roles.split(",") if r),
+        requestid=headers.get(CE_REQUESTID, ""),
+        nats_subject=nats_subject or headers.get(NATS_SUBJECT, ""),
+    )
+    return notification, envelope
+
+
+def decode_message(msg: Any) -> tuple[Notification, Envelope]:
+    """A nats-py message from this stream (direct get or a JetStream consumer) → (Notification, Envelope).
+
+    The position comes from the ``Nats-Sequence`` header (direct get) or the consumer's ack metadata.
+    """
+    headers: Mapping[str, str] = msg.headers or {}
+    seq = headers.get(NATS_SEQUENCE)
+    if seq is not None:
+        position = int(seq)
+        subject = headers.get(NATS_SUBJECT, msg.subject)
+    else:
+        position = int(msg.metadata.sequence.stream)
+        subject = msg.subject
+    return decode(headers, bytes(msg.data), position=position, nats_subject=subject)

@@ -1,0 +1,799 @@
+"""eventsourcing recorders on one JetStream stream: the log every Stratus decision is appended to.
+
+One message per event, position (notification id) = stream sequence. Appends are optimistic per
+aggregate (expected last sequence on the aggregate's subjects), atomic across aggregates (NATS atomic
+batches), and idempotent (``Nats-Msg-Id`` = ``<originator>:<version>``; an ambiguous publish is
+resolved by reading the log back). Reads are batched direct gets. See docs/eventstore.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import nats.errors
+import nats.js.errors
+import orjson
+from eventsourcing.persistence import (
+    AggregateRecorder,
+    ApplicationRecorder,
+    IntegrityError,
+    ListenNotifySubscription,
+    Notification,
+    StoredEvent,
+)
+from nats.aio.msg import Msg
+from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+
+from stratus.config import Settings
+from stratus.context import CommandContext, current
+from stratus.eventstore import envelope as env
+from stratus.eventstore.bridge import NatsBridge
+from stratus.eventstore.errors import ConcurrentAppendError, EventStoreUnavailable, TooManyEventsError
+from stratus.eventstore.subjects import SubjectLayout
+
+log = logging.getLogger(__name__)
+
+MAX_EVENTS_PER_APPEND = 1000  # NATS atomic batch limit
+_READ_BATCH = 1000
+
+# JetStream error codes (nats-server errors.json).
+ERR_WRONG_LAST_SEQUENCE = 10071
+ERR_BATCH_DUPLICATE_MSG_ID = 10201
+_TRANSIENT_CODES = frozenset({408, 429, 503})
+_TRANSIENT_ERR_CODES = frozenset({10008, 10009, 10210})
+
+_EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
+_EXPECTED_SEQ_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
+_BATCH_ID = "Nats-Batch-Id"
+_BATCH_SEQ = "Nats-Batch-Sequence"
+_BATCH_COMMIT = "Nats-Batch-Commit"
+
+
+# -- outcomes of one attempt, raised on the loop and classified on the caller's side ----------------
+
+
+class _Rejected(Exception):
+    """The server refused the append as a whole: nothing of it was stored by this attempt."""
+
+    def __init__(self, code: int | None, description: str) -> None:
+        super().__init__(f"{description} (err {code})")
+        self.code = code
+
+
+class _Duplicate(Exception):
+    """The server answered with a duplicate ack: a message with our msg id is already stored."""
+
+
+class _Transient(Exception):
+    """NATS did not answer usefully (down, restarting, timed out): the outcome is unknown."""
+
+
+def _classify(e: BaseException) -> BaseException:
+    """nats-py's exceptions → our attempt outcomes (anything else is a bug and propagates)."""
+    if isinstance(e, nats.js.errors.APIError):
+        code, err_code = e.code, e.err_code
+        if err_code in (ERR_WRONG_LAST_SEQUENCE, ERR_BATCH_DUPLICATE_MSG_ID):
+            return _Rejected(err_code, e.description or "")
+        batch_trouble = "batch" in (e.description or "")  # incomplete/unknown/abandoned after a restart
+        if code in _TRANSIENT_CODES or err_code in _TRANSIENT_ERR_CODES or batch_trouble:
+            return _Transient(f"JetStream: {e.description} (code {code}, err {err_code})")
+        return e
+    if isinstance(e, (nats.errors.Error, TimeoutError, OSError)):
+        return _Transient(f"{type(e).__name__}: {e}")
+    return e
+
+
+@dataclass
+class _Out:
+    """One message to publish."""
+
+    subject: str
+    data: bytes
+    headers: dict[str, str]
+    originator_key: str
+    version: int
+
+
+@dataclass
+class _Group:
+    """The events of one aggregate within one append."""
+
+    originator_id: UUID | str
+    key: str
+    first_version: int
+    last_version: int
+    indexes: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Head:
+    """The last stored event of an aggregate."""
+
+    seq: int
+    version: int
+    append_id: str = ""
+
+
+class _Wakeups:
+    """Threads waiting for new commits: woken by a core-NATS message after each commit, and by a poll."""
+
+    def __init__(self) -> None:
+        self._events: set[threading.Event] = set()
+        self._lock = threading.Lock()
+
+    def add(self, event: threading.Event) -> None:
+        with self._lock:
+            self._events.add(event)
+
+    def discard(self, event: threading.Event) -> None:
+        with self._lock:
+            self._events.discard(event)
+
+    def wake_all(self) -> None:
+        with self._lock:
+            events = list(self._events)
+        for e in events:
+            e.set()
+
+    def __bool__(self) -> bool:
+        return bool(self._events)
+
+
+class JetStreamAggregateRecorder(AggregateRecorder):
+    """Events of aggregates on one JetStream stream (``insert_events`` returns None).
+
+    ``bridge``: a started (or startable) ``NatsBridge``. ``stream``/``subject_prefix``: the stream
+    and its subjects (``<prefix>.>``). ``source``: CloudEvents ``source``. ``timeout``: how long an
+    append or a read keeps retrying while NATS is unreachable before raising
+    ``EventStoreUnavailable``; ``attempt_timeout``: how long one request may take.
+    """
+
+    def __init__(
+        self,
+        bridge: NatsBridge,
+        *,
+        stream: str,
+        subject_prefix: str,
+        source: str = "/stratus/stratus",
+        replicas: int = 1,
+        duplicate_window: float = 120.0,
+        timeout: float = 30.0,
+        attempt_timeout: float = 2.0,
+        context: Callable[[], CommandContext] = current,
+        cache_size: int = 100_000,
+    ) -> None:
+        self.bridge = bridge
+        self.stream = stream
+        self.layout = SubjectLayout(subject_prefix)
+        self.source = source
+        self.replicas = replicas
+        self.duplicate_window = duplicate_window
+        self.timeout = timeout
+        self.attempt_timeout = attempt_timeout
+        self._context = context
+        self._direct_subject = f"$JS.API.DIRECT.GET.{stream}"
+        # Last (sequence, version) seen per aggregate; a hint for the expected-sequence header,
+        # corrected by the server whenever it is stale.
+        self._heads: OrderedDict[str, _Head] = OrderedDict()
+        self._heads_lock = threading.Lock()
+        self._cache_size = cache_size
+        # Multiplexed inbox for batch direct gets (created on the loop).
+        self._mux_prefix: str | None = None
+        self._mux_pending: dict[str, tuple[list[Msg], asyncio.Future[Msg]]] = {}
+        self._mux_lock: asyncio.Lock | None = None
+
+    @classmethod
+    def from_settings(cls, bridge: NatsBridge, settings: Settings, **kwargs: Any) -> Any:
+        kwargs.setdefault("source", f"/stratus/{settings.cloud_name}")
+        return cls(
+            bridge,
+            stream=settings.stream,
+            subject_prefix=settings.subject_prefix,
+            replicas=settings.stream_replicas,
+            **kwargs,
+        )
+
+    # -- the stream --------------------------------------------------------------------------
+
+    def stream_config(self) -> StreamConfig:
+        """The stream as Stratus needs it: file storage, kept forever, direct gets, atomic batches."""
+        return StreamConfig(
+            name=self.stream,
+            description="Stratus event log (CloudEvents, one message per event)",
+            subjects=[self.layout.all],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            discard=DiscardPolicy.NEW,
+            max_msgs=-1,
+            max_bytes=-1,
+            max_age=0,
+            max_msgs_per_subject=-1,
+            num_replicas=self.replicas,
+            duplicate_window=self.duplicate_window,
+            allow_direct=True,
+            allow_atomic=True,
+            deny_delete=True,
+            deny_purge=True,
+        )
+
+    def ensure_stream(self) -> None:
+        """Create the stream, or update it to ``stream_config()``; safe to call from every process."""
+        wanted = self.stream_config()
+
+        async def ensure() -> None:
+            jsm = self.bridge.js
+            try:
+                info = await jsm.stream_info(self.stream)
+            except nats.js.errors.NotFoundError:
+                try:
+                    await jsm.add_stream(wanted)
+                    return
+                except nats.js.errors.BadRequestError:
+                    info = await jsm.stream_info(self.stream)  # created meanwhile by another process
+            have = info.config
+            if (
+                have.subjects != wanted.subjects
+                or have.num_replicas != wanted.num_replicas
+                or not have.allow_direct
+                or not have.allow_atomic
+                or have.duplicate_window != wanted.duplicate_window
+                or have.deny_delete != wanted.deny_delete
+                or have.deny_purge != wanted.deny_purge
+            ):
+                await jsm.update_stream(wanted)
+
+        self._retrying(ensure, what="ensure the stream")
+
+    def delete_stream(self) -> None:
+        """Delete the stream and everything on it (tests and tooling only)."""
+
+        async def delete() -> None:
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                await self.bridge.js.delete_stream(self.stream)
+
+        self._retrying(delete, what="delete the stream")
+
+    # -- appending -----------------------------------------------------------------------------
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        self.append(stored_events)
+        return None
+
+    def append(self, stored_events: Sequence[StoredEvent]) -> list[int]:
+        """Append atomically; return the positions (stream sequences) of the events, in order.
+
+        Raises ``IntegrityError`` (``ConcurrentAppendError``) if any aggregate already has one of the
+        versions, ``TooManyEventsError`` over 1000 events, ``EventStoreUnavailable`` when NATS did
+        not answer before ``timeout`` (nothing was acknowledged; appending again is safe).
+        """
+        if not stored_events:
+            return []
+        if len(stored_events) > MAX_EVENTS_PER_APPEND:
+            raise TooManyEventsError(
+                f"{len(stored_events)} events in one append; a NATS atomic batch carries at most "
+                f"{MAX_EVENTS_PER_APPEND}, and splitting it would break atomicity"
+            )
+        groups = self._group(stored_events)
+        context = self._context()  # in the caller's thread: the context is a contextvar
+        append_id = uuid.uuid4().hex
+        outs = [
+            _Out(
+                subject=self.layout.subject(e.originator_id, e.topic),
+                data=e.state,
+                headers=env.build_headers(e, context, source=self.source, append_id=append_id),
+                originator_key=str(e.originator_id),
+                version=e.originator_version,
+            )
+            for e in stored_events
+        ]
+        return self._append(outs, groups, append_id)
+
+    def _group(self, stored_events: Sequence[StoredEvent]) -> dict[str, _Group]:
+        groups: dict[str, _Group] = {}
+        for i, e in enumerate(stored_events):
+            key = str(e.originator_id)
+            g = groups.get(key)
+            if g is None:
+                groups[key] = _Group(e.originator_id, key, e.originator_version, e.originator_version, [i])
+                continue
+            if e.originator_version <= g.last_version:
+                raise IntegrityError(
+                    f"versions of {key} must increase within one append "
+                    f"({e.originator_version} after {g.last_version})"
+                )
+            g.last_version = e.originator_version
+            g.indexes.append(i)
+        return groups
+
+    def _append(self, outs: list[_Out], groups: dict[str, _Group], append_id: str) -> list[int]:
+        deadline = time.monotonic() + self.timeout
+        maybe_stored = False  # an earlier attempt of this append may have been stored
+        must_check = False  # read the aggregates back before the next attempt
+        delay = 0.02
+        last_error: BaseException | None = None
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise EventStoreUnavailable(
+                    f"append of {len(outs)} event(s) not acknowledged within {self.timeout}s: {last_error}"
+                ) from last_error
+            attempt_timeout = min(self.attempt_timeout, remaining)
+            if must_check:
+                try:
+                    found = self._resolve(outs, groups, append_id, deep=maybe_stored, timeout=attempt_timeout)
+                except _Transient as e:
+                    last_error = e
+                    time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+                    delay = min(delay * 2, 0.5)
+                    continue
+                if found is not None:
+                    self._remember(outs, groups, found)
+                    return found
+                must_check = False
+            self._set_expectations(outs, groups)
+            try:
+                seqs = self._run(lambda t=attempt_timeout: self._publish(outs, t), attempt_timeout)  # type: ignore[misc]
+            except _Rejected as e:
+                last_error = e
+                must_check = True
+                if e.code == ERR_BATCH_DUPLICATE_MSG_ID:
+                    maybe_stored = True
+                continue
+            except _Duplicate as e:
+                last_error = e
+                must_check = maybe_stored = True
+                continue
+            except _Transient as e:
+                last_error = e
+                must_check = maybe_stored = True
+                log.info("append attempt failed (%s); checking and retrying", e)
+                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+                delay = min(delay * 2, 0.5)
+                continue
+            self._remember(outs, groups, seqs)
+            return seqs
+
+    def _set_expectations(self, outs: list[_Out], groups: dict[str, _Group]) -> None:
+        """Put the expected-last-sequence check on each aggregate's first message (or fail now)."""
+        for g in groups.values():
+            with self._heads_lock:
+                head = self._heads.get(g.key)
+            if head is not None and g.first_version <= head.version:
+                raise ConcurrentAppendError(
+                    f"{g.key} is at version {head.version}; cannot append version {g.first_version}"
+                )
+            first = outs[g.indexes[0]]
+            first.headers[_EXPECTED_SEQ] = str(head.seq if head is not None else 0)
+            first.headers[_EXPECTED_SEQ_SUBJECT] = self.layout.aggregate_filter(g.originator_id)
+
+    async def _publish(self, outs: list[_Out], timeout: float) -> list[int]:
+        """One attempt: a plain publish for one event, an atomic batch for several."""
+        js, nc = self.bridge.js, self.bridge.nc
+        n = len(outs)
+        if n == 1:
+            out = outs[0]
+            ack = await js.publish(out.subject, out.data, timeout=timeout, headers=dict(out.headers))
+            if ack.duplicate:
+                raise _Duplicate(f"duplicate ack at {ack.seq}")
+            seqs = [ack.seq]
+        else:
+            batch_id = uuid.uuid4().hex
+            for i, out in enumerate(outs[:-1], 1):
+                await nc.publish(
+                    out.subject, out.data, headers={**out.headers, _BATCH_ID: batch_id, _BATCH_SEQ: str(i)}
+                )
+            last = outs[-1]
+            ack = await js.publish(
+                last.subject,
+                last.data,
+                timeout=timeout,
+                headers={**last.headers, _BATCH_ID: batch_id, _BATCH_SEQ: str(n), _BATCH_COMMIT: "1"},
+            )
+            if ack.batch_size is not None and ack.batch_size != n:
+                raise RuntimeError(f"atomic batch of {n} acknowledged with size {ack.batch_size}")
+            seqs = list(range(ack.seq - n + 1, ack.seq + 1))
+        # Wake subscribers (here and in other processes); fire and forget.
+        with contextlib.suppress(nats.errors.Error):
+            await nc.publish(self.wake_subject, str(seqs[-1]).encode())
+        return seqs
+
+    def _resolve(
+        self, outs: list[_Out], groups: dict[str, _Group], append_id: str, *, deep: bool, timeout: float
+    ) -> list[int] | None:
+        """After a rejection or an unknown outcome: was this append stored? Refreshes the heads."""
+        heads = self._run(lambda: self._fetch_heads(list(groups.values()), timeout), timeout)
+        for g in groups.values():
+            head = heads.get(g.key)
+            if head is None:
+                continue
+            self._update_head(g.key, head)
+            if head.append_id == append_id:
+                return self._positions(outs, g, head.seq, head.version)
+        if not deep:
+            return None
+        # Ours may be stored with later events on top: look for it by version.
+        for g in groups.values():
+            head = heads.get(g.key)
+            if head is None or head.version < g.first_version:
+                continue
+            found = self._run(lambda g=g: self._find_append(g, append_id, timeout), timeout)  # type: ignore[misc]
+            if found is not None:
+                return self._positions(outs, g, *found)
+        return None
+
+    def _positions(self, outs: list[_Out], g: _Group, seq: int, version: int) -> list[int]:
+        # The messages of one append are contiguous on the stream (one publish, or one atomic batch).
+        index = next(i for i in g.indexes if outs[i].version == version)
+        return [seq - index + i for i in range(len(outs))]
+
+    async def _fetch_heads(self, groups: list[_Group], timeout: float) -> dict[str, _Head | None]:
+        msgs = await asyncio.gather(
+            *(self._direct_one({"last_by_subj": self.layout.aggregate_filter(g.originator_id)}, timeout)
+              for g in groups)
+        )
+        out: dict[str, _Head | None] = {}
+        for g, msg in zip(groups, msgs, strict=True):
+            out[g.key] = _head_of(msg) if msg is not None else None
+        return out
+
+    async def _find_append(self, g: _Group, append_id: str, timeout: float) -> tuple[int, int] | None:
+        msgs = await self._direct_scan(self.layout.aggregate_filter(g.originator_id), 1, None, None, timeout)
+        for m in msgs:
+            h = m.headers or {}
+            if h.get(env.APPEND_ID) == append_id:
+                return int(h[env.NATS_SEQUENCE]), int(h[env.CE_ORIGINATORVERSION])
+        return None
+
+    def _remember(self, outs: list[_Out], groups: dict[str, _Group], seqs: list[int]) -> None:
+        for g in groups.values():
+            i = g.indexes[-1]
+            self._update_head(g.key, _Head(seqs[i], outs[i].version))
+
+    def _update_head(self, key: str, head: _Head) -> None:
+        with self._heads_lock:
+            old = self._heads.get(key)
+            if old is None or head.seq >= old.seq:
+                self._heads[key] = head
+            self._heads.move_to_end(key)
+            while len(self._heads) > self._cache_size:
+                self._heads.popitem(last=False)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        subject = self.layout.aggregate_filter(originator_id)
+        if desc and limit == 1 and lte is None:
+            msg = self._retrying(lambda: self._direct_one({"last_by_subj": subject}, self.attempt_timeout))
+            msgs = [msg] if msg is not None else []
+        else:
+            msgs = self._retrying(lambda: self._direct_scan(subject, 1, None, None, self.attempt_timeout))
+        if msgs and lte is None:
+            self._update_head(str(originator_id), _head_of(msgs[-1]))
+        events: list[StoredEvent] = []
+        for m in msgs:
+            n, _ = env.decode_message(m)
+            v = n.originator_version
+            if (gt is not None and v <= gt) or (lte is not None and v > lte):
+                continue
+            events.append(
+                StoredEvent(
+                    originator_id=n.originator_id,
+                    originator_version=n.originator_version,
+                    topic=n.topic,
+                    state=n.state,
+                )
+            )
+        if desc:
+            events.reverse()
+        if limit is not None:
+            events = events[:limit]
+        return events
+
+    def read_messages(
+        self, start: int, limit: int, *, stop: int | None = None, subject_filter: str | None = None
+    ) -> list[Msg]:
+        """Raw stored messages from position ``start`` (inclusive): batch direct gets."""
+        filt = subject_filter or self.layout.all
+        return self._retrying(
+            lambda: self._direct_scan(filt, max(start, 1), limit, stop, self.attempt_timeout)
+        )
+
+    def read_envelopes(self, start: int, limit: int, subject_filter: str | None = None) -> list[env.Envelope]:
+        """Events from position ``start`` (inclusive) as CloudEvents envelopes, at most ``limit``.
+
+        ``subject_filter``: a NATS subject filter under the prefix (``layout.kind_filter("instance")``,
+        ``layout.aggregate_filter(id)``); default: everything.
+        """
+        msgs = self.read_messages(start, limit, subject_filter=subject_filter)
+        return [env.decode_message(m)[1] for m in msgs]
+
+    # -- NATS plumbing (run on the bridge's loop) ------------------------------------------------
+
+    @property
+    def wake_subject(self) -> str:
+        """Core NATS subject (outside the stream) announcing each commit's last position."""
+        return f"_STRATUS.WAKE.{self.stream}"
+
+    def _run(self, factory: Callable[[], Any], timeout: float) -> Any:
+        if self.bridge.closed:
+            raise EventStoreUnavailable("the NATS bridge is closed")
+        try:
+            return self.bridge.run(factory, timeout)
+        except (_Rejected, _Duplicate, _Transient):
+            raise
+        except BaseException as e:
+            c = _classify(e)
+            if c is e:
+                raise
+            raise c from e
+
+    def _retrying(self, factory: Callable[[], Any], *, what: str = "read from the event log") -> Any:
+        """Run an idempotent operation, retrying through NATS outages until ``timeout``."""
+        deadline = time.monotonic() + self.timeout
+        delay = 0.02
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return self._run(factory, max(0.001, min(self.attempt_timeout, remaining)))
+            except (_Transient, _Rejected) as e:
+                if time.monotonic() + delay >= deadline:
+                    raise EventStoreUnavailable(f"could not {what} within {self.timeout}s: {e}") from e
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+    async def _direct_one(self, request: Mapping[str, Any], timeout: float) -> Msg | None:
+        msg = await self.bridge.nc.request(self._direct_subject, orjson.dumps(request), timeout=timeout)
+        status = (msg.headers or {}).get("Status")
+        if status == "404":
+            return None
+        if status is not None:
+            raise _Transient(f"direct get answered status {status}")
+        return msg
+
+    async def _ensure_mux(self) -> str:
+        if self._mux_prefix is None:
+            if self._mux_lock is None:
+                self._mux_lock = asyncio.Lock()
+            async with self._mux_lock:
+                if self._mux_prefix is None:
+                    nc = self.bridge.nc
+                    prefix = nc.new_inbox()
+                    await nc.subscribe(f"{prefix}.*", cb=self._on_mux)
+                    self._mux_prefix = prefix
+        return self._mux_prefix
+
+    async def _on_mux(self, msg: Msg) -> None:
+        token = msg.subject.rsplit(".", 1)[-1]
+        pending = self._mux_pending.get(token)
+        if pending is None:
+            return
+        msgs, done = pending
+        if msg.headers and "Status" in msg.headers:
+            if not done.done():
+                done.set_result(msg)
+        else:
+            msgs.append(msg)
+
+    async def _direct_batch(self, request: dict[str, Any], timeout: float) -> tuple[list[Msg], Msg]:
+        """One batch direct get: the messages, and the closing status message (204 EOB or 404)."""
+        prefix = await self._ensure_mux()
+        token = uuid.uuid4().hex
+        msgs: list[Msg] = []
+        done: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
+        self._mux_pending[token] = (msgs, done)
+        try:
+            await self.bridge.nc.publish(
+                self._direct_subject, orjson.dumps(request), reply=f"{prefix}.{token}"
+            )
+            end = await asyncio.wait_for(done, timeout)
+        finally:
+            self._mux_pending.pop(token, None)
+        return msgs, end
+
+    async def _direct_scan(
+        self,
+        subject: str,
+        start: int,
+        limit: int | None,
+        stop: int | None,
+        timeout: float,
+        accept: Callable[[Msg], bool] | None = None,
+    ) -> list[Msg]:
+        """Messages on ``subject`` (a filter) from sequence ``start``, at most ``limit``, up to ``stop``."""
+        out: list[Msg] = []
+        seq = max(start, 1)
+        while limit is None or len(out) < limit:
+            want = _READ_BATCH if limit is None else min(_READ_BATCH, limit - len(out))
+            if accept is not None:
+                want = _READ_BATCH
+            if stop is not None:
+                if stop < seq:
+                    break
+                want = min(want, stop - seq + 1)
+            request: dict[str, Any] = {"seq": seq, "next_by_subj": subject, "batch": want}
+            msgs, end = await self._direct_batch(request, timeout)
+            status = (end.headers or {}).get("Status")
+            if status not in ("204", "404"):
+                raise _Transient(f"direct get answered status {status}")
+            for m in msgs:
+                if stop is not None and int((m.headers or {})[env.NATS_SEQUENCE]) > stop:
+                    return out
+                if accept is None or accept(m):
+                    out.append(m)
+                    if limit is not None and len(out) >= limit:
+                        break
+            if not msgs:
+                break
+            seq = int((msgs[-1].headers or {})[env.NATS_SEQUENCE]) + 1
+            if (end.headers or {}).get("Nats-Num-Pending") == "0":
+                break
+        return out
+
+
+def _head_of(msg: Msg) -> _Head:
+    h = msg.headers or {}
+    return _Head(int(h[env.NATS_SEQUENCE]), int(h[env.CE_ORIGINATORVERSION]), h.get(env.APPEND_ID, ""))
+
+
+class JetStreamApplicationRecorder(JetStreamAggregateRecorder, ApplicationRecorder):
+    """The application sequence is the stream: notification id = stream sequence."""
+
+    def __init__(self, bridge: NatsBridge, *, poll_interval: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(bridge, **kwargs)
+        self.poll_interval = poll_interval
+        self._wakeups = _Wakeups()
+        self._wake_started = False
+        self._wake_lock = threading.Lock()
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        return self.append(stored_events)
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        first = (start or 1) if inclusive_of_start else (start or 0) + 1
+        if limit <= 0 or (stop is not None and stop < first):
+            return []
+        if not topics:
+            msgs = self.read_messages(first, limit, stop=stop)
+        else:
+            msgs = self._retrying(lambda: self._scan_topics(topics, first, limit, stop))
+        return [env.decode_message(m)[0] for m in msgs]
+
+    async def _scan_topics(
+        self, topics: Sequence[str], first: int, limit: int, stop: int | None
+    ) -> list[Msg]:
+        # One filtered scan per topic (subjects carry kind and type), merged by position. Nested topics
+        # are lowercased in subjects, so the exact topic is checked on the header.
+        wanted = set(topics)
+
+        def accept(m: Msg) -> bool:
+            return (m.headers or {}).get(env.CE_TOPIC) in wanted
+
+        filters = sorted({self.layout.topic_filter(t) for t in topics})
+        results = await asyncio.gather(
+            *(self._direct_scan(f, first, limit, stop, self.attempt_timeout, accept) for f in filters)
+        )
+        merged = sorted(
+            (m for r in results for m in r), key=lambda m: int((m.headers or {})[env.NATS_SEQUENCE])
+        )
+        return merged[:limit]
+
+    def max_notification_id(self) -> int | None:
+        request = {"last_by_subj": self.layout.all}
+        msg = self._retrying(lambda: self._direct_one(request, self.attempt_timeout))
+        if msg is None:
+            return None
+        return int((msg.headers or {})[env.NATS_SEQUENCE])
+
+    def subscribe(self, gt: int | None = None, topics: Sequence[str] = ()) -> JetStreamSubscription:
+        return JetStreamSubscription(self, gt=gt, topics=topics)
+
+    def wait_for_position(self, gt: int, timeout: float) -> int:
+        """Block until the log's last position is > ``gt`` or ``timeout`` passes; return the last position.
+
+        The result is ≤ ``gt`` only on timeout. Woken by commits (this process's or any other's).
+        """
+        deadline = time.monotonic() + timeout
+        woken = threading.Event()
+        self.register_wakeup(woken)
+        try:
+            while True:
+                woken.clear()
+                position = self.max_notification_id() or 0
+                remaining = deadline - time.monotonic()
+                if position > gt or remaining <= 0:
+                    return position
+                woken.wait(min(remaining, self.poll_interval))
+        finally:
+            self.unregister_wakeup(woken)
+
+    # -- wake-ups --------------------------------------------------------------------------------
+
+    def register_wakeup(self, event: threading.Event) -> None:
+        """``event`` is set after every commit to the stream (and every ``poll_interval`` seconds)."""
+        self._start_wakeups()
+        self._wakeups.add(event)
+
+    def unregister_wakeup(self, event: threading.Event) -> None:
+        self._wakeups.discard(event)
+
+    def _start_wakeups(self) -> None:
+        with self._wake_lock:
+            if self._wake_started:
+                return
+
+            async def subscribe() -> None:
+                await self.bridge.nc.subscribe(self.wake_subject, cb=self._on_wake)
+
+            self._retrying(subscribe, what="subscribe to commit wake-ups")
+            self.bridge.spawn(self._poll)
+            self._wake_started = True
+
+    async def _on_wake(self, msg: Msg) -> None:
+        self._wakeups.wake_all()
+
+    async def _poll(self) -> None:
+        # Fallback for commits that announce nothing (other writers, lost wake-ups).
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            if self._wakeups:
+                self._wakeups.wake_all()
+
+
+class JetStreamSubscription(ListenNotifySubscription[JetStreamApplicationRecorder]):
+    """Notifications after ``gt``, blocking for new ones; woken by commit announcements."""
+
+    def __init__(
+        self, recorder: JetStreamApplicationRecorder, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> None:
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        try:
+            recorder.register_wakeup(self._has_been_notified)
+        except BaseException:
+            self.stop()
+            self._pull_thread.join()
+            raise
+        # The base class's pull thread already made its first read; a commit that landed before the
+        # registration above would otherwise wait for the next poll.
+        self._has_been_notified.set()
+
+    def stop(self) -> None:
+        self._recorder.unregister_wakeup(self._has_been_notified)
+        super().stop()
+
+
+def iter_notifications(
+    recorder: JetStreamApplicationRecorder, start: int, *, batch: int = 500
+) -> Iterable[Notification]:
+    """All notifications from ``start`` (inclusive) to the current end, read in batches."""
+    while True:
+        page = recorder.select_notifications(start, batch)
+        yield from page
+        if len(page) < batch:
+            return
+        start = page[-1].id + 1
