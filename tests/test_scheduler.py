@@ -59,7 +59,8 @@ class Worker:
 
 
 @pytest.fixture
-def app(bridge: NatsBridge, settings: Settings) -> Stratus:
+def app(bridge: NatsBridge, settings: Settings, recorder: object) -> Stratus:
+    """The application on this test's stream (``recorder`` deletes the stream afterwards)."""
     return Stratus(Factory(bridge=bridge, settings=settings))
 
 
@@ -72,7 +73,7 @@ def handlers(app: Stratus) -> Handlers:
 
 
 @pytest.fixture
-def start_scheduler(bridge: NatsBridge, settings: Settings) -> Iterator[Callable[..., Worker]]:
+def start_scheduler(bridge: NatsBridge, settings: Settings, app: Stratus) -> Iterator[Callable[..., Worker]]:
     workers: list[Worker] = []
 
     def start(durable: str = scheduler.DURABLE, own_bridge: bool = False) -> Worker:

@@ -187,7 +187,13 @@ def _process(
 
 @contextlib.contextmanager
 def stop_on_signals(stop: threading.Event) -> Iterator[threading.Event]:
-    """Set ``stop`` on SIGTERM or SIGINT while inside (main thread only); restore the old handlers."""
+    """Set ``stop`` on SIGTERM or SIGINT while inside; restore the old handlers after.
+
+    Only the main thread may install signal handlers; elsewhere (a test's thread) this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
 
     def handler(signum: int, _frame: object) -> None:
         log.info("received %s, stopping", signal.Signals(signum).name)

@@ -1,0 +1,479 @@
+"""The hypervisor worker against a real JetStream and libvirt's test driver.
+
+Spawn, delete, faults on permanent errors, retries of temporary ones, a spawn that loses a race
+with a delete, and redelivery. Failures libvirt's test driver cannot produce are simulated by
+drivers implementing our own port (``workers.virt.VirtDriver``) around the real libvirt driver.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import libvirt
+import pytest
+
+from commands.app import Stratus
+from commands.errors import NotFound
+from commands.handlers import (
+    CreateFlavor,
+    CreateServer,
+    DeleteServer,
+    Handlers,
+    PlaceInstance,
+    RegisterHost,
+    StartSpawning,
+)
+from commands.instance import Instance
+from commands.states import PowerState, TaskState, VmState
+from stratus.config import Settings
+from stratus.eventstore import Factory, NatsBridge
+from workers import hypervisor, scheduler
+from workers.compute import DELETE_FAILED, SCHEDULED, SPAWN_FAILED, Compute
+from workers.libvirt_driver import LibvirtDriver, domain_xml
+from workers.outcome import DONE, RetryPolicy
+from workers.virt import (
+    DomainInfo,
+    GuestSpec,
+    HostInventory,
+    PermanentVirtError,
+    TemporaryVirtError,
+    VirtDriver,
+)
+
+T = TypeVar("T")
+HOST = "compute-1"
+FAST_RETRY = RetryPolicy(delays=(0.05, 0.05, 0.05))
+
+HOST_XML = """<?xml version="1.0"?>
+<node>
+  <cpu>
+    <mhz>2000</mhz><model>x86_64</model>
+    <nodes>1</nodes><sockets>1</sockets><cores>4</cores><threads>1</threads>
+    <active>4</active><max>4</max>
+  </cpu>
+  <memory>8388608</memory>
+  <pool type='dir'>
+    <name>default</name>
+    <uuid>dfe224cb-28fb-8dd0-c4b2-64eb3f0f4566</uuid>
+    <capacity unit='GiB'>100</capacity>
+    <allocation unit='GiB'>0</allocation>
+    <available unit='GiB'>100</available>
+    <target><path>/var/lib/libvirt/images</path></target>
+  </pool>
+</node>
+"""
+
+
+def eventually(check: Callable[[], T | None], timeout: float = 15.0) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout}s: {check}")
+        time.sleep(0.05)
+
+
+class Worker:
+    """A worker's ``run`` in a thread; a failure in it fails the test."""
+
+    def __init__(self, target: Callable[[threading.Event], None]) -> None:
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, args=(target,), daemon=True)
+        self._thread.start()
+
+    def _main(self, target: Callable[[threading.Event], None]) -> None:
+        try:
+            target(self.stop)
+        except BaseException as e:
+            self.error = e
+            raise
+
+    def close(self) -> None:
+        self.stop.set()
+        self._thread.join(20)
+        assert not self._thread.is_alive(), "worker did not stop"
+        if self.error is not None:
+            raise self.error
+
+
+# -- drivers implementing our port, to produce failures the test driver cannot -------------------
+class FlakyDriver:
+    """Spawns fail with a temporary error ``failures`` times, then go through to libvirt."""
+
+    def __init__(self, inner: VirtDriver, failures: int) -> None:
+        self.inner = inner
+        self.failures = failures
+        self.spawn_calls = 0
+
+    def inventory(self) -> HostInventory:
+        return self.inner.inventory()
+
+    def spawn(self, guest: GuestSpec) -> int:
+        self.spawn_calls += 1
+        if self.spawn_calls <= self.failures:
+            raise TemporaryVirtError("operation timed out: cannot acquire state change lock", code=68)
+        return self.inner.spawn(guest)
+
+    def destroy(self, uuid: str) -> None:
+        self.inner.destroy(uuid)
+
+    def power_state(self, uuid: str) -> int:
+        return self.inner.power_state(uuid)
+
+    def list_domains(self) -> Sequence[DomainInfo]:
+        return self.inner.list_domains()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class GatedDriver(FlakyDriver):
+    """Spawns wait at a gate (after the domain was started) until the test opens it."""
+
+    def __init__(self, inner: VirtDriver) -> None:
+        super().__init__(inner, failures=0)
+        self.spawning = threading.Event()
+        self.gate = threading.Event()
+
+    def spawn(self, guest: GuestSpec) -> int:
+        state = super().spawn(guest)
+        self.spawning.set()
+        assert self.gate.wait(20), "the test never opened the gate"
+        return state
+
+
+class StuckDestroyDriver(FlakyDriver):
+    def destroy(self, uuid: str) -> None:
+        raise PermanentVirtError("Requested operation is not valid: domain is locked", code=55)
+
+
+# -- fixtures -------------------------------------------------------------------------------------
+@pytest.fixture
+def conn(tmp_path: Path) -> Iterator[libvirt.virConnect]:
+    """One test-driver connection for the test: the test driver's state lives per connection."""
+    libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
+    host_xml = tmp_path / "host.xml"
+    host_xml.write_text(HOST_XML)
+    c = libvirt.open(f"test://{host_xml}")
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def driver(conn: libvirt.virConnect, tmp_path: Path) -> LibvirtDriver:
+    return LibvirtDriver(lambda: conn, instances_path=tmp_path)
+
+
+@pytest.fixture
+def app(bridge: NatsBridge, settings: Settings, recorder: object) -> Stratus:
+    """The application on this test's stream (``recorder`` deletes the stream afterwards)."""
+    return Stratus(Factory(bridge=bridge, settings=settings))
+
+
+@pytest.fixture
+def handlers(app: Stratus) -> Handlers:
+    h = Handlers(app)
+    h.create_flavor(CreateFlavor("small", "m1.small", vcpus=1, ram=512, disk=1))
+    return h
+
+
+@pytest.fixture
+def start_hypervisor(
+    bridge: NatsBridge, settings: Settings, app: Stratus, tmp_path: Path
+) -> Iterator[Callable[..., Worker]]:
+    workers: list[Worker] = []
+
+    def start(driver: VirtDriver, host: str = HOST) -> Worker:
+        s = Settings(**{**vars(settings), "host_name": host})
+
+        def target(stop: threading.Event) -> None:
+            hypervisor.run(
+                s,
+                bridge=bridge,
+                app=app,
+                driver=driver,
+                stop=stop,
+                instances_path=tmp_path / "instances" / host,
+                retry=FAST_RETRY,
+                poll=0.1,
+            )
+
+        workers.append(Worker(target))
+        return workers[-1]
+
+    yield start
+    for w in workers:
+        w.close()
+
+
+def create_and_place(handlers: Handlers, host: str = HOST, name: str = "vm") -> str:
+    eventually(lambda: _registered(handlers, host))
+    server = handlers.create_server(CreateServer(name, "p1", "u1", "small")).id
+    handlers.place_instance(PlaceInstance(server, host))
+    return server
+
+
+def _registered(handlers: Handlers, host: str) -> bool:
+    try:
+        handlers.host(host)
+    except NotFound:
+        return False
+    return True
+
+
+def settled(handlers: Handlers, server_id: str) -> Instance | None:
+    """The instance once the hypervisor has finished with it (None while it is still building)."""
+    inst = handlers.instance(server_id)
+    return inst if inst.vm_state != VmState.BUILDING else None
+
+
+def in_error(handlers: Handlers, server_id: str) -> Instance | None:
+    inst = handlers.instance(server_id)
+    return inst if inst.vm_state == VmState.ERROR else None
+
+
+def gone(handlers: Handlers, server_id: str) -> bool:
+    try:
+        handlers.instance(server_id)
+    except NotFound:
+        return True
+    return False
+
+
+def domain_uuids(conn: libvirt.virConnect) -> set[str]:
+    return {d.UUIDString() for d in conn.listAllDomains()}
+
+
+# -- tests ----------------------------------------------------------------------------------------
+def test_registers_the_host_with_libvirts_inventory(
+    handlers: Handlers, driver: LibvirtDriver, start_hypervisor: Callable[..., Worker]
+) -> None:
+    start_hypervisor(driver)
+    eventually(lambda: _registered(handlers, HOST))
+    host = handlers.host(HOST)
+    assert (host.vcpus, host.memory_mb, host.disk_gb, host.hypervisor_type) == (4, 8192, 100, "TEST")
+
+
+def test_spawns_a_scheduled_instance(
+    handlers: Handlers,
+    driver: LibvirtDriver,
+    conn: libvirt.virConnect,
+    start_hypervisor: Callable[..., Worker],
+) -> None:
+    start_hypervisor(driver)
+    server = create_and_place(handlers)
+    inst = eventually(lambda: settled(handlers, server))
+    assert (inst.vm_state, inst.task_state, inst.power_state) == (VmState.ACTIVE, None, PowerState.RUNNING)
+    dom = conn.lookupByUUIDString(server)
+    assert dom.name() == f"instance-{server}"
+    assert dom.isActive()
+    assert dom.info()[1] == 512 * 1024  # KiB
+    assert driver.power_state(server) == PowerState.RUNNING
+
+
+def test_records_causation_on_what_it_appends(
+    handlers: Handlers,
+    driver: LibvirtDriver,
+    recorder: object,
+    start_hypervisor: Callable[..., Worker],
+    app: Stratus,
+) -> None:
+    start_hypervisor(driver)
+    server = create_and_place(handlers)
+    eventually(lambda: settled(handlers, server))
+    envelopes = {e.type: e for e in app.recorder.read_envelopes(1, 100) if e.subject == server}  # type: ignore[attr-defined]
+    started = envelopes["stratus.instance.spawningstarted"]
+    assert started.causationid == envelopes["stratus.instance.scheduled"].id
+    assert started.correlationid == envelopes["stratus.instance.scheduled"].correlationid
+    assert started.actoruser == hypervisor.HYPERVISOR.user_id
+
+
+def test_deletes_the_domain_and_releases_the_claim(
+    handlers: Handlers,
+    driver: LibvirtDriver,
+    conn: libvirt.virConnect,
+    start_hypervisor: Callable[..., Worker],
+) -> None:
+    start_hypervisor(driver)
+    server = create_and_place(handlers)
+    eventually(lambda: settled(handlers, server))
+    handlers.delete_server(DeleteServer(server, "p1"))
+    eventually(lambda: gone(handlers, server))
+    assert server not in domain_uuids(conn)
+    assert handlers.host(HOST).claims == {}
+
+
+def test_ignores_instances_of_other_hosts(
+    handlers: Handlers,
+    driver: LibvirtDriver,
+    conn: libvirt.virConnect,
+    start_hypervisor: Callable[..., Worker],
+) -> None:
+    handlers.register_host(RegisterHost("compute-2", vcpus=4, memory_mb=4096, disk_gb=10))
+    start_hypervisor(driver)
+    elsewhere = create_and_place(handlers, host="compute-2", name="elsewhere")
+    here = create_and_place(handlers, name="here")
+    eventually(lambda: settled(handlers, here))  # messages are handled in order: `elsewhere` was seen
+    inst = handlers.instance(elsewhere)
+    assert (inst.vm_state, inst.task_state, inst.host) == (VmState.BUILDING, None, "compute-2")
+    assert domain_uuids(conn) == {here}
+
+
+def test_a_permanent_error_records_a_fault_and_releases_the_claim(
+    handlers: Handlers,
+    driver: LibvirtDriver,
+    conn: libvirt.virConnect,
+    start_hypervisor: Callable[..., Worker],
+) -> None:
+    start_hypervisor(driver)
+    eventually(lambda: _registered(handlers, HOST))
+    server = handlers.create_server(CreateServer("clash", "p1", "u1", "small")).id
+    # Another domain already holds the name this instance's domain must have.
+    squatter = GuestSpec(uuid=str(uuid.uuid4()), vcpus=1, memory_mb=128)
+    conn.defineXML(domain_xml(squatter).replace(squatter.name, f"instance-{server}"))
+    handlers.place_instance(PlaceInstance(server, HOST))
+
+    inst = eventually(lambda: settled(handlers, server))
+    assert (inst.vm_state, inst.task_state) == (VmState.ERROR, None)
+    assert inst.fault is not None
+    assert inst.fault["code"] == SPAWN_FAILED
+    assert "already exists" in inst.fault["message"]
+    assert "permanent" in inst.fault["details"]
+    assert handlers.host(HOST).claims == {}
+    assert server not in domain_uuids(conn)
+
+
+def test_a_temporary_error_is_retried(
+    handlers: Handlers,
+    driver: LibvirtDriver,
+    conn: libvirt.virConnect,
+    start_hypervisor: Callable[..., Worker],
+) -> None:
+    flaky = FlakyDriver(driver, failures=2)
+    start_hypervisor(flaky)
+    server = create_and_place(handlers)
+    inst = eventually(lambda: settled(handlers, server))
+    assert (inst.vm_state, inst.power_state) == (VmState.ACTIVE, PowerState.RUNNING)
+    assert flaky.spawn_calls == 3
+    assert conn.lookupByUUIDString(server).isActive()
+
+
+def test_a_temporary_error_that_outlasts_the_retries_records_a_fault(
+    handlers: Handlers, driver: LibvirtDriver, start_hypervisor: Callable[..., Worker]
+) -> None:
+    flaky = FlakyDriver(driver, failures=1000)
+    start_hypervisor(flaky)
+    server = create_and_place(handlers)
+    inst = eventually(lambda: settled(handlers, server))
+    assert inst.vm_state == VmState.ERROR
+    assert inst.fault is not None and inst.fault["code"] == SPAWN_FAILED
+    assert "out of retries" in inst.fault["details"]
+    assert flaky.spawn_calls == FAST_RETRY.attempts
+    assert handlers.host(HOST).claims == {}
+
+
+def test_a_spawn_that_loses_a_race_with_a_delete_finishes_as_a_delete(
+    handlers: Handlers,
+    driver: LibvirtDriver,
+    conn: libvirt.virConnect,
+    start_hypervisor: Callable[..., Worker],
+) -> None:
+    gated = GatedDriver(driver)
+    start_hypervisor(gated)
+    server = create_and_place(handlers)
+    assert gated.spawning.wait(15)
+    assert server in domain_uuids(conn)  # the guest runs, the worker has not recorded it yet
+    handlers.delete_server(DeleteServer(server, "p1"))
+    assert handlers.instance(server).task_state == TaskState.DELETING
+    gated.gate.set()
+
+    eventually(lambda: gone(handlers, server))
+    assert server not in domain_uuids(conn)
+    assert handlers.host(HOST).claims == {}
+
+
+def test_a_failed_teardown_records_a_fault(
+    handlers: Handlers, driver: LibvirtDriver, start_hypervisor: Callable[..., Worker]
+) -> None:
+    start_hypervisor(StuckDestroyDriver(driver, failures=0))
+    server = create_and_place(handlers)
+    eventually(lambda: settled(handlers, server))
+    handlers.delete_server(DeleteServer(server, "p1"))
+    inst = eventually(lambda: in_error(handlers, server))
+    assert inst.fault is not None and inst.fault["code"] == DELETE_FAILED
+    assert inst.task_state is None  # the user may delete it again
+
+
+def test_redelivered_events_change_nothing(
+    handlers: Handlers, driver: LibvirtDriver, conn: libvirt.virConnect, app: Stratus, tmp_path: Path
+) -> None:
+    """Each step checks the instance's state first, so handling an event twice is harmless."""
+    handlers.register_host(RegisterHost(HOST, vcpus=4, memory_mb=8192, disk_gb=100))
+    compute = Compute(handlers, driver, HOST, instances_path=tmp_path, retry=FAST_RETRY)
+    server = create_and_place(handlers)
+
+    assert compute.handle(SCHEDULED, server, attempt=1) == DONE
+    spawned = handlers.instance(server)
+    assert spawned.vm_state == VmState.ACTIVE
+    assert compute.handle(SCHEDULED, server, attempt=2) == DONE
+    assert handlers.instance(server).version == spawned.version
+
+    handlers.delete_server(DeleteServer(server, "p1"))
+    assert compute.handle("deletionrequested", server, attempt=1) == DONE
+    assert gone(handlers, server) and server not in domain_uuids(conn)
+    position = app.recorder.max_notification_id()
+    assert compute.handle("deletionrequested", server, attempt=2) == DONE
+    assert compute.handle(SCHEDULED, server, attempt=3) == DONE
+    assert app.recorder.max_notification_id() == position
+
+
+def test_a_crash_mid_spawn_is_completed_on_redelivery(
+    handlers: Handlers, driver: LibvirtDriver, conn: libvirt.virConnect, tmp_path: Path
+) -> None:
+    """SpawningStarted recorded and the domain defined, then the worker died: the replay finishes."""
+    handlers.register_host(RegisterHost(HOST, vcpus=4, memory_mb=8192, disk_gb=100))
+    compute = Compute(handlers, driver, HOST, instances_path=tmp_path, retry=FAST_RETRY)
+    server = create_and_place(handlers)
+    handlers.start_spawning(StartSpawning(server, HOST))
+    conn.defineXML(domain_xml(compute.guest(handlers.instance(server))))
+
+    assert compute.handle(SCHEDULED, server, attempt=2) == DONE
+    inst = handlers.instance(server)
+    assert (inst.vm_state, inst.power_state) == (VmState.ACTIVE, PowerState.RUNNING)
+    assert conn.lookupByUUIDString(server).isActive()
+
+
+def test_scheduler_and_hypervisor_together(
+    bridge: NatsBridge,
+    settings: Settings,
+    app: Stratus,
+    handlers: Handlers,
+    driver: LibvirtDriver,
+    conn: libvirt.virConnect,
+    start_hypervisor: Callable[..., Worker],
+) -> None:
+    start_hypervisor(driver)
+    sched = Worker(lambda stop: scheduler.run(settings, bridge=bridge, app=app, stop=stop, poll=0.1))
+    try:
+        eventually(lambda: _registered(handlers, HOST))
+        servers = [handlers.create_server(CreateServer(f"vm-{i}", "p1", "u1", "small")).id for i in range(3)]
+        for s in servers:
+            inst = eventually(lambda s=s: settled(handlers, s))  # type: ignore[misc]
+            assert (inst.vm_state, inst.host, inst.power_state) == (VmState.ACTIVE, HOST, PowerState.RUNNING)
+        assert set(servers) <= domain_uuids(conn)
+        for s in servers:
+            handlers.delete_server(DeleteServer(s, "p1"))
+        for s in servers:
+            eventually(lambda s=s: gone(handlers, s))  # type: ignore[misc]
+        assert domain_uuids(conn).isdisjoint(servers)
+        assert handlers.host(HOST).claims == {}
+    finally:
+        sched.close()
