@@ -269,12 +269,17 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         self.append(stored_events)
         return None
 
-    def append(self, stored_events: Sequence[StoredEvent]) -> list[int]:
+    def append(self, stored_events: Sequence[StoredEvent], *, append_id: str | None = None) -> list[int]:
         """Append atomically; return the positions (stream sequences) of the events, in order.
 
         Raises ``IntegrityError`` (``ConcurrentAppendError``) if any aggregate already has one of the
         versions, ``TooManyEventsError`` over 1000 events, ``EventStoreUnavailable`` when NATS did
-        not answer before ``timeout`` (nothing was acknowledged; appending again is safe).
+        not answer before ``timeout`` (nothing was acknowledged; appending the same events again is
+        safe: either they are appended once or the append conflicts).
+
+        ``append_id``: an idempotency key for the whole append (e.g. derived from a client's request
+        id). Appending the same events again with the same key returns the original positions
+        instead of raising ``IntegrityError`` (costs one extra read per append).
         """
         if not stored_events:
             return []
@@ -285,7 +290,8 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             )
         groups = self._group(stored_events)
         context = self._context()  # in the caller's thread: the context is a contextvar
-        append_id = uuid.uuid4().hex
+        given = append_id is not None
+        append_id = append_id if append_id is not None else uuid.uuid4().hex
         outs = [
             _Out(
                 subject=self.layout.subject(e.originator_id, e.topic),
@@ -296,7 +302,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             )
             for e in stored_events
         ]
-        return self._append(outs, groups, append_id)
+        return self._append(outs, groups, append_id, check_first=given)
 
     def _group(self, stored_events: Sequence[StoredEvent]) -> dict[str, _Group]:
         groups: dict[str, _Group] = {}
@@ -315,10 +321,12 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             g.indexes.append(i)
         return groups
 
-    def _append(self, outs: list[_Out], groups: dict[str, _Group], append_id: str) -> list[int]:
+    def _append(
+        self, outs: list[_Out], groups: dict[str, _Group], append_id: str, *, check_first: bool = False
+    ) -> list[int]:
         deadline = time.monotonic() + self.timeout
-        maybe_stored = False  # an earlier attempt of this append may have been stored
-        must_check = False  # read the aggregates back before the next attempt
+        maybe_stored = check_first  # an earlier attempt of this append may have been stored
+        must_check = check_first  # read the aggregates back before the next attempt
         delay = 0.02
         last_error: BaseException | None = None
         while True:
