@@ -477,3 +477,20 @@ def test_scheduler_and_hypervisor_together(
         assert handlers.host(HOST).claims == {}
     finally:
         sched.close()
+
+
+def test_a_message_that_keeps_coming_back_becomes_a_fault(
+    handlers: Handlers, driver: LibvirtDriver, conn: libvirt.virConnect, tmp_path: Path
+) -> None:
+    """Past our own retries plus a few crashes, a delivery is poison: no instance waits forever."""
+    handlers.register_host(RegisterHost(HOST, vcpus=4, memory_mb=8192, disk_gb=100))
+    compute = Compute(handlers, driver, HOST, instances_path=tmp_path, retry=FAST_RETRY)
+    server = create_and_place(handlers)
+    handlers.start_spawning(StartSpawning(server, HOST))  # then the worker died, again and again
+
+    assert compute.handle(SCHEDULED, server, attempt=FAST_RETRY.give_up_after + 1) == DONE
+    inst = handlers.instance(server)
+    assert inst.vm_state == VmState.ERROR
+    assert inst.fault is not None and inst.fault["code"] == SPAWN_FAILED
+    assert "gave up after" in inst.fault["message"]
+    assert handlers.host(HOST).claims == {}

@@ -19,6 +19,9 @@ from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from workers import scheduler
 from workers.host_selection import NO_VALID_HOST
+from workers.host_view import HostView
+from workers.outcome import DONE, RetryPolicy
+from workers.placement import Placement
 
 T = TypeVar("T")
 
@@ -207,3 +210,14 @@ def test_redelivery_changes_nothing(handlers: Handlers, start_scheduler: Callabl
     assert {s: handlers.instance(s).version for s in (placed, failed)} == versions
     assert handlers.instance(placed).host == "compute-a"
     assert handlers.host("compute-a").version == host_version
+
+
+def test_a_request_that_keeps_coming_back_becomes_a_fault(handlers: Handlers, app: Stratus) -> None:
+    handlers.register_host(RegisterHost("compute-a", vcpus=4, memory_mb=2048, disk_gb=50))
+    retry = RetryPolicy(delays=(0.1,), crash_allowance=2)
+    placement = Placement(handlers, HostView(), catch_up=lambda: None, retry=retry)
+    server = create(handlers)
+    assert placement.handle(server, attempt=retry.give_up_after + 1) == DONE
+    inst = handlers.instance(server)
+    assert inst.vm_state == VmState.ERROR
+    assert inst.fault is not None and "Gave up after 5 deliveries" in inst.fault["details"]

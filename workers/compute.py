@@ -88,6 +88,8 @@ class Compute:
 
     def handle(self, event_type: str, server_id: str, attempt: int) -> Outcome:
         """React to one instance event (``attempt``: how many times it has been delivered)."""
+        if attempt > self._retry.give_up_after:
+            return self._give_up(event_type, server_id, attempt)
         try:
             if event_type == SCHEDULED:
                 return self._spawn(server_id, attempt)
@@ -175,6 +177,29 @@ class Compute:
             self._record_fault(server_id, DELETE_FAILED, "delete", e, attempt)
             return DONE
         self._handlers.finish_deletion(FinishDeletion(server_id))
+        return DONE
+
+    def _give_up(self, event_type: str, server_id: str, attempt: int) -> Outcome:
+        """A message that keeps coming back because handling it kills the worker: record a fault."""
+        inst = self._load(server_id)
+        if inst is None:
+            return DONE
+        if event_type == SCHEDULED and inst.vm_state == VmState.BUILDING:
+            code, action = SPAWN_FAILED, "spawn"
+        elif event_type == DELETION_REQUESTED:
+            code, action = DELETE_FAILED, "delete"
+        else:
+            return DONE
+        log.error("%s %s: giving up after %d deliveries", action, server_id, attempt)
+        self._handlers.fail_instance(
+            FailInstance(
+                server_id,
+                code=code,
+                message=f"Failed to {action} instance on host {self.hostname}: gave up after {attempt} tries",
+                details=f"The {event_type} event was delivered {attempt} times without being settled; "
+                "the worker stopped while handling it each time (see the worker's log).",
+            )
+        )
         return DONE
 
     def _record_fault(self, server_id: str, code: str, action: str, error: VirtError, attempt: int) -> None:

@@ -34,10 +34,17 @@ class RetryPolicy:
     """Delays between attempts, in seconds; ``len(delays) + 1`` attempts in all."""
 
     delays: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0)
+    # Deliveries beyond our own retries that come from a worker dying mid-step (a crash, a
+    # deploy). Past them the message is poison: the step is recorded as failed instead.
+    crash_allowance: int = 5
 
     @property
     def attempts(self) -> int:
         return len(self.delays) + 1
+
+    @property
+    def give_up_after(self) -> int:
+        return self.attempts + self.crash_allowance
 
     def retry(self, attempt: int, reason: str) -> RetryLater | None:
         """After the ``attempt``-th delivery failed: when to try again, or None when out of attempts."""

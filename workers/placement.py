@@ -41,6 +41,9 @@ class Placement:
         self._retry = retry or RetryPolicy()
 
     def handle(self, server_id: str, attempt: int) -> Outcome:
+        if attempt > self._retry.give_up_after:
+            # Handling this request kept killing the scheduler: record it rather than loop.
+            return self._fail(server_id, f"Gave up after {attempt} deliveries of the request.")
         try:
             return self._place(server_id)
         except Conflict as e:
