@@ -100,7 +100,7 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
     bridge.start(wait=0)  # connect in the background: the API answers (503) while NATS is away
     pool = open_pool(url)
     try:
-        handlers = Handlers(Stratus(Factory(bridge, settings)))
+        handlers = Handlers(Stratus(Factory(bridge=bridge, settings=settings)))
     except BaseException:
         pool.close()
         bridge.close()
