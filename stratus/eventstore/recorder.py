@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -191,6 +191,9 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         self._mux_prefix: str | None = None
         self._mux_pending: dict[str, tuple[list[Msg], asyncio.Future[Msg]]] = {}
         self._mux_lock: asyncio.Lock | None = None
+        # How appends went: "appended", "unknown_outcome" (timeouts, disconnects), "rejected" (stale
+        # head or duplicate), "recovered" (an unknown outcome turned out stored), "conflicts".
+        self.stats: Counter[str] = Counter()
 
     @classmethod
     def from_settings(cls, bridge: NatsBridge, settings: Settings, **kwargs: Any) -> Any:
@@ -345,29 +348,38 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                     delay = min(delay * 2, 0.5)
                     continue
                 if found is not None:
+                    self.stats["recovered"] += 1
                     self._remember(outs, groups, found)
                     return found
                 must_check = False
-            self._set_expectations(outs, groups)
+            try:
+                self._set_expectations(outs, groups)
+            except ConcurrentAppendError:
+                self.stats["conflicts"] += 1
+                raise
             try:
                 seqs = self._run(lambda t=attempt_timeout: self._publish(outs, t), attempt_timeout)  # type: ignore[misc]
             except _Rejected as e:
+                self.stats["rejected"] += 1
                 last_error = e
                 must_check = True
                 if e.code == ERR_BATCH_DUPLICATE_MSG_ID:
                     maybe_stored = True
                 continue
             except _Duplicate as e:
+                self.stats["rejected"] += 1
                 last_error = e
                 must_check = maybe_stored = True
                 continue
             except _Transient as e:
+                self.stats["unknown_outcome"] += 1
                 last_error = e
                 must_check = maybe_stored = True
                 log.info("append attempt failed (%s); checking and retrying", e)
                 time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
                 delay = min(delay * 2, 0.5)
                 continue
+            self.stats["appended"] += 1
             self._remember(outs, groups, seqs)
             return seqs
 
