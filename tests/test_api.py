@@ -10,9 +10,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import os
+import socket
+import subprocess
+import sys
 import threading
+import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import falcon
@@ -26,8 +34,11 @@ from commands.app import Stratus
 from commands.handlers import FailInstance, Handlers, PlaceInstance, RegisterHost
 from projections import runner
 from projections.schema import ensure_live_schema
+from stratus import serialization
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
+
+ROOT = Path(__file__).resolve().parent.parent
 
 ADMIN = {"X-User-Id": "alice", "X-Project-Id": "p1", "X-Roles": "admin,member"}
 P1 = {"X-User-Id": "bob", "X-Project-Id": "p1", "X-Roles": "member"}
@@ -575,3 +586,89 @@ def test_error_sweep(
     headers = {**ADMIN, **kwargs.pop("headers", {})}
     r = stack.client.simulate_request(method, path, headers=headers, **kwargs)
     assert_fault(r, status, FAULT_NAMES[status], *words)
+
+
+# -- under real gunicorn ----------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _http(
+    method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], Any]:
+    req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    if body is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            status, hdrs, data = r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        status, hdrs, data = e.code, dict(e.headers), e.read()
+    return status, {k.lower(): v for k, v in hdrs.items()}, serialization.loads(data) if data else None
+
+
+def test_under_gunicorn(api_settings: Settings, projector: None, tmp_path: Path) -> None:
+    """``gunicorn 'api.app:get_app()'`` with two workers, composed after the fork, spoken to over HTTP."""
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, **api_settings.to_env(), "PYTHONPATH": str(ROOT)}
+    log_path = tmp_path / "gunicorn.log"
+    with log_path.open("wb") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "2",
+             "--graceful-timeout", "5", "api.app:get_app()"],
+            cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, log_path.read_text()
+            try:
+                status, headers, doc = _http("GET", f"{base}/")
+                break
+            except OSError:
+                assert time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.1)
+        assert status == 200 and doc["versions"][0]["id"] == "v2.1"
+        assert headers["x-openstack-request-id"].startswith("req-")
+
+        flavor = {"flavor": {"name": "m1.tiny", "ram": 512, "vcpus": 1, "disk": 1}}
+        status, headers, doc = _http("POST", f"{base}/v2.1/flavors", serialization.dumps(flavor))
+        assert status == 200, doc
+        flavor_id = doc["flavor"]["id"]
+
+        server = {"server": {"name": "vm1", "flavorRef": flavor_id, "imageRef": "cirros", "networks": "none"}}
+        status, headers, doc = _http(
+            "POST", f"{base}/v2.1/servers", serialization.dumps(server), P1 | {MV: "compute 2.1"}
+        )
+        assert status == 202, doc
+        assert headers["openstack-api-version"] == "compute 2.1"
+        server_id, position = doc["server"]["id"], headers["x-stratus-position"]
+        assert headers["location"] == f"{base}/v2.1/servers/{server_id}"
+
+        read = P1 | {"X-Stratus-Min-Position": position}
+        status, _, doc = _http("GET", f"{base}/v2.1/servers/{server_id}", headers=read)
+        assert status == 200, doc
+        assert doc["server"]["status"] == "BUILD" and doc["server"]["flavor"]["id"] == flavor_id
+        status, _, doc = _http("GET", f"{base}/v2.1/servers/detail", headers=read)
+        assert [s["id"] for s in doc["servers"]] == [server_id]
+
+        status, headers, doc = _http("DELETE", f"{base}/v2.1/servers/{server_id}", headers=P1)
+        assert status == 204, doc
+        read = P1 | {"X-Stratus-Min-Position": headers["x-stratus-position"]}
+        status, _, doc = _http("GET", f"{base}/v2.1/servers/{server_id}", headers=read)
+        assert status == 404 and doc["itemNotFound"]["code"] == 404
+
+        # Bad input over a real socket: a body over the limit and malformed JSON.
+        status, _, doc = _http("POST", f"{base}/v2.1/servers", BIG)
+        assert status == 413 and "overLimit" in doc
+        status, _, doc = _http("POST", f"{base}/v2.1/servers", b"{")
+        assert status == 400 and "badRequest" in doc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    output = log_path.read_text()
+    assert proc.returncode == 0, output
+    assert "Traceback" not in output, output
