@@ -101,8 +101,8 @@ class FlavorCollection(_Flavors):
         spec = body["flavor"]
         flavorid = spec.get("id")
         command = CreateFlavor(
-            flavorid=self._new_flavor_id() if flavorid is None else str(flavorid).strip(),
-            name=spec["name"].strip(),
+            flavorid=self._new_flavor_id() if flavorid is None else str(flavorid),
+            name=spec["name"],
             vcpus=int(spec["vcpus"]),
             ram=int(spec["ram"]),
             disk=int(spec["disk"]),
