@@ -12,17 +12,21 @@ This module is each process's composition root. It imports the parts by name whe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import fcntl
 import importlib
 import importlib.metadata
 import json
 import os
 import shlex
+import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import IO, TYPE_CHECKING, NoReturn
 
 from stratus.config import Settings
 from stratus.supervisor import ChildProcess, Part, ServicePart, Supervisor, http_responding
@@ -179,11 +183,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     data_dir = settings.data_dir.absolute()
     data_dir.mkdir(parents=True, exist_ok=True)
     settings = dataclasses.replace(settings, data_dir=data_dir)
+    _run_lock = _lock_data_dir(data_dir)  # held until this process exits
     parts: list[Part] = []
 
     # JetStream: the pinned server from the wheel, unless the log lives elsewhere.
     nats: natsserver.NatsServer | None = None
     if not (args.nats_url or "STRATUS_NATS_URL" in os.environ):
+        _stop_leftover_servers(data_dir / "nats")
         nats = natsserver.NatsServer(store_dir=data_dir / "nats", port=args.nats_port)
         parts.append(_nats_part(nats))
 
@@ -232,6 +238,61 @@ def _cmd_run(args: argparse.Namespace) -> int:
     status = supervisor.run()
     print("stratus: stopped." if status == 0 else "stratus: stopped after a failure.", file=sys.stderr)
     return status
+
+
+def _lock_data_dir(data_dir: Path) -> IO[str]:
+    """One ``stratus run`` per data directory: two would share one JetStream store."""
+    f = open(data_dir / "run.lock", "a+")  # noqa: SIM115 (kept open: the lock lives with the file)
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "?"
+        f.close()
+        raise SystemExit(f"stratus: {data_dir} is in use by another `stratus run` (pid {holder})") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
+
+
+def _stop_leftover_servers(store_dir: Path, timeout: float = 10.0) -> None:
+    """Stop a nats-server that a killed ``stratus run`` left running on this store.
+
+    Only reached while holding the data directory's lock, so no live ``run`` owns such a server;
+    two servers on one store directory would corrupt it.
+    """
+    for pid in _pids_with_argument("nats-server", str(store_dir)):
+        print(f"stratus: stopping nats-server (pid {pid}) left over from an earlier run", file=sys.stderr)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _pids_with_argument(program: str, argument: str) -> list[int]:
+    """Processes whose executable is named ``program`` and whose arguments include ``argument``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and Path(os.fsdecode(argv[0])).name == program and os.fsencode(argument) in argv:
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def _nats_part(nats: natsserver.NatsServer) -> Part:

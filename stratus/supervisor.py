@@ -178,6 +178,8 @@ class ChildProcess(Part):
         if self.ready is None:
             return
         deadline = time.monotonic() + self.ready_timeout
+        # Probe often at first, then back off: a probe is a request the part has to answer.
+        delay = 0.05
         while not self.ready():
             status = self._proc.poll()
             if status is not None:
@@ -189,7 +191,8 @@ class ChildProcess(Part):
                 raise PartFailed(
                     self.name, f"was not ready after {self.ready_timeout:g} s", self.output_tail()
                 )
-            abandon.wait(0.1)
+            abandon.wait(delay)
+            delay = min(delay * 1.5, 1.0)
 
     def exit_status(self) -> int | None:
         return self._proc.poll() if self._proc is not None else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import fcntl
 import importlib.util
 import os
 import signal
@@ -161,3 +162,41 @@ def test_run_starts_the_control_plane_and_stops_it_on_sigterm(tmp_path: Path) ->
     assert proc.returncode == 0, rest[-3000:]
     assert not EmbeddedPostgres(data / "pg").is_running()
     assert nats_servers_using(data / "nats") == []
+
+
+def test_one_run_per_data_dir(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    with open(data / "run.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write("4242\n")
+        held.flush()
+        done = subprocess.run(
+            [*STRATUS, "run", "--data-dir", str(data)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=clean_env(),
+            cwd=tmp_path,
+        )
+    assert done.returncode == 1
+    assert "is in use by another `stratus run` (pid 4242)" in done.stderr
+
+
+def test_run_stops_a_server_left_over_by_a_killed_run(tmp_path: Path, taken_port: int) -> None:
+    data = tmp_path / "data"
+    argv = [*STRATUS, "run", "--data-dir", str(data), "--api-bind", f"127.0.0.1:{taken_port}"]
+    first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean_env())
+    deadline = time.monotonic() + 30
+    while not nats_servers_using(data / "nats"):
+        assert first.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    first.kill()
+    first.wait()
+    leftover = nats_servers_using(data / "nats")
+    assert leftover, "expected the killed run's nats-server to outlive it"
+
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=clean_env(), cwd=tmp_path)
+    assert f"stopping nats-server (pid {leftover[0]}) left over from an earlier run" in done.stderr
+    assert nats_servers_using(data / "nats") == []
+    EmbeddedPostgres(data / "pg").stop()
