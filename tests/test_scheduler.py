@@ -17,6 +17,8 @@ from commands.instance import Instance
 from commands.states import TaskState, VmState
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
+from stratus.natsserver import NatsServer
+from tests.fixtures.nats import unique_settings
 from workers import scheduler
 from workers.host_selection import NO_VALID_HOST
 from workers.host_view import HostView
@@ -221,3 +223,24 @@ def test_a_request_that_keeps_coming_back_becomes_a_fault(handlers: Handlers, ap
     inst = handlers.instance(server)
     assert inst.vm_state == VmState.ERROR
     assert inst.fault is not None and "Gave up after 5 deliveries" in inst.fault["details"]
+
+
+def test_keeps_scheduling_across_a_nats_restart(own_nats_server: NatsServer) -> None:
+    """The durable consumer survives a restart; the host view's ephemeral consumer is rebuilt."""
+    s = unique_settings(own_nats_server.url)
+    with NatsBridge(s.nats_urls, name="test-restart").start() as b:
+        app = Stratus(Factory(bridge=b, settings=s))
+        h = Handlers(app)
+        h.create_flavor(CreateFlavor("small", "m1.small", vcpus=1, ram=512, disk=1))
+        h.register_host(RegisterHost("compute-a", vcpus=4, memory_mb=512, disk_gb=50))
+        worker = Worker(lambda stop: scheduler.run(s, bridge=b, app=app, stop=stop, poll=0.1))
+        try:
+            before = create(h, name="before")
+            assert eventually(lambda: settled(h, before)).host == "compute-a"
+
+            own_nats_server.restart(kill=True)
+            h.register_host(RegisterHost("compute-b", vcpus=4, memory_mb=4096, disk_gb=50))
+            after = create(h, name="after")
+            assert eventually(lambda: settled(h, after), timeout=60).host == "compute-b"
+        finally:
+            worker.close()

@@ -25,6 +25,10 @@ from workers.host_view import HostView
 log = logging.getLogger(__name__)
 
 
+class _Stalled(EventStoreUnavailable):
+    """Host events known to exist did not arrive on the subscription."""
+
+
 class HostFeed:
     def __init__(
         self,
@@ -57,8 +61,20 @@ class HostFeed:
         return self
 
     def catch_up(self) -> None:
+        if self._sub is None:
+            self.open()  # a restart after a stall failed to subscribe; try again
         try:
             self._bridge.run(self._receive_to_end, self._timeout)
+        except _Stalled:
+            # The ordered consumer stopped delivering (e.g. it expired while NATS was away):
+            # start over from the beginning of the log with an empty view.
+            log.warning("host feed stalled; rebuilding the host view")
+            self._pending = []
+            self.close()
+            self._received = 0
+            self._view.clear()
+            self.open()
+            raise
         finally:
             msgs, self._pending = self._pending, []
             for msg in msgs:
@@ -69,8 +85,6 @@ class HostFeed:
 
     async def _receive_to_end(self) -> None:
         sub = self._sub
-        if sub is None:
-            raise RuntimeError("HostFeed.catch_up before open")
         try:
             last = await self._bridge.js.get_last_msg(self._stream, self._filter)
             end = int(last.seq or 0)
@@ -80,7 +94,7 @@ class HostFeed:
             try:
                 msg = await sub.next_msg(timeout=self._timeout / 2)
             except TimeoutError as e:  # nats.errors.TimeoutError is one
-                raise EventStoreUnavailable(f"host events up to {end} did not arrive in time") from e
+                raise _Stalled(f"host events up to {end} did not arrive in time") from e
             self._pending.append(msg)
             self._received = int(msg.metadata.sequence.stream)
 

@@ -46,6 +46,11 @@ class HostView:
                 self._hosts[event.originator_id] = host
         self.position = position
 
+    def clear(self) -> None:
+        """Forget everything, to be fed again from the beginning of the log."""
+        self._hosts.clear()
+        self.position = 0
+
     def _gap(self, event: CanMutateAggregate[UUID], position: int) -> None:
         """Read the host afresh rather than guess (or forget it, if it cannot be read)."""
         log.warning("host view: gap in the events of host %s at position %d", event.originator_id, position)
