@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from uuid import UUID
@@ -370,11 +371,26 @@ class BatchResult:
     processed: int = 0  # of which domain events the read models show
 
 
+@dataclass(frozen=True)
+class Batch:
+    """Log entries right after position ``after``, and the domain events among them, decoded."""
+
+    after: int
+    notifications: Sequence[Notification]
+    events: list[tuple[Any, Tracking]]
+
+    @property
+    def last(self) -> int:
+        return self.notifications[-1].id if self.notifications else self.after
+
+
 class Projector:
     """Reads the log in batches and applies each batch to one schema's read models, exactly once.
 
     ``lock=True`` (the live schema) takes the writers' advisory lock in every batch transaction;
-    a rebuild filling its own schema runs without it until its swap.
+    a rebuild filling its own schema runs without it until its swap. ``conn`` must be an
+    autocommit connection: the projector opens one transaction per batch. While a batch is being
+    applied, a reader thread already fetches and decodes the next one.
     """
 
     def __init__(
@@ -387,6 +403,8 @@ class Projector:
         batch_size: int = 500,
         lock: bool = True,
     ) -> None:
+        if not conn.autocommit:
+            raise ValueError("the projector needs an autocommit connection (one transaction per batch)")
         self.log = log
         self.mapper = mapper
         self.conn = conn
@@ -403,17 +421,26 @@ class Projector:
     def read(self, after: int, limit: int | None = None) -> Sequence[Notification]:
         return self.log.select_notifications(after + 1, limit or self.batch_size)
 
-    def apply(self, notifications: Sequence[Notification], after: int) -> BatchResult:
-        """Apply ``notifications`` (the log's entries right after position ``after``) in one transaction."""
-        if not notifications:
-            return BatchResult(True, after)
-        # Decoding is pure: done before the transaction opens, to keep it short.
+    def fetch(self, after: int) -> Batch:
+        """Read the next batch after ``after`` and decode the events the read models show (pure)."""
+        return self._decoded(after, self.read(after))
+
+    def _decoded(self, after: int, notifications: Sequence[Notification]) -> Batch:
+        name = self.projection.name
         events = [
-            (self.mapper.to_domain_event(n), Tracking(self.projection.name, n.id))
+            (self.mapper.to_domain_event(n), Tracking(name, n.id))
             for n in notifications
             if n.topic in self._topics
         ]
-        last = notifications[-1].id
+        return Batch(after, notifications, events)
+
+    def apply(self, notifications: Sequence[Notification], after: int) -> BatchResult:
+        """Apply ``notifications`` (the log's entries right after position ``after``) in one transaction."""
+        return self.apply_batch(self._decoded(after, notifications))
+
+    def apply_batch(self, batch: Batch) -> BatchResult:
+        if not batch.notifications:
+            return BatchResult(True, batch.after)
         with self.conn.transaction():
             if self.lock:
                 self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
@@ -421,37 +448,48 @@ class Projector:
                 sql.SQL("SELECT position FROM {}.tracking FOR UPDATE").format(sql.Identifier(self.schema))
             ).fetchone()
             current = int(row[0]) if row else 0
-            if current != after:
+            if current != batch.after:
                 return BatchResult(False, current)
-            self.view.load(ReadModels.keys(e for e, _ in events))
+            self.view.load(ReadModels.keys(e for e, _ in batch.events))
             try:
-                for event, tracking in events:
+                for event, tracking in batch.events:
                     self.projection.process_event(event, tracking)
-                self.view.flush(last)
+                self.view.flush(batch.last)
             finally:
                 self.view.discard()
-        return BatchResult(True, last, len(notifications), len(events))
+        return BatchResult(True, batch.last, len(batch.notifications), len(batch.events))
 
     def step(self, after: int) -> BatchResult:
         """Read the next batch after ``after`` and apply it."""
-        return self.apply(self.read(after), after)
+        return self.apply_batch(self.fetch(after))
 
     def catch_up(self, until: int | None = None) -> int:
         """Apply batches until the log has nothing more (or ``until`` is reached); the final position."""
-        position = self.position()
-        while until is None or position < until:
-            batch = self.read(position)
-            if not batch:
-                break
-            position = self.apply(batch, position).position
-        return position
+        stop = threading.Event()
+        return self._follow(stop, until=until)
 
-    def run(self, stop: threading.Event, *, idle_wait: float = 0.5) -> None:
+    def run(self, stop: threading.Event, *, idle_wait: float = 0.5) -> int:
         """Follow the log until ``stop`` is set: batches while behind, a blocking wait when caught up."""
+        return self._follow(stop, idle_wait=idle_wait)
+
+    def _follow(
+        self, stop: threading.Event, *, until: int | None = None, idle_wait: float | None = None
+    ) -> int:
         position = self.position()
-        while not stop.is_set():
-            batch = self.read(position)
-            if batch:
-                position = self.apply(batch, position).position
-            else:
-                self.log.wait_for_position(position, idle_wait)
+        with ThreadPoolExecutor(1, thread_name_prefix=f"{self.schema}-read") as reader:
+            ahead: Future[Batch] = reader.submit(self.fetch, position)
+            while not stop.is_set() and (until is None or position < until):
+                batch = ahead.result()
+                if batch.after != position:  # read ahead from a position that did not hold
+                    ahead = reader.submit(self.fetch, position)
+                    continue
+                if not batch.notifications:
+                    if idle_wait is None:
+                        break
+                    self.log.wait_for_position(position, idle_wait)
+                    ahead = reader.submit(self.fetch, position)
+                    continue
+                ahead = reader.submit(self.fetch, batch.last)
+                position = self.apply_batch(batch).position
+            ahead.cancel()
+        return position
