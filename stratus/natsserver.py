@@ -116,11 +116,16 @@ class NatsServer:
         argv = [
             str(binary()),
             "-js",
-            "-sd", str(self.store_dir),
-            "-a", self.host,
-            "-p", str(self.port if self.port is not None else -1),
-            "-m", str(self.monitor_port if self.monitor_port is not None else -1),
-            "--ports_file_dir", self._ports_dir,
+            "-sd",
+            str(self.store_dir),
+            "-a",
+            self.host,
+            "-p",
+            str(self.port if self.port is not None else -1),
+            "-m",
+            str(self.monitor_port if self.monitor_port is not None else -1),
+            "--ports_file_dir",
+            self._ports_dir,
             *self.extra_args,
         ]
         with open(self.log_file, "ab") as log:

@@ -458,8 +458,10 @@ class JetStreamAggregateRecorder(AggregateRecorder):
 
     async def _fetch_heads(self, groups: list[_Group], timeout: float) -> dict[str, _Head | None]:
         msgs = await asyncio.gather(
-            *(self._direct_one({"last_by_subj": self.layout.aggregate_filter(g.originator_id)}, timeout)
-              for g in groups)
+            *(
+                self._direct_one({"last_by_subj": self.layout.aggregate_filter(g.originator_id)}, timeout)
+                for g in groups
+            )
         )
         out: dict[str, _Head | None] = {}
         for g, msg in zip(groups, msgs, strict=True):
