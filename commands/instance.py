@@ -80,7 +80,10 @@ class Instance(Aggregate):
     def fail(self, code: str, message: str, details: str = "") -> None:
         """Record a fault and put the instance into ERROR (Nova: instance fault + vm_state error)."""
         self._ensure_exists()
-        self._faulted(code, message[:255], details[:65535])
+        message, details = message[:255], details[:65535]
+        if self.vm_state == VmState.ERROR and self.fault == {"code": code, "message": message, "details": details}:
+            return  # the same failure reported twice (a redelivered message): one fact, recorded once
+        self._faulted(code, message, details)
 
     @event("Faulted")
     def _faulted(self, code: str, message: str, details: str) -> None:

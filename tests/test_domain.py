@@ -121,3 +121,11 @@ def test_status_map_matches_nova() -> None:
     assert api_status("stopped", None) == "SHUTOFF"
     assert api_status("resized", None) == "VERIFY_RESIZE"
     assert api_status("shelved_offloaded", None) == "SHELVED_OFFLOADED"
+
+
+def test_the_same_fault_reported_twice_is_recorded_once() -> None:
+    inst = new_instance()
+    inst.fail("compute.no_valid_host", "No valid host was found.", "vcpus")
+    inst.fail("compute.no_valid_host", "No valid host was found.", "vcpus")
+    inst.fail("compute.spawn_failed", "libvirt error", "")
+    assert [type(e).__name__ for e in inst.collect_events()] == ["Requested", "Faulted", "Faulted"]
