@@ -81,7 +81,8 @@ class Instance(Aggregate):
         """Record a fault and put the instance into ERROR (Nova: instance fault + vm_state error)."""
         self._ensure_exists()
         message, details = message[:255], details[:65535]
-        if self.vm_state == VmState.ERROR and self.fault == {"code": code, "message": message, "details": details}:
+        fault = {"code": code, "message": message, "details": details}
+        if self.vm_state == VmState.ERROR and self.fault == fault:
             return  # the same failure reported twice (a redelivered message): one fact, recorded once
         self._faulted(code, message, details)
 
