@@ -404,3 +404,23 @@ def test_wait_for_position_returns_once_the_runner_reaches_it_and_times_out_othe
         written = handlers.create_server(CreateServer("vm-polled", "p", "u", "1"))
         assert queries.wait_for_position(in_tx, written.position, timeout=10)
         assert not queries.wait_for_position(in_tx, written.position + 100, timeout=0.2)
+
+
+def test_the_runner_reconnects_when_its_database_session_is_killed(
+    handlers: Handlers, rm: psycopg.Connection[Any], runner: threading.Thread
+) -> None:
+    handlers.create_flavor(CreateFlavor("1", "tiny", 1, 64, 1))
+    first = handlers.create_server(CreateServer("before", "p", "u", "1"))
+    assert queries.wait_for_position(rm, first.position, timeout=10)
+    killed = rm.execute(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE application_name = 'stratus-projector' AND datname = current_database()"
+    ).fetchone()
+    assert killed == (1,)
+    second = handlers.create_server(CreateServer("after", "p", "u", "1"))
+    assert queries.wait_for_position(rm, second.position, timeout=15)
+    assert [s["name"] for s in queries.list_servers(rm, project_id="p", limit=10, marker=None)] == [
+        "after",
+        "before",
+    ]
+    assert runner.is_alive()

@@ -57,7 +57,8 @@ def _in_batch(conn: psycopg.Connection[Any]) -> bool:
     """The projector's session holds the writers' advisory lock: it is inside a batch transaction."""
     row = conn.execute(
         "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-        "WHERE a.application_name = 'stratus-projector' AND l.locktype = 'advisory' AND l.granted "
+        "WHERE a.application_name = 'stratus-projector' AND a.datname = current_database() "
+        "AND l.locktype = 'advisory' AND l.granted AND l.database = a.datid "
         "AND ((l.classid::bigint << 32) | l.objid::bigint) = %s",
         (WRITER_LOCK,),
     ).fetchone()

@@ -156,6 +156,7 @@ def test_one_rebuild_at_a_time(app: Stratus, rm: psycopg.Connection[Any], databa
         other.execute("SELECT pg_advisory_lock(%s)", (REBUILD_LOCK,))
         with pytest.raises(RebuildInProgress):
             rebuild(rm, app.recorder, app.mapper)  # type: ignore[arg-type]
+        other.execute("SELECT pg_advisory_unlock(%s)", (REBUILD_LOCK,))
     assert not schema_exists(rm, NEW_SCHEMA)
     result = rebuild(rm, app.recorder, app.mapper)  # type: ignore[arg-type]
     assert result.position == head(app) == queries.current_position(rm)
