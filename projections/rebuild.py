@@ -76,13 +76,16 @@ def rebuild(
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(NEW_SCHEMA)))
             create_schema(conn, NEW_SCHEMA)
         projector = Projector(log, mapper, conn, schema=NEW_SCHEMA, batch_size=batch_size, lock=False)
-        replayed = projector.catch_up()
+        # Replay up to the log's head, again while writers appended more than a batch meanwhile, so
+        # that the lock below is held for a batch at most (each pass is bounded by the head it saw).
+        replayed = projector.catch_up(until=_head(log))
+        while _head(log) - replayed > batch_size:
+            replayed = projector.catch_up(until=_head(log))
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
             # The live runner now waits for this lock: apply what arrived during the replay, up to the
             # log's head as of now (writers may keep appending; the live runner follows from here).
-            head = log.max_notification_id() or 0
-            position = projector.catch_up(until=head)
+            position = projector.catch_up(until=_head(log))
             if schema_exists(conn, OLD_SCHEMA):
                 conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(OLD_SCHEMA)))
             if schema_exists(conn, LIVE_SCHEMA):
@@ -101,8 +104,13 @@ def rebuild(
             # Waits for readers still inside a statement on the old tables; new ones use the new tables.
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(OLD_SCHEMA)))
     finally:
-        conn.execute("SELECT pg_advisory_unlock(%s)", (REBUILD_LOCK,))
+        if not conn.broken:  # a lost session has released its locks already
+            conn.execute("SELECT pg_advisory_unlock(%s)", (REBUILD_LOCK,))
     return RebuildResult(position, replayed, time.monotonic() - started)
+
+
+def _head(log: EventLog) -> int:
+    return log.max_notification_id() or 0
 
 
 def main(settings: Settings, *, batch_size: int = 2000, keep_old: bool = False) -> int:
