@@ -25,7 +25,7 @@ import psycopg_pool
 from api import errors, flavors, hypervisors, servers, versions
 from api.auth import DemoIdentity
 from api.body import MAX_BODY_BYTES, load_validators
-from api.middleware import RequestContext
+from api.middleware import REQUEST_ID_HEADERS, RequestContext
 from api.readmodel import ReadModel, open_pool
 from commands.handlers import Handlers
 from stratus import serialization
@@ -127,8 +127,9 @@ class LazyApp:
             try:
                 app = self._compose()
             except Exception:
-                log.exception("the API could not be composed; answering 503 until it can")
-                return _unavailable(start_response)
+                request_id = _new_request_id()
+                log.exception("the API could not be composed (request %s); answering 503", request_id)
+                return _unavailable(start_response, request_id)
         return app(environ, start_response)
 
     def _compose(self) -> falcon.App:
@@ -140,14 +141,16 @@ class LazyApp:
             return self._app
 
 
-def _unavailable(start_response: Callable[..., Any]) -> list[bytes]:
-    body = serialization.dumps(
-        errors.fault_body(503, "The API cannot reach its services yet; retry.", "api.service_unavailable")
-    )
-    start_response(
-        "503 Service Unavailable",
-        [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("Retry-After", "5")],
-    )
+def _unavailable(start_response: Callable[..., Any], request_id: str) -> list[bytes]:
+    message = f"The API cannot reach its services yet (request {request_id}); retry."
+    body = serialization.dumps(errors.fault_body(503, message, "api.service_unavailable"))
+    headers = [
+        ("Content-Type", "application/json"),
+        ("Content-Length", str(len(body))),
+        ("Retry-After", "5"),
+        *((name, request_id) for name in REQUEST_ID_HEADERS),
+    ]
+    start_response("503 Service Unavailable", headers)
     return [body]
 
 

@@ -28,7 +28,7 @@ import psycopg
 import pytest
 from falcon import testing
 
-from api.app import Deps, create_app
+from api.app import Deps, LazyApp, create_app
 from api.readmodel import open_pool
 from commands.app import Stratus
 from commands.handlers import FailInstance, Handlers, PlaceInstance, RegisterHost
@@ -586,6 +586,29 @@ def test_error_sweep(
     headers = {**ADMIN, **kwargs.pop("headers", {})}
     r = stack.client.simulate_request(method, path, headers=headers, **kwargs)
     assert_fault(r, status, FAULT_NAMES[status], *words)
+
+
+# -- the lazy composition root --------------------------------------------------------------------
+def test_lazy_app_answers_503_until_it_can_compose(
+    api_settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker whose services cannot be built answers a Nova 503 (and retries on the next request)."""
+    attempts = []
+
+    def unusable() -> Settings:
+        attempts.append(1)
+        return dataclasses.replace(api_settings, nats_urls=())  # the NATS bridge refuses to start
+
+    client = testing.TestClient(LazyApp(unusable))
+    with caplog.at_level(logging.ERROR, logger="stratus.api"):
+        for _ in range(2):
+            r = client.simulate_get("/v2.1/servers")
+            assert_fault(
+                r, 503, "serviceUnavailable", "cannot reach its services", r.headers["x-compute-request-id"]
+            )
+            assert r.headers["Retry-After"] == "5"
+    assert len(attempts) == 2
+    assert "could not be composed" in caplog.text
 
 
 # -- under real gunicorn ----------------------------------------------------------------------------
