@@ -224,6 +224,25 @@ def test_flavor_server_read_delete(stack: Stack) -> None:
     assert [s["status"] for s in r.json["servers"]] == ["DELETED"]
 
 
+def test_events_name_the_actor_and_the_request(
+    stack: Stack, bridge: NatsBridge, api_settings: Settings
+) -> None:
+    """The command context set per request reaches the event's CloudEvents headers on the stream."""
+    flavor_id, _ = stack.flavor()
+    global_id = f"req-{uuid.uuid4()}"
+    body = {"server": {"name": "traced", "flavorRef": flavor_id}}
+    r = stack.request("POST", "/v2.1/servers", {**P1, "X-OpenStack-Request-ID": global_id}, json=body)
+    assert r.status_code == 202
+    position = int(r.headers["X-Stratus-Position"])
+    msg = bridge.run(lambda: bridge.js.get_msg(api_settings.stream, position), timeout=10)
+    headers = msg.headers or {}
+    assert headers["ce-actoruser"] == "bob" and headers["ce-actorproject"] == "p1"
+    assert headers["ce-actorroles"] == "member"
+    assert headers["ce-requestid"] == r.headers["x-openstack-request-id"]
+    assert headers["ce-correlationid"] == global_id
+    assert headers["ce-subject"] == r.json["server"]["id"]
+
+
 def test_idempotency_key_returns_the_first_server(stack: Stack) -> None:
     flavor_id, _ = stack.flavor()
     body = {"server": {"name": "once", "flavorRef": flavor_id}}
