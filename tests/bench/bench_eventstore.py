@@ -1,0 +1,326 @@
+"""Appends per second through the event store, against raw nats-py publishes of the same messages.
+
+Run: ``python -m tests.bench.bench_eventstore [--events N] [--rounds R]`` (a few minutes at most).
+It starts its own nats-server (temporary store, free port) and, in each of R interleaved rounds:
+
+- raw floors, each one coroutine on the bridge's event loop with prebuilt messages:
+  sequential ``await js.publish`` of the payload alone, then of the same message our recorder sends
+  (payload, CloudEvents headers, msg id, expected-last-sequence check on the aggregate);
+- ``recorder.append([one event])`` from synchronous code: new aggregates, then version 2 of each;
+- atomic appends of 10 events (10 new aggregates, one NATS atomic batch) against the raw atomic
+  batch and against 10 raw publishes pipelined with ``publish_async`` (not atomic);
+- the command path: ``Handlers.create_flavor`` and ``Handlers.create_server`` (load flavor, decide,
+  append) per second;
+- diagnostics: an empty ``NatsBridge.run`` hop per second, and all N raw publishes pipelined.
+
+Rates are medians over rounds; ratios are taken within a round (same load), then the median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import uuid
+from collections.abc import Sequence
+from uuid import UUID, uuid4
+
+from eventsourcing.persistence import Mapper, StoredEvent
+
+from commands.app import Stratus
+from commands.handlers import CreateFlavor, CreateServer, Handlers
+from commands.instance import Instance
+from stratus.config import Settings
+from stratus.context import CommandContext
+from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
+from stratus.eventstore import envelope as env
+from tests.bench.harness import Bench, CpuMeter, loadavg, machine_lines, nats_server
+
+Message = tuple[str, bytes, dict[str, str]]
+
+EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
+EXPECTED_SEQ_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
+FLAVOR = {
+    "id": "m1.small",
+    "name": "m1.small",
+    "vcpus": 1,
+    "ram": 2048,
+    "disk": 20,
+    "ephemeral": 0,
+    "swap": 0,
+}
+
+
+# -- events and messages --------------------------------------------------------------------------
+def new_instances(n: int, tag: str) -> list[Instance]:
+    return [
+        Instance.request(
+            uuid4(),
+            name=f"{tag}-{i}",
+            project_id=f"project-{i % 13}",
+            user_id="bench-user",
+            flavor=dict(FLAVOR),
+            image_ref="cirros-0.6.2-x86_64",
+            metadata={"role": "web", "tier": str(i % 3)},
+            availability_zone=None,
+            request_key=None,
+        )
+        for i in range(n)
+    ]
+
+
+def stored(mapper: Mapper[UUID], instances: Sequence[Instance]) -> list[StoredEvent]:
+    """The pending event of each instance (exactly one each), as the recorder receives it."""
+    out = []
+    for inst in instances:
+        (event,) = inst.collect_events()
+        out.append(mapper.to_stored_event(event))
+    return out
+
+
+def raw_message(recorder: JetStreamApplicationRecorder, e: StoredEvent, expected_seq: int) -> Message:
+    """The message our recorder would send for ``e`` as the first event of its aggregate in an append."""
+    headers = env.build_headers(e, CommandContext(), source=recorder.source, append_id=uuid.uuid4().hex)
+    headers[EXPECTED_SEQ] = str(expected_seq)
+    headers[EXPECTED_SEQ_SUBJECT] = recorder.layout.aggregate_filter(e.originator_id)
+    return recorder.layout.subject(e.originator_id, e.topic), e.state, headers
+
+
+# -- raw floors (coroutines on the bridge's loop) -------------------------------------------------
+async def publish_sequential(bridge: NatsBridge, msgs: Sequence[Message], *, bare: bool = False) -> list[int]:
+    js = bridge.js
+    seqs = []
+    for subject, data, headers in msgs:
+        ack = await js.publish(subject, data, headers=None if bare else headers)
+        seqs.append(ack.seq)
+    return seqs
+
+
+async def publish_atomic(bridge: NatsBridge, batches: Sequence[Sequence[Message]]) -> int:
+    """Each batch as one NATS atomic batch: core publishes, then the commit with ``js.publish``."""
+    js, nc = bridge.js, bridge.nc
+    for batch in batches:
+        for subject, data, headers in batch[:-1]:
+            await nc.publish(subject, data, headers=headers)
+        subject, data, headers = batch[-1]
+        ack = await js.publish(subject, data, headers=headers)
+        if ack.batch_size != len(batch):
+            raise RuntimeError(f"atomic batch of {len(batch)} acknowledged as {ack.batch_size}")
+    return sum(len(b) for b in batches)
+
+
+async def publish_pipelined(bridge: NatsBridge, groups: Sequence[Sequence[Message]]) -> int:
+    """Each group's messages with ``publish_async``, then wait for the group's acks (not atomic)."""
+    js = bridge.js
+    for group in groups:
+        futures = [await js.publish_async(s, d, headers=h) for s, d, h in group]
+        await asyncio.gather(*futures)
+    return sum(len(g) for g in groups)
+
+
+def batched(msgs: list[Message], size: int) -> list[list[Message]]:
+    """Split into atomic batches, with the batch headers already set (prebuilt: a floor builds nothing)."""
+    out = []
+    for start in range(0, len(msgs), size):
+        chunk, batch_id = msgs[start : start + size], uuid.uuid4().hex
+        batch = []
+        for i, (s, d, h) in enumerate(chunk, 1):
+            headers = {**h, "Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)}
+            if i == len(chunk):
+                headers["Nats-Batch-Commit"] = "1"
+            batch.append((s, d, headers))
+        out.append(batch)
+    return out
+
+
+# -- one round ------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Env:
+    bridge: NatsBridge
+    recorder: JetStreamApplicationRecorder
+    mapper: Mapper[UUID]
+    handlers: Handlers
+
+
+def run_round(bench: Bench, e: Env, n: int, batch: int, r: int) -> None:
+    bridge, recorder, mapper = e.bridge, e.recorder, e.mapper
+    long = 600.0
+
+    # (a) floors: sequential js.publish, payload only / the same message as ours.
+    bare = [raw_message(recorder, s, 0) for s in stored(mapper, new_instances(n, f"bare{r}"))]
+    bench.measure(
+        "raw js.publish, payload only",
+        "events",
+        lambda: len(bridge.run(lambda: publish_sequential(bridge, bare, bare=True), long)),
+    )
+    raw_instances = new_instances(n, f"raw{r}")
+    same = [raw_message(recorder, s, 0) for s in stored(mapper, raw_instances)]
+    seqs: list[int] = []
+
+    def raw_same() -> int:
+        seqs.extend(bridge.run(lambda: publish_sequential(bridge, same), long))
+        return len(seqs)
+
+    bench.measure("raw js.publish, same message (new aggregate)", "events", raw_same)
+
+    # (b) ours: one event per append, new aggregates.
+    ours_instances = new_instances(n, f"ours{r}")
+    ours_new = stored(mapper, ours_instances)
+
+    def append_each(events: list[StoredEvent]) -> int:
+        for ev in events:
+            recorder.append([ev])
+        return len(events)
+
+    bench.measure(
+        "recorder.append, 1 event, new aggregate",
+        "events",
+        lambda: append_each(ours_new),
+        floor="raw js.publish, same message (new aggregate)",
+    )
+
+    # (a'/b') version 2 of each aggregate: the check is against the aggregate's last sequence.
+    for inst in raw_instances + ours_instances:
+        inst.schedule(f"compute-{r}")
+    next_raw = [raw_message(recorder, s, q) for s, q in zip(stored(mapper, raw_instances), seqs, strict=True)]
+    bench.measure(
+        "raw js.publish, same message (version n+1)",
+        "events",
+        lambda: len(bridge.run(lambda: publish_sequential(bridge, next_raw), long)),
+    )
+    ours_next = stored(mapper, ours_instances)
+    bench.measure(
+        "recorder.append, 1 event, version n+1",
+        "events",
+        lambda: append_each(ours_next),
+        floor="raw js.publish, same message (version n+1)",
+    )
+
+    # (c) atomic multi-event appends.
+    m = max(batch, (n // 4) // batch * batch)  # fewer: a commit costs milliseconds
+    raw_b = batched([raw_message(recorder, s, 0) for s in stored(mapper, new_instances(m, f"rb{r}"))], batch)
+    bench.measure(
+        f"raw atomic batch of {batch}",
+        "events",
+        lambda: bridge.run(lambda: publish_atomic(bridge, raw_b), long),
+    )
+    raw_p = [raw_message(recorder, s, 0) for s in stored(mapper, new_instances(m, f"rp{r}"))]
+    groups = [raw_p[i : i + batch] for i in range(0, m, batch)]
+    bench.measure(
+        f"raw publish_async, {batch} pipelined (not atomic)",
+        "events",
+        lambda: bridge.run(lambda: publish_pipelined(bridge, groups), long),
+        floor=f"raw atomic batch of {batch}",
+    )
+    ours_b = stored(mapper, new_instances(m, f"ob{r}"))
+
+    def append_batches() -> int:
+        for i in range(0, m, batch):
+            recorder.append(ours_b[i : i + batch])
+        return m
+
+    bench.measure(
+        f"recorder.append, {batch} events (atomic)",
+        "events",
+        append_batches,
+        floor=f"raw atomic batch of {batch}",
+    )
+
+    # (d) the command path.
+    k = max(1, n // 2)
+
+    def create_flavors() -> int:
+        for i in range(k):
+            e.handlers.create_flavor(
+                CreateFlavor(flavorid=f"f{r}-{i}", name=f"flavor {i}", vcpus=1, ram=512, disk=1)
+            )
+        return k
+
+    bench.measure(
+        "Handlers.create_flavor",
+        "commands",
+        create_flavors,
+        floor="raw js.publish, same message (new aggregate)",
+    )
+
+    def create_servers() -> int:
+        for i in range(k):
+            e.handlers.create_server(
+                CreateServer(name=f"vm-{r}-{i}", project_id="p1", user_id="u1", flavor_ref="m1.small")
+            )
+        return k
+
+    bench.measure(
+        "Handlers.create_server",
+        "commands",
+        create_servers,
+        floor="raw js.publish, same message (new aggregate)",
+    )
+
+    # Diagnostics: the sync -> async hop alone, and the connection's pipelined ceiling.
+    async def noop() -> None:
+        return None
+
+    def hops() -> int:
+        for _ in range(n):
+            bridge.run(noop, 10.0)
+        return n
+
+    bench.measure("NatsBridge.run hop, empty coroutine", "hops", hops)
+    ceiling = [raw_message(recorder, s, 0) for s in stored(mapper, new_instances(n, f"all{r}"))]
+    bench.measure(
+        "raw publish_async, all pipelined (not atomic)",
+        "events",
+        lambda: bridge.run(lambda: publish_pipelined(bridge, [ceiling]), long),
+        floor="raw js.publish, same message (new aggregate)",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.bench_eventstore", description=__doc__)
+    parser.add_argument("--events", type=int, default=2000, help="events per path per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=10, help="events per atomic append")
+    args = parser.parse_args(argv)
+
+    with nats_server() as server:
+        settings = dataclasses.replace(
+            Settings(), nats_urls=(server.url,), stream="BENCH", subject_prefix="bench.ev"
+        )
+        bridge = NatsBridge(settings.nats_urls, name="bench").start()
+        try:
+            factory = Factory(bridge=bridge, settings=settings)
+            recorder = factory.application_recorder()
+            app = Stratus(factory)
+            handlers = Handlers(app)
+            handlers.create_flavor(
+                CreateFlavor(flavorid="m1.small", name="m1.small", vcpus=1, ram=2048, disk=20)
+            )
+            sample = stored(app.mapper, new_instances(1, "size"))[0]
+            _, _, headers = raw_message(recorder, sample, 0)
+            header_bytes = sum(len(k) + len(v) + 4 for k, v in headers.items())
+            print(
+                "\n".join(
+                    machine_lines({"message": f"{len(sample.state)} B payload + ~{header_bytes} B headers"})
+                )
+            )
+            bench = Bench(CpuMeter(server.pid))
+            e = Env(bridge, recorder, app.mapper, handlers)
+            for r in range(args.rounds):
+                print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
+                run_round(bench, e, args.events, args.batch, r)
+            print(f"load average at end: {loadavg()}; recorder stats: {dict(recorder.stats)}")
+            print()
+            print(
+                bench.table(
+                    f"Event store appends ({args.events} events per path per round, {args.rounds} rounds)",
+                    baseline="raw js.publish, payload only",
+                )
+            )
+        finally:
+            bridge.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

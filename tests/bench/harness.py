@@ -1,0 +1,236 @@
+"""What every benchmark shares: the machine it ran on, CPU meters, rounds, and the printed tables.
+
+The machines are small and noisy (2 cores, other load). A benchmark therefore never reports a bare
+time: it runs every path several times in interleaved rounds (floor, ours, floor, ours, ...) and
+reports each path's ratio to its floor *within the same round*, then the median over rounds. CPU
+meters (this process, the server process, the whole machine) tell which side limits a path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from stratus.natsserver import NatsServer, binary
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# -- the machine --------------------------------------------------------------------------------
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "?"
+
+
+def _mem_gib() -> float:
+    with contextlib.suppress(OSError), open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 2**20
+    return 0.0
+
+
+def loadavg() -> str:
+    with contextlib.suppress(OSError), open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+    return "?"
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "-"
+
+
+def nats_server_version() -> str:
+    out = subprocess.run([str(binary()), "--version"], capture_output=True, text=True, check=False)
+    return out.stdout.strip().removeprefix("nats-server: ") or "?"
+
+
+def machine_lines(extra: dict[str, str] | None = None) -> list[str]:
+    """The machine and software, one ``key: value`` per line (printed before the tables)."""
+    info = {
+        "cpu": f"{_cpu_model()}, {os.cpu_count()} cores (nproc {len(os.sched_getaffinity(0))})",
+        "memory": f"{_mem_gib():.1f} GiB",
+        "kernel": platform.release(),
+        "load average at start": loadavg(),
+        "python": platform.python_version(),
+        "nats-server": nats_server_version(),
+        "nats-py": _version("nats-py"),
+        "eventsourcing": _version("eventsourcing"),
+        "psycopg": _version("psycopg"),
+        **(extra or {}),
+    }
+    return [f"{k}: {v}" for k, v in info.items()]
+
+
+# -- CPU meters ---------------------------------------------------------------------------------
+def _machine_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies over all CPUs since boot."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    total = sum(fields[:8])  # guest time is already counted in user
+    return total - idle, total
+
+
+def _process_ticks(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime (fields 14 and 15 of the whole line)
+
+
+@dataclass
+class CpuUse:
+    """CPU used during a measurement, in % of one core (200 % = both cores of a 2-core machine)."""
+
+    client: float
+    server: float | None
+    machine: float
+
+    def render(self) -> str:
+        server = "-" if self.server is None else f"{self.server:.0f}"
+        return f"{self.client:.0f} / {server} / {self.machine:.0f}"
+
+
+class CpuMeter:
+    """Measures this process, one server process (by pid, if readable) and the whole machine."""
+
+    def __init__(self, server_pid: int | None = None) -> None:
+        self.server_pid = server_pid
+
+    @contextlib.contextmanager
+    def measure(self) -> Iterator[list[CpuUse]]:
+        out: list[CpuUse] = []
+        busy0, total0 = _machine_ticks()
+        wall0, ours0 = time.perf_counter(), time.process_time()
+        server0 = _process_ticks(self.server_pid) if self.server_pid else None
+        yield out
+        wall = max(time.perf_counter() - wall0, 1e-9)
+        ours = time.process_time() - ours0
+        busy1, total1 = _machine_ticks()
+        cores = os.cpu_count() or 1
+        machine = 100.0 * cores * (busy1 - busy0) / max(total1 - total0, 1)
+        server: float | None = None
+        if server0 is not None and self.server_pid:
+            server1 = _process_ticks(self.server_pid)
+            if server1 is not None:
+                server = 100.0 * (server1 - server0) / _TICKS / wall
+        out.append(CpuUse(100.0 * ours / wall, server, machine))
+
+
+# -- rounds and results -------------------------------------------------------------------------
+@dataclass
+class Sample:
+    count: int  # units done (events, rows, appends)
+    seconds: float
+    cpu: CpuUse
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds if self.seconds > 0 else float("inf")
+
+
+@dataclass
+class Measured:
+    """One measured path: its samples, one per round."""
+
+    name: str
+    unit: str
+    floor: str | None = None  # the name of the path it is compared with (None: it is a floor)
+    samples: list[Sample] = field(default_factory=list)
+
+    def median_rate(self) -> float:
+        return statistics.median(s.rate for s in self.samples)
+
+
+class Bench:
+    """Paths measured in interleaved rounds; ratios are taken within a round, then the median."""
+
+    def __init__(self, meter: CpuMeter) -> None:
+        self.meter = meter
+        self.paths: dict[str, Measured] = {}
+
+    def path(self, name: str, unit: str, floor: str | None = None) -> Measured:
+        if name not in self.paths:
+            self.paths[name] = Measured(name, unit, floor)
+        return self.paths[name]
+
+    def measure(self, name: str, unit: str, fn: Callable[[], int], *, floor: str | None = None) -> Sample:
+        """Time ``fn`` (which returns how many units it did) and record it under ``name``."""
+        with self.meter.measure() as cpu:
+            started = time.perf_counter()
+            count = fn()
+            seconds = time.perf_counter() - started
+        sample = Sample(count, seconds, cpu[0])
+        self.path(name, unit, floor).samples.append(sample)
+        print(f"  {name}: {count} {unit} in {seconds:.2f} s = {sample.rate:,.0f}/s  (cpu {cpu[0].render()})")
+        return sample
+
+    def ratio(self, name: str, floor: str | None = None) -> float | None:
+        """Median over rounds of rate(name) / rate(floor) in the same round."""
+        p = self.paths[name]
+        f = self.paths.get(floor or p.floor or "")
+        if f is None:
+            return None
+        pairs = zip(p.samples, f.samples, strict=False)
+        return statistics.median(a.rate / b.rate for a, b in pairs)
+
+    def table(self, title: str, *, baseline: str | None = None) -> str:
+        """A markdown table: median rate, ratio to the path's floor (and to ``baseline``), CPU use."""
+        head = "| path | unit | median rate /s | ratio to floor | floor |"
+        rule = "|---|---|---:|---:|---|"
+        if baseline:
+            head += f" ratio to {baseline} |"
+            rule += "---:|"
+        lines = [
+            f"### {title}",
+            "",
+            head + " rates per round /s | CPU % this process / server / machine |",
+            rule + "---|---|",
+        ]
+        for p in self.paths.values():
+            r = self.ratio(p.name) if p.floor else None
+            ratio = "floor" if p.floor is None else (f"{r:.2f}" if r is not None else "-")
+            row = f"| {p.name} | {p.unit} | {p.median_rate():,.0f} | {ratio} | {p.floor or ''} |"
+            if baseline:
+                b = self.ratio(p.name, baseline)
+                row += f" {b:.2f} |" if b is not None else " - |"
+            rates = ", ".join(f"{s.rate:,.0f}" for s in p.samples)
+            mid = sorted(p.samples, key=lambda s: s.rate)[len(p.samples) // 2]
+            lines.append(f"{row} {rates} | {mid.cpu.render()} |")
+        return "\n".join(lines)
+
+
+# -- servers ------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def nats_server() -> Iterator[NatsServer]:
+    """The project's pinned nats-server on a free port, with a temporary store (never port 4222)."""
+    with tempfile.TemporaryDirectory(prefix="stratus-bench-nats-") as d:
+        server = NatsServer(store_dir=Path(d) / "store")
+        server.start()
+        try:
+            yield server
+        finally:
+            server.close()
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
