@@ -129,33 +129,36 @@ class ReadModelView(TrackingRecorder):
 
     # -- the batch's working set --------------------------------------------------------------
     def load(self, keys: Keys) -> None:
+        """Fetch the rows ``keys`` names: one query per table, all sent in one round trip."""
         ws = self._ws = _WorkingSet()
-        if keys.instances:
-            for row in self._select("instances", INSTANCE_COLUMNS, "id = ANY(%s)", list(keys.instances)):
-                ws.instances[row["id"]] = row
-        if keys.hosts:
-            for row in self._select("hosts", HOST_COLUMNS, "id = ANY(%s)", list(keys.hosts)):
-                ws.hosts[row["id"]] = row
-        if keys.claims:
-            host_ids = [k[0] for k in keys.claims]
-            instance_ids = [k[1] for k in keys.claims]
+        with self.conn.pipeline():
+            instances = self._select("instances", INSTANCE_COLUMNS, "id = ANY(%s)", keys.instances)
+            hosts = self._select("hosts", HOST_COLUMNS, "id = ANY(%s)", keys.hosts)
+            pairs = list(keys.claims)
             where = "(host_id, instance_id) IN (SELECT * FROM unnest(%s::uuid[], %s::text[]))"
-            for row in self._select("host_claims", CLAIM_COLUMNS, where, host_ids, instance_ids):
-                ws.claims[(row["host_id"], row["instance_id"])] = row
-        if keys.flavors:
-            for row in self._select("flavors", FLAVOR_COLUMNS, "id = ANY(%s)", list(keys.flavors)):
-                ws.flavors[row["id"]] = row
+            by_pair = ([h for h, _ in pairs], [i for _, i in pairs])
+            claims = self._select("host_claims", CLAIM_COLUMNS, where, keys.claims, *by_pair)
+            flavors = self._select("flavors", FLAVOR_COLUMNS, "id = ANY(%s)", keys.flavors)
+        ws.instances = {row["id"]: row for row in _rows(instances)}
+        ws.hosts = {row["id"]: row for row in _rows(hosts)}
+        ws.claims = {(row["host_id"], row["instance_id"]): row for row in _rows(claims)}
+        ws.flavors = {row["id"]: row for row in _rows(flavors)}
 
-    def _select(self, table: str, columns: Sequence[str], where: str, *params: Any) -> list[Row]:
+    def _select(
+        self, table: str, columns: Sequence[str], where: str, keys: frozenset[Any], *params: Any
+    ) -> psycopg.Cursor[Row] | None:
+        """Send the query (in pipeline mode its rows are fetched later); None when no key asks for it."""
+        if not keys:
+            return None
         query = sql.SQL("SELECT {} FROM {}.{} WHERE {}").format(
             sql.SQL(", ").join(map(sql.Identifier, columns)),
             self._s,
             sql.Identifier(table),
             sql.SQL(where),  # type: ignore[arg-type]
         )
-        with self.conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
-            cur.execute(query, params)
-            return cur.fetchall()
+        cur = self.conn.cursor(row_factory=psycopg.rows.dict_row)
+        cur.execute(query, params or (list(keys),))
+        return cur
 
     @property
     def ws(self) -> _WorkingSet:
@@ -202,6 +205,11 @@ class ReadModelView(TrackingRecorder):
 
     def flush(self, position: int) -> None:
         """Write every changed row, then the tracking position and its NOTIFY (delivered at commit)."""
+        with self.conn.pipeline():
+            self._write(position)
+        self._ws = None
+
+    def _write(self, position: int) -> None:
         ws = self.ws
         self._upsert("instances", INSTANCE_COLUMNS, ("id",), [ws.instances[k] for k in ws.dirty_instances])
         self._upsert("hosts", HOST_COLUMNS, ("id",), [ws.hosts[k] for k in ws.dirty_hosts])
@@ -221,7 +229,6 @@ class ReadModelView(TrackingRecorder):
             sql.SQL("UPDATE {}.tracking SET position = %s, updated_at = now()").format(self._s), (position,)
         )
         self.conn.execute("SELECT pg_notify(%s, %s)", (POSITION_CHANNEL, str(position)))
-        self._ws = None
 
     def discard(self) -> None:
         self._ws = None
@@ -240,6 +247,13 @@ class ReadModelView(TrackingRecorder):
         )
         with self.conn.cursor() as cur:
             cur.executemany(query, [tuple(_adapt(row[c]) for c in columns) for row in rows])
+
+
+def _rows(cur: psycopg.Cursor[Row] | None) -> list[Row]:
+    if cur is None:
+        return []
+    with cur:
+        return cur.fetchall()
 
 
 def _adapt(value: Any) -> Any:
@@ -441,7 +455,9 @@ class Projector:
     def apply_batch(self, batch: Batch) -> BatchResult:
         if not batch.notifications:
             return BatchResult(True, batch.after)
-        with self.conn.transaction():
+        # Pipeline mode: BEGIN, the lock and the tracking read go in one round trip, the loads in
+        # another, the writes and COMMIT in a third.
+        with self.conn.pipeline(), self.conn.transaction():
             if self.lock:
                 self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
             row = self.conn.execute(
