@@ -455,8 +455,9 @@ class Projector:
     def apply_batch(self, batch: Batch) -> BatchResult:
         if not batch.notifications:
             return BatchResult(True, batch.after)
-        # Pipeline mode: BEGIN, the lock and the tracking read go in one round trip, the loads in
-        # another, the writes and COMMIT in a third.
+        # Pipeline mode groups the statements into a few round trips (BEGIN with the lock and the
+        # tracking read, the loads, the writes with COMMIT). The server still runs them in order: the
+        # tracking table's name is resolved only once the lock is held.
         with self.conn.pipeline(), self.conn.transaction():
             if self.lock:
                 self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
