@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 bench.table(
                     f"Event store appends ({args.events} events per path per round, {args.rounds} rounds)",
-                    baseline="raw js.publish, payload only",
+                    baselines=[("payload-only publish", "raw js.publish, payload only")],
                 )
             )
         finally:

@@ -15,7 +15,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -193,13 +193,15 @@ class Bench:
         pairs = zip(p.samples, f.samples, strict=False)
         return statistics.median(a.rate / b.rate for a, b in pairs)
 
-    def table(self, title: str, *, baseline: str | None = None) -> str:
-        """A markdown table: median rate, ratio to the path's floor (and to ``baseline``), CPU use."""
-        head = "| path | unit | median rate /s | ratio to floor | floor |"
-        rule = "|---|---|---:|---:|---|"
-        if baseline:
-            head += f" ratio to {baseline} |"
-            rule += "---:|"
+    def table(self, title: str, *, baselines: Sequence[tuple[str, str]] = ()) -> str:
+        """A markdown table: median rate, ratio to the path's floor and to each of ``baselines``
+        ((column label, path name)), the rates of every round, and the CPU use of the median round."""
+        with_floor = any(p.floor for p in self.paths.values())
+        head, rule = "| path | unit | median rate /s |", "|---|---|---:|"
+        if with_floor:
+            head, rule = head + " ratio to its floor | floor |", rule + "---:|---|"
+        for label, _ in baselines:
+            head, rule = head + f" ratio to {label} |", rule + "---:|"
         lines = [
             f"### {title}",
             "",
@@ -207,16 +209,20 @@ class Bench:
             rule + "---|---|",
         ]
         for p in self.paths.values():
-            r = self.ratio(p.name) if p.floor else None
-            ratio = "floor" if p.floor is None else (f"{r:.2f}" if r is not None else "-")
-            row = f"| {p.name} | {p.unit} | {p.median_rate():,.0f} | {ratio} | {p.floor or ''} |"
-            if baseline:
-                b = self.ratio(p.name, baseline)
-                row += f" {b:.2f} |" if b is not None else " - |"
+            row = f"| {p.name} | {p.unit} | {p.median_rate():,.0f} |"
+            if with_floor:
+                r = self.ratio(p.name) if p.floor else None
+                row += f" {_fmt(r) if p.floor else 'floor'} | {p.floor or ''} |"
+            for _, name in baselines:
+                row += f" {_fmt(self.ratio(p.name, name))} |"
             rates = ", ".join(f"{s.rate:,.0f}" for s in p.samples)
             mid = sorted(p.samples, key=lambda s: s.rate)[len(p.samples) // 2]
             lines.append(f"{row} {rates} | {mid.cpu.render()} |")
         return "\n".join(lines)
+
+
+def _fmt(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}"
 
 
 # -- servers ------------------------------------------------------------------------------------

@@ -1,0 +1,471 @@
+"""Events per second of a read-model rebuild, against the raw floors of reading and writing.
+
+Run: ``python -m tests.bench.bench_rebuild [--events N] [--rounds R]`` (a few minutes at most).
+It starts its own nats-server (temporary store, free port), uses PostgreSQL from ``DATABASE_URL``,
+else 127.0.0.1:5432 (user postgres), else an embedded one (``stratus.postgres``), in a database of its
+own that it drops at the end. It builds a realistic log of about N events (flavors, hosts, servers
+requested, claimed, scheduled, spawned, some failed, a third deleted; lifecycles interleaved, as
+many servers are in flight at once), then measures in each of R interleaved rounds:
+
+- reading the whole stream: a raw-protocol reader (socket, batch direct gets, counting only), a
+  nats-py ordered push consumer, nats-py batch direct gets, ``recorder.read_messages``, and
+  ``Projector.fetch`` (the rebuild's reader: Notifications decoded to domain events);
+- writing N rows shaped like ``stratus_rm.instances`` (same table, same indexes): ``COPY``, and
+  ``executemany`` of the projection's ``INSERT ... ON CONFLICT DO UPDATE`` in one transaction;
+- ``projections.rebuild.rebuild`` of the whole log (replay into a new schema, swap).
+
+Rates are medians over rounds; ratios are taken within a round (same load), then the median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import random
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import psycopg
+from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import Mapper, StoredEvent
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from commands.app import Stratus
+from commands.flavor import Flavor
+from commands.host import Host, Resources
+from commands.instance import Instance
+from projections import apply
+from projections.projection import Projector
+from projections.rebuild import rebuild
+from projections.schema import INSTANCE_COLUMNS, LIVE_SCHEMA, create_schema
+from stratus.config import Settings
+from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
+from stratus.postgres import (
+    EmbeddedPostgres,
+    PostgresUnavailable,
+    check_connection,
+    create_database,
+    drop_database,
+)
+from stratus.serialization import dumps
+from tests.bench.harness import Bench, CpuMeter, loadavg, machine_lines, nats_server
+from tests.bench.rawnats import RawNats
+
+LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
+RAW_READ = "read: raw protocol, batch direct get (no client library)"
+ORDERED_READ = "read: nats-py ordered push consumer"
+COPY = "write: COPY into instances"
+REBUILD = "projections.rebuild.rebuild"
+
+
+# -- the log --------------------------------------------------------------------------------------
+class LogBuilder:
+    """Appends domain events in the order they happen, up to ~900 per atomic append."""
+
+    def __init__(self, recorder: JetStreamApplicationRecorder, mapper: Mapper[UUID]) -> None:
+        self.recorder = recorder
+        self.mapper = mapper
+        self.buffer: list[StoredEvent] = []
+        self.types: Counter[str] = Counter()
+        self.appended = 0
+
+    def emit(self, *aggregates: Aggregate) -> None:
+        for agg in aggregates:
+            for event in agg.collect_events():
+                self.buffer.append(self.mapper.to_stored_event(event))
+                self.types[type(event).__qualname__] += 1
+        if len(self.buffer) >= 900:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buffer:
+            self.recorder.append(self.buffer)
+            self.appended += len(self.buffer)
+            self.buffer = []
+
+
+def build_log(
+    builder: LogBuilder, events: int, *, hosts: int = 50, in_flight: int = 400, seed: int = 7
+) -> None:
+    """About ``events`` events of a busy cloud: servers go through their lifecycles interleaved."""
+    rng = random.Random(seed)
+    flavors = [
+        Flavor.create(
+            flavorid=f"m1.{i}", name=f"m1.{i}", vcpus=1 + i % 8, ram=512 * (1 + i % 16), disk=10 + i
+        )
+        for i in range(20)
+    ]
+    builder.emit(*flavors)
+    host_list = [Host.register(f"compute-{i:03}", 512, 2**21, 2**16) for i in range(hosts)]
+    builder.emit(*host_list)
+    # Each server in flight: (instance, its host or None, next step).
+    flight: list[tuple[Instance, Host | None, str]] = []
+    n = 0
+    while builder.appended + len(builder.buffer) < events:
+        if len(flight) < in_flight and (not flight or rng.random() < 0.3):
+            flavor = rng.choice(flavors)
+            inst = Instance.request(
+                uuid4(),
+                name=f"vm-{n}",
+                project_id=f"project-{n % 37}",
+                user_id=f"user-{n % 101}",
+                flavor=flavor.snapshot_for_instance(),
+                image_ref="cirros-0.6.2-x86_64",
+                metadata={"role": rng.choice(["web", "db", "batch"]), "n": str(n)},
+                availability_zone=None,
+                request_key=None,
+            )
+            n += 1
+            builder.emit(inst)
+            flight.append((inst, None, "schedule"))
+            continue
+        i = rng.randrange(len(flight))
+        inst, host, step = flight[i]
+        if step == "schedule":
+            if rng.random() < 0.03:
+                inst.fail("NoValidHost", "No valid host was found.")
+                builder.emit(inst)
+                flight[i] = (inst, None, "delete")
+                continue
+            host = rng.choice(host_list)
+            host.claim(inst.server_id, Resources.of_flavor(inst.flavor))
+            inst.schedule(host.hostname)
+            builder.emit(host, inst)
+            flight[i] = (inst, host, "spawn")
+        elif step == "spawn":
+            inst.start_spawning(inst.host or "")
+            builder.emit(inst)
+            flight[i] = (inst, host, "spawned")
+        elif step == "spawned":
+            inst.finish_spawning(1)
+            builder.emit(inst)
+            if rng.random() < 0.35:
+                flight[i] = (inst, host, "delete")
+            else:
+                flight.pop(i)  # stays ACTIVE
+        elif step == "delete":
+            inst.request_delete()
+            if host is None:
+                inst.mark_deleted()
+                builder.emit(inst)
+                flight.pop(i)
+            else:
+                builder.emit(inst)
+                flight[i] = (inst, host, "deleted")
+        else:
+            assert host is not None
+            inst.mark_deleted()
+            host.release(inst.server_id)
+            builder.emit(inst, host)
+            flight.pop(i)
+    builder.flush()
+
+
+# -- reading the stream ---------------------------------------------------------------------------
+async def ordered_consumer(bridge: NatsBridge, stream: str, subject: str, total: int) -> int:
+    done = asyncio.Event()
+    count = 0
+
+    async def cb(msg: Any) -> None:
+        nonlocal count
+        count += 1
+        if count >= total:
+            done.set()
+
+    sub = await bridge.js.subscribe(subject, stream=stream, ordered_consumer=True, cb=cb)
+    try:
+        await asyncio.wait_for(done.wait(), 300)
+    finally:
+        await sub.unsubscribe()
+    return count
+
+
+async def direct_get_all(bridge: NatsBridge, stream: str, subject: str, batch: int = 1000) -> int:
+    """nats-py batch direct gets from sequence 1, counting (one subscription, sequential requests)."""
+    nc = bridge.nc
+    inbox = nc.new_inbox()
+    queue: asyncio.Queue[bool] = asyncio.Queue()
+    count = 0
+
+    async def cb(msg: Any) -> None:
+        nonlocal count
+        if msg.headers and "Status" in msg.headers:
+            queue.put_nowait(True)
+        else:
+            count += 1
+
+    sub = await nc.subscribe(inbox, cb=cb)
+    try:
+        seq = 1
+        while True:
+            before = count
+            request = dumps({"seq": seq, "next_by_subj": subject, "batch": batch})
+            await nc.publish(f"$JS.API.DIRECT.GET.{stream}", request, reply=inbox)
+            await asyncio.wait_for(queue.get(), 30)
+            if count == before:
+                return count
+            seq += count - before
+    finally:
+        await sub.unsubscribe()
+
+
+def read_messages_all(recorder: JetStreamApplicationRecorder, page: int = 2000) -> int:
+    start, total = 1, 0
+    while msgs := recorder.read_messages(start, page):
+        total += len(msgs)
+        start += len(msgs)
+    return total
+
+
+def fetch_all(projector: Projector) -> int:
+    """What the rebuild reads: Notifications, decoded to the domain events the read models show."""
+    after, total = 0, 0
+    while (batch := projector.fetch(after)).notifications:
+        total += len(batch.notifications)
+        after = batch.last
+    return total
+
+
+# -- writing rows ---------------------------------------------------------------------------------
+def instance_rows(n: int) -> list[dict[str, Any]]:
+    """``n`` rows of ``stratus_rm.instances`` as the projection makes them (from real events)."""
+    flavor = {
+        "id": "m1.small",
+        "name": "m1.small",
+        "vcpus": 1,
+        "ram": 2048,
+        "disk": 20,
+        "ephemeral": 0,
+        "swap": 0,
+    }
+    rows = []
+    for i in range(n):
+        inst = Instance.request(
+            uuid4(),
+            name=f"vm-{i}",
+            project_id=f"project-{i % 37}",
+            user_id=f"user-{i % 101}",
+            flavor=flavor,
+            image_ref="cirros-0.6.2-x86_64",
+            metadata={"role": "web", "n": str(i)},
+            availability_zone=None,
+            request_key=None,
+        )
+        (event,) = inst.collect_events()
+        rows.append(apply.instance_requested(event, i + 1))
+    return rows
+
+
+def _json(value: Any) -> Any:
+    return Jsonb(value, dumps=lambda o: dumps(o).decode()) if isinstance(value, (dict, list)) else value
+
+
+def copy_rows(conn: psycopg.Connection[Any], schema: str, rows: list[dict[str, Any]]) -> int:
+    columns = sql.SQL(", ").join(map(sql.Identifier, INSTANCE_COLUMNS))
+    statement = sql.SQL("COPY {}.instances ({}) FROM STDIN").format(sql.Identifier(schema), columns)
+    with conn.transaction(), conn.cursor() as cur, cur.copy(statement) as copy:
+        for row in rows:
+            copy.write_row([_json(row[c]) for c in INSTANCE_COLUMNS])
+    return len(rows)
+
+
+def upsert_rows(conn: psycopg.Connection[Any], schema: str, rows: list[dict[str, Any]]) -> int:
+    """The statement ``ReadModelView`` writes a batch's changed rows with, for all rows at once."""
+    updates = [c for c in INSTANCE_COLUMNS if c != "id"]
+    statement = sql.SQL("INSERT INTO {}.instances ({}) VALUES ({}) ON CONFLICT (id) DO UPDATE SET {}").format(
+        sql.Identifier(schema),
+        sql.SQL(", ").join(map(sql.Identifier, INSTANCE_COLUMNS)),
+        sql.SQL(", ").join(sql.Placeholder() * len(INSTANCE_COLUMNS)),
+        sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in updates),
+    )
+    with conn.transaction(), conn.cursor() as cur:
+        cur.executemany(statement, [tuple(_json(row[c]) for c in INSTANCE_COLUMNS) for row in rows])
+    return len(rows)
+
+
+def fresh_schema(conn: psycopg.Connection[Any], name: str) -> None:
+    with conn.transaction():
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+        create_schema(conn, name)
+
+
+# -- PostgreSQL -----------------------------------------------------------------------------------
+@contextlib.contextmanager
+def postgres_admin_url() -> Iterator[tuple[str, str]]:
+    """(admin URL, where it came from): DATABASE_URL, else the local server, else an embedded one."""
+    url = Settings.from_env().database_url
+    if url:
+        yield url, "DATABASE_URL"
+        return
+    try:
+        check_connection(LOCAL_POSTGRES, timeout=2)
+        yield LOCAL_POSTGRES, "127.0.0.1:5432"
+        return
+    except PostgresUnavailable:
+        pass
+    with tempfile.TemporaryDirectory(prefix="stratus-bench-pg-") as d:
+        server = EmbeddedPostgres(Path(d) / "data")
+        try:
+            yield server.start(), "embedded (pgserver)"
+        finally:
+            server.stop()
+
+
+def backend_pid(conn: psycopg.Connection[Any]) -> int | None:
+    row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    return int(row[0]) if row else None
+
+
+# -- the run --------------------------------------------------------------------------------------
+def run_round(
+    bench: Bench,
+    *,
+    server_url: str,
+    nats_pid: int | None,
+    bridge: NatsBridge,
+    settings: Settings,
+    recorder: JetStreamApplicationRecorder,
+    mapper: Mapper[UUID],
+    conn: psycopg.Connection[Any],
+    total: int,
+    batch_size: int,
+) -> None:
+    stream, subject = settings.stream, recorder.layout.all
+    pg_pid = backend_pid(conn)
+
+    bench.meter.server_pid = nats_pid
+    raw = RawNats(server_url)
+    try:
+        bench.measure(
+            RAW_READ,
+            "events",
+            lambda: raw.read_stream(stream, subject),
+        )
+    finally:
+        raw.close()
+    bench.measure(
+        ORDERED_READ,
+        "events",
+        lambda: bridge.run(lambda: ordered_consumer(bridge, stream, subject, total), 600),
+    )
+    bench.measure(
+        "read: nats-py batch direct get",
+        "events",
+        lambda: bridge.run(lambda: direct_get_all(bridge, stream, subject), 600),
+    )
+    bench.measure("read: recorder.read_messages", "events", lambda: read_messages_all(recorder))
+    projector = Projector(recorder, mapper, conn, schema="bench_fetch", batch_size=batch_size, lock=False)
+    bench.measure("read: Projector.fetch (decoded events)", "events", lambda: fetch_all(projector))
+
+    bench.meter.server_pid = pg_pid
+    rows = instance_rows(total)
+    fresh_schema(conn, "bench_copy")
+    bench.measure(COPY, "rows", lambda: copy_rows(conn, "bench_copy", rows))
+    fresh_schema(conn, "bench_upsert")
+    bench.measure(
+        "write: executemany INSERT ON CONFLICT into instances",
+        "rows",
+        lambda: upsert_rows(conn, "bench_upsert", rows),
+    )
+
+    def rebuilt() -> int:
+        result = rebuild(conn, recorder, mapper, batch_size=batch_size)
+        if result.position != total:
+            raise RuntimeError(f"rebuild reached {result.position}, the log has {total}")
+        return result.position
+
+    bench.measure(REBUILD, "events", rebuilt)
+
+
+def check_read_models(conn: psycopg.Connection[Any], builder: LogBuilder) -> str:
+    instances = conn.execute(sql.SQL("SELECT count(*) FROM {}.instances").format(sql.Identifier(LIVE_SCHEMA)))
+    count = instances.fetchone()
+    assert count is not None
+    requested = builder.types["Instance.Requested"]
+    if count[0] != requested:
+        raise RuntimeError(f"the rebuilt read model has {count[0]} instances, the log requested {requested}")
+    return f"{count[0]} instances"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.bench_rebuild", description=__doc__)
+    parser.add_argument("--events", type=int, default=20_000, help="size of the log")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=2000, help="the rebuild's batch size")
+    args = parser.parse_args(argv)
+
+    with nats_server() as server, postgres_admin_url() as (admin_url, pg_source):
+        settings = dataclasses.replace(
+            Settings(), nats_urls=(server.url,), stream="BENCH", subject_prefix="bench.ev"
+        )
+        dbname = f"bench_rebuild_{uuid.uuid4().hex[:8]}"
+        db_url = create_database(admin_url, dbname)
+        bridge = NatsBridge(settings.nats_urls, name="bench").start()
+        try:
+            factory = Factory(bridge=bridge, settings=settings)
+            recorder = factory.application_recorder()
+            app = Stratus(factory)
+            builder = LogBuilder(recorder, app.mapper)
+            started = time.perf_counter()
+            build_log(builder, args.events)
+            built = time.perf_counter() - started
+            total = recorder.max_notification_id() or 0
+            with psycopg.connect(db_url, autocommit=True) as conn:
+                pg_version = conn.execute("SHOW server_version").fetchone()
+                print(
+                    "\n".join(
+                        machine_lines({"postgresql": f"{pg_version[0] if pg_version else '?'} ({pg_source})"})
+                    )
+                )
+                types = ", ".join(f"{k} {v}" for k, v in builder.types.most_common())
+                print(f"log: {total} events built in {built:.1f} s ({total / built:,.0f}/s): {types}")
+                bench = Bench(CpuMeter(server.pid))
+                for r in range(args.rounds):
+                    print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
+                    run_round(
+                        bench,
+                        server_url=server.url,
+                        nats_pid=server.pid,
+                        bridge=bridge,
+                        settings=settings,
+                        recorder=recorder,
+                        mapper=app.mapper,
+                        conn=conn,
+                        total=total,
+                        batch_size=args.batch_size,
+                    )
+                print(
+                    f"load average at end: {loadavg()}; read models after the last rebuild: "
+                    f"{check_read_models(conn, builder)}"
+                )
+            print()
+            title = f"Rebuild of a {total}-event log ({args.rounds} rounds, batches of {args.batch_size})"
+            baselines = [
+                ("raw-protocol read", RAW_READ),
+                ("nats-py ordered consumer", ORDERED_READ),
+                ("COPY", COPY),
+            ]
+            print(bench.table(title, baselines=baselines))
+            print()
+            print("Ratios of the rebuild (median over rounds of the same round's ratio):")
+            for floor in bench.paths:
+                if floor != REBUILD:
+                    ratio = bench.ratio(REBUILD, floor)
+                    print(f"- rebuild / {floor}: {ratio:.2f}" if ratio is not None else f"- {floor}: -")
+        finally:
+            bridge.close()
+            drop_database(admin_url, dbname)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,81 @@
+"""A minimal NATS protocol reader (a blocking socket, no nats-py) for the JetStream read floor.
+
+It reads a whole stream with batch direct gets and only counts messages, so its rate is what the
+server and the loopback deliver, before any client library parses a header or schedules a callback.
+Benchmarks only: no reconnects, no TLS, no auth.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from urllib.parse import urlsplit
+
+
+class RawNats:
+    def __init__(self, url: str, timeout: float = 30.0) -> None:
+        parts = urlsplit(url)
+        self.sock = socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 4222), timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = bytearray()
+        self._line()  # INFO
+        connect = {"verbose": False, "pedantic": False, "headers": True, "no_responders": True, "lang": "raw"}
+        self.sock.sendall(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
+        while self._line() != b"PONG":
+            pass
+        self.sock.sendall(b"SUB _RAW.inbox 1\r\n")
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _fill(self) -> None:
+        chunk = self.sock.recv(1 << 20)
+        if not chunk:
+            raise ConnectionError("nats-server closed the connection")
+        self.buf += chunk
+
+    def _line(self) -> bytes:
+        while (end := self.buf.find(b"\r\n")) < 0:
+            self._fill()
+        line = bytes(self.buf[:end])
+        del self.buf[: end + 2]
+        return line
+
+    def _take(self, n: int) -> bytes:
+        while len(self.buf) < n + 2:
+            self._fill()
+        data = bytes(self.buf[:n])
+        del self.buf[: n + 2]
+        return data
+
+    def direct_batch(self, stream: str, seq: int, subject: str, batch: int) -> int:
+        """One batch direct get from ``seq``; the number of messages it returned (0 at the end)."""
+        request = json.dumps({"seq": seq, "next_by_subj": subject, "batch": batch}).encode()
+        self.sock.sendall(
+            b"PUB $JS.API.DIRECT.GET.%s _RAW.inbox %d\r\n%s\r\n" % (stream.encode(), len(request), request)
+        )
+        count = 0
+        while True:
+            line = self._line()
+            if line == b"PING":
+                self.sock.sendall(b"PONG\r\n")
+                continue
+            if line.startswith(b"-ERR"):
+                raise ConnectionError(line.decode())
+            if not line.startswith(b"HMSG"):
+                continue  # +OK, PONG, INFO updates
+            fields = line.split()
+            total = int(fields[-1])  # header length in fields[-2]
+            data = self._take(total)
+            status = data[9:12]  # "NATS/1.0 204 ..." on the status messages, "NATS/1.0\r\n" otherwise
+            if status.isdigit():
+                return count  # 204 end of batch, 404 nothing (more) to read
+            count += 1
+
+    def read_stream(self, stream: str, subject: str, batch: int = 1000) -> int:
+        """Read every message on ``subject`` (dense sequences from 1, no deletes); the count."""
+        seq, total = 1, 0
+        while n := self.direct_batch(stream, seq, subject, batch):
+            total += n
+            seq += n
+        return total
