@@ -31,6 +31,7 @@ import psycopg
 from psycopg import sql
 
 from stratus.config import Settings
+from stratus.supervisor import die_with_parent
 
 # As root, PostgreSQL refuses to run; the server then runs as this system user (the name the
 # pgserver wheel itself uses, so a machine that ran either has one user, not two).
@@ -175,15 +176,7 @@ class EmbeddedPostgres:
     def is_alive(self) -> bool:
         """A cheap liveness check for a started server: its postmaster process exists."""
         pid = self.postmaster_pid()
-        if pid is None:
-            return False
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return pid is not None and _process_exists(pid)
 
     def postmaster_pid(self) -> int | None:
         """The server's process id while it runs (first line of ``postmaster.pid``)."""
@@ -195,19 +188,9 @@ class EmbeddedPostgres:
 
     def start(self) -> str:
         """Start the server (initialising ``pgdata`` if new) and return its URL."""
-        self._prepare_directories()
+        self._prepare()
         if not (self.pgdata / "PG_VERSION").exists():
-            self._run(
-                [
-                    str(self._bin / "initdb"),
-                    "-D", str(self.pgdata),
-                    "-U", SUPERUSER,
-                    "--auth=trust",
-                    "--encoding=UTF8",
-                    "--locale=C",
-                ],
-                "initdb",
-            )
+            self._initdb()
         if not self.is_running():
             # pg_ctl hands these to a shell.
             options = f"-c listen_addresses='' -k {shlex.quote(str(self.socket_dir))}"
@@ -228,20 +211,63 @@ class EmbeddedPostgres:
         except OSError:
             return ""
 
-    def _prepare_directories(self) -> None:
-        self.pgdata.mkdir(parents=True, exist_ok=True)
-        self.pgdata.chmod(0o700)
+    def _prepare(self) -> None:
+        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         socket_dir = self.socket_dir
         if socket_dir != self.pgdata:
             socket_dir.mkdir(mode=0o700, exist_ok=True)
-        if self._user is None:
-            return
-        entry = _ensure_system_user(self._user)
-        for d in {self.pgdata, socket_dir}:
-            os.chown(d, entry.pw_uid, entry.pw_gid)
-        # The server's user must be able to reach its directories and the wheel's binaries.
-        for path in (self.pgdata, socket_dir, self._bin):
-            _ensure_traversable(path.parent)
+            self._own(socket_dir)
+        if self._user is not None:
+            # The server's user must be able to reach its directories and the wheel's binaries.
+            for path in (self.pgdata, socket_dir, self._bin):
+                _ensure_traversable(path.parent)
+
+    def _initdb(self) -> None:
+        """Initialise a data directory beside ``pgdata`` and move it into place once complete.
+
+        An initdb that is interrupted (its caller killed, say) then never leaves a half-made
+        ``pgdata`` behind, which PostgreSQL could neither use nor initialise again.
+        """
+        if self.pgdata.exists():
+            if any(self.pgdata.iterdir()):
+                raise EmbeddedPostgresError(
+                    f"{self.pgdata} exists and holds no PostgreSQL data directory (no PG_VERSION); "
+                    "move it away or delete it"
+                )
+            self.pgdata.rmdir()
+        prefix = f".{self.pgdata.name}.initdb-"
+        for abandoned in self.pgdata.parent.glob(prefix + "*"):
+            pid = abandoned.name.removeprefix(prefix)
+            if not (pid.isdigit() and _process_exists(int(pid))):
+                shutil.rmtree(abandoned, ignore_errors=True)
+        staging = self.pgdata.parent / f"{prefix}{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(mode=0o700)
+        self._own(staging)
+        try:
+            self._run(
+                [
+                    str(self._bin / "initdb"),
+                    "-D", str(staging),
+                    "-U", SUPERUSER,
+                    "--auth=trust",
+                    "--encoding=UTF8",
+                    "--locale=C",
+                ],
+                "initdb",
+            )
+            staging.rename(self.pgdata)
+        except OSError as e:
+            if not (self.pgdata / "PG_VERSION").exists():
+                raise EmbeddedPostgresError(f"cannot move {staging} to {self.pgdata}: {e}") from e
+            # Another process initialised the same directory first: use theirs.
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _own(self, directory: Path) -> None:
+        if self._user is not None:
+            entry = _ensure_system_user(self._user)
+            os.chown(directory, entry.pw_uid, entry.pw_gid)
 
     def _pg_ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self._run(
@@ -265,6 +291,8 @@ class EmbeddedPostgres:
                 done = subprocess.run(
                     argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     text=True, cwd="/", timeout=self.start_timeout + 30, **as_user,
+                    # initdb and pg_ctl end with their caller (the server pg_ctl starts does not).
+                    preexec_fn=die_with_parent(),
                 )
             except (OSError, subprocess.SubprocessError) as e:
                 raise EmbeddedPostgresError(f"{what} failed for {self.pgdata}: {e}") from e
@@ -295,6 +323,16 @@ def _ensure_system_user(name: str) -> pwd.struct_passwd:
         detail = getattr(e, "stderr", "") or str(e)
         raise EmbeddedPostgresError(f"cannot create system user {name!r}: {detail}") from e
     return pwd.getpwnam(name)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _ensure_traversable(directory: Path) -> None:

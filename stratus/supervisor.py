@@ -109,8 +109,8 @@ class _OutputPump:
         self._thread.join(timeout)
 
 
-def _parent_death_signal() -> Callable[[], None] | None:
-    """A ``preexec_fn`` asking Linux to SIGTERM the child when the supervisor dies (else None)."""
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking Linux to SIGTERM the child when its parent dies (None elsewhere)."""
     if not sys.platform.startswith("linux"):
         return None
     libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
@@ -169,7 +169,7 @@ class ChildProcess(Part):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_parent_death_signal(),
+                preexec_fn=die_with_parent(),
             )
         except OSError as e:
             raise PartFailed(self.name, f"could not be started ({e})") from e
@@ -263,8 +263,13 @@ class ServicePart(Part):
         return self._exit_status() if self._started else None
 
     def stop(self, grace: float, hurry: threading.Event) -> None:
-        if self._started:
+        if not self._started:
+            return
+        self._started = False
+        try:
             self._stop()
+        except self._errors as e:
+            raise PartFailed(self.name, f"could not be stopped: {e}") from e
 
     def output_tail(self) -> str:
         return self._output_tail() if self._output_tail is not None else ""
@@ -306,10 +311,10 @@ def http_responding(url: str) -> Callable[[], bool]:
 class Supervisor:
     """Starts parts in order, watches them, and stops them in reverse order.
 
-    ``run`` returns 0 after a clean stop on SIGINT/SIGTERM, and 1 when a part failed to start or
-    stopped on its own. Parts without a readiness check count as started once they have stayed up
-    for ``settle`` seconds; only then is ``on_ready`` called. A second signal during shutdown skips
-    the remaining grace periods.
+    ``run`` returns 0 after a clean stop on SIGINT/SIGTERM, and 1 when a part failed to start,
+    stopped on its own, or could not be stopped. Parts without a readiness check count as started
+    once they have stayed up for ``settle`` seconds; only then is ``on_ready`` called. A second
+    signal during shutdown skips the remaining grace periods.
     Must run in the main thread (it installs signal handlers, and restores them on return).
     """
 
@@ -333,6 +338,7 @@ class Supervisor:
         self.log = log if log is not None else sys.stderr
         self.on_ready = on_ready
         self.failure: PartFailed | None = None
+        self.stop_failures: list[PartFailed] = []
         self._started: list[Part] = []
         self._stop_requested = threading.Event()
         self._hurry = threading.Event()
@@ -357,7 +363,7 @@ class Supervisor:
                 if self.failure is not None:
                     self._report(self.failure)
                 self._stop_all()
-        return 1 if self.failure is not None else 0
+        return 1 if self.failure is not None or self.stop_failures else 0
 
     def _start_all(self) -> None:
         for part in self.parts:
@@ -393,8 +399,14 @@ class Supervisor:
         self.log.flush()
 
     def _stop_all(self) -> None:
+        # One part that cannot be stopped must not keep the others running.
         for part in reversed(self._started):
-            part.stop(self.grace, self._hurry)
+            try:
+                part.stop(self.grace, self._hurry)
+            except PartFailed as failure:
+                self.stop_failures.append(failure)
+                self.log.write(f"stratus: {failure.name} {failure.reason}\n")
+                self.log.flush()
         self._started.clear()
 
     @contextlib.contextmanager

@@ -78,10 +78,10 @@ def test_database_url_prefers_the_environment(tmp_path: Path) -> None:
     assert not (tmp_path / "pg").exists()
 
 
-def test_database_url_starts_the_embedded_server_under_the_data_dir(tmp_path: Path) -> None:
-    settings = dataclasses.replace(Settings.from_env({}), data_dir=tmp_path)
+def test_database_url_starts_the_embedded_server_under_the_data_dir(pg_tmp_path: Path) -> None:
+    settings = dataclasses.replace(Settings.from_env({}), data_dir=pg_tmp_path)
     url = database_url(settings)
-    server = EmbeddedPostgres(tmp_path / "pg")
+    server = EmbeddedPostgres(pg_tmp_path / "pg")
     try:
         assert url == server.url
         assert server.is_running() and server.is_alive()
@@ -93,8 +93,8 @@ def test_database_url_starts_the_embedded_server_under_the_data_dir(tmp_path: Pa
     assert not server.is_running() and not server.is_alive()
 
 
-def test_embedded_server_keeps_data_across_restarts(tmp_path: Path) -> None:
-    server = EmbeddedPostgres(tmp_path / "pg")
+def test_embedded_server_keeps_data_across_restarts(pg_tmp_path: Path) -> None:
+    server = EmbeddedPostgres(pg_tmp_path / "pg")
     with server, psycopg.connect(server.url, autocommit=True) as conn:
         conn.execute("CREATE TABLE kept (v text)")
         conn.execute("INSERT INTO kept VALUES ('still here')")
@@ -105,8 +105,8 @@ def test_embedded_server_keeps_data_across_restarts(tmp_path: Path) -> None:
         assert _scalar(server.url, "SELECT v FROM kept") == "still here"
 
 
-def test_embedded_server_with_a_long_data_path_uses_a_short_socket_dir(tmp_path: Path) -> None:
-    deep = tmp_path / ("d" * 60) / ("e" * 60)
+def test_embedded_server_with_a_long_data_path_uses_a_short_socket_dir(pg_tmp_path: Path) -> None:
+    deep = pg_tmp_path / ("d" * 60) / ("e" * 60)
     server = EmbeddedPostgres(deep / "pg")
     assert server.socket_dir != server.pgdata
     with server:

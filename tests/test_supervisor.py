@@ -80,7 +80,7 @@ def test_a_part_that_dies_is_named_with_its_output_and_the_rest_are_stopped(tmp_
         program("""
             import sys, time
             print("placing instances", flush=True)
-            time.sleep(0.5)
+            time.sleep(1.5)  # the others have installed their SIGTERM handlers by then
             print("Traceback: ConnectionRefusedError", file=sys.stderr, flush=True)
             sys.exit(3)
         """),
@@ -359,3 +359,23 @@ def test_on_ready_waits_until_parts_have_settled() -> None:
     assert Supervisor([quitter], settle=3.0, log=log, on_ready=ready.append).run() == 1
     assert ready == []
     assert "projector exited with status 2 unexpectedly" in log.getvalue()
+
+
+def test_a_part_that_cannot_be_stopped_does_not_keep_the_others_running(tmp_path: Path) -> None:
+    journal = tmp_path / "stopped"
+
+    def refuse() -> None:
+        raise OSError("pg_ctl: cannot stop server")
+
+    stuck = ServicePart("postgres", start=lambda: None, stop=refuse, exit_status=lambda: None)
+    log = io.StringIO()
+
+    def stop_when_serving(parts: object) -> None:
+        pid_of(journal, "api")  # its SIGTERM handler is in place
+        sup.request_stop()
+
+    sup = Supervisor([serving("nats", journal), stuck, serving("api", journal)], log=log,
+                     on_ready=stop_when_serving)
+    assert sup.run() == 1
+    assert "postgres could not be stopped: pg_ctl: cannot stop server" in log.getvalue()
+    assert journal.read_text().split() == ["api", "nats"]

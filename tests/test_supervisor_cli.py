@@ -113,11 +113,13 @@ def taken_port() -> Iterator[int]:
         yield int(s.getsockname()[1])
 
 
-def test_run_reports_a_part_that_cannot_start_and_stops_the_servers(tmp_path: Path, taken_port: int) -> None:
-    data = tmp_path / "data"
+def test_run_reports_a_part_that_cannot_start_and_stops_the_servers(
+    pg_tmp_path: Path, taken_port: int
+) -> None:
+    data = pg_tmp_path / "data"
     done = subprocess.run(
         [*STRATUS, "run", "--data-dir", str(data), "--api-bind", f"127.0.0.1:{taken_port}", "--grace", "3"],
-        capture_output=True, text=True, timeout=120, env=clean_env(), cwd=tmp_path,
+        capture_output=True, text=True, timeout=120, env=clean_env(), cwd=pg_tmp_path,
     )
     assert done.returncode == 1, done.stderr
     assert "stratus: api exited with status" in done.stderr
@@ -136,11 +138,11 @@ PARTS_PRESENT = all(
 
 @pytest.mark.slow
 @pytest.mark.skipif(not PARTS_PRESENT, reason="not every part of the control plane exists yet")
-def test_run_starts_the_control_plane_and_stops_it_on_sigterm(tmp_path: Path) -> None:
-    data, port = tmp_path / "data", free_port()
+def test_run_starts_the_control_plane_and_stops_it_on_sigterm(pg_tmp_path: Path) -> None:
+    data, port = pg_tmp_path / "data", free_port()
     proc = subprocess.Popen(
         [*STRATUS, "run", "--data-dir", str(data), "--api-bind", f"127.0.0.1:{port}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env(), cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env(), cwd=pg_tmp_path,
     )
     assert proc.stdout is not None
     output = []
@@ -183,8 +185,8 @@ def test_one_run_per_data_dir(tmp_path: Path) -> None:
     assert "is in use by another `stratus run` (pid 4242)" in done.stderr
 
 
-def test_run_stops_a_server_left_over_by_a_killed_run(tmp_path: Path, taken_port: int) -> None:
-    data = tmp_path / "data"
+def test_run_stops_a_server_left_over_by_a_killed_run(pg_tmp_path: Path, taken_port: int) -> None:
+    data = pg_tmp_path / "data"
     argv = [*STRATUS, "run", "--data-dir", str(data), "--api-bind", f"127.0.0.1:{taken_port}"]
     first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean_env())
     deadline = time.monotonic() + 30
@@ -196,7 +198,7 @@ def test_run_stops_a_server_left_over_by_a_killed_run(tmp_path: Path, taken_port
     leftover = nats_servers_using(data / "nats")
     assert leftover, "expected the killed run's nats-server to outlive it"
 
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=clean_env(), cwd=tmp_path)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=clean_env(), cwd=pg_tmp_path)
     assert f"stopping nats-server (pid {leftover[0]}) left over from an earlier run" in done.stderr
-    assert nats_servers_using(data / "nats") == []
+    assert nats_servers_using(data / "nats") == [], done.stderr
     EmbeddedPostgres(data / "pg").stop()
