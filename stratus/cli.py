@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Each part's entry point, ``module:function``; the function takes Settings and blocks until
-# SIGTERM/SIGINT.
+# Each part's entry point, ``module:function(settings, **options) -> exit status``; the services
+# return on SIGTERM/SIGINT, ``rebuild`` when it is done.
 ENTRY_POINTS = {
     "projector": "projections.runner:main",
     "rebuild": "projections.rebuild:main",
@@ -92,7 +92,11 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _with_database(settings: Settings) -> Settings:
     from stratus import postgres
 
-    return dataclasses.replace(settings, database_url=postgres.database_url(settings))
+    try:
+        url = postgres.database_url(settings)
+    except postgres.PostgresError as e:
+        raise SystemExit(f"stratus: no PostgreSQL for the read models: {e}") from e
+    return dataclasses.replace(settings, database_url=url)
 
 
 def _child_env(settings: Settings) -> dict[str, str]:
@@ -130,12 +134,17 @@ def _cmd_part(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.command in NEEDS_DATABASE:
         settings = _with_database(settings)
+    options: dict[str, object] = {}
+    if getattr(args, "batch_size", None):
+        options["batch_size"] = args.batch_size
+    if getattr(args, "keep_old", False):
+        options["keep_old"] = True
     entry = _load_entry_point(args.command)
-    result = entry(settings)
+    result = entry(settings, **options)
     return result if isinstance(result, int) else 0
 
 
-def _load_entry_point(part: str) -> Callable[[Settings], object]:
+def _load_entry_point(part: str) -> Callable[..., object]:
     module_name, _, function = ENTRY_POINTS[part].partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -143,7 +152,7 @@ def _load_entry_point(part: str) -> Callable[[Settings], object]:
         if e.name is not None and module_name.startswith(e.name):
             raise SystemExit(f"stratus: the {part} is not available ({module_name} is missing)") from e
         raise
-    entry: Callable[[Settings], object] = getattr(module, function)
+    entry: Callable[..., object] = getattr(module, function)
     return entry
 
 
@@ -389,8 +398,12 @@ def _parser() -> argparse.ArgumentParser:
     api = add("api", _cmd_api, "the Compute API under gunicorn")
     api.add_argument("--api-bind", help="address to listen on (STRATUS_API_BIND)")
     api.add_argument("--api-workers", type=int, help="gunicorn workers (STRATUS_API_WORKERS)")
-    add("projector", _cmd_part, "the projection runner: keeps the read models up to date")
-    add("rebuild", _cmd_part, "rebuild the read models from the log, then swap them in")
+    projector = add("projector", _cmd_part, "the projection runner: keeps the read models up to date")
+    projector.add_argument("--batch-size", type=int, help="log entries per transaction (default 500)")
+    rebuild = add("rebuild", _cmd_part, "rebuild the read models from the log, then swap them in")
+    rebuild.add_argument("--batch-size", type=int, help="log entries per transaction (default 2000)")
+    rebuild.add_argument("--keep-old", action="store_true",
+                         help="keep the replaced tables (schema stratus_rm_old) after the swap")
     add("scheduler", _cmd_part, "the scheduler: places requested instances on hosts")
     hv = add("hypervisor", _cmd_part, "the hypervisor worker for one compute host")
     hv.add_argument("--host-name", help="this compute host's name (STRATUS_HOST_NAME)")
