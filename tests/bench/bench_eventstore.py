@@ -21,8 +21,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import statistics
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from uuid import UUID, uuid4
 
 from eventsourcing.persistence import Mapper, StoredEvent
@@ -40,6 +42,7 @@ Message = tuple[str, bytes, dict[str, str]]
 
 EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
 EXPECTED_SEQ_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
+HOPPED = "raw js.publish, same message, one NatsBridge.run each"
 FLAVOR = {
     "id": "m1.small",
     "name": "m1.small",
@@ -163,6 +166,16 @@ def run_round(bench: Bench, e: Env, n: int, batch: int, r: int) -> None:
 
     bench.measure("raw js.publish, same message (new aggregate)", "events", raw_same)
 
+    # The same, but from synchronous code: one NatsBridge.run (a thread hop each way) per publish.
+    hopped = [raw_message(recorder, s, 0) for s in stored(mapper, new_instances(n, f"hop{r}"))]
+
+    def raw_hopped() -> int:
+        for msg in hopped:
+            bridge.run(lambda msg=msg: publish_sequential(bridge, [msg]), 10.0)  # type: ignore[misc]
+        return len(hopped)
+
+    bench.measure(HOPPED, "events", raw_hopped, floor="raw js.publish, same message (new aggregate)")
+
     # (b) ours: one event per append, new aggregates.
     ours_instances = new_instances(n, f"ours{r}")
     ours_new = stored(mapper, ours_instances)
@@ -276,6 +289,27 @@ def run_round(bench: Bench, e: Env, n: int, batch: int, r: int) -> None:
     )
 
 
+def read_latencies(e: Env, samples: int = 100) -> str:
+    """A markdown row: medians (ms) of reads whose server-side cost may grow with the stream."""
+
+    async def info() -> int:
+        return (await e.bridge.js.stream_info(e.recorder.stream)).state.messages
+
+    def median_ms(fn: Callable[[], object]) -> float:
+        times = []
+        for _ in range(samples):
+            started = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - started)
+        return 1000 * statistics.median(times)
+
+    messages = e.bridge.run(info, 10.0)
+    load = median_ms(lambda: e.handlers.flavor("m1.small"))
+    head = median_ms(e.recorder.max_notification_id)
+    stream_info = median_ms(lambda: e.bridge.run(info, 10.0))
+    return f"| {messages} | {load:.2f} | {head:.2f} | {stream_info:.2f} |"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.bench_eventstore", description=__doc__)
     parser.add_argument("--events", type=int, default=2000, help="events per path per round")
@@ -306,17 +340,33 @@ def main(argv: list[str] | None = None) -> int:
             )
             bench = Bench(CpuMeter(server.pid))
             e = Env(bridge, recorder, app.mapper, handlers)
+            reads = [read_latencies(e)]
             for r in range(args.rounds):
                 print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
                 run_round(bench, e, args.events, args.batch, r)
+                reads.append(read_latencies(e))
+                print(f"  reads: {reads[-1]}")
             print(f"load average at end: {loadavg()}; recorder stats: {dict(recorder.stats)}")
             print()
             print(
                 bench.table(
                     f"Event store appends ({args.events} events per path per round, {args.rounds} rounds)",
-                    baselines=[("payload-only publish", "raw js.publish, payload only")],
+                    baselines=[
+                        ("payload-only publish", "raw js.publish, payload only"),
+                        ("one hop per publish", HOPPED),
+                    ],
                 )
             )
+            print()
+            print("### Reads as the stream grows (median ms of 100 each)")
+            print()
+            print(
+                "| events in stream (most on a subject of their own) "
+                "| load a 1-event aggregate (`Handlers.flavor`) "
+                "| `max_notification_id` | `js.stream_info` |"
+            )
+            print("|---:|---:|---:|---:|")
+            print("\n".join(reads))
         finally:
             bridge.close()
     return 0
