@@ -312,8 +312,8 @@ def read_latencies(e: Env, samples: int = 100) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.bench_eventstore", description=__doc__)
-    parser.add_argument("--events", type=int, default=2000, help="events per path per round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--events", type=int, default=1500, help="events per path per round")
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--batch", type=int, default=10, help="events per atomic append")
     args = parser.parse_args(argv)
 
