@@ -204,6 +204,10 @@ class EmbeddedPostgres:
         """Stop the server if it runs; a no-op otherwise."""
         if self.is_running():
             self._pg_ctl("stop", "-w", "-m", "fast", "-t", str(int(timeout)))
+        if self.socket_dir != self.pgdata:
+            # The short socket directory outside pgdata is empty once the server has stopped.
+            with contextlib.suppress(OSError):
+                self.socket_dir.rmdir()
 
     def log_tail(self, lines: int = 20) -> str:
         try:

@@ -111,3 +111,4 @@ def test_embedded_server_with_a_long_data_path_uses_a_short_socket_dir(pg_tmp_pa
     assert server.socket_dir != server.pgdata
     with server:
         assert _scalar(server.url, "SELECT 1") == 1
+    assert not server.socket_dir.exists()
