@@ -45,6 +45,8 @@ DOMAIN_STATUS: Mapping[type[domain.DomainError], int] = {
     domain.AlreadyExists: 409,
     domain.InsufficientResources: 409,
     domain.NoValidHost: 400,
+    domain.QuotaExceeded: 403,
+    domain.NoMoreFixedIps: 409,
 }
 
 

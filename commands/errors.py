@@ -41,3 +41,15 @@ class NoValidHost(DomainError):
 
 class InsufficientResources(DomainError):
     code = "compute.insufficient_resources"
+
+
+class QuotaExceeded(DomainError):
+    """A per-resource limit would be exceeded (Nova answers 403 for metadata items, 413 for quotas)."""
+
+    code = "compute.quota_exceeded"
+
+
+class NoMoreFixedIps(DomainError):
+    """The fixed network has no free address left."""
+
+    code = "network.no_more_fixed_ips"
