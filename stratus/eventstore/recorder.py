@@ -36,6 +36,7 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 
 from stratus.config import Settings
 from stratus.context import CommandContext, current
+from stratus.eventstore import chain
 from stratus.eventstore import envelope as env
 from stratus.eventstore.bridge import NatsBridge
 from stratus.eventstore.errors import ConcurrentAppendError, EventStoreUnavailable, TooManyEventsError
@@ -122,6 +123,7 @@ class _Head:
     seq: int
     version: int
     append_id: str = ""
+    chain_hash: str = ""  # the event's Stratus-Chain-Hash ("" for events written before chaining)
 
 
 class _Wakeups:
@@ -349,7 +351,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                     continue
                 if found is not None:
                     self.stats["recovered"] += 1
-                    self._remember(outs, groups, found)
+                    self._forget(groups)  # which attempt's chain hashes were stored is not known here
                     return found
                 must_check = False
             try:
@@ -384,7 +386,8 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             return seqs
 
     def _set_expectations(self, outs: list[_Out], groups: dict[str, _Group]) -> None:
-        """Put the expected-last-sequence check on each aggregate's first message (or fail now)."""
+        """Put the expected-last-sequence check on each aggregate's first message (or fail now), and
+        chain each message's hash to the aggregate's previous event (the head the check names)."""
         for g in groups.values():
             with self._heads_lock:
                 head = self._heads.get(g.key)
@@ -395,6 +398,13 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             first = outs[g.indexes[0]]
             first.headers[_EXPECTED_SEQ] = str(head.seq if head is not None else 0)
             first.headers[_EXPECTED_SEQ_SUBJECT] = self.layout.aggregate_filter(g.originator_id)
+            prev = (head.chain_hash or chain.GENESIS) if head is not None else chain.GENESIS
+            for i in g.indexes:
+                out = outs[i]
+                out.headers.pop(chain.CHAIN_HASH, None)
+                out.headers[chain.CHAIN_PREV] = prev
+                prev = chain.event_hash(out.headers, out.data)
+                out.headers[chain.CHAIN_HASH] = prev
 
     async def _publish(self, outs: list[_Out], timeout: float) -> list[int]:
         """One attempt: a plain publish for one event, an atomic batch for several."""
@@ -479,7 +489,12 @@ class JetStreamAggregateRecorder(AggregateRecorder):
     def _remember(self, outs: list[_Out], groups: dict[str, _Group], seqs: list[int]) -> None:
         for g in groups.values():
             i = g.indexes[-1]
-            self._update_head(g.key, _Head(seqs[i], outs[i].version))
+            self._update_head(g.key, _Head(seqs[i], outs[i].version, "", outs[i].headers[chain.CHAIN_HASH]))
+
+    def _forget(self, groups: dict[str, _Group]) -> None:
+        with self._heads_lock:
+            for key in groups:
+                self._heads.pop(key, None)
 
     def _update_head(self, key: str, head: _Head) -> None:
         with self._heads_lock:
@@ -672,7 +687,12 @@ class JetStreamAggregateRecorder(AggregateRecorder):
 
 def _head_of(msg: Msg) -> _Head:
     h = msg.headers or {}
-    return _Head(int(h[env.NATS_SEQUENCE]), int(h[env.CE_ORIGINATORVERSION]), h.get(env.APPEND_ID, ""))
+    return _Head(
+        int(h[env.NATS_SEQUENCE]),
+        int(h[env.CE_ORIGINATORVERSION]),
+        h.get(env.APPEND_ID, ""),
+        h.get(chain.CHAIN_HASH, ""),
+    )
 
 
 class JetStreamApplicationRecorder(JetStreamAggregateRecorder, ApplicationRecorder):

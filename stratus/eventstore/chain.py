@@ -1,0 +1,78 @@
+"""Tamper evidence: every event's hash, chained to the previous event of the same aggregate.
+
+Each append already knows its aggregate's previous event (the optimistic-concurrency head it sends as
+``Nats-Expected-Last-Subject-Sequence``), so the recorder stamps every message with the hash of that
+previous event (``Stratus-Chain-Prev``) and its own hash (``Stratus-Chain-Hash``) at no extra round
+trip, and writers of different aggregates never wait for one another. If the server accepts the
+append, the expected-sequence check has proved that the previous hash is the aggregate's real last
+event. The order of the whole log is covered by a second, global chain that the verifier computes
+over positions (``global_step``); auditors keep its value at a position as an anchor.
+
+What is hashed (docs/audit.md, "Canonical bytes"): the body, and every header whose lowercased name
+starts with ``ce-`` or ``stratus-`` or is ``content-type``, except ``Stratus-Chain-Hash`` itself, in
+the form NATS stores them (names lowercased and sorted, values stripped, CR/LF as spaces). The
+previous hash is one of those headers. The subject and the position are not hashed: an exported log
+imported under another prefix or stream verifies the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+
+CHAIN_PREV = "Stratus-Chain-Prev"
+CHAIN_HASH = "Stratus-Chain-Hash"
+GENESIS = "0" * 64  # the previous hash of an aggregate's first event
+GLOBAL_GENESIS = "0" * 64  # the global chain's value before position 1
+
+_MAGIC = b"stratus-chain-v1\n"
+_HASH_LOWER = CHAIN_HASH.lower().encode()
+_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
+
+
+def header_value(value: str) -> str:
+    """A header value as NATS carries it (nats-py strips it and turns CR/LF into spaces)."""
+    return value.strip().translate(_NEWLINES)
+
+
+def _hashed_name(lower: bytes) -> bool:
+    return (lower.startswith((b"ce-", b"stratus-")) or lower == b"content-type") and lower != _HASH_LOWER
+
+
+def canonical(pairs: Iterable[tuple[bytes, bytes]], body: bytes) -> bytes:
+    """The canonical bytes of one event from its (lowercased name, value) header pairs and body.
+
+    Each hashed header is ``<name>=<len(value)>:<value>\\n`` in name order, then
+    ``body=<len(body)>:<body>``; lengths are decimal byte counts, so no value can forge a boundary.
+    """
+    parts = [_MAGIC]
+    for name, value in sorted(p for p in pairs if _hashed_name(p[0])):
+        parts.append(b"%s=%d:%s\n" % (name, len(value), value))
+    parts.append(b"body=%d:" % len(body))
+    parts.append(body)
+    return b"".join(parts)
+
+
+def event_hash_of_pairs(pairs: Iterable[tuple[bytes, bytes]], body: bytes) -> str:
+    return hashlib.sha256(canonical(pairs, body)).hexdigest()
+
+
+def event_hash(headers: Mapping[str, str], body: bytes) -> str:
+    """The hash of an event from the headers as the writer sends them (``Stratus-Chain-Prev`` set)."""
+    pairs = [(k.strip().lower().encode(), header_value(v).encode()) for k, v in headers.items()]
+    return event_hash_of_pairs(pairs, body)
+
+
+def parse_header_block(block: bytes) -> list[tuple[bytes, bytes]]:
+    """(lowercased name, stripped value) pairs of a raw NATS header block (``NATS/1.0\\r\\n...``)."""
+    pairs = []
+    for line in block.split(b"\r\n")[1:]:
+        name, sep, value = line.partition(b":")
+        if sep:
+            pairs.append((name.strip().lower(), value.strip()))
+    return pairs
+
+
+def global_step(previous: str, position: int, event_hash_hex: str) -> str:
+    """The global chain after the event at ``position``: sha256(previous ‖ position ‖ event hash)."""
+    return hashlib.sha256(b"%s:%d:%s" % (previous.encode(), position, event_hash_hex.encode())).hexdigest()
