@@ -47,6 +47,7 @@ DOMAIN_STATUS: Mapping[type[domain.DomainError], int] = {
     domain.NoValidHost: 400,
     domain.QuotaExceeded: 403,
     domain.NoMoreFixedIps: 409,
+    domain.ConflictingState: 409,
 }
 
 

@@ -53,3 +53,15 @@ class NoMoreFixedIps(DomainError):
     """The fixed network has no free address left."""
 
     code = "network.no_more_fixed_ips"
+
+
+class ConflictingState(DomainError):
+    """The request contradicts the resource's state (Nova answers 409), e.g. access to a public flavor."""
+
+    code = "stratus.conflicting_state"
+
+
+class GroupPolicyViolated(InsufficientResources):
+    """Placing the instance on this host would break its server group's hard (anti-)affinity."""
+
+    code = "compute.group_policy_violated"
