@@ -46,6 +46,7 @@ DOMAIN_STATUS: Mapping[type[domain.DomainError], int] = {
     domain.InsufficientResources: 409,
     domain.NoValidHost: 400,
     domain.QuotaExceeded: 403,
+    domain.Forbidden: 403,
     domain.NoMoreFixedIps: 409,
     domain.ConflictingState: 409,
 }

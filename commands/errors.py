@@ -65,3 +65,9 @@ class GroupPolicyViolated(InsufficientResources):
     """Placing the instance on this host would break its server group's hard (anti-)affinity."""
 
     code = "compute.group_policy_violated"
+
+
+class Forbidden(DomainError):
+    """The actor may see the resource but not change it (Glance: another project's public image)."""
+
+    code = "stratus.forbidden"
