@@ -31,6 +31,8 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
+from stratus.supervisor import die_with_parent
+
 DEFAULT_HOST = "127.0.0.1"
 
 
@@ -129,8 +131,15 @@ class NatsServer:
             *self.extra_args,
         ]
         with open(self.log_file, "ab") as log:
+            # Its own session (a Ctrl-C aimed at the caller does not reach it), but it dies with its
+            # owner: a SIGKILLed `stratus run` or test session leaves no server on the store.
             self._proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent(),
             )
         try:
             self._wait_ready()
