@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
 
 from eventsourcing.application import AggregateNotFoundError
@@ -20,7 +20,10 @@ from commands.app import Stratus
 from commands.errors import AlreadyExists, Conflict, InvalidInput, NotFound
 from commands.flavor import Flavor, flavor_aggregate_id
 from commands.host import Host, Resources, host_aggregate_id
+from commands.image import ACTIVE, Image
 from commands.instance import Instance
+from commands.keypair import KeyPair, keypair_aggregate_id
+from commands.network import FixedNetwork, Network
 
 _REQUEST_NS = uuid5(NAMESPACE_URL, "urn:stratus:server-request")
 A = TypeVar("A", bound=Aggregate)
@@ -68,6 +71,25 @@ class CreateServer:
     availability_zone: str | None = None
     # A client-chosen key that makes a retried create return the first one's server.
     idempotency_key: str | None = None
+    description: str | None = None
+    key_name: str | None = None
+    # A digest of the user data ({"sha256", "size"}); the data itself is kept off the log.
+    user_data: dict[str, Any] | None = None
+    # "auto" (every configured network), "none", or the ids of the networks to attach.
+    networks: str | tuple[str, ...] = "auto"
+    tags: tuple[str, ...] = ()
+    count: int = 1  # servers to create; more than one: named <name>-1 .. <name>-N, as Nova does
+    reservation_id: str | None = None
+    # Admins may boot any project's private image (Glance shows them every image).
+    any_image: bool = False
+
+
+@dataclass(frozen=True)
+class ServersCreated(Result):
+    """The first server's id and the request's last position, and every server the request created."""
+
+    ids: tuple[str, ...] = ()
+    reservation_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,10 +130,18 @@ class FinishDeletion:
 
 
 class Handlers:
-    def __init__(self, app: Stratus, *, new_id: Callable[[], UUID] = uuid4, attempts: int = 5):
+    def __init__(
+        self,
+        app: Stratus,
+        *,
+        new_id: Callable[[], UUID] = uuid4,
+        attempts: int = 5,
+        network: FixedNetwork | None = None,
+    ):
         self.app = app
         self._new_id = new_id
         self._attempts = attempts
+        self.network = network  # the fixed network servers get an address on (None: no addresses)
 
     # -- plumbing -------------------------------------------------------------------------------
     def _get(self, cls: type[A], aggregate_id: UUID, what: str) -> A:
@@ -180,32 +210,129 @@ class Handlers:
             return Result(str(existing.id), self.app.recorder.max_notification_id() or 0)
 
     # -- user commands --------------------------------------------------------------------------
-    def create_server(self, cmd: CreateServer) -> Result:
+    def create_server(self, cmd: CreateServer) -> ServersCreated:
+        """Record ``cmd.count`` server requests and their fixed addresses in one atomic append."""
         flavor = self.flavor(cmd.flavor_ref)
+        image = self._bootable_image(cmd, flavor.ram, flavor.disk) if cmd.image_ref else None
+        keypair = self._server_keypair(cmd.user_id, cmd.key_name) if cmd.key_name else None
         if cmd.idempotency_key:
-            server_uuid = uuid5(_REQUEST_NS, f"{cmd.project_id}\x00{cmd.idempotency_key}")
+            first = uuid5(_REQUEST_NS, f"{cmd.project_id}\x00{cmd.idempotency_key}")
+            ids = [first] + [uuid5(first, str(i)) for i in range(1, cmd.count)]
         else:
-            server_uuid = self._new_id()
-        instance = Instance.request(
-            server_uuid,
-            name=cmd.name,
-            project_id=cmd.project_id,
-            user_id=cmd.user_id,
-            flavor=flavor.snapshot_for_instance(),
-            image_ref=cmd.image_ref,
-            metadata=dict(cmd.metadata),
-            availability_zone=cmd.availability_zone,
-            request_key=cmd.idempotency_key,
-        )
+            ids = [self._new_id() for _ in range(cmd.count)]
+
+        def decide() -> ServersCreated:
+            network = self._network_for(cmd.networks)
+            instances = []
+            for index, server_uuid in enumerate(ids):
+                ports = [network.allocate(str(server_uuid))] if network is not None else []
+                instances.append(
+                    Instance.request(
+                        server_uuid,
+                        name=cmd.name if cmd.count == 1 else f"{cmd.name}-{index + 1}",
+                        project_id=cmd.project_id,
+                        user_id=cmd.user_id,
+                        flavor=flavor.snapshot_for_instance(),
+                        image_ref=image.image_id if image is not None else "",
+                        metadata=dict(cmd.metadata),
+                        availability_zone=cmd.availability_zone,
+                        request_key=cmd.idempotency_key,
+                        description=cmd.description,
+                        image=image.boot_snapshot() if image is not None else None,
+                        key_name=keypair.name if keypair is not None else None,
+                        key_data=keypair.public_key if keypair is not None else None,
+                        user_data=dict(cmd.user_data) if cmd.user_data else None,
+                        ports=ports,
+                        tags=list(dict.fromkeys(cmd.tags)),
+                        reservation_id=cmd.reservation_id,
+                    )
+                )
+            aggregates = ([network] if network is not None else []) + instances
+            try:
+                position = self._save(*aggregates)
+            except IntegrityError:
+                if cmd.idempotency_key and self._exists(ids[0]):
+                    return self._repeated_create(cmd, ids)
+                raise  # lost a race for an address: decide again
+            return ServersCreated(str(ids[0]), position, tuple(map(str, ids)), cmd.reservation_id)
+
+        return self._retrying(decide)
+
+    def _exists(self, aggregate_id: UUID) -> bool:
         try:
-            return Result(str(server_uuid), self._save(instance))
-        except IntegrityError:
-            if not cmd.idempotency_key:
-                raise
-            existing = self._get(Instance, server_uuid, f"Instance {server_uuid}")
-            if existing.request_key != cmd.idempotency_key or existing.project_id != cmd.project_id:
-                raise InvalidInput("Idempotency key reused for a different request") from None
-            return Result(str(server_uuid), self.app.recorder.max_notification_id() or 0)
+            self.app.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return False
+        return True
+
+    def _repeated_create(self, cmd: CreateServer, ids: list[UUID]) -> ServersCreated:
+        existing = self._get(Instance, ids[0], f"Instance {ids[0]}")
+        if existing.request_key != cmd.idempotency_key or existing.project_id != cmd.project_id:
+            raise InvalidInput("Idempotency key reused for a different request")
+        position = self.app.recorder.max_notification_id() or 0
+        return ServersCreated(str(ids[0]), position, tuple(map(str, ids)), existing.reservation_id)
+
+    def image(self, image_id: str) -> Image:
+        what = f"Image {image_id}"
+        try:
+            uid = UUID(image_id)
+        except ValueError:
+            raise NotFound(f"{what} could not be found.") from None
+        return self._get(Image, uid, what)
+
+    def _bootable_image(self, cmd: CreateServer, ram: int, disk: int) -> Image:
+        """The image a server boots (with its kernel and ramdisk): existing, visible, active (Nova: 400)."""
+        scope = None if cmd.any_image else cmd.project_id
+        image = self._visible_image(cmd.image_ref, scope)
+        for part in (image.kernel_id, image.ramdisk_id):
+            if part:
+                self._visible_image(part, scope)
+        if ram < image.min_ram:
+            raise InvalidInput("Flavor's memory is too small for requested image.")
+        if disk and disk < image.min_disk:
+            raise InvalidInput("Flavor's disk is too small for requested image.")
+        return image
+
+    def _visible_image(self, image_id: str, project_id: str | None) -> Image:
+        image = self.image(image_id)
+        if not image.visible_to(project_id):
+            raise NotFound(f"Image {image_id} could not be found.")
+        if image.status != ACTIVE:
+            raise InvalidInput(f"Image {image_id} is not active.")
+        return image
+
+    def keypair(self, user_id: str, name: str) -> KeyPair:
+        keypair = self._get(KeyPair, keypair_aggregate_id(user_id, name), f"Keypair {name}")
+        keypair.ensure_exists()
+        return keypair
+
+    def _server_keypair(self, user_id: str, name: str) -> KeyPair:
+        try:
+            return self.keypair(user_id, name)
+        except NotFound:
+            raise InvalidInput("Invalid key_name provided.") from None
+
+    def _network_for(self, networks: str | tuple[str, ...]) -> Network | None:
+        """The network a new server gets an address on, loaded (or defined on first use); None: none."""
+        config = self.network
+        if networks == "none" or (networks == "auto" and config is None):
+            return None
+        if not isinstance(networks, str):
+            if len(set(networks)) != len(networks):
+                raise InvalidInput(f"Network {networks[0]} is duplicated.")
+            unknown = [n for n in networks if config is None or n != str(config.id)]
+            if unknown:
+                raise NotFound(f"Network {unknown[0]} could not be found.")
+            if not networks:
+                return None
+        assert config is not None
+        try:
+            agg: Aggregate = self.app.repository.get(config.id)
+        except AggregateNotFoundError:
+            return Network.define(config)
+        if not isinstance(agg, Network):
+            raise NotFound(f"Network {config.id} could not be found.")
+        return agg
 
     def delete_server(self, cmd: DeleteServer) -> Result:
         def decide() -> Result:
@@ -213,6 +340,7 @@ class Handlers:
             inst.request_delete()
             if not inst.needs_host_cleanup:
                 inst.mark_deleted()  # never reached a host: nothing to tear down (Nova's local delete)
+                return Result(cmd.server_id, self._save(inst, *self._released_on_networks(inst)))
             return Result(cmd.server_id, self._save(inst))
 
         return self._retrying(decide)
@@ -262,7 +390,8 @@ class Handlers:
         def decide() -> Result:
             inst = self.instance(cmd.server_id)
             inst.mark_deleted()
-            return Result(cmd.server_id, self._save(inst, *self._released_on_host(inst)))
+            released = (*self._released_on_host(inst), *self._released_on_networks(inst))
+            return Result(cmd.server_id, self._save(inst, *released))
 
         return self._retrying(decide)
 
@@ -273,3 +402,11 @@ class Handlers:
         host.release(inst.server_id)
         return (host,)
 
+    def _released_on_networks(self, inst: Instance) -> Sequence[Network]:
+        """The networks whose addresses the (deleted) instance gives back."""
+        networks = []
+        for port in inst.ports:
+            network = self._get(Network, UUID(port["network_id"]), f"Network {port['network_id']}")
+            if network.release(inst.server_id):
+                networks.append(network)
+        return networks

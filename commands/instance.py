@@ -11,12 +11,56 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from commands.errors import InvalidState, NotFound
+from commands.errors import InvalidInput, InvalidState, NotFound, QuotaExceeded
 from commands.states import PowerState, TaskState, VmState
+
+# What a version 1 ``Requested`` event lacks, as version 2 records it.
+_V2_DEFAULTS: dict[str, Any] = {
+    "description": None,
+    "image": None,
+    "key_name": None,
+    "key_data": None,
+    "user_data": None,
+    "ports": list,
+    "tags": list,
+    "reservation_id": None,
+}
+MAX_TAGS = 50
+MAX_METADATA_ITEMS = 128  # Nova's default metadata_items quota
 
 
 class Instance(Aggregate):
-    @event("Requested")
+    class Requested(Aggregate.Created):
+        """A server was requested. Version 2 added what the server is built with besides its flavor:
+        the image it boots (with its kernel and ramdisk), the key pair, the fixed addresses allocated
+        to it, its tags, description and reservation, and a digest of its user data (never the data).
+        """
+
+        name: str
+        project_id: str
+        user_id: str
+        flavor: dict[str, Any]
+        image_ref: str
+        metadata: dict[str, str]
+        availability_zone: str | None
+        request_key: str | None
+        description: str | None
+        image: dict[str, Any] | None
+        key_name: str | None
+        key_data: str | None
+        user_data: dict[str, Any] | None
+        ports: list[dict[str, Any]]
+        tags: list[str]
+        reservation_id: str | None
+
+        class_version = 2
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            for name, value in _V2_DEFAULTS.items():
+                state.setdefault(name, value() if callable(value) else value)
+
+    @event(Requested)
     def __init__(
         self,
         name: str,
@@ -27,6 +71,14 @@ class Instance(Aggregate):
         metadata: dict[str, str],
         availability_zone: str | None,
         request_key: str | None,
+        description: str | None = None,
+        image: dict[str, Any] | None = None,
+        key_name: str | None = None,
+        key_data: str | None = None,
+        user_data: dict[str, Any] | None = None,
+        ports: list[dict[str, Any]] | None = None,
+        tags: list[str] | None = None,
+        reservation_id: str | None = None,
     ) -> None:
         self.name = name
         self.project_id = project_id
@@ -36,6 +88,14 @@ class Instance(Aggregate):
         self.metadata = metadata
         self.availability_zone = availability_zone
         self.request_key = request_key
+        self.description = description
+        self.image = image
+        self.key_name = key_name
+        self.key_data = key_data
+        self.user_data = user_data
+        self.ports = list(ports or [])
+        self.tags = list(tags or [])
+        self.reservation_id = reservation_id
         self.vm_state = VmState.BUILDING
         self.task_state: str | None = TaskState.SCHEDULING
         self.power_state = PowerState.NOSTATE
@@ -45,7 +105,8 @@ class Instance(Aggregate):
     @classmethod
     def request(cls, server_id: UUID, **fields: Any) -> Instance:
         """A new server, under an id chosen by the caller (random, or derived from a request key)."""
-        return cls._create(cls.Requested, id=server_id, **fields)  # type: ignore[attr-defined]
+        defaults = {name: value() if callable(value) else value for name, value in _V2_DEFAULTS.items()}
+        return cls._create(cls.Requested, id=server_id, **{**defaults, **fields})
 
     @property
     def server_id(self) -> str:
@@ -112,6 +173,76 @@ class Instance(Aggregate):
         self.vm_state = VmState.ACTIVE
         self.task_state = None
         self.power_state = power_state
+
+    # -- what the user may change ----------------------------------------------------------------
+    def update(
+        self, name: str | None = None, description: str | None = None, *, clear_description: bool = False
+    ) -> None:
+        """Rename the server and/or change its description (``PUT /servers/{id}``)."""
+        self._ensure_exists()
+        new_name = self.name if name is None else name
+        new_description = description if description is not None else self.description
+        if clear_description:
+            new_description = None
+        if (new_name, new_description) != (self.name, self.description):
+            self._updated(new_name, new_description)
+
+    @event("Updated")
+    def _updated(self, name: str, description: str | None) -> None:
+        self.name = name
+        self.description = description
+
+    def update_metadata(self, items: dict[str, str], *, replace: bool = False) -> None:
+        """Set ``items``; with ``replace`` also remove every key not in ``items``."""
+        self._ensure_exists()
+        removed = sorted(k for k in self.metadata if k not in items) if replace else []
+        changed = {k: v for k, v in items.items() if self.metadata.get(k) != v}
+        total = len({k: v for k, v in {**self.metadata, **items}.items() if k not in removed})
+        if total > MAX_METADATA_ITEMS:
+            raise QuotaExceeded(
+                f"Quota exceeded for metadata_items: Requested {total}, but the limit is {MAX_METADATA_ITEMS}"
+            )
+        if changed or removed:
+            self._metadata_updated(changed, removed)
+
+    def delete_metadata(self, key: str) -> None:
+        self._ensure_exists()
+        if key not in self.metadata:
+            raise NotFound("Metadata item was not found")
+        self._metadata_updated({}, [key])
+
+    @event("MetadataUpdated")
+    def _metadata_updated(self, changed: dict[str, str], removed: list[str]) -> None:
+        metadata = {k: v for k, v in self.metadata.items() if k not in removed}
+        metadata.update(changed)
+        self.metadata = metadata
+
+    def set_tags(self, tags: list[str]) -> None:
+        """Replace the tags (duplicates collapse, order kept)."""
+        self._ensure_exists()
+        unique = list(dict.fromkeys(tags))
+        if len(unique) > MAX_TAGS:
+            raise InvalidInput(f"The number of tags exceeded the per-server limit {MAX_TAGS}")
+        if unique != self.tags:
+            self._tags_updated(unique)
+
+    def add_tag(self, tag: str) -> bool:
+        """Add one tag; False when the server already has it."""
+        if tag in self.tags:
+            self._ensure_exists()
+            return False
+        self.set_tags([*self.tags, tag])
+        return True
+
+    def remove_tag(self, tag: str) -> None:
+        self._ensure_exists()
+        if tag not in self.tags:
+            raise NotFound(f"Tag {tag} could not be found.")
+        self._tags_updated([t for t in self.tags if t != tag])
+
+    @event("TagsUpdated")
+    def _tags_updated(self, tags: list[str]) -> None:
+        self.tags = list(tags)
 
     # -- deletion -------------------------------------------------------------------------------
     def request_delete(self) -> bool:
