@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from stratus.audit.rawreader import RawReader
 from stratus.eventstore import chain
 
-_HEADER_RE = re.compile(rb"\r\n([^:\r\n]+):[ \t]*([^\r\n]*?)[ \t]*(?=\r\n)")
+# The hashed headers only (ce-*, stratus-*, content-type); values are stripped below only when needed.
+_HEADER_RE = re.compile(rb"\r\n((?i:ce-|stratus-|content-type)[^:\r\n]*):[ \t]*([^\r\n]*)")
 _PREV = chain.CHAIN_PREV.lower().encode()
 _HASH = chain.CHAIN_HASH.lower().encode()
 _SUBJECT = b"ce-subject"
@@ -101,21 +102,14 @@ def verify(
     with RawReader(urls, stream) as reader:
         last = reader.last_position(f"{subject_prefix}.>") if upto is None else upto
         for m in reader.messages(f"{subject_prefix}.>", 1, last):
-            pairs = []
-            stored = prev = aggregate = event_id = b""
-            for raw_name, value in _HEADER_RE.findall(m.header_block):
-                name = raw_name.lower()
-                if name == _HASH:
-                    stored = value
-                    continue
-                if name.startswith((b"ce-", b"stratus-")) or name == b"content-type":
-                    pairs.append((name, value))
-                    if name == _PREV:
-                        prev = value
-                    elif name == _SUBJECT:
-                        aggregate = value
-                    elif name == _ID:
-                        event_id = value
+            pairs = [(n.lower(), v.rstrip(b" \t")) for n, v in _HEADER_RE.findall(m.header_block)]
+            named = dict(pairs)
+            stored = named.pop(_HASH, b"")
+            if stored:
+                pairs.remove((_HASH, stored))
+            prev = named.get(_PREV, b"")
+            aggregate = named.get(_SUBJECT, b"")
+            event_id = named.get(_ID, b"")
             eid = event_id.decode(errors="replace")
             if m.position != expected:
                 first_break = Break(
