@@ -6,7 +6,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from commands.errors import InvalidInput, NotFound
+from commands.errors import AlreadyExists, ConflictingState, InvalidInput, NotFound
 
 _NS = uuid5(NAMESPACE_URL, "urn:stratus:flavor")
 
@@ -46,6 +46,9 @@ class Flavor(Aggregate):
         self.is_public = is_public
         self.description = description
         self.deleted = False
+        self.extra_specs: dict[str, str] = {}
+        # Projects given access to a private flavor (os-flavor-access).
+        self.projects: list[str] = []
 
     @classmethod
     def create(cls, **fields: object) -> Flavor:
@@ -71,6 +74,62 @@ class Flavor(Aggregate):
     @event("Deleted")
     def _deleted(self) -> None:
         self.deleted = True
+
+    def accessible_to(self, project_id: str) -> bool:
+        """A public flavor is everyone's; a private one only the projects given access (admins aside)."""
+        return self.is_public or project_id in self.projects
+
+    # -- extra specs (os-extra_specs) -------------------------------------------------------------
+    def set_extra_specs(self, specs: dict[str, str]) -> None:
+        self.ensure_usable()
+        for key, value in specs.items():
+            if not key or len(key) > 255 or not all(c.isalnum() or c in "-_:. " for c in key):
+                raise InvalidInput(f"Invalid input for field/attribute extra_specs key {key[:64]!r}")
+            if len(value) > 255:
+                raise InvalidInput(f"Invalid input for field/attribute extra_specs.{key}: 0-255 characters")
+        changed = {k: v for k, v in specs.items() if self.extra_specs.get(k) != v}
+        if changed:
+            self._extra_specs_set(changed)
+
+    @event("ExtraSpecsSet")
+    def _extra_specs_set(self, extra_specs: dict[str, str]) -> None:
+        self.extra_specs = {**self.extra_specs, **extra_specs}
+
+    def delete_extra_spec(self, key: str) -> None:
+        self.ensure_usable()
+        if key not in self.extra_specs:
+            raise NotFound(f"Flavor {self.flavorid} has no extra specs with key {key}.")
+        self._extra_spec_deleted(key)
+
+    @event("ExtraSpecDeleted")
+    def _extra_spec_deleted(self, key: str) -> None:
+        self.extra_specs = {k: v for k, v in self.extra_specs.items() if k != key}
+
+    # -- access lists (os-flavor-access) --------------------------------------------------------
+    def add_access(self, project_id: str) -> None:
+        self.ensure_usable()
+        if self.is_public:
+            raise ConflictingState("Can not add access to a public flavor.")
+        if project_id in self.projects:
+            raise AlreadyExists(
+                f"Flavor access already exists for flavor {self.flavorid} "
+                f"and project {project_id} combination."
+            )
+        self._access_added(project_id)
+
+    @event("AccessAdded")
+    def _access_added(self, project_id: str) -> None:
+        self.projects = [*self.projects, project_id]
+
+    def remove_access(self, project_id: str) -> None:
+        self.ensure_usable()
+        if project_id not in self.projects:
+            raise NotFound(f"Flavor access not found for {self.flavorid} / {project_id} combination.")
+        self._access_removed(project_id)
+
+    @event("AccessRemoved")
+    def _access_removed(self, project_id: str) -> None:
+        self.projects = [p for p in self.projects if p != project_id]
 
     def snapshot_for_instance(self) -> dict[str, object]:
         """What a server keeps of its flavor (Nova embeds the flavor in the instance)."""

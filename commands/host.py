@@ -12,7 +12,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from commands.errors import InsufficientResources, InvalidInput
+from commands.errors import ConflictingState, InsufficientResources, InvalidInput
 
 _NS = uuid5(NAMESPACE_URL, "urn:stratus:host")
 
@@ -59,6 +59,12 @@ class Host(Aggregate):
         self.ram_allocation_ratio = ram_allocation_ratio
         self.disk_allocation_ratio = disk_allocation_ratio
         self.claims: dict[str, dict[str, int]] = {}
+        # The nova-compute service's state, as os-services sets it.
+        self.disabled = False
+        self.disabled_reason: str | None = None
+        self.forced_down = False
+        # The host aggregates this host is in, and the availability zone each gives it (None: none).
+        self.aggregate_zones: dict[str, str | None] = {}
 
     @classmethod
     def register(cls, hostname: str, vcpus: int, memory_mb: int, disk_gb: int, **kw: Any) -> Host:
@@ -126,3 +132,65 @@ class Host(Aggregate):
     @event("InstanceReleased")
     def _released(self, instance_id: str) -> None:
         self.claims.pop(instance_id, None)
+
+    # -- the compute service (os-services) ------------------------------------------------------
+    @property
+    def schedulable(self) -> bool:
+        """The scheduler places nothing on a disabled or forced-down host."""
+        return not self.disabled and not self.forced_down
+
+    def disable(self, reason: str | None) -> None:
+        if reason is not None and len(reason) > 255:
+            raise InvalidInput("Invalid input for field/attribute disabled_reason: at most 255 characters")
+        if not self.disabled or self.disabled_reason != reason:
+            self._service_disabled(reason)
+
+    @event("ServiceDisabled")
+    def _service_disabled(self, reason: str | None) -> None:
+        self.disabled = True
+        self.disabled_reason = reason
+
+    def enable(self) -> None:
+        if self.disabled:
+            self._service_enabled()
+
+    @event("ServiceEnabled")
+    def _service_enabled(self) -> None:
+        self.disabled = False
+        self.disabled_reason = None
+
+    def force_down(self, forced_down: bool) -> None:
+        if self.forced_down != forced_down:
+            self._forced_down_set(forced_down)
+
+    @event("ForcedDownSet")
+    def _forced_down_set(self, forced_down: bool) -> None:
+        self.forced_down = forced_down
+
+    # -- availability zones (from host aggregates) ----------------------------------------------
+    def availability_zone(self, default: str) -> str:
+        zones = sorted({z for z in self.aggregate_zones.values() if z})
+        return zones[0] if zones else default
+
+    def assign_zone(self, aggregate_id: str, zone: str | None) -> None:
+        """Join host aggregate ``aggregate_id`` (or follow its new zone); a host has one zone at most."""
+        others = {z for a, z in self.aggregate_zones.items() if a != aggregate_id and z}
+        if zone is not None and others and others != {zone}:
+            raise ConflictingState(
+                f"Cannot add host {self.hostname} to availability zone {zone}: "
+                f"it is already in availability zone(s) {sorted(others)}."
+            )
+        if aggregate_id not in self.aggregate_zones or self.aggregate_zones[aggregate_id] != zone:
+            self._zone_assigned(aggregate_id, zone)
+
+    @event("ZoneAssigned")
+    def _zone_assigned(self, aggregate_id: str, zone: str | None) -> None:
+        self.aggregate_zones = {**self.aggregate_zones, aggregate_id: zone}
+
+    def leave_aggregate(self, aggregate_id: str) -> None:
+        if aggregate_id in self.aggregate_zones:
+            self._aggregate_left(aggregate_id)
+
+    @event("AggregateLeft")
+    def _aggregate_left(self, aggregate_id: str) -> None:
+        self.aggregate_zones = {a: z for a, z in self.aggregate_zones.items() if a != aggregate_id}

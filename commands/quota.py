@@ -1,0 +1,100 @@
+"""ProjectQuota: a project's limits (os-quota-sets), and the check a create makes against them.
+
+Limits are events on the project's own quota aggregate; a project nobody set limits for has Nova's
+defaults. The check is made when a command is decided, against the usage the caller derived from
+the read model: it stops a project that is over its quota, but two creates racing for the last
+unit can both pass (the race-free accounting is a later issue's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from eventsourcing.domain import Aggregate, event
+
+from commands.errors import InvalidInput, QuotaExceeded
+
+_NS = uuid5(NAMESPACE_URL, "urn:stratus:quota")
+
+# Nova's defaults ([quota] options), in the order Nova's quota-set body lists them at 2.1.
+DEFAULT_LIMITS: Mapping[str, int] = {
+    "instances": 10,
+    "cores": 20,
+    "ram": 51200,
+    "floating_ips": 10,
+    "fixed_ips": -1,
+    "metadata_items": 128,
+    "injected_files": 5,
+    "injected_file_content_bytes": 10240,
+    "injected_file_path_bytes": 255,
+    "key_pairs": 100,
+    "security_groups": 10,
+    "security_group_rules": 20,
+    "server_groups": 10,
+    "server_group_members": 10,
+}
+MAX_LIMIT = 2**31 - 1
+
+
+def quota_aggregate_id(project_id: str) -> UUID:
+    return uuid5(_NS, project_id)
+
+
+def check(limits: Mapping[str, int], used: Mapping[str, int], requested: Mapping[str, int]) -> None:
+    """Raise ``QuotaExceeded`` (Nova's wording) if adding ``requested`` to ``used`` passes a limit."""
+    over = [r for r, n in requested.items() if 0 <= limits[r] < used.get(r, 0) + n]
+    if over:
+        r = over[0]
+        raise QuotaExceeded(
+            f"Quota exceeded for {', '.join(sorted(over))}: Requested {requested[r]}, "
+            f"but already used {used.get(r, 0)} of {limits[r]} {r}"
+        )
+
+
+class ProjectQuota(Aggregate):
+    @staticmethod
+    def create_id(project_id: str) -> UUID:
+        return quota_aggregate_id(project_id)
+
+    @event("Created")
+    def __init__(self, project_id: str) -> None:
+        self.project_id = project_id
+        self.overrides: dict[str, int] = {}
+
+    @property
+    def limits(self) -> dict[str, int]:
+        return {**DEFAULT_LIMITS, **self.overrides}
+
+    def set_limits(self, limits: Mapping[str, int], used: Mapping[str, int], force: bool = False) -> None:
+        """Nova's update: -1 is unlimited; below what is in use only with ``force``."""
+        for resource, limit in limits.items():
+            if resource not in DEFAULT_LIMITS:
+                raise InvalidInput(f"Bad key(s) {resource} in quota_set")
+            if not -1 <= limit <= MAX_LIMIT:
+                raise InvalidInput(f"Quota limit {limit} for {resource} must be -1 or 0 to {MAX_LIMIT}.")
+            minimum = used.get(resource, 0)
+            if not force and limit != -1 and limit < minimum:
+                raise InvalidInput(
+                    f"Quota limit {limit} for {resource} must be greater than or equal to already used "
+                    f"and reserved {minimum}."
+                )
+        changed = {r: v for r, v in limits.items() if self.limits[r] != v or r not in self.overrides}
+        if changed:
+            self._limits_set(changed)
+
+    @event("LimitsSet")
+    def _limits_set(self, limits: dict[str, int]) -> None:
+        self.overrides = {**self.overrides, **limits}
+
+    def reset(self) -> None:
+        """Back to the defaults (``DELETE /os-quota-sets/{project}``)."""
+        if self.overrides:
+            self._reset()
+
+    @event("Reset")
+    def _reset(self) -> None:
+        self.overrides = {}
+
+    def check(self, used: Mapping[str, int], requested: Mapping[str, int]) -> None:
+        check(self.limits, used, requested)

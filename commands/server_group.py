@@ -1,0 +1,114 @@
+"""ServerGroup: servers that should share a host, or never share one (os-server-groups).
+
+A server created with the ``group`` scheduler hint becomes a member (``MemberAdded``, appended with
+the server's ``Instance.Requested``). When the scheduler places a member, the placement appends
+``MemberPlaced`` with the host's claim and the instance's ``Scheduled``, in one atomic append under
+the group's optimistic-concurrency check, so two members placed at once cannot both break a hard
+``affinity``/``anti-affinity`` policy. The soft policies only rank hosts.
+"""
+
+from __future__ import annotations
+
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from eventsourcing.domain import Aggregate, event
+
+from commands.errors import GroupPolicyViolated, InvalidInput, NotFound
+
+POLICIES = ("affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity")
+
+
+class ServerGroup(Aggregate):
+    @event("Created")
+    def __init__(self, name: str, project_id: str, user_id: str, policy: str) -> None:
+        self.name = name
+        self.project_id = project_id
+        self.user_id = user_id
+        self.policy = policy
+        # member instance id -> the host it was placed on (None until placed)
+        self.members: dict[str, str | None] = {}
+        self.deleted = False
+
+    @classmethod
+    def create(cls, name: str, project_id: str, user_id: str, policy: str) -> ServerGroup:
+        if not name.strip() or len(name) > 255:
+            raise InvalidInput("Invalid input for field/attribute name: 1-255 characters")
+        if policy not in POLICIES:
+            raise InvalidInput(
+                f"Invalid input for field/attribute policies: {policy[:64]!r} is not one of {POLICIES}"
+            )
+        return cls(name=name, project_id=project_id, user_id=user_id, policy=policy)
+
+    def ensure_visible(self, project_id: str | None) -> None:
+        if self.deleted or (project_id is not None and project_id != self.project_id):
+            raise NotFound(f"Instance group {self.id} could not be found.")
+
+    def member_hosts(self, excluding: str | None = None) -> set[str]:
+        return {h for m, h in self.members.items() if h and m != excluding}
+
+    def allows(self, instance_id: str, host: str) -> bool:
+        """Whether the hard policy lets ``instance_id`` run on ``host`` (soft policies always do)."""
+        hosts = self.member_hosts(excluding=instance_id)
+        if self.policy == "affinity":
+            return not hosts or hosts == {host}
+        if self.policy == "anti-affinity":
+            return host not in hosts
+        return True
+
+    def add_member(self, instance_id: str) -> None:
+        self.ensure_visible(None)
+        if instance_id not in self.members:
+            self._member_added(instance_id)
+
+    @event("MemberAdded")
+    def _member_added(self, instance_id: str) -> None:
+        self.members = {**self.members, instance_id: None}
+
+    def record_placement(self, instance_id: str, host: str) -> None:
+        if instance_id not in self.members or self.members[instance_id] == host:
+            return
+        if not self.allows(instance_id, host):
+            raise GroupPolicyViolated(
+                f"Host {host} would break the {self.policy} policy of server group {self.id}"
+            )
+        self._member_placed(instance_id, host)
+
+    @event("MemberPlaced")
+    def _member_placed(self, instance_id: str, host: str) -> None:
+        self.members = {**self.members, instance_id: host}
+
+    def remove_member(self, instance_id: str) -> None:
+        if instance_id in self.members:
+            self._member_removed(instance_id)
+
+    @event("MemberRemoved")
+    def _member_removed(self, instance_id: str) -> None:
+        self.members = {m: h for m, h in self.members.items() if m != instance_id}
+
+    def delete(self) -> None:
+        self.ensure_visible(None)
+        self._deleted()
+
+    @event("Deleted")
+    def _deleted(self) -> None:
+        self.deleted = True
+
+
+_MEMBERSHIP_NS = uuid5(NAMESPACE_URL, "urn:stratus:server-group-membership")
+
+
+def membership_id(instance_id: str) -> UUID:
+    return uuid5(_MEMBERSHIP_NS, instance_id)
+
+
+class GroupMembership(Aggregate):
+    """Which server group an instance joined at creation: how the scheduler and the delete find it."""
+
+    @staticmethod
+    def create_id(instance_id: str) -> UUID:
+        return membership_id(instance_id)
+
+    @event("Recorded")
+    def __init__(self, instance_id: str, group_id: str) -> None:
+        self.instance_id = instance_id
+        self.group_id = group_id
