@@ -38,6 +38,11 @@ def instance_requested(event: Any, position: int) -> Row:
         "image_ref": event.image_ref or "",
         "metadata": dict(event.metadata or {}),
         "availability_zone": event.availability_zone,
+        "description": event.description,
+        "key_name": event.key_name,
+        "ports": list(event.ports or []),
+        "tags": list(event.tags or []),
+        "reservation_id": event.reservation_id,
         "vm_state": VmState.BUILDING,
         "task_state": TaskState.SCHEDULING,
         "power_state": PowerState.NOSTATE,
@@ -50,6 +55,20 @@ def instance_requested(event: Any, position: int) -> Row:
         "deleted": False,
     }
     return _instance(row, event, position)
+
+
+def instance_updated(row: Row, event: Any, position: int) -> Row:
+    return _instance(row, event, position, name=event.name, description=event.description)
+
+
+def instance_metadata_updated(row: Row, event: Any, position: int) -> Row:
+    metadata = {k: v for k, v in (row["metadata"] or {}).items() if k not in event.removed}
+    metadata.update(event.changed)
+    return _instance(row, event, position, metadata=metadata)
+
+
+def instance_tags_updated(row: Row, event: Any, position: int) -> Row:
+    return _instance(row, event, position, tags=list(event.tags))
 
 
 def instance_scheduled(row: Row, event: Any, position: int) -> Row:
