@@ -26,6 +26,7 @@ REBUILD_LOCK = WRITER_LOCK + 1
 # Columns written by the projection, per table (generated columns are left out).
 INSTANCE_COLUMNS: tuple[str, ...] = (
     "id", "name", "project_id", "user_id", "flavor", "image_ref", "metadata", "availability_zone",
+    "description", "key_name", "ports", "tags", "reservation_id",
     "vm_state", "task_state", "power_state", "status", "host", "fault",
     "created_at", "updated_at", "launched_at", "deleted_at", "deleted", "version", "position",
 )  # fmt: skip
@@ -62,6 +63,12 @@ CREATE TABLE {s}.instances (
     image_ref text NOT NULL DEFAULT '',
     metadata jsonb NOT NULL DEFAULT '{{}}',
     availability_zone text,
+    description text,
+    key_name text,
+    -- fixed addresses: [{network_id, network_name, address, mac}]
+    ports jsonb NOT NULL DEFAULT '[]',
+    tags jsonb NOT NULL DEFAULT '[]',
+    reservation_id text,
     vm_state text NOT NULL,
     task_state text,
     power_state integer NOT NULL DEFAULT 0,
@@ -82,6 +89,7 @@ CREATE INDEX ON {s}.instances (created_at DESC, id DESC);
 CREATE INDEX ON {s}.instances (status);
 CREATE INDEX ON {s}.instances (host);
 CREATE INDEX ON {s}.instances (name);
+CREATE INDEX ON {s}.instances (updated_at);
 
 CREATE TABLE {s}.hosts (
     id uuid PRIMARY KEY,
