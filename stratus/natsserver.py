@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -38,6 +39,10 @@ DEFAULT_HOST = "127.0.0.1"
 
 class NatsServerError(Exception):
     """The nats-server could not be found, started or stopped."""
+
+
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def binary() -> Path:
@@ -132,14 +137,15 @@ class NatsServer:
         ]
         with open(self.log_file, "ab") as log:
             # Its own session (a Ctrl-C aimed at the caller does not reach it), but it dies with its
-            # owner: a SIGKILLed `stratus run` or test session leaves no server on the store.
+            # owner: a SIGKILLed `stratus run` or test session leaves no server on the store. Linux ties
+            # that signal to the forking *thread*, so only a start from the main thread asks for it.
             self._proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=die_with_parent(),
+                preexec_fn=die_with_parent() if _on_main_thread() else None,
             )
         try:
             self._wait_ready()

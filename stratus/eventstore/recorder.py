@@ -521,7 +521,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             msg = self._retrying(lambda: self._direct_one({"last_by_subj": subject}, self.attempt_timeout))
             msgs = [msg] if msg is not None else []
         else:
-            msgs = self._retrying(lambda: self._direct_scan(subject, 1, None, None, self.attempt_timeout))
+            msgs = self._retrying(lambda: self._aggregate_messages(subject))
         if msgs and lte is None:
             self._update_head(str(originator_id), _head_of(msgs[-1]))
         events: list[StoredEvent] = []
@@ -543,6 +543,18 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         if limit is not None:
             events = events[:limit]
         return events
+
+    async def _aggregate_messages(self, subject: str) -> list[Msg]:
+        """All of one aggregate's messages. Its versions run 1..N, so after finding the last message
+        we ask for exactly N up to its sequence: the server stops there instead of scanning the rest
+        of the stream for more matches (which made loads slower as the log grew)."""
+        last = await self._direct_one({"last_by_subj": subject}, self.attempt_timeout)
+        if last is None:
+            return []
+        head = _head_of(last)
+        if head.version <= 1:
+            return [last]
+        return await self._direct_scan(subject, 1, head.version, head.seq, self.attempt_timeout)
 
     def read_messages(
         self, start: int, limit: int, *, stop: int | None = None, subject_filter: str | None = None
@@ -746,11 +758,14 @@ class JetStreamApplicationRecorder(JetStreamAggregateRecorder, ApplicationRecord
         return merged[:limit]
 
     def max_notification_id(self) -> int | None:
-        request = {"last_by_subj": self.layout.all}
-        msg = self._retrying(lambda: self._direct_one(request, self.attempt_timeout))
-        if msg is None:
-            return None
-        return int((msg.headers or {})[env.NATS_SEQUENCE])
+        # The stream's own last sequence: O(1) on the server, where a last-by-subject get over
+        # `<prefix>.>` walks every subject (0.6 ms on an empty stream, 11 ms at 50k events).
+        async def last_seq() -> int:
+            info = await self.bridge.js.stream_info(self.stream)
+            return int(info.state.last_seq)
+
+        seq = self._retrying(last_seq)
+        return seq or None
 
     def subscribe(self, gt: int | None = None, topics: Sequence[str] = ()) -> JetStreamSubscription:
         return JetStreamSubscription(self, gt=gt, topics=topics)
