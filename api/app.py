@@ -22,7 +22,7 @@ import falcon
 import falcon.media
 import psycopg_pool
 
-from api import errors, flavors, hypervisors, servers, versions
+from api import audit, errors, flavors, hypervisors, servers, versions
 from api.auth import DemoIdentity
 from api.body import MAX_BODY_BYTES, load_validators
 from api.middleware import REQUEST_ID_HEADERS, RequestContext
@@ -81,6 +81,9 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1/os-hypervisors", hypervisors.HypervisorCollection(read))
     app.add_route("/v2.1/os-hypervisors/detail", hypervisors.HypervisorDetailCollection(read))
     app.add_route("/v2.1/os-hypervisors/{hypervisor_id}", hypervisors.HypervisorItem(read))
+    app.add_route("/v2.1/stratus/history/{kind}/{resource_id}", audit.History(deps.handlers))
+    app.add_route("/v2.1/stratus/state/{kind}/{resource_id}", audit.State(deps.handlers))
+    app.add_route("/v2.1/stratus/usage/{project_id}", audit.Usage(deps.handlers))
     return app
 
 

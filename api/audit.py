@@ -1,0 +1,133 @@
+"""``/v2.1/stratus/...``: history and past state for auditors, read from the log (not the read models).
+
+- ``GET /v2.1/stratus/history/{kind}/{id}?limit=&marker=``: every event of a resource, oldest first,
+  as structured CloudEvents with actor, request, correlation and causation ids and chain hashes;
+  ``marker`` is the position of the last event already seen.
+- ``GET /v2.1/stratus/state/{kind}/{id}?as_of=<position|RFC 3339 time>``: the resource as it was.
+- ``GET /v2.1/stratus/usage/{project_id}?as_of=...``: a project's quota usage as it was.
+
+``kind``: ``server``, ``host``, ``flavor``, or ``aggregate`` (any aggregate id). Project isolation:
+a server's history and state are visible to its project (another project's server does not exist:
+404); hosts, flavors and raw aggregates, and other projects' usage, need an auditor (admin).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import falcon
+
+from api import auth
+from api.errors import BadRequest, ItemNotFound
+from commands import resources
+from commands.errors import InvalidInput
+from commands.handlers import Handlers
+from projections import asof
+from stratus.audit import history
+from stratus.context import Actor
+
+DEFAULT_LIMIT = 100
+
+
+def can_audit_everything(actor: Actor) -> bool:
+    """Auditors read across projects: Nova's admins (the identity layer decides who holds the role)."""
+    return auth.is_admin(actor)
+
+
+def _as_of(req: falcon.Request) -> asof.AsOf:
+    raw = req.get_param("as_of")
+    if raw is None:
+        raise BadRequest("as_of is required: a log position or an RFC 3339 timestamp")
+    try:
+        return asof.AsOf.parse(raw)
+    except asof.InvalidAsOf as e:
+        raise BadRequest(str(e)) from None
+
+
+def _limit_marker(req: falcon.Request) -> tuple[int, int | None]:
+    limit = DEFAULT_LIMIT
+    raw = req.get_param("limit")
+    if raw is not None:
+        if not raw.strip().isdigit() or int(raw) < 1:
+            raise BadRequest("limit param must be a positive integer")
+        limit = min(int(raw), history.MAX_PAGE)
+    marker = req.get_param("marker")
+    if marker is not None and not marker.strip().isdigit():
+        raise BadRequest("marker param must be a log position (an integer)")
+    return limit, int(marker) if marker is not None else None
+
+
+class _Audit:
+    def __init__(self, handlers: Handlers) -> None:
+        self._app = handlers.app
+        self._reader: history.LogReader = handlers.app.recorder  # type: ignore[assignment]
+
+    def _aggregate(self, actor: Actor, kind: str, resource_id: str) -> UUID | str:
+        try:
+            aggregate_id = resources.aggregate_id(kind, resource_id)
+        except InvalidInput as e:
+            raise BadRequest(e.message) from None
+        if kind == "server":
+            if not can_audit_everything(actor) and self._owner(aggregate_id) != actor.project_id:
+                raise ItemNotFound(f"Instance {resource_id} could not be found.")
+        elif not can_audit_everything(actor):
+            auth.require_admin(actor, f"os_compute_api:stratus:audit:{kind}")
+        return aggregate_id
+
+    def _owner(self, aggregate_id: UUID | str) -> str | None:
+        first, _ = history.page(self._reader, aggregate_id, limit=1)
+        if not first:
+            return None
+        data = first[0].envelope.to_dict().get("data")
+        return data.get("project_id") if isinstance(data, dict) else None
+
+
+class History(_Audit):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, kind: str, resource_id: str) -> None:
+        aggregate_id = self._aggregate(req.context.actor, kind, resource_id)
+        limit, marker = _limit_marker(req)
+        entries, next_marker = history.page(self._reader, aggregate_id, limit=limit, marker=marker)
+        if not entries and marker is None:
+            raise ItemNotFound(f"No history for {kind} {resource_id}.")
+        body: dict[str, Any] = {
+            "kind": kind,
+            "id": resource_id,
+            "aggregate_id": str(aggregate_id),
+            "events": [e.to_dict() for e in entries],
+        }
+        if next_marker is not None:
+            body["next_marker"] = next_marker
+            href = f"{req.prefix}{req.path}?limit={limit}&marker={next_marker}"
+            body["links"] = [{"rel": "next", "href": href}]
+        resp.media = body
+
+
+class State(_Audit):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, kind: str, resource_id: str) -> None:
+        aggregate_id = self._aggregate(req.context.actor, kind, resource_id)
+        as_of = _as_of(req)
+        if not isinstance(aggregate_id, UUID):
+            raise BadRequest("Past state is available for aggregates with UUID ids")
+        past = asof.state_at(self._app, self._reader, aggregate_id, as_of)
+        if past is None:
+            raise ItemNotFound(f"{kind} {resource_id} did not exist at {as_of.describe()}.")
+        resp.media = {
+            "kind": kind,
+            "id": resource_id,
+            "as_of": as_of.describe(),
+            "version": past.version,
+            "position": past.position,
+            "time": past.time,
+            "state": past.state,
+        }
+
+
+class Usage(_Audit):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
+        actor: Actor = req.context.actor
+        if project_id != actor.project_id and not can_audit_everything(actor):
+            auth.require_admin(actor, "os_compute_api:stratus:audit:usage")
+        as_of = _as_of(req)
+        usage = asof.project_usage(self._app, self._reader, project_id, as_of)
+        resp.media = {"usage": {**usage.to_dict(), "as_of": as_of.describe()}}
