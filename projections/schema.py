@@ -65,7 +65,7 @@ CREATE TABLE {s}.instances (
     availability_zone text,
     description text,
     key_name text,
-    -- fixed addresses: [{network_id, network_name, address, mac}]
+    -- fixed addresses: [{{network_id, network_name, address, mac}}]
     ports jsonb NOT NULL DEFAULT '[]',
     tags jsonb NOT NULL DEFAULT '[]',
     reservation_id text,
