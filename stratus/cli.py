@@ -171,6 +171,13 @@ def _cmd_nats(args: argparse.Namespace) -> int:
     _exec([*argv, *args.extra], dict(os.environ))
 
 
+def _cmd_audit(args: argparse.Namespace) -> int:
+    """``stratus audit ...``: reads the log only (stratus/audit/cli.py)."""
+    from stratus.audit import cli as audit_cli
+
+    return audit_cli.run(_settings(args), args)
+
+
 def _run_tests(pytest_args: list[str]) -> NoReturn:
     os.chdir(ROOT)
     _exec([sys.executable, "-m", "pytest", *pytest_args], dict(os.environ))
@@ -417,6 +424,10 @@ def _parser() -> argparse.ArgumentParser:
     nats.add_argument("--store-dir", help="JetStream storage (default <data dir>/nats)")
     nats.add_argument("extra", nargs=argparse.REMAINDER,
                       help="further nats-server options, after --")
+
+    from stratus.audit import cli as audit_cli
+
+    audit_cli.add_parser(sub, common, _cmd_audit)
 
     # Handled in main() before parsing; listed here for --help.
     sub.add_parser("test", help="run the test suite (further arguments go to pytest)", add_help=False)

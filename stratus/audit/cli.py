@@ -1,0 +1,251 @@
+"""``stratus audit``: verify the log, read a resource's history or past state, export and import.
+
+Every subcommand reads the log directly from JetStream (``STRATUS_NATS_URL``, ``STRATUS_STREAM``,
+``STRATUS_SUBJECT_PREFIX``); none needs PostgreSQL or the API. The domain (resource kinds, replaying
+aggregates) is imported by name when a subcommand needs it, as the ``stratus`` command does for
+its parts, so that the shared kernel does not depend on the layers above it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+from stratus.audit import export, history, verify
+from stratus.config import Settings
+
+EXIT_BROKEN = 1
+EXIT_USAGE = 2
+
+
+def add_parser(
+    sub: Any, common: argparse.ArgumentParser, handler: Callable[[argparse.Namespace], int]
+) -> None:
+    """``stratus audit ...`` under the ``stratus`` command's subparsers."""
+    audit = sub.add_parser(
+        "audit",
+        parents=[common],
+        help="verify the log's hash chain; history, past state, export and import",
+        description="Read the event log for auditors. See docs/audit.md.",
+    )
+    audit.set_defaults(handler=handler)
+    cmds = audit.add_subparsers(dest="audit_command", metavar="AUDIT_COMMAND", required=True)
+
+    v = cmds.add_parser("verify", help="prove the chain unbroken, or name the first event where it breaks")
+    v.add_argument("--upto", type=int, help="check positions 1..UPTO (default: the last position)")
+    v.add_argument(
+        "--anchor",
+        action="append",
+        default=[],
+        metavar="POSITION:HASH",
+        help="a global hash recorded earlier (repeatable): the log up to POSITION must still give it",
+    )
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    h = cmds.add_parser("history", help="every event of one resource, oldest first")
+    h.add_argument("kind", help="server, host, flavor or aggregate (any aggregate id)")
+    h.add_argument("id")
+    h.add_argument("--limit", type=int, default=None, help="at most this many events")
+    h.add_argument("--marker", type=int, default=None, help="start after this position")
+    h.add_argument("--json", action="store_true", help="one structured CloudEvent per line")
+
+    s = cmds.add_parser("state", help="a resource as it was at a position or time")
+    s.add_argument("kind")
+    s.add_argument("id")
+    s.add_argument("--as-of", required=True, help="a log position or an RFC 3339 time")
+
+    u = cmds.add_parser("usage", help="a project's quota usage as it was at a position or time")
+    u.add_argument("project_id")
+    u.add_argument("--as-of", required=True, help="a log position or an RFC 3339 time")
+
+    e = cmds.add_parser("export", help="the log (or one resource's events) as JSON Lines with chain hashes")
+    e.add_argument("--resource", nargs=2, metavar=("KIND", "ID"), help="export only this resource")
+    e.add_argument("-o", "--output", help="file to write (default: standard output)")
+
+    i = cmds.add_parser("import", help="import a whole-log export into an empty stream, positions kept")
+    i.add_argument("file", help="the JSON Lines file ('-' for standard input)")
+
+
+def run(settings: Settings, args: argparse.Namespace, out: IO[str] = sys.stdout) -> int:
+    command = args.audit_command
+    if command == "verify":
+        return _verify(settings, args, out)
+    if command == "export":
+        return _export(settings, args)
+    if command == "import":
+        return _import(settings, args, out)
+    with _app(settings) as (app, reader):
+        if command == "history":
+            return _history(reader, args, out)
+        if command == "state":
+            return _state(app, reader, args, out)
+        return _usage(app, reader, args, out)
+
+
+def _aggregate_id(kind: str, resource_id: str) -> Any:
+    resources = importlib.import_module("commands.resources")
+    errors = importlib.import_module("commands.errors")
+    try:
+        return resources.aggregate_id(kind, resource_id)
+    except errors.InvalidInput as e:
+        raise SystemExit(f"stratus audit: {e.message}") from e
+
+
+@contextmanager
+def _app(settings: Settings) -> Iterator[tuple[Any, history.LogReader]]:
+    from stratus.eventstore import Factory, NatsBridge
+
+    stratus_app = importlib.import_module("commands.app").Stratus
+    bridge = NatsBridge(settings.nats_urls, name="stratus-audit").start()
+    try:
+        app = stratus_app(Factory(bridge=bridge, settings=settings, ensure_stream=False))
+        yield app, app.recorder
+    finally:
+        bridge.close()
+
+
+def _print(out: IO[str], obj: Any) -> None:
+    out.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def _verify(settings: Settings, args: argparse.Namespace, out: IO[str]) -> int:
+    anchors: dict[int, str] = {}
+    for a in args.anchor:
+        position, sep, value = a.partition(":")
+        if not sep or not position.isdigit() or len(value) != 64:
+            raise SystemExit(f"stratus audit verify: --anchor {a!r} is not POSITION:HASH (64 hex digits)")
+        anchors[int(position)] = value.lower()
+    report = verify.verify(
+        settings.nats_urls, settings.stream, settings.subject_prefix, upto=args.upto, anchors=anchors
+    )
+    if args.json:
+        _print(out, report.to_dict())
+    elif report.ok:
+        out.write(
+            f"OK: {report.checked} events, positions 1..{report.last_position}, chain unbroken"
+            f"{f', anchors {report.anchors_checked} hold' if report.anchors_checked else ''} "
+            f"({report.seconds:.2f}s, {report.events_per_second:,.0f} events/s)\n"
+            f"anchor: {report.last_position}:{report.global_hash}\n"
+        )
+    else:
+        assert report.first_break is not None
+        b = report.first_break
+        out.write(
+            f"BROKEN at position {b.position}{f' (event {b.event_id})' if b.event_id else ''}: {b.reason}\n"
+            f"positions 1..{report.last_position} verified before it\n"
+        )
+    return 0 if report.ok else EXIT_BROKEN
+
+
+def _history(reader: history.LogReader, args: argparse.Namespace, out: IO[str]) -> int:
+    aggregate_id = _aggregate_id(args.kind, args.id)
+    marker = args.marker
+    left = args.limit
+    found = False
+    while left is None or left > 0:
+        entries, marker = history.page(
+            reader, aggregate_id, limit=min(left or history.MAX_PAGE, history.MAX_PAGE), marker=marker
+        )
+        for e in entries:
+            found = True
+            if args.json:
+                out.write(json.dumps(e.to_dict(), sort_keys=True) + "\n")
+            else:
+                v = e.envelope
+                actor = f"{v.actoruser}@{v.actorproject}[{','.join(v.actorroles)}]"
+                out.write(
+                    f"{v.position:>8}  {v.time}  {v.type:<32} {actor}  request={v.requestid} "
+                    f"correlation={v.correlationid} causation={v.causationid or '-'}\n"
+                )
+        if left is not None:
+            left -= len(entries)
+        if marker is None:
+            break
+    if not found and args.marker is None:
+        print(f"stratus audit: no history for {args.kind} {args.id}", file=sys.stderr)
+        return EXIT_BROKEN
+    return 0
+
+
+def _as_of(value: str) -> Any:
+    asof = importlib.import_module("projections.asof")
+    try:
+        return asof.AsOf.parse(value)
+    except asof.InvalidAsOf as e:
+        raise SystemExit(f"stratus audit: {e}") from e
+
+
+def _state(app: Any, reader: history.LogReader, args: argparse.Namespace, out: IO[str]) -> int:
+    asof = importlib.import_module("projections.asof")
+    from uuid import UUID
+
+    aggregate_id = _aggregate_id(args.kind, args.id)
+    as_of = _as_of(args.as_of)
+    if not isinstance(aggregate_id, UUID):
+        raise SystemExit("stratus audit: past state needs an aggregate with a UUID id")
+    past = asof.state_at(app, reader, aggregate_id, as_of)
+    if past is None:
+        print(f"stratus audit: {args.kind} {args.id} did not exist at {args.as_of}", file=sys.stderr)
+        return EXIT_BROKEN
+    _print(
+        out,
+        {
+            "as_of": as_of.describe(),
+            "version": past.version,
+            "position": past.position,
+            "time": past.time,
+            "state": past.state,
+        },
+    )
+    return 0
+
+
+def _usage(app: Any, reader: history.LogReader, args: argparse.Namespace, out: IO[str]) -> int:
+    asof = importlib.import_module("projections.asof")
+    as_of = _as_of(args.as_of)
+    usage = asof.project_usage(app, reader, args.project_id, as_of)
+    _print(out, {"usage": {**usage.to_dict(), "as_of": as_of.describe()}})
+    return 0
+
+
+def _export(settings: Settings, args: argparse.Namespace) -> int:
+    aggregate = str(_aggregate_id(*args.resource)) if args.resource else None
+    lines = export.export_lines(
+        settings.nats_urls, settings.stream, settings.subject_prefix, aggregate_id=aggregate
+    )
+    if args.output:
+        with open(args.output, "wb") as f:
+            n = export.write_export(f, lines)
+    else:
+        n = export.write_export(sys.stdout.buffer, lines)
+        sys.stdout.buffer.flush()
+    print(f"stratus audit: exported {n} events", file=sys.stderr)
+    return 0
+
+
+def _import(settings: Settings, args: argparse.Namespace, out: IO[str]) -> int:
+    from stratus.eventstore import Factory, NatsBridge
+
+    bridge = NatsBridge(settings.nats_urls, name="stratus-audit-import").start()
+    try:
+        Factory(bridge=bridge, settings=settings).application_recorder()  # the stream, as Stratus makes it
+        source: IO[bytes] = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
+        try:
+            n = export.import_events(
+                bridge, settings.stream, settings.subject_prefix, export.read_lines(source)
+            )
+        except export.ImportRefused as e:
+            print(f"stratus audit import: refused: {e}", file=sys.stderr)
+            return EXIT_BROKEN
+        finally:
+            if source is not sys.stdin.buffer:
+                source.close()
+    finally:
+        bridge.close()
+    out.write(f"imported {n} events into {settings.stream}\n")
+    return 0
