@@ -13,6 +13,7 @@ of its last event, and the projector announces each batch it commits with a NOTI
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -21,6 +22,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from projections.schema import LIVE_SCHEMA, POSITION_CHANNEL
+from stratus.serialization import dumps
 
 
 class QueryError(Exception):
@@ -129,20 +131,51 @@ def list_servers(
     status: str | None = None,
     host: str | None = None,
     include_deleted: bool = False,
+    changes_since: datetime | None = None,
+    tags: list[str] | None = None,
+    tags_any: list[str] | None = None,
+    not_tags: list[str] | None = None,
+    not_tags_any: list[str] | None = None,
+    ip: str | None = None,
+    reservation_id: str | None = None,
 ) -> list[Row]:
     """A page of servers, newest first (created_at desc, id desc), as Nova pages them.
 
     ``project_id=None`` lists every project (admin). ``marker`` is the id of the last server of the
     previous page; ``MarkerNotFound`` if the caller cannot see it. ``name`` is a POSIX regular
     expression (Nova's semantics); ``status`` an API status such as ``ACTIVE`` (case-insensitive).
+    ``changes_since`` keeps servers updated at or after it, deleted ones included (as Nova does);
+    ``tags`` (all of them), ``tags_any``, ``not_tags`` (not all of them), ``not_tags_any`` (none of
+    them) filter on tags; ``ip`` is a regular expression matched against the fixed addresses.
     """
     where: list[sql.Composable] = []
     params: list[Any] = []
     if project_id is not None:
         where.append(sql.SQL("project_id = %s"))
         params.append(project_id)
-    if not include_deleted:
+    if not include_deleted and changes_since is None:
         where.append(sql.SQL("NOT deleted"))
+    if changes_since is not None:
+        where.append(sql.SQL("updated_at >= %s"))
+        params.append(changes_since)
+    if tags:
+        where.append(sql.SQL("tags @> %s::jsonb"))
+        params.append(_json_list(tags))
+    if tags_any:
+        where.append(sql.SQL("tags ?| %s"))
+        params.append(list(tags_any))
+    if not_tags:
+        where.append(sql.SQL("NOT (tags @> %s::jsonb)"))
+        params.append(_json_list(not_tags))
+    if not_tags_any:
+        where.append(sql.SQL("NOT (tags ?| %s)"))
+        params.append(list(not_tags_any))
+    if ip is not None:
+        where.append(sql.SQL("EXISTS (SELECT 1 FROM jsonb_array_elements(ports) p WHERE p->>'address' ~ %s)"))
+        params.append(ip)
+    if reservation_id is not None:
+        where.append(sql.SQL("reservation_id = %s"))
+        params.append(reservation_id)
     if name is not None:
         where.append(sql.SQL("name ~ %s"))
         params.append(name)
@@ -161,6 +194,10 @@ def list_servers(
     )
     params.append(max(0, limit))
     return _fetchall(conn, query, params)
+
+
+def _json_list(values: list[str]) -> str:
+    return dumps(list(values)).decode()
 
 
 def _marker_row(conn: psycopg.Connection[Any], marker: str, project_id: str | None) -> Row:
