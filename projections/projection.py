@@ -31,7 +31,7 @@ from psycopg.types.json import Jsonb
 from commands.flavor import Flavor
 from commands.host import Host
 from commands.instance import Instance
-from projections import apply
+from projections import apply, identity
 from projections.schema import (
     CLAIM_COLUMNS,
     FLAVOR_COLUMNS,
@@ -84,6 +84,8 @@ class _WorkingSet:
     dirty_hosts: set[UUID] = field(default_factory=set)
     dirty_claims: set[ClaimKey] = field(default_factory=set)
     dirty_flavors: set[UUID] = field(default_factory=set)
+    # Writes that need no row read first (the identity tables), run in order after the others.
+    statements: list[identity.Statement] = field(default_factory=list)
     position: int | None = None
 
 
@@ -203,6 +205,10 @@ class ReadModelView(TrackingRecorder):
         self.ws.dirty_flavors.add(row["id"])
         self.insert_tracking(tracking)
 
+    def execute(self, statements: Iterable[identity.Statement], tracking: Tracking) -> None:
+        self.ws.statements.extend(statements)
+        self.insert_tracking(tracking)
+
     def flush(self, position: int) -> None:
         """Write every changed row, then the tracking position and its NOTIFY (delivered at commit)."""
         with self.conn.pipeline():
@@ -225,6 +231,8 @@ class ReadModelView(TrackingRecorder):
                     ),
                     gone,
                 )
+        for statement, params in ws.statements:
+            self.conn.execute(sql.SQL(statement).format(s=self._s), params)  # type: ignore[arg-type]
         self.conn.execute(
             sql.SQL("UPDATE {}.tracking SET position = %s, updated_at = now()").format(self._s), (position,)
         )
@@ -276,6 +284,7 @@ class ReadModels(Projection[ReadModelView]):
         InstanceDeletionRequested, InstanceDeleted,
         HostRegistered, HostInstanceClaimed, HostInstanceReleased,
         FlavorCreated, FlavorDeleted,
+        *identity.HANDLED,
     )  # fmt: skip
     topics: tuple[str, ...] = tuple(get_topic(cls) for cls in handled)
 
@@ -298,8 +307,9 @@ class ReadModels(Projection[ReadModelView]):
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
-        """Events the read models do not show change nothing but the tracking position."""
-        self.view.insert_tracking(tracking)
+        """Identity events become their statements; others the read models do not show change
+        nothing but the tracking position."""
+        self.view.execute(identity.statements(domain_event, tracking.notification_id), tracking)
 
     # -- instances ----------------------------------------------------------------------------
     @process_event.register(InstanceRequested)

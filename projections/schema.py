@@ -15,6 +15,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from projections import identity
+
 LIVE_SCHEMA = "stratus_rm"
 # The NOTIFY channel on which each committed batch announces the position it reached.
 POSITION_CHANNEL = "stratus_rm_position"
@@ -50,6 +52,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("hosts", ("id",)),
     ("host_claims", ("host_id", "instance_id")),
     ("flavors", ("flavorid",)),
+    *identity.TABLES,
     ("tracking", ("singleton",)),
 )
 
@@ -167,6 +170,7 @@ def create_schema(conn: psycopg.Connection[Any], schema: str) -> None:
     s = sql.Identifier(schema)
     conn.execute(sql.SQL("CREATE SCHEMA {}").format(s))
     conn.execute(sql.SQL(_DDL).format(s=s))  # type: ignore[arg-type]
+    conn.execute(sql.SQL(identity.DDL).format(s=s))  # type: ignore[arg-type]
 
 
 def schema_exists(conn: psycopg.Connection[Any], schema: str) -> bool:
@@ -180,3 +184,5 @@ def ensure_live_schema(conn: psycopg.Connection[Any]) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
         if not schema_exists(conn, LIVE_SCHEMA):
             create_schema(conn, LIVE_SCHEMA)
+        else:  # a schema made before the identity tables existed gets them
+            conn.execute(sql.SQL(identity.DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]

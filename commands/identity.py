@@ -1,0 +1,252 @@
+"""Identity: projects, users, roles and who holds which role where, as Keystone models them.
+
+Every grant, revocation, disabling and password change is a recorded fact naming who did it (the
+envelope's actor), so an auditor can answer "who made this user an admin, and when". Passwords
+never enter the log: ``User.PasswordSet`` says only that the password changed; the hash lives in
+the API's credentials table (see docs/identity.md).
+
+Names are unique per domain, as in Keystone. A ``Name`` aggregate, whose id is derived from the
+kind, domain and name, is created in the same atomic append as the project or user that takes the
+name: two concurrent creates of one name cannot both succeed.
+"""
+
+from __future__ import annotations
+
+import re
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from eventsourcing.domain import Aggregate, event
+
+from commands.errors import InvalidInput, NotFound
+
+_NS = uuid5(NAMESPACE_URL, "urn:stratus:identity")
+DEFAULT_DOMAIN_ID = "default"
+DEFAULT_DOMAIN_NAME = "Default"
+# Keystone's default roles (``keystone-manage bootstrap``), each implying the next.
+ROLE_NAMES = ("admin", "manager", "member", "reader")
+IMPLIED_ROLES = {"admin": "manager", "manager": "member", "member": "reader"}
+_NAME_MAX = 255
+_ID_RE = re.compile(r"^[0-9a-f]{32}$")
+
+
+def role_id(name: str) -> str:
+    """The built-in roles have the same id in every deployment, derived from their name."""
+    return uuid5(_NS, f"role\x00{name}").hex
+
+
+def bootstrap_id(kind: str, name: str) -> str:
+    """The id of the bootstrap admin project or user: fixed, so that seeding twice changes nothing."""
+    return uuid5(_NS, f"bootstrap\x00{kind}\x00{name}").hex
+
+
+def aggregate_id(identity_id: str) -> UUID:
+    """Keystone ids are 32 hex digits: the aggregate's UUID written without dashes."""
+    if not _ID_RE.match(identity_id):
+        raise NotFound(f"Could not find {identity_id!r}.")
+    return UUID(hex=identity_id)
+
+
+def name_id(kind: str, domain_id: str, name: str) -> UUID:
+    return uuid5(_NS, f"name\x00{kind}\x00{domain_id}\x00{name}")
+
+
+def effective_roles(names: set[str] | frozenset[str]) -> tuple[str, ...]:
+    """The roles ``names`` grant, implied ones included (admin → manager → member → reader)."""
+    found = set(names)
+    for name in list(names):
+        while name in IMPLIED_ROLES:
+            name = IMPLIED_ROLES[name]
+            found.add(name)
+    return tuple(sorted(found))
+
+
+def _checked_name(what: str, name: str) -> str:
+    if not isinstance(name, str) or not name.strip() or len(name) > _NAME_MAX:
+        raise InvalidInput(f"Invalid input for field '{what}': 1-{_NAME_MAX} characters, not blank.")
+    if any(ord(c) < 32 for c in name):
+        raise InvalidInput(f"Invalid input for field '{what}': control characters are not allowed.")
+    return name
+
+
+class Name(Aggregate):
+    """A name taken in a domain by a project, user or role (its creation event reserves it)."""
+
+    @staticmethod
+    def create_id(kind: str, domain_id: str, name: str, owner_id: str) -> UUID:
+        return name_id(kind, domain_id, name)
+
+    @event("Reserved")
+    def __init__(self, kind: str, domain_id: str, name: str, owner_id: str) -> None:
+        self.kind = kind
+        self.domain_id = domain_id
+        self.name = name
+        self.owner_id = owner_id
+
+
+class Project(Aggregate):
+    @staticmethod
+    def create_id(project_id: str, **_: object) -> UUID:
+        return UUID(hex=project_id)
+
+    @event("Created")
+    def __init__(self, project_id: str, name: str, domain_id: str, description: str, enabled: bool) -> None:
+        self.project_id = project_id
+        self.name = name
+        self.domain_id = domain_id
+        self.description = description
+        self.enabled = enabled
+        # user id -> role ids held in this project
+        self.grants: dict[str, set[str]] = {}
+
+    @classmethod
+    def create(
+        cls, project_id: str, name: str, domain_id: str, description: str = "", enabled: bool = True
+    ) -> tuple[Project, Name]:
+        _checked_name("name", name)
+        project = cls(
+            project_id=project_id, name=name, domain_id=domain_id, description=description, enabled=enabled
+        )
+        return project, Name(kind="project", domain_id=domain_id, name=name, owner_id=project_id)
+
+    def update(self, *, description: str | None = None, enabled: bool | None = None) -> None:
+        new_description = self.description if description is None else description
+        new_enabled = self.enabled if enabled is None else enabled
+        if (new_description, new_enabled) != (self.description, self.enabled):
+            self._updated(description=new_description, enabled=new_enabled)
+
+    @event("Updated")
+    def _updated(self, description: str, enabled: bool) -> None:
+        self.description = description
+        self.enabled = enabled
+
+    def holds(self, user_id: str, role: str) -> bool:
+        return role in self.grants.get(user_id, set())
+
+    def grant(self, user_id: str, role: str) -> None:
+        """Give ``user_id`` the role ``role`` (a role id) here; granting it again changes nothing."""
+        if not self.holds(user_id, role):
+            self._role_granted(user_id=user_id, role_id=role)
+
+    @event("RoleGranted")
+    def _role_granted(self, user_id: str, role_id: str) -> None:
+        self.grants.setdefault(user_id, set()).add(role_id)
+
+    def revoke(self, user_id: str, role: str) -> None:
+        if not self.holds(user_id, role):
+            raise NotFound(f"Could not find role assignment of role {role} to user {user_id}.")
+        self._role_revoked(user_id=user_id, role_id=role)
+
+    @event("RoleRevoked")
+    def _role_revoked(self, user_id: str, role_id: str) -> None:
+        self.grants[user_id].discard(role_id)
+
+
+class User(Aggregate):
+    @staticmethod
+    def create_id(user_id: str, **_: object) -> UUID:
+        return UUID(hex=user_id)
+
+    @event("Created")
+    def __init__(
+        self,
+        user_id: str,
+        name: str,
+        domain_id: str,
+        default_project_id: str | None,
+        enabled: bool,
+        email: str | None,
+        description: str | None,
+    ) -> None:
+        self.user_id = user_id
+        self.name = name
+        self.domain_id = domain_id
+        self.default_project_id = default_project_id
+        self.enabled = enabled
+        self.email = email
+        self.description = description
+        self.has_password = False
+
+    @classmethod
+    def create(
+        cls,
+        user_id: str,
+        name: str,
+        domain_id: str,
+        *,
+        default_project_id: str | None = None,
+        enabled: bool = True,
+        email: str | None = None,
+        description: str | None = None,
+    ) -> tuple[User, Name]:
+        _checked_name("name", name)
+        user = cls(
+            user_id=user_id,
+            name=name,
+            domain_id=domain_id,
+            default_project_id=default_project_id,
+            enabled=enabled,
+            email=email,
+            description=description,
+        )
+        return user, Name(kind="user", domain_id=domain_id, name=name, owner_id=user_id)
+
+    def update(
+        self,
+        *,
+        enabled: bool | None = None,
+        email: str | None = None,
+        description: str | None = None,
+        default_project_id: str | None = None,
+    ) -> None:
+        new = (
+            self.enabled if enabled is None else enabled,
+            self.email if email is None else email,
+            self.description if description is None else description,
+            self.default_project_id if default_project_id is None else default_project_id,
+        )
+        if new != (self.enabled, self.email, self.description, self.default_project_id):
+            self._updated(enabled=new[0], email=new[1], description=new[2], default_project_id=new[3])
+
+    @event("Updated")
+    def _updated(
+        self, enabled: bool, email: str | None, description: str | None, default_project_id: str | None
+    ) -> None:
+        self.enabled = enabled
+        self.email = email
+        self.description = description
+        self.default_project_id = default_project_id
+
+    def password_changed(self) -> None:
+        """Record that the user's password changed (the hash itself is kept outside the log)."""
+        self._password_set()
+
+    @event("PasswordSet")
+    def _password_set(self) -> None:
+        self.has_password = True
+
+
+class Role(Aggregate):
+    @staticmethod
+    def create_id(role_id: str, **_: object) -> UUID:
+        return UUID(hex=role_id)
+
+    @event("Created")
+    def __init__(self, role_id: str, name: str, description: str) -> None:
+        self.role_id = role_id
+        self.name = name
+        self.description = description
+
+
+class Token(Aggregate):
+    """A token that was revoked before it expired (issuing a token records nothing: it is a signature)."""
+
+    @staticmethod
+    def create_id(token_id: str, **_: object) -> UUID:
+        return UUID(hex=token_id)
+
+    @event("Revoked")
+    def __init__(self, token_id: str, user_id: str, project_id: str, expires_at: str) -> None:
+        self.token_id = token_id
+        self.user_id = user_id
+        self.project_id = project_id
+        self.expires_at = expires_at

@@ -1,0 +1,188 @@
+"""The identity read model: projects, users, roles, role assignments and revoked tokens.
+
+Its rows never need reading before they are written (a grant inserts a row, a revocation deletes
+one, an update overwrites the fields it carries), so each event becomes SQL statements, computed
+here without I/O, that the batch's view runs in order with the batch's other writes. The tables
+live beside the others in each read-model schema, so a rebuild rebuilds them too.
+
+Password hashes are not here: they are not derived from the log (see ``api/credentials.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from commands.identity import Project, Role, Token, User
+
+Statement = tuple[str, tuple[Any, ...]]  # SQL with ``{s}`` for the schema, and its parameters
+
+ProjectCreated: type = Project.Created  # type: ignore[attr-defined]
+ProjectUpdated: type = Project.Updated  # type: ignore[attr-defined]
+ProjectRoleGranted: type = Project.RoleGranted  # type: ignore[attr-defined]
+ProjectRoleRevoked: type = Project.RoleRevoked  # type: ignore[attr-defined]
+UserCreated: type = User.Created  # type: ignore[attr-defined]
+UserUpdated: type = User.Updated  # type: ignore[attr-defined]
+UserPasswordSet: type = User.PasswordSet  # type: ignore[attr-defined]
+RoleCreated: type = Role.Created  # type: ignore[attr-defined]
+TokenRevoked: type = Token.Revoked  # type: ignore[attr-defined]
+
+HANDLED: tuple[type, ...] = (
+    ProjectCreated, ProjectUpdated, ProjectRoleGranted, ProjectRoleRevoked,
+    UserCreated, UserUpdated, UserPasswordSet, RoleCreated, TokenRevoked,
+)  # fmt: skip
+
+# Idempotent: a read-model schema made before identity existed gets these tables when next opened
+# (its log holds no identity event, so they start empty and correct).
+# Each table and its key, for the row-for-row comparison of a rebuild.
+TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("projects", ("id",)),
+    ("users", ("id",)),
+    ("roles", ("id",)),
+    ("role_assignments", ("project_id", "user_id", "role_id")),
+    ("revoked_tokens", ("token_id",)),
+)
+
+DDL = """
+CREATE TABLE IF NOT EXISTS {s}.projects (
+    id text PRIMARY KEY,
+    name text NOT NULL,
+    domain_id text NOT NULL,
+    description text NOT NULL DEFAULT '',
+    enabled boolean NOT NULL,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    position bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS projects_domain_name ON {s}.projects (domain_id, name);
+
+CREATE TABLE IF NOT EXISTS {s}.users (
+    id text PRIMARY KEY,
+    name text NOT NULL,
+    domain_id text NOT NULL,
+    default_project_id text,
+    enabled boolean NOT NULL,
+    email text,
+    description text,
+    password_set_at timestamptz,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    position bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS users_domain_name ON {s}.users (domain_id, name);
+
+CREATE TABLE IF NOT EXISTS {s}.roles (
+    id text PRIMARY KEY,
+    name text NOT NULL,
+    description text NOT NULL DEFAULT '',
+    created_at timestamptz NOT NULL,
+    position bigint NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS {s}.role_assignments (
+    project_id text NOT NULL,
+    user_id text NOT NULL,
+    role_id text NOT NULL,
+    granted_at timestamptz NOT NULL,
+    position bigint NOT NULL,
+    PRIMARY KEY (project_id, user_id, role_id)
+);
+CREATE INDEX IF NOT EXISTS role_assignments_user ON {s}.role_assignments (user_id, project_id);
+
+-- Tokens revoked before they expire; a row can go once expires_at has passed.
+CREATE TABLE IF NOT EXISTS {s}.revoked_tokens (
+    token_id text PRIMARY KEY,
+    user_id text NOT NULL,
+    project_id text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    revoked_at timestamptz NOT NULL,
+    position bigint NOT NULL
+);
+"""
+
+
+def statements(e: Any, position: int) -> list[Statement]:
+    """The writes an identity event makes to the read model; none for any other event."""
+    t = e.timestamp
+    if isinstance(e, ProjectCreated):
+        return [
+            (
+                "INSERT INTO {s}.projects (id, name, domain_id, description, enabled, created_at, "
+                "updated_at, position) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                (e.project_id, e.name, e.domain_id, e.description, e.enabled, t, t, position),
+            )
+        ]
+    if isinstance(e, ProjectUpdated):
+        return [
+            (
+                "UPDATE {s}.projects SET description = %s, enabled = %s, updated_at = %s, position = %s "
+                "WHERE id = %s",
+                (e.description, e.enabled, t, position, e.originator_id.hex),
+            )
+        ]
+    if isinstance(e, ProjectRoleGranted):
+        return [
+            (
+                "INSERT INTO {s}.role_assignments (project_id, user_id, role_id, granted_at, position) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (e.originator_id.hex, e.user_id, e.role_id, t, position),
+            )
+        ]
+    if isinstance(e, ProjectRoleRevoked):
+        return [
+            (
+                "DELETE FROM {s}.role_assignments WHERE project_id = %s AND user_id = %s AND role_id = %s",
+                (e.originator_id.hex, e.user_id, e.role_id),
+            )
+        ]
+    if isinstance(e, UserCreated):
+        return [
+            (
+                "INSERT INTO {s}.users (id, name, domain_id, default_project_id, enabled, email, "
+                "description, created_at, updated_at, position) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                (
+                    e.user_id,
+                    e.name,
+                    e.domain_id,
+                    e.default_project_id,
+                    e.enabled,
+                    e.email,
+                    e.description,
+                    t,
+                    t,
+                    position,
+                ),
+            )
+        ]
+    if isinstance(e, UserUpdated):
+        return [
+            (
+                "UPDATE {s}.users SET enabled = %s, email = %s, description = %s, default_project_id = %s, "
+                "updated_at = %s, position = %s WHERE id = %s",
+                (e.enabled, e.email, e.description, e.default_project_id, t, position, e.originator_id.hex),
+            )
+        ]
+    if isinstance(e, UserPasswordSet):
+        return [
+            (
+                "UPDATE {s}.users SET password_set_at = %s, updated_at = %s, position = %s WHERE id = %s",
+                (t, t, position, e.originator_id.hex),
+            )
+        ]
+    if isinstance(e, RoleCreated):
+        return [
+            (
+                "INSERT INTO {s}.roles (id, name, description, created_at, position) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                (e.role_id, e.name, e.description, t, position),
+            )
+        ]
+    if isinstance(e, TokenRevoked):
+        return [
+            (
+                "INSERT INTO {s}.revoked_tokens (token_id, user_id, project_id, expires_at, revoked_at, "
+                "position) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (token_id) DO NOTHING",
+                (e.token_id, e.user_id, e.project_id, e.expires_at, t, position),
+            )
+        ]
+    return []

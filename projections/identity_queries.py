@@ -1,0 +1,163 @@
+"""What the API reads of identity: projects, users, roles, assignments, and a token's subject.
+
+``subject`` is the check behind every authenticated request: one query says whether the token's
+user and project exist and are enabled, whether the token was revoked, and which roles the user
+holds in the project. Rows come back as dicts keyed by ``projections.identity``'s columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from projections.schema import LIVE_SCHEMA
+
+Row = dict[str, Any]
+_S = LIVE_SCHEMA
+
+
+@dataclass(frozen=True)
+class Subject:
+    """Who a token speaks for, as the read model sees them now."""
+
+    user: Row
+    project: Row
+    role_names: frozenset[str]
+    revoked: bool
+
+
+def _all(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> list[Row]:
+    with conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(query.format(s=_S), params)  # type: ignore[arg-type]
+        return cur.fetchall()
+
+
+def _one(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> Row | None:
+    rows = _all(conn, query, params)
+    return rows[0] if rows else None
+
+
+def subject(conn: psycopg.Connection[Any], user_id: str, project_id: str, token_id: str) -> Subject | None:
+    row = _one(
+        conn,
+        """
+        SELECT row_to_json(u) AS user, row_to_json(p) AS project,
+               ARRAY(SELECT r.name FROM {s}.role_assignments a JOIN {s}.roles r ON r.id = a.role_id
+                     WHERE a.user_id = u.id AND a.project_id = p.id) AS role_names,
+               EXISTS (SELECT 1 FROM {s}.revoked_tokens t WHERE t.token_id = %s) AS revoked
+        FROM {s}.users u, {s}.projects p WHERE u.id = %s AND p.id = %s
+        """,
+        (token_id, user_id, project_id),
+    )
+    if row is None:
+        return None
+    return Subject(row["user"], row["project"], frozenset(row["role_names"]), bool(row["revoked"]))
+
+
+def user_role_names(conn: psycopg.Connection[Any], user_id: str, project_id: str) -> frozenset[str]:
+    rows = _all(
+        conn,
+        "SELECT r.name FROM {s}.role_assignments a JOIN {s}.roles r ON r.id = a.role_id "
+        "WHERE a.user_id = %s AND a.project_id = %s",
+        (user_id, project_id),
+    )
+    return frozenset(r["name"] for r in rows)
+
+
+# -- projects -------------------------------------------------------------------------------------
+def get_project(conn: psycopg.Connection[Any], project_id: str) -> Row | None:
+    return _one(conn, "SELECT * FROM {s}.projects WHERE id = %s", (project_id,))
+
+
+def project_by_name(conn: psycopg.Connection[Any], name: str, domain_id: str) -> Row | None:
+    return _one(conn, "SELECT * FROM {s}.projects WHERE name = %s AND domain_id = %s", (name, domain_id))
+
+
+def list_projects(
+    conn: psycopg.Connection[Any],
+    *,
+    name: str | None = None,
+    domain_id: str | None = None,
+    enabled: bool | None = None,
+    only_ids: list[str] | None = None,
+) -> list[Row]:
+    where, params = _filters(name=name, domain_id=domain_id, enabled=enabled)
+    if only_ids is not None:
+        where.append("id = ANY(%s)")
+        params.append(only_ids)
+    return _all(conn, f"SELECT * FROM {{s}}.projects{_where(where)} ORDER BY name, id", tuple(params))
+
+
+def user_projects(conn: psycopg.Connection[Any], user_id: str) -> list[Row]:
+    """The projects in which ``user_id`` holds at least one role."""
+    return _all(
+        conn,
+        "SELECT * FROM {s}.projects WHERE id IN "
+        "(SELECT project_id FROM {s}.role_assignments WHERE user_id = %s) ORDER BY name, id",
+        (user_id,),
+    )
+
+
+# -- users ----------------------------------------------------------------------------------------
+def get_user(conn: psycopg.Connection[Any], user_id: str) -> Row | None:
+    return _one(conn, "SELECT * FROM {s}.users WHERE id = %s", (user_id,))
+
+
+def user_by_name(conn: psycopg.Connection[Any], name: str, domain_id: str) -> Row | None:
+    return _one(conn, "SELECT * FROM {s}.users WHERE name = %s AND domain_id = %s", (name, domain_id))
+
+
+def list_users(
+    conn: psycopg.Connection[Any],
+    *,
+    name: str | None = None,
+    domain_id: str | None = None,
+    enabled: bool | None = None,
+) -> list[Row]:
+    where, params = _filters(name=name, domain_id=domain_id, enabled=enabled)
+    return _all(conn, f"SELECT * FROM {{s}}.users{_where(where)} ORDER BY name, id", tuple(params))
+
+
+# -- roles ----------------------------------------------------------------------------------------
+def get_role(conn: psycopg.Connection[Any], role_id: str) -> Row | None:
+    return _one(conn, "SELECT * FROM {s}.roles WHERE id = %s", (role_id,))
+
+
+def list_roles(conn: psycopg.Connection[Any], *, name: str | None = None) -> list[Row]:
+    where, params = _filters(name=name)
+    return _all(conn, f"SELECT * FROM {{s}}.roles{_where(where)} ORDER BY name", tuple(params))
+
+
+def list_assignments(
+    conn: psycopg.Connection[Any],
+    *,
+    user_id: str | None = None,
+    project_id: str | None = None,
+    role_id: str | None = None,
+) -> list[Row]:
+    where, params = _filters(**{"a.user_id": user_id, "a.project_id": project_id, "a.role_id": role_id})
+    return _all(
+        conn,
+        "SELECT a.*, r.name AS role_name, u.name AS user_name, u.domain_id AS user_domain_id, "
+        "p.name AS project_name, p.domain_id AS project_domain_id "
+        "FROM {s}.role_assignments a JOIN {s}.roles r ON r.id = a.role_id "
+        "LEFT JOIN {s}.users u ON u.id = a.user_id LEFT JOIN {s}.projects p ON p.id = a.project_id"
+        f"{_where(where)} ORDER BY a.project_id, a.user_id, r.name",
+        tuple(params),
+    )
+
+
+def _filters(**columns: Any) -> tuple[list[str], list[Any]]:
+    where, params = [], []
+    for column, value in columns.items():
+        if value is not None:
+            where.append(f"{column} = %s")
+            params.append(value)
+    return where, params
+
+
+def _where(clauses: list[str]) -> str:
+    return (" WHERE " + " AND ".join(clauses)) if clauses else ""
