@@ -4,15 +4,21 @@ Creating and deleting are commands on the event log: the answer is 202/204 at on
 position of the last event in ``X-Stratus-Position``; building and tearing down happen afterwards
 in the workers. Reads come from the read model.
 
-What Stratus does not do yet, and therefore refuses rather than ignores: networks other than
-``none``/``auto`` (servers have no addresses yet), key pairs, user data, security groups, volumes,
-more than one server per request. It never sets an admin password, so ``adminPass`` is not in the
-answer (as Nova with ``enable_instance_password = False``).
+A create names an image (resolved in the image service's log: it must exist, be visible to the
+project and be active), a key pair, networks (``auto``: an address on the fixed network, ``none``,
+or networks by uuid), user data (kept off the log: only its digest is recorded), tags, and
+``min_count``/``max_count`` for several servers in one atomic append. What Stratus does not do yet,
+and therefore refuses rather than ignores: security groups, volumes, personality files. It never
+sets an admin password, so ``adminPass`` is not in the answer (as Nova with
+``enable_instance_password = False``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -22,13 +28,14 @@ from jsonschema import Draft202012Validator
 
 from api import auth
 from api.body import read_json
-from api.errors import BadRequest, ItemNotFound
+from api.errors import BadRequest, ItemNotFound, ServiceUnavailable
 from api.links import bookmark, next_links, page_params, resource_links
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.errors import NotFound
 from commands.handlers import CreateServer, DeleteServer, Handlers
 from projections import queries
 from stratus.context import Actor, acting
+from stratus.imagestore import BlobStore, StoreError
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 DISK_CONFIG = "MANUAL"  # Stratus never resizes a guest's root partition.
@@ -82,12 +89,13 @@ def detail_view(req: falcon.Request, row: dict[str, Any], actor: Actor) -> dict[
         "flavor": {"id": flavor_id, "links": bookmark(req, "flavors", flavor_id)},
         "created": isotime(row["created_at"]),
         "updated": isotime(row["updated_at"]),
-        "addresses": {},
+        "addresses": addresses_view(row.get("ports") or []),
         "accessIPv4": "",
         "accessIPv6": "",
         "links": resource_links(req, "servers", sid),
         "OS-DCF:diskConfig": DISK_CONFIG,
-        "key_name": None,
+        "key_name": row.get("key_name"),
+        "description": row.get("description"),
         "config_drive": "",
         "OS-EXT-AZ:availability_zone": row["availability_zone"] or ("nova" if host else ""),
         "OS-EXT-STS:vm_state": row["vm_state"],
@@ -106,6 +114,21 @@ def detail_view(req: falcon.Request, row: dict[str, Any], actor: Actor) -> dict[
     if fault and status in _FAULT_STATUSES:
         server["fault"] = fault_view(fault, row, actor)
     return server
+
+
+def addresses_view(ports: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Nova's ``addresses``: per network name, the fixed addresses with their MACs."""
+    addresses: dict[str, list[dict[str, Any]]] = {}
+    for port in ports:
+        addresses.setdefault(port["network_name"], []).append(
+            {
+                "addr": port["address"],
+                "version": 4,
+                "OS-EXT-IPS:type": "fixed",
+                "OS-EXT-IPS-MAC:mac_addr": port["mac"],
+            }
+        )
+    return addresses
 
 
 def fault_view(fault: dict[str, Any], row: dict[str, Any], actor: Actor) -> dict[str, Any]:
@@ -139,11 +162,13 @@ class _Servers:
         read_model: ReadModel,
         validators: dict[str, Draft202012Validator],
         max_body_bytes: int,
+        user_data: BlobStore | None = None,
     ) -> None:
         self._handlers = handlers
         self._read = read_model
         self._create_validator = validators["servers.create"]
         self._max_body = max_body_bytes
+        self._user_data = user_data
 
     def _list(self, req: falcon.Request, path: str, view: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
         actor: Actor = req.context.actor
@@ -166,6 +191,7 @@ class _Servers:
                 status=status or None,
                 host=req.get_param("host") if admin else None,
                 include_deleted=include_deleted,
+                **_field_filters(req),
             )
         body: dict[str, Any] = {"servers": [view(r) for r in rows]}
         links = next_links(req, path, rows, limit)
@@ -187,6 +213,11 @@ class ServerCollection(_Servers):
         key = req.get_header(IDEMPOTENCY_HEADER)
         if key is not None and not 1 <= len(key) <= 255:
             raise BadRequest(f"{IDEMPOTENCY_HEADER} must be 1 to 255 characters.")
+        min_count = server.get("min_count", 1)
+        max_count = server.get("max_count", min_count)
+        if min_count > max_count:
+            raise BadRequest("min_count must be <= max_count")
+        reservation_id = f"r-{uuid.uuid4().hex[:8]}"
         command = CreateServer(
             name=server["name"],
             project_id=actor.project_id,
@@ -196,6 +227,14 @@ class ServerCollection(_Servers):
             metadata=dict(server.get("metadata", {})),
             availability_zone=server.get("availability_zone"),
             idempotency_key=key,
+            description=server.get("description"),
+            key_name=server.get("key_name"),
+            user_data=self._stored_user_data(server.get("user_data")),
+            networks=_networks(server.get("networks", "auto")),
+            tags=tuple(server.get("tags", ())),
+            count=max_count,
+            reservation_id=reservation_id,
+            any_image=auth.is_admin(actor),
         )
         try:
             with acting(req.context.command):
@@ -203,11 +242,33 @@ class ServerCollection(_Servers):
         except NotFound as e:
             # A reference in the body that names nothing is the request's fault (Nova: 400).
             raise BadRequest(e.message) from e
-        links = resource_links(req, "servers", result.id)
         resp.status = falcon.HTTP_202
         resp.set_header(POSITION_HEADER, str(result.position))
+        if server.get("return_reservation_id"):
+            resp.media = {"reservation_id": result.reservation_id}
+            return
+        links = resource_links(req, "servers", result.id)
         resp.location = links[0]["href"]
         resp.media = {"server": {"id": result.id, "links": links, "OS-DCF:diskConfig": DISK_CONFIG}}
+
+    def _stored_user_data(self, encoded: str | None) -> dict[str, Any] | None:
+        """Decode and file the user data; the command carries only its digest (it may hold secrets)."""
+        if encoded is None:
+            return None
+        try:
+            data = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
+            # Never echo the value: user data often carries secrets.
+            raise BadRequest(
+                "Invalid input for field/attribute user_data. The value is not valid base64."
+            ) from None
+        if self._user_data is None:
+            raise BadRequest("This deployment does not accept user_data.")
+        try:
+            digest = self._user_data.put(data)
+        except StoreError as e:
+            raise ServiceUnavailable("User data cannot be stored right now; retry.") from e
+        return {"sha256": digest, "size": len(data)}
 
 
 class ServerDetailCollection(_Servers):
@@ -249,3 +310,39 @@ def _id_from_ref(ref: str | int) -> str:
     """Nova accepts an id or a URL ending in it (``http://.../flavors/1``) for flavorRef and imageRef."""
     text = str(ref).strip()
     return text.rstrip("/").rsplit("/", 1)[-1] if "/" in text else text
+
+
+def _networks(value: str | list[dict[str, str]]) -> str | tuple[str, ...]:
+    if isinstance(value, str):
+        return value
+    return tuple(item["uuid"].lower() for item in value)
+
+
+def _field_filters(req: falcon.Request) -> dict[str, Any]:
+    """Nova's list filters on a server's own fields: ``changes-since``, ``tags``, ``ip``, reservations."""
+    filters: dict[str, Any] = {}
+    since = req.get_param("changes-since")
+    if since is not None:
+        try:
+            when = datetime.fromisoformat(since.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise BadRequest(
+                f"Invalid input for query parameters changes-since. Value: {since[:64]}."
+            ) from None
+        filters["changes_since"] = when if when.tzinfo else when.replace(tzinfo=UTC)
+    for param, key in (
+        ("tags", "tags"),
+        ("tags-any", "tags_any"),
+        ("not-tags", "not_tags"),
+        ("not-tags-any", "not_tags_any"),
+    ):
+        value = req.get_param(param)
+        if value:
+            filters[key] = [t for t in value.split(",") if t]
+    ip = req.get_param("ip")
+    if ip:
+        filters["ip"] = ip
+    reservation = req.get_param("reservation_id")
+    if reservation:
+        filters["reservation_id"] = reservation
+    return filters

@@ -47,8 +47,6 @@ ENTRY_POINTS = {
 WSGI_APP = "api.app:get_app()"
 # Parts that read or write the read models; the others touch only the event log.
 NEEDS_DATABASE = {"api", "projector", "rebuild"}
-# The image named in the first command `stratus run` suggests (there is no image service yet).
-IMAGE_REF = "cirros-0.6.2"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -355,7 +353,8 @@ def _banner(started: Sequence[Part], api_url: str) -> str:
     lines = ["", "Stratus is running:"]
     lines += [f"  {p.name:<{width}}  {p.address or '(running)'}" for p in started]
     flavor = {"flavor": {"name": "m1.tiny", "id": "m1.tiny", "ram": 512, "vcpus": 1, "disk": 1}}
-    server = {"server": {"name": "vm1", "flavorRef": "m1.tiny", "imageRef": IMAGE_REF}}
+    # No imageRef: a server may boot nothing on libvirt's test driver; a real one names an uploaded image.
+    server = {"server": {"name": "vm1", "flavorRef": "m1.tiny"}}
     json_header = "-H 'Content-Type: application/json'"
     lines += [
         "",
