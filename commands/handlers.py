@@ -7,7 +7,9 @@ new state a few times before reporting a conflict.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
@@ -24,6 +26,8 @@ from commands.image import ACTIVE, Image
 from commands.instance import Instance
 from commands.keypair import KeyPair, keypair_aggregate_id
 from commands.network import FixedNetwork, Network
+from commands.quota import DEFAULT_LIMITS, ProjectQuota, quota_aggregate_id
+from commands.usage import ProjectUsage, usage_aggregate_id
 
 _REQUEST_NS = uuid5(NAMESPACE_URL, "urn:stratus:server-request")
 A = TypeVar("A", bound=Aggregate)
@@ -159,12 +163,18 @@ class Handlers:
             return recordings[-1].notification.id
         return self.app.recorder.max_notification_id() or 0
 
-    def _retrying(self, decide: Callable[[], T]) -> T:
-        """Run load-decide-append again when a concurrent writer got there first."""
-        for _ in range(self._attempts - 1):
+    def _retrying(self, decide: Callable[[], T], attempts: int | None = None, backoff: float = 0.0) -> T:
+        """Run load-decide-append again when a concurrent writer got there first.
+
+        ``backoff``: the most seconds to wait (random, growing with each attempt) before deciding
+        again, for aggregates many writers contend for (a project's usage).
+        """
+        for attempt in range((attempts or self._attempts) - 1):
             try:
                 return decide()
             except IntegrityError:
+                if backoff:
+                    time.sleep(random.uniform(0, backoff * min(attempt + 1, 8)))
                 continue
         try:
             return decide()
@@ -222,6 +232,8 @@ class Handlers:
             ids = [self._new_id() for _ in range(cmd.count)]
 
         def decide() -> ServersCreated:
+            usage = self.usage(cmd.project_id)
+            usage.charge([str(i) for i in ids], flavor.vcpus, flavor.ram, self.limits(cmd.project_id))
             network = self._network_for(cmd.networks)
             instances = []
             for index, server_uuid in enumerate(ids):
@@ -247,7 +259,7 @@ class Handlers:
                         reservation_id=cmd.reservation_id,
                     )
                 )
-            aggregates = ([network] if network is not None else []) + instances
+            aggregates = [usage, *([network] if network is not None else []), *instances]
             try:
                 position = self._save(*aggregates)
             except IntegrityError:
@@ -256,7 +268,26 @@ class Handlers:
                 raise  # lost a race for an address: decide again
             return ServersCreated(str(ids[0]), position, tuple(map(str, ids)), cmd.reservation_id)
 
-        return self._retrying(decide)
+        # Every create in a project appends to its usage: many may race, each re-decides.
+        return self._retrying(decide, attempts=max(self._attempts, 30), backoff=0.005)
+
+    def usage(self, project_id: str) -> ProjectUsage:
+        """The project's quota usage as the log has it (a project without servers has none)."""
+        try:
+            agg: Aggregate = self.app.repository.get(usage_aggregate_id(project_id))
+        except AggregateNotFoundError:
+            return ProjectUsage.open(project_id)
+        if not isinstance(agg, ProjectUsage):
+            raise NotFound(f"Quota usage of project {project_id} could not be found.")
+        return agg
+
+    def limits(self, project_id: str) -> Mapping[str, int]:
+        """The project's quota limits (os-quota-sets), Nova's defaults where none were set."""
+        try:
+            agg: Aggregate = self.app.repository.get(quota_aggregate_id(project_id))
+        except AggregateNotFoundError:
+            return DEFAULT_LIMITS
+        return agg.limits if isinstance(agg, ProjectQuota) else DEFAULT_LIMITS
 
     def _exists(self, aggregate_id: UUID) -> bool:
         try:
@@ -337,10 +368,11 @@ class Handlers:
     def delete_server(self, cmd: DeleteServer) -> Result:
         def decide() -> Result:
             inst = self.instance(cmd.server_id, cmd.project_id)
-            inst.request_delete()
+            inst.request_delete(admin=cmd.project_id is None)  # a locked server: admins only
             if not inst.needs_host_cleanup:
                 inst.mark_deleted()  # never reached a host: nothing to tear down (Nova's local delete)
-                return Result(cmd.server_id, self._save(inst, *self._released_on_networks(inst)))
+                released = (*self._released_on_networks(inst), *self._released_from_quota(inst))
+                return Result(cmd.server_id, self._save(inst, *released))
             return Result(cmd.server_id, self._save(inst))
 
         return self._retrying(decide)
@@ -364,7 +396,8 @@ class Handlers:
         def decide() -> Result:
             inst = self.instance(cmd.server_id)
             inst.fail(cmd.code, cmd.message, cmd.details)
-            return Result(cmd.server_id, self._save(inst, *self._released_on_host(inst)))
+            released = (*self._released_on_host(inst), *self._released_from_quota(inst, resources_only=True))
+            return Result(cmd.server_id, self._save(inst, *released))
 
         return self._retrying(decide)
 
@@ -390,7 +423,11 @@ class Handlers:
         def decide() -> Result:
             inst = self.instance(cmd.server_id)
             inst.mark_deleted()
-            released = (*self._released_on_host(inst), *self._released_on_networks(inst))
+            released = (
+                *self._released_on_host(inst),
+                *self._released_on_networks(inst),
+                *self._released_from_quota(inst),
+            )
             return Result(cmd.server_id, self._save(inst, *released))
 
         return self._retrying(decide)
@@ -401,6 +438,12 @@ class Handlers:
         host = self.host(inst.host)
         host.release(inst.server_id)
         return (host,)
+
+    def _released_from_quota(self, inst: Instance, resources_only: bool = False) -> Sequence[ProjectUsage]:
+        """The project's usage, giving back what the instance held (only its cores and RAM on a fault)."""
+        usage = self.usage(inst.project_id)
+        changed = usage.release_resources(inst.server_id) if resources_only else usage.release(inst.server_id)
+        return (usage,) if changed else ()
 
     def _released_on_networks(self, inst: Instance) -> Sequence[Network]:
         """The networks whose addresses the (deleted) instance gives back."""

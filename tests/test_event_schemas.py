@@ -13,7 +13,7 @@ import pytest
 from eventsourcing.domain import Aggregate, CanMutateAggregate, _created_event_classes
 
 import schemas
-from commands import flavor, host, instance
+from commands import flavor, host, instance, usage
 from commands.app import Stratus
 from commands.handlers import (
     CreateFlavor,
@@ -35,7 +35,7 @@ from stratus.eventstore import Factory, NatsBridge
 
 def _event_classes() -> list[tuple[str, str]]:
     found = []
-    for module in (flavor, host, instance):
+    for module in (flavor, host, instance, usage):
         for _, agg in inspect.getmembers(module, inspect.isclass):
             if not issubclass(agg, Aggregate) or agg is Aggregate or agg.__module__ != module.__name__:
                 continue

@@ -73,7 +73,7 @@ def app(bridge: NatsBridge, settings: Settings, recorder: object) -> Stratus:
 def handlers(app: Stratus) -> Handlers:
     h = Handlers(app)
     h.create_flavor(CreateFlavor("small", "m1.small", vcpus=1, ram=512, disk=1))
-    h.create_flavor(CreateFlavor("huge", "m1.huge", vcpus=2, ram=65536, disk=10))
+    h.create_flavor(CreateFlavor("huge", "m1.huge", vcpus=2, ram=49152, disk=10))  # within the RAM quota
     return h
 
 
@@ -133,7 +133,7 @@ def test_no_room_anywhere_faults_with_no_valid_host(
     assert inst.fault is not None
     assert inst.fault["code"] == NoValidHost.code
     assert inst.fault["message"] == NO_VALID_HOST
-    assert "memory_mb=65536" in inst.fault["details"]
+    assert "memory_mb=49152" in inst.fault["details"]
     assert "1 short of memory_mb (most free: 2048)" in inst.fault["details"]
     assert handlers.host("compute-a").claims == {}
 

@@ -1,0 +1,187 @@
+"""Quotas that cannot race: concurrent creates against the real JetStream never pass a project's limit,
+and the usage the read model shows equals the usage recomputed from the log.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from commands.app import Stratus
+from commands.errors import QuotaExceeded
+from commands.handlers import (
+    CreateFlavor,
+    CreateServer,
+    DeleteServer,
+    FailInstance,
+    FinishDeletion,
+    Handlers,
+    PlaceInstance,
+    RegisterHost,
+)
+from commands.instance import Instance
+from commands.quota import DEFAULT_LIMITS
+from commands.states import VmState
+from commands.usage import ProjectUsage
+from projections.usage_queries import project_usage
+from stratus.config import Settings
+from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
+from tests.test_projection import projector, read_models
+
+
+@pytest.fixture
+def app(bridge: NatsBridge, settings: Settings, recorder: JetStreamApplicationRecorder) -> Stratus:
+    return Stratus(Factory(bridge=bridge, settings=settings))  # `recorder` deletes the stream afterwards
+
+
+@pytest.fixture
+def handlers(app: Stratus) -> Handlers:
+    h = Handlers(app)
+    h.create_flavor(CreateFlavor("1", "m1.tiny", vcpus=1, ram=512, disk=1))
+    h.create_flavor(CreateFlavor("3", "m1.three", vcpus=3, ram=1024, disk=1))
+    h.create_flavor(CreateFlavor("big", "m1.big", vcpus=1, ram=20480, disk=1))
+    return h
+
+
+def race(settings: Settings, clients: int, command: Callable[[Handlers, int], Any]) -> list[Any]:
+    """Run ``command`` from ``clients`` threads at once, each with its own NATS connection and app;
+    the results (or the exceptions raised) in client order."""
+    results: list[Any] = [None] * clients
+    ready = threading.Barrier(clients)
+
+    def client(i: int) -> None:
+        with NatsBridge(settings.nats_urls, name=f"quota-client-{i}").start() as b:
+            h = Handlers(Stratus(Factory(bridge=b, settings=settings)))
+            ready.wait()
+            try:
+                results[i] = command(h, i)
+            except Exception as e:  # the outcome under test: recorded and asserted on below
+                results[i] = e
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads)
+    return results
+
+
+def usage_from_instances(handlers: Handlers, project_id: str) -> dict[str, int]:
+    """Usage recomputed from the servers' own events (not from ProjectUsage): Nova's counting."""
+    used = {"instances": 0, "cores": 0, "ram": 0}
+    for server_id in handlers.usage(project_id).holdings:
+        inst: Instance = handlers.app.repository.get(uuid.UUID(server_id))
+        if inst.deleted:
+            continue
+        used["instances"] += 1
+        if inst.vm_state != VmState.ERROR:
+            used["cores"] += inst.flavor["vcpus"]
+            used["ram"] += inst.flavor["ram"]
+    return used
+
+
+def assert_usage_consistent(handlers: Handlers, database_url: str, project_id: str) -> dict[str, int]:
+    """The aggregate's usage, the usage recomputed from the servers' events and the read model's agree."""
+    from_log = handlers.usage(project_id).used()
+    assert usage_from_instances(handlers, project_id) == from_log
+    with read_models(database_url) as conn:
+        projector(handlers.app, conn).catch_up()
+        assert project_usage(conn, project_id) == from_log
+    return from_log
+
+
+@pytest.mark.parametrize(
+    ("flavor", "expected"), [("1", 10), ("3", 6), ("big", 2)], ids=["instances", "cores", "ram"]
+)
+def test_concurrent_creates_never_exceed_the_quota(
+    handlers: Handlers, settings: Settings, database_url: str, flavor: str, expected: int
+) -> None:
+    """Defaults: 10 instances, 20 cores, 51200 MiB. 24 clients race; exactly the quota's worth succeeds."""
+    results = race(settings, 24, lambda h, i: h.create_server(CreateServer(f"vm-{i}", "p1", "u1", flavor)))
+    created = [r for r in results if not isinstance(r, Exception)]
+    refused = [r for r in results if isinstance(r, QuotaExceeded)]
+    assert len(created) + len(refused) == len(results), results
+    assert len(created) == expected
+    used = assert_usage_consistent(handlers, database_url, "p1")
+    assert used["instances"] == expected
+    resource = {"1": "instances", "3": "cores", "big": "ram"}[flavor]
+    assert f"Quota exceeded for {resource}: Requested" in refused[0].message
+    assert f"but already used {used[resource]} of {DEFAULT_LIMITS[resource]} {resource}" in refused[0].message
+
+
+def test_racing_multi_creates_are_all_or_nothing(
+    handlers: Handlers, settings: Settings, database_url: str
+) -> None:
+    """Requests for 4 servers each at a quota of 10 instances: two whole requests fit, never a part of one."""
+    results = race(
+        settings, 8, lambda h, i: h.create_server(CreateServer(f"vm-{i}", "p1", "u1", "1", count=4))
+    )
+    created = [r for r in results if not isinstance(r, Exception)]
+    assert len(created) == 2 and all(len(r.ids) == 4 for r in created)
+    assert all(isinstance(r, QuotaExceeded) for r in results if isinstance(r, Exception))
+    assert assert_usage_consistent(handlers, database_url, "p1") == {"instances": 8, "cores": 8, "ram": 4096}
+
+
+def test_deletes_and_faults_give_usage_back_while_creates_race(
+    handlers: Handlers, settings: Settings, database_url: str
+) -> None:
+    handlers.register_host(RegisterHost("c1", vcpus=64, memory_mb=65536, disk_gb=100))
+    first = [handlers.create_server(CreateServer(f"old-{i}", "p1", "u1", "3")).id for i in range(6)]
+    assert handlers.usage("p1").used() == {"instances": 6, "cores": 18, "ram": 6144}
+    with pytest.raises(QuotaExceeded, match="Requested 3, but already used 18 of 20 cores"):
+        handlers.create_server(CreateServer("one-too-many", "p1", "u1", "3"))
+
+    # A fault gives the cores and RAM back but the server still counts as an instance (Nova).
+    handlers.place_instance(PlaceInstance(first[0], "c1"))
+    handlers.fail_instance(FailInstance(first[0], "compute.spawn_failed", "no"))
+    handlers.fail_instance(FailInstance(first[0], "compute.spawn_failed", "no"))  # a redelivery
+    assert handlers.usage("p1").used() == {"instances": 6, "cores": 15, "ram": 5120}
+    assert handlers.host("c1").claims == {}
+
+    # Deletes (local ones, and one torn down on its host) race with creates of other clients.
+    handlers.place_instance(PlaceInstance(first[1], "c1"))
+
+    def act(h: Handlers, i: int) -> Any:
+        if i in (2, 3):
+            return h.delete_server(DeleteServer(first[i], "p1"))  # never placed: deleted at once
+        if i == 1:
+            return h.finish_deletion(FinishDeletion(first[1]))  # torn down on its host
+        if i == 0:
+            return h.delete_server(DeleteServer(first[0], "p1"))  # placed: waits for its host
+        return h.create_server(CreateServer(f"new-{i}", "p1", "u1", "1"))
+
+    results = race(settings, 12, act)
+    assert all(isinstance(r, QuotaExceeded) for r in results if isinstance(r, Exception))
+    used = assert_usage_consistent(handlers, database_url, "p1")
+    assert used["instances"] <= DEFAULT_LIMITS["instances"] and used["cores"] <= DEFAULT_LIMITS["cores"]
+    created = sum(1 for r in results[4:] if not isinstance(r, Exception))
+    assert used["instances"] == 6 - 3 + created  # first[1..3] are gone; first[0] awaits its host
+    assert 4 <= created <= 7
+    assert handlers.usage("p2").used() == {"instances": 0, "cores": 0, "ram": 0}  # other projects untouched
+
+
+def test_an_idempotent_retry_is_charged_once(handlers: Handlers) -> None:
+    cmd = CreateServer("vm", "p1", "u1", "1", idempotency_key="k1")
+    assert handlers.create_server(cmd).id == handlers.create_server(cmd).id
+    assert handlers.usage("p1").used() == {"instances": 1, "cores": 1, "ram": 512}
+
+
+def test_the_domain_rule() -> None:
+    usage = ProjectUsage.open("p1")
+    usage.charge(["a", "b"], 2, 100, {"instances": 3, "cores": 4, "ram": -1})
+    with pytest.raises(QuotaExceeded) as over:
+        usage.charge(["c", "d"], 1, 1, {"instances": 3, "cores": 4, "ram": -1})
+    assert (
+        over.value.message
+        == "Quota exceeded for cores, instances: Requested 2, but already used 2 of 3 instances"
+    )
+    usage.charge(["a"], 2, 100, {"instances": 0, "cores": 0, "ram": 0})  # charged already: nothing to check
+    assert usage.release_resources("a") and not usage.release_resources("a")
+    assert usage.used() == {"instances": 2, "cores": 2, "ram": 100}
+    assert usage.release("a") and not usage.release("a") and not usage.release_resources("zzz")
+    usage.charge([str(i) for i in range(100)], 10**6, 10**6, {"instances": -1, "cores": -1, "ram": -1})
