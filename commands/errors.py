@@ -71,3 +71,9 @@ class Forbidden(DomainError):
     """The actor may see the resource but not change it (Glance: another project's public image)."""
 
     code = "stratus.forbidden"
+
+
+class InstanceLocked(ConflictingState):
+    """The server is locked and the actor is not an admin (Nova: InstanceIsLocked, 409)."""
+
+    code = "compute.instance_locked"

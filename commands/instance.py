@@ -11,7 +11,8 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from commands.errors import InvalidInput, InvalidState, NotFound, QuotaExceeded
+from commands.actions import ACTIONS, LOCKED_BY_ADMIN, LOCKED_BY_OWNER
+from commands.errors import Forbidden, InstanceLocked, InvalidInput, InvalidState, NotFound, QuotaExceeded
 from commands.states import PowerState, TaskState, VmState
 
 # What a version 1 ``Requested`` event lacks, as version 2 records it.
@@ -101,6 +102,8 @@ class Instance(Aggregate):
         self.power_state = PowerState.NOSTATE
         self.host: str | None = None
         self.fault: dict[str, Any] | None = None
+        self.locked_by: str | None = None  # Nova's locked_by: "owner", "admin", or None (unlocked)
+        self.locked_reason: str | None = None
 
     @classmethod
     def request(cls, server_id: UUID, **fields: Any) -> Instance:
@@ -244,10 +247,106 @@ class Instance(Aggregate):
     def _tags_updated(self, tags: list[str]) -> None:
         self.tags = list(tags)
 
+    # -- power actions and locks (POST /servers/{id}/action) ------------------------------------
+    @property
+    def locked(self) -> bool:
+        return self.locked_by is not None
+
+    def _check_lock(self, admin: bool) -> None:
+        if self.locked and not admin:
+            raise InstanceLocked(f"Instance {self.id} is locked")
+
+    def request_action(self, key: str, *, admin: bool) -> None:
+        """Ask this instance's host to start, stop, reboot, pause, unpause, suspend or resume it.
+
+        Nova's order of checks: the lock first, then vm_state, then task_state.
+        """
+        action = ACTIONS[key]
+        self._ensure_exists()
+        self._check_lock(admin)
+        for attr, value, allowed in (
+            ("vm_state", self.vm_state, action.vm_states),
+            ("task_state", self.task_state, action.task_states),
+        ):
+            if value not in allowed:
+                raise InvalidState(f"Cannot '{action.name}' instance {self.id} while it is in {attr} {value}")
+        if self.host is None:
+            raise InvalidState(f"Cannot '{action.name}' instance {self.id} while it is on no host")
+        self._action_requested(key, action.task_state)
+
+    @event("ActionRequested")
+    def _action_requested(self, action: str, task_state: str) -> None:
+        self.task_state = task_state
+
+    def _ensure_under_way(self, key: str) -> None:
+        self._ensure_exists()
+        if self.task_state != ACTIONS[key].task_state:
+            raise InvalidState(
+                f"Instance {self.id} is not carrying out '{key}' (task_state {self.task_state})"
+            )
+
+    def finish_action(self, key: str, power_state: int) -> None:
+        """The host carried the action out; the guest now reports ``power_state``."""
+        self._ensure_under_way(key)
+        self._action_finished(key, ACTIONS[key].vm_state, power_state)
+
+    @event("ActionFinished")
+    def _action_finished(self, action: str, vm_state: str, power_state: int) -> None:
+        self.vm_state = vm_state
+        self.task_state = None
+        self.power_state = power_state
+
+    def fail_action(
+        self, key: str, code: str, message: str, details: str, *, power_state: int | None, broken: bool
+    ) -> None:
+        """The host could not carry the action out: no task any more, the vm_state it had (ERROR
+        when ``broken``: the guest is gone or unusable), and the power state the host saw."""
+        self._ensure_under_way(key)
+        vm_state = VmState.ERROR if broken else self.vm_state
+        observed = self.power_state if power_state is None else power_state
+        self._action_failed(key, code, message[:255], details[:65535], vm_state, observed)
+
+    @event("ActionFailed")
+    def _action_failed(
+        self, action: str, code: str, message: str, details: str, vm_state: str, power_state: int
+    ) -> None:
+        self.vm_state = vm_state
+        self.task_state = None
+        self.power_state = power_state
+        self.fault = {"code": code, "message": message, "details": details}
+
+    def lock(self, *, admin: bool, reason: str | None = None) -> None:
+        """Lock the server against actions by non-admins; locking a locked server changes nothing."""
+        self._ensure_exists()
+        if not self.locked:
+            self._locked(LOCKED_BY_ADMIN if admin else LOCKED_BY_OWNER, reason)
+
+    @event("Locked")
+    def _locked(self, locked_by: str, reason: str | None) -> None:
+        self.locked_by = locked_by
+        self.locked_reason = reason
+
+    def unlock(self, *, admin: bool) -> None:
+        """Only an admin lifts an admin's lock (Nova's ``unlock_override`` policy)."""
+        self._ensure_exists()
+        if not self.locked:
+            return
+        if self.locked_by == LOCKED_BY_ADMIN and not admin:
+            raise Forbidden(
+                "Policy doesn't allow os_compute_api:os-lock-server:unlock:unlock_override to be performed."
+            )
+        self._unlocked()
+
+    @event("Unlocked")
+    def _unlocked(self) -> None:
+        self.locked_by = None
+        self.locked_reason = None
+
     # -- deletion -------------------------------------------------------------------------------
-    def request_delete(self) -> bool:
+    def request_delete(self, *, admin: bool = True) -> bool:
         """Start deleting; False when a deletion is already under way (a retried delete)."""
         self._ensure_exists()
+        self._check_lock(admin)
         if self.task_state == TaskState.DELETING:
             return False
         self._deletion_requested()

@@ -26,6 +26,14 @@ class TaskState:
     SCHEDULING = "scheduling"
     SPAWNING = "spawning"
     DELETING = "deleting"
+    POWERING_ON = "powering-on"
+    POWERING_OFF = "powering-off"
+    REBOOTING = "rebooting"
+    REBOOTING_HARD = "rebooting_hard"
+    PAUSING = "pausing"
+    UNPAUSING = "unpausing"
+    SUSPENDING = "suspending"
+    RESUMING = "resuming"
 
 
 class PowerState:

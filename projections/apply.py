@@ -201,3 +201,32 @@ def flavor_created(event: Any, position: int) -> Row:
 
 def flavor_deleted(row: Row, event: Any, position: int) -> Row:
     return _touched(row, event, position, deleted=True, deleted_at=event.timestamp)
+
+
+# -- power actions --------------------------------------------------------------------------------
+def instance_action_requested(row: Row, event: Any, position: int) -> Row:
+    return _instance(row, event, position, task_state=event.task_state)
+
+
+def instance_action_finished(row: Row, event: Any, position: int) -> Row:
+    return _instance(
+        row, event, position, vm_state=event.vm_state, task_state=None, power_state=event.power_state
+    )
+
+
+def instance_action_failed(row: Row, event: Any, position: int) -> Row:
+    fault = {
+        "code": event.code,
+        "message": event.message,
+        "details": event.details,
+        "created": event.timestamp.isoformat().replace("+00:00", "Z"),
+    }
+    return _instance(
+        row,
+        event,
+        position,
+        vm_state=event.vm_state,
+        task_state=None,
+        power_state=event.power_state,
+        fault=fault,
+    )

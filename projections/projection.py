@@ -54,6 +54,9 @@ InstanceSpawningStarted: type = Instance.SpawningStarted  # type: ignore[attr-de
 InstanceSpawned: type = Instance.Spawned  # type: ignore[attr-defined]
 InstanceDeletionRequested: type = Instance.DeletionRequested  # type: ignore[attr-defined]
 InstanceDeleted: type = Instance.Deleted  # type: ignore[attr-defined]
+InstanceActionRequested: type = Instance.ActionRequested  # type: ignore[attr-defined]
+InstanceActionFinished: type = Instance.ActionFinished  # type: ignore[attr-defined]
+InstanceActionFailed: type = Instance.ActionFailed  # type: ignore[attr-defined]
 HostRegistered: type = Host.Registered  # type: ignore[attr-defined]
 HostInstanceClaimed: type = Host.InstanceClaimed  # type: ignore[attr-defined]
 HostInstanceReleased: type = Host.InstanceReleased  # type: ignore[attr-defined]
@@ -282,6 +285,7 @@ class ReadModels(Projection[ReadModelView]):
     handled: tuple[type, ...] = (
         InstanceRequested, InstanceScheduled, InstanceFaulted, InstanceSpawningStarted, InstanceSpawned,
         InstanceDeletionRequested, InstanceDeleted,
+        InstanceActionRequested, InstanceActionFinished, InstanceActionFailed,
         HostRegistered, HostInstanceClaimed, HostInstanceReleased,
         FlavorCreated, FlavorDeleted,
         *identity.HANDLED,
@@ -339,6 +343,18 @@ class ReadModels(Projection[ReadModelView]):
     @process_event.register(InstanceDeleted)
     def _(self, e: Any, tracking: Tracking) -> None:
         self._instance(apply.instance_deleted, e, tracking)
+
+    @process_event.register(InstanceActionRequested)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_action_requested, e, tracking)
+
+    @process_event.register(InstanceActionFinished)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_action_finished, e, tracking)
+
+    @process_event.register(InstanceActionFailed)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_action_failed, e, tracking)
 
     def _instance(self, fn: Any, e: Any, tracking: Tracking) -> None:
         row = self.view.instance(e.originator_id)

@@ -1,0 +1,113 @@
+"""Command handlers for a server's power actions and locks, and for their outcome on the host.
+
+Each is load → one domain call → append, re-deciding when a concurrent writer got there first
+(``Handlers._retrying``). Two actions racing on one server cannot both be recorded: both loaded the
+same version, only the first append matches it, the second re-decides against the new state and
+is refused by the guard (409) instead of being half-applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from commands.actions import ACTIONS
+from commands.errors import InvalidInput
+from commands.handlers import Handlers, Result
+
+
+@dataclass(frozen=True)
+class RequestAction:
+    """start, stop, reboot (soft), reboot_hard, pause, unpause, suspend or resume a server."""
+
+    server_id: str
+    project_id: str | None  # None: an admin acting across projects
+    action: str
+    admin: bool = False
+
+
+@dataclass(frozen=True)
+class FinishAction:
+    server_id: str
+    action: str
+    power_state: int
+
+
+@dataclass(frozen=True)
+class FailAction:
+    server_id: str
+    action: str
+    code: str
+    message: str
+    details: str = ""
+    power_state: int | None = None  # what the host saw; None: unknown, keep the last known
+    broken: bool = False  # the guest is gone or unusable: the server goes to ERROR
+
+
+@dataclass(frozen=True)
+class LockServer:
+    server_id: str
+    project_id: str | None
+    admin: bool = False
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class UnlockServer:
+    server_id: str
+    project_id: str | None
+    admin: bool = False
+
+
+class LifecycleHandlers:
+    def __init__(self, handlers: Handlers) -> None:
+        self._h = handlers
+
+    def request_action(self, cmd: RequestAction) -> Result:
+        if cmd.action not in ACTIONS:
+            raise InvalidInput(f"Unknown action {cmd.action}")
+
+        def decide() -> Result:
+            inst = self._h.instance(cmd.server_id, cmd.project_id)
+            inst.request_action(cmd.action, admin=cmd.admin)
+            return Result(cmd.server_id, self._h._save(inst))
+
+        return self._h._retrying(decide)
+
+    def finish_action(self, cmd: FinishAction) -> Result:
+        def decide() -> Result:
+            inst = self._h.instance(cmd.server_id)
+            inst.finish_action(cmd.action, cmd.power_state)
+            return Result(cmd.server_id, self._h._save(inst))
+
+        return self._h._retrying(decide)
+
+    def fail_action(self, cmd: FailAction) -> Result:
+        def decide() -> Result:
+            inst = self._h.instance(cmd.server_id)
+            inst.fail_action(
+                cmd.action,
+                cmd.code,
+                cmd.message,
+                cmd.details,
+                power_state=cmd.power_state,
+                broken=cmd.broken,
+            )
+            return Result(cmd.server_id, self._h._save(inst))
+
+        return self._h._retrying(decide)
+
+    def lock(self, cmd: LockServer) -> Result:
+        def decide() -> Result:
+            inst = self._h.instance(cmd.server_id, cmd.project_id)
+            inst.lock(admin=cmd.admin, reason=cmd.reason)
+            return Result(cmd.server_id, self._h._save(inst))
+
+        return self._h._retrying(decide)
+
+    def unlock(self, cmd: UnlockServer) -> Result:
+        def decide() -> Result:
+            inst = self._h.instance(cmd.server_id, cmd.project_id)
+            inst.unlock(admin=cmd.admin)
+            return Result(cmd.server_id, self._h._save(inst))
+
+        return self._h._retrying(decide)
