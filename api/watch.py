@@ -1,0 +1,210 @@
+"""``GET /v2.1/stratus/events``: the log as server-sent events, for integrators without NATS.
+
+Each event is one SSE message: ``id:`` its position, ``event:`` its CloudEvents type, ``data:`` the
+structured-mode CloudEvent (``schemas/envelope.v1.json``, the same envelope as the history, with the
+chain hashes). Filters: ``type`` (a resource kind: ``server``/``instance``, ``host``, ``flavor``, or
+any other aggregate kind), ``id`` (one resource; with ``type``, or an aggregate id), ``project`` (the
+events of resources owned by one project). Resuming: the ``Last-Event-ID`` header (what browsers'
+EventSource sends on reconnect) or ``?after=<position>``; without either the stream starts at the
+end of the log (new events only). A position older than the stream's first (if retention is ever
+set) is a 410 with the first position still available.
+
+Why a separate process (``stratus watch``): a stream holds its request for as long as the client
+listens, and the API's gunicorn sync workers (2 by default) would be taken by two watchers. The
+watch process serves the same falcon app (same identity, policy, errors and request ids) under
+gunicorn's threaded worker (``gthread``): one thread per open stream, each with its own cursor on
+the log, reading through the process's one NATS connection; a slow reader blocks only its own
+thread's socket writes, never the others or the log. Keep-alive comments every ``heartbeat``
+seconds let the server notice clients that went away.
+
+Visibility: a member sees only their project's resources (``project`` defaults to theirs; another
+project is 403); auditors (admin) see everything, or one project with ``project``. A resource's
+project is the ``project_id`` of its aggregate's first event; resources without one (hosts,
+flavors) are visible to auditors only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+
+import falcon
+import nats.errors
+import orjson
+
+from api.app import LazyApp, build, create_app
+from api.audit import can_audit_everything
+from api.errors import ApiError, BadRequest, Forbidden
+from commands import resources
+from commands.errors import InvalidInput
+from stratus.audit import history
+from stratus.context import Actor
+from stratus.eventstore import EventStoreUnavailable, JetStreamApplicationRecorder
+
+ROUTE = "/v2.1/stratus/events"
+HEARTBEAT_SECONDS = 15.0
+_PAGE = 500
+_KIND_ALIASES = {"server": "instance", "servers": "instance", "hypervisor": "host"}
+
+
+class PositionExpired(ApiError):
+    """The stream no longer holds the position asked to resume from."""
+
+    status = 410
+    code = "api.position_expired"
+
+
+class _Owners:
+    """Which project owns an aggregate (its first event's ``project_id``), cached per stream."""
+
+    def __init__(self, reader: history.LogReader, size: int = 10_000) -> None:
+        self._reader = reader
+        self._cache: OrderedDict[str, str | None] = OrderedDict()
+        self._size = size
+
+    def of(self, entry: history.Entry) -> str | None:
+        key = str(entry.envelope.originator_id)
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        first = entry
+        if entry.envelope.originator_version != 1:
+            found, _ = history.page(self._reader, entry.envelope.originator_id, limit=1)
+            first = found[0] if found else entry
+        data = first.envelope.to_dict().get("data")
+        owner = data.get("project_id") if isinstance(data, dict) else None
+        owner = owner if isinstance(owner, str) else None
+        self._cache[key] = owner
+        while len(self._cache) > self._size:
+            self._cache.popitem(last=False)
+        return owner
+
+
+def sse(entry: history.Entry) -> bytes:
+    data = orjson.dumps(entry.to_dict())  # one line: orjson never emits a newline
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (entry.position, entry.envelope.type.encode(), data)
+
+
+class Events:
+    def __init__(self, recorder: JetStreamApplicationRecorder, heartbeat: float = HEARTBEAT_SECONDS) -> None:
+        self._recorder = recorder
+        self._heartbeat = heartbeat
+
+    def _filter(self, req: falcon.Request) -> str:
+        layout = self._recorder.layout
+        kind = req.get_param("type")
+        resource_id = req.get_param("id")
+        if resource_id is not None:
+            try:
+                api_kind = kind if kind in resources.KINDS else "aggregate"
+                return layout.aggregate_filter(resources.aggregate_id(api_kind, resource_id))
+            except InvalidInput as e:
+                raise BadRequest(e.message) from None
+        if kind is not None:
+            kind = _KIND_ALIASES.get(kind.lower(), kind.lower())
+            if not kind or len(kind) > 64:
+                raise BadRequest("type must be a resource kind, e.g. server, host or flavor")
+            return layout.kind_filter(kind)
+        return layout.all
+
+    def _project(self, actor: Actor, req: falcon.Request) -> str | None:
+        project = req.get_param("project")
+        if can_audit_everything(actor):
+            return project
+        if project is not None and project != actor.project_id:
+            raise Forbidden("Policy doesn't allow os_compute_api:stratus:events for another project.")
+        return actor.project_id
+
+    def _start(self, req: falcon.Request) -> int:
+        raw = req.get_header("Last-Event-ID") or req.get_param("after")
+        if raw is None:
+            return (self._recorder.max_notification_id() or 0) + 1
+        if not raw.strip().isdigit():
+            raise BadRequest("Last-Event-ID / after must be a log position (an integer)")
+        start = int(raw) + 1
+        first = self._first_position()
+        if start < first:
+            raise PositionExpired(
+                f"Position {int(raw)} is no longer in the log (retention); the oldest available is {first}. "
+                f"Resume from after={first - 1} and rebuild what came before from an export."
+            )
+        return start
+
+    def _first_position(self) -> int:
+        r = self._recorder
+
+        async def info() -> int:
+            return int((await r.bridge.js.stream_info(r.stream)).state.first_seq or 1)
+
+        try:
+            return r.bridge.run(info, r.attempt_timeout)
+        except (nats.errors.Error, TimeoutError) as e:
+            raise EventStoreUnavailable(f"could not read the stream's first position: {e}") from e
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        actor: Actor = req.context.actor
+        subject_filter = self._filter(req)
+        project = self._project(actor, req)
+        start = self._start(req)
+        resp.content_type = "text/event-stream"
+        resp.set_header("Cache-Control", "no-cache")
+        resp.set_header("X-Accel-Buffering", "no")  # no proxy buffering (nginx)
+        owners = _Owners(self._recorder)
+        visible: Callable[[history.Entry], bool] = (
+            (lambda e: True) if project is None else (lambda e: owners.of(e) == project)
+        )
+        resp.stream = self._events(start, subject_filter, visible)
+
+    def _events(
+        self, cursor: int, subject_filter: str, visible: Callable[[history.Entry], bool]
+    ) -> Iterator[bytes]:
+        r = self._recorder
+        yield b"retry: 2000\n: stratus events from position %d\n\n" % cursor
+        beat = time.monotonic()
+        while True:
+            last = r.max_notification_id() or 0
+            while cursor <= last:
+                msgs = r.read_messages(cursor, _PAGE, stop=last, subject_filter=subject_filter)
+                for m in msgs:
+                    entry = history.entry_of(m)
+                    if visible(entry):
+                        yield sse(entry)
+                        beat = time.monotonic()
+                cursor = last + 1 if len(msgs) < _PAGE else history.entry_of(msgs[-1]).position + 1
+            if time.monotonic() - beat >= self._heartbeat:
+                yield b": keep-alive\n\n"
+                beat = time.monotonic()
+            r.wait_for_position(last, timeout=self._heartbeat)
+
+
+class WatchApp(LazyApp):
+    """The API app with the event stream added, composed in the worker on its first request."""
+
+    def _compose(self) -> falcon.App:
+        with self._lock:
+            if self._app is None:
+                import atexit
+
+                deps, close = build(self._settings_factory())
+                atexit.register(close)
+                app = create_app(deps)
+                app.add_route(ROUTE, Events(deps.handlers.app.recorder))  # type: ignore[arg-type]
+                self._app = app
+            return self._app
+
+
+def get_app() -> WatchApp:
+    """gunicorn's entry point for ``stratus watch``: ``gunicorn -k gthread 'api.watch:get_app()'``."""
+    import logging
+
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    return WatchApp()
+
+
+def add_route(
+    app: falcon.App, recorder: JetStreamApplicationRecorder, heartbeat: float = HEARTBEAT_SECONDS
+) -> None:
+    """For composition roots and tests that build the app themselves."""
+    app.add_route(ROUTE, Events(recorder, heartbeat))
