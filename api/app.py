@@ -27,6 +27,7 @@ from api.auth import DemoIdentity
 from api.body import MAX_BODY_BYTES, load_validators
 from api.middleware import REQUEST_ID_HEADERS, RequestContext
 from api.readmodel import ReadModel, open_pool
+from api.server_actions import add_routes as add_server_action_routes
 from commands.handlers import Handlers
 from stratus import serialization
 from stratus.config import Settings
@@ -75,6 +76,7 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1/servers", servers.ServerCollection(*server_args))
     app.add_route("/v2.1/servers/detail", servers.ServerDetailCollection(*server_args))
     app.add_route("/v2.1/servers/{server_id}", servers.ServerItem(*server_args))
+    add_server_action_routes(app, deps.handlers, deps.max_body_bytes)
     app.add_route("/v2.1/flavors", flavors.FlavorCollection(*flavor_args))
     app.add_route("/v2.1/flavors/detail", flavors.FlavorDetailCollection(*flavor_args))
     app.add_route("/v2.1/flavors/{flavor_id}", flavors.FlavorItem(*flavor_args))

@@ -1,0 +1,200 @@
+"""``POST /v2.1/servers/{id}/action`` and ``/v2.1/servers/{id}/os-instance-actions``.
+
+Power actions (``os-start``, ``os-stop``, ``reboot``, ``pause``, ``unpause``, ``suspend``,
+``resume``) and ``lock``/``unlock`` are commands on the log: 202 at once, the hypervisor worker of
+the server's host carries the power action out afterwards. An action illegal in the server's
+current state is refused at once with Nova's 409 (``Cannot 'stop' instance <id> while it is in
+vm_state stopped``); a locked server refuses everyone but admins (``Instance <id> is locked``).
+
+``os-getConsoleOutput`` asks the server's host over core NATS (``stratus.hostrpc``): the answer is
+the tail of the guest's serial console log, read by the worker from its disk.
+
+Instance actions are folded from the server's events on the log (``projections.instance_actions``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+import falcon
+from jsonschema import Draft202012Validator
+
+from api import auth
+from api.body import load_validators, read_json
+from api.errors import ApiError, BadRequest, ItemNotFound
+from api.readmodel import POSITION_HEADER
+from commands.errors import ConflictingState
+from commands.handlers import Handlers
+from commands.lifecycle import LifecycleHandlers, LockServer, RequestAction, UnlockServer
+from projections import instance_actions
+from stratus import hostrpc
+from stratus.audit import history
+from stratus.context import Actor, acting
+
+# The body's member → our action key (``reboot`` picks soft or hard from its ``type``).
+_POWER_ACTIONS = {
+    "os-start": "start",
+    "os-stop": "stop",
+    "pause": "pause",
+    "unpause": "unpause",
+    "suspend": "suspend",
+    "resume": "resume",
+}
+CONSOLE_TIMEOUT = 5.0
+
+
+class ConsoleNotAvailable(ApiError):
+    status = 404
+    code = "compute.console_not_available"
+
+
+class ServerAction:
+    def __init__(
+        self,
+        handlers: Handlers,
+        validators: dict[str, Draft202012Validator],
+        max_body_bytes: int,
+        *,
+        console_timeout: float = CONSOLE_TIMEOUT,
+    ) -> None:
+        self._handlers = handlers
+        self._lifecycle = LifecycleHandlers(handlers)
+        self._validator = validators["servers.action"]
+        self._max_body = max_body_bytes
+        self._console_timeout = console_timeout
+        self._actions: dict[str, Callable[[falcon.Request, falcon.Response, str, Any], None]] = {
+            **{name: self._power for name in _POWER_ACTIONS},
+            "reboot": self._power,
+            "lock": self._lock,
+            "unlock": self._unlock,
+            "os-getConsoleOutput": self._console_output,
+        }
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
+        body = read_json(req, self._validator, self._max_body)
+        ((name, value),) = body.items()
+        act = self._actions.get(name)
+        if act is None:
+            raise BadRequest(f"There is no such action: {name[:100]}")
+        act(req, resp, server_id, {"name": name, "value": value})
+
+    def _power(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
+        actor: Actor = req.context.actor
+        if body["name"] == "reboot":
+            key = "reboot_hard" if body["value"]["type"].upper() == "HARD" else "reboot"
+        else:
+            key = _POWER_ACTIONS[body["name"]]
+        command = RequestAction(server_id, auth.server_scope(actor), key, admin=auth.is_admin(actor))
+        with acting(req.context.command):
+            result = self._lifecycle.request_action(command)
+        _accepted(resp, result.position)
+
+    def _lock(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
+        actor: Actor = req.context.actor
+        reason = (body["value"] or {}).get("locked_reason")
+        command = LockServer(server_id, auth.server_scope(actor), admin=auth.is_admin(actor), reason=reason)
+        with acting(req.context.command):
+            result = self._lifecycle.lock(command)
+        _accepted(resp, result.position)
+
+    def _unlock(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
+        actor: Actor = req.context.actor
+        command = UnlockServer(server_id, auth.server_scope(actor), admin=auth.is_admin(actor))
+        with acting(req.context.command):
+            result = self._lifecycle.unlock(command)
+        _accepted(resp, result.position)
+
+    def _console_output(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
+        actor: Actor = req.context.actor
+        inst = self._handlers.instance(server_id, auth.server_scope(actor))
+        if inst.host is None:
+            raise ConflictingState(f"Instance {server_id} is not ready")
+        raw = (body["value"] or {}).get("length")
+        length = int(raw) if raw is not None else None
+        bridge = self._handlers.app.recorder.bridge  # type: ignore[attr-defined]
+        question = {"server_id": server_id, "length": None if length in (None, -1) else length}
+        try:
+            answer = hostrpc.ask(bridge, inst.host, hostrpc.CONSOLE, question, self._console_timeout)
+        except hostrpc.HostUnavailable as e:
+            raise ConflictingState(f"Instance {server_id} is not ready: {e}") from e
+        except hostrpc.HostRefused as e:
+            if e.code == hostrpc.NOT_FOUND:
+                raise ConsoleNotAvailable("Guest does not have a console available.") from e
+            raise ConflictingState(f"Instance {server_id} is not ready: {e.message}") from e
+        resp.media = {"output": answer["output"]}
+
+
+def add_routes(app: falcon.App, handlers: Handlers, max_body_bytes: int) -> None:
+    """The action and instance-action routes of ``/v2.1/servers/{server_id}``."""
+    validators = load_validators(("servers.action",))
+    app.add_route("/v2.1/servers/{server_id}/action", ServerAction(handlers, validators, max_body_bytes))
+    app.add_route("/v2.1/servers/{server_id}/os-instance-actions", InstanceActionCollection(handlers))
+    app.add_route(
+        "/v2.1/servers/{server_id}/os-instance-actions/{request_id}", InstanceActionItem(handlers)
+    )
+
+
+def _accepted(resp: falcon.Response, position: int) -> None:
+    resp.status = falcon.HTTP_202
+    resp.set_header(POSITION_HEADER, str(position))
+
+
+# -- os-instance-actions --------------------------------------------------------------------------
+def _action_view(action: instance_actions.InstanceAction, server_id: str) -> dict[str, Any]:
+    return {
+        "action": action.action,
+        "instance_uuid": server_id,
+        "message": action.message,
+        "project_id": action.project_id,
+        "request_id": action.request_id,
+        "start_time": action.start_time,
+        "user_id": action.user_id,
+        "updated_at": action.updated_at,
+    }
+
+
+def _event_view(event: instance_actions.ActionEvent, admin: bool) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "event": event.event,
+        "start_time": event.start_time,
+        "finish_time": event.finish_time,
+        "result": event.result,
+    }
+    if admin:
+        view["traceback"] = event.traceback
+    return view
+
+
+class _Actions:
+    def __init__(self, handlers: Handlers) -> None:
+        self._handlers = handlers
+        self._reader: history.LogReader = handlers.app.recorder  # type: ignore[assignment]
+
+    def _actions(self, actor: Actor, server_id: str) -> list[instance_actions.InstanceAction]:
+        self._handlers.instance(server_id, auth.server_scope(actor))  # 404 for another project's
+        entries = history.all_entries(self._reader, UUID(server_id))
+        return instance_actions.fold([e.envelope for e in entries])
+
+
+class InstanceActionCollection(_Actions):
+    """``GET /v2.1/servers/{id}/os-instance-actions``: newest first, as Nova lists them."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
+        actions = self._actions(req.context.actor, server_id)
+        resp.media = {"instanceActions": [_action_view(a, server_id) for a in reversed(actions)]}
+
+
+class InstanceActionItem(_Actions):
+    """``GET /v2.1/servers/{id}/os-instance-actions/{request_id}``: one action with its events."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str, request_id: str) -> None:
+        actor: Actor = req.context.actor
+        found = [a for a in self._actions(actor, server_id) if a.request_id == request_id]
+        if not found:
+            raise ItemNotFound(f"Action for request_id {request_id} on instance {server_id} not found")
+        action = found[-1]
+        view = _action_view(action, server_id)
+        view["events"] = [_event_view(e, auth.is_admin(actor)) for e in reversed(action.events)]
+        resp.media = {"instanceAction": view}
