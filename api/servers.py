@@ -28,11 +28,12 @@ from jsonschema import Draft202012Validator
 
 from api import auth
 from api.body import read_json
-from api.errors import BadRequest, ItemNotFound, ServiceUnavailable
+from api.errors import BadRequest, ItemNotFound, ReadModelBehind, ServiceUnavailable
 from api.links import bookmark, next_links, page_params, resource_links
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.errors import NotFound
 from commands.handlers import CreateServer, DeleteServer, Handlers
+from commands.server_fields import ServerFieldHandlers, UpdateServer
 from projections import queries
 from stratus.context import Actor, acting
 from stratus.imagestore import BlobStore, StoreError
@@ -43,6 +44,8 @@ DISK_CONFIG = "MANUAL"  # Stratus never resizes a guest's root partition.
 _PROGRESS_STATUSES = ("ACTIVE", "BUILD", "REBUILD", "RESIZE", "VERIFY_RESIZE", "MIGRATING")
 _FAULT_STATUSES = ("ERROR", "DELETED")
 _TRUE = ("1", "true", "t", "yes", "y", "on")
+# How long PUT /servers/{id} waits for the read model to show the change it answers with.
+UPDATE_READ_WAIT_SECONDS = 5.0
 
 
 def host_id(project_id: str, host: str | None) -> str:
@@ -167,6 +170,7 @@ class _Servers:
         self._handlers = handlers
         self._read = read_model
         self._create_validator = validators["servers.create"]
+        self._validators = validators
         self._max_body = max_body_bytes
         self._user_data = user_data
 
@@ -280,11 +284,33 @@ class ServerDetailCollection(_Servers):
 
 
 class ServerItem(_Servers):
-    """``GET`` and ``DELETE /v2.1/servers/{server_id}``."""
+    """``GET``, ``PUT`` and ``DELETE /v2.1/servers/{server_id}``."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
         actor: Actor = req.context.actor
         with self._read.connection(req) as conn:
+            row = queries.get_server(conn, server_id, auth.server_scope(actor))
+        if row is None or row["deleted"]:
+            raise ItemNotFound(f"Instance {server_id} could not be found.")
+        resp.media = {"server": detail_view(req, row, actor)}
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
+        """Rename the server or change its description; the answer is the server after the change."""
+        actor: Actor = req.context.actor
+        changes = read_json(req, self._validators["servers.update"], self._max_body)["server"]
+        command = UpdateServer(
+            server_id,
+            auth.server_scope(actor),
+            name=changes.get("name"),
+            description=changes.get("description"),
+            clear_description="description" in changes and changes["description"] is None,
+        )
+        with acting(req.context.command):
+            result = ServerFieldHandlers(self._handlers).update_server(command)
+        resp.set_header(POSITION_HEADER, str(result.position))
+        with self._read.connection(req) as conn:
+            if not queries.wait_for_position(conn, result.position, UPDATE_READ_WAIT_SECONDS):
+                raise ReadModelBehind(result.position, UPDATE_READ_WAIT_SECONDS)
             row = queries.get_server(conn, server_id, auth.server_scope(actor))
         if row is None or row["deleted"]:
             raise ItemNotFound(f"Instance {server_id} could not be found.")

@@ -88,13 +88,17 @@ class Image(Aggregate):
         if project_id is not None and self.owner != project_id:
             raise Forbidden(f"You are not permitted to modify image {self.id}.")
 
-    def record_upload(self, size: int, checksum: str, os_hash_algo: str, os_hash_value: str) -> None:
+    def ensure_uploadable(self) -> None:
+        """Data may be uploaded once, to a queued image whose formats are set (Glance's rules)."""
         if self.status == DELETED:
             raise NotFound(f"No image found with ID {self.id}")
         if self.status != QUEUED:
             raise Conflict(f"Image status transition from {self.status} to saving is not allowed")
         if not self.container_format or not self.disk_format:
             raise InvalidInput("Properties container_format, disk_format must be set prior to saving data.")
+
+    def record_upload(self, size: int, checksum: str, os_hash_algo: str, os_hash_value: str) -> None:
+        self.ensure_uploadable()
         self._uploaded(size, checksum, os_hash_algo, os_hash_value)
 
     @event("Uploaded")

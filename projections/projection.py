@@ -32,6 +32,8 @@ from commands.flavor import Flavor
 from commands.host import Host
 from commands.instance import Instance
 from projections import apply, identity
+from projections.catalog import HANDLED as CATALOG_EVENTS
+from projections.catalog import statements as catalog_statements
 from projections.schema import (
     CLAIM_COLUMNS,
     FLAVOR_COLUMNS,
@@ -54,6 +56,9 @@ InstanceSpawningStarted: type = Instance.SpawningStarted  # type: ignore[attr-de
 InstanceSpawned: type = Instance.Spawned  # type: ignore[attr-defined]
 InstanceDeletionRequested: type = Instance.DeletionRequested  # type: ignore[attr-defined]
 InstanceDeleted: type = Instance.Deleted  # type: ignore[attr-defined]
+InstanceUpdated: type = Instance.Updated  # type: ignore[attr-defined]
+InstanceMetadataUpdated: type = Instance.MetadataUpdated  # type: ignore[attr-defined]
+InstanceTagsUpdated: type = Instance.TagsUpdated  # type: ignore[attr-defined]
 InstanceActionRequested: type = Instance.ActionRequested  # type: ignore[attr-defined]
 InstanceActionFinished: type = Instance.ActionFinished  # type: ignore[attr-defined]
 InstanceActionFailed: type = Instance.ActionFailed  # type: ignore[attr-defined]
@@ -285,10 +290,12 @@ class ReadModels(Projection[ReadModelView]):
     handled: tuple[type, ...] = (
         InstanceRequested, InstanceScheduled, InstanceFaulted, InstanceSpawningStarted, InstanceSpawned,
         InstanceDeletionRequested, InstanceDeleted,
+        InstanceUpdated, InstanceMetadataUpdated, InstanceTagsUpdated,
         InstanceActionRequested, InstanceActionFinished, InstanceActionFailed,
         HostRegistered, HostInstanceClaimed, HostInstanceReleased,
         FlavorCreated, FlavorDeleted,
         *identity.HANDLED,
+        *CATALOG_EVENTS,
     )  # fmt: skip
     topics: tuple[str, ...] = tuple(get_topic(cls) for cls in handled)
 
@@ -362,6 +369,26 @@ class ReadModels(Projection[ReadModelView]):
             self.view.insert_tracking(tracking)
             return
         self.view.put_instance(fn(row, e, tracking.notification_id), tracking)
+
+    @process_event.register(InstanceUpdated)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_updated, e, tracking)
+
+    @process_event.register(InstanceMetadataUpdated)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_metadata_updated, e, tracking)
+
+    @process_event.register(InstanceTagsUpdated)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_tags_updated, e, tracking)
+
+    # -- images and key pairs (projections.catalog: statements, no row read first) ------------
+    def _catalog(self, e: Any, tracking: Tracking) -> None:
+        self.view.execute(catalog_statements(e, tracking.notification_id), tracking)
+
+    for _event_class in CATALOG_EVENTS:
+        process_event.register(_event_class)(_catalog)
+    del _event_class
 
     # -- hosts --------------------------------------------------------------------------------
     @process_event.register(HostRegistered)

@@ -16,6 +16,8 @@ import psycopg
 from psycopg import sql
 
 from projections import identity
+from projections.catalog import DDL as CATALOG_DDL
+from projections.catalog import TABLES as CATALOG_TABLES
 
 LIVE_SCHEMA = "stratus_rm"
 # The NOTIFY channel on which each committed batch announces the position it reached.
@@ -53,6 +55,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("host_claims", ("host_id", "instance_id")),
     ("flavors", ("flavorid",)),
     *identity.TABLES,
+    *CATALOG_TABLES,
     ("tracking", ("singleton",)),
 )
 
@@ -171,6 +174,7 @@ def create_schema(conn: psycopg.Connection[Any], schema: str) -> None:
     conn.execute(sql.SQL("CREATE SCHEMA {}").format(s))
     conn.execute(sql.SQL(_DDL).format(s=s))  # type: ignore[arg-type]
     conn.execute(sql.SQL(identity.DDL).format(s=s))  # type: ignore[arg-type]
+    conn.execute(sql.SQL(CATALOG_DDL).format(s=s))  # type: ignore[arg-type]
 
 
 def schema_exists(conn: psycopg.Connection[Any], schema: str) -> bool:
@@ -186,3 +190,4 @@ def ensure_live_schema(conn: psycopg.Connection[Any]) -> None:
             create_schema(conn, LIVE_SCHEMA)
         else:  # a schema made before the identity tables existed gets them
             conn.execute(sql.SQL(identity.DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]
+            conn.execute(sql.SQL(CATALOG_DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]

@@ -31,6 +31,9 @@ class Settings:
     host_name: str = "compute-1"
     # Identifies this deployment in CloudEvents' `source`.
     cloud_name: str = "stratus"
+    # The fixed network servers get an address on (CIDR; empty: servers get no address), and its name.
+    fixed_network: str = "10.0.0.0/24"
+    fixed_network_name: str = "private"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -51,6 +54,8 @@ class Settings:
             libvirt_uri=e.get("STRATUS_LIBVIRT_URI", d.libvirt_uri),
             host_name=e.get("STRATUS_HOST_NAME", d.host_name),
             cloud_name=e.get("STRATUS_CLOUD_NAME", d.cloud_name),
+            fixed_network=e.get("STRATUS_FIXED_NETWORK", d.fixed_network).strip(),
+            fixed_network_name=e.get("STRATUS_FIXED_NETWORK_NAME", d.fixed_network_name).strip(),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -67,6 +72,8 @@ class Settings:
             "STRATUS_LIBVIRT_URI": self.libvirt_uri,
             "STRATUS_HOST_NAME": self.host_name,
             "STRATUS_CLOUD_NAME": self.cloud_name,
+            "STRATUS_FIXED_NETWORK": self.fixed_network,
+            "STRATUS_FIXED_NETWORK_NAME": self.fixed_network_name,
         }
         if self.database_url:
             env["DATABASE_URL"] = self.database_url

@@ -1,0 +1,51 @@
+"""Routes of what users keep for their servers and of a server's own items, wired in one place.
+
+``add_routes`` adds the image service (``/image``, ``/image/v2/...``), key pairs
+(``/v2.1/os-keypairs``) and server metadata and tags (``/v2.1/servers/{id}/metadata``,
+``.../tags``) to the app ``create_app`` builds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import falcon
+
+from api import images, keypairs, server_fields
+from api.body import load_validators
+from api.readmodel import ReadModel
+from commands.catalog import CatalogHandlers
+from commands.handlers import Handlers
+from stratus.imagestore import BlobStore, ImageStore
+
+SCHEMAS = ("images.create", "keypairs.create", "servers.metadata", "servers.metadata_item", "servers.tags")
+
+
+def image_store(data_dir: Path) -> ImageStore:
+    return ImageStore(data_dir / "images")
+
+
+def user_data_store(data_dir: Path) -> BlobStore:
+    return BlobStore(data_dir / "user_data")
+
+
+def add_routes(
+    app: falcon.App, handlers: Handlers, read: ReadModel, data_dir: Path, max_body_bytes: int
+) -> None:
+    validators = load_validators(SCHEMAS)
+    catalog = CatalogHandlers(handlers)
+    image_args = (catalog, read, image_store(data_dir), validators, max_body_bytes)
+    app.add_route(images.IMAGE_ROOT, images.Versions())
+    app.add_route(f"{images.IMAGE_ROOT}/v2/images", images.ImageCollection(*image_args))
+    app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}", images.ImageItem(*image_args))
+    app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/file", images.ImageData(*image_args))
+
+    keypair_args = (catalog, read, validators, max_body_bytes)
+    app.add_route("/v2.1/os-keypairs", keypairs.KeyPairCollection(*keypair_args))
+    app.add_route("/v2.1/os-keypairs/{name}", keypairs.KeyPairItem(*keypair_args))
+
+    field_args = (handlers, validators, max_body_bytes)
+    app.add_route("/v2.1/servers/{server_id}/metadata", server_fields.Metadata(*field_args))
+    app.add_route("/v2.1/servers/{server_id}/metadata/{key}", server_fields.MetadataItem(*field_args))
+    app.add_route("/v2.1/servers/{server_id}/tags", server_fields.Tags(*field_args))
+    app.add_route("/v2.1/servers/{server_id}/tags/{tag}", server_fields.Tag(*field_args))

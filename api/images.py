@@ -1,0 +1,277 @@
+"""``/image/v2``: the image service's subset Stratus serves (Glance v2's URLs and bodies).
+
+Enough for ``openstack image create --file F --disk-format raw NAME``, ``image list/show/delete``,
+``image save`` and ``server create --image NAME``: create (queued), upload (active), download,
+list (filters ``name``, ``status``, ``visibility``, ``owner``; ``limit``/``marker``), show and
+delete. Metadata is event-sourced (``commands.image``); the data goes to the image store
+(``stratus.imagestore``) and the log records its size, MD5 ``checksum`` and SHA-256
+``os_hash_value``. Shows read the image from the log (a client that just created it sees it at
+once); lists read the read model.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
+
+import falcon
+from jsonschema import Draft202012Validator
+
+from api import auth
+from api.body import read_json
+from api.errors import BadRequest, Forbidden, PayloadTooLarge, ServiceUnavailable, UnsupportedMediaType
+from api.links import page_params
+from api.readmodel import POSITION_HEADER, ReadModel
+from commands.catalog import CatalogHandlers, CreateImage, DeleteImage, RecordImageUpload
+from commands.errors import NotFound
+from commands.image import ACTIVE, Image
+from projections import catalog_queries
+from stratus.context import Actor, acting
+from stratus.eventstore.errors import EventStoreUnavailable
+from stratus.imagestore import CHUNK, ImageStore, StoreError, TooLarge
+
+IMAGE_ROOT = "/image"
+API = "/v2"
+BASE_PROPERTIES = (
+    "id", "name", "visibility", "container_format", "disk_format", "min_disk", "min_ram", "protected", "tags",
+)  # fmt: skip
+DEFAULT_LIMIT = 25  # Glance's limit_param_default
+MAX_LIMIT = 1000  # Glance's api_limit_max
+HASH_ALGO = "sha256"
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def row_of(image: Image) -> dict[str, Any]:
+    """An image aggregate as a read-model row (one view serves both)."""
+    return {
+        "id": image.id,
+        "name": image.name,
+        "owner": image.owner,
+        "visibility": image.visibility,
+        "status": image.status,
+        "container_format": image.container_format,
+        "disk_format": image.disk_format,
+        "min_disk": image.min_disk,
+        "min_ram": image.min_ram,
+        "protected": image.protected,
+        "tags": image.tags,
+        "properties": image.properties,
+        "size": image.size,
+        "checksum": image.checksum,
+        "os_hash_algo": image.os_hash_algo,
+        "os_hash_value": image.os_hash_value,
+        "created_at": image.created_on,
+        "updated_at": image.modified_on,
+    }
+
+
+def image_view(row: dict[str, Any]) -> dict[str, Any]:
+    """Glance v2's image: base properties, then the additional ones at the top level."""
+    iid = str(row["id"])
+    body: dict[str, Any] = dict(row["properties"] or {})
+    body.update(
+        {
+            "id": iid,
+            "name": row["name"],
+            "status": row["status"],
+            "visibility": row["visibility"],
+            "protected": row["protected"],
+            "os_hidden": False,
+            "checksum": row["checksum"],
+            "os_hash_algo": row["os_hash_algo"],
+            "os_hash_value": row["os_hash_value"],
+            "owner": row["owner"],
+            "size": row["size"],
+            "virtual_size": None,
+            "min_ram": row["min_ram"],
+            "min_disk": row["min_disk"],
+            "disk_format": row["disk_format"],
+            "container_format": row["container_format"],
+            "created_at": _time(row["created_at"]),
+            "updated_at": _time(row["updated_at"]),
+            "tags": list(row["tags"] or []),
+            "self": f"{API}/images/{iid}",
+            "file": f"{API}/images/{iid}/file",
+            "schema": f"{API}/schemas/image",
+        }
+    )
+    return body
+
+
+def _scope(actor: Actor) -> str | None:
+    """The project whose view of images applies (None: an admin, who sees every image)."""
+    return None if auth.is_admin(actor) else actor.project_id
+
+
+class Versions:
+    """``GET /image``: Glance answers its version list with 300 Multiple Choices."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        href = f"{req.prefix}{IMAGE_ROOT}{API}/"
+        resp.status = falcon.HTTP_300
+        resp.media = {
+            "versions": [
+                {"id": "v2.9", "status": "CURRENT", "links": [{"rel": "self", "href": href}]},
+            ]
+        }
+
+
+class _Images:
+    def __init__(
+        self,
+        catalog: CatalogHandlers,
+        read_model: ReadModel,
+        store: ImageStore,
+        validators: dict[str, Draft202012Validator],
+        max_body_bytes: int,
+    ) -> None:
+        self._catalog = catalog
+        self._read = read_model
+        self._store = store
+        self._create_validator = validators["images.create"]
+        self._max_body = max_body_bytes
+
+
+class ImageCollection(_Images):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        actor: Actor = req.context.actor
+        limit, marker = page_params(req, MAX_LIMIT)
+        if req.get_param("limit") is None:
+            limit = DEFAULT_LIMIT
+        visibility = req.get_param("visibility")
+        if visibility is not None and visibility not in ("public", "private", "shared", "community", "all"):
+            raise BadRequest(f"Invalid visibility value: {visibility[:64]}")
+        with self._read.connection(req) as conn:
+            rows = catalog_queries.list_images(
+                conn,
+                project_id=_scope(actor),
+                limit=limit,
+                marker=marker,
+                name=req.get_param("name"),
+                status=req.get_param("status"),
+                visibility=None if visibility == "all" else visibility,
+                owner=req.get_param("owner"),
+            )
+        body: dict[str, Any] = {
+            "images": [image_view(r) for r in rows],
+            "first": f"{API}/images",
+            "schema": f"{API}/schemas/images",
+        }
+        if limit and len(rows) == limit:
+            params = {k: v for k, v in req.params.items() if k != "marker"}
+            params["marker"] = str(rows[-1]["id"])
+            body["next"] = f"{API}/images?{urlencode(params, doseq=True)}"
+        resp.media = body
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        actor: Actor = req.context.actor
+        body = read_json(req, self._create_validator, self._max_body)
+        visibility = body.get("visibility", "shared")
+        if visibility == "public" and not auth.is_admin(actor):
+            raise Forbidden("You are not authorized to complete publicize_image action.")
+        properties = {k: v for k, v in body.items() if k not in BASE_PROPERTIES and k != "os_hidden"}
+        for ref in ("kernel_id", "ramdisk_id"):
+            if properties.get(ref) is None:
+                properties.pop(ref, None)
+        command = CreateImage(
+            owner=actor.project_id,
+            name=body.get("name"),
+            image_id=uuid.UUID(body["id"]) if "id" in body else None,
+            visibility=visibility,
+            container_format=body.get("container_format"),
+            disk_format=body.get("disk_format"),
+            min_disk=body.get("min_disk", 0),
+            min_ram=body.get("min_ram", 0),
+            protected=body.get("protected", False),
+            tags=tuple(body.get("tags", ())),
+            properties=properties,
+        )
+        with acting(req.context.command):
+            result = self._catalog.create_image(command)
+        image = self._catalog.image(result.id, None)
+        resp.status = falcon.HTTP_201
+        resp.set_header(POSITION_HEADER, str(result.position))
+        resp.location = f"{req.prefix}{IMAGE_ROOT}{API}/images/{result.id}"
+        resp.media = image_view(row_of(image))
+
+
+class ImageItem(_Images):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
+        image = self._catalog.image(image_id, _scope(req.context.actor))
+        resp.media = image_view(row_of(image))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
+        with acting(req.context.command):
+            result = self._catalog.delete_image(DeleteImage(image_id, _scope(req.context.actor)))
+        self._store.remove(image_id)  # after the deletion is recorded: a crash leaves a file, not a lie
+        resp.status = falcon.HTTP_204
+        resp.set_header(POSITION_HEADER, str(result.position))
+
+
+class ImageData(_Images):
+    """``PUT`` (upload, streamed and hashed) and ``GET`` (download) ``/image/v2/images/{id}/file``."""
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
+        scope = _scope(req.context.actor)
+        image = self._catalog.image(image_id, scope)
+        image.ensure_owned_by(scope)
+        image.ensure_uploadable()
+        content_type = (req.content_type or "application/octet-stream").split(";", 1)[0].strip().lower()
+        if content_type != "application/octet-stream":
+            raise UnsupportedMediaType(
+                f"Unsupported Content-Type {content_type[:100]!r}; use application/octet-stream."
+            )
+        if req.content_length is not None and req.content_length > self._store.max_size:
+            raise PayloadTooLarge(f"Image exceeds the storage quota of {self._store.max_size} bytes.")
+        try:
+            stored = self._store.receive(image.image_id, _body(req))
+        except TooLarge as e:
+            raise PayloadTooLarge(str(e)) from e
+        except StoreError as e:
+            raise ServiceUnavailable("The image store cannot take data right now; retry.") from e
+        command = RecordImageUpload(image.image_id, scope, stored.size, stored.md5, HASH_ALGO, stored.sha256)
+        try:
+            with acting(req.context.command):
+                result = self._catalog.record_image_upload(command)
+        except BaseException:
+            self._discard_unless_recorded(image.image_id, stored.sha256)
+            raise
+        resp.status = falcon.HTTP_204
+        resp.set_header(POSITION_HEADER, str(result.position))
+
+    def _discard_unless_recorded(self, image_id: str, sha256: str) -> None:
+        """Another upload won, or the append failed: keep the file only if the log names it."""
+        try:
+            current: Image | None = self._catalog.image(image_id, None)
+        except NotFound:
+            current = None
+        except EventStoreUnavailable:  # the file may be the recorded one: keep it
+            return
+        if current is None or current.os_hash_value != sha256:
+            self._store.discard(image_id, sha256)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
+        image = self._catalog.image(image_id, _scope(req.context.actor))
+        if image.status != ACTIVE or not image.os_hash_value:
+            resp.status = falcon.HTTP_204  # Glance: an image without data answers 204
+            return
+        try:
+            chunks = self._store.read(image.image_id, image.os_hash_value)
+        except StoreError as e:
+            raise ServiceUnavailable("The image's data is not available from this API node.") from e
+        resp.content_type = "application/octet-stream"
+        resp.set_header("Content-MD5", image.checksum or "")
+        resp.content_length = image.size
+        resp.stream = chunks
+
+
+def _body(req: falcon.Request) -> Iterator[bytes]:
+    stream = req.bounded_stream
+    while chunk := stream.read(CHUNK):
+        yield chunk

@@ -1,0 +1,166 @@
+"""Commands on what users keep for their servers: images (the image service) and key pairs.
+
+Each handler loads the aggregate from the log, makes one domain call and appends, like those of
+``commands.handlers``. Image data never passes through here: the API stores it
+(``stratus.imagestore``) and records the upload with its size and digests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID, uuid4
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.persistence import IntegrityError
+
+from commands.errors import AlreadyExists, NotFound
+from commands.handlers import Handlers, Result
+from commands.image import Image
+from commands.keypair import KeyPair, keypair_aggregate_id
+
+
+@dataclass(frozen=True)
+class CreateImage:
+    owner: str
+    name: str | None = None
+    image_id: UUID | None = None
+    visibility: str = "shared"
+    container_format: str | None = None
+    disk_format: str | None = None
+    min_disk: int = 0
+    min_ram: int = 0
+    protected: bool = False
+    tags: tuple[str, ...] = ()
+    properties: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RecordImageUpload:
+    image_id: str
+    project_id: str | None  # None: an admin
+    size: int
+    checksum: str
+    os_hash_algo: str
+    os_hash_value: str
+
+
+@dataclass(frozen=True)
+class DeleteImage:
+    image_id: str
+    project_id: str | None  # None: an admin
+
+
+@dataclass(frozen=True)
+class CreateKeyPair:
+    user_id: str
+    name: str
+    public_key: str | None = None  # None: generate a key pair and return its private key once
+
+
+@dataclass(frozen=True)
+class DeleteKeyPair:
+    user_id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class KeyPairCreated(Result):
+    private_key: str | None = None  # only for a generated key pair; never recorded anywhere
+
+
+def generate_ssh_key() -> tuple[str, str]:
+    """A new RSA 2048 key pair: (private key in PEM, public key in OpenSSH form), as Nova generates."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    return private, public.decode() + " Generated-by-Stratus"
+
+
+class CatalogHandlers:
+    def __init__(
+        self,
+        handlers: Handlers,
+        *,
+        new_id: Callable[[], UUID] = uuid4,
+        generate_key: Callable[[], tuple[str, str]] = generate_ssh_key,
+    ) -> None:
+        self._handlers = handlers
+        self.app = handlers.app
+        self._new_id = new_id
+        self._generate_key = generate_key
+
+    def _save(self, *aggregates: Any) -> int:
+        recordings = self.app.save(*aggregates)
+        if recordings:
+            return recordings[-1].notification.id
+        return self.app.recorder.max_notification_id() or 0
+
+    # -- images ---------------------------------------------------------------------------------
+    def image(self, image_id: str, project_id: str | None) -> Image:
+        """The image if ``project_id`` may see it (None: an admin); Glance's 404 otherwise."""
+        try:
+            image = self._handlers.image(image_id)
+        except NotFound:
+            raise NotFound(f"No image found with ID {image_id}") from None
+        if not image.visible_to(project_id):
+            raise NotFound(f"No image found with ID {image_id}")
+        return image
+
+    def create_image(self, cmd: CreateImage) -> Result:
+        image_id = cmd.image_id or self._new_id()
+        fields = {k: v for k, v in vars(cmd).items() if k != "image_id"}
+        fields["tags"] = list(dict.fromkeys(cmd.tags))
+        image = Image.create(image_id, **fields)
+        try:
+            return Result(str(image_id), self._save(image))
+        except IntegrityError:
+            raise AlreadyExists(f"Image with identifier {image_id} already exists!") from None
+
+    def record_image_upload(self, cmd: RecordImageUpload) -> Result:
+        image = self.image(cmd.image_id, cmd.project_id)
+        image.ensure_owned_by(cmd.project_id)
+        image.record_upload(cmd.size, cmd.checksum, cmd.os_hash_algo, cmd.os_hash_value)
+        return Result(cmd.image_id, self._save(image))
+
+    def delete_image(self, cmd: DeleteImage) -> Result:
+        image = self.image(cmd.image_id, cmd.project_id)
+        image.ensure_owned_by(cmd.project_id)
+        image.delete()
+        return Result(cmd.image_id, self._save(image))
+
+    # -- key pairs ------------------------------------------------------------------------------
+    def keypair(self, user_id: str, name: str) -> KeyPair:
+        return self._handlers.keypair(user_id, name)
+
+    def create_keypair(self, cmd: CreateKeyPair) -> KeyPairCreated:
+        private_key = None
+        public_key = cmd.public_key
+        if public_key is None:
+            private_key, public_key = self._generate_key()
+        try:
+            existing: KeyPair | None = self.app.repository.get(keypair_aggregate_id(cmd.user_id, cmd.name))
+        except AggregateNotFoundError:
+            existing = None
+        if existing is None:
+            keypair = KeyPair.create(cmd.user_id, cmd.name, public_key)
+        else:
+            keypair = existing
+            keypair.recreate(public_key)
+        try:
+            position = self._save(keypair)
+        except IntegrityError:
+            raise AlreadyExists(f"Key pair '{cmd.name}' already exists.") from None
+        return KeyPairCreated(str(keypair.id), position, private_key)
+
+    def delete_keypair(self, cmd: DeleteKeyPair) -> Result:
+        keypair = self._handlers.keypair(cmd.user_id, cmd.name)
+        keypair.delete()
+        return Result(cmd.name, self._save(keypair))

@@ -1,0 +1,162 @@
+"""The image and key-pair read models: what ``/image/v2/images`` and ``/os-keypairs`` list and show.
+
+Like the identity tables, their rows never need reading before they are written (a creation inserts
+the row, every later event overwrites the fields it carries), so each event becomes SQL statements,
+computed here without I/O, that the batch's view runs in order with the batch's other writes. The
+tables live beside the others in each read-model schema, so a rebuild rebuilds them too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from commands.image import ACTIVE, DELETED, QUEUED, Image
+from commands.keypair import KeyPair
+from stratus.serialization import dumps
+
+Statement = tuple[str, tuple[Any, ...]]  # SQL with ``{s}`` for the schema, and its parameters
+
+ImageCreated: type = Image.Created  # type: ignore[attr-defined]
+ImageUploaded: type = Image.Uploaded  # type: ignore[attr-defined]
+ImageDeleted: type = Image.Deleted  # type: ignore[attr-defined]
+KeyPairCreated: type = KeyPair.Created  # type: ignore[attr-defined]
+KeyPairRecreated: type = KeyPair.Recreated  # type: ignore[attr-defined]
+KeyPairDeleted: type = KeyPair.Deleted  # type: ignore[attr-defined]
+
+HANDLED: tuple[type, ...] = (
+    ImageCreated, ImageUploaded, ImageDeleted, KeyPairCreated, KeyPairRecreated, KeyPairDeleted,
+)  # fmt: skip
+
+TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("images", ("id",)),
+    ("keypairs", ("id",)),
+)
+
+# Idempotent: a read-model schema made before these tables existed gets them when next opened (its
+# log holds no image or key-pair event, so they start empty and correct).
+DDL = """
+CREATE TABLE IF NOT EXISTS {s}.images (
+    id uuid PRIMARY KEY,
+    name text,
+    owner text NOT NULL,
+    visibility text NOT NULL,
+    status text NOT NULL,
+    container_format text,
+    disk_format text,
+    min_disk integer NOT NULL DEFAULT 0,
+    min_ram integer NOT NULL DEFAULT 0,
+    protected boolean NOT NULL DEFAULT false,
+    tags jsonb NOT NULL DEFAULT '[]',
+    properties jsonb NOT NULL DEFAULT '{{}}',
+    size bigint,
+    checksum text,
+    os_hash_algo text,
+    os_hash_value text,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    deleted boolean NOT NULL DEFAULT false,
+    deleted_at timestamptz,
+    version integer NOT NULL,
+    position bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS images_created ON {s}.images (created_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS images_owner ON {s}.images (owner);
+CREATE INDEX IF NOT EXISTS images_name ON {s}.images (name);
+
+CREATE TABLE IF NOT EXISTS {s}.keypairs (
+    id uuid PRIMARY KEY,
+    user_id text NOT NULL,
+    name text NOT NULL,
+    public_key text NOT NULL,
+    fingerprint text NOT NULL,
+    type text NOT NULL,
+    created_at timestamptz NOT NULL,
+    deleted boolean NOT NULL DEFAULT false,
+    version integer NOT NULL,
+    position bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS keypairs_user_name ON {s}.keypairs (user_id, name);
+
+-- The server columns these features added (a schema made before them gets them here; run
+-- `stratus rebuild` afterwards to fill them from the log).
+ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS description text;
+ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS key_name text;
+ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS ports jsonb NOT NULL DEFAULT '[]';
+ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS tags jsonb NOT NULL DEFAULT '[]';
+ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS reservation_id text;
+"""
+
+
+def _json(value: Any) -> Jsonb:
+    return Jsonb(value, dumps=lambda obj: dumps(obj).decode())
+
+
+def statements(event: Any, position: int) -> list[Statement]:
+    """The writes one event makes to the catalog tables (none for events of other aggregates)."""
+    version = event.originator_version
+    if isinstance(event, ImageCreated):
+        return [
+            (
+                "INSERT INTO {s}.images (id, name, owner, visibility, status, container_format, disk_format,"
+                " min_disk, min_ram, protected, tags, properties, created_at, updated_at, version, position)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (id) DO NOTHING",
+                (
+                    event.originator_id, event.name, event.owner, event.visibility, QUEUED,
+                    event.container_format, event.disk_format, event.min_disk, event.min_ram,
+                    event.protected, _json(list(event.tags)), _json(dict(event.properties)),
+                    event.timestamp, event.timestamp, version, position,
+                ),
+            )
+        ]  # fmt: skip
+    if isinstance(event, ImageUploaded):
+        return [
+            (
+                "UPDATE {s}.images SET status = %s, size = %s, checksum = %s, os_hash_algo = %s,"
+                " os_hash_value = %s, updated_at = %s, version = %s, position = %s WHERE id = %s",
+                (
+                    ACTIVE, event.size, event.checksum, event.os_hash_algo, event.os_hash_value,
+                    event.timestamp, version, position, event.originator_id,
+                ),
+            )
+        ]  # fmt: skip
+    if isinstance(event, ImageDeleted):
+        return [
+            (
+                "UPDATE {s}.images SET status = %s, deleted = true, deleted_at = %s, updated_at = %s,"
+                " version = %s, position = %s WHERE id = %s",
+                (DELETED, event.timestamp, event.timestamp, version, position, event.originator_id),
+            )
+        ]
+    if isinstance(event, KeyPairCreated):
+        return [
+            (
+                "INSERT INTO {s}.keypairs (id, user_id, name, public_key, fingerprint, type, created_at,"
+                " version, position) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                (
+                    event.originator_id, event.user_id, event.name, event.public_key, event.fingerprint,
+                    event.type, event.timestamp, version, position,
+                ),
+            )
+        ]  # fmt: skip
+    if isinstance(event, KeyPairRecreated):
+        return [
+            (
+                "UPDATE {s}.keypairs SET public_key = %s, fingerprint = %s, type = %s, created_at = %s,"
+                " deleted = false, version = %s, position = %s WHERE id = %s",
+                (
+                    event.public_key, event.fingerprint, event.type, event.timestamp, version, position,
+                    event.originator_id,
+                ),
+            )
+        ]  # fmt: skip
+    if isinstance(event, KeyPairDeleted):
+        return [
+            (
+                "UPDATE {s}.keypairs SET deleted = true, version = %s, position = %s WHERE id = %s",
+                (version, position, event.originator_id),
+            )
+        ]
+    return []

@@ -1,0 +1,102 @@
+"""What the API reads of images and key pairs (tables of ``projections.catalog``).
+
+Same conventions as ``projections.queries``: an open connection in, plain dicts out, tables named
+``stratus_rm.<table>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from projections.queries import MarkerNotFound, Row, _as_uuid, _fetchall, _fetchone
+from projections.schema import LIVE_SCHEMA
+
+_S = sql.Identifier(LIVE_SCHEMA)
+
+
+def list_images(
+    conn: psycopg.Connection[Any],
+    *,
+    project_id: str | None,
+    limit: int,
+    marker: str | None = None,
+    name: str | None = None,
+    status: str | None = None,
+    visibility: str | None = None,
+    owner: str | None = None,
+) -> list[Row]:
+    """A page of images that are not deleted, newest first (Glance's default sort).
+
+    ``project_id`` is the caller's project (None: an admin, who sees every image). Without a
+    ``visibility`` filter a project sees public images and its own; community images only when it
+    asks for ``visibility=community`` (Glance's rule).
+    """
+    where: list[sql.Composable] = [sql.SQL("NOT deleted")]
+    params: list[Any] = []
+    if visibility is not None:
+        where.append(sql.SQL("visibility = %s"))
+        params.append(visibility)
+    if project_id is not None:
+        if visibility in ("public", "community"):
+            pass
+        elif visibility is None:
+            where.append(sql.SQL("(visibility = 'public' OR owner = %s)"))
+            params.append(project_id)
+        else:
+            where.append(sql.SQL("owner = %s"))
+            params.append(project_id)
+    for column, value in (("name", name), ("status", status), ("owner", owner)):
+        if value is not None:
+            where.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
+            params.append(value)
+    if marker is not None:
+        uid = _as_uuid(marker)
+        mark = None
+        if uid is not None:
+            mark = _fetchone(conn, sql.SQL("SELECT id, created_at FROM {}.images WHERE id = %s").format(_S), (uid,))
+        if mark is None:
+            raise MarkerNotFound(marker)
+        where.append(sql.SQL("(created_at, id) < (%s, %s)"))
+        params.extend((mark["created_at"], mark["id"]))
+    query = sql.SQL("SELECT * FROM {}.images WHERE {} ORDER BY created_at DESC, id DESC LIMIT %s").format(
+        _S, sql.SQL(" AND ").join(where)
+    )
+    params.append(max(0, limit))
+    return _fetchall(conn, query, params)
+
+
+def get_image(conn: psycopg.Connection[Any], image_id: str) -> Row | None:
+    """One image, deleted or not (the API decides who may see it)."""
+    uid = _as_uuid(image_id)
+    if uid is None:
+        return None
+    return _fetchone(conn, sql.SQL("SELECT * FROM {}.images WHERE id = %s").format(_S), (uid,))
+
+
+def list_keypairs(
+    conn: psycopg.Connection[Any], user_id: str, *, limit: int, marker: str | None = None
+) -> list[Row]:
+    """A user's key pairs by name (Nova's order); ``marker`` is the last name of the previous page."""
+    where = [sql.SQL("user_id = %s"), sql.SQL("NOT deleted")]
+    params: list[Any] = [user_id]
+    if marker is not None:
+        if get_keypair(conn, user_id, marker) is None:
+            raise MarkerNotFound(marker)
+        where.append(sql.SQL("name > %s"))
+        params.append(marker)
+    query = sql.SQL("SELECT * FROM {}.keypairs WHERE {} ORDER BY name LIMIT %s").format(
+        _S, sql.SQL(" AND ").join(where)
+    )
+    params.append(max(0, limit))
+    return _fetchall(conn, query, params)
+
+
+def get_keypair(conn: psycopg.Connection[Any], user_id: str, name: str) -> Row | None:
+    return _fetchone(
+        conn,
+        sql.SQL("SELECT * FROM {}.keypairs WHERE user_id = %s AND name = %s AND NOT deleted").format(_S),
+        (user_id, name),
+    )
