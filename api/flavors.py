@@ -18,9 +18,11 @@ from jsonschema import Draft202012Validator
 from api import auth
 from api.body import read_json
 from api.errors import BadRequest, ItemNotFound
+from api.flavor_extras import can_see
 from api.links import next_links, page_params, resource_links
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.handlers import CreateFlavor, Handlers
+from commands.operations import Operations
 from projections import queries
 from stratus.context import acting
 
@@ -80,7 +82,13 @@ class _Flavors:
         limit, marker = page_params(req)
         include_private, only = _visibility(req, auth.is_admin(req.context.actor))
         with self._read.connection(req) as conn:
-            rows = queries.list_flavors(conn, limit=limit, marker=marker, include_private=include_private)
+            rows = queries.list_flavors(
+                conn,
+                limit=limit,
+                marker=marker,
+                include_private=include_private,
+                project_id=req.context.actor.project_id,
+            )
         shown = rows if only is None else [r for r in rows if r["is_public"] == only]
         body: dict[str, Any] = {"flavors": [view(r) for r in shown]}
         links = next_links(req, path, rows, limit, id_key="flavorid")
@@ -112,7 +120,7 @@ class FlavorCollection(_Flavors):
             is_public=bool(spec.get("os-flavor-access:is_public", True)),
         )
         with acting(req.context.command):
-            result = self._handlers.create_flavor(command)
+            result = Operations(self._handlers.app).create_flavor(command)
         resp.set_header(POSITION_HEADER, str(result.position))
         resp.media = {"flavor": detail_view(req, {**vars(command), "flavorid": result.id})}
 
@@ -130,6 +138,14 @@ class FlavorItem(_Flavors):
     def on_get(self, req: falcon.Request, resp: falcon.Response, flavor_id: str) -> None:
         with self._read.connection(req) as conn:
             row = queries.get_flavor(conn, flavor_id)
-        if row is None or (not row["is_public"] and not auth.is_admin(req.context.actor)):
+        if row is None or not can_see(req.context.actor, row):
             raise ItemNotFound(f"Flavor {flavor_id} could not be found.")
         resp.media = {"flavor": detail_view(req, row)}
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, flavor_id: str) -> None:
+        """Deleting a flavor keeps the servers built from it as they are (they hold a copy)."""
+        auth.require_admin(req.context.actor, "os_compute_api:os-flavor-manage:delete")
+        with acting(req.context.command):
+            result = Operations(self._handlers.app).delete_flavor(flavor_id)
+        resp.status = falcon.HTTP_202
+        resp.set_header(POSITION_HEADER, str(result.position))

@@ -18,9 +18,9 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
 from commands.app import Stratus
-from commands.errors import Conflict, InvalidInput, NotFound
+from commands.errors import AlreadyExists, Conflict, InvalidInput, NotFound
 from commands.flavor import Flavor, flavor_aggregate_id
-from commands.handlers import Result
+from commands.handlers import CreateFlavor, Result
 from commands.host import Host, host_aggregate_id
 from commands.host_aggregate import AZ_KEY, HostAggregate
 from commands.quota import ProjectQuota, quota_aggregate_id
@@ -116,6 +116,19 @@ class Operations:
         return self._get(Host, host_aggregate_id(hostname), f"Compute host {hostname}")
 
     # -- flavors --------------------------------------------------------------------------------
+    def create_flavor(self, cmd: CreateFlavor) -> Result:
+        """A flavor whose id and name are both new (Nova answers 409 for either)."""
+
+        def decide() -> Result:
+            if self._find(Flavor, flavor_aggregate_id(cmd.flavorid)) is not None:
+                raise AlreadyExists(f"Flavor with ID {cmd.flavorid} already exists.")
+            flavor = Flavor.create(**vars(cmd))
+            names = self.registry(FLAVOR_NAMES)
+            names.take(cmd.name, cmd.flavorid, "Flavor")
+            return Result(cmd.flavorid, self._save(flavor, names))
+
+        return self._retrying(decide)
+
     def delete_flavor(self, flavorid: str) -> Result:
         def decide() -> Result:
             flavor = self.flavor(flavorid)

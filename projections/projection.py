@@ -31,7 +31,7 @@ from psycopg.types.json import Jsonb
 from commands.flavor import Flavor
 from commands.host import Host
 from commands.instance import Instance
-from projections import apply, identity
+from projections import apply, identity, operations
 from projections.catalog import HANDLED as CATALOG_EVENTS
 from projections.catalog import statements as catalog_statements
 from projections.schema import (
@@ -296,6 +296,7 @@ class ReadModels(Projection[ReadModelView]):
         FlavorCreated, FlavorDeleted,
         *identity.HANDLED,
         *CATALOG_EVENTS,
+        *operations.HANDLED,
     )  # fmt: skip
     topics: tuple[str, ...] = tuple(get_topic(cls) for cls in handled)
 
@@ -320,7 +321,9 @@ class ReadModels(Projection[ReadModelView]):
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         """Identity events become their statements; others the read models do not show change
         nothing but the tracking position."""
-        self.view.execute(identity.statements(domain_event, tracking.notification_id), tracking)
+        at = tracking.notification_id
+        statements = identity.statements(domain_event, at) or operations.statements(domain_event, at)
+        self.view.execute(statements, tracking)
 
     # -- instances ----------------------------------------------------------------------------
     @process_event.register(InstanceRequested)

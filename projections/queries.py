@@ -235,12 +235,17 @@ def list_flavors(
     limit: int | None = None,
     marker: str | None = None,
     include_private: bool = True,
+    project_id: str | None = None,
 ) -> list[Row]:
-    """Flavors that are not deleted, ordered by flavorid (Nova's default sort key); marker = flavorid."""
+    """Flavors that are not deleted, ordered by flavorid (Nova's default sort key); marker = flavorid.
+
+    Without ``include_private``: the public flavors, and the private ones ``project_id`` has access to.
+    """
     where: list[sql.Composable] = [sql.SQL("NOT deleted")]
     params: list[Any] = []
     if not include_private:
-        where.append(sql.SQL("is_public"))
+        where.append(sql.SQL("(is_public OR projects ? %s)"))
+        params.append(project_id or "")
     if marker is not None:
         found = _fetchone(
             conn, sql.SQL("SELECT 1 AS found FROM {}.flavors WHERE flavorid = %s").format(_S), (marker,)

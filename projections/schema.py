@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from projections import identity
+from projections import identity, operations
 from projections.catalog import DDL as CATALOG_DDL
 from projections.catalog import TABLES as CATALOG_TABLES
 
@@ -56,6 +56,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("flavors", ("flavorid",)),
     *identity.TABLES,
     *CATALOG_TABLES,
+    *operations.TABLES,
     ("tracking", ("singleton",)),
 )
 
@@ -175,6 +176,7 @@ def create_schema(conn: psycopg.Connection[Any], schema: str) -> None:
     conn.execute(sql.SQL(_DDL).format(s=s))  # type: ignore[arg-type]
     conn.execute(sql.SQL(identity.DDL).format(s=s))  # type: ignore[arg-type]
     conn.execute(sql.SQL(CATALOG_DDL).format(s=s))  # type: ignore[arg-type]
+    conn.execute(sql.SQL(operations.DDL).format(s=s))  # type: ignore[arg-type]
 
 
 def schema_exists(conn: psycopg.Connection[Any], schema: str) -> bool:
@@ -191,3 +193,4 @@ def ensure_live_schema(conn: psycopg.Connection[Any]) -> None:
         else:  # a schema made before the identity tables existed gets them
             conn.execute(sql.SQL(identity.DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]
             conn.execute(sql.SQL(CATALOG_DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]
+            conn.execute(sql.SQL(operations.DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]

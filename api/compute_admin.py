@@ -1,0 +1,54 @@
+"""Routes of the operator-facing Compute API beyond servers: flavor extra specs and access,
+services, availability zones and host aggregates, server groups, quotas and limits, tenant usage,
+migrations and server diagnostics. ``add_routes`` is called by ``api.app.create_app``.
+"""
+
+from __future__ import annotations
+
+import falcon
+
+from api import diagnostics, flavor_extras, migrations, quotas, server_groups, services, usage, zones
+from api.body import load_validators
+from api.readmodel import ReadModel
+from commands.operations import Operations
+
+REQUEST_SCHEMAS = (
+    "flavors.extra_specs.create",
+    "flavors.extra_specs.update",
+    "flavors.action",
+    "services.enable",
+    "services.disable_log_reason",
+    "services.force_down",
+    "aggregates.create",
+    "aggregates.update",
+    "aggregates.action",
+    "server_groups.create",
+    "quota_sets.update",
+)
+
+
+def add_routes(app: falcon.App, ops: Operations, read: ReadModel, max_body_bytes: int) -> None:
+    validators = load_validators(REQUEST_SCHEMAS)
+    args = (ops, read, validators, max_body_bytes)
+    v = "/v2.1"
+    app.add_route(f"{v}/flavors/{{flavor_id}}/os-extra_specs", flavor_extras.ExtraSpecs(*args))
+    app.add_route(f"{v}/flavors/{{flavor_id}}/os-extra_specs/{{key}}", flavor_extras.ExtraSpec(*args))
+    app.add_route(f"{v}/flavors/{{flavor_id}}/os-flavor-access", flavor_extras.FlavorAccess(*args))
+    app.add_route(f"{v}/flavors/{{flavor_id}}/action", flavor_extras.FlavorAction(*args))
+    app.add_route(f"{v}/os-services", services.Services(read))
+    app.add_route(f"{v}/os-services/{{action}}", services.ServiceAction(ops, validators, max_body_bytes))
+    app.add_route(f"{v}/os-availability-zone", zones.AvailabilityZones(read, detail=False))
+    app.add_route(f"{v}/os-availability-zone/detail", zones.AvailabilityZones(read, detail=True))
+    app.add_route(f"{v}/os-aggregates", zones.Aggregates(*args))
+    app.add_route(f"{v}/os-aggregates/{{aggregate_id}}", zones.Aggregate(*args))
+    app.add_route(f"{v}/os-aggregates/{{aggregate_id}}/action", zones.AggregateAction(*args))
+    app.add_route(f"{v}/os-server-groups", server_groups.ServerGroups(*args))
+    app.add_route(f"{v}/os-server-groups/{{group_id}}", server_groups.ServerGroup(*args))
+    app.add_route(f"{v}/os-quota-sets/{{project_id}}", quotas.QuotaSet(*args))
+    app.add_route(f"{v}/os-quota-sets/{{project_id}}/detail", quotas.QuotaSetDetail(*args))
+    app.add_route(f"{v}/os-quota-sets/{{project_id}}/defaults", quotas.QuotaSetDefaults())
+    app.add_route(f"{v}/limits", quotas.Limits(*args))
+    app.add_route(f"{v}/os-simple-tenant-usage", usage.TenantUsages(read))
+    app.add_route(f"{v}/os-simple-tenant-usage/{{tenant_id}}", usage.TenantUsage(read))
+    app.add_route(f"{v}/os-migrations", migrations.Migrations(read))
+    app.add_route(f"{v}/servers/{{server_id}}/diagnostics", diagnostics.Diagnostics(read))

@@ -1,0 +1,65 @@
+"""``GET /v2.1/servers/{server_id}/diagnostics`` (admin): what Stratus knows of a running server.
+
+Before microversion 2.48 Nova's answer is whatever the virt driver reports. Stratus answers from
+the read model only, with the fields of Nova's later, driver-independent shape that it can fill
+truthfully (state, driver, hypervisor, uptime, CPUs, memory size); live counters (CPU time, disk and
+network I/O) would need the hypervisor worker to report them and are not given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import falcon
+
+from api import auth
+from api.errors import ItemNotFound
+from api.readmodel import ReadModel
+from api.services import _now
+from commands.errors import InvalidState
+from commands.states import PowerState, VmState
+from projections import queries
+
+_STATES = {
+    PowerState.NOSTATE: "pending",
+    PowerState.RUNNING: "running",
+    PowerState.PAUSED: "paused",
+    PowerState.SHUTDOWN: "shutdown",
+    PowerState.CRASHED: "crashed",
+    PowerState.SUSPENDED: "suspended",
+}
+# Nova refuses diagnostics of a server that is not built yet (or is gone).
+_REFUSED = (VmState.BUILDING, VmState.DELETED, VmState.ERROR)
+
+
+class Diagnostics:
+    def __init__(self, read_model: ReadModel, now: Callable[[], datetime] = _now) -> None:
+        self._read = read_model
+        self._now = now
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
+        auth.require_admin(req.context.actor, "os_compute_api:os-server-diagnostics")
+        with self._read.connection(req) as conn:
+            row = queries.get_server(conn, server_id, None)
+            host = queries.get_host(conn, row["host"]) if row is not None and row["host"] else None
+        if row is None or row["deleted"]:
+            raise ItemNotFound(f"Instance {server_id} could not be found.")
+        if row["vm_state"] in _REFUSED:
+            raise InvalidState(
+                f"Cannot 'get_diagnostics' instance {server_id} while it is in vm_state {row['vm_state']}"
+            )
+        flavor = row["flavor"] or {}
+        launched = row["launched_at"]
+        body: dict[str, Any] = {
+            "state": _STATES.get(row["power_state"], "pending"),
+            "driver": "libvirt",
+            "hypervisor": (host["hypervisor_type"] if host else "qemu").lower(),
+            "hypervisor_os": "linux",
+            "uptime": int((self._now() - launched).total_seconds()) if launched else 0,
+            "config_drive": False,
+            "num_cpus": int(flavor.get("vcpus", 0)),
+            "memory_details": {"maximum": int(flavor.get("ram", 0))},
+        }
+        resp.media = body

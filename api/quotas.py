@@ -1,0 +1,130 @@
+"""``/v2.1/os-quota-sets`` and ``/v2.1/limits``: a project's quota limits (Nova's defaults unless an
+admin set others) and what it uses of them, in Nova's 2.1 shapes.
+
+Limits are events on the project's quota aggregate; usage is counted from the read model (servers
+not deleted with their flavors' cores and RAM, server groups, the caller's key pairs). A project
+member sees their own project's; another project's is a 403, as in Nova.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+from jsonschema import Draft202012Validator
+
+from api import auth
+from api.body import read_json
+from api.readmodel import POSITION_HEADER, ReadModel
+from commands.operations import Operations
+from commands.quota import DEFAULT_LIMITS
+from projections import admin_queries
+from stratus.context import Actor, acting
+
+
+def _may_read(actor: Actor, project_id: str) -> None:
+    if project_id != actor.project_id:
+        auth.require_admin(actor, "os_compute_api:os-quota-sets:show")
+
+
+class _Quotas:
+    def __init__(
+        self,
+        ops: Operations,
+        read_model: ReadModel,
+        validators: dict[str, Draft202012Validator],
+        max_body_bytes: int,
+    ) -> None:
+        self._ops = ops
+        self._read = read_model
+        self._validators = validators
+        self._max_body = max_body_bytes
+
+    def _state(self, req: falcon.Request, project_id: str) -> tuple[dict[str, int], dict[str, int]]:
+        """(limits, usage) of ``project_id`` from the read model."""
+        user_id = req.get_param("user_id") or req.context.actor.user_id
+        with self._read.connection(req) as conn:
+            limits = {**DEFAULT_LIMITS, **admin_queries.quota_overrides(conn, project_id)}
+            used = admin_queries.project_usage(conn, project_id, user_id)
+        return limits, used
+
+
+class QuotaSet(_Quotas):
+    """``GET``, ``PUT`` (admin) and ``DELETE`` (admin) ``/v2.1/os-quota-sets/{project_id}``."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
+        _may_read(req.context.actor, project_id)
+        limits, _ = self._state(req, project_id)
+        resp.media = {"quota_set": {"id": project_id, **limits}}
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
+        auth.require_admin(req.context.actor, "os_compute_api:os-quota-sets:update")
+        spec = dict(read_json(req, self._validators["quota_sets.update"], self._max_body)["quota_set"])
+        force = bool(spec.pop("force", False))
+        _, used = self._state(req, project_id)
+        with acting(req.context.command):
+            result = self._ops.set_quota(project_id, spec, used, force)
+        resp.set_header(POSITION_HEADER, str(result.position))
+        resp.media = {"quota_set": dict(self._ops.quota(project_id).limits)}
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
+        auth.require_admin(req.context.actor, "os_compute_api:os-quota-sets:delete")
+        with acting(req.context.command):
+            result = self._ops.reset_quota(project_id)
+        resp.set_header(POSITION_HEADER, str(result.position))
+        resp.status = falcon.HTTP_202
+
+
+class QuotaSetDetail(_Quotas):
+    """``GET /v2.1/os-quota-sets/{project_id}/detail``: each limit with what is in use."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
+        _may_read(req.context.actor, project_id)
+        limits, used = self._state(req, project_id)
+        detail: dict[str, Any] = {
+            r: {"limit": limit, "in_use": used.get(r, 0), "reserved": 0} for r, limit in limits.items()
+        }
+        resp.media = {"quota_set": {"id": project_id, **detail}}
+
+
+class QuotaSetDefaults:
+    """``GET /v2.1/os-quota-sets/{project_id}/defaults``."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
+        resp.media = {"quota_set": {"id": project_id, **DEFAULT_LIMITS}}
+
+
+class Limits(_Quotas):
+    """``GET /v2.1/limits``: the caller's project's absolute limits and usage (admins: ``tenant_id``)."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        actor: Actor = req.context.actor
+        project_id = req.get_param("tenant_id") or actor.project_id
+        _may_read(actor, project_id)
+        limits, used = self._state(req, project_id)
+        resp.media = {
+            "limits": {
+                "rate": [],
+                "absolute": {
+                    "maxImageMeta": limits["metadata_items"],
+                    "maxPersonality": limits["injected_files"],
+                    "maxPersonalitySize": limits["injected_file_content_bytes"],
+                    "maxSecurityGroupRules": limits["security_group_rules"],
+                    "maxSecurityGroups": limits["security_groups"],
+                    "maxServerGroupMembers": limits["server_group_members"],
+                    "maxServerGroups": limits["server_groups"],
+                    "maxServerMeta": limits["metadata_items"],
+                    "maxTotalCores": limits["cores"],
+                    "maxTotalFloatingIps": limits["floating_ips"],
+                    "maxTotalInstances": limits["instances"],
+                    "maxTotalKeypairs": limits["key_pairs"],
+                    "maxTotalRAMSize": limits["ram"],
+                    "totalCoresUsed": used["cores"],
+                    "totalFloatingIpsUsed": 0,
+                    "totalInstancesUsed": used["instances"],
+                    "totalRAMUsed": used["ram"],
+                    "totalSecurityGroupsUsed": 0,
+                    "totalServerGroupsUsed": used["server_groups"],
+                },
+            }
+        }

@@ -1,0 +1,110 @@
+"""``/v2.1/os-services``: the compute services (one ``nova-compute`` per hypervisor host), their
+state and the operator's switches, in Nova's 2.1 shapes (with 2.11's ``force-down``).
+
+A service's ``status`` (enabled/disabled, with a reason) and ``forced_down`` are events on the
+host's log; the scheduler places nothing on a disabled or forced-down host. ``state`` is derived:
+``up`` when the host was heard from (any event of its own: registration, claims, releases,
+heartbeats) within ``service_down_time`` seconds (Nova's 60) and it is not forced down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import falcon
+from jsonschema import Draft202012Validator
+
+from api import auth
+from api.body import read_json
+from api.errors import BadRequest
+from api.readmodel import POSITION_HEADER, ReadModel
+from commands.host_aggregate import DEFAULT_ZONE
+from commands.operations import COMPUTE_BINARY, Operations, SetServiceStatus
+from projections import admin_queries
+from stratus.context import acting
+
+SERVICE_DOWN_TIME = timedelta(seconds=60)
+# The body schema of each service action.
+ACTION_SCHEMAS = {
+    "enable": "services.enable",
+    "disable": "services.enable",
+    "disable-log-reason": "services.disable_log_reason",
+    "force-down": "services.force_down",
+}
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def service_view(
+    row: dict[str, Any], now: datetime, down_after: timedelta = SERVICE_DOWN_TIME
+) -> dict[str, Any]:
+    updated = row["updated_at"]
+    up = not row["forced_down"] and updated is not None and now - updated <= down_after
+    return {
+        "id": str(row["id"]),
+        "binary": COMPUTE_BINARY,
+        "host": row["hostname"],
+        "zone": row["availability_zone"] or DEFAULT_ZONE,
+        "status": "disabled" if row["disabled"] else "enabled",
+        "state": "up" if up else "down",
+        "updated_at": updated.astimezone(UTC).replace(tzinfo=None).isoformat() if updated else None,
+        "disabled_reason": row["disabled_reason"],
+        "forced_down": row["forced_down"],
+    }
+
+
+class Services:
+    """``GET /v2.1/os-services`` (admin; filters ``host``, ``binary``)."""
+
+    def __init__(self, read_model: ReadModel, now: Callable[[], datetime] = _now) -> None:
+        self._read = read_model
+        self._now = now
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        auth.require_admin(req.context.actor, "os_compute_api:os-services:list")
+        binary = req.get_param("binary")
+        with self._read.connection(req) as conn:
+            rows = admin_queries.list_compute_services(conn, req.get_param("host") or None)
+        now = self._now()
+        shown = [] if binary not in (None, "", COMPUTE_BINARY) else rows
+        resp.media = {"services": [service_view(r, now) for r in shown]}
+
+
+class ServiceAction:
+    """``PUT /v2.1/os-services/{action}``: ``enable``, ``disable``, ``disable-log-reason``, ``force-down``."""
+
+    def __init__(
+        self, ops: Operations, validators: dict[str, Draft202012Validator], max_body_bytes: int
+    ) -> None:
+        self._ops = ops
+        self._validators = validators
+        self._max_body = max_body_bytes
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, action: str) -> None:
+        auth.require_admin(req.context.actor, "os_compute_api:os-services:update")
+        schema = ACTION_SCHEMAS.get(action)
+        if schema is None:
+            raise BadRequest(f"Unknown action {action[:64]}")
+        body = read_json(req, self._validators[schema], self._max_body)
+        host, binary = body["host"], body["binary"]
+        service: dict[str, Any] = {"host": host, "binary": binary}
+        if action == "enable":
+            command = SetServiceStatus(host, binary, disabled=False)
+            service["status"] = "enabled"
+        elif action == "disable":
+            command = SetServiceStatus(host, binary, disabled=True)
+            service["status"] = "disabled"
+        elif action == "disable-log-reason":
+            command = SetServiceStatus(host, binary, disabled=True, disabled_reason=body["disabled_reason"])
+            service.update(status="disabled", disabled_reason=body["disabled_reason"])
+        else:
+            command = SetServiceStatus(host, binary, forced_down=body["forced_down"])
+            service["forced_down"] = body["forced_down"]
+        with acting(req.context.command):
+            result = self._ops.set_service_status(command)
+        resp.set_header(POSITION_HEADER, str(result.position))
+        resp.media = {"service": service}

@@ -1,0 +1,196 @@
+"""``/v2.1/os-availability-zone`` and ``/v2.1/os-aggregates``: availability zones, and the host
+aggregates that define them, in Nova's 2.1 shapes.
+
+Zones are not objects of their own: an aggregate with ``availability_zone`` metadata defines one,
+and its hosts are in it; hosts in no zone are in ``nova`` (Nova's default). Aggregate ids are
+Nova's integers (the ``uuid`` field, 2.41's, is there too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import falcon
+from jsonschema import Draft202012Validator
+
+from api import auth
+from api.body import read_json
+from api.errors import ItemNotFound
+from api.readmodel import POSITION_HEADER, ReadModel
+from api.services import _now, service_view
+from commands.host_aggregate import DEFAULT_ZONE, INTERNAL_ZONE
+from commands.operations import COMPUTE_BINARY, CreateHostAggregate, Operations, UpdateHostAggregate
+from projections import admin_queries
+from stratus.context import acting
+
+
+def _time(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat() if value else None
+
+
+def aggregate_view(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["number"],
+        "uuid": str(row["id"]),
+        "name": row["name"],
+        "availability_zone": row["availability_zone"],
+        "hosts": list(row["hosts"] or []),
+        "metadata": dict(row["metadata"] or {}),
+        "created_at": _time(row["created_at"]),
+        "updated_at": _time(row["updated_at"]),
+        "deleted_at": None,
+        "deleted": False,
+    }
+
+
+class AvailabilityZones:
+    """``GET /v2.1/os-availability-zone`` (everyone) and ``.../detail`` (admin, with hosts)."""
+
+    def __init__(self, read_model: ReadModel, detail: bool, now: Callable[[], datetime] = _now) -> None:
+        self._read = read_model
+        self._detail = detail
+        self._now = now
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if self._detail:
+            auth.require_admin(req.context.actor, "os_compute_api:os-availability-zone:detail")
+        with self._read.connection(req) as conn:
+            zones = admin_queries.availability_zones(conn, DEFAULT_ZONE)
+        now = self._now()
+        info = []
+        for name, hosts in sorted(zones.items()):
+            services = [service_view(h, now) for h in hosts]
+            available = any(s["status"] == "enabled" and s["state"] == "up" for s in services)
+            entry: dict[str, Any] = {"zoneName": name, "zoneState": {"available": available}, "hosts": None}
+            if self._detail:
+                entry["hosts"] = {
+                    s["host"]: {
+                        COMPUTE_BINARY: {
+                            "available": s["state"] == "up",
+                            "active": s["status"] == "enabled",
+                            "updated_at": s["updated_at"],
+                        }
+                    }
+                    for s in services
+                } or None
+            info.append(entry)
+        if self._detail:
+            # Nova lists its non-compute services in the "internal" zone; Stratus's scheduler is not a
+            # registered service (it keeps no state of its own), so that zone has no hosts.
+            info.append({"zoneName": INTERNAL_ZONE, "zoneState": {"available": True}, "hosts": None})
+        resp.media = {"availabilityZoneInfo": info}
+
+
+class _Aggregates:
+    def __init__(
+        self,
+        ops: Operations,
+        read_model: ReadModel,
+        validators: dict[str, Draft202012Validator],
+        max_body_bytes: int,
+    ) -> None:
+        self._ops = ops
+        self._read = read_model
+        self._validators = validators
+        self._max_body = max_body_bytes
+
+    def _row(self, req: falcon.Request, aggregate_id: str) -> dict[str, Any]:
+        with self._read.connection(req) as conn:
+            row = admin_queries.get_host_aggregate(conn, aggregate_id)
+        if row is None:
+            raise ItemNotFound(f"Aggregate {aggregate_id} could not be found.")
+        return row
+
+    def _uuid(self, req: falcon.Request, aggregate_id: str) -> str:
+        """The aggregate's uuid, from its number (what clients send) or its uuid."""
+        return str(self._row(req, aggregate_id)["id"])
+
+    def _answer(self, resp: falcon.Response, position: int, aggregate_uuid: str) -> None:
+        """Answer with the aggregate as the log has it now (the read model may not have it yet)."""
+        agg = self._ops.host_aggregate(aggregate_uuid)
+        resp.set_header(POSITION_HEADER, str(position))
+        now = _time(datetime.now(UTC))
+        resp.media = {
+            "aggregate": {
+                "id": agg.number,
+                "uuid": aggregate_uuid,
+                "name": agg.name,
+                "availability_zone": agg.availability_zone,
+                "hosts": list(agg.hosts),
+                "metadata": dict(agg.metadata),
+                "created_at": _time(agg.created_on),
+                "updated_at": now,
+                "deleted_at": None,
+                "deleted": False,
+            }
+        }
+
+
+class Aggregates(_Aggregates):
+    """``GET`` and ``POST /v2.1/os-aggregates`` (admin)."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:index")
+        with self._read.connection(req) as conn:
+            rows = admin_queries.list_host_aggregates(conn)
+        resp.media = {"aggregates": [aggregate_view(r) for r in rows]}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:create")
+        spec = read_json(req, self._validators["aggregates.create"], self._max_body)["aggregate"]
+        command = CreateHostAggregate(spec["name"], spec.get("availability_zone"))
+        with acting(req.context.command):
+            result = self._ops.create_host_aggregate(command)
+        self._answer(resp, result.position, result.id)
+        for key in ("hosts", "metadata"):  # Nova's create answer has neither
+            resp.media["aggregate"].pop(key)
+
+
+class Aggregate(_Aggregates):
+    """``GET``, ``PUT`` and ``DELETE /v2.1/os-aggregates/{aggregate_id}`` (admin)."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, aggregate_id: str) -> None:
+        auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:show")
+        resp.media = {"aggregate": aggregate_view(self._row(req, aggregate_id))}
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, aggregate_id: str) -> None:
+        auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:update")
+        spec = read_json(req, self._validators["aggregates.update"], self._max_body)["aggregate"]
+        uid = self._uuid(req, aggregate_id)
+        command = UpdateHostAggregate(
+            uid,
+            name=spec.get("name"),
+            availability_zone=spec.get("availability_zone"),
+            set_zone="availability_zone" in spec,
+        )
+        with acting(req.context.command):
+            result = self._ops.update_host_aggregate(command)
+        self._answer(resp, result.position, uid)
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, aggregate_id: str) -> None:
+        auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:delete")
+        uid = self._uuid(req, aggregate_id)
+        with acting(req.context.command):
+            result = self._ops.delete_host_aggregate(uid)
+        resp.set_header(POSITION_HEADER, str(result.position))
+        resp.status = falcon.HTTP_200
+
+
+class AggregateAction(_Aggregates):
+    """``POST /v2.1/os-aggregates/{aggregate_id}/action``: ``add_host``, ``remove_host``, ``set_metadata``."""
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, aggregate_id: str) -> None:
+        body = read_json(req, self._validators["aggregates.action"], self._max_body)
+        ((action, args),) = body.items()
+        auth.require_admin(req.context.actor, f"os_compute_api:os-aggregates:{action}")
+        uid = self._uuid(req, aggregate_id)
+        with acting(req.context.command):
+            if action == "add_host":
+                result = self._ops.add_host_to_aggregate(uid, args["host"])
+            elif action == "remove_host":
+                result = self._ops.remove_host_from_aggregate(uid, args["host"])
+            else:
+                result = self._ops.set_host_aggregate_metadata(uid, args["metadata"])
+        self._answer(resp, result.position, uid)
