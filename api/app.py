@@ -23,18 +23,21 @@ import falcon.media
 import psycopg_pool
 
 from api import audit, compute_admin, errors, flavors, hypervisors, servers, versions
+from api import catalog as catalog_api
 from api.auth import DemoIdentity
 from api.body import MAX_BODY_BYTES, load_validators
 from api.middleware import REQUEST_ID_HEADERS, RequestContext
 from api.readmodel import ReadModel, open_pool
+from api.server_actions import add_routes as add_server_action_routes
 from commands.handlers import Handlers
 from commands.operations import Operations
+from commands.network import FixedNetwork
 from stratus import serialization
 from stratus.config import Settings
 
 log = logging.getLogger("stratus.api")
 
-REQUEST_SCHEMAS = ("servers.create", "flavors.create")
+REQUEST_SCHEMAS = ("servers.create", "servers.update", "flavors.create")
 
 
 def _new_uuid() -> str:
@@ -73,9 +76,11 @@ def create_app(deps: Deps) -> falcon.App:
 
     app.add_route("/", versions.Versions())
     app.add_route("/v2.1", versions.Version())
-    app.add_route("/v2.1/servers", servers.ServerCollection(*server_args))
+    user_data = catalog_api.user_data_store(deps.settings.data_dir)
+    app.add_route("/v2.1/servers", servers.ServerCollection(*server_args, user_data))
     app.add_route("/v2.1/servers/detail", servers.ServerDetailCollection(*server_args))
     app.add_route("/v2.1/servers/{server_id}", servers.ServerItem(*server_args))
+    add_server_action_routes(app, deps.handlers, deps.max_body_bytes)
     app.add_route("/v2.1/flavors", flavors.FlavorCollection(*flavor_args))
     app.add_route("/v2.1/flavors/detail", flavors.FlavorDetailCollection(*flavor_args))
     app.add_route("/v2.1/flavors/{flavor_id}", flavors.FlavorItem(*flavor_args))
@@ -83,6 +88,7 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1/os-hypervisors/detail", hypervisors.HypervisorDetailCollection(read))
     app.add_route("/v2.1/os-hypervisors/{hypervisor_id}", hypervisors.HypervisorItem(read))
     compute_admin.add_routes(app, Operations(deps.handlers.app), read, deps.max_body_bytes)
+    catalog_api.add_routes(app, deps.handlers, read, deps.settings.data_dir, deps.max_body_bytes)
     app.add_route("/v2.1/stratus/history/{kind}/{resource_id}", audit.History(deps.handlers))
     app.add_route("/v2.1/stratus/state/{kind}/{resource_id}", audit.State(deps.handlers))
     app.add_route("/v2.1/stratus/usage/{project_id}", audit.Usage(deps.handlers))
@@ -91,6 +97,13 @@ def create_app(deps: Deps) -> falcon.App:
 
 # -- the process's composition root ---------------------------------------------------------------
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def fixed_network(settings: Settings) -> FixedNetwork | None:
+    """The network servers get an address on, from ``STRATUS_FIXED_NETWORK`` (None when it is empty)."""
+    if not settings.fixed_network:
+        return None
+    return FixedNetwork(settings.fixed_network_name, settings.fixed_network)
 
 
 def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
@@ -105,7 +118,8 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
     bridge.start(wait=0)  # connect in the background: the API answers (503) while NATS is away
     pool = open_pool(url)
     try:
-        handlers = Handlers(Stratus(Factory(bridge=bridge, settings=settings)))
+        app = Stratus(Factory(bridge=bridge, settings=settings))
+        handlers = Handlers(app, network=fixed_network(settings))
     except BaseException:
         pool.close()
         bridge.close()
