@@ -23,6 +23,7 @@ from commands.handlers import (
 )
 from commands.instance import Instance
 from commands.states import TaskState, VmState
+from stratus.imagestore import ImageStore, StoreError
 from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
 from workers.virt import BootImage, GuestSpec, PermanentVirtError, TemporaryVirtError, VirtDriver, VirtError
 
@@ -36,29 +37,44 @@ DELETION_REQUESTED = "deletionrequested"
 
 
 class BootImages:
-    """Kernels for direct boot, one directory per image ref: ``<root>/<image_ref>/{vmlinuz,initrd,cmdline}``.
+    """Direct kernel boot from the image service: the kernel and ramdisk a server's image names.
 
-    There is no image service yet; an image without a directory boots nothing (fine for the test
-    driver), one with a ``vmlinuz`` boots it.
+    An image whose ``kernel_id`` property names a kernel image boots that kernel (with the
+    ``ramdisk_id`` image as its initramfs and ``os_command_line`` as its command line); the files
+    are the image store's (``<data dir>/images/<id>/<sha256>``), found through the images'
+    ``Uploaded`` events in the log. An image without a kernel boots nothing (fine for the test
+    driver). A kernel whose data is gone is a permanent failure of the spawn.
     """
 
-    def __init__(self, root: Path) -> None:
-        self._root = root
+    def __init__(self, handlers: Handlers, store: ImageStore) -> None:
+        self._handlers = handlers
+        self._store = store
 
-    def __call__(self, image_ref: str) -> BootImage | None:
-        if not image_ref or "/" in image_ref or image_ref.startswith("."):
+    def __call__(self, inst: Instance) -> BootImage | None:
+        image = inst.image or {}
+        if not image.get("kernel_id"):
             return None
-        d = self._root / image_ref
-        kernel = d / "vmlinuz"
-        if not kernel.is_file():
-            return None
-        initrd = d / "initrd"
-        cmdline = d / "cmdline"
+        ramdisk = image.get("ramdisk_id")
         return BootImage(
-            kernel=str(kernel),
-            initrd=str(initrd) if initrd.is_file() else None,
-            cmdline=cmdline.read_text().strip() if cmdline.is_file() else "console=ttyS0",
+            kernel=self._file(image["kernel_id"], "kernel"),
+            initrd=self._file(ramdisk, "ramdisk") if ramdisk else None,
+            cmdline=image.get("os_command_line") or "console=ttyS0",
         )
+
+    def _file(self, image_id: str, role: str) -> str:
+        try:
+            image = self._handlers.image(image_id)
+        except NotFound:
+            raise PermanentVirtError(f"The {role} image {image_id} does not exist") from None
+        if not image.os_hash_value:
+            raise PermanentVirtError(f"The {role} image {image_id} has no data")
+        try:
+            path = self._store.path(image.image_id, image.os_hash_value)
+        except StoreError as e:
+            raise PermanentVirtError(f"The {role} image {image_id}: {e}") from e
+        if not path.is_file():
+            raise PermanentVirtError(f"The {role} image {image_id} has no data in the image store at {path}")
+        return str(path)
 
 
 class Compute:
@@ -69,7 +85,7 @@ class Compute:
         hostname: str,
         *,
         instances_path: Path,
-        boot_image: Callable[[str], BootImage | None] = lambda _ref: None,
+        boot_image: Callable[[Instance], BootImage | None] = lambda _inst: None,
         retry: RetryPolicy | None = None,
     ) -> None:
         self._handlers = handlers
@@ -104,7 +120,7 @@ class Compute:
             uuid=inst.server_id,
             vcpus=int(inst.flavor["vcpus"]),
             memory_mb=int(inst.flavor["ram"]),
-            boot=self._boot_image(inst.image_ref),
+            boot=self._boot_image(inst),
             console_log=str(self._instances_path / inst.server_id / "console.log"),
         )
 

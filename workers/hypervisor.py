@@ -25,6 +25,7 @@ from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.subjects import SubjectLayout, encode_token
+from stratus.imagestore import ImageStore
 from workers.compute import SCHEDULED, BootImages, Compute
 from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve, stop_on_signals
 from workers.libvirt_driver import LibvirtDriver
@@ -61,7 +62,7 @@ def run(
     driver: VirtDriver,
     stop: threading.Event,
     instances_path: Path | None = None,
-    boot_image: Callable[[str], BootImage | None] | None = None,
+    boot_image: Callable[[Instance], BootImage | None] | None = None,
     retry: RetryPolicy | None = None,
     poll: float = 1.0,
 ) -> None:
@@ -72,7 +73,7 @@ def run(
         driver,
         host,
         instances_path=instances_path or settings.data_dir / "instances" / encode_token(host),
-        boot_image=boot_image or BootImages(settings.data_dir / "images"),
+        boot_image=boot_image or BootImages(Handlers(app), ImageStore(settings.data_dir / "images")),
         retry=retry,
     )
     if not _register(compute, stop):
