@@ -1,9 +1,11 @@
 """The hypervisor worker: one per compute host, runs that host's instances on libvirt.
 
 On start it registers the host with the inventory libvirt reports. It then consumes
-``<prefix>.instance.*.scheduled`` and ``<prefix>.instance.*.deletionrequested`` with the durable
-pull consumer ``hypervisor-<host>``, acts on the instances placed on its own host and acknowledges
-the rest. It reads and appends to the event log only: it holds no database credentials.
+``<prefix>.instance.*.scheduled``, ``<prefix>.instance.*.deletionrequested`` and
+``<prefix>.instance.*.actionrequested`` with the durable pull consumer ``hypervisor-<host>``, acts
+on the instances placed on its own host and acknowledges the rest. It also answers the API's
+questions for this host over core NATS (console output). It reads and appends to the event log
+only: it holds no database credentials.
 
 ``main(settings)`` is the composition root; ``run`` takes its collaborators, for tests.
 """
@@ -25,11 +27,14 @@ from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.subjects import SubjectLayout, encode_token
+from stratus.hostrpc import CONSOLE, Responder
 from stratus.imagestore import ImageStore
 from workers.compute import SCHEDULED, BootImages, Compute
+from workers.console import answerer
 from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve, stop_on_signals
 from workers.libvirt_driver import LibvirtDriver
 from workers.outcome import DONE, Outcome, RetryPolicy
+from workers.power import ACTION_REQUESTED, PowerActions
 from workers.virt import BootImage, TemporaryVirtError, VirtDriver
 
 log = logging.getLogger(__name__)
@@ -51,6 +56,7 @@ def subjects(settings: Settings) -> list[str]:
     return [
         layout.topic_filter(get_topic(Instance.Scheduled)),  # type: ignore[attr-defined]
         layout.topic_filter(get_topic(Instance.DeletionRequested)),  # type: ignore[attr-defined]
+        layout.topic_filter(get_topic(Instance.ActionRequested)),  # type: ignore[attr-defined]
     ]
 
 
@@ -68,16 +74,21 @@ def run(
 ) -> None:
     """Register the host, then serve its instances until ``stop`` is set."""
     host = settings.host_name
+    instances_path = instances_path or settings.data_dir / "instances" / encode_token(host)
+    handlers = Handlers(app)
     compute = Compute(
-        Handlers(app),
+        handlers,
         driver,
         host,
-        instances_path=instances_path or settings.data_dir / "instances" / encode_token(host),
+        instances_path=instances_path,
         boot_image=boot_image or BootImages(Handlers(app), ImageStore(settings.data_dir / "images")),
         retry=retry,
     )
+    power = PowerActions(handlers, driver, host, retry=retry)
     if not _register(compute, stop):
         return
+    responder = Responder(bridge, host)
+    responder.serve(CONSOLE, answerer(instances_path))
     filters = subjects(settings)
     consumer = DurableConsumer(
         bridge, stream=settings.stream, durable=durable_name(host), filter_subjects=filters, ack_wait=ACK_WAIT
@@ -87,6 +98,8 @@ def run(
     def handle(d: Delivery) -> Outcome:
         if d.event_type == SCHEDULED and _placed_on(d) != host:
             return DONE  # another host's instance: no need to load it
+        if d.event_type == ACTION_REQUESTED:
+            return power.handle(str(_payload(d).get("action")), d.originator_id, d.attempt)
         return compute.handle(d.event_type, d.originator_id, d.attempt)
 
     log.info("hypervisor %s consuming %s (durable %s)", host, ", ".join(filters), consumer.durable)
@@ -94,12 +107,17 @@ def run(
         serve(consumer, handle, stop, actor=HYPERVISOR, poll=poll)
     finally:
         consumer.close()
+        responder.close()
+
+
+def _payload(d: Delivery) -> dict[str, object]:
+    payload = orjson.loads(d.notification.state)
+    return payload if isinstance(payload, dict) else {}
 
 
 def _placed_on(d: Delivery) -> object:
     """The host named in a Scheduled event's payload."""
-    payload = orjson.loads(d.notification.state)
-    return payload.get("host") if isinstance(payload, dict) else None
+    return _payload(d).get("host")
 
 
 def _register(compute: Compute, stop: threading.Event) -> bool:

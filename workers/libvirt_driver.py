@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -130,8 +131,10 @@ class LibvirtDriver:
         storage_pool: str = "default",
         instances_path: Path | None = None,
         arch: str | None = None,
+        shutdown_timeout: float = 60.0,
     ) -> None:
         self._connect = connect
+        self._shutdown_timeout = shutdown_timeout
         self._conn: libvirt.virConnect | None = None
         self._storage_pool = storage_pool
         self._instances_path = instances_path
@@ -247,6 +250,88 @@ class LibvirtDriver:
                 DomainInfo(uuid=d.UUIDString(), name=d.name(), power_state=_power_state(d))
                 for d in self._connection().listAllDomains()
             ]
+
+    # -- power actions (``PowerDriver``) --------------------------------------------------------
+    def _require(self, uuid: str) -> libvirt.virDomain:
+        dom = self._lookup(uuid)
+        if dom is None:
+            raise DomainNotFound(f"No domain with UUID {uuid} on this host", libvirt.VIR_ERR_NO_DOMAIN)
+        return dom
+
+    def power_on(self, uuid: str) -> int:
+        with self._translated(f"start {uuid}"):
+            dom = self._require(uuid)
+            if not dom.isActive():
+                dom.create()  # restores a managed save image when there is one
+            return _power_state(dom)
+
+    def power_off(self, uuid: str) -> int:
+        with self._translated(f"stop {uuid}"):
+            dom = self._require(uuid)
+            if dom.isActive():
+                self._shutdown(dom)
+            return _power_state(dom)
+
+    def _shutdown(self, dom: libvirt.virDomain) -> None:
+        """ACPI shutdown, then destroy if the guest has not powered off within the timeout (Nova's
+        clean shutdown)."""
+        try:
+            dom.shutdown()
+        except libvirt.libvirtError as e:
+            if e.get_error_code() != libvirt.VIR_ERR_OPERATION_INVALID:  # it stopped meanwhile
+                raise
+        deadline = time.monotonic() + self._shutdown_timeout
+        while dom.isActive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if dom.isActive():
+            log.warning(
+                "domain %s ignored the ACPI shutdown for %.0fs: destroying it",
+                dom.name(),
+                self._shutdown_timeout,
+            )
+            dom.destroy()
+
+    def reboot(self, uuid: str, *, hard: bool) -> int:
+        with self._translated(f"{'hard ' if hard else ''}reboot {uuid}"):
+            dom = self._require(uuid)
+            if not hard and dom.isActive() and dom.state()[0] == libvirt.VIR_DOMAIN_RUNNING:
+                dom.reboot(libvirt.VIR_DOMAIN_REBOOT_DEFAULT)
+                return _power_state(dom)
+            # Hard (or a guest that cannot take a soft one, as Nova falls back): power cycle.
+            if dom.isActive():
+                dom.destroy()
+            if dom.hasManagedSaveImage(0):
+                dom.managedSaveRemove(0)  # a hard reboot boots afresh, as Nova's does
+            dom.create()
+            return _power_state(dom)
+
+    def pause(self, uuid: str) -> int:
+        with self._translated(f"pause {uuid}"):
+            dom = self._require(uuid)
+            if dom.state()[0] != libvirt.VIR_DOMAIN_PAUSED:
+                dom.suspend()
+            return _power_state(dom)
+
+    def unpause(self, uuid: str) -> int:
+        with self._translated(f"unpause {uuid}"):
+            dom = self._require(uuid)
+            if dom.state()[0] == libvirt.VIR_DOMAIN_PAUSED:
+                dom.resume()
+            return _power_state(dom)
+
+    def suspend(self, uuid: str) -> int:
+        with self._translated(f"suspend {uuid}"):
+            dom = self._require(uuid)
+            if dom.isActive():
+                dom.managedSave(0)
+            return _power_state(dom)
+
+    def resume(self, uuid: str) -> int:
+        with self._translated(f"resume {uuid}"):
+            dom = self._require(uuid)
+            if not dom.isActive():
+                dom.create()
+            return _power_state(dom)
 
 
 def _power_state(dom: libvirt.virDomain) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 class VirtError(Exception):
@@ -93,3 +93,32 @@ class VirtDriver(Protocol):
     def list_domains(self) -> Sequence[DomainInfo]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class PowerDriver(Protocol):
+    """What the power actions need of a hypervisor; each returns the guest's power state after it.
+
+    Every call needs the guest to exist (``DomainNotFound`` otherwise) and is idempotent: a guest
+    already in the wanted state is left so, which makes a redelivered action harmless.
+    """
+
+    def power_state(self, uuid: str) -> int: ...
+
+    def power_on(self, uuid: str) -> int: ...
+
+    def power_off(self, uuid: str) -> int:
+        """Ask the guest to shut down (ACPI), wait for it, and pull the plug if it does not."""
+        ...
+
+    def reboot(self, uuid: str, *, hard: bool) -> int: ...
+
+    def pause(self, uuid: str) -> int: ...
+
+    def unpause(self, uuid: str) -> int: ...
+
+    def suspend(self, uuid: str) -> int:
+        """Save the guest's memory to disk and stop it (libvirt's managed save, as Nova does)."""
+        ...
+
+    def resume(self, uuid: str) -> int: ...
