@@ -27,6 +27,14 @@ from commands.handlers import (
     RegisterHost,
     StartSpawning,
 )
+from commands.lifecycle import (
+    FailAction,
+    FinishAction,
+    LifecycleHandlers,
+    LockServer,
+    RequestAction,
+    UnlockServer,
+)
 from commands.states import PowerState
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
@@ -79,6 +87,13 @@ def test_every_emitted_event_validates_against_its_schema(handlers: Handlers) ->
         handlers.place_instance(PlaceInstance(ok.id, "c1"))
         handlers.start_spawning(StartSpawning(ok.id, "c1"))
         handlers.finish_spawning(FinishSpawning(ok.id, PowerState.RUNNING))
+        lifecycle = LifecycleHandlers(handlers)
+        lifecycle.lock(LockServer(ok.id, "p1", reason="maintenance"))
+        lifecycle.unlock(UnlockServer(ok.id, "p1"))
+        lifecycle.request_action(RequestAction(ok.id, "p1", "stop"))
+        lifecycle.finish_action(FinishAction(ok.id, "stop", PowerState.SHUTDOWN))
+        lifecycle.request_action(RequestAction(ok.id, "p1", "start"))
+        lifecycle.fail_action(FailAction(ok.id, "start", "compute.action_failed", "no", "d", 4))
         handlers.delete_server(DeleteServer(ok.id, "p1"))
         handlers.finish_deletion(FinishDeletion(ok.id))
         bad = handlers.create_server(CreateServer("vm2", "p1", "u1", "1"))
