@@ -33,8 +33,9 @@ from api.links import bookmark, next_links, page_params, resource_links
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.errors import NotFound
 from commands.handlers import CreateServer, DeleteServer, Handlers
+from commands.host_aggregate import DEFAULT_ZONE
 from commands.server_fields import ServerFieldHandlers, UpdateServer
-from projections import queries
+from projections import admin_queries, queries
 from stratus.context import Actor, acting
 from stratus.imagestore import BlobStore, StoreError
 
@@ -222,6 +223,7 @@ class ServerCollection(_Servers):
         if min_count > max_count:
             raise BadRequest("min_count must be <= max_count")
         reservation_id = f"r-{uuid.uuid4().hex[:8]}"
+        self._check_zone(req, server.get("availability_zone"))
         command = CreateServer(
             name=server["name"],
             project_id=actor.project_id,
@@ -239,6 +241,8 @@ class ServerCollection(_Servers):
             count=max_count,
             reservation_id=reservation_id,
             any_image=auth.is_admin(actor),
+            any_flavor=auth.is_admin(actor),
+            group=body.get("os:scheduler_hints", {}).get("group"),
         )
         try:
             with acting(req.context.command):
@@ -273,6 +277,16 @@ class ServerCollection(_Servers):
         except StoreError as e:
             raise ServiceUnavailable("User data cannot be stored right now; retry.") from e
         return {"sha256": digest, "size": len(data)}
+
+
+    def _check_zone(self, req: falcon.Request, zone: str | None) -> None:
+        """A zone must be one that hosts are in, or that a host aggregate defines (Nova: 400)."""
+        if zone is None:
+            return
+        with self._read.connection(req) as conn:
+            zones = admin_queries.availability_zones(conn, DEFAULT_ZONE)
+        if zone not in zones:
+            raise BadRequest("The requested availability zone is not available")
 
 
 class ServerDetailCollection(_Servers):

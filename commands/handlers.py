@@ -27,6 +27,8 @@ from commands.instance import Instance
 from commands.keypair import KeyPair, keypair_aggregate_id
 from commands.network import FixedNetwork, Network
 from commands.quota import DEFAULT_LIMITS, ProjectQuota, quota_aggregate_id
+from commands.quota import check as quota_check
+from commands.server_group import GroupMembership, ServerGroup, membership_id
 from commands.usage import ProjectUsage, usage_aggregate_id
 
 _REQUEST_NS = uuid5(NAMESPACE_URL, "urn:stratus:server-request")
@@ -86,6 +88,10 @@ class CreateServer:
     reservation_id: str | None = None
     # Admins may boot any project's private image (Glance shows them every image).
     any_image: bool = False
+    # Admins may boot private flavors without access (Nova's admin context sees every flavor).
+    any_flavor: bool = False
+    # The server group the servers join (the ``group`` scheduler hint).
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -223,6 +229,8 @@ class Handlers:
     def create_server(self, cmd: CreateServer) -> ServersCreated:
         """Record ``cmd.count`` server requests and their fixed addresses in one atomic append."""
         flavor = self.flavor(cmd.flavor_ref)
+        if not (cmd.any_flavor or flavor.accessible_to(cmd.project_id)):
+            raise NotFound(f"Flavor {cmd.flavor_ref} could not be found.")
         image = self._bootable_image(cmd, flavor.ram, flavor.disk) if cmd.image_ref else None
         keypair = self._server_keypair(cmd.user_id, cmd.key_name) if cmd.key_name else None
         if cmd.idempotency_key:
@@ -260,6 +268,7 @@ class Handlers:
                     )
                 )
             aggregates = [usage, *([network] if network is not None else []), *instances]
+            aggregates += self._joined_group(cmd, ids)
             try:
                 position = self._save(*aggregates)
             except IntegrityError:
@@ -372,7 +381,7 @@ class Handlers:
             if not inst.needs_host_cleanup:
                 inst.mark_deleted()  # never reached a host: nothing to tear down (Nova's local delete)
                 released = (*self._released_on_networks(inst), *self._released_from_quota(inst))
-                return Result(cmd.server_id, self._save(inst, *released))
+                return Result(cmd.server_id, self._save(inst, *released, *self._left_group(inst)))
             return Result(cmd.server_id, self._save(inst))
 
         return self._retrying(decide)
@@ -386,7 +395,10 @@ class Handlers:
             host = self.host(cmd.hostname)
             host.claim(inst.server_id, Resources.of_flavor(inst.flavor))
             inst.schedule(host.hostname)
-            return Result(cmd.server_id, self._save(host, inst))
+            group = self.server_group_of(inst.server_id)
+            if group is not None:  # a hard (anti-)affinity refuses the host here, under its own check
+                group.record_placement(inst.server_id, host.hostname)
+            return Result(cmd.server_id, self._save(host, inst, *([group] if group else [])))
 
         return self._retrying(decide)
 
@@ -427,6 +439,7 @@ class Handlers:
                 *self._released_on_host(inst),
                 *self._released_on_networks(inst),
                 *self._released_from_quota(inst),
+                *self._left_group(inst),
             )
             return Result(cmd.server_id, self._save(inst, *released))
 
@@ -438,6 +451,43 @@ class Handlers:
         host = self.host(inst.host)
         host.release(inst.server_id)
         return (host,)
+
+    # -- server groups --------------------------------------------------------------------------
+    def server_group_of(self, instance_id: str) -> ServerGroup | None:
+        """The group the instance joined when it was created (None: none, or the group is deleted)."""
+        try:
+            membership: Aggregate = self.app.repository.get(membership_id(instance_id))
+            if not isinstance(membership, GroupMembership):
+                return None
+            group: Aggregate = self.app.repository.get(UUID(membership.group_id))
+        except AggregateNotFoundError:
+            return None
+        return group if isinstance(group, ServerGroup) and not group.deleted else None
+
+    def _joined_group(self, cmd: CreateServer, ids: Sequence[UUID]) -> list[Aggregate]:
+        """The group and the membership records new servers add, within ``server_group_members``."""
+        if cmd.group is None:
+            return []
+        what = f"Instance group {cmd.group}"
+        try:
+            group = self._get(ServerGroup, UUID(cmd.group), what)
+        except ValueError:
+            raise NotFound(f"{what} could not be found.") from None
+        group.ensure_visible(cmd.project_id)
+        limits = self.limits(cmd.project_id)
+        quota_check(limits, {"server_group_members": len(group.members)}, {"server_group_members": len(ids)})
+        memberships: list[Aggregate] = []
+        for server_uuid in ids:
+            group.add_member(str(server_uuid))
+            memberships.append(GroupMembership(instance_id=str(server_uuid), group_id=cmd.group))
+        return [group, *memberships]
+
+    def _left_group(self, inst: Instance) -> Sequence[ServerGroup]:
+        group = self.server_group_of(inst.server_id)
+        if group is None or inst.server_id not in group.members:
+            return ()
+        group.remove_member(inst.server_id)
+        return (group,)
 
     def _released_from_quota(self, inst: Instance, resources_only: bool = False) -> Sequence[ProjectUsage]:
         """The project's usage, giving back what the instance held (only its cores and RAM on a fault)."""

@@ -434,3 +434,47 @@ def test_tenant_usage_migrations_and_diagnostics(stack: Stack) -> None:
     assert_fault(
         stack.get("/v2.1/servers/6f1c7bfa-0000-4000-8000-000000000000/diagnostics"), 404, "itemNotFound"
     )
+
+
+# -- what server create checks ---------------------------------------------------------------------
+def test_server_create_checks_flavor_access_zone_and_group(stack: Stack) -> None:
+    stack.flavor(id="priv", name="m1.private", **{"os-flavor-access:is_public": False})
+    body = {"server": {"name": "vm", "flavorRef": "priv"}}
+    r = stack.request("POST", "/v2.1/servers", P2, json=body)
+    assert_fault(r, 400, "badRequest", "Flavor priv could not be found")
+    stack.server("priv")  # an admin may boot it
+
+    stack.handlers.register_host(RegisterHost("cmp-z", vcpus=4, memory_mb=8192, disk_gb=50))
+    stack.flavor(id="pub", name="m1.public")
+    r = stack.request(
+        "POST",
+        "/v2.1/servers",
+        P1,
+        json={"server": {**body["server"], "flavorRef": "pub", "availability_zone": "az-x"}},
+    )
+    assert_fault(r, 400, "badRequest", "availability zone is not available")
+
+    r = stack.request(
+        "POST", "/v2.1/os-server-groups", P1, json={"server_group": {"name": "g", "policies": ["affinity"]}}
+    )
+    group = r.json["server_group"]["id"]
+    hints = {"os:scheduler_hints": {"group": group}}
+    r = stack.request(
+        "POST", "/v2.1/servers", P1, json={"server": {"name": "vm", "flavorRef": "pub"}, **hints}
+    )
+    assert r.status_code == 202, r.text
+    sid, after = r.json["server"]["id"], written(r)
+    assert stack.get(f"/v2.1/os-server-groups/{group}", P1, after=after).json["server_group"]["members"] == [
+        sid
+    ]
+    r = stack.request(
+        "POST", "/v2.1/servers", P2, json={"server": {"name": "vm", "flavorRef": "pub"}, **hints}
+    )
+    assert_fault(r, 400, "badRequest", "could not be found")
+    r = stack.request(
+        "POST",
+        "/v2.1/servers",
+        P1,
+        json={"server": {"name": "vm", "flavorRef": "pub"}, "os:scheduler_hints": {"same_host": sid}},
+    )
+    assert_fault(r, 400, "badRequest", "same_host")

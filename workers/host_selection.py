@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from commands.host import Resources
+from commands.server_group import ServerGroup
 
 NO_VALID_HOST = "No valid host was found. There are not enough hosts available."
 
@@ -50,3 +51,19 @@ def _shortage(free: Mapping[str, Resources], need: Resources) -> str:
         if count
     ]
     return f"{wanted}; of {len(free)} hosts, " + ", ".join(parts) + "."
+
+
+def ranked_for_group(selection: Selection, group: ServerGroup, instance_id: str) -> Selection:
+    """The soft policies' preference: hosts with members first (soft-affinity) or last (soft-anti-affinity).
+
+    The hard policies filter hosts before selection (``ServerGroup.allows``) and are checked again
+    when the placement is appended.
+    """
+    with_members = group.member_hosts(excluding=instance_id)
+    if group.policy == "soft-affinity":
+        hosts = sorted(selection.hosts, key=lambda h: h not in with_members)
+    elif group.policy == "soft-anti-affinity":
+        hosts = sorted(selection.hosts, key=lambda h: h in with_members)
+    else:
+        return selection
+    return Selection(tuple(hosts), selection.details)

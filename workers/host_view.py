@@ -15,6 +15,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, CanMutateAggregate, OriginatorVersionError
 
 from commands.host import Host, Resources
+from commands.host_aggregate import DEFAULT_ZONE
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,14 @@ class HostView:
             self._hosts[event.originator_id] = host
         self.position = position
 
-    def free(self) -> dict[str, Resources]:
-        return {h.hostname: h.free() for h in self._hosts.values()}
+    def free(self, zone: str | None = None) -> dict[str, Resources]:
+        """Free resources of the hosts the scheduler may use: enabled, not forced down, and in
+        availability zone ``zone`` when one is asked for (hosts in no zone are in ``nova``)."""
+        return {
+            h.hostname: h.free()
+            for h in self._hosts.values()
+            if h.schedulable and (zone is None or h.availability_zone(DEFAULT_ZONE) == zone)
+        }
 
     def __len__(self) -> int:
         return len(self._hosts)

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from commands.errors import Conflict, InsufficientResources, InvalidState, NotFound, NoValidHost
 from commands.handlers import FailInstance, Handlers, PlaceInstance
 from commands.host import Resources
+from commands.server_group import ServerGroup
 from commands.states import TaskState, VmState
-from workers.host_selection import NO_VALID_HOST, select_hosts
+from workers.host_selection import NO_VALID_HOST, ranked_for_group, select_hosts
 from workers.host_view import HostView
 from workers.outcome import DONE, Outcome, RetryPolicy
 
@@ -60,10 +61,19 @@ class Placement:
         if inst.vm_state != VmState.BUILDING or inst.task_state != TaskState.SCHEDULING:
             return DONE  # placed or failed already: a redelivery
         need = Resources.of_flavor(inst.flavor)
+        group = self._handlers.server_group_of(server_id)
         details = ""
         for _ in range(_ROUNDS):
             self._catch_up()
-            selection = select_hosts(self._view.free(), need)
+            free = self._view.free(zone=inst.availability_zone)
+            if group is not None:
+                free = {h: room for h, room in free.items() if group.allows(server_id, h)}
+            if not free:
+                details = _no_candidates(need, inst.availability_zone, group)
+                break
+            selection = select_hosts(free, need)
+            if group is not None:
+                selection = ranked_for_group(selection, group, server_id)
             if not selection.hosts:
                 details = selection.details
                 break
@@ -92,3 +102,10 @@ class Placement:
         except NotFound:
             return DONE  # deleted meanwhile: nothing to report on
         return DONE
+
+
+def _no_candidates(need: Resources, zone: str | None, group: ServerGroup | None) -> str:
+    wanted = f"Requested vcpus={need.vcpus}, memory_mb={need.memory_mb}, disk_gb={need.disk_gb}"
+    where = f" in availability zone {zone}" if zone else ""
+    allowed = f" that the server group's {group.policy} policy allows" if group is not None else ""
+    return f"{wanted}; no enabled compute host{where}{allowed}."
