@@ -13,7 +13,7 @@ import pytest
 from eventsourcing.domain import Aggregate, CanMutateAggregate, _created_event_classes
 
 import schemas
-from commands import flavor, host, instance, usage
+from commands import flavor, host, host_aggregate, instance, quota, registry, server_group, usage
 from commands.app import Stratus
 from commands.handlers import (
     CreateFlavor,
@@ -35,6 +35,13 @@ from commands.lifecycle import (
     RequestAction,
     UnlockServer,
 )
+from commands.operations import (
+    CreateHostAggregate,
+    CreateServerGroup,
+    Operations,
+    SetServiceStatus,
+    UpdateHostAggregate,
+)
 from commands.states import PowerState
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
@@ -43,7 +50,7 @@ from stratus.eventstore import Factory, NatsBridge
 
 def _event_classes() -> list[tuple[str, str]]:
     found = []
-    for module in (flavor, host, instance, usage):
+    for module in (flavor, host, instance, usage, host_aggregate, quota, registry, server_group):
         for _, agg in inspect.getmembers(module, inspect.isclass):
             if not issubclass(agg, Aggregate) or agg is Aggregate or agg.__module__ != module.__name__:
                 continue
@@ -99,6 +106,7 @@ def test_every_emitted_event_validates_against_its_schema(handlers: Handlers) ->
         bad = handlers.create_server(CreateServer("vm2", "p1", "u1", "1"))
         handlers.place_instance(PlaceInstance(bad.id, "c1"))
         handlers.fail_instance(FailInstance(bad.id, "compute.spawn_failed", "libvirt said no", "trace"))
+        _operator_scenario(handlers)
         handlers.app.save(_deleted_flavor(handlers))
 
     envelopes = handlers.app.recorder.read_envelopes(1, 1000)  # type: ignore[attr-defined]
@@ -115,6 +123,33 @@ def test_every_emitted_event_validates_against_its_schema(handlers: Handlers) ->
         seen.add((kind, type_))
     # the scenario really did emit every event type there is
     assert sorted(seen) == _event_classes()
+
+
+def _operator_scenario(handlers: Handlers) -> None:
+    """Flavor extras, services, aggregates and zones, quotas, server groups (commands.operations)."""
+    ops = Operations(handlers.app)
+    ops.create_flavor(CreateFlavor("2", "m1.private", 1, 256, 1, is_public=False))
+    ops.set_flavor_extra_specs("2", {"hw:cpu_policy": "dedicated"})
+    ops.delete_flavor_extra_spec("2", "hw:cpu_policy")
+    ops.add_flavor_access("2", "p1")
+    ops.remove_flavor_access("2", "p1")
+    ops.delete_flavor("2")
+    agg = ops.create_host_aggregate(CreateHostAggregate("rack1", "az1")).id
+    ops.add_host_to_aggregate(agg, "c1")
+    ops.update_host_aggregate(UpdateHostAggregate(agg, name="rack-1"))
+    ops.set_host_aggregate_metadata(agg, {"ssd": "yes", "availability_zone": None})
+    ops.remove_host_from_aggregate(agg, "c1")
+    ops.delete_host_aggregate(agg)
+    ops.set_quota("p1", {"instances": 20, "server_group_members": -1}, {})
+    ops.reset_quota("p1")
+    group = ops.create_server_group(CreateServerGroup("web", "p1", "u1", "anti-affinity")).id
+    member = handlers.create_server(CreateServer("vm3", "p1", "u1", "1", group=group))
+    handlers.place_instance(PlaceInstance(member.id, "c1"))
+    handlers.delete_server(DeleteServer(member.id, "p1"))
+    handlers.finish_deletion(FinishDeletion(member.id))
+    ops.delete_server_group(group, "p1")
+    ops.set_service_status(SetServiceStatus("c1", "nova-compute", disabled=True, disabled_reason="repair"))
+    ops.set_service_status(SetServiceStatus("c1", "nova-compute", disabled=False, forced_down=True))
 
 
 def _deleted_flavor(handlers: Handlers) -> flavor.Flavor:
