@@ -24,8 +24,8 @@ def brief_view(host: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": str(host["id"]),
         "hypervisor_hostname": host["hostname"],
-        "state": "up",
-        "status": "enabled",
+        "state": "down" if host.get("forced_down") else "up",
+        "status": "disabled" if host.get("disabled") else "enabled",
     }
 
 
@@ -49,7 +49,11 @@ def detail_view(host: dict[str, Any]) -> dict[str, Any]:
         "disk_available_least": free_disk,
         "current_workload": 0,
         "running_vms": host["running_vms"],
-        "service": {"host": host["hostname"], "id": str(host["id"]), "disabled_reason": None},
+        "service": {
+            "host": host["hostname"],
+            "id": str(host["id"]),
+            "disabled_reason": host.get("disabled_reason"),
+        },
     }
 
 

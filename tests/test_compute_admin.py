@@ -150,6 +150,14 @@ def test_compute_services(stack: Stack) -> None:
     services = {s["host"]: s for s in stack.get("/v2.1/os-services", after=after).json["services"]}
     assert (services["cmp-a"]["status"], services["cmp-a"]["disabled_reason"]) == ("disabled", "maintenance")
     assert (services["cmp-b"]["state"], services["cmp-b"]["forced_down"]) == ("down", True)
+    hypervisors = {
+        h["hypervisor_hostname"]: h for h in stack.get("/v2.1/os-hypervisors/detail").json["hypervisors"]
+    }
+    assert (hypervisors["cmp-a"]["status"], hypervisors["cmp-a"]["service"]["disabled_reason"]) == (
+        "disabled",
+        "maintenance",
+    )
+    assert (hypervisors["cmp-b"]["status"], hypervisors["cmp-b"]["state"]) == ("enabled", "down")
 
     after = written(
         stack.request("PUT", "/v2.1/os-services/enable", json={"host": "cmp-a", "binary": "nova-compute"})
