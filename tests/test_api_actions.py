@@ -1,0 +1,208 @@
+# ruff: noqa: F811  (the fixtures of test_api and test_hypervisor are imported, then requested by name)
+"""``POST /v2.1/servers/{id}/action`` and ``os-instance-actions`` over the real stack: JetStream,
+the projector into PostgreSQL, and a hypervisor worker on libvirt's test driver in a thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import libvirt
+import pytest
+
+from commands.handlers import PlaceInstance
+from stratus.config import Settings
+from stratus.context import CommandContext, acting
+from stratus.eventstore import NatsBridge
+from tests.test_api import (  # noqa: F401
+    ADMIN,
+    P1,
+    P2,
+    Stack,
+    api_settings,
+    assert_fault,
+    projector,
+    stack,
+)
+from tests.test_hypervisor import FAST_RETRY, HOST, Worker, conn, eventually  # noqa: F401
+from workers import hypervisor
+from workers.libvirt_driver import LibvirtDriver
+from workers.scheduler import SCHEDULER
+
+
+@dataclasses.dataclass
+class Cloud:
+    stack: Stack
+    conn: libvirt.virConnect
+    instances: Path
+
+    def status(self, server_id: str, who: str = P1) -> dict[str, Any] | None:
+        r = self.stack.get(f"/v2.1/servers/{server_id}", who)
+        if r.status_code == 404:
+            return None  # the read model has not seen it yet
+        assert r.status_code == 200, r.text
+        server: dict[str, Any] = r.json["server"]
+        return server if server["OS-EXT-STS:task_state"] is None else None
+
+    def action(self, server_id: str, body: dict[str, Any], who: str = P1) -> Any:
+        return self.stack.request("POST", f"/v2.1/servers/{server_id}/action", who, json=body)
+
+    def settled(self, server_id: str, status: str, who: str = P1) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            s = self.status(server_id, who)
+            return s if s is not None and s["status"] == status else None
+
+        return eventually(check)
+
+
+@pytest.fixture
+def cloud(
+    stack: Stack, api_settings: Settings, bridge: NatsBridge, conn: libvirt.virConnect, tmp_path: Path
+) -> Iterator[Cloud]:
+    instances = tmp_path / "instances"
+    driver = LibvirtDriver(lambda: conn, instances_path=instances)
+    settings = dataclasses.replace(api_settings, host_name=HOST)
+
+    def target(stop: threading.Event) -> None:
+        hypervisor.run(
+            settings,
+            bridge=bridge,
+            app=stack.handlers.app,
+            driver=driver,
+            stop=stop,
+            instances_path=instances,
+            retry=FAST_RETRY,
+            poll=0.1,
+        )
+
+    worker = Worker(target)
+    try:
+        yield Cloud(stack, conn, instances)
+    finally:
+        worker.close()
+
+
+def active_server(cloud: Cloud) -> str:
+    flavor, _ = cloud.stack.flavor()
+    body = {"server": {"name": "vm", "flavorRef": flavor}}
+    r = cloud.stack.request("POST", "/v2.1/servers", P1, json=body)
+    assert r.status_code == 202, r.text
+    server = r.json["server"]["id"]
+    eventually(lambda: _registered(cloud))
+    # As the scheduler does: in the conversation the create request started.
+    with acting(CommandContext(actor=SCHEDULER, correlation_id=r.headers["x-openstack-request-id"])):
+        cloud.stack.handlers.place_instance(PlaceInstance(server, HOST))
+    cloud.settled(server, "ACTIVE")
+    return server
+
+
+def _registered(cloud: Cloud) -> bool:
+    return bool(cloud.stack.get("/v2.1/os-hypervisors", ADMIN).json["hypervisors"])
+
+
+def test_stop_start_reboot_pause_suspend_through_the_api(cloud: Cloud) -> None:
+    server = active_server(cloud)
+    steps: list[tuple[dict[str, Any], str, int]] = [
+        ({"os-stop": None}, "SHUTOFF", 4),
+        ({"os-start": None}, "ACTIVE", 1),
+        ({"reboot": {"type": "SOFT"}}, "ACTIVE", 1),
+        ({"reboot": {"type": "HARD"}}, "ACTIVE", 1),
+        ({"pause": None}, "PAUSED", 3),
+        ({"unpause": None}, "ACTIVE", 1),
+        ({"suspend": None}, "SUSPENDED", 4),
+        ({"resume": None}, "ACTIVE", 1),
+    ]
+    for body, status, power_state in steps:
+        r = cloud.action(server, body)
+        assert r.status_code == 202, (body, r.text)
+        assert r.text == ""
+        shown = cloud.settled(server, status)
+        assert shown["OS-EXT-STS:power_state"] == power_state, body
+    assert cloud.conn.lookupByUUIDString(server).state()[0] == libvirt.VIR_DOMAIN_RUNNING
+
+
+def test_illegal_or_malformed_actions_are_refused_as_nova_does(cloud: Cloud) -> None:
+    server = active_server(cloud)
+    assert cloud.action(server, {"os-stop": None}).status_code == 202
+    cloud.settled(server, "SHUTOFF")
+    r = cloud.action(server, {"os-stop": None})
+    assert_fault(
+        r, 409, "conflictingRequest", f"Cannot 'stop' instance {server} while it is in vm_state stopped"
+    )
+    assert_fault(cloud.action(server, {"pause": {}}), 409, "conflictingRequest", "vm_state stopped")
+    assert_fault(
+        cloud.action(server, {"shelve-it": None}), 400, "badRequest", "There is no such action: shelve-it"
+    )
+    assert_fault(cloud.action(server, {"reboot": {"type": "GENTLE"}}), 400, "badRequest", "reboot.type")
+    assert_fault(cloud.action(server, {"reboot": {"type": "HARD", "x": 1}}), 400, "badRequest", "reboot.x")
+    assert_fault(cloud.action(server, {"os-start": None, "os-stop": None}), 400, "badRequest")
+    # Another project's server does not exist for it.
+    assert_fault(cloud.action(server, {"os-start": None}, P2), 404, "itemNotFound")
+    assert_fault(cloud.action(server, {"lock": None}, P2), 404, "itemNotFound")
+
+
+def test_a_locked_server_answers_409_to_its_owner_and_obeys_an_admin(cloud: Cloud) -> None:
+    server = active_server(cloud)
+    assert cloud.action(server, {"lock": {"locked_reason": "backup"}}).status_code == 202
+    assert_fault(
+        cloud.action(server, {"os-stop": None}), 409, "conflictingRequest", f"Instance {server} is locked"
+    )
+    r = cloud.stack.request("DELETE", f"/v2.1/servers/{server}", P1)
+    assert_fault(r, 409, "conflictingRequest", "is locked")
+    assert cloud.action(server, {"os-stop": None}, ADMIN).status_code == 202
+    cloud.settled(server, "SHUTOFF")
+    assert cloud.action(server, {"unlock": None}).status_code == 202
+    assert cloud.action(server, {"os-start": None}).status_code == 202
+    cloud.settled(server, "ACTIVE")
+
+
+def test_instance_actions_list_and_show_what_happened(cloud: Cloud) -> None:
+    server = active_server(cloud)
+    stop = cloud.action(server, {"os-stop": None})
+    cloud.settled(server, "SHUTOFF")
+    cloud.action(server, {"lock": None})
+    r = cloud.stack.get(f"/v2.1/servers/{server}/os-instance-actions", P1)
+    assert r.status_code == 200, r.text
+    actions = r.json["instanceActions"]
+    assert [a["action"] for a in actions] == ["lock", "stop", "create"]
+    stopped = actions[1]
+    assert stopped["request_id"] == stop.headers["x-openstack-request-id"]
+    assert stopped["user_id"] == cloud.stack.user_id("bob")
+    assert stopped["project_id"] == cloud.stack.project_id("p1")
+    assert stopped["instance_uuid"] == server and stopped["message"] is None
+
+    r = cloud.stack.get(f"/v2.1/servers/{server}/os-instance-actions/{stopped['request_id']}", P1)
+    assert r.status_code == 200, r.text
+    (event,) = r.json["instanceAction"]["events"]
+    assert event["event"] == "compute_stop_instance" and event["result"] == "Success"
+    assert event["finish_time"] >= event["start_time"]
+    assert "traceback" not in event  # admins only
+
+    created = actions[2]
+    r = cloud.stack.get(f"/v2.1/servers/{server}/os-instance-actions/{created['request_id']}", ADMIN)
+    names = {e["event"]: e["result"] for e in r.json["instanceAction"]["events"]}
+    assert names == {
+        "conductor_schedule_and_build_instances": "Success",
+        "compute__do_build_and_run_instance": "Success",
+    }
+    assert_fault(cloud.stack.get(f"/v2.1/servers/{server}/os-instance-actions", P2), 404, "itemNotFound")
+    r = cloud.stack.get(f"/v2.1/servers/{server}/os-instance-actions/req-nope", P1)
+    assert_fault(r, 404, "itemNotFound")
+
+
+def test_console_output_comes_from_the_host(cloud: Cloud) -> None:
+    server = active_server(cloud)
+    log = cloud.instances / server / "console.log"
+    log.write_text("booting\nSTRATUS-GUEST-READY\n")
+    r = cloud.action(server, {"os-getConsoleOutput": {"length": 1}})
+    assert r.status_code == 200, r.text
+    assert r.json == {"output": "STRATUS-GUEST-READY\n"}
+    r = cloud.action(server, {"os-getConsoleOutput": {}})
+    assert r.json == {"output": "booting\nSTRATUS-GUEST-READY\n"}
+    log.unlink()
+    assert_fault(cloud.action(server, {"os-getConsoleOutput": {}}), 404, "itemNotFound", "console")
+    assert_fault(cloud.action(server, {"os-getConsoleOutput": {}}, P2), 404, "itemNotFound")
