@@ -20,7 +20,7 @@ seconds let the server notice clients that went away.
 Visibility: a member sees only their project's resources (``project`` defaults to theirs; another
 project is 403); auditors (admin) see everything, or one project with ``project``. A resource's
 project is the ``project_id`` of its aggregate's first event; resources without one (hosts,
-flavors) are visible to auditors only.
+flavors) and identity records (projects, users, role grants) are visible to auditors only.
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ from stratus.eventstore import EventStoreUnavailable, JetStreamApplicationRecord
 ROUTE = "/v2.1/stratus/events"
 HEARTBEAT_SECONDS = 15.0
 _PAGE = 500
+# Identity records (a project itself, its users and role grants) are for auditors, even when they
+# name a project: Keystone's default policy lets members list neither users nor role assignments.
+IDENTITY_KINDS = frozenset({"project", "user", "role", "group", "domain", "token", "credential"})
 _KIND_ALIASES = {"server": "instance", "servers": "instance", "hypervisor": "host"}
 
 
@@ -74,7 +77,8 @@ class _Owners:
             first = found[0] if found else entry
         data = first.envelope.to_dict().get("data")
         owner = data.get("project_id") if isinstance(data, dict) else None
-        owner = owner if isinstance(owner, str) else None
+        kind = entry.envelope.type.split(".")[1] if entry.envelope.type.count(".") >= 2 else ""
+        owner = owner if isinstance(owner, str) and kind not in IDENTITY_KINDS else None
         self._cache[key] = owner
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)

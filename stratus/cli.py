@@ -45,6 +45,7 @@ ENTRY_POINTS = {
     "hypervisor": "workers.hypervisor:main",
 }
 WSGI_APP = "api.app:get_app()"
+WATCH_APP = "api.watch:get_app()"
 # Parts that read or write the read models; the others touch only the event log.
 NEEDS_DATABASE = {"api", "projector", "rebuild"}
 
@@ -120,6 +121,26 @@ def _cmd_api(args: argparse.Namespace) -> int:
         # One API per machine needs no control socket, and two (tests, say) would share its path.
         argv.append("--no-control-socket")
     argv.append(WSGI_APP)
+    _exec(argv, _child_env(settings))
+
+
+def _cmd_watch(args: argparse.Namespace) -> int:
+    """The event stream over HTTP (SSE): the API app under gunicorn's threaded worker, one thread per
+    open stream, so long-lived readers never take the API's sync workers (docs/integrators.md)."""
+    settings = _with_database(_settings(args))
+    argv = [
+        sys.executable, "-m", "gunicorn",
+        "--bind", args.bind or os.environ.get("STRATUS_WATCH_BIND", "127.0.0.1:8775"),
+        "--worker-class", "gthread",
+        "--workers", "1",
+        "--threads", str(args.threads or int(os.environ.get("STRATUS_WATCH_THREADS", "64"))),
+        "--timeout", "0",  # a stream is idle between events by design; keep-alives show it is alive
+        "--graceful-timeout", "5",
+        "--access-logfile", "-",
+    ]
+    if _version_at_least("gunicorn", 27):
+        argv.append("--no-control-socket")
+    argv.append(WATCH_APP)
     _exec(argv, _child_env(settings))
 
 
@@ -427,6 +448,9 @@ def _parser() -> argparse.ArgumentParser:
     from stratus.audit import cli as audit_cli
 
     audit_cli.add_parser(sub, common, _cmd_audit)
+    watch = add("watch", _cmd_watch, "the event stream over HTTP (server-sent events), threaded")
+    watch.add_argument("--bind", help="address to listen on (STRATUS_WATCH_BIND, default 127.0.0.1:8775)")
+    watch.add_argument("--threads", type=int, help="open streams at most (STRATUS_WATCH_THREADS, default 64)")
 
     # Handled in main() before parsing; listed here for --help.
     sub.add_parser("test", help="run the test suite (further arguments go to pytest)", add_help=False)
