@@ -13,8 +13,28 @@ import pytest
 from eventsourcing.domain import Aggregate, CanMutateAggregate, _created_event_classes
 
 import schemas
-from commands import flavor, host, host_aggregate, instance, quota, registry, server_group, usage
+from commands import (
+    flavor,
+    host,
+    host_aggregate,
+    image,
+    instance,
+    keypair,
+    network,
+    quota,
+    registry,
+    server_group,
+    usage,
+)
 from commands.app import Stratus
+from commands.catalog import (
+    CatalogHandlers,
+    CreateImage,
+    CreateKeyPair,
+    DeleteImage,
+    DeleteKeyPair,
+    RecordImageUpload,
+)
 from commands.handlers import (
     CreateFlavor,
     CreateServer,
@@ -35,6 +55,7 @@ from commands.lifecycle import (
     RequestAction,
     UnlockServer,
 )
+from commands.network import FixedNetwork
 from commands.operations import (
     CreateHostAggregate,
     CreateServerGroup,
@@ -42,6 +63,7 @@ from commands.operations import (
     SetServiceStatus,
     UpdateHostAggregate,
 )
+from commands.server_fields import ServerFieldHandlers, SetServerMetadata, SetServerTags, UpdateServer
 from commands.states import PowerState
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
@@ -50,7 +72,20 @@ from stratus.eventstore import Factory, NatsBridge
 
 def _event_classes() -> list[tuple[str, str]]:
     found = []
-    for module in (flavor, host, instance, usage, host_aggregate, quota, registry, server_group):
+    modules = (
+        flavor,
+        host,
+        instance,
+        usage,
+        host_aggregate,
+        quota,
+        registry,
+        server_group,
+        image,
+        keypair,
+        network,
+    )
+    for module in modules:
         for _, agg in inspect.getmembers(module, inspect.isclass):
             if not issubclass(agg, Aggregate) or agg is Aggregate or agg.__module__ != module.__name__:
                 continue
@@ -107,6 +142,7 @@ def test_every_emitted_event_validates_against_its_schema(handlers: Handlers) ->
         handlers.place_instance(PlaceInstance(bad.id, "c1"))
         handlers.fail_instance(FailInstance(bad.id, "compute.spawn_failed", "libvirt said no", "trace"))
         _operator_scenario(handlers)
+        _catalog_scenario(handlers)
         handlers.app.save(_deleted_flavor(handlers))
 
     envelopes = handlers.app.recorder.read_envelopes(1, 1000)  # type: ignore[attr-defined]
@@ -150,6 +186,33 @@ def _operator_scenario(handlers: Handlers) -> None:
     ops.delete_server_group(group, "p1")
     ops.set_service_status(SetServiceStatus("c1", "nova-compute", disabled=True, disabled_reason="repair"))
     ops.set_service_status(SetServiceStatus("c1", "nova-compute", disabled=False, forced_down=True))
+
+
+def _catalog_scenario(handlers: Handlers) -> None:
+    """Images, key pairs, fixed IPs and a server's own fields (commands.catalog, commands.server_fields)."""
+    handlers.network = FixedNetwork("private", "10.0.0.0/24")
+    catalog = CatalogHandlers(handlers)
+    kernel = catalog.create_image(CreateImage("p1", "vmlinuz", disk_format="aki", container_format="aki")).id
+    catalog.record_image_upload(RecordImageUpload(kernel, "p1", 6, "a" * 32, "sha256", "b" * 64))
+    root = catalog.create_image(
+        CreateImage("p1", "os", disk_format="raw", container_format="bare", properties={"kernel_id": kernel})
+    ).id
+    catalog.record_image_upload(RecordImageUpload(root, "p1", 4, "c" * 32, "sha256", "d" * 64))
+    catalog.create_keypair(CreateKeyPair("u1", "k"))
+    catalog.delete_keypair(DeleteKeyPair("u1", "k"))
+    catalog.create_keypair(CreateKeyPair("u1", "k"))
+    server = handlers.create_server(
+        CreateServer(
+            "vm4", "p1", "u1", "1", image_ref=root, key_name="k", description="d", tags=("a",),
+            user_data={"sha256": "e" * 64, "size": 10}, reservation_id="r-12345678",
+        )
+    ).id  # fmt: skip
+    fields = ServerFieldHandlers(handlers)
+    fields.update_server(UpdateServer(server, "p1", name="vm4b", description="e"))
+    fields.set_metadata(SetServerMetadata(server, "p1", {"x": "1"}, replace=True))
+    fields.set_tags(SetServerTags(server, "p1", ("b",)))
+    handlers.delete_server(DeleteServer(server, "p1"))
+    catalog.delete_image(DeleteImage(root, "p1"))
 
 
 def _deleted_flavor(handlers: Handlers) -> flavor.Flavor:
