@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import secrets
 import threading
 import uuid
 from collections.abc import Callable, Iterable
@@ -22,22 +23,25 @@ import falcon
 import falcon.media
 import psycopg_pool
 
-from api import audit, compute_admin, errors, flavors, hypervisors, servers, versions
+from api import audit, compute_admin, errors, flavors, hypervisors, identity, servers, versions
 from api import catalog as catalog_api
-from api.auth import DemoIdentity
+from api.auth import Authenticator
 from api.body import MAX_BODY_BYTES, load_validators
+from api.credentials import Credentials, ensure_schema
 from api.middleware import REQUEST_ID_HEADERS, RequestContext
 from api.readmodel import ReadModel, open_pool
 from api.server_actions import add_routes as add_server_action_routes
+from api.tokens import TokenSigner, load_or_create_key
 from commands.handlers import Handlers
-from commands.operations import Operations
+from commands.identity_handlers import IdentityHandlers
 from commands.network import FixedNetwork
+from commands.operations import Operations
 from stratus import serialization
 from stratus.config import Settings
 
 log = logging.getLogger("stratus.api")
 
-REQUEST_SCHEMAS = ("servers.create", "servers.update", "flavors.create")
+REQUEST_SCHEMAS = ("servers.create", "servers.update", "flavors.create", *identity.IDENTITY_SCHEMAS)
 
 
 def _new_uuid() -> str:
@@ -55,14 +59,19 @@ class Deps:
     handlers: Handlers
     pool: psycopg_pool.ConnectionPool
     settings: Settings
-    demo_identity: DemoIdentity = field(default_factory=DemoIdentity)
+    # Signs and verifies tokens. The composition root passes the deployment's key; the default, a
+    # key made up for this app alone, suits a test that gets its tokens from this app.
+    token_signer: TokenSigner = field(default_factory=lambda: TokenSigner(secrets.token_bytes(32)))
     new_flavor_id: Callable[[], str] = _new_uuid
     new_request_id: Callable[[], str] = _new_request_id
     max_body_bytes: int = MAX_BODY_BYTES
 
 
 def create_app(deps: Deps) -> falcon.App:
-    app = falcon.App(middleware=[RequestContext(deps.demo_identity, deps.new_request_id)])
+    read = ReadModel(deps.pool, deps.settings.read_wait_seconds)
+    authenticator = Authenticator(deps.token_signer, read)
+    middleware: list[Any] = [RequestContext(authenticator, deps.new_request_id), identity.KeystoneErrors()]
+    app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     json = falcon.media.JSONHandler(dumps=serialization.dumps, loads=serialization.loads)
     app.req_options.media_handlers[falcon.MEDIA_JSON] = json
@@ -70,7 +79,6 @@ def create_app(deps: Deps) -> falcon.App:
     errors.install(app)
 
     validators = load_validators(REQUEST_SCHEMAS)
-    read = ReadModel(deps.pool, deps.settings.read_wait_seconds)
     server_args = (deps.handlers, read, validators, deps.max_body_bytes)
     flavor_args = (*server_args, deps.new_flavor_id)
 
@@ -87,11 +95,20 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1/os-hypervisors", hypervisors.HypervisorCollection(read))
     app.add_route("/v2.1/os-hypervisors/detail", hypervisors.HypervisorDetailCollection(read))
     app.add_route("/v2.1/os-hypervisors/{hypervisor_id}", hypervisors.HypervisorItem(read))
-    compute_admin.add_routes(app, Operations(deps.handlers.app), read, deps.max_body_bytes)
     catalog_api.add_routes(app, deps.handlers, read, deps.settings.data_dir, deps.max_body_bytes)
+    compute_admin.add_routes(app, Operations(deps.handlers.app), read, deps.max_body_bytes)
     app.add_route("/v2.1/stratus/history/{kind}/{resource_id}", audit.History(deps.handlers))
     app.add_route("/v2.1/stratus/state/{kind}/{resource_id}", audit.State(deps.handlers))
     app.add_route("/v2.1/stratus/usage/{project_id}", audit.Usage(deps.handlers))
+    identity.add_routes(
+        app,
+        handlers=IdentityHandlers(deps.handlers.app),
+        read=read,
+        validators=validators,
+        credentials=Credentials(deps.pool.connection),
+        authenticator=authenticator,
+        max_body_bytes=deps.max_body_bytes,
+    )
     return app
 
 
@@ -120,6 +137,9 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
     try:
         app = Stratus(Factory(bridge=bridge, settings=settings))
         handlers = Handlers(app, network=fixed_network(settings))
+        signer = TokenSigner(load_or_create_key(settings.token_key_path), settings.token_ttl_seconds)
+        with pool.connection() as conn:
+            ensure_schema(conn)
     except BaseException:
         pool.close()
         bridge.close()
@@ -129,7 +149,7 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
         pool.close()
         bridge.close()
 
-    return Deps(handlers=handlers, pool=pool, settings=settings), close
+    return Deps(handlers=handlers, pool=pool, settings=settings, token_signer=signer), close
 
 
 class LazyApp:

@@ -1,71 +1,104 @@
-"""Who is calling, and what they may do: a placeholder until the identity issue replaces this module.
+"""Who is calling: the ``X-Auth-Token`` of every request, verified; and the scoping helpers of policy.
 
-THIS IS NOT AUTHENTICATION. The caller states its identity in plain headers and is believed:
-``X-User-Id``, ``X-Project-Id`` and ``X-Roles`` (comma-separated), the names Keystone's auth_token
-middleware gives the identity it verified. A request without any of them acts as the configured
-demo user in the demo project with roles ``admin,member``; a request that names a user or project
-but no roles is a plain ``member``. Everything about identity and policy lives here, so that a real
-token check (and a real policy engine) can take this module's place without touching the resources.
+A request must carry a token that this deployment signed (``api/tokens.py``), that has not expired,
+and whose user and project still exist, are enabled and hold at least one role there, and that was
+not revoked. The last three are read from the identity read model on every request, so disabling a
+user or revoking a token takes effect on the next request once the API has seen the event (the
+endpoints that disable or revoke wait for that before they answer).
 
-Policy follows Nova's defaults: admins may list every project's servers (``all_tenants``), see
-which host a server runs on, create flavors and see hypervisors; everyone else sees only their own
-project's servers, and another project's server does not exist for them (404, not 403).
+A resource that needs no identity (version documents, Keystone's discovery, issuing a token) says
+so with ``public = frozenset({"GET"})`` (the methods open to anyone). Everything else answers 401
+without a valid token. The rules themselves are in ``api/policy.py``.
 """
 
 from __future__ import annotations
 
-import re
+import logging
 from dataclasses import dataclass
+from typing import Any
 
 import falcon
 
-from api.errors import BadRequest, Forbidden
+from api.errors import Forbidden, Unauthorized
+from api.readmodel import ReadModel
+from api.tokens import InvalidToken, TokenClaims, TokenSigner
+from commands.identity import effective_roles
+from projections import identity_queries
 from stratus.context import Actor
 
-USER_HEADER = "X-User-Id"
-PROJECT_HEADER = "X-Project-Id"
-ROLES_HEADER = "X-Roles"
+log = logging.getLogger("stratus.api")
+
+TOKEN_HEADER = "X-Auth-Token"
 ADMIN_ROLE = "admin"
-_ID_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,255}$")
-_ROLE_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,255}$")
 
 
 @dataclass(frozen=True)
-class DemoIdentity:
-    """Who a request without identity headers acts as."""
+class Authenticated:
+    """A verified token and what it stands for now."""
 
-    user_id: str = "demo"
-    project_id: str = "demo"
-    roles: tuple[str, ...] = (ADMIN_ROLE, "member")
-
-
-def actor_from_headers(req: falcon.Request, demo: DemoIdentity) -> Actor:
-    user = req.get_header(USER_HEADER)
-    project = req.get_header(PROJECT_HEADER)
-    roles_value = req.get_header(ROLES_HEADER)
-    if user is None and project is None and roles_value is None:
-        return Actor(user_id=demo.user_id, project_id=demo.project_id, roles=demo.roles)
-    user = _checked(USER_HEADER, user, demo.user_id)
-    project = _checked(PROJECT_HEADER, project, demo.project_id)
-    if roles_value is None:
-        roles: tuple[str, ...] = ("member",)
-    else:
-        roles = tuple(r.strip() for r in roles_value.split(",") if r.strip())
-        bad = [r for r in roles if not _ROLE_RE.match(r)]
-        if bad:
-            raise BadRequest(f"Invalid role in header {ROLES_HEADER}: {bad[0][:64]!r}")
-    return Actor(user_id=user, project_id=project, roles=roles)
+    token: str
+    claims: TokenClaims
+    actor: Actor
+    subject: identity_queries.Subject
 
 
-def _checked(header: str, value: str | None, default: str) -> str:
-    if value is None:
-        return default
-    value = value.strip()
-    if not _ID_RE.match(value):
-        raise BadRequest(f"Invalid value for header {header}: 1-255 characters of [A-Za-z0-9_.@-]")
-    return value
+class Authenticator:
+    def __init__(self, signer: TokenSigner, read: ReadModel, identity_url: str = "") -> None:
+        self.signer = signer
+        self._read = read
+        self._identity_url = identity_url
+
+    def challenge(self, req: falcon.Request) -> dict[str, str]:
+        """Where to get a token: keystonemiddleware's ``WWW-Authenticate`` header."""
+        base = self._identity_url or f"{req.prefix}/identity"
+        return {"WWW-Authenticate": f'Keystone uri="{base}"'}
+
+    def authenticate(self, req: falcon.Request, token: str | None = None) -> Authenticated:
+        """The request's identity (or that of ``token``); ``Unauthorized`` if there is none."""
+        token = token if token is not None else req.get_header(TOKEN_HEADER)
+        if not token:
+            raise Unauthorized(
+                "The request you have made requires authentication.", headers=self.challenge(req)
+            )
+        try:
+            claims = self.signer.verify(token.strip())
+        except InvalidToken as e:
+            log.info("token rejected (request %s): %s", getattr(req.context, "request_id", "-"), e)
+            raise Unauthorized(
+                "The request you have made requires authentication.", headers=self.challenge(req)
+            ) from None
+        with self._read.connection(req) as conn:
+            subject = identity_queries.subject(conn, claims.user_id, claims.project_id, claims.token_id)
+        reason = _refused(subject)
+        if reason:
+            log.info("token %s refused (request %s): %s", claims.token_id, req.context.request_id, reason)
+            raise Unauthorized(
+                "The request you have made requires authentication.", headers=self.challenge(req)
+            )
+        assert subject is not None
+        actor = Actor(claims.user_id, claims.project_id, effective_roles(subject.role_names))
+        return Authenticated(token, claims, actor, subject)
 
 
+def _refused(subject: identity_queries.Subject | None) -> str:
+    if subject is None:
+        return "unknown user or project"
+    if subject.revoked:
+        return "revoked"
+    if not subject.user["enabled"]:
+        return "user disabled"
+    if not subject.project["enabled"]:
+        return "project disabled"
+    if not subject.role_names:
+        return "no role in the project"
+    return ""
+
+
+def is_public(resource: Any, method: str) -> bool:
+    return method in getattr(resource, "public", frozenset())
+
+
+# -- scoping helpers the compute resources use ----------------------------------------------------
 def is_admin(actor: Actor) -> bool:
     return ADMIN_ROLE in actor.roles
 

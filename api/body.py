@@ -18,6 +18,7 @@ from stratus import serialization
 
 MAX_BODY_BYTES = 1024 * 1024
 _VALUE_ECHO = 80
+_SECRET = "password"  # a field whose value an error never echoes
 
 
 def load_validators(names: tuple[str, ...]) -> dict[str, Draft202012Validator]:
@@ -63,6 +64,8 @@ def describe(error: ValidationError) -> str:
         if extra:
             return f"Invalid input for field/attribute {_dotted([*path, extra[0]])}. {_clip(error.message)}"
     where = f"field/attribute {_dotted(path)}" if path else "the request body"
+    if _SECRET in path:  # jsonschema's own messages quote the value
+        return f"Invalid input for {where}: it fails the schema's {error.validator!r} check."
     if error.validator == "type" or isinstance(instance, (dict, list)):
         return f"Invalid input for {where}. {_clip(error.message)}"
     return f"Invalid input for {where}. Value: {_clip(repr(instance))}. {_clip(error.message)}"

@@ -68,6 +68,13 @@ class BadRequest(ApiError):
     pass
 
 
+class Unauthorized(ApiError):
+    """No valid token (missing, malformed, expired, revoked, or its user disabled)."""
+
+    status = 401
+    code = "api.unauthorized"
+
+
 class Forbidden(ApiError):
     status = 403
     code = "api.forbidden"

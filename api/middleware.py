@@ -1,8 +1,11 @@
 """Per-request context: a request id, the negotiated microversion and the acting identity.
 
-Every response carries Nova's request id headers, errors included. The command context built here
-(actor, request id, correlation id) is what the resources install with ``stratus.context.acting``
-around a command, so the events it appends name who asked and in which request.
+Every response carries Nova's request id headers, errors included. The identity is the request's
+verified token (``api/auth.py``), checked once the route is known: a resource may open some methods
+to anyone (``public``). Compute paths (``/v2.1``) negotiate a microversion; identity paths do not.
+The command context built here (actor, request id, correlation id) is what the resources install
+with ``stratus.context.acting`` around a command, so the events it appends name who asked and in
+which request.
 """
 
 from __future__ import annotations
@@ -22,21 +25,33 @@ _GLOBAL_ID_RE = re.compile(r"^req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4
 
 
 class RequestContext:
-    def __init__(self, demo: auth.DemoIdentity, new_request_id: Callable[[], str]) -> None:
-        self._demo = demo
+    def __init__(self, authenticator: auth.Authenticator, new_request_id: Callable[[], str]) -> None:
+        self._auth = authenticator
         self._new_request_id = new_request_id
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         request_id = self._new_request_id()
         req.context.request_id = request_id
         req.context.microversion = None
-        if req.path not in ("", "/"):  # the version list is outside any microversion, as in Nova
+        req.context.actor = None
+        req.context.auth = None
+        # The version list is outside any microversion, as in Nova; so is Keystone's API.
+        if req.path == "/v2.1" or req.path.startswith("/v2.1/"):
             req.context.microversion = versions.negotiate(req)
-        actor = auth.actor_from_headers(req, self._demo)
-        req.context.actor = actor
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict[str, object]
+    ) -> None:
+        if resource is not None and auth.is_public(resource, req.method):
+            return
+        authenticated = self._auth.authenticate(req)
+        req.context.auth = authenticated
+        req.context.actor = actor = authenticated.actor
         inbound = req.get_header(GLOBAL_REQUEST_ID_HEADER) or ""
         correlation = inbound if _GLOBAL_ID_RE.match(inbound) else ""
-        req.context.command = CommandContext(actor=actor, request_id=request_id, correlation_id=correlation)
+        req.context.command = CommandContext(
+            actor=actor, request_id=req.context.request_id, correlation_id=correlation
+        )
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, req_succeeded: bool

@@ -65,9 +65,12 @@ class ReadModel:
         self._wait = wait_seconds
 
     @contextlib.contextmanager
-    def connection(self, req: falcon.Request) -> Iterator[psycopg.Connection[Any]]:
-        """A connection to read with, once the read model has reached the request's minimum position."""
-        position = min_position(req)
+    def connection(
+        self, req: falcon.Request, after: int | None = None
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """A connection to read with, once the read model has reached the request's minimum position
+        (or ``after``: the position of a write the request itself just made)."""
+        position = min_position(req) if after is None else after
         try:
             with self._pool.connection() as conn:
                 if position is not None and not queries.wait_for_position(conn, position, self._wait):

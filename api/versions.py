@@ -91,12 +91,16 @@ def _v21(base_url: str) -> dict[str, Any]:
 class Versions:
     """``GET /``: the API versions this endpoint serves (no identity needed, as in Nova)."""
 
+    public = frozenset({"GET", "HEAD"})
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = {"versions": [_v21(req.prefix)]}
 
 
 class Version:
     """``GET /v2.1``: the v2.1 version document with its microversion range."""
+
+    public = frozenset({"GET", "HEAD"})
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         doc = _v21(req.prefix)

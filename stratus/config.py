@@ -34,6 +34,14 @@ class Settings:
     # The fixed network servers get an address on (CIDR; empty: servers get no address), and its name.
     fixed_network: str = "10.0.0.0/24"
     fixed_network_name: str = "private"
+    # Identity: how long a token lives, and the file holding the key that signs tokens (every API
+    # node needs the same one; None means <data_dir>/token.key, created on first use).
+    token_ttl_seconds: int = 3600
+    token_key_file: Path | None = None
+
+    @property
+    def token_key_path(self) -> Path:
+        return self.token_key_file if self.token_key_file is not None else self.data_dir / "token.key"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -56,6 +64,8 @@ class Settings:
             cloud_name=e.get("STRATUS_CLOUD_NAME", d.cloud_name),
             fixed_network=e.get("STRATUS_FIXED_NETWORK", d.fixed_network).strip(),
             fixed_network_name=e.get("STRATUS_FIXED_NETWORK_NAME", d.fixed_network_name).strip(),
+            token_ttl_seconds=int(e.get("STRATUS_TOKEN_TTL_SECONDS", d.token_ttl_seconds)),
+            token_key_file=Path(e["STRATUS_TOKEN_KEY_FILE"]) if e.get("STRATUS_TOKEN_KEY_FILE") else None,
         )
 
     def to_env(self) -> dict[str, str]:
@@ -74,7 +84,10 @@ class Settings:
             "STRATUS_CLOUD_NAME": self.cloud_name,
             "STRATUS_FIXED_NETWORK": self.fixed_network,
             "STRATUS_FIXED_NETWORK_NAME": self.fixed_network_name,
+            "STRATUS_TOKEN_TTL_SECONDS": str(self.token_ttl_seconds),
         }
+        if self.token_key_file is not None:
+            env["STRATUS_TOKEN_KEY_FILE"] = str(self.token_key_file)
         if self.database_url:
             env["DATABASE_URL"] = self.database_url
         return env

@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import logging
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -28,22 +29,37 @@ import psycopg
 import pytest
 from falcon import testing
 
+from api import bootstrap
 from api.app import Deps, LazyApp, create_app
+from api.bootstrap import seed
+from api.credentials import Credentials, ensure_schema
 from api.readmodel import open_pool
+from api.tokens import TokenSigner
 from commands.app import Stratus
 from commands.handlers import FailInstance, Handlers, PlaceInstance, RegisterHost
+from commands.identity_handlers import IdentityHandlers
 from projections import runner
 from projections.schema import ensure_live_schema
 from stratus import serialization
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
+from tests.fixtures.identity import ADMIN_PASSWORD, Identities
 
 ROOT = Path(__file__).resolve().parent.parent
 
-ADMIN = {"X-User-Id": "alice", "X-Project-Id": "p1", "X-Roles": "admin,member"}
-P1 = {"X-User-Id": "bob", "X-Project-Id": "p1", "X-Roles": "member"}
-P2 = {"X-User-Id": "carol", "X-Project-Id": "p2", "X-Roles": "member"}
-ADMIN_P9 = {"X-User-Id": "root", "X-Project-Id": "p9", "X-Roles": "admin"}
+# Who acts in these tests: users with roles in projects, made through the identity API and
+# authenticated with real tokens (``Stack.auth``).
+ADMIN = "alice@p1"
+P1 = "bob@p1"
+P2 = "carol@p2"
+ADMIN_P9 = "root@p9"
+PERSONAS = {
+    ADMIN: ("alice", "p1", ("admin", "member")),
+    P1: ("bob", "p1", ("member",)),
+    P2: ("carol", "p2", ("member",)),
+    ADMIN_P9: ("root", "p9", ("admin",)),
+}
+Who = str | dict[str, str] | None
 
 
 @dataclasses.dataclass
@@ -51,11 +67,30 @@ class Stack:
     client: testing.TestClient
     handlers: Handlers
     app: falcon.App
+    identities: Identities
+    signer: TokenSigner
+    _tokens: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
 
-    def request(
-        self, method: str, path: str, headers: dict[str, str] | None = None, **kw: Any
-    ) -> testing.Result:
-        return self.client.simulate_request(method, path, headers=headers or ADMIN, **kw)
+    def auth(self, who: str) -> dict[str, str]:
+        """The ``X-Auth-Token`` header of the persona ``who`` (made on first use)."""
+        if who not in self._tokens:
+            user, project, roles = PERSONAS[who]
+            self._tokens[who] = self.identities.persona(user, project, *roles)
+        return dict(self._tokens[who])
+
+    def project_id(self, name: str) -> str:
+        return self.identities.projects[name]
+
+    def user_id(self, name: str) -> str:
+        return self.identities.users[name]
+
+    def headers(self, who: Who) -> dict[str, str]:
+        if who is None:
+            return self.auth(ADMIN)
+        return self.auth(who) if isinstance(who, str) else dict(who)
+
+    def request(self, method: str, path: str, headers: Who = None, **kw: Any) -> testing.Result:
+        return self.client.simulate_request(method, path, headers=self.headers(headers), **kw)
 
     def flavor(self, **fields: Any) -> tuple[str, int]:
         body = {"flavor": {"name": "m1.tiny", "ram": 512, "vcpus": 1, "disk": 1, **fields}}
@@ -63,24 +98,24 @@ class Stack:
         assert r.status_code == 200, r.text
         return r.json["flavor"]["id"], int(r.headers["X-Stratus-Position"])
 
-    def server(self, flavor_id: str, headers: dict[str, str] | None = None, **fields: Any) -> tuple[str, int]:
+    def server(self, flavor_id: str, headers: Who = None, **fields: Any) -> tuple[str, int]:
         body = {"server": {"name": "vm", "flavorRef": flavor_id, **fields}}
         r = self.request("POST", "/v2.1/servers", headers, json=body)
         assert r.status_code == 202, r.text
         return r.json["server"]["id"], int(r.headers["X-Stratus-Position"])
 
-    def get(
-        self, path: str, headers: dict[str, str] | None = None, after: int | None = None
-    ) -> testing.Result:
-        h = dict(headers or ADMIN)
+    def get(self, path: str, headers: Who = None, after: int | None = None) -> testing.Result:
+        h = self.headers(headers)
         if after is not None:
             h["X-Stratus-Min-Position"] = str(after)
         return self.request("GET", path, h)
 
 
 @pytest.fixture
-def api_settings(settings: Settings, database_url: str) -> Settings:
-    return dataclasses.replace(settings, database_url=database_url, read_wait_seconds=10.0)
+def api_settings(settings: Settings, database_url: str, tmp_path: Path) -> Settings:
+    return dataclasses.replace(
+        settings, database_url=database_url, read_wait_seconds=10.0, token_key_file=tmp_path / "token.key"
+    )
 
 
 @pytest.fixture
@@ -103,11 +138,26 @@ def projector(api_settings: Settings) -> Iterator[None]:
 def stack(api_settings: Settings, bridge: NatsBridge, projector: None) -> Iterator[Stack]:
     handlers = Handlers(Stratus(Factory(bridge=bridge, settings=api_settings)))
     pool = open_pool(api_settings.database_url or "")
-    app = create_app(Deps(handlers=handlers, pool=pool, settings=api_settings))
+    signer = TokenSigner(secrets.token_bytes(32))
+    app = create_app(Deps(handlers=handlers, pool=pool, settings=api_settings, token_signer=signer))
+    client = testing.TestClient(app)
     try:
-        yield Stack(testing.TestClient(app), handlers, app)
+        with pool.connection() as conn:
+            ensure_schema(conn)
+        seeded = seed(IdentityHandlers(handlers.app), Credentials(pool.connection), ADMIN_PASSWORD)
+        identities = Identities(_test_client_sender(client))
+        identities.login_admin(after=seeded.position)
+        yield Stack(client, handlers, app, identities, signer)
     finally:
         pool.close()
+
+
+def _test_client_sender(client: testing.TestClient) -> Any:
+    def send(method: str, path: str, headers: dict[str, str], body: Any) -> tuple[int, Any, Any]:
+        r = client.simulate_request(method, path, headers=headers, json=body)
+        return r.status_code, r.headers, r.json if r.text else None
+
+    return send
 
 
 def assert_fault(r: testing.Result, status: int, name: str, *words: str) -> None:
@@ -147,7 +197,7 @@ def test_version_documents(stack: Stack) -> None:
     ],
 )
 def test_microversion_is_echoed(stack: Stack, headers: dict[str, str]) -> None:
-    r = stack.get("/v2.1/servers", {**ADMIN, **headers})
+    r = stack.get("/v2.1/servers", {**stack.auth(ADMIN), **headers})
     assert r.status_code == 200, r.text
     assert r.headers["OpenStack-API-Version"] == "compute 2.1"
     assert r.headers["X-OpenStack-Nova-API-Version"] == "2.1"
@@ -183,7 +233,7 @@ def test_flavor_server_read_delete(stack: Stack) -> None:
     assert server["id"] == server_id
     assert server["name"] == "web-1"
     assert server["status"] == "BUILD"
-    assert server["tenant_id"] == "p1" and server["user_id"] == "bob"
+    assert server["tenant_id"] == stack.project_id("p1") and server["user_id"] == stack.user_id("bob")
     assert server["flavor"]["id"] == "tiny"
     assert server["flavor"]["links"][0]["href"].endswith("/flavors/tiny")
     assert server["image"] == ""
@@ -231,13 +281,15 @@ def test_events_name_the_actor_and_the_request(
     flavor_id, _ = stack.flavor()
     global_id = f"req-{uuid.uuid4()}"
     body = {"server": {"name": "traced", "flavorRef": flavor_id}}
-    r = stack.request("POST", "/v2.1/servers", {**P1, "X-OpenStack-Request-ID": global_id}, json=body)
+    traced = {**stack.auth(P1), "X-OpenStack-Request-ID": global_id}
+    r = stack.request("POST", "/v2.1/servers", traced, json=body)
     assert r.status_code == 202
     position = int(r.headers["X-Stratus-Position"])
     msg = bridge.run(lambda: bridge.js.get_msg(api_settings.stream, position), timeout=10)
     headers = msg.headers or {}
-    assert headers["ce-actoruser"] == "bob" and headers["ce-actorproject"] == "p1"
-    assert headers["ce-actorroles"] == "member"
+    assert headers["ce-actoruser"] == stack.user_id("bob")
+    assert headers["ce-actorproject"] == stack.project_id("p1")
+    assert headers["ce-actorroles"] == "member,reader"  # with the role "member" implies
     assert headers["ce-requestid"] == r.headers["x-openstack-request-id"]
     assert headers["ce-correlationid"] == global_id
     assert headers["ce-subject"] == r.json["server"]["id"]
@@ -246,7 +298,7 @@ def test_events_name_the_actor_and_the_request(
 def test_idempotency_key_returns_the_first_server(stack: Stack) -> None:
     flavor_id, _ = stack.flavor()
     body = {"server": {"name": "once", "flavorRef": flavor_id}}
-    headers = {**P1, "Idempotency-Key": "k-123"}
+    headers = {**stack.auth(P1), "Idempotency-Key": "k-123"}
     first = stack.request("POST", "/v2.1/servers", headers, json=body)
     again = stack.request("POST", "/v2.1/servers", headers, json=body)
     assert first.status_code == again.status_code == 202
@@ -302,10 +354,11 @@ def test_projects_are_isolated(stack: Stack) -> None:
     assert stack.get("/v2.1/servers", ADMIN_P9).json["servers"] == []
     everyone = stack.get("/v2.1/servers/detail?all_tenants=1", ADMIN_P9).json["servers"]
     assert {s["id"] for s in everyone} == {mine, theirs}
-    only_p2 = stack.get("/v2.1/servers?all_tenants=1&project_id=p2", ADMIN_P9).json["servers"]
+    p2 = stack.project_id("p2")
+    only_p2 = stack.get(f"/v2.1/servers?all_tenants=1&project_id={p2}", ADMIN_P9).json["servers"]
     assert [s["id"] for s in only_p2] == [theirs]
     r = stack.get(f"/v2.1/servers/{theirs}", ADMIN_P9)
-    assert r.status_code == 200 and r.json["server"]["tenant_id"] == "p2"
+    assert r.status_code == 200 and r.json["server"]["tenant_id"] == p2
     assert "OS-EXT-SRV-ATTR:host" in r.json["server"]
     # ...and may delete it.
     assert stack.request("DELETE", f"/v2.1/servers/{theirs}", ADMIN_P9).status_code == 204
@@ -316,16 +369,18 @@ def test_projects_are_isolated(stack: Stack) -> None:
     assert_fault(stack.get("/v2.1/os-hypervisors", P1), 403, "forbidden")
 
 
-def test_without_identity_headers_acts_as_demo_admin(stack: Stack) -> None:
+def test_without_a_token_nothing_but_the_version_documents(stack: Stack) -> None:
     flavor_id, _ = stack.flavor()
     r = stack.client.simulate_post("/v2.1/servers", json={"server": {"name": "d", "flavorRef": flavor_id}})
-    assert r.status_code == 202
-    after = int(r.headers["X-Stratus-Position"])
-    r = stack.client.simulate_get(
-        f"/v2.1/servers/{r.json['server']['id']}", headers={"X-Stratus-Min-Position": str(after)}
-    )
-    assert r.json["server"]["tenant_id"] == "demo" and r.json["server"]["user_id"] == "demo"
-    assert "OS-EXT-SRV-ATTR:host" in r.json["server"]  # demo is an admin
+    assert_fault(r, 401, "unauthorized", "requires authentication")
+    assert r.headers["WWW-Authenticate"] == 'Keystone uri="http://falconframework.org/identity"'
+    for path in ("/v2.1/servers", "/v2.1/flavors", "/v2.1/os-hypervisors"):
+        assert stack.client.simulate_get(path).status_code == 401, path
+    assert stack.client.simulate_get("/").status_code == 200
+    assert stack.client.simulate_get("/v2.1").status_code == 200
+    # The old identity headers are not believed any more.
+    old = {"X-User-Id": "alice", "X-Project-Id": "p1", "X-Roles": "admin"}
+    assert stack.client.simulate_get("/v2.1/servers", headers=old).status_code == 401
 
 
 def test_placed_and_failed_server_shows_host_and_fault(stack: Stack) -> None:
@@ -335,7 +390,7 @@ def test_placed_and_failed_server_shows_host_and_fault(stack: Stack) -> None:
     placed = stack.handlers.place_instance(PlaceInstance(sid, "cmp-1")).position
 
     server = stack.get(f"/v2.1/servers/{sid}", ADMIN_P9, after=placed).json["server"]
-    assert server["hostId"] == hashlib.sha224(b"p1cmp-1").hexdigest()
+    assert server["hostId"] == hashlib.sha224(f"{stack.project_id('p1')}cmp-1".encode()).hexdigest()
     assert server["OS-EXT-SRV-ATTR:host"] == "cmp-1"
     assert server["OS-EXT-AZ:availability_zone"] == "nova"
     hyp = stack.get("/v2.1/os-hypervisors/cmp-1", ADMIN, after=placed).json["hypervisor"]
@@ -448,9 +503,11 @@ def test_read_model_behind_is_a_503(stack: Stack, api_settings: Settings) -> Non
             handlers=stack.handlers,
             pool=open_pool(api_settings.database_url or ""),
             settings=dataclasses.replace(api_settings, read_wait_seconds=0.2),
+            token_signer=stack.signer,
         )
     )
-    r = testing.TestClient(fast).simulate_get("/v2.1/servers", headers={"X-Stratus-Min-Position": "999999"})
+    headers = {**stack.auth(P1), "X-Stratus-Min-Position": "999999"}
+    r = testing.TestClient(fast).simulate_get("/v2.1/servers", headers=headers)
     assert_fault(r, 503, "serviceUnavailable", "has not caught up with position 999999", "retry")
     assert r.headers["Retry-After"] == "1"
 
@@ -466,13 +523,14 @@ def test_unexpected_error_is_a_logged_500_with_the_request_id(
 ) -> None:
     stack.app.add_route("/v2.1/broken", _Broken())
     with caplog.at_level(logging.ERROR, logger="stratus.api"):
-        r = stack.get("/v2.1/broken", {**ADMIN, "X-Auth-Token": "s3cret-token"})
+        token = stack.auth(ADMIN)
+        r = stack.get("/v2.1/broken", token)
     assert_fault(r, 500, "computeFault", r.headers["x-openstack-request-id"])
     assert "a bug" not in r.text
     (record,) = [rec for rec in caplog.records if rec.name == "stratus.api"]
     assert r.headers["x-openstack-request-id"] in record.getMessage()
     assert record.exc_info is not None
-    assert "s3cret-token" not in caplog.text
+    assert token["X-Auth-Token"] not in caplog.text
 
 
 # -- the error sweep: bad input is never a 500 ------------------------------------------------------
@@ -581,11 +639,12 @@ SWEEP: list[tuple[str, str, str, dict[str, Any], int, tuple[str, ...]]] = [
         ("X-Stratus-Min-Position",),
     ),
     ("min position param negative", "GET", f"{S}?min_position=-3", {}, 400, ("min_position",)),
-    ("bad role", "GET", S, hdr("X-Roles", "admin,<script>"), 400, ("X-Roles",)),
-    ("bad project", "GET", S, hdr("X-Project-Id", "a b"), 400, ("X-Project-Id",)),
+    ("garbage token", "GET", S, hdr("X-Auth-Token", "admin"), 401, ("requires authentication",)),
+    ("forged token", "GET", F, hdr("X-Auth-Token", "eyJ2IjoxfQ.AAAA"), 401, ("requires authentication",)),
 ]
 FAULT_NAMES = {
     400: "badRequest",
+    401: "unauthorized",
     404: "itemNotFound",
     405: "badMethod",
     406: "computeFault",
@@ -602,7 +661,7 @@ def test_error_sweep(
     stack: Stack, method: str, path: str, kwargs: dict[str, Any], status: int, words: tuple[str, ...]
 ) -> None:
     kwargs = dict(kwargs)
-    headers = {**ADMIN, **kwargs.pop("headers", {})}
+    headers = {**stack.auth(ADMIN), **kwargs.pop("headers", {})}
     r = stack.client.simulate_request(method, path, headers=headers, **kwargs)
     assert_fault(r, status, FAULT_NAMES[status], *words)
 
@@ -655,6 +714,8 @@ def test_under_gunicorn(api_settings: Settings, projector: None, tmp_path: Path)
     """``gunicorn 'api.app:get_app()'`` with two workers, composed after the fork, spoken to over HTTP."""
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
+    seeded = bootstrap.main(api_settings, ADMIN_PASSWORD)
+    assert seeded.generated_password is None
     env = {**os.environ, **api_settings.to_env(), "PYTHONPATH": str(ROOT)}
     log_path = tmp_path / "gunicorn.log"
     with log_path.open("wb") as log_file:
@@ -676,8 +737,18 @@ def test_under_gunicorn(api_settings: Settings, projector: None, tmp_path: Path)
         assert status == 200 and doc["versions"][0]["id"] == "v2.1"
         assert headers["x-openstack-request-id"].startswith("req-")
 
+        def send(method: str, path: str, headers: dict[str, str], body: Any) -> tuple[int, Any, Any]:
+            data = None if body is None else serialization.dumps(body)
+            status, got, doc = _http(method, f"{base}{path}", data, headers)
+            return status, {"X-Subject-Token": got.get("x-subject-token", ""), **got}, doc
+
+        # Tokens from one worker work on the other: both read the same key file.
+        identities = Identities(send)
+        admin = {"X-Auth-Token": identities.login_admin(after=seeded.position)}
+        P1 = identities.persona("bob", "p1", "member")
+
         flavor = {"flavor": {"name": "m1.tiny", "ram": 512, "vcpus": 1, "disk": 1}}
-        status, headers, doc = _http("POST", f"{base}/v2.1/flavors", serialization.dumps(flavor))
+        status, headers, doc = _http("POST", f"{base}/v2.1/flavors", serialization.dumps(flavor), admin)
         assert status == 200, doc
         flavor_id = doc["flavor"]["id"]
 
@@ -704,10 +775,12 @@ def test_under_gunicorn(api_settings: Settings, projector: None, tmp_path: Path)
         assert status == 404 and doc["itemNotFound"]["code"] == 404
 
         # Bad input over a real socket: a body over the limit and malformed JSON.
-        status, _, doc = _http("POST", f"{base}/v2.1/servers", BIG)
+        status, _, doc = _http("POST", f"{base}/v2.1/servers", BIG, P1)
         assert status == 413 and "overLimit" in doc
-        status, _, doc = _http("POST", f"{base}/v2.1/servers", b"{")
+        status, _, doc = _http("POST", f"{base}/v2.1/servers", b"{", P1)
         assert status == 400 and "badRequest" in doc
+        status, headers, doc = _http("POST", f"{base}/v2.1/servers", b"{}")
+        assert status == 401 and headers["www-authenticate"] == f'Keystone uri="{base}/identity"', doc
     finally:
         proc.terminate()
         proc.wait(timeout=20)

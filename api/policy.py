@@ -1,0 +1,151 @@
+"""Who may do what: Nova's and Keystone's default policies, as one table of named rules.
+
+Roles come from Keystone's defaults, each implying the next: ``admin`` → ``manager`` → ``member``
+→ ``reader`` (a token's roles include the implied ones). The rules are Nova's 2023+ defaults
+(``nova/policies/base.py``) without system scope: an ``admin`` of any project administers the
+cloud, as Nova's legacy ``context_is_admin`` does.
+
+- ``ADMIN``: ``role:admin``.
+- ``PROJECT_READER_OR_ADMIN``: admin, or ``reader`` in the target's project.
+- ``PROJECT_MEMBER_OR_ADMIN``: admin, or ``member`` in the target's project.
+- ``PROJECT_MANAGER_OR_ADMIN``: admin, or ``manager`` in the target's project.
+- ``ANYONE``: any authenticated caller.
+
+A resource declares a route's rule with a hook, checked before the responder runs, against the
+caller's own project (the resource then scopes what it reads to that project, so another project's
+resource is a 404, never a 403):
+
+    @falcon.before(policy.require("os_compute_api:servers:create"))
+    def on_post(self, req, resp): ...
+
+or checks in code, with the resource's project once it knows it:
+``policy.authorize(req.context.actor, "os_compute_api:servers:show", project_id=row["project_id"])``.
+A rule name that is not in ``RULES`` is a bug caught when the module is imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import falcon
+
+from api.errors import Forbidden
+from stratus.context import Actor
+
+Check = Callable[[Actor, "str | None"], bool]
+
+
+def _admin(actor: Actor, project_id: str | None) -> bool:
+    return "admin" in actor.roles
+
+
+def _project(role: str) -> Check:
+    def check(actor: Actor, project_id: str | None) -> bool:
+        own = project_id is None or project_id == actor.project_id
+        return _admin(actor, project_id) or (role in actor.roles and own)
+
+    return check
+
+
+def _anyone(actor: Actor, project_id: str | None) -> bool:
+    return True
+
+
+ADMIN: Check = _admin
+PROJECT_READER_OR_ADMIN: Check = _project("reader")
+PROJECT_MEMBER_OR_ADMIN: Check = _project("member")
+PROJECT_MANAGER_OR_ADMIN: Check = _project("manager")
+ANYONE: Check = _anyone
+
+
+@dataclass(frozen=True)
+class Rule:
+    check: Check
+    description: str
+
+
+RULES: dict[str, Rule] = {
+    # -- compute: servers -----------------------------------------------------------------------
+    "os_compute_api:servers:index": Rule(PROJECT_READER_OR_ADMIN, "List servers"),
+    "os_compute_api:servers:detail": Rule(PROJECT_READER_OR_ADMIN, "List servers with details"),
+    "os_compute_api:servers:show": Rule(PROJECT_READER_OR_ADMIN, "Show a server"),
+    "os_compute_api:servers:create": Rule(PROJECT_MEMBER_OR_ADMIN, "Create a server"),
+    "os_compute_api:servers:update": Rule(PROJECT_MEMBER_OR_ADMIN, "Update a server"),
+    "os_compute_api:servers:delete": Rule(PROJECT_MEMBER_OR_ADMIN, "Delete a server"),
+    "os_compute_api:servers:index:get_all_tenants": Rule(ADMIN, "List every project's servers"),
+    "os_compute_api:servers:detail:get_all_tenants": Rule(ADMIN, "List every project's servers"),
+    "os_compute_api:servers:allow_all_filters": Rule(ADMIN, "Filter servers by any field"),
+    "os_compute_api:servers:show:host_status": Rule(ADMIN, "See the host's status in a server"),
+    "os_compute_api:os-extended-server-attributes": Rule(ADMIN, "See a server's host"),
+    "os_compute_api:servers:create:forced_host": Rule(ADMIN, "Create a server on a named host"),
+    "os_compute_api:os-admin-actions:reset_state": Rule(ADMIN, "Reset a server's state"),
+    "os_compute_api:os-instance-actions:events:details": Rule(ADMIN, "See a failure's details"),
+    # -- compute: the cloud's own resources -----------------------------------------------------
+    "os_compute_api:os-flavor-manage:create": Rule(ADMIN, "Create a flavor"),
+    "os_compute_api:os-flavor-manage:update": Rule(ADMIN, "Update a flavor"),
+    "os_compute_api:os-flavor-manage:delete": Rule(ADMIN, "Delete a flavor"),
+    "os_compute_api:flavors": Rule(ANYONE, "List and show flavors"),
+    "os_compute_api:os-hypervisors:list": Rule(ADMIN, "List hypervisors"),
+    "os_compute_api:os-hypervisors:list-detail": Rule(ADMIN, "List hypervisors with details"),
+    "os_compute_api:os-hypervisors:show": Rule(ADMIN, "Show a hypervisor"),
+    "os_compute_api:os-services:list": Rule(ADMIN, "List compute services"),
+    "os_compute_api:os-services:update": Rule(ADMIN, "Enable or disable a compute service"),
+    "os_compute_api:os-aggregates:index": Rule(ADMIN, "List host aggregates"),
+    "os_compute_api:os-aggregates:create": Rule(ADMIN, "Create a host aggregate"),
+    "os_compute_api:os-aggregates:show": Rule(ADMIN, "Show a host aggregate"),
+    "os_compute_api:os-aggregates:update": Rule(ADMIN, "Update a host aggregate"),
+    "os_compute_api:os-aggregates:delete": Rule(ADMIN, "Delete a host aggregate"),
+    "os_compute_api:os-aggregates:add_host": Rule(ADMIN, "Add a host to an aggregate"),
+    "os_compute_api:os-aggregates:remove_host": Rule(ADMIN, "Remove a host from an aggregate"),
+    "os_compute_api:os-quota-sets:show": Rule(PROJECT_READER_OR_ADMIN, "Show a project's quotas"),
+    "os_compute_api:os-quota-sets:update": Rule(ADMIN, "Change a project's quotas"),
+    "os_compute_api:os-keypairs:index": Rule(ANYONE, "List your key pairs"),
+    "os_compute_api:os-keypairs:create": Rule(ANYONE, "Create a key pair"),
+    "os_compute_api:os-keypairs:show": Rule(ANYONE, "Show a key pair"),
+    "os_compute_api:os-keypairs:delete": Rule(ANYONE, "Delete a key pair"),
+    "os_compute_api:limits": Rule(ANYONE, "Show your limits"),
+    # -- identity (Keystone's defaults, with admin in any project standing for system admin) ----
+    "identity:list_projects": Rule(ADMIN, "List projects"),
+    "identity:get_project": Rule(PROJECT_READER_OR_ADMIN, "Show a project (your own, or any as admin)"),
+    "identity:create_project": Rule(ADMIN, "Create a project"),
+    "identity:update_project": Rule(ADMIN, "Update (enable, disable) a project"),
+    "identity:list_users": Rule(ADMIN, "List users"),
+    "identity:get_user": Rule(ADMIN, "Show a user (yourself: always allowed)"),
+    "identity:create_user": Rule(ADMIN, "Create a user"),
+    "identity:update_user": Rule(ADMIN, "Update (enable, disable, set the password of) a user"),
+    "identity:list_user_projects": Rule(ADMIN, "List a user's projects (your own: always allowed)"),
+    "identity:list_roles": Rule(ADMIN, "List roles"),
+    "identity:get_role": Rule(ADMIN, "Show a role"),
+    "identity:create_grant": Rule(ADMIN, "Give a user a role in a project"),
+    "identity:revoke_grant": Rule(ADMIN, "Take a user's role in a project away"),
+    "identity:check_grant": Rule(ADMIN, "Check a user's role in a project"),
+    "identity:list_grants": Rule(ADMIN, "List a user's roles in a project"),
+    "identity:list_role_assignments": Rule(ADMIN, "List role assignments"),
+    "identity:list_domains": Rule(ADMIN, "List domains"),
+    "identity:get_domain": Rule(ANYONE, "Show a domain"),
+    "identity:validate_token": Rule(ADMIN, "Validate another user's token (your own: always allowed)"),
+    "identity:revoke_token": Rule(ADMIN, "Revoke another user's token (your own: always allowed)"),
+}
+
+
+def allowed(actor: Actor, rule: str, *, project_id: str | None = None) -> bool:
+    return RULES[rule].check(actor, project_id)
+
+
+def authorize(actor: Actor, rule: str, *, project_id: str | None = None) -> None:
+    """Raise 403 unless ``actor`` may do ``rule`` (on a resource of ``project_id``, if given)."""
+    if not allowed(actor, rule, project_id=project_id):
+        raise Forbidden(f"Policy doesn't allow {rule} to be performed.")
+
+
+def require(rule: str) -> Callable[..., None]:
+    """A falcon ``before`` hook checking ``rule`` against the caller's own project."""
+    if rule not in RULES:
+        raise KeyError(f"no policy rule named {rule!r}")
+
+    def hook(req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]) -> None:
+        authorize(req.context.actor, rule)
+
+    return hook
