@@ -152,6 +152,7 @@ class Handlers:
         self._new_id = new_id
         self._attempts = attempts
         self.network = network  # the fixed network servers get an address on (None: no addresses)
+        self._usage_epochs: dict[str, int] = {}  # project -> the epoch of its usage last seen current
 
     # -- plumbing -------------------------------------------------------------------------------
     def _get(self, cls: type[A], aggregate_id: UUID, what: str) -> A:
@@ -240,8 +241,8 @@ class Handlers:
             ids = [self._new_id() for _ in range(cmd.count)]
 
         def decide() -> ServersCreated:
-            usage = self.usage(cmd.project_id)
-            usage.charge([str(i) for i in ids], flavor.vcpus, flavor.ram, self.limits(cmd.project_id))
+            books = self._usage_to_save(self.usage(cmd.project_id))
+            books[-1].charge([str(i) for i in ids], flavor.vcpus, flavor.ram, self.limits(cmd.project_id))
             network = self._network_for(cmd.networks)
             instances = []
             for index, server_uuid in enumerate(ids):
@@ -267,7 +268,7 @@ class Handlers:
                         reservation_id=cmd.reservation_id,
                     )
                 )
-            aggregates = [usage, *([network] if network is not None else []), *instances]
+            aggregates = [*books, *([network] if network is not None else []), *instances]
             aggregates += self._joined_group(cmd, ids)
             try:
                 position = self._save(*aggregates)
@@ -277,18 +278,37 @@ class Handlers:
                 raise  # lost a race for an address: decide again
             return ServersCreated(str(ids[0]), position, tuple(map(str, ids)), cmd.reservation_id)
 
-        # Every create in a project appends to its usage: many may race, each re-decides.
-        return self._retrying(decide, attempts=max(self._attempts, 30), backoff=0.005)
+        return self._retrying_on_usage(decide)
+
+    def _retrying_on_usage(self, decide: Callable[[], T]) -> T:
+        """Every create, fault and delete in a project appends to its usage: many may race, each
+        re-decides after a short random wait."""
+        return self._retrying(decide, attempts=max(self._attempts, 100), backoff=0.01)
 
     def usage(self, project_id: str) -> ProjectUsage:
-        """The project's quota usage as the log has it (a project without servers has none)."""
-        try:
-            agg: Aggregate = self.app.repository.get(usage_aggregate_id(project_id))
-        except AggregateNotFoundError:
-            return ProjectUsage.open(project_id)
-        if not isinstance(agg, ProjectUsage):
-            raise NotFound(f"Quota usage of project {project_id} could not be found.")
-        return agg
+        """The project's quota usage as the log has it: its current epoch (a project without servers
+        has none yet). A stale remembered epoch only costs walking forward to the current one."""
+        epoch = self._usage_epochs.get(project_id, 0)
+        while True:
+            try:
+                agg: Aggregate = self.app.repository.get(usage_aggregate_id(project_id, epoch))
+            except AggregateNotFoundError:
+                if epoch == 0:
+                    return ProjectUsage.open(project_id)
+                raise  # a closed epoch always has a successor: the two are appended together
+            if not isinstance(agg, ProjectUsage):
+                raise NotFound(f"Quota usage of project {project_id} could not be found.")
+            if not agg.closed:
+                if len(self._usage_epochs) > 100_000:
+                    self._usage_epochs.clear()
+                self._usage_epochs[project_id] = epoch
+                return agg
+            epoch += 1
+
+    def _usage_to_save(self, usage: ProjectUsage) -> list[ProjectUsage]:
+        """``usage`` and, once its epoch is full, the next epoch it is carried into (its changes then
+        move there: the caller charges or releases on the last element)."""
+        return [usage, usage.carry_forward()] if usage.full and not usage.closed else [usage]
 
     def limits(self, project_id: str) -> Mapping[str, int]:
         """The project's quota limits (os-quota-sets), Nova's defaults where none were set."""
@@ -384,7 +404,7 @@ class Handlers:
                 return Result(cmd.server_id, self._save(inst, *released, *self._left_group(inst)))
             return Result(cmd.server_id, self._save(inst))
 
-        return self._retrying(decide)
+        return self._retrying_on_usage(decide)
 
     # -- scheduler and hypervisor commands ------------------------------------------------------
     def place_instance(self, cmd: PlaceInstance) -> Result:
@@ -411,7 +431,7 @@ class Handlers:
             released = (*self._released_on_host(inst), *self._released_from_quota(inst, resources_only=True))
             return Result(cmd.server_id, self._save(inst, *released))
 
-        return self._retrying(decide)
+        return self._retrying_on_usage(decide)
 
     def start_spawning(self, cmd: StartSpawning) -> Result:
         def decide() -> Result:
@@ -443,7 +463,7 @@ class Handlers:
             )
             return Result(cmd.server_id, self._save(inst, *released))
 
-        return self._retrying(decide)
+        return self._retrying_on_usage(decide)
 
     def _released_on_host(self, inst: Instance) -> Sequence[Host]:
         if inst.host is None:
@@ -492,8 +512,12 @@ class Handlers:
     def _released_from_quota(self, inst: Instance, resources_only: bool = False) -> Sequence[ProjectUsage]:
         """The project's usage, giving back what the instance held (only its cores and RAM on a fault)."""
         usage = self.usage(inst.project_id)
-        changed = usage.release_resources(inst.server_id) if resources_only else usage.release(inst.server_id)
-        return (usage,) if changed else ()
+        held = inst.server_id in usage.holdings
+        books = self._usage_to_save(usage) if held else [usage]
+        current = books[-1]
+        server = inst.server_id
+        changed = current.release_resources(server) if resources_only else current.release(server)
+        return books if changed else ()
 
     def _released_on_networks(self, inst: Instance) -> Sequence[Network]:
         """The networks whose addresses the (deleted) instance gives back."""

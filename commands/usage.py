@@ -10,6 +10,13 @@ What an instance holds follows Nova's counting: the instance counts towards ``in
 is deleted; its cores and RAM are given back when it is deleted or when it fails (a faulted build
 holds no resources on a host either). Releases are appended atomically with the instance event that
 causes them, as the host's claims are, so usage cannot drift from the servers that exist.
+
+Every create of a project goes through this aggregate, so its history grows with the project's
+life, and loading it (every create does) would grow with it. The usage is therefore kept in
+*epochs*: once an epoch holds ``EPOCH_EVENTS`` events, the next write closes it (``BooksClosed``)
+and opens the next epoch's aggregate with the live holdings carried forward (``Opened``), in the
+same atomic append and under the closed epoch's concurrency check. A load reads one short epoch;
+``Handlers`` remembers the current epoch of each project and walks forward from there.
 """
 
 from __future__ import annotations
@@ -27,24 +34,50 @@ _NS = uuid5(NAMESPACE_URL, "urn:stratus:project-usage")
 COUNTED = ("instances", "cores", "ram")
 
 
-def usage_aggregate_id(project_id: str) -> UUID:
-    return uuid5(_NS, project_id)
+# Events in one epoch before the books are closed and carried forward into the next one.
+EPOCH_EVENTS = 64
+
+
+def usage_aggregate_id(project_id: str, epoch: int = 0) -> UUID:
+    return uuid5(_NS, project_id if epoch == 0 else f"{project_id}\x00{epoch}")
 
 
 class ProjectUsage(Aggregate):
     @staticmethod
-    def create_id(project_id: str) -> UUID:
-        return usage_aggregate_id(project_id)
+    def create_id(project_id: str, epoch: int = 0, holdings: object = None) -> UUID:
+        return usage_aggregate_id(project_id, epoch)
 
     @event("Opened")
-    def __init__(self, project_id: str) -> None:
+    def __init__(
+        self, project_id: str, epoch: int = 0, holdings: dict[str, dict[str, int]] | None = None
+    ) -> None:
         self.project_id = project_id
+        self.epoch = epoch
         # instance id -> {"cores": n, "ram": mb}; an instance whose resources were given back has zeros.
-        self.holdings: dict[str, dict[str, int]] = {}
+        self.holdings: dict[str, dict[str, int]] = dict(holdings or {})
+        self.closed = False
 
     @classmethod
     def open(cls, project_id: str) -> ProjectUsage:
         return cls(project_id=project_id)  # type: ignore[arg-type]
+
+    # -- epochs ---------------------------------------------------------------------------------
+    @property
+    def full(self) -> bool:
+        return self.version >= EPOCH_EVENTS
+
+    def carry_forward(self) -> ProjectUsage:
+        """Close this epoch and open the next with the live holdings; both go in the caller's append."""
+        if self.closed:
+            raise ValueError(f"epoch {self.epoch} of project {self.project_id}'s usage is closed")
+        self._books_closed(self.epoch + 1)
+        return ProjectUsage(  # type: ignore[arg-type]
+            project_id=self.project_id, epoch=self.epoch + 1, holdings=dict(self.holdings)
+        )
+
+    @event("BooksClosed")
+    def _books_closed(self, next_epoch: int) -> None:
+        self.closed = True
 
     def used(self) -> dict[str, int]:
         h = self.holdings.values()

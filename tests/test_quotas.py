@@ -24,9 +24,10 @@ from commands.handlers import (
     RegisterHost,
 )
 from commands.instance import Instance
+from commands.operations import Operations
 from commands.quota import DEFAULT_LIMITS
 from commands.states import VmState
-from commands.usage import ProjectUsage
+from commands.usage import EPOCH_EVENTS, ProjectUsage, usage_aggregate_id
 from projections.usage_queries import project_usage
 from stratus.config import Settings
 from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
@@ -156,7 +157,9 @@ def test_deletes_and_faults_give_usage_back_while_creates_race(
         return h.create_server(CreateServer(f"new-{i}", "p1", "u1", "1"))
 
     results = race(settings, 12, act)
-    assert all(isinstance(r, QuotaExceeded) for r in results if isinstance(r, Exception))
+    assert all(isinstance(r, QuotaExceeded) for r in results if isinstance(r, Exception)), [
+        repr(r) for r in results if isinstance(r, Exception)
+    ]
     used = assert_usage_consistent(handlers, database_url, "p1")
     assert used["instances"] <= DEFAULT_LIMITS["instances"] and used["cores"] <= DEFAULT_LIMITS["cores"]
     created = sum(1 for r in results[4:] if not isinstance(r, Exception))
@@ -185,3 +188,31 @@ def test_the_domain_rule() -> None:
     assert usage.used() == {"instances": 2, "cores": 2, "ram": 100}
     assert usage.release("a") and not usage.release("a") and not usage.release_resources("zzz")
     usage.charge([str(i) for i in range(100)], 10**6, 10**6, {"instances": -1, "cores": -1, "ram": -1})
+
+
+def test_usage_rolls_into_new_epochs_without_losing_the_race(
+    handlers: Handlers, settings: Settings, database_url: str
+) -> None:
+    """A project's usage closes its books every EPOCH_EVENTS events; racing creates across the rollover
+    still stop at the quota, and what was charged in an old epoch is released in the new one."""
+    operations = Operations(handlers.app)
+    operations.set_quota("p1", {"instances": 80, "cores": -1, "ram": -1}, {})
+    old = handlers.create_server(CreateServer("old", "p1", "u1", "1", count=30)).ids
+    for server_id in old[:28]:
+        handlers.delete_server(DeleteServer(server_id, "p1"))
+    assert handlers.usage("p1").epoch == 0 and handlers.usage("p1").version == 59
+    operations.set_quota("p1", {"instances": 12}, {"instances": 2})
+
+    results = race(settings, 20, lambda h, i: h.create_server(CreateServer(f"vm-{i}", "p1", "u1", "1")))
+    created = [r for r in results if not isinstance(r, Exception)]
+    assert len(created) == 10 and all(isinstance(r, QuotaExceeded) for r in results if r not in created)
+    usage = handlers.usage("p1")
+    assert usage.epoch == 1 and usage.version < EPOCH_EVENTS
+    assert handlers.app.repository.get(usage_aggregate_id("p1", 0)).closed
+
+    handlers.delete_server(DeleteServer(old[29], "p1"))  # charged in epoch 0, released in epoch 1
+    assert assert_usage_consistent(handlers, database_url, "p1") == {
+        "instances": 11,
+        "cores": 11,
+        "ram": 5632,
+    }
