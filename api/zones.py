@@ -111,7 +111,6 @@ class _Aggregates:
         """Answer with the aggregate as the log has it now (the read model may not have it yet)."""
         agg = self._ops.host_aggregate(aggregate_uuid)
         resp.set_header(POSITION_HEADER, str(position))
-        now = _time(datetime.now(UTC))
         resp.media = {
             "aggregate": {
                 "id": agg.number,
@@ -121,7 +120,7 @@ class _Aggregates:
                 "hosts": list(agg.hosts),
                 "metadata": dict(agg.metadata),
                 "created_at": _time(agg.created_on),
-                "updated_at": now,
+                "updated_at": _time(agg.modified_on),
                 "deleted_at": None,
                 "deleted": False,
             }
