@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import threading
 import uuid
+from functools import partial
 
 import orjson
 
@@ -130,21 +131,21 @@ def main(argv: list[str] | None = None) -> int:
                 bench.measure("no quota (Requested alone)", "creates", lambda: no_quota(app, args.creates))
                 bench.measure(
                     "project filter check (one publish)", "creates",
-                    lambda p=project: project_filter(bridge, settings, args.creates, p),
+                    partial(project_filter, bridge, settings, args.creates, project),
                     floor="no quota (Requested alone)",
                 )  # fmt: skip
                 bench.measure(
                     "ProjectUsage (Handlers.create_server)", "creates",
-                    lambda p=project: with_usage(handlers, args.creates, p),
+                    partial(with_usage, handlers, args.creates, project),
                     floor="no quota (Requested alone)",
                 )  # fmt: skip
                 bench.measure(
                     f"{args.clients} clients, own projects", "creates",
-                    lambda t=f"c{r}": contended(settings, args.clients, per_client, False, t),
+                    partial(contended, settings, args.clients, per_client, False, f"c{r}"),
                 )  # fmt: skip
                 bench.measure(
                     f"{args.clients} clients, one project", "creates",
-                    lambda t=f"c{r}": contended(settings, args.clients, per_client, True, t),
+                    partial(contended, settings, args.clients, per_client, True, f"c{r}"),
                     floor=f"{args.clients} clients, own projects",
                 )  # fmt: skip
             print(f"load average at end: {loadavg()}; recorder stats: {dict(app.recorder.stats)}")  # type: ignore[attr-defined]
