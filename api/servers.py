@@ -229,7 +229,7 @@ class ServerCollection(_Servers):
             project_id=actor.project_id,
             user_id=actor.user_id,
             flavor_ref=_id_from_ref(server["flavorRef"]),
-            image_ref=_id_from_ref(server.get("imageRef", "")),
+            image_ref=_image_ref(server),
             metadata=dict(server.get("metadata", {})),
             availability_zone=server.get("availability_zone"),
             idempotency_key=key,
@@ -355,7 +355,20 @@ def _id_from_ref(ref: str | int) -> str:
 def _networks(value: str | list[dict[str, str]]) -> str | tuple[str, ...]:
     if isinstance(value, str):
         return value
+    if not value:
+        return "auto"  # before 2.37 an empty list means "the networks available", as no list does
     return tuple(item["uuid"].lower() for item in value)
+
+
+def _image_ref(server: dict[str, Any]) -> str:
+    """The image to boot: ``imageRef``, or the image of the one local-boot block device mapping
+    (openstackclient sends both; Nova accepts either)."""
+    image_ref = _id_from_ref(server.get("imageRef", ""))
+    for mapping in server.get("block_device_mapping_v2", ()):
+        if image_ref and mapping["uuid"] != image_ref:
+            raise BadRequest("The block device mapping's image must be the server's imageRef.")
+        image_ref = mapping["uuid"]
+    return image_ref
 
 
 def _field_filters(req: falcon.Request) -> dict[str, Any]:
