@@ -17,6 +17,7 @@ from psycopg.rows import dict_row
 
 from api.credentials import Credentials, ensure_schema
 from commands.identity_handlers import IdentityHandlers
+from projections.schema import ensure_live_schema
 from stratus.config import Settings
 from stratus.context import SYSTEM, CommandContext, acting
 
@@ -58,6 +59,7 @@ def main(settings: Settings, password: str | None) -> Seeded:
     try:
         with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
             ensure_schema(conn)
+            ensure_live_schema(conn)  # so that the API can answer before the projector's first batch
             handlers = IdentityHandlers(Stratus(Factory(bridge=bridge, settings=settings)))
             return seed(handlers, Credentials(lambda: contextlib.nullcontext(conn)), password)
     finally:

@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from projections.queries import ReadModelUnavailable
 from projections.schema import LIVE_SCHEMA
 
 Row = dict[str, Any]
@@ -30,9 +31,12 @@ class Subject:
 
 
 def _all(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> list[Row]:
-    with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(query.format(s=_S), params)  # type: ignore[arg-type]
-        return cur.fetchall()
+    try:
+        with conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(query.format(s=_S), params)  # type: ignore[arg-type]
+            return cur.fetchall()
+    except psycopg.errors.UndefinedTable as e:
+        raise ReadModelUnavailable(f"the read models are not there yet: {e}") from e
 
 
 def _one(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> Row | None:

@@ -17,7 +17,6 @@ import dataclasses
 import fcntl
 import importlib
 import importlib.metadata
-import json
 import os
 import shlex
 import signal
@@ -26,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from stratus.config import Settings
 from stratus.supervisor import ChildProcess, Part, ServicePart, Supervisor, http_responding
@@ -46,6 +45,8 @@ ENTRY_POINTS = {
 }
 WSGI_APP = "api.app:get_app()"
 WATCH_APP = "api.watch:get_app()"
+# The first run's admin password (read once by `run`, never passed on to the parts).
+ADMIN_PASSWORD_ENV = "STRATUS_ADMIN_PASSWORD"
 # Parts that read or write the read models; the others touch only the event log.
 NEEDS_DATABASE = {"api", "projector", "rebuild"}
 
@@ -100,6 +101,7 @@ def _with_database(settings: Settings) -> Settings:
 
 def _child_env(settings: Settings) -> dict[str, str]:
     env = dict(os.environ)
+    env.pop(ADMIN_PASSWORD_ENV, None)  # a secret for the seeding, not for the parts
     env.update(settings.to_env())
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
@@ -234,13 +236,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
         pg = postgres.EmbeddedPostgres(data_dir / "pg")
         parts.append(_postgres_part(pg))
 
-    def child_env() -> dict[str, str]:
+    def resolved() -> Settings:
         s = settings
         if nats is not None:
             s = dataclasses.replace(s, nats_urls=(nats.url,))
         if pg is not None:
             s = dataclasses.replace(s, database_url=pg.url)
-        return _child_env(s)
+        return s
+
+    def child_env() -> dict[str, str]:
+        return _child_env(resolved())
+
+    # Identity: the default roles, the admin project and user, the admin's password (first run).
+    admin_password = os.environ.get(ADMIN_PASSWORD_ENV) or None
+    seeded: list[Any] = []
+    parts.append(_identity_part(lambda: seeded.append(_seed_identity(resolved(), admin_password))))
 
     output_lock = threading.Lock()
     api_url = f"http://{_client_address(settings.api_bind)}/v2.1"
@@ -266,7 +276,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     def on_ready(started: Sequence[Part]) -> None:
         with output_lock:
-            sys.stdout.write(_banner(started, api_url))
+            generated = seeded[0].generated_password if seeded else None
+            sys.stdout.write(_banner(started, api_url, generated))
             sys.stdout.flush()
 
     supervisor = Supervisor(parts, grace=args.grace, settle=2.0, log=sys.stderr, on_ready=on_ready)
@@ -359,6 +370,24 @@ def _postgres_part(pg: postgres.EmbeddedPostgres) -> Part:
     )
 
 
+def _seed_identity(settings: Settings, password: str | None) -> Any:
+    bootstrap = importlib.import_module("api.bootstrap")
+    return bootstrap.main(settings, password)
+
+
+def _identity_part(seed: Callable[[], None]) -> Part:
+    """Seeding as a part that starts (runs to the end) before the API and stays 'up' afterwards."""
+    return ServicePart(
+        "identity",
+        start=seed,
+        stop=lambda: None,
+        exit_status=lambda: None,
+        address="user admin in project admin (domain Default)",
+        # Whatever stops the seeding (PostgreSQL, JetStream, a bug) stops the run, with its message.
+        errors=(Exception,),
+    )
+
+
 def _client_address(bind: str) -> str:
     """Where a client on this machine reaches a server bound to ``bind``."""
     host, _, port = bind.rpartition(":")
@@ -369,20 +398,32 @@ def _client_address(bind: str) -> str:
     return f"{host}:{port}"
 
 
-def _banner(started: Sequence[Part], api_url: str) -> str:
+def _banner(started: Sequence[Part], api_url: str, generated_password: str | None = None) -> str:
     width = max(len(p.name) for p in started)
     lines = ["", "Stratus is running:"]
     lines += [f"  {p.name:<{width}}  {p.address or '(running)'}" for p in started]
-    flavor = {"flavor": {"name": "m1.tiny", "id": "m1.tiny", "ram": 512, "vcpus": 1, "disk": 1}}
-    # No imageRef: a server may boot nothing on libvirt's test driver; a real one names an uploaded image.
-    server = {"server": {"name": "vm1", "flavorRef": "m1.tiny"}}
-    json_header = "-H 'Content-Type: application/json'"
+    base = api_url.rsplit("/v2.1", 1)[0]
+    if generated_password:
+        password = shlex.quote(generated_password)
+        note = "this first run generated the admin password: it is shown once, here, and stored only hashed"
+    else:
+        password = f"'<{ADMIN_PASSWORD_ENV}, or the password printed by the first run>'"
+        note = "the admin password is the one set on the first run"
     lines += [
         "",
-        "Try it (the API has no authentication yet):",
-        f"  curl -s {json_header} {api_url}/flavors -d {shlex.quote(json.dumps(flavor))}",
-        f"  curl -s {json_header} {api_url}/servers -d {shlex.quote(json.dumps(server))}",
-        f"  curl -s {api_url}/servers/detail",
+        f"Use it with the openstack CLI ({note}):",
+        f"  export OS_AUTH_URL={base}/identity/v3",
+        "  export OS_IDENTITY_API_VERSION=3",
+        "  export OS_USERNAME=admin",
+        f"  export OS_PASSWORD={password}",
+        "  export OS_PROJECT_NAME=admin",
+        "  export OS_USER_DOMAIN_NAME=Default",
+        "  export OS_PROJECT_DOMAIN_NAME=Default",
+        "  openstack flavor create --ram 512 --disk 1 --vcpus 1 m1.tiny",
+        "  head -c 1048576 /dev/zero > tiny.img",
+        "  openstack image create --file tiny.img --disk-format raw --container-format bare tiny",
+        "  openstack server create --flavor m1.tiny --image tiny --no-network --wait vm1",
+        "  openstack server list",
         "",
         "Ctrl-C stops everything.",
         "",

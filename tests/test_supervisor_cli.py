@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import fcntl
 import importlib.util
+import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +22,7 @@ import pytest
 
 from stratus import cli
 from stratus.postgres import EmbeddedPostgres
+from tests.fixtures.identity import password_auth
 
 ROOT = Path(__file__).resolve().parent.parent
 STRATUS = [sys.executable, "-m", "stratus.cli"]
@@ -154,16 +158,44 @@ def test_run_starts_the_control_plane_and_stops_it_on_sigterm(pg_tmp_path: Path)
         else:
             pytest.fail("stratus run stopped before it was ready:\n" + "".join(output[-60:]))
         banner = "".join(output)
-        for part in ("nats", "postgres", "api", "projector", "scheduler", "hypervisor"):
+        for part in ("nats", "postgres", "identity", "api", "projector", "scheduler", "hypervisor"):
             assert f"  {part} " in banner
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/") as r:
             assert r.status == 200
+        # The first run generated the admin's password and printed it in the OS_* variables: it works.
+        assert f"export OS_AUTH_URL=http://127.0.0.1:{port}/identity/v3" in banner
+        match = re.search(r"export OS_PASSWORD=(\S+)", banner)
+        assert match is not None, banner
+        password = match.group(1)
+        assert _token(port, password)
     finally:
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, rest[-3000:]
+    # Shown once, in the banner, and in no part's output.
+    assert banner.count(password) == 1 and password not in rest
     assert not EmbeddedPostgres(data / "pg").is_running()
     assert nats_servers_using(data / "nats") == []
+
+
+def _token(port: int, password: str) -> str:
+    """An admin token, once the projector has applied the seed (a moment after the banner)."""
+    body = json.dumps(password_auth("admin", password, "admin")).encode()
+    deadline = time.monotonic() + 20
+    while True:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/identity/v3/auth/tokens",
+            data=body,
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(req) as r:
+                assert r.status == 201
+                return str(r.headers["X-Subject-Token"])
+        except urllib.error.HTTPError as e:
+            assert e.code in (401, 503) and time.monotonic() < deadline, e.read()
+            time.sleep(0.2)
 
 
 def test_one_run_per_data_dir(tmp_path: Path) -> None:
