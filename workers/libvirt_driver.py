@@ -111,7 +111,8 @@ def domain_xml(guest: GuestSpec, *, arch: str | None = None) -> str:
     devices = ET.SubElement(dom, "devices")
     if guest.console_log:
         serial = ET.SubElement(devices, "serial", type="file")
-        ET.SubElement(serial, "source", path=guest.console_log)
+        # Appended, not truncated, on every start: the console log keeps the guest's whole history.
+        ET.SubElement(serial, "source", path=guest.console_log, append="on")
         ET.SubElement(serial, "target", port="0")
     return ET.tostring(dom, encoding="unicode")
 
