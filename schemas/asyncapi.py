@@ -92,12 +92,20 @@ def _event_types() -> dict[tuple[str, str], list[int]]:
     return {k: sorted(v) for k, v in sorted(types.items())}
 
 
+# Nova's versioned notifications that projections/notifications.py publishes (a test holds the two equal).
+NOTIFICATION_EVENT_TYPES = (
+    "instance.create.start", "instance.create.end", "instance.create.error",
+    "instance.delete.start", "instance.delete.end", "instance.lock", "instance.unlock", "instance.update",
+    *sorted(
+        f"instance.{a}.{p}"
+        for a in ("pause", "power_off", "power_on", "reboot", "resume", "suspend", "unpause")
+        for p in ("start", "end", "error")
+    ),
+)  # fmt: skip
+
+
 def notification_types() -> list[str]:
-    """Nova-shaped versioned notifications published by projections/notifications.py."""
-    folder = resources.files("schemas").joinpath("notifications")
-    if not folder.is_dir():
-        return []
-    return sorted(p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json"))
+    return sorted(NOTIFICATION_EVENT_TYPES)
 
 
 def document(prefix: str = DEFAULT_PREFIX) -> dict[str, Any]:
@@ -138,12 +146,13 @@ def document(prefix: str = DEFAULT_PREFIX) -> dict[str, Any]:
             "name": event_type,
             "title": f"Nova versioned notification {event_type}",
             "contentType": "application/json",
-            "payload": {"$ref": f"notifications/{event_type}.json"},
+            "payload": {"$ref": "notifications/instance.v1.json"},
         }
         channels[key] = {
             "address": f"{NOTIFICATION_PREFIX}.{event_type}",
             "title": event_type,
-            "description": "Nova's versioned notification (oslo.messaging envelope), core NATS (not stored).",
+            "description": "Nova's versioned notification (oslo.messaging envelope), on the stream "
+            "<stream>_NOTIFICATIONS; Stratus-Source-Position names the log event it came from.",
             "messages": {key: {"$ref": f"#/components/messages/{key}"}},
         }
         operations[f"receive.{key}"] = {

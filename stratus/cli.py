@@ -42,6 +42,7 @@ ENTRY_POINTS = {
     "rebuild": "projections.rebuild:main",
     "scheduler": "workers.scheduler:main",
     "hypervisor": "workers.hypervisor:main",
+    "notifier": "projections.notifications:main",
 }
 WSGI_APP = "api.app:get_app()"
 WATCH_APP = "api.watch:get_app()"
@@ -489,6 +490,7 @@ def _parser() -> argparse.ArgumentParser:
     from stratus.audit import cli as audit_cli
 
     audit_cli.add_parser(sub, common, _cmd_audit)
+    add("notifier", _cmd_part, "publishes Nova-compatible versioned notifications projected from the log")
     watch = add("watch", _cmd_watch, "the event stream over HTTP (server-sent events), threaded")
     watch.add_argument("--bind", help="address to listen on (STRATUS_WATCH_BIND, default 127.0.0.1:8775)")
     watch.add_argument("--threads", type=int, help="open streams at most (STRATUS_WATCH_THREADS, default 64)")

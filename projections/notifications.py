@@ -1,0 +1,448 @@
+"""Nova's versioned notifications, projected from the log: for tools built on Nova's notification bus.
+
+Instance events become Nova's ``instance.create.start``/``.end``/``.error``,
+``instance.delete.start``/``.end``, ``instance.<power action>.start``/``.end``/``.error``,
+``instance.lock``/``unlock`` and ``instance.update`` (on every change of vm_state, task_state,
+power_state or name), each in oslo.messaging's envelope with Nova's payload objects
+(``InstanceCreatePayload`` 1.11, ``InstanceActionPayload`` 1.7, ``InstanceUpdatePayload`` 1.8, as in
+``nova/notifications/objects/instance.py``). Messages go to their own JetStream stream
+(``<stream>_NOTIFICATIONS``, subjects ``versioned_notifications.<event_type>``), not the log.
+
+Exactly once, without a database: each message carries the position of the event it came from
+(``Stratus-Source-Position``) and a message id derived from that event and the notification type
+(``Nats-Msg-Id``, deduplicated by the stream). On start the notifier reads the last message it
+published and continues after its source position; a crash between two messages of one event
+republishes them and the stream drops the duplicates. Instances are folded in memory from their
+domain events (upcasters apply); an instance first seen mid-life is loaded from the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import nats.js.errors
+import orjson
+from eventsourcing.application import Application
+from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+
+from commands.instance import Instance
+from commands.states import PowerState, VmState
+from stratus.audit import history
+from stratus.config import Settings
+from stratus.eventstore import (
+    EventStoreUnavailable,
+    Factory,
+    JetStreamApplicationRecorder,
+    NatsBridge,
+    decode_message,
+)
+
+log = logging.getLogger("stratus.notifications")
+
+DEFAULT_PREFIX = "versioned_notifications"
+SOURCE_POSITION = "Stratus-Source-Position"
+_NS = uuid.uuid5(uuid.NAMESPACE_URL, "urn:stratus:notification")
+_POWER = {
+    PowerState.NOSTATE: "pending",
+    PowerState.RUNNING: "running",
+    PowerState.PAUSED: "paused",
+    PowerState.SHUTDOWN: "shutdown",
+    PowerState.CRASHED: "crashed",
+    PowerState.SUSPENDED: "suspended",
+}
+# Our action keys → Nova's notification names (nova/compute/manager.py).
+NOVA_ACTIONS = {
+    "start": "power_on",
+    "stop": "power_off",
+    "reboot": "reboot",
+    "reboot_hard": "reboot",
+    "pause": "pause",
+    "unpause": "unpause",
+    "suspend": "suspend",
+    "resume": "resume",
+}
+CREATE = ("InstanceCreatePayload", "1.11")
+ACTION = ("InstanceActionPayload", "1.7")
+UPDATE = ("InstanceUpdatePayload", "1.8")
+EVENT_TYPES = (
+    "instance.create.start", "instance.create.end", "instance.create.error",
+    "instance.delete.start", "instance.delete.end", "instance.lock", "instance.unlock", "instance.update",
+    *sorted({f"instance.{a}.{p}" for a in NOVA_ACTIONS.values() for p in ("start", "end", "error")}),
+)  # fmt: skip
+
+
+def _nova_time(value: datetime | str | None) -> str | None:
+    """Nova's notification timestamps: ISO 8601 UTC with ``Z``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = history.parse_time(value)
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _obj(name: str, version: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "nova_object.name": name,
+        "nova_object.namespace": "nova",
+        "nova_object.version": version,
+        "nova_object.data": data,
+    }
+
+
+@dataclass
+class _Times:
+    launched_at: str | None = None
+    terminated_at: str | None = None
+
+
+@dataclass(frozen=True)
+class Notification:
+    event_type: str
+    priority: str
+    body: dict[str, Any]
+    message_id: str
+
+
+def flavor_payload(flavor: dict[str, Any]) -> dict[str, Any]:
+    return _obj(
+        "FlavorPayload",
+        "1.4",
+        {
+            "flavorid": str(flavor.get("id", flavor.get("flavorid", ""))),
+            "name": flavor.get("name"),
+            "memory_mb": flavor.get("ram"),
+            "vcpus": flavor.get("vcpus"),
+            "root_gb": flavor.get("disk"),
+            "ephemeral_gb": flavor.get("ephemeral", 0),
+            "swap": flavor.get("swap", 0),
+            "rxtx_factor": flavor.get("rxtx_factor", 1.0),
+            "vcpu_weight": 0,
+            "disabled": False,
+            "is_public": flavor.get("is_public", True),
+            "extra_specs": flavor.get("extra_specs", {}),
+            "projects": None,
+            "description": flavor.get("description"),
+        },
+    )
+
+
+def instance_data(
+    i: Instance, times: _Times, envelope: Any, updated_at: str | None, deleted: bool
+) -> dict[str, Any]:
+    """InstancePayload 1.7's fields from the aggregate and the event that changed it."""
+    image = getattr(i, "image", None) or {}
+    return {
+        "uuid": str(i.id),
+        "user_id": i.user_id,
+        "tenant_id": i.project_id,
+        "reservation_id": getattr(i, "reservation_id", None),
+        "display_name": i.name,
+        "display_description": getattr(i, "description", None),
+        "host_name": i.name,
+        "host": i.host,
+        "node": i.host,
+        "os_type": None,
+        "architecture": None,
+        "availability_zone": i.availability_zone,
+        "flavor": flavor_payload(dict(i.flavor)),
+        "image_uuid": image.get("id") if isinstance(image, dict) and image else (i.image_ref or None),
+        "key_name": getattr(i, "key_name", None),
+        "kernel_id": image.get("kernel_id") if isinstance(image, dict) else None,
+        "ramdisk_id": image.get("ramdisk_id") if isinstance(image, dict) else None,
+        "created_at": _nova_time(i.created_on),
+        "launched_at": times.launched_at,
+        "terminated_at": times.terminated_at,
+        "deleted_at": times.terminated_at if deleted else None,
+        "updated_at": updated_at,
+        "state": i.vm_state,
+        "power_state": _POWER.get(i.power_state, "pending"),
+        "task_state": i.task_state,
+        "progress": None,
+        "ip_addresses": [],
+        "block_devices": [],
+        "metadata": dict(i.metadata or {}),
+        "locked": bool(getattr(i, "locked", False)),
+        "auto_disk_config": "MANUAL",
+        "request_id": envelope.requestid or None,
+        "action_initiator_user": envelope.actoruser or None,
+        "action_initiator_project": envelope.actorproject or None,
+    }
+
+
+def _fault(i: Instance) -> dict[str, Any] | None:
+    fault = i.fault
+    if not fault:
+        return None
+    return _obj(
+        "ExceptionPayload",
+        "1.1",
+        {
+            "module_name": "stratus",
+            "function_name": str(fault.get("code", "")),
+            "exception": str(fault.get("code", "")),
+            "exception_message": str(fault.get("message", "")),
+            "traceback": str(fault.get("details", "")),
+        },
+    )
+
+
+def derive(
+    before: Instance | None, after: Instance, event_name: str, event: Any, envelope: Any, times: _Times
+) -> list[Notification]:
+    """The notifications one instance event gives (pure: no I/O)."""
+    when = _nova_time(envelope.time)
+    if event_name == "spawned":
+        times.launched_at = when
+    if event_name == "deleted":
+        times.terminated_at = when
+    deleted = after.vm_state == VmState.DELETED
+    base = instance_data(after, times, envelope, when, deleted)
+    out: list[tuple[str, str, tuple[str, str], dict[str, Any]]] = []
+
+    def action(event_type: str, priority: str = "INFO", fault: bool = False) -> None:
+        out.append((event_type, priority, ACTION, {**base, "fault": _fault(after) if fault else None}))
+
+    def create(event_type: str, priority: str = "INFO", fault: bool = False) -> None:
+        data = {
+            **base,
+            "fault": _fault(after) if fault else None,
+            "keypairs": [],
+            "tags": list(getattr(after, "tags", []) or []),
+            "trusted_image_certificates": None,
+            "instance_name": after.name,
+        }
+        out.append((event_type, priority, CREATE, data))
+
+    if event_name == "requested":
+        create("instance.create.start")
+    elif event_name == "spawned":
+        create("instance.create.end")
+    elif event_name == "faulted" and before is not None and before.vm_state == VmState.BUILDING:
+        create("instance.create.error", "ERROR", fault=True)
+    elif event_name == "deletionrequested":
+        action("instance.delete.start")
+    elif event_name == "deleted":
+        action("instance.delete.end")
+    elif event_name == "locked":
+        action("instance.lock")
+    elif event_name == "unlocked":
+        action("instance.unlock")
+    elif event_name in ("actionrequested", "actionfinished", "actionfailed"):
+        nova = NOVA_ACTIONS.get(getattr(event, "action", ""))
+        if nova is not None:
+            phase = {"actionrequested": "start", "actionfinished": "end", "actionfailed": "error"}[event_name]
+            action(
+                f"instance.{nova}.{phase}", "ERROR" if phase == "error" else "INFO", fault=phase == "error"
+            )
+
+    old = (before.vm_state, before.task_state, before.power_state, before.name) if before else None
+    new = (after.vm_state, after.task_state, after.power_state, after.name)
+    if old is not None and old != new:
+        assert before is not None
+        state_update = _obj(
+            "InstanceStateUpdatePayload",
+            "1.0",
+            {
+                "old_state": before.vm_state,
+                "state": after.vm_state,
+                "old_task_state": before.task_state,
+                "new_task_state": after.task_state,
+            },
+        )
+        data = {
+            **base,
+            "state_update": state_update,
+            "audit_period": _obj(
+                "AuditPeriodPayload", "1.0", {"audit_period_beginning": when, "audit_period_ending": when}
+            ),
+            "bandwidth": [],
+            "old_display_name": before.name if before.name != after.name else None,
+            "tags": list(getattr(after, "tags", []) or []),
+        }
+        out.append(("instance.update", "INFO", UPDATE, data))
+
+    publisher = f"nova-compute:{after.host}" if after.host else "nova-api:stratus"
+    notes = []
+    for event_type, priority, (name, version), data in out:
+        message_id = str(uuid.uuid5(_NS, f"{envelope.id}/{event_type}"))
+        body = {
+            "priority": priority,
+            "event_type": event_type,
+            "timestamp": envelope.time,
+            "publisher_id": publisher,
+            "message_id": message_id,
+            "payload": _obj(name, version, data),
+        }
+        notes.append(Notification(event_type, priority, body, message_id))
+    return notes
+
+
+class Notifier:
+    """Follows the instance events of the log and publishes Nova notifications for them."""
+
+    def __init__(
+        self,
+        app: Application[UUID],
+        recorder: JetStreamApplicationRecorder,
+        *,
+        stream: str,
+        prefix: str = DEFAULT_PREFIX,
+        cache_size: int = 10_000,
+    ) -> None:
+        self.app = app
+        self.recorder = recorder
+        self.bridge: NatsBridge = recorder.bridge
+        self.stream = stream
+        self.prefix = prefix
+        self._instances: OrderedDict[UUID, tuple[Instance, _Times]] = OrderedDict()
+        self._cache_size = cache_size
+        self.position = 0  # the last log position processed (published, or found to need nothing)
+
+    def stream_config(self) -> StreamConfig:
+        return StreamConfig(
+            name=self.stream,
+            description="Nova-compatible versioned notifications projected from the Stratus log",
+            subjects=[f"{self.prefix}.>"],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            discard=DiscardPolicy.OLD,
+            num_replicas=self.recorder.replicas,
+            duplicate_window=self.recorder.duplicate_window,
+            allow_direct=True,
+        )
+
+    def ensure_stream(self) -> None:
+        config = self.stream_config()
+
+        async def ensure() -> None:
+            js = self.bridge.js
+            try:
+                await js.stream_info(self.stream)
+            except nats.js.errors.NotFoundError:
+                with contextlib.suppress(nats.js.errors.BadRequestError):
+                    await js.add_stream(config)
+
+        self.bridge.run(ensure, self.recorder.timeout)
+
+    def last_source_position(self) -> int:
+        """The log position of the event the last published notification came from (0: none yet)."""
+
+        async def last() -> int:
+            try:
+                msg = await self.bridge.js.get_last_msg(self.stream, f"{self.prefix}.>", direct=True)
+            except nats.js.errors.NotFoundError:
+                return 0
+            return int((msg.headers or {}).get(SOURCE_POSITION, "0"))
+
+        return int(self.bridge.run(last, self.recorder.timeout))
+
+    def _instance(self, instance_id: UUID, version: int) -> tuple[Instance | None, _Times]:
+        cached = self._instances.get(instance_id)
+        if cached is not None and cached[0].version == version - 1:
+            self._instances.move_to_end(instance_id)
+            return cached
+        if version == 1:
+            return None, _Times()
+        loaded: Any = self.app.repository.get(instance_id, version=version - 1)
+        assert isinstance(loaded, Instance)
+        return loaded, _Times()
+
+    def process(self, entries: list[history.Entry], raw: list[Any]) -> list[tuple[int, Notification]]:
+        out: list[tuple[int, Notification]] = []
+        for entry, msg in zip(entries, raw, strict=True):
+            topic = entry.envelope.topic
+            if not topic.startswith("commands.instance:Instance."):
+                continue
+            notification, _ = decode_message(msg)
+            event: Any = self.app.mapper.to_domain_event(notification)
+            instance_id = UUID(str(entry.envelope.originator_id))
+            before, times = self._instance(instance_id, entry.envelope.originator_version)
+            snapshot = _copy(before)
+            after = event.mutate(before)
+            assert isinstance(after, Instance)
+            name = topic.rsplit(".", 1)[1].lower()
+            out += [(entry.position, n) for n in derive(snapshot, after, name, event, entry.envelope, times)]
+            self._instances[instance_id] = (after, times)
+            self._instances.move_to_end(instance_id)
+            while len(self._instances) > self._cache_size:
+                self._instances.popitem(last=False)
+        return out
+
+    def publish(self, notes: list[tuple[int, Notification]]) -> None:
+        async def send() -> None:
+            for position, n in notes:
+                headers = {"Nats-Msg-Id": n.message_id, SOURCE_POSITION: str(position)}
+                await self.bridge.js.publish(
+                    f"{self.prefix}.{n.event_type}", orjson.dumps(n.body), stream=self.stream, headers=headers
+                )
+
+        if notes:
+            self.bridge.run(send, self.recorder.timeout)
+
+    def run(self, stop: threading.Event, *, batch: int = 500, idle_wait: float = 1.0) -> None:
+        self.ensure_stream()
+        cursor = self.last_source_position() + 1
+        self.position = cursor - 1
+        log.info("notifier publishing from position %d to %s.>", cursor, self.prefix)
+        filt = self.recorder.layout.kind_filter("instance")
+        while not stop.is_set():
+            last = self.recorder.max_notification_id() or 0
+            while cursor <= last and not stop.is_set():
+                msgs = self.recorder.read_messages(cursor, batch, stop=last, subject_filter=filt)
+                entries = [history.entry_of(m) for m in msgs]
+                self.publish(self.process(entries, msgs))
+                cursor = last + 1 if len(msgs) < batch else entries[-1].position + 1
+                self.position = cursor - 1
+            self.recorder.wait_for_position(last, timeout=idle_wait)
+
+
+def _copy(instance: Instance | None) -> Instance | None:
+    """A shallow copy of the state before an event (mutate changes the aggregate in place)."""
+    if instance is None:
+        return None
+    clone = object.__new__(Instance)
+    clone.__dict__.update(instance.__dict__)
+    return clone
+
+
+@contextlib.contextmanager
+def open_notifier(settings: Settings, *, prefix: str = DEFAULT_PREFIX) -> Iterator[Notifier]:
+    from commands.app import Stratus
+
+    bridge = NatsBridge(settings.nats_urls, name="stratus-notifier").start()
+    try:
+        factory = Factory(bridge=bridge, settings=settings)
+        app = Stratus(factory)
+        yield Notifier(
+            app, factory.application_recorder(), stream=f"{settings.stream}_NOTIFICATIONS", prefix=prefix
+        )
+    finally:
+        bridge.close()
+
+
+def main(settings: Settings, **_: object) -> int:
+    """Entry point of ``stratus notifier``: runs until SIGTERM/SIGINT."""
+    import signal
+
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.is_set():
+        try:
+            with open_notifier(settings) as notifier:
+                notifier.run(stop)
+        except EventStoreUnavailable as e:
+            log.warning("notifier: %s; retrying", e)
+            stop.wait(1.0)
+    return 0
