@@ -156,7 +156,7 @@ def test_version_1_events_replay_into_the_current_shape(
     [entry] = history.all_entries(recorder, server_id)
     assert entry.envelope.schemaversion == 1
     app = Stratus(Factory(bridge=bridge, settings=settings))
-    instance = app.repository.get(server_id)
+    instance: Any = app.repository.get(server_id)
     assert isinstance(instance, Instance)
     assert (instance.name, instance.tags, instance.ports, instance.key_name) == ("old", [], [], None)
     past = asof.state_at(app, recorder, server_id, asof.AsOf(position=position))
