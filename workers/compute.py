@@ -74,7 +74,7 @@ class BootImages:
             raise PermanentVirtError(f"The {role} image {image_id}: {e}") from e
         if not path.is_file():
             raise PermanentVirtError(f"The {role} image {image_id} has no data in the image store at {path}")
-        return str(path)
+        return str(path.absolute())  # libvirtd runs elsewhere: a relative path means nothing to it
 
 
 class Compute:
