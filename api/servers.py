@@ -302,11 +302,25 @@ class ServerItem(_Servers):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
         actor: Actor = req.context.actor
+        scope = auth.server_scope(actor)
         with self._read.connection(req) as conn:
-            row = queries.get_server(conn, server_id, auth.server_scope(actor))
+            row = queries.get_server(conn, server_id, scope)
+            if row is None and self._in_log(server_id, scope):
+                # Created a moment ago (clients read right after POST): wait for the read model to
+                # reach the log's head, once, instead of answering 404 for a server that exists.
+                head = self._handlers.app.recorder.max_notification_id() or 0
+                if queries.wait_for_position(conn, head, UPDATE_READ_WAIT_SECONDS):
+                    row = queries.get_server(conn, server_id, scope)
         if row is None or row["deleted"]:
             raise ItemNotFound(f"Instance {server_id} could not be found.")
         resp.media = {"server": detail_view(req, row, actor)}
+
+    def _in_log(self, server_id: str, scope: str | None) -> bool:
+        try:
+            self._handlers.instance(server_id, scope)
+        except NotFound:
+            return False
+        return True
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
         """Rename the server or change its description; the answer is the server after the change."""
