@@ -29,6 +29,8 @@ from api.auth import Authenticator
 from api.body import MAX_BODY_BYTES, load_validators
 from api.credentials import Credentials, ensure_schema
 from api.middleware import REQUEST_ID_HEADERS, RequestContext
+from api.placement import add_routes as add_placement_routes
+from api.placement.view import ProviderView
 from api.readmodel import ReadModel, open_pool
 from api.server_actions import add_routes as add_server_action_routes
 from api.tokens import TokenSigner, load_or_create_key
@@ -36,6 +38,7 @@ from commands.handlers import Handlers
 from commands.identity_handlers import IdentityHandlers
 from commands.network import FixedNetwork
 from commands.operations import Operations
+from commands.placement import PlacementHandlers
 from stratus import serialization
 from stratus.config import Settings
 
@@ -100,6 +103,7 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1/stratus/history/{kind}/{resource_id}", audit.History(deps.handlers))
     app.add_route("/v2.1/stratus/state/{kind}/{resource_id}", audit.State(deps.handlers))
     app.add_route("/v2.1/stratus/usage/{project_id}", audit.Usage(deps.handlers))
+    add_placement_routes(app, PlacementHandlers(deps.handlers.app), ProviderView(deps.handlers.app))
     identity.add_routes(
         app,
         handlers=IdentityHandlers(deps.handlers.app),

@@ -13,6 +13,15 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from eventsourcing.domain import Aggregate, event
 
 from commands.errors import ConflictingState, InsufficientResources, InvalidInput
+from commands.resource_provider import (
+    CLAIM_FIELDS,
+    Inventory,
+    InventoryInUse,
+    ProviderGenerationConflict,
+    check_fits,
+    check_traits,
+    host_inventories,
+)
 
 _NS = uuid5(NAMESPACE_URL, "urn:stratus:host")
 
@@ -65,6 +74,16 @@ class Host(Aggregate):
         self.forced_down = False
         # The host aggregates this host is in, and the availability zone each gives it (None: none).
         self.aggregate_zones: dict[str, str | None] = {}
+        # As a Placement resource provider (its uuid is this aggregate's id): inventories per resource
+        # class, traits, Placement aggregates, allocations of consumers other than this host's
+        # instances (whose claims are ``claims``), and the provider generation.
+        self.inventories = host_inventories(
+            vcpus, memory_mb, disk_gb, cpu_allocation_ratio, ram_allocation_ratio, disk_allocation_ratio
+        )
+        self.traits: list[str] = []
+        self.provider_aggregates: list[str] = []
+        self.allocations: dict[str, dict[str, int]] = {}
+        self.generation = 0
 
     @classmethod
     def register(cls, hostname: str, vcpus: int, memory_mb: int, disk_gb: int, **kw: Any) -> Host:
@@ -83,18 +102,24 @@ class Host(Aggregate):
 
     # -- capacity -------------------------------------------------------------------------------
     def capacity(self) -> Resources:
-        """Placement's rule: int((total - reserved) * allocation_ratio); nothing reserved yet."""
-        return Resources(
-            int(self.vcpus * self.cpu_allocation_ratio),
-            int(self.memory_mb * self.ram_allocation_ratio),
-            int(self.disk_gb * self.disk_allocation_ratio),
-        )
+        """Placement's rule per inventory: int((total - reserved) * allocation_ratio)."""
+        cap = {rc: Inventory(**inv).capacity for rc, inv in self.inventories.items()}
+        return Resources(*(cap.get(rc, 0) for rc in CLAIM_FIELDS))
+
+    def usages(self) -> dict[str, int]:
+        """Used amount per resource class: instance claims and other consumers' allocations."""
+        used = dict.fromkeys(self.inventories, 0)
+        for claim in self.claims.values():
+            for rc, name in CLAIM_FIELDS.items():
+                used[rc] = used.get(rc, 0) + claim[name]
+        for allocation in self.allocations.values():
+            for rc, amount in allocation.items():
+                used[rc] = used.get(rc, 0) + amount
+        return used
 
     def used(self) -> Resources:
-        c = self.claims.values()
-        return Resources(
-            sum(x["vcpus"] for x in c), sum(x["memory_mb"] for x in c), sum(x["disk_gb"] for x in c)
-        )
+        used = self.usages()
+        return Resources(*(used.get(rc, 0) for rc in CLAIM_FIELDS))
 
     def free(self) -> Resources:
         cap, used = self.capacity(), self.used()
@@ -124,6 +149,7 @@ class Host(Aggregate):
     @event("InstanceClaimed")
     def _claimed(self, instance_id: str, vcpus: int, memory_mb: int, disk_gb: int) -> None:
         self.claims[instance_id] = {"vcpus": vcpus, "memory_mb": memory_mb, "disk_gb": disk_gb}
+        self.generation += 1
 
     def release(self, instance_id: str) -> None:
         if instance_id in self.claims:
@@ -132,6 +158,85 @@ class Host(Aggregate):
     @event("InstanceReleased")
     def _released(self, instance_id: str) -> None:
         self.claims.pop(instance_id, None)
+        self.generation += 1
+
+    # -- the resource provider (Placement) --------------------------------------------------------
+    def _check_generation(self, generation: int | None) -> None:
+        if generation is not None and generation != self.generation:
+            raise ProviderGenerationConflict(
+                f"resource provider generation conflict: {generation} is not the current "
+                f"generation {self.generation} of {self.id}"
+            )
+
+    def set_inventories(self, generation: int | None, inventories: dict[str, dict[str, Any]]) -> None:
+        """Replace every inventory (Placement's PUT); a class with allocations cannot be removed."""
+        self._check_generation(generation)
+        parsed = {rc: Inventory.parse(rc, fields).as_dict() for rc, fields in inventories.items()}
+        used = {rc: n for rc, n in self.usages().items() if n}
+        gone = sorted(rc for rc in used if rc not in parsed)
+        if gone:
+            raise InventoryInUse(
+                f"Inventory for '{', '.join(gone)}' on resource provider '{self.id}' in use."
+            )
+        if parsed != self.inventories:
+            self._inventories_set(parsed)
+
+    @event("InventoriesSet")
+    def _inventories_set(self, inventories: dict[str, dict[str, Any]]) -> None:
+        self.inventories = inventories
+        self.generation += 1
+
+    def set_traits(self, generation: int | None, traits: list[str]) -> None:
+        self._check_generation(generation)
+        found = check_traits(traits)
+        if found != self.traits:
+            self._traits_set(found)
+
+    @event("TraitsSet")
+    def _traits_set(self, traits: list[str]) -> None:
+        self.traits = traits
+        self.generation += 1
+
+    def set_provider_aggregates(self, generation: int | None, aggregates: list[str]) -> None:
+        self._check_generation(generation)
+        found = sorted(set(aggregates))
+        if found != self.provider_aggregates:
+            self._provider_aggregates_set(found)
+
+    @event("ProviderAggregatesSet")
+    def _provider_aggregates_set(self, aggregates: list[str]) -> None:
+        self.provider_aggregates = aggregates
+        self.generation += 1
+
+    def allocate(self, consumer_id: str, resources: dict[str, int]) -> None:
+        """Set ``consumer_id``'s allocation here (Placement's PUT /allocations), within capacity."""
+        if consumer_id in self.claims:
+            raise ConflictingState(f"Consumer {consumer_id} is an instance placed by the scheduler")
+        wanted = {rc: n for rc, n in resources.items() if n}
+        if wanted == self.allocations.get(consumer_id):
+            return
+        others = self.usages()
+        for rc, n in self.allocations.get(consumer_id, {}).items():
+            others[rc] -= n
+        check_fits(str(self.id), self.inventories, others, wanted)
+        if wanted:
+            self._allocated(consumer_id, wanted)
+        elif consumer_id in self.allocations:
+            self._allocation_removed(consumer_id)
+
+    @event("ResourcesAllocated")
+    def _allocated(self, consumer_id: str, resources: dict[str, int]) -> None:
+        self.allocations = {**self.allocations, consumer_id: resources}
+        self.generation += 1
+
+    def deallocate(self, consumer_id: str) -> None:
+        if consumer_id in self.allocations:
+            self._allocation_removed(consumer_id)
+
+    @event("AllocationRemoved")
+    def _allocation_removed(self, consumer_id: str) -> None:
+        self.allocations = {k: v for k, v in self.allocations.items() if k != consumer_id}
+        self.generation += 1
 
     # -- the compute service (os-services) ------------------------------------------------------
     @property

@@ -59,7 +59,7 @@ class ProjectUsage(Aggregate):
 
     @classmethod
     def open(cls, project_id: str) -> ProjectUsage:
-        return cls(project_id=project_id)  # type: ignore[arg-type]
+        return cls(project_id=project_id, epoch=0, holdings={})  # type: ignore[arg-type]
 
     # -- epochs ---------------------------------------------------------------------------------
     @property

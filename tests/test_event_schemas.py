@@ -21,6 +21,7 @@ from commands import (
     instance,
     keypair,
     network,
+    placement,
     quota,
     registry,
     server_group,
@@ -84,6 +85,7 @@ def _event_classes() -> list[tuple[str, str]]:
         image,
         keypair,
         network,
+        placement,
     )
     for module in modules:
         for _, agg in inspect.getmembers(module, inspect.isclass):
@@ -143,6 +145,7 @@ def test_every_emitted_event_validates_against_its_schema(handlers: Handlers) ->
         handlers.fail_instance(FailInstance(bad.id, "compute.spawn_failed", "libvirt said no", "trace"))
         _operator_scenario(handlers)
         _catalog_scenario(handlers)
+        _placement_scenario(handlers)
         handlers.app.save(_deleted_flavor(handlers))
 
     envelopes = handlers.app.recorder.read_envelopes(1, 1000)  # type: ignore[attr-defined]
@@ -213,6 +216,24 @@ def _catalog_scenario(handlers: Handlers) -> None:
     fields.set_tags(SetServerTags(server, "p1", ("b",)))
     handlers.delete_server(DeleteServer(server, "p1"))
     catalog.delete_image(DeleteImage(root, "p1"))
+
+
+def _placement_scenario(handlers: Handlers) -> None:
+    """Inventories, traits and aggregates of a provider, and a consumer's allocations."""
+    p = placement.PlacementHandlers(handlers.app)
+    rp = str(handlers.host("c1").id)
+    p.set_inventories(rp, None, {**handlers.host("c1").inventories, "CUSTOM_GPU": {"total": 1}})
+    p.set_traits(rp, None, ["CUSTOM_FAST"])
+    p.set_aggregates(rp, None, ["5a6ec1d4-0f05-4a49-8a0d-1ab4e3c5f6a7"])
+    consumer = "0d9b5c43-9b39-4cbb-9f3a-64e6f38f3a11"
+    gpu = {rp: {"CUSTOM_GPU": 1}}
+    p.put_allocations(consumer, gpu, consumer_generation=None, project_id="p1", user_id="u1")
+    p.delete_allocations(consumer)
+    # a project's usage closes its books after EPOCH_EVENTS events and carries them forward
+    Operations(handlers.app).set_quota("p-epoch", {"instances": -1, "cores": -1}, {})
+    handlers.create_server(CreateServer("many", "p-epoch", "u1", "1", count=usage.EPOCH_EVENTS - 1))
+    handlers.create_server(CreateServer("one-more", "p-epoch", "u1", "1"))
+    assert handlers.usage("p-epoch").epoch == 1
 
 
 def _deleted_flavor(handlers: Handlers) -> flavor.Flavor:

@@ -1,0 +1,42 @@
+"""The Placement API subset under ``/placement``: one handler module per resource, as Placement has.
+
+Providers are the compute hosts (``commands.host.Host``); reads come from ``ProviderView`` (the
+hosts' events folded in this process, caught up with the log before every request), writes from
+``commands.placement.PlacementHandlers``. See docs/placement.md.
+"""
+
+from __future__ import annotations
+
+import falcon
+
+from api.placement import (
+    aggregates,
+    allocation_candidates,
+    allocations,
+    inventories,
+    resource_providers,
+    root,
+    traits,
+    usages,
+)
+from api.placement.view import ProviderView
+from commands.placement import PlacementHandlers
+
+PREFIX = "/placement"
+
+
+def add_routes(app: falcon.App, handlers: PlacementHandlers, view: ProviderView) -> None:
+    p = PREFIX
+    rp = f"{p}/resource_providers/{{uuid}}"
+    app.add_route(p, root.Root())
+    app.add_route(f"{p}/resource_providers", resource_providers.Collection(view))
+    app.add_route(rp, resource_providers.Item(view))
+    app.add_route(f"{rp}/inventories", inventories.Collection(handlers, view))
+    app.add_route(f"{rp}/inventories/{{resource_class}}", inventories.Item(handlers, view))
+    app.add_route(f"{rp}/traits", traits.ProviderTraits(handlers, view))
+    app.add_route(f"{p}/traits", traits.Collection(view))
+    app.add_route(f"{rp}/aggregates", aggregates.ProviderAggregates(handlers, view))
+    app.add_route(f"{rp}/usages", usages.ProviderUsages(view))
+    app.add_route(f"{rp}/allocations", allocations.ProviderAllocations(view))
+    app.add_route(f"{p}/allocations/{{consumer}}", allocations.ConsumerAllocations(handlers, view))
+    app.add_route(f"{p}/allocation_candidates", allocation_candidates.Candidates(view))

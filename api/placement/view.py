@@ -1,0 +1,66 @@
+"""Every resource provider (compute host) as the log has it, folded in this process.
+
+Before each request ``refresh()`` reads the Host events appended since the last one (one batched
+read filtered to ``<prefix>.host.>``) and folds them into ``Host`` aggregates with the domain's own
+code, so "capacity" and "used" mean here exactly what they mean when a claim is decided. A read
+therefore sees every write acknowledged before it started: no read-model lag.
+"""
+
+from __future__ import annotations
+
+import threading
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate, CanMutateAggregate
+
+from commands.app import Stratus
+from commands.host import Host
+from stratus.eventstore.envelope import decode_message
+
+_BATCH = 1000
+
+
+class ProviderView:
+    def __init__(self, app: Stratus) -> None:
+        self._app = app
+        recorder = app.recorder
+        self._filter = recorder.layout.kind_filter("host")  # type: ignore[attr-defined]
+        self._lock = threading.Lock()
+        self._hosts: dict[UUID, Host] = {}
+        self.position = 0  # the log position of the last event read (any kind)
+
+    def refresh(self) -> dict[UUID, Host]:
+        """Catch up with the log; a snapshot of every provider (do not mutate the hosts)."""
+        with self._lock:
+            head = self._app.recorder.max_notification_id() or 0
+            while self.position < head:
+                msgs = self._app.recorder.read_messages(  # type: ignore[attr-defined]
+                    self.position + 1, _BATCH, stop=head, subject_filter=self._filter
+                )
+                for msg in msgs:
+                    notification, _ = decode_message(msg)
+                    self._apply(self._app.mapper.to_domain_event(notification))
+                if len(msgs) < _BATCH:
+                    break
+                self.position = int(msgs[-1].metadata.sequence.stream)
+            self.position = max(self.position, head)
+            return dict(self._hosts)
+
+    def _apply(self, event: object) -> None:
+        if not isinstance(event, CanMutateAggregate):
+            return
+        current = self._hosts.get(event.originator_id)
+        if current is not None and event.originator_version <= current.version:
+            return  # read already
+        if current is None and not isinstance(event, Aggregate.Created):
+            return  # cannot happen when reading from the start: every host begins with Registered
+        host = event.mutate(current)  # type: ignore[arg-type]
+        if isinstance(host, Host):
+            self._hosts[event.originator_id] = host
+
+    def get(self, provider_uuid: str) -> Host | None:
+        try:
+            uid = UUID(provider_uuid)
+        except ValueError:
+            return None
+        return self.refresh().get(uid)
