@@ -95,7 +95,8 @@ def _json(value: Any) -> Jsonb:
 
 def statements(event: Any, position: int) -> list[Statement]:
     """The writes one event makes to the catalog tables (none for events of other aggregates)."""
-    version = event.originator_version
+    e: Any = event  # the event classes are made by eventsourcing, out of mypy's sight
+    version = e.originator_version
     if isinstance(event, ImageCreated):
         return [
             (
@@ -104,10 +105,10 @@ def statements(event: Any, position: int) -> list[Statement]:
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
                 " ON CONFLICT (id) DO NOTHING",
                 (
-                    event.originator_id, event.name, event.owner, event.visibility, QUEUED,
-                    event.container_format, event.disk_format, event.min_disk, event.min_ram,
-                    event.protected, _json(list(event.tags)), _json(dict(event.properties)),
-                    event.timestamp, event.timestamp, version, position,
+                    e.originator_id, e.name, e.owner, e.visibility, QUEUED,
+                    e.container_format, e.disk_format, e.min_disk, e.min_ram,
+                    e.protected, _json(list(e.tags)), _json(dict(e.properties)),
+                    e.timestamp, e.timestamp, version, position,
                 ),
             )
         ]  # fmt: skip
@@ -117,8 +118,8 @@ def statements(event: Any, position: int) -> list[Statement]:
                 "UPDATE {s}.images SET status = %s, size = %s, checksum = %s, os_hash_algo = %s,"
                 " os_hash_value = %s, updated_at = %s, version = %s, position = %s WHERE id = %s",
                 (
-                    ACTIVE, event.size, event.checksum, event.os_hash_algo, event.os_hash_value,
-                    event.timestamp, version, position, event.originator_id,
+                    ACTIVE, e.size, e.checksum, e.os_hash_algo, e.os_hash_value,
+                    e.timestamp, version, position, e.originator_id,
                 ),
             )
         ]  # fmt: skip
@@ -127,7 +128,7 @@ def statements(event: Any, position: int) -> list[Statement]:
             (
                 "UPDATE {s}.images SET status = %s, deleted = true, deleted_at = %s, updated_at = %s,"
                 " version = %s, position = %s WHERE id = %s",
-                (DELETED, event.timestamp, event.timestamp, version, position, event.originator_id),
+                (DELETED, e.timestamp, e.timestamp, version, position, e.originator_id),
             )
         ]
     if isinstance(event, KeyPairCreated):
@@ -136,8 +137,8 @@ def statements(event: Any, position: int) -> list[Statement]:
                 "INSERT INTO {s}.keypairs (id, user_id, name, public_key, fingerprint, type, created_at,"
                 " version, position) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
                 (
-                    event.originator_id, event.user_id, event.name, event.public_key, event.fingerprint,
-                    event.type, event.timestamp, version, position,
+                    e.originator_id, e.user_id, e.name, e.public_key, e.fingerprint,
+                    e.type, e.timestamp, version, position,
                 ),
             )
         ]  # fmt: skip
@@ -147,8 +148,8 @@ def statements(event: Any, position: int) -> list[Statement]:
                 "UPDATE {s}.keypairs SET public_key = %s, fingerprint = %s, type = %s, created_at = %s,"
                 " deleted = false, version = %s, position = %s WHERE id = %s",
                 (
-                    event.public_key, event.fingerprint, event.type, event.timestamp, version, position,
-                    event.originator_id,
+                    e.public_key, e.fingerprint, e.type, e.timestamp, version, position,
+                    e.originator_id,
                 ),
             )
         ]  # fmt: skip
@@ -156,7 +157,7 @@ def statements(event: Any, position: int) -> list[Statement]:
         return [
             (
                 "UPDATE {s}.keypairs SET deleted = true, version = %s, position = %s WHERE id = %s",
-                (version, position, event.originator_id),
+                (version, position, e.originator_id),
             )
         ]
     return []

@@ -48,7 +48,7 @@ def test_addresses_are_allocated_released_and_reused(handlers: Handlers) -> None
     assert port_a["network_name"] == "private" and port_a["mac"].startswith("fa:16:3e:")
     assert port_a["mac"] != port_b["mac"]
     assert handlers.instance(none.id).ports == []
-    network = handlers.app.repository.get(NET.id)
+    network: Network = handlers.app.repository.get(NET.id)
     assert isinstance(network, Network) and network.gateway == "10.9.0.1"
 
     handlers.delete_server(DeleteServer(a.id, "p1"))  # never placed: deleted at once, address released
@@ -110,7 +110,7 @@ def test_concurrent_creates_never_share_an_address(bridge: NatsBridge, settings:
     addresses = [writers[0].instance(i).ports[0]["address"] for i in created]
     assert len(created) == 20 and len(set(addresses)) == 20
     assert all(ipaddress.ip_address(a) in ipaddress.ip_network(NET.cidr) for a in addresses)
-    network = writers[0].app.repository.get(NET.id)
+    network: Network = writers[0].app.repository.get(NET.id)
     assert sorted(network.allocations) == sorted(addresses)
 
 
