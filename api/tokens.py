@@ -123,6 +123,7 @@ def _unb64(text: str) -> bytes:
 
 def load_or_create_key(path: Path) -> bytes:
     """The token key in ``path`` (hex), created (mode 0600) on first use; every API node needs the same."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

@@ -25,9 +25,11 @@ import libvirt
 import orjson
 import pytest
 
+from api import bootstrap
 from commands.app import Stratus
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
+from tests.fixtures.identity import ADMIN_PASSWORD, Identities
 from workers import hypervisor
 from workers.libvirt_driver import LibvirtDriver
 
@@ -51,6 +53,8 @@ def _free_port() -> int:
 @dataclasses.dataclass
 class Http:
     base: str
+    # Sent with every call (the admin's token, once the test has one).
+    auth: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def call(
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
@@ -58,7 +62,7 @@ class Http:
         data = orjson.dumps(body) if body is not None else None
         req = urllib.request.Request(self.base + path, data=data, method=method)
         req.add_header("Content-Type", "application/json")
-        for k, v in (headers or {}).items():
+        for k, v in {**self.auth, **(headers or {})}.items():
             req.add_header(k, v)
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
@@ -91,6 +95,7 @@ def parts(settings: Settings, database_url: str, tmp_path: Path) -> Iterator[tup
         data_dir=tmp_path / "data",
         host_name="e2e-compute",
     )
+    seeded = bootstrap.main(s, ADMIN_PASSWORD)
     env = {**os.environ, **s.to_env()}
     stratus = str(Path(sys.executable).parent / "stratus")
     procs = [
@@ -107,6 +112,8 @@ def parts(settings: Settings, database_url: str, tmp_path: Path) -> Iterator[tup
     http = Http(f"http://127.0.0.1:{port}")
     try:
         _wait("the API", lambda: _answers(http), timeout=60)
+        identities = Identities(lambda method, path, headers, body: http.call(method, path, body, headers))
+        http.auth = {"X-Auth-Token": identities.login_admin(after=seeded.position)}
         yield s, http
     finally:
         for p in procs:
@@ -213,11 +220,13 @@ def test_no_room_anywhere_puts_the_server_in_error_with_a_fault(
     http.call(
         "POST",
         "/v2.1/flavors",
-        {"flavor": {"name": "huge", "id": "huge", "ram": 10**7, "vcpus": 1, "disk": 1}},
+        # within the project's RAM quota (50 GiB), beyond the 4 GiB host
+        {"flavor": {"name": "huge", "id": "huge", "ram": 16384, "vcpus": 1, "disk": 1}},
     )
-    _, _, body = http.call(
+    status, _, body = http.call(
         "POST", "/v2.1/servers", {"server": {"name": "big", "flavorRef": "huge"}}
     )
+    assert status == 202, body
     server = _wait("ERROR", lambda: _server_in(http, body["server"]["id"], "ERROR"))
     assert "No valid host" in server["fault"]["message"]
     assert compute.numOfDomains() == 0
