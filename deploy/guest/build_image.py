@@ -3,8 +3,9 @@
 
     python3 deploy/guest/build_image.py OUT_DIR
 
-writes ``OUT_DIR/vmlinuz``, ``OUT_DIR/initrd`` and ``OUT_DIR/cmdline`` (the layout of the hypervisor
-worker's boot files, ``<data_dir>/images/<image_ref>/``). Nothing on the host changes: the kernel
+writes ``OUT_DIR/vmlinuz``, ``OUT_DIR/initrd`` and ``OUT_DIR/cmdline``: upload the first two to the
+image service (``aki``/``ari``) and name them in an image's ``kernel_id``/``ramdisk_id`` properties,
+with the third as its ``os_command_line`` (docs/images.md). Nothing on the host changes: the kernel
 comes from the Debian package ``linux-image-*-cloud-amd64`` fetched with ``apt-get download`` and
 unpacked with ``dpkg-deb -x``; busybox from ``busybox-static`` the same way. The initramfs's
 ``/init`` mounts the kernel filesystems, loads ``evdev`` and ``button`` (so the ACPI power button
