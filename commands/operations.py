@@ -125,7 +125,8 @@ class Operations:
             flavor = Flavor.create(**vars(cmd))
             names = self.registry(FLAVOR_NAMES)
             names.take(cmd.name, cmd.flavorid, "Flavor")
-            return Result(cmd.flavorid, self._save(flavor, names))
+            # The flavor's event last: the position returned is the flavor's creation.
+            return Result(cmd.flavorid, self._save(names, flavor))
 
         return self._retrying(decide)
 
