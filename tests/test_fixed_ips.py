@@ -13,11 +13,14 @@ from pathlib import Path
 from uuid import uuid4
 
 import pytest
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.utils import get_topic
 
 from commands.app import Stratus
 from commands.catalog import CatalogHandlers, CreateImage, RecordImageUpload
 from commands.errors import InvalidInput, NoMoreFixedIps, NotFound
 from commands.handlers import CreateFlavor, CreateServer, DeleteServer, Handlers
+from commands.instance import Instance
 from commands.network import FixedNetwork, Network
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
@@ -142,3 +145,24 @@ def test_kernel_and_ramdisk_come_from_the_image_store(handlers: Handlers, tmp_pa
     store.remove(kernel)  # the kernel's data is gone: the spawn cannot succeed
     with pytest.raises(PermanentVirtError, match="no data"):
         BootImages(handlers, store)(handlers.instance(sid))
+
+
+def test_a_version_1_requested_event_still_loads(handlers: Handlers) -> None:
+    """Servers requested before version 2 load with no image, key pair, ports or tags (the upcaster)."""
+    sid = uuid4()
+    state = (
+        b'{"timestamp":{"_type_":"datetime_iso","_data_":"2026-01-01T00:00:00+00:00"},'
+        b'"originator_topic":"commands.instance:Instance","name":"old","project_id":"p1","user_id":"u1",'
+        b'"flavor":{"id":"1","name":"m1.tiny","vcpus":1,"ram":64,"disk":0,"ephemeral":0,"swap":0},'
+        b'"image_ref":"","metadata":{},"availability_zone":null,"request_key":null}'
+    )
+    v1 = StoredEvent(
+        originator_id=sid, originator_version=1, topic=get_topic(Instance.Requested), state=state
+    )
+    handlers.app.recorder.insert_events([v1])
+    inst = handlers.instance(str(sid))
+    assert inst.name == "old" and inst.ports == [] and inst.tags == [] and inst.image is None
+    assert inst.key_name is None and inst.user_data is None and inst.description is None
+    handlers.delete_server(DeleteServer(str(sid), "p1"))  # and it can still be acted on
+    with pytest.raises(NotFound):
+        handlers.instance(str(sid))
