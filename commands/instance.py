@@ -342,6 +342,36 @@ class Instance(Aggregate):
         self.locked_by = None
         self.locked_reason = None
 
+    # -- what the host found (reconciliation) -----------------------------------------------------
+    def sync_power_state(self, observed: int, *, missing: bool) -> bool:
+        """Record what the hypervisor reports when it disagrees with the log (Nova's power-state sync).
+
+        Only a server at rest is synced (no task: an action or a spawn under way owns the guest).
+        A guest that stopped or crashed on its own leaves an ACTIVE server SHUTOFF (stopped); a guest
+        missing from its host puts the server in ERROR. False when there was nothing to record.
+        """
+        self._ensure_exists()
+        if self.task_state is not None or self.vm_state == VmState.BUILDING or self.host is None:
+            return False
+        vm_state, reason = self.vm_state, "power state changed outside Stratus"
+        if missing:
+            vm_state, reason = VmState.ERROR, "guest missing from its hypervisor"
+        elif self.vm_state == VmState.ACTIVE and observed in (
+            PowerState.SHUTDOWN,
+            PowerState.CRASHED,
+            PowerState.NOSTATE,
+        ):
+            vm_state, reason = VmState.STOPPED, "guest stopped or crashed on its own"
+        if (vm_state, observed) == (self.vm_state, self.power_state):
+            return False
+        self._power_state_synced(vm_state, observed, reason)
+        return True
+
+    @event("PowerStateSynced")
+    def _power_state_synced(self, vm_state: str, power_state: int, reason: str) -> None:
+        self.vm_state = vm_state
+        self.power_state = power_state
+
     # -- deletion -------------------------------------------------------------------------------
     def request_delete(self, *, admin: bool = True) -> bool:
         """Start deleting; False when a deletion is already under way (a retried delete)."""

@@ -9,10 +9,15 @@ is refused by the guard (409) instead of being half-applied.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError
 
 from commands.actions import ACTIONS
+from commands.census import GuestCensus, census_id
 from commands.errors import InvalidInput
 from commands.handlers import Handlers, Result
+from commands.instance import Instance
 
 
 @dataclass(frozen=True)
@@ -109,5 +114,62 @@ class LifecycleHandlers:
             inst = self._h.instance(cmd.server_id, cmd.project_id)
             inst.unlock(admin=cmd.admin)
             return Result(cmd.server_id, self._h._save(inst))
+
+        return self._h._retrying(decide)
+
+
+# -- reconciliation: what the host found --------------------------------------------------------
+@dataclass(frozen=True)
+class SyncPowerState:
+    server_id: str
+    observed: int
+    missing: bool = False
+
+
+@dataclass(frozen=True)
+class RecordStrayGuests:
+    """The strays a host runs now (uuid -> (name, power state, action)); others are forgotten."""
+
+    hostname: str
+    strays: dict[str, tuple[str, int, str]]
+
+
+class ReconciliationHandlers:
+    def __init__(self, handlers: Handlers) -> None:
+        self._h = handlers
+
+    def sync_power_state(self, cmd: SyncPowerState) -> bool:
+        """True when the host's report changed the server (an event was recorded)."""
+
+        def decide() -> bool:
+            inst = self._h.instance(cmd.server_id)
+            if not inst.sync_power_state(cmd.observed, missing=cmd.missing):
+                return False
+            self._h._save(inst)
+            return True
+
+        return self._h._retrying(decide)
+
+    def deleted_instance(self, server_id: str) -> bool:
+        """The log holds this instance, deleted (its guest, if any, is an orphan)."""
+        try:
+            agg = self._h.app.repository.get(UUID(server_id))
+        except (AggregateNotFoundError, ValueError):
+            return False
+        return isinstance(agg, Instance) and agg.deleted
+
+    def record_strays(self, cmd: RecordStrayGuests) -> bool:
+        def decide() -> bool:
+            try:
+                census = self._h.app.repository.get(census_id(cmd.hostname))
+            except AggregateNotFoundError:
+                census = GuestCensus.open(cmd.hostname)
+            assert isinstance(census, GuestCensus)
+            changed = census.forget_gone(set(cmd.strays))
+            for uuid, (name, power_state, action) in sorted(cmd.strays.items()):
+                changed = census.found_stray(uuid, name, power_state, action) or changed
+            if changed:
+                self._h._save(census)
+            return changed
 
         return self._h._retrying(decide)

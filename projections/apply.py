@@ -230,3 +230,16 @@ def instance_action_failed(row: Row, event: Any, position: int) -> Row:
         power_state=event.power_state,
         fault=fault,
     )
+
+
+def instance_power_state_synced(row: Row, event: Any, position: int) -> Row:
+    """What the host found; a guest missing from its host leaves the server in ERROR with a fault."""
+    changes: dict[str, Any] = {"vm_state": event.vm_state, "power_state": event.power_state}
+    if event.vm_state == VmState.ERROR:
+        changes["fault"] = {
+            "code": "compute.guest_missing",
+            "message": event.reason,
+            "details": "",
+            "created": event.timestamp.isoformat().replace("+00:00", "Z"),
+        }
+    return _instance(row, event, position, **changes)

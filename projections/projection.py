@@ -62,6 +62,7 @@ InstanceTagsUpdated: type = Instance.TagsUpdated  # type: ignore[attr-defined]
 InstanceActionRequested: type = Instance.ActionRequested  # type: ignore[attr-defined]
 InstanceActionFinished: type = Instance.ActionFinished  # type: ignore[attr-defined]
 InstanceActionFailed: type = Instance.ActionFailed  # type: ignore[attr-defined]
+InstancePowerStateSynced: type = Instance.PowerStateSynced  # type: ignore[attr-defined]
 HostRegistered: type = Host.Registered  # type: ignore[attr-defined]
 HostInstanceClaimed: type = Host.InstanceClaimed  # type: ignore[attr-defined]
 HostInstanceReleased: type = Host.InstanceReleased  # type: ignore[attr-defined]
@@ -291,7 +292,7 @@ class ReadModels(Projection[ReadModelView]):
         InstanceRequested, InstanceScheduled, InstanceFaulted, InstanceSpawningStarted, InstanceSpawned,
         InstanceDeletionRequested, InstanceDeleted,
         InstanceUpdated, InstanceMetadataUpdated, InstanceTagsUpdated,
-        InstanceActionRequested, InstanceActionFinished, InstanceActionFailed,
+        InstanceActionRequested, InstanceActionFinished, InstanceActionFailed, InstancePowerStateSynced,
         HostRegistered, HostInstanceClaimed, HostInstanceReleased,
         FlavorCreated, FlavorDeleted,
         *identity.HANDLED,
@@ -365,6 +366,10 @@ class ReadModels(Projection[ReadModelView]):
     @process_event.register(InstanceActionFailed)
     def _(self, e: Any, tracking: Tracking) -> None:
         self._instance(apply.instance_action_failed, e, tracking)
+
+    @process_event.register(InstancePowerStateSynced)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_power_state_synced, e, tracking)
 
     def _instance(self, fn: Any, e: Any, tracking: Tracking) -> None:
         row = self.view.instance(e.originator_id)

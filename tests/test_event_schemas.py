@@ -14,6 +14,7 @@ from eventsourcing.domain import Aggregate, CanMutateAggregate, _created_event_c
 
 import schemas
 from commands import (
+    census,
     flavor,
     host,
     host_aggregate,
@@ -53,7 +54,10 @@ from commands.lifecycle import (
     FinishAction,
     LifecycleHandlers,
     LockServer,
+    ReconciliationHandlers,
+    RecordStrayGuests,
     RequestAction,
+    SyncPowerState,
     UnlockServer,
 )
 from commands.network import FixedNetwork
@@ -86,6 +90,7 @@ def _event_classes() -> list[tuple[str, str]]:
         keypair,
         network,
         placement,
+        census,
     )
     for module in modules:
         for _, agg in inspect.getmembers(module, inspect.isclass):
@@ -138,6 +143,11 @@ def test_every_emitted_event_validates_against_its_schema(handlers: Handlers) ->
         lifecycle.finish_action(FinishAction(ok.id, "stop", PowerState.SHUTDOWN))
         lifecycle.request_action(RequestAction(ok.id, "p1", "start"))
         lifecycle.fail_action(FailAction(ok.id, "start", "compute.action_failed", "no", "d", 4))
+        reconciliation = ReconciliationHandlers(handlers)
+        reconciliation.sync_power_state(SyncPowerState(ok.id, PowerState.RUNNING))
+        stray = (f"instance-{ok.id}", PowerState.RUNNING, "left alone")
+        reconciliation.record_strays(RecordStrayGuests("c1", {ok.id: stray}))
+        reconciliation.record_strays(RecordStrayGuests("c1", {}))
         handlers.delete_server(DeleteServer(ok.id, "p1"))
         handlers.finish_deletion(FinishDeletion(ok.id))
         bad = handlers.create_server(CreateServer("vm2", "p1", "u1", "1"))

@@ -35,6 +35,7 @@ from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve, 
 from workers.libvirt_driver import LibvirtDriver
 from workers.outcome import DONE, Outcome, RetryPolicy
 from workers.power import ACTION_REQUESTED, PowerActions
+from workers.reconcile import Reconciler, run_periodically
 from workers.virt import BootImage, TemporaryVirtError, VirtDriver
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 HYPERVISOR = Actor(user_id="stratus-hypervisor", project_id="service", roles=("service",))
 # A spawn on real QEMU takes seconds; a message is redelivered only if not settled by then.
 ACK_WAIT = 120.0
+# How often the worker compares the log with what the hypervisor runs (Nova: sync_power_state_interval).
+RECONCILE_INTERVAL = 30.0
 _REGISTER_DELAYS = (1.0, 2.0, 5.0, 10.0)
 _REGISTER_TEMPORARY: tuple[type[Exception], ...] = (TemporaryVirtError, *STORE_TEMPORARY)
 
@@ -71,8 +74,10 @@ def run(
     boot_image: Callable[[Instance], BootImage | None] | None = None,
     retry: RetryPolicy | None = None,
     poll: float = 1.0,
+    reconcile_interval: float = RECONCILE_INTERVAL,
 ) -> None:
-    """Register the host, then serve its instances until ``stop`` is set."""
+    """Register the host, then serve its instances until ``stop`` is set; every
+    ``reconcile_interval`` seconds (0: never) compare the log with what the hypervisor runs."""
     host = settings.host_name
     instances_path = instances_path or settings.data_dir / "instances" / encode_token(host)
     handlers = Handlers(app)
@@ -89,6 +94,11 @@ def run(
         return
     responder = Responder(bridge, host)
     responder.serve(CONSOLE, answerer(instances_path))
+    reconciling = (
+        run_periodically(Reconciler(handlers, driver, host), stop, reconcile_interval, HYPERVISOR)
+        if reconcile_interval > 0
+        else None
+    )
     filters = subjects(settings)
     consumer = DurableConsumer(
         bridge, stream=settings.stream, durable=durable_name(host), filter_subjects=filters, ack_wait=ACK_WAIT
@@ -108,6 +118,8 @@ def run(
     finally:
         consumer.close()
         responder.close()
+        if reconciling is not None:
+            reconciling.join(timeout=30)
 
 
 def _payload(d: Delivery) -> dict[str, object]:

@@ -1,0 +1,110 @@
+# ruff: noqa: F811  (the fixtures of test_hypervisor are imported, then requested by name)
+"""Reconciliation against libvirt's test driver: guests that stopped, crashed or vanished behind
+Stratus's back, and stray guests (orphans of deleted instances are destroyed, unknown ones kept)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import libvirt
+
+from commands.census import DESTROYED, LEFT_ALONE, GuestCensus, census_id
+from commands.handlers import DeleteServer, Handlers
+from commands.lifecycle import LifecycleHandlers, RequestAction
+from commands.states import PowerState, VmState
+from tests.test_hypervisor import (  # noqa: F401  (fixtures)
+    HOST,
+    Worker,
+    app,
+    conn,
+    create_and_place,
+    driver,
+    eventually,
+    gone,
+    handlers,
+    settled,
+    start_hypervisor,
+)
+from workers.libvirt_driver import LibvirtDriver, domain_xml
+from workers.reconcile import Reconciler
+from workers.virt import GuestSpec
+
+
+def census(handlers: Handlers) -> GuestCensus:
+    agg = handlers.app.repository.get(census_id(HOST))
+    assert isinstance(agg, GuestCensus)
+    return agg
+
+
+def test_a_guest_that_stopped_on_its_own_is_recorded_shutoff(
+    handlers: Handlers,
+    driver: LibvirtDriver,
+    conn: libvirt.virConnect,
+    start_hypervisor: Callable[..., Worker],
+) -> None:
+    start_hypervisor(driver)
+    server = create_and_place(handlers)
+    eventually(lambda: settled(handlers, server))
+    reconciler = Reconciler(handlers, driver, HOST)
+    assert reconciler.once() == 0  # nothing to say: no event
+    version = handlers.instance(server).version
+    conn.lookupByUUIDString(server).destroy()  # the guest powered off behind our back
+    assert reconciler.once() == 1
+    inst = handlers.instance(server)
+    assert (inst.vm_state, inst.power_state, inst.task_state) == (VmState.STOPPED, PowerState.SHUTDOWN, None)
+    assert reconciler.once() == 0 and handlers.instance(server).version == version + 1  # recorded once
+    # SHUTOFF now, so the user may start it again through the usual action.
+    LifecycleHandlers(handlers).request_action(RequestAction(server, "p1", "start"))
+    inst = eventually(lambda: (i := handlers.instance(server)).task_state is None and i)
+    assert inst.vm_state == VmState.ACTIVE and conn.lookupByUUIDString(server).isActive()
+
+
+def test_a_guest_that_vanished_puts_its_server_in_error(
+    handlers: Handlers,
+    driver: LibvirtDriver,
+    conn: libvirt.virConnect,
+    start_hypervisor: Callable[..., Worker],
+) -> None:
+    start_hypervisor(driver)
+    server = create_and_place(handlers)
+    eventually(lambda: settled(handlers, server))
+    dom = conn.lookupByUUIDString(server)
+    dom.destroy()
+    dom.undefine()
+    assert Reconciler(handlers, driver, HOST).once() == 1
+    inst = handlers.instance(server)
+    assert (inst.vm_state, inst.power_state) == (VmState.ERROR, PowerState.NOSTATE)
+    handlers.delete_server(DeleteServer(server, "p1"))
+    eventually(lambda: gone(handlers, server))
+
+
+def test_strays_orphans_are_destroyed_and_unknown_guests_left_alone(
+    handlers: Handlers,
+    driver: LibvirtDriver,
+    conn: libvirt.virConnect,
+    start_hypervisor: Callable[..., Worker],
+    tmp_path: Path,
+) -> None:
+    start_hypervisor(driver)
+    server = create_and_place(handlers)
+    eventually(lambda: settled(handlers, server))
+    handlers.delete_server(DeleteServer(server, "p1"))
+    eventually(lambda: gone(handlers, server))
+    # The teardown "never happened": the guest is back, its instance deleted in the log.
+    orphan = conn.defineXML(domain_xml(GuestSpec(server, 1, 128)))
+    orphan.create()
+    unknown = str(uuid.uuid4())
+    conn.defineXML(domain_xml(GuestSpec(unknown, 1, 128))).create()
+    reconciler = Reconciler(handlers, driver, HOST)
+    assert reconciler.once() == 2
+    assert census(handlers).strays == {server: DESTROYED, unknown: LEFT_ALONE}
+    assert {d.UUIDString() for d in conn.listAllDomains()} == {unknown}
+    version = census(handlers).version
+    assert reconciler.once() == 0 or census(handlers).strays == {unknown: LEFT_ALONE}
+    assert reconciler.once() == 0 and census(handlers).version <= version + 1  # a quiet host: no events
+    conn.lookupByUUIDString(unknown).destroy()
+    conn.lookupByUUIDString(unknown).undefine()
+    reconciler.once()
+    assert census(handlers).strays == {}

@@ -1,0 +1,101 @@
+"""Reconciliation: make the log say what the hypervisor actually runs (Nova's power-state sync).
+
+Periodically, the hypervisor worker compares its host's guests with the instances the log places
+there (the host's claims):
+
+- a server at rest whose guest stopped or crashed on its own is recorded SHUTOFF
+  (``Instance.PowerStateSynced``, vm_state stopped), one whose guest vanished goes to ERROR, and
+  any other disagreement in power state is recorded as observed;
+- a guest named like an instance but unknown on this host is a stray, recorded on the host's
+  ``GuestCensus``; if the log shows its instance deleted it is an orphan and is destroyed, else it
+  is left alone for an operator.
+
+Servers with a task (a spawn, an action, a delete under way) are skipped: the step under way owns
+the guest. Events are recorded only when something changed, so a quiet host adds nothing to the log.
+Domains are listed before the claims are read: a guest is only ever created after its claim, so a
+guest being spawned is never taken for a stray.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from commands.census import DESTROYED, LEFT_ALONE
+from commands.errors import NotFound
+from commands.handlers import Handlers
+from commands.lifecycle import ReconciliationHandlers, RecordStrayGuests, SyncPowerState
+from commands.states import PowerState
+from stratus.context import Actor, CommandContext, acting
+from workers.consumer import STORE_TEMPORARY
+from workers.virt import DomainNotFound, TemporaryVirtError, VirtDriver
+
+log = logging.getLogger(__name__)
+
+INSTANCE_PREFIX = "instance-"
+
+
+class Reconciler:
+    def __init__(self, handlers: Handlers, driver: VirtDriver, hostname: str) -> None:
+        self._handlers = handlers
+        self._rec = ReconciliationHandlers(handlers)
+        self._driver = driver
+        self.hostname = hostname
+
+    def once(self) -> int:
+        """One comparison; how many servers or strays it recorded something for."""
+        domains = {d.uuid: d for d in self._driver.list_domains()}
+        try:
+            claimed = set(self._handlers.host(self.hostname).claims)
+        except NotFound:
+            return 0  # not registered yet
+        recorded = 0
+        for server_id in sorted(claimed):
+            dom = domains.get(server_id)
+            observed = dom.power_state if dom is not None else PowerState.NOSTATE
+            try:
+                changed = self._rec.sync_power_state(SyncPowerState(server_id, observed, missing=dom is None))
+            except NotFound:
+                continue  # deleted meanwhile
+            if changed:
+                log.warning("server %s: hypervisor reports power state %d, recorded", server_id, observed)
+                recorded += 1
+        strays: dict[str, tuple[str, int, str]] = {}
+        for uuid, dom in sorted(domains.items()):
+            if uuid in claimed or not dom.name.startswith(INSTANCE_PREFIX):
+                continue
+            action = LEFT_ALONE
+            if self._rec.deleted_instance(uuid):
+                log.warning("destroying orphan guest %s (its instance is deleted)", dom.name)
+                self._driver.destroy(uuid)
+                action = DESTROYED
+            else:
+                try:
+                    self._driver.power_state(uuid)
+                except DomainNotFound:
+                    continue  # gone meanwhile
+            strays[uuid] = (dom.name, dom.power_state, action)
+        if self._rec.record_strays(RecordStrayGuests(self.hostname, strays)):
+            recorded += len(strays)
+        return recorded
+
+
+def run_periodically(
+    reconciler: Reconciler, stop: threading.Event, interval: float, actor: Actor
+) -> threading.Thread:
+    """Reconcile every ``interval`` seconds in a thread until ``stop`` is set; temporary failures
+    (hypervisor or event store away) are logged and tried again next round."""
+
+    def loop() -> None:
+        while not stop.wait(interval):
+            try:
+                with acting(CommandContext(actor=actor)):
+                    reconciler.once()
+            except (TemporaryVirtError, *STORE_TEMPORARY) as e:
+                log.warning(
+                    "reconciliation of %s failed, trying again in %.0fs: %s", reconciler.hostname, interval, e
+                )
+
+    thread = threading.Thread(target=loop, name=f"reconcile-{reconciler.hostname}", daemon=True)
+    thread.start()
+    return thread
