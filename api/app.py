@@ -23,7 +23,7 @@ import falcon
 import falcon.media
 import psycopg_pool
 
-from api import audit, compute_admin, errors, flavors, hypervisors, identity, servers, versions
+from api import audit, compute_admin, errors, flavors, hypervisors, identity, positions, servers, versions
 from api import catalog as catalog_api
 from api.auth import Authenticator
 from api.body import MAX_BODY_BYTES, load_validators
@@ -74,6 +74,7 @@ def create_app(deps: Deps) -> falcon.App:
     read = ReadModel(deps.pool, deps.settings.read_wait_seconds)
     authenticator = Authenticator(deps.token_signer, read)
     middleware: list[Any] = [RequestContext(authenticator, deps.new_request_id), identity.KeystoneErrors()]
+    middleware.append(positions.PositionHeader())
     app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     json = falcon.media.JSONHandler(dumps=serialization.dumps, loads=serialization.loads)

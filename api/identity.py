@@ -213,6 +213,7 @@ class _Resource:
 
     def _after(self, req: falcon.Request, position: int, fetch: Callable[[Any], Any]) -> Any:
         """Read with ``fetch`` once the read model has applied ``position`` (the write just made)."""
+        req.context.written_position = position  # answered as X-Stratus-Position (api/positions.py)
         with self._read.connection(req, after=position) as conn:
             return fetch(conn)
 

@@ -135,3 +135,15 @@ def test_a_projects_quota_usage_as_it_was(stack: Stack) -> None:
     assert by_time["instances"] == 1
     assert stack.get(f"/v2.1/stratus/usage/{s['project']}?as_of={s['placed']}", P2).status_code == 403
     assert stack.get(f"/v2.1/stratus/usage/{s['project']}?as_of={s['placed']}", ADMIN_P9).status_code == 200
+
+
+def test_a_projects_history_holds_its_role_grants_for_auditors(stack: Stack) -> None:
+    stack.auth(P1)  # the persona's user and project are created, and a role granted
+    project = stack.project_id("p1")
+    path = f"/v2.1/stratus/history/project/{project}"
+    r = stack.get(path, ADMIN)
+    assert r.status_code == 200, r.text
+    types = [e["type"] for e in r.json["events"]]
+    assert types[0] == "stratus.project.created" and "stratus.project.rolegranted" in types
+    assert stack.get(path, P1).status_code == 403
+    assert stack.get("/v2.1/stratus/history/project/not-hex", ADMIN).status_code == 400
