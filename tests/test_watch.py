@@ -18,6 +18,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import pytest
 from nats.js.api import DiscardPolicy
 
+import schemas
 from api import watch
 from commands.handlers import PlaceInstance, RegisterHost
 from tests.test_api import ADMIN, P1, P2, Stack, api_settings, projector, stack
@@ -112,6 +113,8 @@ def test_a_member_follows_their_projects_servers_and_resumes(stack: Stack, http_
     project = stack.get(f"/v2.1/servers/{mine}", ADMIN).json["server"]["tenant_id"]
     assert got[0]["data"]["subject"] == mine and got[0]["data"]["actorproject"] == project
     assert got[1]["data"]["chainprev"] == got[0]["data"]["chainhash"]
+    for e in got:  # the same structured envelope as everywhere
+        assert [x.message for x in schemas.validator("envelope.v1.json").iter_errors(e["data"])] == []
     # live: a new event of mine arrives; theirs never does
     stack.request("DELETE", f"/v2.1/servers/{theirs}", P2)
     d = stack.request("DELETE", f"/v2.1/servers/{mine}", P1)
