@@ -181,7 +181,8 @@ class RawReader:
                     position, subject = _seq_and_subject(item[0])
                     got.append(RawMessage(position, subject, item[0], item[1]))
                 in_flight = False
-                more = len(got) == batch and (stop is None or got[-1].position < stop)
+                # a batch may stop short of `batch` (the server caps its bytes): ask again until empty
+                more = bool(got) and (stop is None or got[-1].position < stop)
                 if more:  # ask for the next batch before handing this one over
                     seq = got[-1].position + 1
                     self._request({"seq": seq, "next_by_subj": subject_filter, "batch": batch})
