@@ -71,5 +71,9 @@ class HostView:
             if h.schedulable and (zone is None or h.availability_zone(DEFAULT_ZONE) == zone)
         }
 
+    def hosts(self) -> list[Host]:
+        """Every host as the view has it (the scheduler's filters decide which it may use)."""
+        return list(self._hosts.values())
+
     def __len__(self) -> int:
         return len(self._hosts)

@@ -16,9 +16,11 @@ from commands.handlers import FailInstance, Handlers, PlaceInstance
 from commands.host import Resources
 from commands.server_group import ServerGroup
 from commands.states import TaskState, VmState
-from workers.host_selection import NO_VALID_HOST, ranked_for_group, select_hosts
+from workers.filters import Filtered, Request, run_filters, traits_of
+from workers.host_selection import NO_VALID_HOST, Selection, _shortage, ranked_for_group
 from workers.host_view import HostView
 from workers.outcome import DONE, Outcome, RetryPolicy
+from workers.weighers import Multipliers, weigh
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +36,17 @@ class Placement:
         catch_up: Callable[[], None],
         *,
         retry: RetryPolicy | None = None,
+        multipliers: Multipliers | None = None,
+        rounds: int = _ROUNDS,
     ) -> None:
-        """``catch_up`` brings ``view`` up to the log's current end before a decision."""
+        """``catch_up`` brings ``view`` up to the log's current end before a decision; ``rounds``:
+        how many times to filter and weigh again when every candidate filled up under us."""
         self._handlers = handlers
         self._view = view
         self._catch_up = catch_up
         self._retry = retry or RetryPolicy()
+        self._multipliers = multipliers or Multipliers()
+        self._rounds = rounds
 
     def handle(self, server_id: str, attempt: int) -> Outcome:
         if attempt > self._retry.give_up_after:
@@ -62,21 +69,19 @@ class Placement:
             return DONE  # placed or failed already: a redelivery
         need = Resources.of_flavor(inst.flavor)
         group = self._handlers.server_group_of(server_id)
+        required, forbidden = traits_of(self._extra_specs(inst.flavor))
+        request = Request(server_id, need, inst.availability_zone, group, required, forbidden)
         details = ""
-        for _ in range(_ROUNDS):
+        for _ in range(self._rounds):
             self._catch_up()
-            free = self._view.free(zone=inst.availability_zone)
-            if group is not None:
-                free = {h: room for h, room in free.items() if group.allows(server_id, h)}
-            if not free:
-                details = _no_candidates(need, inst.availability_zone, group)
+            filtered = run_filters(self._view.hosts(), request)
+            if not filtered.hosts:
+                details = _why_none(request, filtered)
                 break
-            selection = select_hosts(free, need)
+            free = {h.hostname: h.free() for h in filtered.hosts}
+            selection = Selection(tuple(weigh(free, self._multipliers)))
             if group is not None:
                 selection = ranked_for_group(selection, group, server_id)
-            if not selection.hosts:
-                details = selection.details
-                break
             for hostname in selection.hosts:
                 try:
                     self._handlers.place_instance(PlaceInstance(server_id, hostname))
@@ -92,6 +97,13 @@ class Placement:
             )
         return self._fail(server_id, details)
 
+    def _extra_specs(self, flavor: dict[str, object]) -> dict[str, str]:
+        """The flavor's extra specs as they are now (the instance keeps only its sizes)."""
+        try:
+            return dict(self._handlers.flavor(str(flavor["id"])).extra_specs)
+        except NotFound:
+            return {}  # deleted since: no trait requirements can be read
+
     def _fail(self, server_id: str, details: str) -> Outcome:
         try:
             inst = self._handlers.instance(server_id)
@@ -102,6 +114,21 @@ class Placement:
         except NotFound:
             return DONE  # deleted meanwhile: nothing to report on
         return DONE
+
+
+def _why_none(request: Request, filtered: Filtered) -> str:
+    """The fault's details: why, and Nova's filter results."""
+    if filtered.removed_by == "ResourcesFilter":
+        before = filtered.last_hosts
+        why = _shortage({h.hostname: h.free() for h in before}, request.need)
+    elif filtered.removed_by == "TraitsFilter":
+        wanted = sorted(request.required_traits) + [f"!{t}" for t in sorted(request.forbidden_traits)]
+        why = f"no compute host has the traits {', '.join(wanted)}."
+    elif filtered.results == ["ComputeFilter: (start: 0, end: 0)"]:
+        why = _shortage({}, request.need)
+    else:
+        why = _no_candidates(request.need, request.zone, request.group)
+    return f"{why} {filtered.summary()}"
 
 
 def _no_candidates(need: Resources, zone: str | None, group: ServerGroup | None) -> str:

@@ -31,6 +31,7 @@ from workers.host_feed import HostFeed
 from workers.host_view import HostView
 from workers.outcome import Outcome, RetryPolicy
 from workers.placement import Placement
+from workers.weighers import Multipliers
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def run(
 
     view = HostView(reload)
     feed = HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts).open()
-    placement = Placement(Handlers(app), view, feed.catch_up, retry=retry)
+    placement = Placement(Handlers(app), view, feed.catch_up, retry=retry, multipliers=Multipliers.from_env())
     consumer = DurableConsumer(bridge, stream=settings.stream, durable=durable, filter_subjects=[requested])
     consumer.open()
 

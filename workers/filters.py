@@ -1,0 +1,86 @@
+"""The scheduler's filters, as pure functions over the hosts' current state: which hosts may take an
+instance, and (when none may) which filter removed them, in Nova's words.
+
+Each filter keeps the hosts it passes; the results list how many hosts each one started with and
+kept, as Nova logs them ("Filter results: ['ComputeFilter: (start: 4, end: 3)', ...]"). The fault
+of an instance nobody can take carries that list, so an operator sees at once whether it was the
+zone, a trait, the server group or plain lack of room.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from commands.host import Host, Resources
+from commands.host_aggregate import DEFAULT_ZONE
+from commands.server_group import ServerGroup
+
+_RESOURCES = ("vcpus", "memory_mb", "disk_gb")
+TRAIT_PREFIX = "trait:"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What one instance asks of a host."""
+
+    instance_id: str
+    need: Resources
+    zone: str | None = None
+    group: ServerGroup | None = None
+    required_traits: frozenset[str] = frozenset()
+    forbidden_traits: frozenset[str] = frozenset()
+
+
+def traits_of(extra_specs: dict[str, str]) -> tuple[frozenset[str], frozenset[str]]:
+    """Flavor extra specs ``trait:CUSTOM_X=required|forbidden`` -> (required, forbidden)."""
+    required, forbidden = set(), set()
+    for key, value in extra_specs.items():
+        if key.startswith(TRAIT_PREFIX):
+            name = key.removeprefix(TRAIT_PREFIX)
+            if value == "required":
+                required.add(name)
+            elif value == "forbidden":
+                forbidden.add(name)
+    return frozenset(required), frozenset(forbidden)
+
+
+@dataclass
+class Filtered:
+    hosts: list[Host]
+    results: list[str] = field(default_factory=list)
+    removed_by: str | None = None  # the filter that left no host
+    last_hosts: list[Host] = field(default_factory=list)  # what that filter was given
+
+    def summary(self) -> str:
+        return "Filter results: [" + ", ".join(f"'{r}'" for r in self.results) + "]"
+
+
+def _fits(host: Host, need: Resources) -> bool:
+    room = host.free()
+    return all(getattr(need, r) <= getattr(room, r) for r in _RESOURCES)
+
+
+FILTERS: Sequence[tuple[str, Callable[[Host, Request], bool]]] = (
+    ("ComputeFilter", lambda h, r: h.schedulable),
+    ("AvailabilityZoneFilter", lambda h, r: r.zone is None or h.availability_zone(DEFAULT_ZONE) == r.zone),
+    ("ServerGroupFilter", lambda h, r: r.group is None or r.group.allows(r.instance_id, h.hostname)),
+    (
+        "TraitsFilter",
+        lambda h, r: r.required_traits <= set(h.traits) and not r.forbidden_traits & set(h.traits),
+    ),
+    ("ResourcesFilter", lambda h, r: _fits(h, r.need)),
+)
+
+
+def run_filters(hosts: Sequence[Host], request: Request) -> Filtered:
+    out = Filtered(list(hosts))
+    for name, passes in FILTERS:
+        start = len(out.hosts)
+        out.last_hosts = out.hosts
+        out.hosts = [h for h in out.hosts if passes(h, request)]
+        out.results.append(f"{name}: (start: {start}, end: {len(out.hosts)})")
+        if not out.hosts:
+            out.removed_by = name
+            break
+    return out
