@@ -43,6 +43,7 @@ ENTRY_POINTS = {
     "scheduler": "workers.scheduler:main",
     "hypervisor": "workers.hypervisor:main",
     "notifier": "projections.notifications:main",
+    "simulate": "workers.simulator:main",
 }
 WSGI_APP = "api.app:get_app()"
 WATCH_APP = "api.watch:get_app()"
@@ -161,6 +162,9 @@ def _cmd_part(args: argparse.Namespace) -> int:
         options["batch_size"] = args.batch_size
     if getattr(args, "keep_old", False):
         options["keep_old"] = True
+    if args.command == "simulate":
+        for name in ("hosts", "vcpus", "memory_mb", "disk_gb", "threads", "prefix"):
+            options[name] = getattr(args, name)
     entry = _load_entry_point(args.command)
     result = entry(settings, **options)
     return result if isinstance(result, int) else 0
@@ -477,6 +481,14 @@ def _parser() -> argparse.ArgumentParser:
     hv = add("hypervisor", _cmd_part, "the hypervisor worker for one compute host")
     hv.add_argument("--host-name", help="this compute host's name (STRATUS_HOST_NAME)")
     hv.add_argument("--libvirt-uri", help="libvirt connection URI (STRATUS_LIBVIRT_URI)")
+
+    sim = add("simulate", _cmd_part, "many simulated compute hosts (libvirt's test driver) in one process")
+    sim.add_argument("--hosts", type=int, default=100, help="how many hosts (default 100)")
+    sim.add_argument("--vcpus", type=int, default=32, help="CPUs per host (default 32)")
+    sim.add_argument("--memory-mb", type=int, default=131072, help="memory per host (default 131072)")
+    sim.add_argument("--disk-gb", type=int, default=2000, help="disk per host (default 2000)")
+    sim.add_argument("--threads", type=int, default=2, help="threads serving the hosts (default 2)")
+    sim.add_argument("--prefix", default="sim", help="host names: <prefix>-00001 ... (default sim)")
 
     nats = add("nats", _cmd_nats, "the pinned JetStream server, in the foreground")
     nats.add_argument("--config", type=Path, help="a nats-server configuration file (clusters)")

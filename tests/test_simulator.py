@@ -1,0 +1,107 @@
+"""The host simulator: hundreds of hypervisor hosts in one process, each on its own libvirt test
+driver connection, driven by the real scheduler through the real JetStream."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import libvirt
+import pytest
+
+from commands.app import Stratus
+from commands.errors import NotFound
+from commands.handlers import CreateFlavor, CreateServer, DeleteServer, Handlers
+from commands.states import VmState
+from stratus.cli import _parser as build_parser
+from stratus.config import Settings
+from stratus.eventstore import NatsBridge
+from tests.test_scheduler import Worker, app, eventually, start_scheduler  # noqa: F401 (fixtures)
+from workers import simulator
+from workers.simulator import HostShape, SimulatedCloud, host_names
+
+HOSTS = 300
+SHAPE = HostShape(vcpus=4, memory_mb=8192, disk_gb=100)
+
+
+@pytest.fixture
+def cloud(app: Stratus, settings: Settings, bridge: NatsBridge, tmp_path: Path) -> Iterator[SimulatedCloud]:  # noqa: F811
+    libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
+    c = SimulatedCloud(Handlers(app), tmp_path / "sim", host_names(HOSTS), SHAPE)
+    stop = threading.Event()
+    worker = threading.Thread(
+        target=simulator.run,
+        args=(settings, c),
+        kwargs={"bridge": bridge, "stop": stop, "poll": 0.1},
+        daemon=True,
+    )
+    worker.start()
+    yield c
+    stop.set()
+    worker.join(30)
+    assert not worker.is_alive()
+    c.close()
+
+
+def test_hundreds_of_simulated_hosts_boot_and_delete_servers(
+    app: Stratus,  # noqa: F811
+    cloud: SimulatedCloud,
+    start_scheduler: Callable[..., Worker],  # noqa: F811
+) -> None:
+    h = Handlers(app)
+    eventually(lambda: all(_registered(h, n) for n in ("sim-00001", f"sim-{HOSTS:05d}")), timeout=60)
+    host = h.host("sim-00150")
+    assert (host.vcpus, host.memory_mb, host.disk_gb, host.hypervisor_type) == (4, 8192, 100, "TEST")
+
+    h.create_flavor(CreateFlavor("big", "m1.big", vcpus=2, ram=6144, disk=10))  # one per host by RAM
+    start_scheduler()
+    servers = [
+        s for i in range(4) for s in h.create_server(CreateServer("vm", f"p{i}", "u", "big", count=8)).ids
+    ]
+
+    def active() -> list[str] | None:
+        insts = [h.instance(s) for s in servers]
+        return [i.host or "" for i in insts] if all(i.vm_state == VmState.ACTIVE for i in insts) else None
+
+    hosts = eventually(active, timeout=90)
+    assert len(set(hosts)) == len(servers)  # spread: one per host, as RAM allows
+    placed = dict(zip(servers, hosts, strict=True))
+    # the domain runs on its host's own libvirt connection, and only there
+    first = servers[0]
+    conn = cloud.hosts[placed[first]]._driver._connection()  # type: ignore[attr-defined]
+    assert conn.lookupByUUIDString(first).isActive()
+
+    for s in servers[:5]:
+        h.delete_server(DeleteServer(s, None))
+    eventually(lambda: all(_gone(h, s) for s in servers[:5]), timeout=60)
+    assert all(h.host(placed[s]).claims == {} for s in servers[:5])
+    with pytest.raises(libvirt.libvirtError):
+        conn.lookupByUUIDString(first)
+
+
+def _registered(h: Handlers, name: str) -> bool:
+    try:
+        h.host(name)
+    except NotFound:
+        return False
+    return True
+
+
+def _gone(h: Handlers, server_id: str) -> bool:
+    try:
+        h.instance(server_id)
+    except NotFound:
+        return True
+    return False
+
+
+def test_the_cli_has_a_simulate_command() -> None:
+    args = build_parser().parse_args(["simulate", "--hosts", "1000", "--vcpus", "64", "--threads", "4"])
+    assert (args.command, args.hosts, args.vcpus, args.memory_mb, args.threads) == (
+        "simulate",
+        1000,
+        64,
+        131072,
+        4,
+    )

@@ -1,0 +1,175 @@
+"""Many simulated hypervisor hosts in one process, for tests and benchmarks at cloud scale.
+
+Each simulated host is a real ``Compute`` (the hypervisor worker's step) on its own libvirt test
+driver connection, opened on a host definition of its own (``test:///<dir>/<host>.xml``: CPUs,
+memory and a storage pool), so it registers the inventory libvirt reports and spawns, runs and
+destroys domains exactly as a one-host worker does. Where a fleet of workers would need one
+consumer per host (each seeing every placement), the simulator has one shared durable consumer,
+``simulator``, and hands each event to the host it names; several threads may serve it.
+
+``stratus simulate --hosts N`` runs it (``main``); ``SimulatedCloud`` is the composable part.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import libvirt
+import orjson
+from eventsourcing.utils import get_topic
+
+from commands.app import Stratus
+from commands.errors import NotFound
+from commands.handlers import Handlers
+from commands.instance import Instance
+from stratus.config import Settings
+from stratus.context import Actor, CommandContext, acting
+from stratus.eventstore import Factory, NatsBridge
+from stratus.eventstore.subjects import SubjectLayout
+from workers.compute import SCHEDULED, Compute
+from workers.consumer import Delivery, DurableConsumer, serve, stop_on_signals
+from workers.libvirt_driver import LibvirtDriver
+from workers.outcome import DONE, Outcome
+
+log = logging.getLogger(__name__)
+
+SIMULATOR = Actor(user_id="stratus-simulator", project_id="service", roles=("service",))
+DURABLE = "simulator"
+
+
+@dataclass(frozen=True)
+class HostShape:
+    vcpus: int = 32
+    memory_mb: int = 131072
+    disk_gb: int = 2000
+
+
+def host_xml(shape: HostShape) -> str:
+    """A libvirt test driver host definition: one NUMA node, ``vcpus`` cores, memory, a storage pool."""
+    return f"""<node>
+  <cpu><nodes>1</nodes><sockets>1</sockets><cores>{shape.vcpus}</cores><threads>1</threads>
+    <active>{shape.vcpus}</active><mhz>2400</mhz><model>x86_64</model></cpu>
+  <memory>{shape.memory_mb * 1024}</memory>
+  <pool type='dir'><name>default</name><capacity unit='GiB'>{shape.disk_gb}</capacity>
+    <allocation>0</allocation><available unit='GiB'>{shape.disk_gb}</available>
+    <source/><target><path>/default-pool</path></target></pool>
+</node>
+"""
+
+
+def host_names(count: int, prefix: str = "sim") -> list[str]:
+    width = max(5, len(str(count)))
+    return [f"{prefix}-{i:0{width}d}" for i in range(1, count + 1)]
+
+
+class SimulatedCloud:
+    def __init__(
+        self,
+        handlers: Handlers,
+        directory: Path,
+        names: list[str],
+        shape: HostShape = HostShape(),
+        open_connection: Callable[[str], libvirt.virConnect] = libvirt.open,
+    ) -> None:
+        self.hosts: dict[str, Compute] = {}
+        self._drivers: list[LibvirtDriver] = []
+        definition = host_xml(shape)
+        for name in names:
+            path = directory / f"{name}.xml"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(definition)
+            uri = f"test://{path.resolve()}"
+            driver = LibvirtDriver(_connector(open_connection, uri), instances_path=directory / name)
+            self._drivers.append(driver)
+            self.hosts[name] = Compute(handlers, driver, name, instances_path=directory / name)
+        self._handlers = handlers
+
+    def register(self) -> int:
+        """Register every host (each with the inventory its libvirt connection reports)."""
+        with acting(CommandContext(actor=SIMULATOR)):
+            for compute in self.hosts.values():
+                compute.register()
+        return len(self.hosts)
+
+    def handle(self, d: Delivery) -> Outcome:
+        """Hand one instance event to the simulated host it concerns (others' hosts: acknowledged)."""
+        if d.event_type == SCHEDULED:
+            payload = orjson.loads(d.notification.state)
+            hostname = payload.get("host") if isinstance(payload, dict) else None
+        else:
+            try:
+                hostname = self._handlers.instance(d.originator_id).host
+            except NotFound:
+                return DONE  # gone already
+        compute = self.hosts.get(str(hostname)) if hostname else None
+        if compute is None:
+            return DONE
+        return compute.handle(d.event_type, d.originator_id, d.attempt)
+
+    def close(self) -> None:
+        for driver in self._drivers:
+            driver.close()
+
+
+def _connector(
+    open_connection: Callable[[str], libvirt.virConnect], uri: str
+) -> Callable[[], libvirt.virConnect]:
+    return lambda: open_connection(uri)
+
+
+def subjects(settings: Settings) -> list[str]:
+    layout = SubjectLayout(settings.subject_prefix)
+    return [
+        layout.topic_filter(get_topic(Instance.Scheduled)),  # type: ignore[attr-defined]
+        layout.topic_filter(get_topic(Instance.DeletionRequested)),  # type: ignore[attr-defined]
+    ]
+
+
+def run(
+    settings: Settings,
+    cloud: SimulatedCloud,
+    *,
+    bridge: NatsBridge,
+    stop: threading.Event,
+    threads: int = 2,
+    poll: float = 1.0,
+    durable: str = DURABLE,
+) -> None:
+    """Register the hosts, then serve their instances from ``threads`` threads until ``stop``."""
+    log.info("simulator: %d hosts registered", cloud.register())
+
+    def serve_one() -> None:
+        consumer = DurableConsumer(
+            bridge, stream=settings.stream, durable=durable, filter_subjects=subjects(settings)
+        )
+        consumer.open()
+        try:
+            serve(consumer, cloud.handle, stop, actor=SIMULATOR, poll=poll)
+        finally:
+            consumer.close()
+
+    workers = [threading.Thread(target=serve_one, name=f"simulator-{i}", daemon=True) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+
+
+def main(
+    settings: Settings, hosts: int, shape: HostShape = HostShape(), threads: int = 2, prefix: str = "sim"
+) -> int:
+    stop = threading.Event()
+    libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
+    directory = settings.data_dir / "simulator"
+    with stop_on_signals(stop), NatsBridge(settings.nats_urls, name="stratus-simulator") as bridge:
+        handlers = Handlers(Stratus(Factory(bridge=bridge, settings=settings)))
+        cloud = SimulatedCloud(handlers, directory, host_names(hosts, prefix), shape)
+        try:
+            run(settings, cloud, bridge=bridge, stop=stop, threads=threads)
+        finally:
+            cloud.close()
+    return 0
