@@ -2,12 +2,14 @@
 
 Hosts are not created through the API: a hypervisor worker registers its host on the event log
 when it starts, as nova-compute does. Differences from Nova, documented in docs/api.md: ids are
-the hosts' UUIDs (Nova used integers before 2.53), and ``state`` is always ``up`` because Stratus
-does not track host liveness yet.
+the hosts' UUIDs (Nova used integers before 2.53). ``state`` is ``down`` when the host is forced
+down or its hypervisor worker has not sent a heartbeat for ``STRATUS_HOST_DOWN_AFTER`` seconds
+(``stratus.liveness``), else ``up``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import falcon
@@ -24,7 +26,7 @@ def brief_view(host: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": str(host["id"]),
         "hypervisor_hostname": host["hostname"],
-        "state": "down" if host.get("forced_down") else "up",
+        "state": "down" if host.get("forced_down") or not host.get("alive", True) else "up",
         "status": "disabled" if host.get("disabled") else "enabled",
     }
 
@@ -57,14 +59,25 @@ def detail_view(host: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# Which of these hosts are alive (``stratus.liveness.Heartbeats.up``); None: liveness not tracked.
+Liveness = Callable[[list[str]], dict[str, bool]]
+
+
 class _Hypervisors:
-    def __init__(self, read_model: ReadModel) -> None:
+    def __init__(self, read_model: ReadModel, liveness: Liveness | None = None) -> None:
         self._read = read_model
+        self._liveness = liveness
+
+    def _alive(self, hosts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self._liveness is None or not hosts:
+            return hosts
+        up = self._liveness([h["hostname"] for h in hosts])
+        return [{**h, "alive": up.get(h["hostname"], False)} for h in hosts]
 
     def _hosts(self, req: falcon.Request) -> list[dict[str, Any]]:
         auth.require_admin(req.context.actor, _POLICY)
         with self._read.connection(req) as conn:
-            return queries.list_hosts(conn)
+            return self._alive(queries.list_hosts(conn))
 
 
 class HypervisorCollection(_Hypervisors):
@@ -90,4 +103,4 @@ class HypervisorItem(_Hypervisors):
             host = queries.get_host(conn, hypervisor_id)
         if host is None:
             raise ItemNotFound(f"Hypervisor with ID {hypervisor_id} could not be found.")
-        resp.media = {"hypervisor": detail_view(host)}
+        resp.media = {"hypervisor": detail_view(self._alive([host])[0])}

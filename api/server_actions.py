@@ -32,6 +32,7 @@ from projections import instance_actions
 from stratus import hostrpc
 from stratus.audit import history
 from stratus.context import Actor, acting
+from stratus.liveness import Heartbeats, bucket_for
 
 # The body's member → our action key (``reboot`` picks soft or hard from its ``type``).
 _POWER_ACTIONS = {
@@ -124,6 +125,21 @@ class ServerAction:
                 raise ConsoleNotAvailable("Guest does not have a console available.") from e
             raise ConflictingState(f"Instance {server_id} is not ready: {e.message}") from e
         resp.media = {"output": answer["output"]}
+
+
+def host_liveness(deps: Any) -> Callable[[list[str]], dict[str, bool]]:
+    """Which hosts are alive, from their heartbeats beside the log (``stratus.liveness``)."""
+    settings = deps.settings
+    heartbeats = Heartbeats(
+        deps.handlers.app.recorder.bridge,
+        bucket=bucket_for(settings.stream),
+        replicas=settings.stream_replicas,
+    )
+
+    def alive(hosts: list[str]) -> dict[str, bool]:
+        return heartbeats.up(hosts, settings.host_down_after_seconds)
+
+    return alive
 
 
 def add_routes(app: falcon.App, handlers: Handlers, max_body_bytes: int) -> None:

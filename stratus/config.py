@@ -29,6 +29,8 @@ class Settings:
     # The hypervisor worker.
     libvirt_uri: str = "test:///default"
     host_name: str = "compute-1"
+    # A host whose hypervisor worker has not sent a heartbeat for this long is shown down.
+    host_down_after_seconds: float = 60.0
     # Identifies this deployment in CloudEvents' `source`.
     cloud_name: str = "stratus"
     # The fixed network servers get an address on (CIDR; empty: servers get no address), and its name.
@@ -61,6 +63,7 @@ class Settings:
             read_wait_seconds=float(e.get("STRATUS_READ_WAIT_SECONDS", d.read_wait_seconds)),
             libvirt_uri=e.get("STRATUS_LIBVIRT_URI", d.libvirt_uri),
             host_name=e.get("STRATUS_HOST_NAME", d.host_name),
+            host_down_after_seconds=float(e.get("STRATUS_HOST_DOWN_AFTER", d.host_down_after_seconds)),
             cloud_name=e.get("STRATUS_CLOUD_NAME", d.cloud_name),
             fixed_network=e.get("STRATUS_FIXED_NETWORK", d.fixed_network).strip(),
             fixed_network_name=e.get("STRATUS_FIXED_NETWORK_NAME", d.fixed_network_name).strip(),
@@ -81,6 +84,7 @@ class Settings:
             "STRATUS_READ_WAIT_SECONDS": str(self.read_wait_seconds),
             "STRATUS_LIBVIRT_URI": self.libvirt_uri,
             "STRATUS_HOST_NAME": self.host_name,
+            "STRATUS_HOST_DOWN_AFTER": str(self.host_down_after_seconds),
             "STRATUS_CLOUD_NAME": self.cloud_name,
             "STRATUS_FIXED_NETWORK": self.fixed_network,
             "STRATUS_FIXED_NETWORK_NAME": self.fixed_network_name,

@@ -43,6 +43,7 @@ from projections.schema import ensure_live_schema
 from stratus import serialization
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
+from stratus.liveness import Heartbeats, bucket_for
 from tests.fixtures.identity import ADMIN_PASSWORD, Identities
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -480,8 +481,10 @@ def test_flavors(stack: Stack) -> None:
     assert uuid.UUID(sid)
 
 
-def test_hypervisors(stack: Stack) -> None:
+def test_hypervisors(stack: Stack, api_settings: Settings) -> None:
     stack.handlers.register_host(RegisterHost("cmp-a", vcpus=4, memory_mb=8192, disk_gb=50))
+    # cmp-a's worker is alive (it beats); cmp-b's never said a word: down.
+    Heartbeats(stack.handlers.app.recorder.bridge, bucket=bucket_for(api_settings.stream)).beat("cmp-a")  # type: ignore[attr-defined]
     after = stack.handlers.register_host(RegisterHost("cmp-b", vcpus=2, memory_mb=4096, disk_gb=20)).position
     r = stack.get("/v2.1/os-hypervisors", ADMIN, after=after)
     assert [h["hypervisor_hostname"] for h in r.json["hypervisors"]] == ["cmp-a", "cmp-b"]
@@ -492,6 +495,7 @@ def test_hypervisors(stack: Stack) -> None:
     assert (a["vcpus_used"], a["memory_mb_used"], a["local_gb_used"], a["running_vms"]) == (0, 0, 0, 0)
     assert (a["free_ram_mb"], a["free_disk_gb"]) == (8192, 50)
     assert a["hypervisor_type"] == "QEMU" and a["state"] == "up" and a["status"] == "enabled"
+    assert detail[1]["state"] == "down"
     assert stack.get(f"/v2.1/os-hypervisors/{a['id']}", ADMIN).json["hypervisor"] == a
     assert_fault(stack.get("/v2.1/os-hypervisors/nope", ADMIN), 404, "itemNotFound")
 

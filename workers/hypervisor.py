@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import nats.errors
 import orjson
 from eventsourcing.utils import get_topic
 
@@ -29,6 +30,7 @@ from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.subjects import SubjectLayout, encode_token
 from stratus.hostrpc import CONSOLE, Responder
 from stratus.imagestore import ImageStore
+from stratus.liveness import HEARTBEAT_INTERVAL, Heartbeats, bucket_for
 from workers.compute import SCHEDULED, BootImages, Compute
 from workers.console import answerer
 from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve, stop_on_signals
@@ -75,6 +77,7 @@ def run(
     retry: RetryPolicy | None = None,
     poll: float = 1.0,
     reconcile_interval: float = RECONCILE_INTERVAL,
+    heartbeat_interval: float = HEARTBEAT_INTERVAL,
 ) -> None:
     """Register the host, then serve its instances until ``stop`` is set; every
     ``reconcile_interval`` seconds (0: never) compare the log with what the hypervisor runs."""
@@ -99,6 +102,8 @@ def run(
         if reconcile_interval > 0
         else None
     )
+    heartbeats = Heartbeats(bridge, bucket=bucket_for(settings.stream), replicas=settings.stream_replicas)
+    beating = _beat_periodically(heartbeats, host, stop, heartbeat_interval)
     filters = subjects(settings)
     consumer = DurableConsumer(
         bridge, stream=settings.stream, durable=durable_name(host), filter_subjects=filters, ack_wait=ACK_WAIT
@@ -120,6 +125,27 @@ def run(
         responder.close()
         if reconciling is not None:
             reconciling.join(timeout=30)
+        beating.join(timeout=15)
+
+
+def _beat_periodically(
+    heartbeats: Heartbeats, host: str, stop: threading.Event, interval: float
+) -> threading.Thread:
+    """Say "alive" now and every ``interval`` seconds until ``stop``; a missed beat is only logged
+    (NATS away): the host shows down until beats get through again, which is the truth."""
+
+    def loop() -> None:
+        while True:
+            try:
+                heartbeats.beat(host)
+            except (TimeoutError, nats.errors.Error) as e:
+                log.warning("heartbeat of %s failed: %s", host, e)
+            if stop.wait(interval):
+                return
+
+    thread = threading.Thread(target=loop, name=f"heartbeat-{host}", daemon=True)
+    thread.start()
+    return thread
 
 
 def _payload(d: Delivery) -> dict[str, object]:

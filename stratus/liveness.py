@@ -1,0 +1,107 @@
+"""Host heartbeats: each hypervisor worker says "alive" every few seconds; a silent host is down.
+
+Heartbeats are not facts worth keeping: recorded as events they would grow the log by one event
+per host every interval, forever (8,640 a day per host at 10 s; 8.6 million a day for 1,000 hosts),
+for a value only its latest instance matters for. So they live in a JetStream key-value bucket,
+``STRATUS_HOSTS`` (``history=1``: one message per host, replaced at every beat), next to the log and
+not in it. The worker puts ``{"host", "at"}`` (its wall clock, seconds since the epoch) under the
+host's encoded name; a reader takes a host as up while its last beat is younger than
+``down_after`` seconds. A host never seen, or whose entry is older, is down.
+
+Clocks: ``at`` is the worker's clock and the age is computed with the reader's; hosts and API
+nodes are expected to run NTP (skew well under ``down_after``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import nats.errors
+import nats.js.errors
+import orjson
+from nats.js.api import KeyValueConfig, StorageType
+
+from stratus.eventstore.bridge import NatsBridge
+from stratus.eventstore.subjects import encode_token
+
+
+def bucket_for(stream: str) -> str:
+    """The bucket beside a log: ``STRATUS_HOSTS`` for the stream ``STRATUS``."""
+    return f"{stream}_HOSTS"
+
+
+BUCKET = bucket_for("STRATUS")
+HEARTBEAT_INTERVAL = 10.0
+DOWN_AFTER = 60.0
+_TIMEOUT = 5.0
+
+
+class Heartbeats:
+    def __init__(
+        self,
+        bridge: NatsBridge,
+        *,
+        bucket: str = BUCKET,
+        replicas: int = 1,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._bridge = bridge
+        self._bucket = bucket
+        self._replicas = replicas
+        self._clock = clock
+        self._kv: Any = None
+
+    async def _store(self) -> Any:
+        if self._kv is None:
+            js = self._bridge.js
+            try:
+                self._kv = await js.key_value(self._bucket)
+            except nats.js.errors.BucketNotFoundError:
+                config = KeyValueConfig(
+                    bucket=self._bucket,
+                    description="stratus: last heartbeat of each compute host",
+                    history=1,
+                    storage=StorageType.FILE,
+                    replicas=self._replicas,
+                )
+                self._kv = await js.create_key_value(config=config)
+        return self._kv
+
+    def beat(self, host: str) -> None:
+        body = orjson.dumps({"host": host, "at": self._clock()})
+
+        async def put() -> None:
+            await (await self._store()).put(encode_token(host), body)
+
+        self._bridge.run(put, _TIMEOUT)
+
+    def last_seen(self, hosts: Iterable[str]) -> dict[str, float | None]:
+        """Each host's last heartbeat (seconds since the epoch), None when it never beat."""
+        names = list(hosts)
+
+        async def read() -> dict[str, float | None]:
+            kv = await self._store()
+            seen: dict[str, float | None] = {}
+            for host in names:
+                try:
+                    entry = await kv.get(encode_token(host))
+                except nats.js.errors.KeyNotFoundError:
+                    seen[host] = None
+                    continue
+                seen[host] = float(orjson.loads(entry.value)["at"])
+            return seen
+
+        return self._bridge.run(read, _TIMEOUT + len(names) * 0.05)
+
+    def up(self, hosts: Iterable[str], down_after: float = DOWN_AFTER) -> dict[str, bool]:
+        """Which hosts are up: a heartbeat younger than ``down_after`` seconds. When the bucket
+        cannot be read (NATS away), every host is reported down: unknown is not up."""
+        names = list(hosts)
+        try:
+            seen = self.last_seen(names)
+        except (nats.errors.Error, TimeoutError):
+            return dict.fromkeys(names, False)
+        now = self._clock()
+        return {h: at is not None and now - at < down_after for h, at in seen.items()}
