@@ -35,6 +35,7 @@ from commands.errors import NotFound
 from commands.handlers import CreateServer, DeleteServer, Handlers
 from commands.host_aggregate import DEFAULT_ZONE
 from commands.server_fields import ServerFieldHandlers, UpdateServer
+from commands.states import PowerState
 from projections import admin_queries, queries
 from stratus.context import Actor, acting
 from stratus.imagestore import BlobStore, StoreError
@@ -167,13 +168,30 @@ class _Servers:
         validators: dict[str, Draft202012Validator],
         max_body_bytes: int,
         user_data: BlobStore | None = None,
+        *,
+        liveness: Callable[[list[str]], dict[str, bool]] | None = None,
     ) -> None:
+        self._liveness = liveness  # which hosts send heartbeats (None: not tracked)
         self._handlers = handlers
         self._read = read_model
         self._create_validator = validators["servers.create"]
         self._validators = validators
         self._max_body = max_body_bytes
         self._user_data = user_data
+
+    def _as_known(self, alive: dict[str, bool]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """The row as far as we know: on a host that stopped sending heartbeats the guest's power
+        state is unknown (NOSTATE), not the last one recorded (``alive`` caches hosts per request)."""
+
+        def known(row: dict[str, Any]) -> dict[str, Any]:
+            host = row["host"]
+            if self._liveness is None or not host or row["deleted"]:
+                return row
+            if host not in alive:
+                alive.update(self._liveness([host]))
+            return row if alive.get(host, False) else {**row, "power_state": PowerState.NOSTATE}
+
+        return known
 
     def _list(self, req: falcon.Request, path: str, view: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
         actor: Actor = req.context.actor
@@ -278,7 +296,6 @@ class ServerCollection(_Servers):
             raise ServiceUnavailable("User data cannot be stored right now; retry.") from e
         return {"sha256": digest, "size": len(data)}
 
-
     def _check_zone(self, req: falcon.Request, zone: str | None) -> None:
         """A zone must be one that hosts are in, or that a host aggregate defines (Nova: 400)."""
         if zone is None:
@@ -294,7 +311,8 @@ class ServerDetailCollection(_Servers):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         actor = req.context.actor
-        resp.media = self._list(req, "servers/detail", lambda row: detail_view(req, row, actor))
+        known = self._as_known({})
+        resp.media = self._list(req, "servers/detail", lambda row: detail_view(req, known(row), actor))
 
 
 class ServerItem(_Servers):
@@ -313,7 +331,7 @@ class ServerItem(_Servers):
                     row = queries.get_server(conn, server_id, scope)
         if row is None or row["deleted"]:
             raise ItemNotFound(f"Instance {server_id} could not be found.")
-        resp.media = {"server": detail_view(req, row, actor)}
+        resp.media = {"server": detail_view(req, self._as_known({})(row), actor)}
 
     def _in_log(self, server_id: str, scope: str | None) -> bool:
         try:

@@ -40,8 +40,8 @@ class Cloud:
     conn: libvirt.virConnect
     instances: Path
 
-    def status(self, server_id: str, who: str = P1) -> dict[str, Any] | None:
-        r = self.stack.get(f"/v2.1/servers/{server_id}", who)
+    def status(self, server_id: str, who: str = P1, after: int | None = None) -> dict[str, Any] | None:
+        r = self.stack.get(f"/v2.1/servers/{server_id}", who, after=after)
         if r.status_code == 404:
             return None  # the read model has not seen it yet
         assert r.status_code == 200, r.text
@@ -51,9 +51,12 @@ class Cloud:
     def action(self, server_id: str, body: dict[str, Any], who: str = P1) -> Any:
         return self.stack.request("POST", f"/v2.1/servers/{server_id}/action", who, json=body)
 
-    def settled(self, server_id: str, status: str, who: str = P1) -> dict[str, Any]:
+    def settled(self, server_id: str, status: str, who: str = P1, after: int | None = None) -> dict[str, Any]:
+        """The server in ``status`` with no task, as of a read model past ``after`` (the action's
+        position: a read that has not seen the action yet must not count as its end)."""
+
         def check() -> dict[str, Any] | None:
-            s = self.status(server_id, who)
+            s = self.status(server_id, who, after)
             return s if s is not None and s["status"] == status else None
 
         return eventually(check)
@@ -120,7 +123,7 @@ def test_stop_start_reboot_pause_suspend_through_the_api(cloud: Cloud) -> None:
         r = cloud.action(server, body)
         assert r.status_code == 202, (body, r.text)
         assert r.text == ""
-        shown = cloud.settled(server, status)
+        shown = cloud.settled(server, status, after=int(r.headers["X-Stratus-Position"]))
         assert shown["OS-EXT-STS:power_state"] == power_state, body
     assert cloud.conn.lookupByUUIDString(server).state()[0] == libvirt.VIR_DOMAIN_RUNNING
 

@@ -10,11 +10,13 @@ from pathlib import Path
 import libvirt
 import pytest
 
+from commands.handlers import PlaceInstance
+from commands.states import PowerState
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge
 from stratus.liveness import Heartbeats, bucket_for
 from tests import test_api
-from tests.test_api import ADMIN, Stack, projector, stack  # noqa: F401
+from tests.test_api import ADMIN, P1, Stack, projector, stack  # noqa: F401
 from tests.test_hypervisor import HOST, Worker, conn, eventually  # noqa: F401
 from workers import hypervisor
 from workers.libvirt_driver import LibvirtDriver
@@ -64,13 +66,24 @@ def test_os_hypervisors_shows_a_silent_host_down(
         hosts = stack.get("/v2.1/os-hypervisors", ADMIN).json["hypervisors"]
         return hosts[0]["state"] if hosts else None
 
+    def power_state() -> int | None:
+        r = stack.get(f"/v2.1/servers/{server}", P1)
+        return r.json["server"]["OS-EXT-STS:power_state"] if r.status_code == 200 else None
+
     worker = Worker(target)
     try:
         eventually(lambda: state() == "up")
         detail = stack.get("/v2.1/os-hypervisors/detail", ADMIN).json["hypervisors"][0]
         assert detail["state"] == "up"
+        flavor, _ = stack.flavor()
+        server, _ = stack.server(flavor, P1)
+        stack.handlers.place_instance(PlaceInstance(server, HOST))
+        eventually(lambda: power_state() == PowerState.RUNNING)
     finally:
         worker.close()
     eventually(lambda: state() == "down", timeout=10)
+    # The host is silent: what its guest does now is unknown, not "running".
+    assert power_state() == PowerState.NOSTATE
+    assert stack.handlers.instance(server).power_state == PowerState.RUNNING  # the log is unchanged
     hyp = stack.get("/v2.1/os-hypervisors", ADMIN).json["hypervisors"][0]
     assert stack.get(f"/v2.1/os-hypervisors/{hyp['id']}", ADMIN).json["hypervisor"]["state"] == "down"
