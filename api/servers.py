@@ -26,7 +26,7 @@ from typing import Any
 import falcon
 from jsonschema import Draft202012Validator
 
-from api import auth
+from api import auth, policy
 from api.body import read_json
 from api.errors import BadRequest, ItemNotFound, ReadModelBehind, ServiceUnavailable
 from api.links import bookmark, next_links, page_params, resource_links
@@ -226,9 +226,11 @@ class _Servers:
 class ServerCollection(_Servers):
     """``GET /v2.1/servers`` (id, name, links) and ``POST /v2.1/servers``."""
 
+    @falcon.before(policy.require("os_compute_api:servers:index"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = self._list(req, "servers", lambda row: brief_view(req, row))
 
+    @falcon.before(policy.require("os_compute_api:servers:create"))
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         actor: Actor = req.context.actor
         body = read_json(req, self._create_validator, self._max_body)
@@ -309,6 +311,7 @@ class ServerCollection(_Servers):
 class ServerDetailCollection(_Servers):
     """``GET /v2.1/servers/detail``: every field of each server."""
 
+    @falcon.before(policy.require("os_compute_api:servers:detail"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         actor = req.context.actor
         known = self._as_known({})
@@ -318,6 +321,7 @@ class ServerDetailCollection(_Servers):
 class ServerItem(_Servers):
     """``GET``, ``PUT`` and ``DELETE /v2.1/servers/{server_id}``."""
 
+    @falcon.before(policy.require("os_compute_api:servers:show"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
         actor: Actor = req.context.actor
         scope = auth.server_scope(actor)
@@ -340,6 +344,7 @@ class ServerItem(_Servers):
             return False
         return True
 
+    @falcon.before(policy.require("os_compute_api:servers:update"))
     def on_put(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
         """Rename the server or change its description; the answer is the server after the change."""
         actor: Actor = req.context.actor
@@ -362,6 +367,7 @@ class ServerItem(_Servers):
             raise ItemNotFound(f"Instance {server_id} could not be found.")
         resp.media = {"server": detail_view(req, row, actor)}
 
+    @falcon.before(policy.require("os_compute_api:servers:delete"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
         actor: Actor = req.context.actor
         with acting(req.context.command):

@@ -18,6 +18,7 @@ from commands import (
     flavor,
     host,
     host_aggregate,
+    identity,
     image,
     instance,
     keypair,
@@ -48,6 +49,17 @@ from commands.handlers import (
     PlaceInstance,
     RegisterHost,
     StartSpawning,
+)
+from commands.identity import role_id
+from commands.identity_handlers import (
+    CreateProject,
+    CreateUser,
+    GrantRole,
+    IdentityHandlers,
+    RevokeRole,
+    RevokeToken,
+    UpdateProject,
+    UpdateUser,
 )
 from commands.lifecycle import (
     FailAction,
@@ -91,6 +103,7 @@ def _event_classes() -> list[tuple[str, str]]:
         network,
         placement,
         census,
+        identity,
     )
     for module in modules:
         for _, agg in inspect.getmembers(module, inspect.isclass):
@@ -156,6 +169,7 @@ def test_every_emitted_event_validates_against_its_schema(handlers: Handlers) ->
         _operator_scenario(handlers)
         _catalog_scenario(handlers)
         _placement_scenario(handlers)
+        _identity_scenario(handlers)
         handlers.app.save(_deleted_flavor(handlers))
 
     envelopes = handlers.app.recorder.read_envelopes(1, 1000)  # type: ignore[attr-defined]
@@ -172,6 +186,21 @@ def test_every_emitted_event_validates_against_its_schema(handlers: Handlers) ->
         seen.add((kind, type_))
     # the scenario really did emit every event type there is
     assert sorted(seen) == _event_classes()
+
+
+def _identity_scenario(handlers: Handlers) -> None:
+    """Roles, projects, users, grants, a password change (no hash in the event), a revoked token."""
+    ident = IdentityHandlers(handlers.app)
+    seeded = ident.bootstrap()
+    project = ident.create_project(CreateProject("web", description="the web team")).id
+    ident.update_project(UpdateProject(project, enabled=False))
+    user = ident.create_user(CreateUser("alice", default_project_id=project, email="a@example.org")).id
+    ident.update_user(UpdateUser(user, enabled=False))
+    ident.record_password_set(user)
+    ident.grant_role(GrantRole(project, user, role_id("member")))
+    ident.revoke_role(RevokeRole(project, user, role_id("member")))
+    expires = "2026-01-01T01:00:00+00:00"
+    ident.revoke_token(RevokeToken("ab" * 16, seeded.user_id, seeded.project_id, expires))
 
 
 def _operator_scenario(handlers: Handlers) -> None:
