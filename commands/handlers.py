@@ -422,6 +422,23 @@ class Handlers:
 
         return self._retrying(decide)
 
+    def place_instances(self, cmds: Sequence[PlaceInstance]) -> Result:
+        """Place several instances (a multi-create) in one atomic append: all of them or none."""
+
+        def decide() -> Result:
+            hosts: dict[str, Host] = {}
+            instances: list[Instance] = []
+            for cmd in cmds:
+                inst = self.instance(cmd.server_id)
+                host = hosts.get(cmd.hostname) or self.host(cmd.hostname)
+                hosts[cmd.hostname] = host
+                host.claim(inst.server_id, Resources.of_flavor(inst.flavor))
+                inst.schedule(host.hostname)
+                instances.append(inst)
+            return Result(cmds[-1].server_id, self._save(*hosts.values(), *instances))
+
+        return self._retrying(decide)
+
     def fail_instance(self, cmd: FailInstance) -> Result:
         """Record a fault; any resources the instance holds on its host are released with it."""
 

@@ -38,6 +38,7 @@ class Placement:
         retry: RetryPolicy | None = None,
         multipliers: Multipliers | None = None,
         rounds: int = _ROUNDS,
+        siblings: Callable[[str, int], list[str]] | None = None,
     ) -> None:
         """``catch_up`` brings ``view`` up to the log's current end before a decision; ``rounds``:
         how many times to filter and weigh again when every candidate filled up under us."""
@@ -47,20 +48,22 @@ class Placement:
         self._retry = retry or RetryPolicy()
         self._multipliers = multipliers or Multipliers()
         self._rounds = rounds
+        # (reservation id, log position of a request) -> the servers requested with it, from there on
+        self._siblings = siblings
 
-    def handle(self, server_id: str, attempt: int) -> Outcome:
+    def handle(self, server_id: str, attempt: int, position: int = 0) -> Outcome:
         if attempt > self._retry.give_up_after:
             # Handling this request kept killing the scheduler: record it rather than loop.
             return self._fail(server_id, f"Gave up after {attempt} deliveries of the request.")
         try:
-            return self._place(server_id)
+            return self._place(server_id, position)
         except Conflict as e:
             retry = self._retry.retry(attempt, e.message)
             if retry is not None:
                 return retry
             return self._fail(server_id, f"Gave up after {attempt} attempts: {e.message}")
 
-    def _place(self, server_id: str) -> Outcome:
+    def _place(self, server_id: str, position: int = 0) -> Outcome:
         try:
             inst = self._handlers.instance(server_id)
         except NotFound:
@@ -71,6 +74,10 @@ class Placement:
         group = self._handlers.server_group_of(server_id)
         required, forbidden = traits_of(self._extra_specs(inst.flavor))
         request = Request(server_id, need, inst.availability_zone, group, required, forbidden)
+        if group is None and inst.reservation_id and position and self._siblings is not None:
+            together = self._siblings(inst.reservation_id, position)
+            if len(together) > 1 and together[0] == server_id:
+                return self._place_together(together, request)
         details = ""
         for _ in range(self._rounds):
             self._catch_up()
@@ -97,6 +104,61 @@ class Placement:
             )
         return self._fail(server_id, details)
 
+    def _scheduling(self, server_ids: list[str]) -> list[str]:
+        """Those of ``server_ids`` that still wait for a host."""
+        waiting = []
+        for s in server_ids:
+            try:
+                inst = self._handlers.instance(s)
+            except NotFound:
+                continue
+            if inst.vm_state == VmState.BUILDING and inst.task_state == TaskState.SCHEDULING:
+                waiting.append(s)
+        return waiting
+
+    def _place_together(self, server_ids: list[str], request: Request) -> Outcome:
+        """A multi-create: choose a host for every server at once (each choice taking its room from the
+        next), then claim them all in one atomic append; if they do not all fit, all fail (Nova)."""
+        need, details = request.need, ""
+        for _ in range(self._rounds):
+            waiting = self._scheduling(server_ids)
+            if not waiting:
+                return DONE
+            self._catch_up()
+            filtered = run_filters(self._view.hosts(), request)
+            if not filtered.hosts:
+                details = _why_none(request, filtered)
+                break
+            free = {h.hostname: h.free() for h in filtered.hosts}
+            picks: list[PlaceInstance] = []
+            for server_id in waiting:
+                choice = next((h for h in weigh(free, self._multipliers) if _room(free[h], need)), None)
+                if choice is None:
+                    break
+                picks.append(PlaceInstance(server_id, choice))
+                room = free[choice]
+                free[choice] = Resources(
+                    room.vcpus - need.vcpus, room.memory_mb - need.memory_mb, room.disk_gb - need.disk_gb
+                )
+            if len(picks) < len(waiting):
+                details = (
+                    f"Requested {len(waiting)} servers of vcpus={need.vcpus}, memory_mb={need.memory_mb}, "
+                    f"disk_gb={need.disk_gb} together; the hosts have room for {len(picks)}. "
+                    f"{filtered.summary()}"
+                )
+                break
+            try:
+                self._handlers.place_instances(picks)
+            except InsufficientResources:
+                details = "every chosen host filled up while placing."
+                continue  # the view was stale: choose again
+            except (InvalidState, NotFound):
+                continue  # one of them was deleted or placed meanwhile: the others still go together
+            return DONE
+        for server_id in self._scheduling(server_ids):
+            self._fail(server_id, details)
+        return DONE
+
     def _extra_specs(self, flavor: dict[str, object]) -> dict[str, str]:
         """The flavor's extra specs as they are now (the instance keeps only its sizes)."""
         try:
@@ -114,6 +176,10 @@ class Placement:
         except NotFound:
             return DONE  # deleted meanwhile: nothing to report on
         return DONE
+
+
+def _room(free: Resources, need: Resources) -> bool:
+    return need.vcpus <= free.vcpus and need.memory_mb <= free.memory_mb and need.disk_gb <= free.disk_gb
 
 
 def _why_none(request: Request, filtered: Filtered) -> str:

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from uuid import UUID
 
+import orjson
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.utils import get_topic
 
@@ -25,6 +27,7 @@ from commands.instance import Instance
 from stratus.config import Settings
 from stratus.context import Actor
 from stratus.eventstore import Factory, NatsBridge
+from stratus.eventstore.envelope import decode_message
 from stratus.eventstore.subjects import SubjectLayout
 from workers.consumer import Delivery, DurableConsumer, serve, stop_on_signals
 from workers.host_feed import HostFeed
@@ -67,12 +70,19 @@ def run(
 
     view = HostView(reload)
     feed = HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts).open()
-    placement = Placement(Handlers(app), view, feed.catch_up, retry=retry, multipliers=Multipliers.from_env())
+    placement = Placement(
+        Handlers(app),
+        view,
+        feed.catch_up,
+        retry=retry,
+        multipliers=Multipliers.from_env(),
+        siblings=siblings_reader(app, requested),
+    )
     consumer = DurableConsumer(bridge, stream=settings.stream, durable=durable, filter_subjects=[requested])
     consumer.open()
 
     def handle(d: Delivery) -> Outcome:
-        return placement.handle(d.originator_id, d.attempt)
+        return placement.handle(d.originator_id, d.attempt, d.notification.id)
 
     log.info("scheduler consuming %s (durable %s)", requested, durable)
     try:
@@ -80,6 +90,27 @@ def run(
     finally:
         consumer.close()
         feed.close()
+
+
+def siblings_reader(app: Stratus, requested: str, window: int = 64) -> Callable[[str, int], list[str]]:
+    """Reads the servers requested together with the one at ``position``: the following ``Requested``
+    events of the same request and reservation (a multi-create appends them in one batch)."""
+
+    def siblings(reservation_id: str, position: int) -> list[str]:
+        found: list[str] = []
+        request_id = None
+        for msg in app.recorder.read_messages(position, window, subject_filter=requested):  # type: ignore[attr-defined]
+            notification, envelope = decode_message(msg)
+            payload = orjson.loads(notification.state)
+            if payload.get("reservation_id") != reservation_id:
+                break
+            if request_id is not None and envelope.requestid != request_id:
+                break
+            request_id = envelope.requestid
+            found.append(str(envelope.originator_id))
+        return found
+
+    return siblings
 
 
 def main(settings: Settings) -> int:

@@ -1,0 +1,47 @@
+"""A multi-create is placed together: one decision for all its servers and one atomic append of all
+their claims, or, when they do not all fit, none of them placed (Nova's NoValidHost for the request)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from commands.app import Stratus
+from commands.errors import NoValidHost
+from commands.handlers import CreateFlavor, CreateServer, DeleteServer, FinishDeletion, Handlers, RegisterHost
+from commands.states import VmState
+from tests.test_scheduler import Worker, app, eventually, settled, start_scheduler  # noqa: F401 (fixtures)
+
+
+def test_a_multi_create_is_placed_in_one_append_or_not_at_all(
+    app: Stratus,  # noqa: F811
+    start_scheduler: Callable[..., Worker],  # noqa: F811
+) -> None:
+    h = Handlers(app)
+    h.create_flavor(CreateFlavor("big", "m1.big", vcpus=1, ram=3072, disk=1))
+    for name in ("c1", "c2", "c3"):
+        h.register_host(RegisterHost(name, vcpus=8, memory_mb=4096, disk_gb=50))  # room for one m1.big each
+    start_scheduler()
+
+    three = h.create_server(CreateServer("trio", "p1", "u1", "big", count=3, reservation_id="r-trio")).ids
+    placed = [eventually(lambda s=s: settled(h, s)) for s in three]
+    assert sorted(i.host or "" for i in placed) == ["c1", "c2", "c3"]
+    scheduled = [
+        e.position
+        for e in app.recorder.read_envelopes(1, 1000)  # type: ignore[attr-defined]
+        if e.type.endswith("instance.scheduled")
+    ]
+    assert len(scheduled) == 3 and max(scheduled) - min(scheduled) < 6  # 3 claims + 3 placements, one append
+
+    for s in three:  # gone from their hosts (no hypervisor worker runs here to tear them down)
+        h.delete_server(DeleteServer(s, None))
+        h.finish_deletion(FinishDeletion(s))
+    four = h.create_server(CreateServer("quartet", "p1", "u1", "big", count=4, reservation_id="r-four")).ids
+    failed = [eventually(lambda s=s: settled(h, s)) for s in four]
+    assert all(i.vm_state == VmState.ERROR and i.host is None for i in failed)
+    fault = failed[0].fault
+    assert fault is not None and fault["code"] == NoValidHost.code
+    assert (
+        "Requested 4 servers of vcpus=1, memory_mb=3072, disk_gb=1 together; the hosts have room for 3"
+        in (fault["details"])
+    )
+    assert all(h.host(n).claims == {} for n in ("c1", "c2", "c3"))
