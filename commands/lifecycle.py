@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.domain import Aggregate
 
 from commands.actions import ACTIONS
 from commands.census import GuestCensus, census_id
@@ -153,7 +154,7 @@ class ReconciliationHandlers:
     def deleted_instance(self, server_id: str) -> bool:
         """The log holds this instance, deleted (its guest, if any, is an orphan)."""
         try:
-            agg = self._h.app.repository.get(UUID(server_id))
+            agg: Aggregate = self._h.app.repository.get(UUID(server_id))
         except (AggregateNotFoundError, ValueError):
             return False
         return isinstance(agg, Instance) and agg.deleted
@@ -161,7 +162,7 @@ class ReconciliationHandlers:
     def record_strays(self, cmd: RecordStrayGuests) -> bool:
         def decide() -> bool:
             try:
-                census = self._h.app.repository.get(census_id(cmd.hostname))
+                census: Aggregate = self._h.app.repository.get(census_id(cmd.hostname))
             except AggregateNotFoundError:
                 census = GuestCensus.open(cmd.hostname)
             assert isinstance(census, GuestCensus)

@@ -33,7 +33,7 @@ from workers.virt import GuestSpec
 
 
 def census(handlers: Handlers) -> GuestCensus:
-    agg = handlers.app.repository.get(census_id(HOST))
+    agg: object = handlers.app.repository.get(census_id(HOST))
     assert isinstance(agg, GuestCensus)
     return agg
 
@@ -57,7 +57,8 @@ def test_a_guest_that_stopped_on_its_own_is_recorded_shutoff(
     assert reconciler.once() == 0 and handlers.instance(server).version == version + 1  # recorded once
     # SHUTOFF now, so the user may start it again through the usual action.
     LifecycleHandlers(handlers).request_action(RequestAction(server, "p1", "start"))
-    inst = eventually(lambda: (i := handlers.instance(server)).task_state is None and i)
+    eventually(lambda: handlers.instance(server).task_state is None)
+    inst = handlers.instance(server)
     assert inst.vm_state == VmState.ACTIVE and conn.lookupByUUIDString(server).isActive()
 
 

@@ -38,6 +38,7 @@ from workers.libvirt_driver import LibvirtDriver
 from workers.outcome import DONE, Outcome, RetryPolicy
 from workers.power import ACTION_REQUESTED, PowerActions
 from workers.reconcile import Reconciler, run_periodically
+from workers.recovery import recover
 from workers.virt import BootImage, TemporaryVirtError, VirtDriver
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,8 @@ def run(
     power = PowerActions(handlers, driver, host, retry=retry)
     if not _register(compute, stop):
         return
+    with acting(CommandContext(actor=HYPERVISOR)):
+        recover(handlers, host, compute, power, marks=instances_path)  # what a killed run left under way
     responder = Responder(bridge, host)
     responder.serve(CONSOLE, answerer(instances_path))
     reconciling = (

@@ -33,6 +33,7 @@ from workers.virt import DomainNotFound, TemporaryVirtError, VirtDriver
 log = logging.getLogger(__name__)
 
 INSTANCE_PREFIX = "instance-"
+_TEMPORARY: tuple[type[Exception], ...] = (TemporaryVirtError, *STORE_TEMPORARY)
 
 
 class Reconciler:
@@ -91,7 +92,7 @@ def run_periodically(
             try:
                 with acting(CommandContext(actor=actor)):
                     reconciler.once()
-            except (TemporaryVirtError, *STORE_TEMPORARY) as e:
+            except _TEMPORARY as e:
                 log.warning(
                     "reconciliation of %s failed, trying again in %.0fs: %s", reconciler.hostname, interval, e
                 )

@@ -1,0 +1,78 @@
+"""Recovery at start: finish what a previous run of this host's worker left under way.
+
+A worker killed mid-step (``kill -9``, a power cut) leaves its message unacknowledged; JetStream
+redelivers it, but only after the ack wait (two minutes). Nova's compute service does the same
+check at start (``_init_instance``): before consuming, the worker looks at every instance its host
+holds a claim for and, if one is in a transitional task state, runs that step again now:
+``spawning`` → spawn, ``deleting`` → tear down, an action's task state → that action. Every step is
+idempotent and checks the instance's state first, so the redelivered message, when it comes,
+finds the step done and is acknowledged; a step that fails here is recorded like any other failure.
+
+A step that kills the worker every time must not turn this into a crash loop: before running a
+step the worker notes it in ``<marks>/recovering-<id>`` (a count, on the host's disk), and removes
+the note once the step returned. A step already tried ``limit`` times this way is left to the
+redelivered message, whose delivery count ends it as a fault (the poison rule of ``workers.outcome``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from commands.actions import ACTIONS
+from commands.errors import NotFound
+from commands.handlers import Handlers
+from commands.states import TaskState
+from workers.compute import DELETION_REQUESTED, SCHEDULED, Compute
+from workers.outcome import RetryLater
+from workers.power import PowerActions
+
+log = logging.getLogger(__name__)
+
+_ACTION_BY_TASK = {a.task_state: key for key, a in ACTIONS.items()}
+
+
+def recover(
+    handlers: Handlers,
+    hostname: str,
+    compute: Compute,
+    power: PowerActions,
+    *,
+    marks: Path,
+    limit: int = 3,
+) -> list[str]:
+    """Run again the steps this host left under way; the ids of the instances it touched."""
+    try:
+        claimed = sorted(handlers.host(hostname).claims)
+    except NotFound:
+        return []
+    touched = []
+    for server_id in claimed:
+        try:
+            inst = handlers.instance(server_id)
+        except NotFound:
+            continue
+        task = inst.task_state
+        if task not in (TaskState.SPAWNING, TaskState.DELETING) and task not in _ACTION_BY_TASK:
+            continue
+        mark = marks / f"recovering-{server_id}"
+        tries = int(mark.read_text() or 0) if mark.is_file() else 0
+        if tries >= limit:
+            log.error("not recovering %s (%s) again: tried %d times", server_id, task, tries)
+            continue
+        marks.mkdir(parents=True, exist_ok=True)
+        mark.write_text(str(tries + 1))
+        if task == TaskState.SPAWNING:
+            outcome = compute.handle(SCHEDULED, server_id, attempt=1)
+        elif task == TaskState.DELETING:
+            outcome = compute.handle(DELETION_REQUESTED, server_id, attempt=1)
+        else:  # an action (the filter above let nothing else through)
+            outcome = power.handle(_ACTION_BY_TASK[task], server_id, attempt=1)
+        mark.unlink()
+        touched.append(server_id)
+        if isinstance(outcome, RetryLater):
+            # A temporary failure: the redelivered message retries it with the usual backoff.
+            log.warning("recovering %s (%s): %s; left to the redelivery", server_id, task, outcome.reason)
+        else:
+            log.info("recovered %s: %s finished", server_id, task)
+    return touched
