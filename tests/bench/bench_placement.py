@@ -45,9 +45,9 @@ from commands.app import Stratus
 from commands.errors import NotFound
 from commands.handlers import CreateFlavor, CreateServer, Handlers
 from commands.operations import Operations
-from commands.states import VmState
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
+from stratus.eventstore.envelope import decode_message
 from tests.bench.harness import Bench, CpuMeter, loadavg, machine_lines, nats_server
 from workers import scheduler, simulator
 from workers.simulator import HostShape, SimulatedCloud, host_names
@@ -112,12 +112,59 @@ class Boots:
     cpu: str
 
 
+class Watcher:
+    """Follows the log and notes when each server became ACTIVE (``Spawned``) or failed (``Faulted``),
+    so that waiting clients need not poll."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._cond = threading.Condition()
+        self.finished: dict[str, tuple[float, str]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> Watcher:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        s = self._settings
+        with NatsBridge(s.nats_urls, name="bench-watcher").start() as b:
+            recorder = Factory(bridge=b, settings=s).application_recorder()
+            position = recorder.max_notification_id() or 0
+            instances = f"{s.subject_prefix}.instance.>"
+            while not self._stop.is_set():
+                head = recorder.wait_for_position(position, 0.5)
+                if head <= position:
+                    continue
+                msgs = recorder.read_messages(position + 1, 1000, stop=head, subject_filter=instances)
+                now = time.perf_counter()
+                with self._cond:
+                    for msg in msgs:
+                        _, envelope = decode_message(msg)
+                        kind = envelope.type.rsplit(".", 1)[-1]
+                        if kind in ("spawned", "faulted"):
+                            self.finished.setdefault(str(envelope.originator_id), (now, kind))
+                    self._cond.notify_all()
+                position = int(msgs[-1].metadata.sequence.stream) if len(msgs) == 1000 else head
+
+    def wait(self, server_id: str, timeout: float = 300) -> tuple[float, str] | None:
+        with self._cond:
+            self._cond.wait_for(lambda: server_id in self.finished, timeout)
+            return self.finished.get(server_id)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
 def boots(settings: Settings, clients: int, servers: int, bench: Bench) -> Boots:
     per_client = max(servers // clients, 1)
     latencies: list[float] = []
     errors = [0]
     lock = threading.Lock()
     ready = threading.Barrier(clients + 1)
+    watcher = Watcher(settings).start()
 
     def client(c: int) -> None:
         with NatsBridge(settings.nats_urls, name=f"bench-client-{c}").start() as b:
@@ -126,29 +173,25 @@ def boots(settings: Settings, clients: int, servers: int, bench: Bench) -> Boots
             for i in range(per_client):
                 started = time.perf_counter()
                 server = h.create_server(CreateServer(f"vm-{c}-{i}", f"proj-{c}", "u", "bench")).id
-                while True:
-                    try:
-                        inst = h.instance(server)
-                    except NotFound:
-                        break
-                    if inst.vm_state in (VmState.ACTIVE, VmState.ERROR):
-                        break
-                    time.sleep(0.02)
+                outcome = watcher.wait(server)
                 with lock:
-                    if inst.vm_state == VmState.ACTIVE:
-                        latencies.append(time.perf_counter() - started)
+                    if outcome is not None and outcome[1] == "spawned":
+                        latencies.append(outcome[0] - started)
                     else:
                         errors[0] += 1
 
     threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
     for t in threads:
         t.start()
-    with bench.meter.measure() as cpu:
-        ready.wait()
-        started = time.perf_counter()
-        for t in threads:
-            t.join()
-        seconds = time.perf_counter() - started
+    try:
+        with bench.meter.measure() as cpu:
+            ready.wait()
+            started = time.perf_counter()
+            for t in threads:
+                t.join()
+            seconds = time.perf_counter() - started
+    finally:
+        watcher.close()
     return Boots(latencies, errors[0], seconds, cpu[0].render())
 
 
