@@ -1,0 +1,215 @@
+"""Identity and policy through the API on the real stack (JetStream, PostgreSQL, the projector).
+
+Tokens are issued by ``/identity/v3/auth/tokens`` and checked on every request; what a token may
+do is ``api/policy.py``'s table. The stack and its personas are test_api's.
+"""
+# ruff: noqa: F811 (test_api's fixtures, imported, are what the tests here ask for by name)
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+
+from api import policy
+from api.credentials import SCHEMA, verify_password
+from api.tokens import InvalidToken, TokenSigner
+from stratus.config import Settings
+from tests.fixtures.identity import ADMIN_PASSWORD, password_auth
+from tests.test_api import ADMIN, P1, P2, Stack, api_settings, projector, stack  # noqa: F401
+
+TOKENS = "/identity/v3/auth/tokens"
+
+
+def _issue(stack: Stack, user: str, password: str, project: str) -> Any:
+    return stack.client.simulate_post(TOKENS, json=password_auth(user, password, project))
+
+
+def _envelopes(stack: Stack) -> list[dict[str, Any]]:
+    recorder = stack.handlers.app.recorder
+    return [e.to_dict() for e in recorder.read_envelopes(1, 10_000)]  # type: ignore[attr-defined]
+
+
+def test_discovery_needs_no_token(stack: Stack) -> None:
+    r = stack.client.simulate_get("/identity")
+    assert r.status_code == 300
+    (v3,) = r.json["versions"]["values"]
+    assert v3["id"].startswith("v3.") and v3["links"][0]["href"].endswith("/identity/v3/")
+    r = stack.client.simulate_get("/identity/v3")
+    assert r.status_code == 200 and r.json["version"]["status"] == "stable"
+
+
+def test_token_issue_validate_revoke(stack: Stack) -> None:
+    r = _issue(stack, "admin", ADMIN_PASSWORD, "admin")
+    assert r.status_code == 201, r.text
+    token = r.headers["X-Subject-Token"]
+    body = r.json["token"]
+    assert body["user"]["name"] == "admin" and body["user"]["domain"] == {"id": "default", "name": "Default"}
+    assert body["project"]["name"] == "admin"
+    assert [role["name"] for role in body["roles"]] == ["admin", "manager", "member", "reader"]
+    assert body["methods"] == ["password"]
+    expires = dt.datetime.fromisoformat(body["expires_at"].replace("Z", "+00:00"))
+    assert dt.timedelta(minutes=59) < expires - dt.datetime.now(dt.UTC) <= dt.timedelta(hours=1)
+    urls = {(s["type"], e["interface"]): e["url"] for s in body["catalog"] for e in s["endpoints"]}
+    base = "http://falconframework.org"
+    assert urls[("compute", "public")] == f"{base}/v2.1"
+    assert urls[("identity", "public")] == f"{base}/identity"
+    assert urls[("image", "public")] == f"{base}/image"
+
+    # Validating: the admin may look at anyone's token, a user at their own.
+    member = stack.auth(P1)["X-Auth-Token"]
+    r = stack.client.simulate_get(TOKENS, headers={"X-Auth-Token": token, "X-Subject-Token": member})
+    assert r.status_code == 200 and r.json["token"]["user"]["id"] == stack.user_id("bob")
+    assert [role["name"] for role in r.json["token"]["roles"]] == ["member", "reader"]
+    other = stack.auth(P2)
+    r = stack.client.simulate_get(TOKENS, headers={**other, "X-Subject-Token": member})
+    assert r.status_code == 403 and r.json["error"]["code"] == 403
+
+    # Revoking (their own): recorded as an event naming the token's id, never the token.
+    r = stack.client.simulate_delete(TOKENS, headers={"X-Auth-Token": member, "X-Subject-Token": member})
+    assert r.status_code == 204
+    assert stack.client.simulate_get("/v2.1/servers", headers={"X-Auth-Token": member}).status_code == 401
+    r = stack.client.simulate_get(TOKENS, headers={"X-Auth-Token": token, "X-Subject-Token": member})
+    assert r.status_code == 404
+    revoked = [e for e in _envelopes(stack) if e["type"] == "stratus.token.revoked"]
+    assert len(revoked) == 1 and revoked[0]["data"]["user_id"] == stack.user_id("bob")
+    assert all(member not in str(e) and token not in str(e) for e in _envelopes(stack))
+
+
+def test_wrong_password_and_unknown_user_look_alike(stack: Stack, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG):
+        wrong = _issue(stack, "admin", "not-the-password", "admin")
+        unknown = _issue(stack, "nobody", "not-the-password", "admin")
+        no_project = _issue(stack, "admin", ADMIN_PASSWORD, "nowhere")
+    for r in (wrong, unknown, no_project):
+        assert r.status_code == 401, r.text
+        assert r.json == {
+            "error": {
+                "code": 401,
+                "title": "Unauthorized",
+                "message": "The request you have made requires authentication.",
+                "stratus_code": "api.unauthorized",
+            }
+        }
+    assert "not-the-password" not in caplog.text and ADMIN_PASSWORD not in caplog.text
+
+
+def test_a_user_without_a_role_in_the_project_gets_no_token(stack: Stack) -> None:
+    stack.identities.project("p3")
+    stack.identities.user("dave", "dave-pw", {"p1": ("member",)})
+    assert _issue(stack, "dave", "dave-pw", "p1").status_code == 201
+    assert _issue(stack, "dave", "dave-pw", "p3").status_code == 401
+
+
+def test_tokens_expire_and_signatures_are_checked() -> None:
+    now = [dt.datetime(2026, 1, 1, tzinfo=dt.UTC)]
+    signer = TokenSigner(b"k" * 32, ttl_seconds=60, clock=lambda: now[0])
+    token, claims = signer.issue("a" * 32, "b" * 32)
+    assert signer.verify(token) == claims
+    now[0] += dt.timedelta(seconds=59)
+    assert signer.verify(token).user_id == "a" * 32
+    now[0] += dt.timedelta(seconds=1)
+    with pytest.raises(InvalidToken, match="expired"):
+        signer.verify(token)
+    now[0] -= dt.timedelta(seconds=30)
+    body, _, signature = token.partition(".")
+    other, _ = TokenSigner(b"x" * 32, clock=lambda: now[0]).issue("a" * 32, "b" * 32)
+    for forged in (f"{body}.{other.partition('.')[2]}", f"{other.partition('.')[0]}.{signature}", body, ""):
+        with pytest.raises(InvalidToken):
+            signer.verify(forged)
+
+
+def test_readers_read_members_act_admins_administer(stack: Stack) -> None:
+    flavor_id, _ = stack.flavor()
+    reader = stack.identities.persona("rita", "p1", "reader")
+    server = {"server": {"name": "vm", "flavorRef": flavor_id}}
+    assert stack.request("GET", "/v2.1/servers", reader).status_code == 200
+    r = stack.request("POST", "/v2.1/servers", reader, json=server)
+    assert r.status_code == 403 and "os_compute_api:servers:create" in r.json["forbidden"]["message"]
+    r = stack.request("POST", "/v2.1/servers", P1, json=server)
+    assert r.status_code == 202
+    sid = r.json["server"]["id"]
+    assert stack.request("DELETE", f"/v2.1/servers/{sid}", reader).status_code == 403
+    # admin-only: flavors, hypervisors, every project's servers, identity administration
+    for method, path in (
+        ("GET", "/v2.1/os-hypervisors"),
+        ("GET", "/v2.1/servers?all_tenants=1"),
+        ("GET", "/identity/v3/users"),
+        ("GET", "/identity/v3/role_assignments"),
+    ):
+        assert stack.request(method, path, P1).status_code == 403, path
+        assert stack.request(method, path, ADMIN).status_code == 200, path
+    body = {"flavor": {"name": "x", "ram": 1, "vcpus": 1, "disk": 0}}
+    assert stack.request("POST", "/v2.1/flavors", P1, json=body).status_code == 403
+    # another project's project is not there for a member
+    p2 = stack.identities.project("p2")
+    assert stack.request("GET", f"/identity/v3/projects/{p2}", P1).status_code == 404
+    assert stack.request("GET", f"/identity/v3/projects/{stack.project_id('p1')}", P1).status_code == 200
+
+
+def test_disabling_a_user_stops_their_tokens(stack: Stack) -> None:
+    token = stack.auth(P2)
+    assert stack.request("GET", "/v2.1/servers", token).status_code == 200
+    carol = stack.user_id("carol")
+    r = stack.request("PATCH", f"/identity/v3/users/{carol}", ADMIN, json={"user": {"enabled": False}})
+    assert r.status_code == 200 and r.json["user"]["enabled"] is False
+    assert stack.request("GET", "/v2.1/servers", token).status_code == 401
+    assert _issue(stack, "carol", "carol-password", "p2").status_code == 401
+    r = stack.request("PATCH", f"/identity/v3/users/{carol}", ADMIN, json={"user": {"enabled": True}})
+    assert stack.request("GET", "/v2.1/servers", token).status_code == 200
+
+
+def test_passwords_stay_out_of_the_log_and_are_hashed(stack: Stack, api_settings: Settings) -> None:
+    secret = "correct horse battery staple"
+    r = stack.request(
+        "POST", "/identity/v3/users", ADMIN, json={"user": {"name": "erin", "password": secret}}
+    )
+    assert r.status_code == 201 and "password" not in r.json["user"]
+    erin = r.json["user"]["id"]
+    events = _envelopes(stack)
+    mine = [e for e in events if str(uuid.UUID(erin)) in e["subject"] or erin in e["subject"]]
+    assert {e["type"] for e in mine} >= {"stratus.user.created", "stratus.user.passwordset"}
+    (password_set,) = [e for e in mine if e["type"] == "stratus.user.passwordset"]
+    assert set(password_set["data"]) == {"timestamp"}
+    assert password_set["actoruser"] == stack.user_id("alice")  # ADMIN is alice
+    assert all(secret not in str(e) and "scrypt$" not in str(e) for e in events)
+    with psycopg.connect(api_settings.database_url or "") as conn:
+        (stored,) = conn.execute(
+            f"SELECT password_hash FROM {SCHEMA}.credentials WHERE user_id = %s", (erin,)
+        ).fetchone()
+    assert stored.startswith("scrypt$") and secret not in stored and verify_password(secret, stored)
+    # A password that fails the schema is not echoed back.
+    r = stack.request("PATCH", f"/identity/v3/users/{erin}", ADMIN, json={"user": {"password": "x" * 5000}})
+    assert r.status_code == 400 and "xxxx" not in r.text
+
+
+def test_grants_are_events_naming_who_granted(stack: Stack) -> None:
+    bob = stack.identities.user("bob", "bob-password", {"p1": ("member",)})
+    granted = [e for e in _envelopes(stack) if e["type"] == "stratus.project.rolegranted"]
+    ours = [e for e in granted if e["data"]["user_id"] == bob]
+    assert len(ours) == 1 and ours[0]["actoruser"] == stack.identities.users["admin"]
+    r = stack.request("GET", f"/identity/v3/role_assignments?user.id={bob}&include_names=1", ADMIN)
+    assert [(a["role"]["name"], a["scope"]["project"]["name"]) for a in r.json["role_assignments"]] == [
+        ("member", "p1")
+    ]
+    r = stack.request("GET", f"/identity/v3/role_assignments?user.id={bob}&effective=1", ADMIN)
+    assert len(r.json["role_assignments"]) == 2  # member, and reader which it implies
+
+
+def test_identity_requests_are_validated(stack: Stack) -> None:
+    r = stack.request("POST", "/identity/v3/projects", ADMIN, json={"project": {"name": "x", "color": "red"}})
+    assert r.status_code == 400 and "project.color" in r.json["error"]["message"]
+    r = stack.request("POST", "/identity/v3/projects", ADMIN, json={"project": {"name": "admin"}})
+    assert r.status_code == 409 and r.json["error"]["title"] == "Conflict"
+    r = stack.client.simulate_post(TOKENS, json={"auth": {"identity": {"methods": ["totp"]}}})
+    assert r.status_code == 400
+
+
+def test_every_declared_rule_exists() -> None:
+    with pytest.raises(KeyError):
+        policy.require("os_compute_api:servers:frobnicate")
+    assert policy.RULES["os_compute_api:os-hypervisors:list"].check is policy.ADMIN
