@@ -178,9 +178,11 @@ def test_passwords_stay_out_of_the_log_and_are_hashed(stack: Stack, api_settings
     assert password_set["actoruser"] == stack.user_id("alice")  # ADMIN is alice
     assert all(secret not in str(e) and "scrypt$" not in str(e) for e in events)
     with psycopg.connect(api_settings.database_url or "") as conn:
-        (stored,) = conn.execute(
+        row = conn.execute(
             f"SELECT password_hash FROM {SCHEMA}.credentials WHERE user_id = %s", (erin,)
         ).fetchone()
+    assert row is not None
+    (stored,) = row
     assert stored.startswith("scrypt$") and secret not in stored and verify_password(secret, stored)
     # A password that fails the schema is not echoed back.
     r = stack.request("PATCH", f"/identity/v3/users/{erin}", ADMIN, json={"user": {"password": "x" * 5000}})

@@ -27,6 +27,7 @@ from typing import Any
 
 import openstack
 import pytest
+from openstack.connection import Connection
 
 from api import bootstrap
 from stratus.config import Settings
@@ -97,7 +98,7 @@ class Cloud:
 
     def sdk(
         self, user: str = "admin", password: str = ADMIN_PASSWORD, project: str = "admin"
-    ) -> openstack.connection.Connection:
+    ) -> Connection:
         return openstack.connect(
             auth_url=self.auth_url,
             username=user,
