@@ -321,13 +321,14 @@ def test_compute_with_the_cli(cloud: Cloud) -> None:
 def test_the_same_with_openstacksdk(cloud: Cloud) -> None:
     admin = cloud.sdk()
     assert admin.compute.get_endpoint() == f"{cloud.base}/v2.1"
-    project = admin.identity.create_project(name="sdk", domain_id="default", description="sdk team")
-    assert "sdk" in {p.name for p in admin.identity.projects()}
-    user = admin.identity.create_user(name="carol", password="carol-pw", default_project_id=project.id)
-    assert admin.identity.get_user(user.id).name == "carol"
-    member = admin.identity.find_role("member")
-    admin.identity.assign_project_role_to_user(project, user, member)
-    assert admin.identity.validate_user_has_project_role(project, user, member)
+    identity: Any = admin.identity  # the v3 proxy (the SDK types it as v2 or v3)
+    project = identity.create_project(name="sdk", domain_id="default", description="sdk team")
+    assert "sdk" in {p.name for p in identity.projects()}
+    user = identity.create_user(name="carol", password="carol-pw", default_project_id=project.id)
+    assert identity.get_user(user.id).name == "carol"
+    member = identity.find_role("member")
+    identity.assign_project_role_to_user(project, user, member)
+    assert identity.validate_user_has_project_role(project, user, member)
 
     flavor = admin.compute.create_flavor(name="sdk.tiny", ram=256, vcpus=1, disk=1)
     assert admin.compute.get_flavor(flavor.id).ram == 256
