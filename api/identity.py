@@ -64,6 +64,7 @@ CATALOG: list[tuple[str, str, str]] = [
     ("compute", "nova", "/v2.1"),
     ("identity", "keystone", PREFIX),
     ("image", "glance", "/image"),
+    ("placement", "placement", "/placement"),
 ]
 
 
