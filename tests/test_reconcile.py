@@ -16,6 +16,7 @@ from commands.lifecycle import LifecycleHandlers, RequestAction
 from commands.states import PowerState, VmState
 from tests.test_hypervisor import (  # noqa: F401  (fixtures)
     HOST,
+    HOST_XML,
     Worker,
     app,
     conn,
@@ -27,7 +28,7 @@ from tests.test_hypervisor import (  # noqa: F401  (fixtures)
     settled,
     start_hypervisor,
 )
-from workers.libvirt_driver import LibvirtDriver, domain_xml
+from workers.libvirt_driver import EventLoop, LibvirtDriver, domain_xml
 from workers.reconcile import Reconciler
 from workers.virt import GuestSpec
 
@@ -109,3 +110,21 @@ def test_strays_orphans_are_destroyed_and_unknown_guests_left_alone(
     conn.lookupByUUIDString(unknown).undefine()
     reconciler.once()
     assert census(handlers).strays == {}
+
+
+def test_a_lifecycle_event_triggers_reconciliation_at_once(
+    handlers: Handlers, start_hypervisor: Callable[..., Worker], tmp_path: Path
+) -> None:
+    EventLoop.start()  # before the connection opens, as the worker's main does
+    host_xml = tmp_path / "events-host.xml"
+    host_xml.write_text(HOST_XML)
+    events_conn = libvirt.open(f"test://{host_xml}")
+    try:
+        start_hypervisor(LibvirtDriver(lambda: events_conn, instances_path=tmp_path))
+        server = create_and_place(handlers)
+        eventually(lambda: settled(handlers, server))
+        events_conn.lookupByUUIDString(server).destroy()  # it "crashed"
+        # Well within the 30 s period: the STOPPED event woke the reconciliation.
+        eventually(lambda: handlers.instance(server).vm_state == VmState.STOPPED, timeout=8)
+    finally:
+        events_conn.close()

@@ -34,12 +34,12 @@ from stratus.liveness import HEARTBEAT_INTERVAL, Heartbeats, bucket_for
 from workers.compute import SCHEDULED, BootImages, Compute
 from workers.console import answerer
 from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve, stop_on_signals
-from workers.libvirt_driver import LibvirtDriver
+from workers.libvirt_driver import EventLoop, LibvirtDriver
 from workers.outcome import DONE, Outcome, RetryPolicy
 from workers.power import ACTION_REQUESTED, PowerActions
 from workers.reconcile import Reconciler, run_periodically
 from workers.recovery import recover
-from workers.virt import BootImage, TemporaryVirtError, VirtDriver
+from workers.virt import BootImage, TemporaryVirtError, VirtDriver, WatchableDriver
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +100,11 @@ def run(
         recover(handlers, host, compute, power, marks=instances_path)  # what a killed run left under way
     responder = Responder(bridge, host)
     responder.serve(CONSOLE, answerer(instances_path))
+    wake = threading.Event()
+    if isinstance(driver, WatchableDriver):
+        driver.watch(lambda _uuid: wake.set())  # a guest changed: reconcile now, not in 30 s
     reconciling = (
-        run_periodically(Reconciler(handlers, driver, host), stop, reconcile_interval, HYPERVISOR)
+        run_periodically(Reconciler(handlers, driver, host), stop, reconcile_interval, HYPERVISOR, wake)
         if reconcile_interval > 0
         else None
     )
@@ -127,6 +130,7 @@ def run(
         consumer.close()
         responder.close()
         if reconciling is not None:
+            wake.set()
             reconciling.join(timeout=30)
         beating.join(timeout=15)
 
@@ -183,6 +187,7 @@ def main(settings: Settings) -> int:
     stop = threading.Event()
     instances_path = settings.data_dir / "instances" / encode_token(settings.host_name)
     instances_path.mkdir(parents=True, exist_ok=True)
+    EventLoop.start()  # before the connection opens, so that it delivers domain events
     driver = LibvirtDriver.open(settings.libvirt_uri, instances_path=instances_path)
     try:
         with (

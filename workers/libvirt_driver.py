@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
@@ -117,6 +118,36 @@ def domain_xml(guest: GuestSpec, *, arch: str | None = None) -> str:
     return ET.tostring(dom, encoding="unicode")
 
 
+class EventLoop:
+    """libvirt's default event loop, run in a daemon thread, so connections deliver domain events.
+
+    libvirt's event loop is process-wide by libvirt's design: it must be registered before a
+    connection is opened for that connection to deliver events, and at most once per process.
+    ``start()`` does both (idempotent); the hypervisor worker calls it before opening its driver.
+    """
+
+    _lock = threading.Lock()
+    _started = False
+
+    @classmethod
+    def start(cls) -> None:
+        with cls._lock:
+            if cls._started:
+                return
+            libvirt.virEventRegisterDefaultImpl()
+            threading.Thread(target=cls._run, name="libvirt-events", daemon=True).start()
+            cls._started = True
+
+    @classmethod
+    def started(cls) -> bool:
+        return cls._started
+
+    @staticmethod
+    def _run() -> None:
+        while True:
+            libvirt.virEventRunDefaultImpl()
+
+
 class LibvirtDriver:
     """``VirtDriver`` on one libvirt connection, reopened after the connection is lost.
 
@@ -136,6 +167,7 @@ class LibvirtDriver:
     ) -> None:
         self._connect = connect
         self._shutdown_timeout = shutdown_timeout
+        self._watchers: list[Callable[[str], None]] = []
         self._conn: libvirt.virConnect | None = None
         self._storage_pool = storage_pool
         self._instances_path = instances_path
@@ -163,7 +195,37 @@ class LibvirtDriver:
         if self._conn is None:
             with self._translated("connect"):
                 self._conn = self._connect()
+                for on_change in self._watchers:  # a reopened connection: register again
+                    self._register(self._conn, on_change)
         return self._conn
+
+    # -- lifecycle events -----------------------------------------------------------------------
+    def watch(self, on_change: Callable[[str], None]) -> None:
+        """Call ``on_change(uuid)`` on every lifecycle event (started, stopped, crashed, suspended,
+        resumed, defined, undefined...) of this host's domains. Events arrive only when
+        ``EventLoop.start()`` ran before the connection was opened; without them the periodic
+        reconciliation still finds every change, later."""
+        self._watchers.append(on_change)
+        if self._conn is not None:
+            self._register(self._conn, on_change)
+
+    @staticmethod
+    def _register(conn: libvirt.virConnect, on_change: Callable[[str], None]) -> None:
+        """Register for lifecycle events; a connection that cannot deliver them (no event loop when
+        it was opened) is left to the periodic reconciliation, with a note in the log."""
+
+        def callback(
+            _conn: object, dom: libvirt.virDomain, _event: int, _detail: int, _opaque: object
+        ) -> None:
+            on_change(dom.UUIDString())
+
+        if not EventLoop.started():
+            log.info("libvirt's event loop is not running: guests' changes are found by reconciliation only")
+            return
+        try:
+            conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, callback, None)
+        except libvirt.libvirtError as e:
+            log.warning("no lifecycle events from this connection (%s): reconciliation only", e)
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None

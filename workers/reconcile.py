@@ -65,16 +65,15 @@ class Reconciler:
         for uuid, dom in sorted(domains.items()):
             if uuid in claimed or not dom.name.startswith(INSTANCE_PREFIX):
                 continue
+            try:
+                self._driver.power_state(uuid)
+            except DomainNotFound:
+                continue  # gone meanwhile (a delete finishing as we looked)
             action = LEFT_ALONE
             if self._rec.deleted_instance(uuid):
                 log.warning("destroying orphan guest %s (its instance is deleted)", dom.name)
                 self._driver.destroy(uuid)
                 action = DESTROYED
-            else:
-                try:
-                    self._driver.power_state(uuid)
-                except DomainNotFound:
-                    continue  # gone meanwhile
             strays[uuid] = (dom.name, dom.power_state, action)
         if self._rec.record_strays(RecordStrayGuests(self.hostname, strays)):
             recorded += len(strays)
@@ -82,13 +81,23 @@ class Reconciler:
 
 
 def run_periodically(
-    reconciler: Reconciler, stop: threading.Event, interval: float, actor: Actor
+    reconciler: Reconciler,
+    stop: threading.Event,
+    interval: float,
+    actor: Actor,
+    wake: threading.Event | None = None,
 ) -> threading.Thread:
-    """Reconcile every ``interval`` seconds in a thread until ``stop`` is set; temporary failures
-    (hypervisor or event store away) are logged and tried again next round."""
+    """Reconcile every ``interval`` seconds, and at once when ``wake`` is set (a libvirt lifecycle
+    event), in a thread until ``stop`` is set (set ``wake`` too, to end the wait); temporary
+    failures (hypervisor or event store away) are logged and tried again next round."""
+    wake = wake or threading.Event()
 
     def loop() -> None:
-        while not stop.wait(interval):
+        while not stop.is_set():
+            wake.wait(interval)
+            wake.clear()
+            if stop.is_set():
+                return
             try:
                 with acting(CommandContext(actor=actor)):
                     reconciler.once()

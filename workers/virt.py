@@ -9,7 +9,7 @@ failures libvirt's test driver cannot produce.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -93,6 +93,15 @@ class VirtDriver(Protocol):
     def list_domains(self) -> Sequence[DomainInfo]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class WatchableDriver(Protocol):
+    """A hypervisor that reports changes to its guests as they happen."""
+
+    def watch(self, on_change: Callable[[str], None]) -> None:
+        """Call ``on_change(uuid)`` whenever a guest starts, stops, crashes, pauses..."""
+        ...
 
 
 @runtime_checkable
