@@ -182,6 +182,16 @@ def _load_entry_point(part: str) -> Callable[..., object]:
     return entry
 
 
+def _cmd_bootstrap(args: argparse.Namespace) -> int:
+    """Seed identity once for a deployment whose parts run on several machines (`run` does it itself)."""
+    settings = _with_database(_settings(args))
+    seeded = _seed_identity(settings, os.environ.get(ADMIN_PASSWORD_ENV) or None)
+    print(f"identity seeded: user admin ({seeded.user_id}) in project admin ({seeded.project_id})")
+    if seeded.generated_password:
+        print(f"the admin password, shown once: {seeded.generated_password}")
+    return 0
+
+
 def _cmd_nats(args: argparse.Namespace) -> int:
     """The pinned JetStream server in the foreground (exec'd, so it receives signals directly)."""
     from stratus import natsserver
@@ -478,6 +488,9 @@ def _parser() -> argparse.ArgumentParser:
     rebuild.add_argument("--keep-old", action="store_true",
                          help="keep the replaced tables (schema stratus_rm_old) after the swap")
     add("scheduler", _cmd_part, "the scheduler: places requested instances on hosts")
+    add("bootstrap", _cmd_bootstrap,
+        f"seed identity: roles, the admin project and user; the password from {ADMIN_PASSWORD_ENV} "
+        "or generated and printed once")
     hv = add("hypervisor", _cmd_part, "the hypervisor worker for one compute host")
     hv.add_argument("--host-name", help="this compute host's name (STRATUS_HOST_NAME)")
     hv.add_argument("--libvirt-uri", help="libvirt connection URI (STRATUS_LIBVIRT_URI)")

@@ -7,9 +7,14 @@ do is ``api/policy.py``'s table. The stack and its personas are test_api's.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -215,3 +220,21 @@ def test_every_declared_rule_exists() -> None:
     with pytest.raises(KeyError):
         policy.require("os_compute_api:servers:frobnicate")
     assert policy.RULES["os_compute_api:os-hypervisors:list"].check is policy.ADMIN
+
+
+def test_stratus_bootstrap_seeds_once_and_shows_a_generated_password_once(
+    settings: Settings, database_url: str, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATUS_")}
+    env.update(dataclasses.replace(settings, database_url=database_url, data_dir=tmp_path).to_env())
+    argv = [sys.executable, "-m", "stratus.cli", "bootstrap"]
+    first = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert "identity seeded: user admin" in first.stdout
+    password = first.stdout.split("the admin password, shown once: ")[1].strip()
+    assert len(password) >= 20
+    again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "shown once" not in again.stdout and password not in again.stdout
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(f"SELECT password_hash FROM {SCHEMA}.credentials").fetchone()
+    assert row is not None and verify_password(password, row[0])
