@@ -82,6 +82,11 @@ RULES: dict[str, Rule] = {
     "os_compute_api:servers:create:forced_host": Rule(ADMIN, "Create a server on a named host"),
     "os_compute_api:os-admin-actions:reset_state": Rule(ADMIN, "Reset a server's state"),
     "os_compute_api:os-instance-actions:events:details": Rule(ADMIN, "See a failure's details"),
+    # Nova has one rule per action (servers:start, servers:stop, servers:reboot, os-pause-server:pause,
+    # os-lock-server:lock, os-console-output...), all PROJECT_MEMBER_OR_ADMIN: one rule stands for them.
+    "os_compute_api:servers:action": Rule(PROJECT_MEMBER_OR_ADMIN, "Any POST /servers/{id}/action"),
+    "os_compute_api:os-instance-actions:list": Rule(PROJECT_READER_OR_ADMIN, "List a server's actions"),
+    "os_compute_api:os-instance-actions:show": Rule(PROJECT_READER_OR_ADMIN, "Show a server's action"),
     # -- compute: the cloud's own resources -----------------------------------------------------
     "os_compute_api:os-flavor-manage:create": Rule(ADMIN, "Create a flavor"),
     "os_compute_api:os-flavor-manage:update": Rule(ADMIN, "Update a flavor"),

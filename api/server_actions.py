@@ -21,7 +21,7 @@ from uuid import UUID
 import falcon
 from jsonschema import Draft202012Validator
 
-from api import auth
+from api import auth, policy
 from api.body import load_validators, read_json
 from api.errors import ApiError, BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER
@@ -73,6 +73,7 @@ class ServerAction:
             "os-getConsoleOutput": self._console_output,
         }
 
+    @falcon.before(policy.require("os_compute_api:servers:action"))
     def on_post(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
         body = read_json(req, self._validator, self._max_body)
         ((name, value),) = body.items()
@@ -197,6 +198,7 @@ class _Actions:
 class InstanceActionCollection(_Actions):
     """``GET /v2.1/servers/{id}/os-instance-actions``: newest first, as Nova lists them."""
 
+    @falcon.before(policy.require("os_compute_api:os-instance-actions:list"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
         actions = self._actions(req.context.actor, server_id)
         resp.media = {"instanceActions": [_action_view(a, server_id) for a in reversed(actions)]}
@@ -205,6 +207,7 @@ class InstanceActionCollection(_Actions):
 class InstanceActionItem(_Actions):
     """``GET /v2.1/servers/{id}/os-instance-actions/{request_id}``: one action with its events."""
 
+    @falcon.before(policy.require("os_compute_api:os-instance-actions:show"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str, request_id: str) -> None:
         actor: Actor = req.context.actor
         found = [a for a in self._actions(actor, server_id) if a.request_id == request_id]

@@ -139,6 +139,9 @@ def test_readers_read_members_act_admins_administer(stack: Stack) -> None:
     assert r.status_code == 202
     sid = r.json["server"]["id"]
     assert stack.request("DELETE", f"/v2.1/servers/{sid}", reader).status_code == 403
+    r = stack.request("POST", f"/v2.1/servers/{sid}/action", reader, json={"os-stop": None})
+    assert r.status_code == 403 and "os_compute_api:servers:action" in r.text
+    assert stack.request("GET", f"/v2.1/servers/{sid}/os-instance-actions", reader).status_code == 200
     # admin-only: flavors, hypervisors, every project's servers, identity administration
     for method, path in (
         ("GET", "/v2.1/os-hypervisors"),
