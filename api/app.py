@@ -102,7 +102,7 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1/os-hypervisors/detail", hypervisors.HypervisorDetailCollection(read, alive))
     app.add_route("/v2.1/os-hypervisors/{hypervisor_id}", hypervisors.HypervisorItem(read, alive))
     catalog_api.add_routes(app, deps.handlers, read, deps.settings.data_dir, deps.max_body_bytes)
-    compute_admin.add_routes(app, Operations(deps.handlers.app), read, deps.max_body_bytes)
+    compute_admin.add_routes(app, Operations(deps.handlers.app), read, deps.max_body_bytes, alive)
     app.add_route("/v2.1/stratus/history/{kind}/{resource_id}", audit.History(deps.handlers))
     app.add_route("/v2.1/stratus/state/{kind}/{resource_id}", audit.State(deps.handlers))
     app.add_route("/v2.1/stratus/usage/{project_id}", audit.Usage(deps.handlers))

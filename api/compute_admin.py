@@ -5,6 +5,8 @@ migrations and server diagnostics. ``add_routes`` is called by ``api.app.create_
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import falcon
 
 from api import diagnostics, flavor_extras, migrations, quotas, server_groups, services, usage, zones
@@ -27,7 +29,14 @@ REQUEST_SCHEMAS = (
 )
 
 
-def add_routes(app: falcon.App, ops: Operations, read: ReadModel, max_body_bytes: int) -> None:
+def add_routes(
+    app: falcon.App,
+    ops: Operations,
+    read: ReadModel,
+    max_body_bytes: int,
+    liveness: Callable[[list[str]], dict[str, bool]] | None = None,
+) -> None:
+    """``liveness``: which hosts send heartbeats (``stratus.liveness``), for services' ``state``."""
     validators = load_validators(REQUEST_SCHEMAS)
     args = (ops, read, validators, max_body_bytes)
     v = "/v2.1"
@@ -35,10 +44,12 @@ def add_routes(app: falcon.App, ops: Operations, read: ReadModel, max_body_bytes
     app.add_route(f"{v}/flavors/{{flavor_id}}/os-extra_specs/{{key}}", flavor_extras.ExtraSpec(*args))
     app.add_route(f"{v}/flavors/{{flavor_id}}/os-flavor-access", flavor_extras.FlavorAccess(*args))
     app.add_route(f"{v}/flavors/{{flavor_id}}/action", flavor_extras.FlavorAction(*args))
-    app.add_route(f"{v}/os-services", services.Services(read))
+    app.add_route(f"{v}/os-services", services.Services(read, liveness=liveness))
     app.add_route(f"{v}/os-services/{{action}}", services.ServiceAction(ops, validators, max_body_bytes))
-    app.add_route(f"{v}/os-availability-zone", zones.AvailabilityZones(read, detail=False))
-    app.add_route(f"{v}/os-availability-zone/detail", zones.AvailabilityZones(read, detail=True))
+    app.add_route(f"{v}/os-availability-zone", zones.AvailabilityZones(read, detail=False, liveness=liveness))
+    app.add_route(
+        f"{v}/os-availability-zone/detail", zones.AvailabilityZones(read, detail=True, liveness=liveness)
+    )
     app.add_route(f"{v}/os-aggregates", zones.Aggregates(*args))
     app.add_route(f"{v}/os-aggregates/{{aggregate_id}}", zones.Aggregate(*args))
     app.add_route(f"{v}/os-aggregates/{{aggregate_id}}/action", zones.AggregateAction(*args))

@@ -40,10 +40,13 @@ def _now() -> datetime:
 
 
 def service_view(
-    row: dict[str, Any], now: datetime, down_after: timedelta = SERVICE_DOWN_TIME
+    row: dict[str, Any], now: datetime, down_after: timedelta = SERVICE_DOWN_TIME, alive: bool | None = None
 ) -> dict[str, Any]:
+    """``alive``: whether the host's worker sends heartbeats (``stratus.liveness``); None when
+    heartbeats are not tracked, and the host's last event decides."""
     updated = row["updated_at"]
-    up = not row["forced_down"] and updated is not None and now - updated <= down_after
+    heard = updated is not None and now - updated <= down_after
+    up = not row["forced_down"] and (heard if alive is None else alive)
     return {
         "id": str(row["id"]),
         "binary": COMPUTE_BINARY,
@@ -60,9 +63,15 @@ def service_view(
 class Services:
     """``GET /v2.1/os-services`` (admin; filters ``host``, ``binary``)."""
 
-    def __init__(self, read_model: ReadModel, now: Callable[[], datetime] = _now) -> None:
+    def __init__(
+        self,
+        read_model: ReadModel,
+        now: Callable[[], datetime] = _now,
+        liveness: Callable[[list[str]], dict[str, bool]] | None = None,
+    ) -> None:
         self._read = read_model
         self._now = now
+        self._liveness = liveness
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-services:list")
@@ -71,7 +80,8 @@ class Services:
             rows = admin_queries.list_compute_services(conn, req.get_param("host") or None)
         now = self._now()
         shown = [] if binary not in (None, "", COMPUTE_BINARY) else rows
-        resp.media = {"services": [service_view(r, now) for r in shown]}
+        alive = self._liveness([r["hostname"] for r in shown]) if self._liveness and shown else {}
+        resp.media = {"services": [service_view(r, now, alive=alive.get(r["hostname"])) for r in shown]}
 
 
 class ServiceAction:

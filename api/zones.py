@@ -48,10 +48,17 @@ def aggregate_view(row: dict[str, Any]) -> dict[str, Any]:
 class AvailabilityZones:
     """``GET /v2.1/os-availability-zone`` (everyone) and ``.../detail`` (admin, with hosts)."""
 
-    def __init__(self, read_model: ReadModel, detail: bool, now: Callable[[], datetime] = _now) -> None:
+    def __init__(
+        self,
+        read_model: ReadModel,
+        detail: bool,
+        now: Callable[[], datetime] = _now,
+        liveness: Callable[[list[str]], dict[str, bool]] | None = None,
+    ) -> None:
         self._read = read_model
         self._detail = detail
         self._now = now
+        self._liveness = liveness
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         if self._detail:
@@ -61,7 +68,8 @@ class AvailabilityZones:
         now = self._now()
         info = []
         for name, hosts in sorted(zones.items()):
-            services = [service_view(h, now) for h in hosts]
+            alive = self._liveness([h["hostname"] for h in hosts]) if self._liveness and hosts else {}
+            services = [service_view(h, now, alive=alive.get(h["hostname"])) for h in hosts]
             available = any(s["status"] == "enabled" and s["state"] == "up" for s in services)
             entry: dict[str, Any] = {"zoneName": name, "zoneState": {"available": available}, "hosts": None}
             if self._detail:

@@ -10,6 +10,7 @@ from typing import Any
 
 from commands.handlers import FinishSpawning, PlaceInstance, RegisterHost, StartSpawning
 from commands.states import PowerState
+from stratus.liveness import Heartbeats, bucket_for
 from tests.test_api import ADMIN, P1, P2, Stack, api_settings, assert_fault, projector, stack
 
 __all__ = ["api_settings", "projector", "stack"]  # fixtures used by the tests below
@@ -27,6 +28,14 @@ def at(stack: Stack, who: object, position: int) -> dict[str, str]:
     h: dict[str, str] = dict(headers(who) if callable(headers) else who)  # type: ignore[call-overload, arg-type]
     h["X-Stratus-Min-Position"] = str(position)
     return h
+
+
+def alive(stack: Stack, *hosts: str) -> None:
+    """The hosts' workers send heartbeats (``stratus.liveness``): their services are up."""
+    recorder = stack.handlers.app.recorder
+    beats = Heartbeats(recorder.bridge, bucket=bucket_for(recorder.stream))  # type: ignore[attr-defined]
+    for host in hosts:
+        beats.beat(host)
 
 
 def written(r: object) -> int:
@@ -123,6 +132,7 @@ def test_private_flavor_access(stack: Stack) -> None:
 def test_compute_services(stack: Stack) -> None:
     stack.handlers.register_host(RegisterHost("cmp-a", vcpus=4, memory_mb=8192, disk_gb=50))
     after = stack.handlers.register_host(RegisterHost("cmp-b", vcpus=4, memory_mb=8192, disk_gb=50)).position
+    alive(stack, "cmp-a", "cmp-b")
     r = stack.get("/v2.1/os-services", after=after)
     services = r.json["services"]
     assert [(s["binary"], s["host"], s["zone"], s["status"], s["state"]) for s in services] == [
@@ -191,6 +201,7 @@ def test_service_state_follows_the_last_event() -> None:
 def test_aggregates_define_availability_zones(stack: Stack) -> None:
     for name in ("cmp-1", "cmp-2", "cmp-3"):
         stack.handlers.register_host(RegisterHost(name, vcpus=4, memory_mb=8192, disk_gb=50))
+    alive(stack, "cmp-1", "cmp-2", "cmp-3")
     assert_fault(
         stack.request("POST", "/v2.1/os-aggregates", P1, json={"aggregate": {"name": "a"}}), 403, "forbidden"
     )

@@ -75,6 +75,7 @@ def test_os_hypervisors_shows_a_silent_host_down(
         eventually(lambda: state() == "up")
         detail = stack.get("/v2.1/os-hypervisors/detail", ADMIN).json["hypervisors"][0]
         assert detail["state"] == "up"
+        assert [s["state"] for s in stack.get("/v2.1/os-services", ADMIN).json["services"]] == ["up"]
         flavor, _ = stack.flavor()
         server, _ = stack.server(flavor, P1)
         stack.handlers.place_instance(PlaceInstance(server, HOST))
@@ -82,6 +83,7 @@ def test_os_hypervisors_shows_a_silent_host_down(
     finally:
         worker.close()
     eventually(lambda: state() == "down", timeout=10)
+    assert [s["state"] for s in stack.get("/v2.1/os-services", ADMIN).json["services"]] == ["down"]
     # The host is silent: what its guest does now is unknown, not "running".
     assert power_state() == PowerState.NOSTATE
     assert stack.handlers.instance(server).power_state == PowerState.RUNNING  # the log is unchanged
