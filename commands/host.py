@@ -15,6 +15,9 @@ from eventsourcing.domain import Aggregate, event
 from commands.errors import ConflictingState, InsufficientResources, InvalidInput
 from commands.resource_provider import (
     CLAIM_FIELDS,
+    DISK_GB,
+    MEMORY_MB,
+    VCPU,
     Inventory,
     InventoryInUse,
     ProviderGenerationConflict,
@@ -102,9 +105,16 @@ class Host(Aggregate):
 
     # -- capacity -------------------------------------------------------------------------------
     def capacity(self) -> Resources:
-        """Placement's rule per inventory: int((total - reserved) * allocation_ratio)."""
-        cap = {rc: Inventory(**inv).capacity for rc, inv in self.inventories.items()}
-        return Resources(*(cap.get(rc, 0) for rc in CLAIM_FIELDS))
+        """Placement's rule per inventory: int((total - reserved) * allocation_ratio).
+
+        Written out (not through ``Inventory``): the scheduler asks every host for it per decision."""
+        inv = self.inventories
+
+        def cap(rc: str) -> int:
+            i = inv.get(rc)
+            return int((i["total"] - i["reserved"]) * i["allocation_ratio"]) if i else 0
+
+        return Resources(cap(VCPU), cap(MEMORY_MB), cap(DISK_GB))
 
     def usages(self) -> dict[str, int]:
         """Used amount per resource class: instance claims and other consumers' allocations."""
@@ -118,8 +128,16 @@ class Host(Aggregate):
         return used
 
     def used(self) -> Resources:
-        used = self.usages()
-        return Resources(*(used.get(rc, 0) for rc in CLAIM_FIELDS))
+        vcpus = memory_mb = disk_gb = 0
+        for claim in self.claims.values():
+            vcpus += claim["vcpus"]
+            memory_mb += claim["memory_mb"]
+            disk_gb += claim["disk_gb"]
+        for allocation in self.allocations.values():
+            vcpus += allocation.get(VCPU, 0)
+            memory_mb += allocation.get(MEMORY_MB, 0)
+            disk_gb += allocation.get(DISK_GB, 0)
+        return Resources(vcpus, memory_mb, disk_gb)
 
     def free(self) -> Resources:
         cap, used = self.capacity(), self.used()

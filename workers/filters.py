@@ -48,6 +48,7 @@ def traits_of(extra_specs: dict[str, str]) -> tuple[frozenset[str], frozenset[st
 @dataclass
 class Filtered:
     hosts: list[Host]
+    free: dict[str, Resources] = field(default_factory=dict)  # of the hosts the resources were checked on
     results: list[str] = field(default_factory=list)
     removed_by: str | None = None  # the filter that left no host
     last_hosts: list[Host] = field(default_factory=list)  # what that filter was given
@@ -56,9 +57,8 @@ class Filtered:
         return "Filter results: [" + ", ".join(f"'{r}'" for r in self.results) + "]"
 
 
-def _fits(host: Host, need: Resources) -> bool:
-    room = host.free()
-    return all(getattr(need, r) <= getattr(room, r) for r in _RESOURCES)
+def _fits(room: Resources, need: Resources) -> bool:
+    return need.vcpus <= room.vcpus and need.memory_mb <= room.memory_mb and need.disk_gb <= room.disk_gb
 
 
 FILTERS: Sequence[tuple[str, Callable[[Host, Request], bool]]] = (
@@ -69,13 +69,16 @@ FILTERS: Sequence[tuple[str, Callable[[Host, Request], bool]]] = (
         "TraitsFilter",
         lambda h, r: r.required_traits <= set(h.traits) and not r.forbidden_traits & set(h.traits),
     ),
-    ("ResourcesFilter", lambda h, r: _fits(h, r.need)),
 )
 
 
-def run_filters(hosts: Sequence[Host], request: Request) -> Filtered:
+def run_filters(
+    hosts: Sequence[Host], request: Request, free_of: Callable[[Host], Resources] = Host.free
+) -> Filtered:
+    """Run every filter, then the resources check (``free_of``: a host's free resources, e.g. cached)."""
     out = Filtered(list(hosts))
-    for name, passes in FILTERS:
+    resources = ("ResourcesFilter", lambda h, r: _fits(out.free.setdefault(h.hostname, free_of(h)), r.need))
+    for name, passes in (*FILTERS, resources):
         start = len(out.hosts)
         out.last_hosts = out.hosts
         out.hosts = [h for h in out.hosts if passes(h, request)]

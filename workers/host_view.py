@@ -25,6 +25,7 @@ class HostView:
         """``reload`` reads one host from the log, to repair the view after a gap in its feed."""
         self._reload = reload
         self._hosts: dict[UUID, Host] = {}
+        self._free: dict[UUID, tuple[int, Resources]] = {}  # host -> (its version, its free resources)
         # The log position of the last event applied (the stream sequence).
         self.position = 0
 
@@ -50,6 +51,7 @@ class HostView:
     def clear(self) -> None:
         """Forget everything, to be fed again from the beginning of the log."""
         self._hosts.clear()
+        self._free.clear()
         self.position = 0
 
     def _gap(self, event: CanMutateAggregate[UUID], position: int) -> None:
@@ -74,6 +76,13 @@ class HostView:
     def hosts(self) -> list[Host]:
         """Every host as the view has it (the scheduler's filters decide which it may use)."""
         return list(self._hosts.values())
+
+    def free_of(self, host: Host) -> Resources:
+        """``host.free()``, computed again only when the host changed (every decision asks all hosts)."""
+        cached = self._free.get(host.id)
+        if cached is None or cached[0] != host.version:
+            cached = self._free[host.id] = (host.version, host.free())
+        return cached[1]
 
     def __len__(self) -> int:
         return len(self._hosts)

@@ -81,11 +81,11 @@ class Placement:
         details = ""
         for _ in range(self._rounds):
             self._catch_up()
-            filtered = run_filters(self._view.hosts(), request)
+            filtered = run_filters(self._view.hosts(), request, self._view.free_of)
             if not filtered.hosts:
                 details = _why_none(request, filtered)
                 break
-            free = {h.hostname: h.free() for h in filtered.hosts}
+            free = {h.hostname: filtered.free[h.hostname] for h in filtered.hosts}
             selection = Selection(tuple(weigh(free, self._multipliers)))
             if group is not None:
                 selection = ranked_for_group(selection, group, server_id)
@@ -125,11 +125,11 @@ class Placement:
             if not waiting:
                 return DONE
             self._catch_up()
-            filtered = run_filters(self._view.hosts(), request)
+            filtered = run_filters(self._view.hosts(), request, self._view.free_of)
             if not filtered.hosts:
                 details = _why_none(request, filtered)
                 break
-            free = {h.hostname: h.free() for h in filtered.hosts}
+            free = {h.hostname: filtered.free[h.hostname] for h in filtered.hosts}
             picks: list[PlaceInstance] = []
             for server_id in waiting:
                 choice = next((h for h in weigh(free, self._multipliers) if _room(free[h], need)), None)
