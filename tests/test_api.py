@@ -80,7 +80,8 @@ class Stack:
         return dict(self._tokens[who])
 
     def project_id(self, name: str) -> str:
-        return self.identities.projects[name]
+        """The id of the project ``name`` (made now if no persona has made it yet)."""
+        return self.identities.project(name)
 
     def user_id(self, name: str) -> str:
         return self.identities.users[name]
