@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from api.placement.view import ProviderView
 from commands.handlers import CreateFlavor, CreateServer, PlaceInstance, RegisterHost
 from commands.host import host_aggregate_id
+from commands.placement import PlacementHandlers
 from tests.test_api import P1, Stack, api_settings, projector, stack  # noqa: F401 (fixtures)
 
 V = {"OpenStack-API-Version": "placement 1.39"}
@@ -198,3 +200,17 @@ def test_allocation_candidates(stack: Stack, cloud: dict[str, str]) -> None:  # 
         ]
     }
     assert_error(call(stack, "GET", "/allocation_candidates?resources=VCPU"), 400, "placement.undefined_code")
+
+
+def test_the_view_reads_the_log_in_pages(stack: Stack, cloud: dict[str, str]) -> None:  # noqa: F811
+    """Every Host event is folded, however many reads it takes (here two events per read)."""
+    h = stack.handlers
+    placement = PlacementHandlers(h.app)
+    for n in range(3):
+        placement.set_traits(cloud["cmp-a"], None, [f"CUSTOM_T{n}"])
+    view = ProviderView(h.app, batch=2)
+    hosts = {str(k): v for k, v in view.refresh().items()}
+    assert set(hosts) == set(cloud.values())
+    assert hosts[cloud["cmp-a"]].traits == ["CUSTOM_T2"] and hosts[cloud["cmp-a"]].generation == 3
+    placement.set_traits(cloud["cmp-b"], None, ["CUSTOM_LATE"])
+    assert view.get(cloud["cmp-b"]).traits == ["CUSTOM_LATE"]  # type: ignore[union-attr]

@@ -21,8 +21,9 @@ _BATCH = 1000
 
 
 class ProviderView:
-    def __init__(self, app: Stratus) -> None:
+    def __init__(self, app: Stratus, batch: int = _BATCH) -> None:
         self._app = app
+        self._batch = batch
         recorder = app.recorder
         self._filter = recorder.layout.kind_filter("host")  # type: ignore[attr-defined]
         self._lock = threading.Lock()
@@ -35,14 +36,16 @@ class ProviderView:
             head = self._app.recorder.max_notification_id() or 0
             while self.position < head:
                 msgs = self._app.recorder.read_messages(  # type: ignore[attr-defined]
-                    self.position + 1, _BATCH, stop=head, subject_filter=self._filter
+                    self.position + 1, self._batch, stop=head, subject_filter=self._filter
                 )
+                last = self.position
                 for msg in msgs:
                     notification, _ = decode_message(msg)
                     self._apply(self._app.mapper.to_domain_event(notification))
-                if len(msgs) < _BATCH:
+                    last = notification.id
+                if len(msgs) < self._batch:
                     break
-                self.position = int(msgs[-1].metadata.sequence.stream)
+                self.position = last
             self.position = max(self.position, head)
             return dict(self._hosts)
 

@@ -139,14 +139,16 @@ class Watcher:
                     continue
                 msgs = recorder.read_messages(position + 1, 1000, stop=head, subject_filter=instances)
                 now = time.perf_counter()
+                last = position
                 with self._cond:
                     for msg in msgs:
                         _, envelope = decode_message(msg)
+                        last = envelope.position
                         kind = envelope.type.rsplit(".", 1)[-1]
                         if kind in ("spawned", "faulted"):
                             self.finished.setdefault(str(envelope.originator_id), (now, kind))
                     self._cond.notify_all()
-                position = int(msgs[-1].metadata.sequence.stream) if len(msgs) == 1000 else head
+                position = last if len(msgs) == 1000 else head
 
     def wait(self, server_id: str, timeout: float = 300) -> tuple[float, str] | None:
         with self._cond:
