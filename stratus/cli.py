@@ -437,7 +437,7 @@ def _banner(started: Sequence[Part], api_url: str, generated_password: str | Non
         "  openstack flavor create --ram 512 --disk 1 --vcpus 1 m1.tiny",
         "  head -c 1048576 /dev/zero > tiny.img",
         "  openstack image create --file tiny.img --disk-format raw --container-format bare tiny",
-        "  openstack server create --flavor m1.tiny --image tiny --no-network --wait vm1",
+        "  openstack server create --flavor m1.tiny --image tiny --wait vm1",
         "  openstack server list",
         "",
         "Ctrl-C stops everything.",

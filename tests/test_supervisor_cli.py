@@ -168,6 +168,19 @@ def test_run_starts_the_control_plane_and_stops_it_on_sigterm(pg_tmp_path: Path)
         assert match is not None, banner
         password = match.group(1)
         assert _token(port, password)
+        # The banner's commands, pasted into a shell, work: the server reaches ACTIVE.
+        commands = [line.strip() for line in banner.splitlines() if line.startswith("  export OS_")]
+        commands += [
+            line.strip() for line in banner.splitlines() if line.startswith(("  openstack ", "  head "))
+        ]
+        script = " && ".join(commands)
+        shell_env = {k: v for k, v in clean_env().items() if not k.startswith("OS_")}
+        shell_env.update(HOME=str(pg_tmp_path), PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin")
+        argv = ["bash", "-c", script]
+        where = {"env": shell_env, "cwd": pg_tmp_path}
+        done = subprocess.run(argv, **where, capture_output=True, text=True, timeout=300)  # type: ignore[call-overload]
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "vm1" in done.stdout and "ACTIVE" in done.stdout, done.stdout[-3000:]
     finally:
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=60)
