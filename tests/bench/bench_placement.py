@@ -229,7 +229,7 @@ def placement_conf(directory: Path, db_url: str) -> Path:
     return conf
 
 
-def mirror(port: int, app: Stratus, handlers: Handlers, names: list[str], threads: int = 8) -> None:
+def mirror(port: int, app: Stratus, handlers: Handlers, names: list[str], threads: int = 16) -> None:
     """The same providers, inventories and allocations in OpenStack Placement."""
     work = list(names)
     lock = threading.Lock()
