@@ -4,6 +4,7 @@ their claims, or, when they do not all fit, none of them placed (Nova's NoValidH
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from commands.app import Stratus
 from commands.errors import NoValidHost
@@ -23,7 +24,7 @@ def test_a_multi_create_is_placed_in_one_append_or_not_at_all(
     start_scheduler()
 
     three = h.create_server(CreateServer("trio", "p1", "u1", "big", count=3, reservation_id="r-trio")).ids
-    placed = [eventually(lambda s=s: settled(h, s)) for s in three]
+    placed = [eventually(partial(settled, h, s)) for s in three]
     assert sorted(i.host or "" for i in placed) == ["c1", "c2", "c3"]
     scheduled = [
         e.position
@@ -36,7 +37,7 @@ def test_a_multi_create_is_placed_in_one_append_or_not_at_all(
         h.delete_server(DeleteServer(s, None))
         h.finish_deletion(FinishDeletion(s))
     four = h.create_server(CreateServer("quartet", "p1", "u1", "big", count=4, reservation_id="r-four")).ids
-    failed = [eventually(lambda s=s: settled(h, s)) for s in four]
+    failed = [eventually(partial(settled, h, s)) for s in four]
     assert all(i.vm_state == VmState.ERROR and i.host is None for i in failed)
     fault = failed[0].fault
     assert fault is not None and fault["code"] == NoValidHost.code
