@@ -1,0 +1,61 @@
+# ruff: noqa: F811  (the cloud fixture of test_openstack_cli is imported, then requested by name)
+"""Acceptance: server actions, instance actions and console output with the stock ``openstack`` CLI
+against a whole Stratus (the processes of ``test_openstack_cli``; a hypervisor on libvirt's test
+driver)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_openstack_cli import HOST, Cloud, _eventually, cloud  # noqa: F401
+
+pytestmark = pytest.mark.slow
+
+
+def _settled(cloud: Cloud, name: str, status: str) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        shown: dict[str, Any] = cloud.openstack("server", "show", name)
+        return shown if shown["status"] == status and not shown["OS-EXT-STS:task_state"] else None
+
+    return _eventually(f"{name} {status}", check, timeout=60)  # type: ignore[no-any-return]
+
+
+def test_server_actions_with_the_cli(cloud: Cloud, tmp_path: Path) -> None:
+    cloud.openstack("flavor", "create", "--ram", "256", "--disk", "1", "--vcpus", "1", "tiny")
+    cloud.openstack(
+        "image", "create", "--file", str(cloud.image_file), "--disk-format", "raw",
+        "--container-format", "bare", "img",
+    )  # fmt: skip
+    _eventually("the hypervisor", lambda: cloud.openstack("hypervisor", "list"))
+    server = cloud.openstack("server", "create", "--flavor", "tiny", "--image", "img", "--wait", "vm")
+    assert server["status"] == "ACTIVE"
+
+    cloud.openstack_quiet("server", "stop", "vm")
+    assert _settled(cloud, "vm", "SHUTOFF")["OS-EXT-STS:power_state"] in ("Shutdown", 4)
+    assert "vm_state stopped" in cloud.openstack_fails("server", "stop", "vm")
+    cloud.openstack_quiet("server", "start", "vm")
+    _settled(cloud, "vm", "ACTIVE")
+    cloud.openstack_quiet("server", "reboot", "--hard", "vm")
+    _settled(cloud, "vm", "ACTIVE")
+    cloud.openstack_quiet("server", "lock", "vm")
+    cloud.openstack_quiet("server", "unlock", "vm")
+
+    events = cloud.openstack("server", "event", "list", "vm")
+    actions = [e["Action"] for e in events]
+    assert actions == ["unlock", "lock", "reboot", "start", "stop", "create"], actions
+    stop = next(e for e in events if e["Action"] == "stop")
+    shown = cloud.openstack("server", "event", "show", "vm", stop["Request ID"])
+    assert shown["action"] == "stop" and shown["request_id"] == stop["Request ID"]
+    (event,) = shown["events"]
+    assert event["event"] == "compute_stop_instance" and event["result"] == "Success"
+
+    log = tmp_path / "data" / "instances" / HOST / server["id"] / "console.log"
+    log.write_text("Linux version 6.1\nSTRATUS-GUEST-READY\n")
+    done = cloud.run("console", "log", "show", "--lines", "1", "vm")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "STRATUS-GUEST-READY"
+
+    cloud.openstack_quiet("server", "delete", "--wait", "vm")
