@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -123,12 +124,35 @@ def libvirtd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
             time.sleep(0.2)
         yield
     finally:
-        proc.terminate()
+        # Another test run on this machine may be using our libvirtd meanwhile (it found it
+        # answering): stopping it under a running guest would orphan that QEMU. Wait for the
+        # machine's guests to go; if they do not, leave libvirtd running rather than orphan them.
+        if _no_guests_within(150):
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        else:
+            warnings.warn("libvirtd left running: guests of another run are still on it", stacklevel=1)
+
+
+def _no_guests_within(seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while True:
         try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            conn = libvirt.open(URI)
+        except libvirt.libvirtError:
+            return True
+        try:
+            if not conn.listAllDomains():
+                return True
+        finally:
+            conn.close()
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1)
 
 
 @pytest.fixture(scope="module")
