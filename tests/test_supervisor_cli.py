@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from stratus import cli
+from stratus.natsserver import binary
 from stratus.postgres import EmbeddedPostgres
 from tests.fixtures.identity import password_auth
 
@@ -230,7 +231,7 @@ def test_one_run_per_data_dir(tmp_path: Path) -> None:
     assert "is in use by another `stratus run` (pid 4242)" in done.stderr
 
 
-def test_run_stops_a_server_left_over_by_a_killed_run(pg_tmp_path: Path, taken_port: int) -> None:
+def test_a_killed_run_leaves_no_server_and_a_stray_one_is_stopped(pg_tmp_path: Path, taken_port: int) -> None:
     data = pg_tmp_path / "data"
     argv = [*STRATUS, "run", "--data-dir", str(data), "--api-bind", f"127.0.0.1:{taken_port}"]
     first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean_env())
@@ -240,10 +241,26 @@ def test_run_stops_a_server_left_over_by_a_killed_run(pg_tmp_path: Path, taken_p
         time.sleep(0.05)
     first.kill()
     first.wait()
-    leftover = nats_servers_using(data / "nats")
-    assert leftover, "expected the killed run's nats-server to outlive it"
+    # the server dies with the run that started it
+    deadline = time.monotonic() + 15
+    while nats_servers_using(data / "nats") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert nats_servers_using(data / "nats") == []
 
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=clean_env(), cwd=pg_tmp_path)
-    assert f"stopping nats-server (pid {leftover[0]}) left over from an earlier run" in done.stderr
-    assert nats_servers_using(data / "nats") == [], done.stderr
+    # a server on the store that no run owns (started by hand, or by an older version) is stopped
+    stray = subprocess.Popen(
+        [str(binary()), "-js", "-sd", str(data / "nats"), "-a", "127.0.0.1", "-p", "-1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=120, env=clean_env(), cwd=pg_tmp_path
+        )
+        assert f"stopping nats-server (pid {stray.pid}) left over from an earlier run" in done.stderr
+        assert nats_servers_using(data / "nats") == [], done.stderr
+    finally:
+        stray.kill()
+        stray.wait()
     EmbeddedPostgres(data / "pg").stop()
