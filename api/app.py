@@ -140,7 +140,11 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
     url = settings.database_url or database_url(settings)
     bridge = NatsBridge(settings.nats_urls, name="stratus-api")
     bridge.start(wait=0)  # connect in the background: the API answers (503) while NATS is away
-    pool = open_pool(url)
+    try:
+        pool = open_pool(url)
+    except BaseException:
+        bridge.close()
+        raise
     try:
         app = Stratus(Factory(bridge=bridge, settings=settings))
         handlers = Handlers(app, network=fixed_network(settings))
@@ -182,8 +186,13 @@ class LazyApp:
         with self._lock:
             if self._app is None:
                 deps, close = build(self._settings_factory())
+                try:
+                    app = create_app(deps)
+                except BaseException:
+                    close()  # the next request composes afresh: leave no pool or connection behind
+                    raise
                 atexit.register(close)
-                self._app = create_app(deps)
+                self._app = app
             return self._app
 
 
