@@ -16,11 +16,17 @@ from collections.abc import Callable
 import falcon
 
 from api import auth, versions
+from api.errors import Forbidden
 from stratus.context import CommandContext
 
 REQUEST_ID_HEADERS = ("x-openstack-request-id", "x-compute-request-id")
 # A calling OpenStack service's request id (oslo.middleware's global request id), kept as correlation.
 GLOBAL_REQUEST_ID_HEADER = "X-OpenStack-Request-ID"
+# Writes a project reader may still make: Keystone's own routes (a user revokes their own token;
+# the identity resources check their rules per route) and key pairs, which Nova lets their owner
+# manage whatever the role.
+_READER_WRITABLE = ("/identity/", "/v2.1/os-keypairs")
+_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _GLOBAL_ID_RE = re.compile(r"^req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
@@ -47,6 +53,13 @@ class RequestContext:
         authenticated = self._auth.authenticate(req)
         req.context.auth = authenticated
         req.context.actor = actor = authenticated.actor
+        writes = req.method in _WRITES and not req.path.startswith(_READER_WRITABLE)
+        if writes and "member" not in actor.roles:
+            # The default under every route's own rule: readers read, members act (roles imply the
+            # ones below them, so an admin or manager holds member too).
+            raise Forbidden(
+                f"Policy doesn't allow {req.method} {req.path} to a reader: the member role is needed."
+            )
         inbound = req.get_header(GLOBAL_REQUEST_ID_HEADER) or ""
         correlation = inbound if _GLOBAL_ID_RE.match(inbound) else ""
         req.context.command = CommandContext(
