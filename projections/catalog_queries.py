@@ -56,7 +56,8 @@ def list_images(
         uid = _as_uuid(marker)
         mark = None
         if uid is not None:
-            mark = _fetchone(conn, sql.SQL("SELECT id, created_at FROM {}.images WHERE id = %s").format(_S), (uid,))
+            query = sql.SQL("SELECT id, created_at FROM {}.images WHERE id = %s").format(_S)
+            mark = _fetchone(conn, query, (uid,))
         if mark is None:
             raise MarkerNotFound(marker)
         where.append(sql.SQL("(created_at, id) < (%s, %s)"))
