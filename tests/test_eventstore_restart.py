@@ -75,7 +75,8 @@ def test_appends_survive_server_restarts_exactly_once(own_nats_server: NatsServe
             t.join(30)
         assert not errors, errors
         print(dict(recorder.stats))
-        assert recorder.stats["unknown_outcome"] > 0  # the restarts did catch appends in flight
+        if kill:  # a SIGKILL catches appends in flight; a graceful stop may drain them all first
+            assert recorder.stats["unknown_outcome"] > 0
         assert len(acked) > before > 0
 
         stored = list(iter_notifications(recorder, 1))
