@@ -188,12 +188,17 @@ class LazyApp:
                 deps, close = build(self._settings_factory())
                 try:
                     app = create_app(deps)
+                    self._extend(app, deps)
                 except BaseException:
                     close()  # the next request composes afresh: leave no pool or connection behind
                     raise
                 atexit.register(close)
                 self._app = app
             return self._app
+
+
+    def _extend(self, app: falcon.App, deps: Deps) -> None:
+        """Routes a variant of the API adds to the composed app (``api.watch``); none here."""
 
 
 def _unavailable(start_response: Callable[..., Any], request_id: str) -> list[bytes]:

@@ -33,7 +33,7 @@ import falcon
 import nats.errors
 import orjson
 
-from api.app import LazyApp, build, create_app
+from api.app import Deps, LazyApp
 from api.audit import can_audit_everything
 from api.errors import ApiError, BadRequest, Forbidden
 from commands import resources
@@ -185,17 +185,8 @@ class Events:
 class WatchApp(LazyApp):
     """The API app with the event stream added, composed in the worker on its first request."""
 
-    def _compose(self) -> falcon.App:
-        with self._lock:
-            if self._app is None:
-                import atexit
-
-                deps, close = build(self._settings_factory())
-                atexit.register(close)
-                app = create_app(deps)
-                app.add_route(ROUTE, Events(deps.handlers.app.recorder))  # type: ignore[arg-type]
-                self._app = app
-            return self._app
+    def _extend(self, app: falcon.App, deps: Deps) -> None:
+        app.add_route(ROUTE, Events(deps.handlers.app.recorder))  # type: ignore[arg-type]
 
 
 def get_app() -> WatchApp:

@@ -259,8 +259,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             s = dataclasses.replace(s, database_url=pg.url)
         return s
 
+    watch_bind = os.environ.get("STRATUS_WATCH_BIND") or _next_port(settings.api_bind)
+
     def child_env() -> dict[str, str]:
-        return _child_env(resolved())
+        return {**_child_env(resolved()), "STRATUS_WATCH_BIND": watch_bind}
 
     # Identity: the default roles, the admin project and user, the admin's password (first run).
     admin_password = os.environ.get(ADMIN_PASSWORD_ENV) or None
@@ -274,6 +276,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         ("projector", "", None),
         ("scheduler", "", None),
         ("hypervisor", f"host {settings.host_name} on {settings.libvirt_uri}", None),
+        ("notifier", "Nova versioned notifications on versioned_notifications.>", None),
+        (
+            "watch",
+            f"http://{_client_address(watch_bind)}/v2.1/stratus/events (server-sent events)",
+            http_responding(f"http://{_client_address(watch_bind)}/"),
+        ),
     ]
     for name, address, ready in children:
         parts.append(
@@ -299,6 +307,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     status = supervisor.run()
     print("stratus: stopped." if status == 0 else "stratus: stopped after a failure.", file=sys.stderr)
     return status
+
+
+def _next_port(bind: str) -> str:
+    """The address beside ``bind`` (same host, next port): where `run` puts the event stream."""
+    host, _, port = bind.rpartition(":")
+    return f"{host}:{int(port) + 1}"
 
 
 def _lock_data_dir(data_dir: Path) -> IO[str]:

@@ -159,7 +159,8 @@ def test_run_starts_the_control_plane_and_stops_it_on_sigterm(pg_tmp_path: Path)
         else:
             pytest.fail("stratus run stopped before it was ready:\n" + "".join(output[-60:]))
         banner = "".join(output)
-        for part in ("nats", "postgres", "identity", "api", "projector", "scheduler", "hypervisor"):
+        parts = ("nats", "postgres", "identity", "api", "projector", "scheduler", "hypervisor")
+        for part in (*parts, "notifier", "watch"):
             assert f"  {part} " in banner
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/") as r:
             assert r.status == 200
@@ -182,6 +183,16 @@ def test_run_starts_the_control_plane_and_stops_it_on_sigterm(pg_tmp_path: Path)
         done = subprocess.run(argv, **where, capture_output=True, text=True, timeout=300)  # type: ignore[call-overload]
         assert done.returncode == 0, done.stderr[-3000:]
         assert "vm1" in done.stdout and "ACTIVE" in done.stdout, done.stdout[-3000:]
+        # The event stream beside the API (port + 1) replays the server's life from the start.
+        watch = urllib.request.Request(
+            f"http://127.0.0.1:{port + 1}/v2.1/stratus/events?type=server&after=0",
+            headers={"X-Auth-Token": _token(port, password)},
+        )
+        seen = []
+        with urllib.request.urlopen(watch, timeout=30) as stream:
+            while not seen or not seen[-1].startswith(b"event: stratus.instance.spawned"):
+                seen.append(stream.readline())
+                assert seen[-1] and len(seen) < 200, seen
     finally:
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=60)
