@@ -7,8 +7,6 @@ new state a few times before reporting a conflict.
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -19,7 +17,8 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
 from commands.app import Stratus
-from commands.errors import AlreadyExists, Conflict, InvalidInput, NotFound
+from commands.base import HandlerBase, Result
+from commands.errors import AlreadyExists, InvalidInput, NotFound
 from commands.flavor import Flavor, flavor_aggregate_id
 from commands.host import Host, Resources, host_aggregate_id
 from commands.image import ACTIVE, Image
@@ -34,12 +33,6 @@ from commands.usage import ProjectUsage, usage_aggregate_id
 _REQUEST_NS = uuid5(NAMESPACE_URL, "urn:stratus:server-request")
 A = TypeVar("A", bound=Aggregate)
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Result:
-    id: str
-    position: int
 
 
 # -- commands (imperative, small) ----------------------------------------------------------------
@@ -139,7 +132,7 @@ class FinishDeletion:
     server_id: str
 
 
-class Handlers:
+class Handlers(HandlerBase):
     def __init__(
         self,
         app: Stratus,
@@ -148,45 +141,10 @@ class Handlers:
         attempts: int = 5,
         network: FixedNetwork | None = None,
     ):
-        self.app = app
+        super().__init__(app, attempts=attempts)
         self._new_id = new_id
-        self._attempts = attempts
         self.network = network  # the fixed network servers get an address on (None: no addresses)
         self._usage_epochs: dict[str, int] = {}  # project -> the epoch of its usage last seen current
-
-    # -- plumbing -------------------------------------------------------------------------------
-    def _get(self, cls: type[A], aggregate_id: UUID, what: str) -> A:
-        try:
-            agg: Aggregate = self.app.repository.get(aggregate_id)
-        except AggregateNotFoundError:
-            raise NotFound(f"{what} could not be found.") from None
-        if not isinstance(agg, cls):
-            raise NotFound(f"{what} could not be found.")
-        return agg
-
-    def _save(self, *aggregates: Aggregate) -> int:
-        recordings = self.app.save(*aggregates)
-        if recordings:
-            return recordings[-1].notification.id
-        return self.app.recorder.max_notification_id() or 0
-
-    def _retrying(self, decide: Callable[[], T], attempts: int | None = None, backoff: float = 0.0) -> T:
-        """Run load-decide-append again when a concurrent writer got there first.
-
-        ``backoff``: the most seconds to wait (random, growing with each attempt) before deciding
-        again, for aggregates many writers contend for (a project's usage).
-        """
-        for attempt in range((attempts or self._attempts) - 1):
-            try:
-                return decide()
-            except IntegrityError:
-                if backoff:
-                    time.sleep(random.uniform(0, backoff * min(attempt + 1, 8)))
-                continue
-        try:
-            return decide()
-        except IntegrityError as e:
-            raise Conflict("Another request changed this resource at the same time; retry.") from e
 
     def instance(self, server_id: str, project_id: str | None = None) -> Instance:
         what = f"Instance {server_id}"

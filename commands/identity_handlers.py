@@ -17,7 +17,8 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
 from commands.app import Stratus
-from commands.errors import AlreadyExists, Conflict, NotFound
+from commands.base import HandlerBase, Result
+from commands.errors import AlreadyExists, NotFound
 from commands.identity import (
     DEFAULT_DOMAIN_ID,
     ROLE_NAMES,
@@ -34,12 +35,6 @@ from commands.identity import (
 
 A = TypeVar("A", bound=Aggregate)
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Result:
-    id: str
-    position: int
 
 
 @dataclass(frozen=True)
@@ -105,14 +100,13 @@ class Bootstrapped:
     position: int
 
 
-class IdentityHandlers:
+class IdentityHandlers(HandlerBase):
     def __init__(self, app: Stratus, *, new_id: Callable[[], str] = lambda: uuid4().hex, attempts: int = 5):
-        self.app = app
+        super().__init__(app, attempts=attempts)
         self._new_id = new_id
-        self._attempts = attempts
 
     # -- plumbing -------------------------------------------------------------------------------
-    def _get(self, cls: type[A], identity_id: str, what: str) -> A:
+    def _identity(self, cls: type[A], identity_id: str, what: str) -> A:
         try:
             agg: Aggregate = self.app.repository.get(aggregate_id(identity_id))
         except (AggregateNotFoundError, NotFound):
@@ -120,23 +114,6 @@ class IdentityHandlers:
         if not isinstance(agg, cls):
             raise NotFound(f"Could not find {what}: {identity_id}.")
         return agg
-
-    def _save(self, *aggregates: Aggregate) -> int:
-        recordings = self.app.save(*aggregates)
-        if recordings:
-            return recordings[-1].notification.id
-        return self.app.recorder.max_notification_id() or 0
-
-    def _retrying(self, decide: Callable[[], T]) -> T:
-        for _ in range(self._attempts - 1):
-            try:
-                return decide()
-            except IntegrityError:
-                continue
-        try:
-            return decide()
-        except IntegrityError as e:
-            raise Conflict("Another request changed this resource at the same time; retry.") from e
 
     def _name_taken(self, kind: str, domain_id: str, name: str) -> bool:
         try:
@@ -146,13 +123,13 @@ class IdentityHandlers:
         return True
 
     def project(self, project_id: str) -> Project:
-        return self._get(Project, project_id, "project")
+        return self._identity(Project, project_id, "project")
 
     def user(self, user_id: str) -> User:
-        return self._get(User, user_id, "user")
+        return self._identity(User, user_id, "user")
 
     def role(self, rid: str) -> Role:
-        return self._get(Role, rid, "role")
+        return self._identity(Role, rid, "role")
 
     # -- projects -------------------------------------------------------------------------------
     def create_project(self, cmd: CreateProject, project_id: str | None = None) -> Result:

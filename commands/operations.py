@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from typing import TypeVar
 from uuid import UUID, uuid4
 
-from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import IntegrityError
 
 from commands.app import Stratus
-from commands.errors import AlreadyExists, Conflict, InvalidInput, NotFound
+from commands.base import HandlerBase, Result
+from commands.errors import AlreadyExists, InvalidInput, NotFound
 from commands.flavor import Flavor, flavor_aggregate_id
-from commands.handlers import CreateFlavor, Result
+from commands.handlers import CreateFlavor
 from commands.host import Host, host_aggregate_id
 from commands.host_aggregate import AZ_KEY, HostAggregate
 from commands.quota import ProjectQuota, quota_aggregate_id
@@ -67,42 +66,10 @@ class CreateServerGroup:
     policy: str
 
 
-class Operations:
+class Operations(HandlerBase):
     def __init__(self, app: Stratus, *, new_id: Callable[[], UUID] = uuid4, attempts: int = 5) -> None:
-        self.app = app
+        super().__init__(app, attempts=attempts)
         self._new_id = new_id
-        self._attempts = attempts
-
-    # -- plumbing -------------------------------------------------------------------------------
-    def _find(self, cls: type[A], aggregate_id: UUID) -> A | None:
-        try:
-            agg: Aggregate = self.app.repository.get(aggregate_id)
-        except AggregateNotFoundError:
-            return None
-        return agg if isinstance(agg, cls) else None
-
-    def _get(self, cls: type[A], aggregate_id: UUID, what: str) -> A:
-        agg = self._find(cls, aggregate_id)
-        if agg is None:
-            raise NotFound(f"{what} could not be found.")
-        return agg
-
-    def _save(self, *aggregates: Aggregate) -> int:
-        recordings = self.app.save(*aggregates)
-        if recordings:
-            return recordings[-1].notification.id
-        return self.app.recorder.max_notification_id() or 0
-
-    def _retrying(self, decide: Callable[[], T]) -> T:
-        for _ in range(self._attempts - 1):
-            try:
-                return decide()
-            except IntegrityError:
-                continue
-        try:
-            return decide()
-        except IntegrityError as e:
-            raise Conflict("Another request changed this resource at the same time; retry.") from e
 
     def registry(self, kind: str) -> Registry:
         return self._find(Registry, registry_id(kind)) or Registry(kind)
