@@ -29,6 +29,7 @@ from api.auth import Authenticator
 from api.body import MAX_BODY_BYTES, load_validators
 from api.credentials import Credentials, ensure_schema
 from api.middleware import REQUEST_ID_HEADERS, RequestContext
+from api.openapi import OpenAPIDocument
 from api.placement import add_routes as add_placement_routes
 from api.placement.view import ProviderView
 from api.readmodel import ReadModel, open_pool
@@ -89,6 +90,7 @@ def create_app(deps: Deps) -> falcon.App:
 
     app.add_route("/", versions.Versions())
     app.add_route("/v2.1", versions.Version())
+    app.add_route("/openapi.json", OpenAPIDocument())
     user_data = catalog_api.user_data_store(deps.settings.data_dir)
     app.add_route("/v2.1/servers", servers.ServerCollection(*server_args, user_data))
     alive = host_liveness(deps)
