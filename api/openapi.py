@@ -7,6 +7,7 @@ until it is. ``GET /openapi.json`` serves the committed file (public, no token).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,14 +17,42 @@ import falcon.inspect
 import orjson
 
 DOCUMENT = Path(__file__).resolve().parent.parent / "schemas" / "openapi.json"
+REGENERATE = "regenerate it: python -m api.openapi --write"
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 # Request bodies a route validates against schemas/api/<name>.json, mapped by hand: (path, method) -> name.
-REQUEST_BODIES: dict[tuple[str, str], str] = {
-    ("/v2.1/servers", "POST"): "servers.create",
-    ("/v2.1/servers/{server_id}", "PUT"): "servers.update",
-    ("/v2.1/flavors", "POST"): "flavors.create",
+REQUEST_BODIES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("/identity/v3/auth/tokens", "POST"): ("identity.auth",),
+    ("/identity/v3/projects", "POST"): ("identity.projects.create",),
+    ("/identity/v3/projects/{project_id}", "PATCH"): ("identity.projects.update",),
+    ("/identity/v3/users", "POST"): ("identity.users.create",),
+    ("/identity/v3/users/{user_id}", "PATCH"): ("identity.users.update",),
+    ("/image/v2/images", "POST"): ("images.create",),
+    ("/v2.1/flavors", "POST"): ("flavors.create",),
+    ("/v2.1/flavors/{flavor_id}/action", "POST"): ("flavors.action",),
+    ("/v2.1/flavors/{flavor_id}/os-extra_specs", "POST"): ("flavors.extra_specs.create",),
+    ("/v2.1/flavors/{flavor_id}/os-extra_specs/{key}", "PUT"): ("flavors.extra_specs.update",),
+    ("/v2.1/os-aggregates", "POST"): ("aggregates.create",),
+    ("/v2.1/os-aggregates/{aggregate_id}", "PUT"): ("aggregates.update",),
+    ("/v2.1/os-aggregates/{aggregate_id}/action", "POST"): ("aggregates.action",),
+    ("/v2.1/os-keypairs", "POST"): ("keypairs.create",),
+    ("/v2.1/os-quota-sets/{project_id}", "PUT"): ("quota_sets.update",),
+    ("/v2.1/os-server-groups", "POST"): ("server_groups.create",),
+    # The {action} segment picks the schema (api/services.py).
+    ("/v2.1/os-services/{action}", "PUT"): (
+        "services.enable",
+        "services.disable_log_reason",
+        "services.force_down",
+    ),
+    ("/v2.1/servers", "POST"): ("servers.create",),
+    ("/v2.1/servers/{server_id}", "PUT"): ("servers.update",),
+    ("/v2.1/servers/{server_id}/action", "POST"): ("servers.action",),
+    ("/v2.1/servers/{server_id}/metadata", "POST"): ("servers.metadata",),
+    ("/v2.1/servers/{server_id}/metadata", "PUT"): ("servers.metadata",),
+    ("/v2.1/servers/{server_id}/metadata/{key}", "PUT"): ("servers.metadata_item",),
+    ("/v2.1/servers/{server_id}/tags", "PUT"): ("servers.tags",),
 }
+_PARAM = re.compile(r"{(\w+)}")
 
 _FAULT = {
     "description": 'A Nova fault body: {"<fault name>": {"code": int, "message": str}}',
@@ -45,17 +74,23 @@ def document(app: falcon.App) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for path, methods in routes(app).items():
         item: dict[str, Any] = {}
+        params = [
+            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+            for name in _PARAM.findall(path)
+        ]
+        if params:
+            item["parameters"] = params
         for method in methods:
             op: dict[str, Any] = {
                 "summary": f"{method} {path}",
+                "security": [] if path == "/openapi.json" else [{"token": []}],
                 "responses": {"default": {"$ref": "#/components/responses/Fault"}},
             }
-            name = REQUEST_BODIES.get((path, method))
-            if name:
-                op["requestBody"] = {
-                    "required": True,
-                    "content": {"application/json": {"schema": {"$ref": f"api/{name}.json"}}},
-                }
+            names = REQUEST_BODIES.get((path, method), ())
+            if names:
+                refs = [{"$ref": f"api/{name}.json"} for name in names]
+                schema = refs[0] if len(refs) == 1 else {"oneOf": refs}
+                op["requestBody"] = {"required": True, "content": {"application/json": {"schema": schema}}}
             item[method.lower()] = op
         paths[path] = item
     return {
