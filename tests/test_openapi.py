@@ -11,7 +11,7 @@ import orjson
 from openapi_spec_validator import validate
 from openapi_spec_validator.readers import read_from_filename
 
-from api.openapi import DOCUMENT, REGENERATE, routes
+from api.openapi import DOCUMENT, REGENERATE, REQUEST_BODIES, routes
 from tests.test_api import Stack, api_settings, projector, stack  # noqa: F401
 
 
@@ -41,3 +41,13 @@ def test_the_api_serves_the_committed_document_without_a_token(stack: Stack) -> 
 def test_the_document_is_valid_openapi() -> None:
     spec, base_uri = read_from_filename(str(DOCUMENT))
     validate(spec, base_uri=base_uri)
+
+
+def test_every_mapped_request_body_names_a_live_route_and_a_schema(stack: Stack) -> None:  # noqa: F811
+    live = routes(stack.app)
+    for (path, method), names in REQUEST_BODIES.items():
+        assert method in live.get(path, []), (
+            f"REQUEST_BODIES names {method} {path}, which the app has no more"
+        )
+        for name in names:
+            assert (DOCUMENT.parent / "api" / f"{name}.json").is_file(), name
