@@ -21,6 +21,8 @@ from api.errors import BadRequest, ItemNotFound
 from api.flavor_extras import can_see
 from api.links import next_links, page_params, resource_links
 from api.readmodel import POSITION_HEADER, ReadModel
+from api.servers import UPDATE_READ_WAIT_SECONDS
+from commands.errors import DomainError
 from commands.handlers import CreateFlavor, Handlers
 from commands.operations import Operations
 from projections import queries
@@ -138,9 +140,22 @@ class FlavorItem(_Flavors):
     def on_get(self, req: falcon.Request, resp: falcon.Response, flavor_id: str) -> None:
         with self._read.connection(req) as conn:
             row = queries.get_flavor(conn, flavor_id)
+            if row is None and self._in_log(flavor_id):
+                # Created a moment ago (SDKs read right after POST without a position): wait once
+                # for the read model to reach the log's head rather than answer 404 for it.
+                head = self._handlers.app.recorder.max_notification_id() or 0
+                if queries.wait_for_position(conn, head, UPDATE_READ_WAIT_SECONDS):
+                    row = queries.get_flavor(conn, flavor_id)
         if row is None or not can_see(req.context.actor, row):
             raise ItemNotFound(f"Flavor {flavor_id} could not be found.")
         resp.media = {"flavor": detail_view(req, row)}
+
+    def _in_log(self, flavor_id: str) -> bool:
+        try:
+            self._handlers.flavor(flavor_id)
+        except DomainError:
+            return False
+        return True
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, flavor_id: str) -> None:
         """Deleting a flavor keeps the servers built from it as they are (they hold a copy)."""
