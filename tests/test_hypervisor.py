@@ -8,7 +8,6 @@ drivers implementing our own port (``workers.virt.VirtDriver``) around the real 
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ from commands.instance import Instance
 from commands.states import PowerState, TaskState, VmState
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
+from tests.fixtures.workers import Worker, eventually
 from workers import hypervisor, scheduler
 from workers.compute import DELETE_FAILED, SCHEDULED, SPAWN_FAILED, Compute
 from workers.libvirt_driver import LibvirtDriver, domain_xml
@@ -67,41 +67,6 @@ HOST_XML = """<?xml version="1.0"?>
   </pool>
 </node>
 """
-
-
-def eventually(check: Callable[[], T | None], timeout: float = 15.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true within {timeout}s: {check}")
-        time.sleep(0.05)
-
-
-class Worker:
-    """A worker's ``run`` in a thread; a failure in it fails the test."""
-
-    def __init__(self, target: Callable[[threading.Event], None]) -> None:
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._main, args=(target,), daemon=True)
-        self._thread.start()
-
-    def _main(self, target: Callable[[threading.Event], None]) -> None:
-        try:
-            target(self.stop)
-        except BaseException as e:
-            self.error = e
-            raise
-
-    def close(self) -> None:
-        self.stop.set()
-        self._thread.join(20)
-        assert not self._thread.is_alive(), "worker did not stop"
-        if self.error is not None:
-            raise self.error
 
 
 # -- drivers implementing our port, to produce failures the test driver cannot -------------------

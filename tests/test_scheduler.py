@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -19,6 +18,7 @@ from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from stratus.natsserver import NatsServer
 from tests.fixtures.nats import unique_settings
+from tests.fixtures.workers import Worker, eventually
 from workers import scheduler
 from workers.host_selection import NO_VALID_HOST
 from workers.host_view import HostView
@@ -26,41 +26,6 @@ from workers.outcome import DONE, RetryPolicy
 from workers.placement import Placement
 
 T = TypeVar("T")
-
-
-def eventually(check: Callable[[], T | None], timeout: float = 15.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true within {timeout}s: {check}")
-        time.sleep(0.05)
-
-
-class Worker:
-    """A worker's ``run`` in a thread; a failure in it fails the test."""
-
-    def __init__(self, target: Callable[[threading.Event], None]) -> None:
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._main, args=(target,), daemon=True)
-        self._thread.start()
-
-    def _main(self, target: Callable[[threading.Event], None]) -> None:
-        try:
-            target(self.stop)
-        except BaseException as e:
-            self.error = e
-            raise
-
-    def close(self) -> None:
-        self.stop.set()
-        self._thread.join(20)
-        assert not self._thread.is_alive(), "worker did not stop"
-        if self.error is not None:
-            raise self.error
 
 
 @pytest.fixture
