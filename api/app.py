@@ -34,7 +34,7 @@ from api.placement import add_routes as add_placement_routes
 from api.placement.view import ProviderView
 from api.readmodel import ReadModel, open_pool
 from api.server_actions import add_routes as add_server_action_routes
-from api.server_actions import host_liveness
+from api.server_actions import host_liveness, host_report
 from api.tokens import TokenSigner, load_or_create_key
 from commands.handlers import Handlers
 from commands.identity_handlers import IdentityHandlers
@@ -103,6 +103,10 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1/os-hypervisors", hypervisors.HypervisorCollection(read, alive))
     app.add_route("/v2.1/os-hypervisors/detail", hypervisors.HypervisorDetailCollection(read, alive))
     app.add_route("/v2.1/os-hypervisors/{hypervisor_id}", hypervisors.HypervisorItem(read, alive))
+    app.add_route(
+        "/v2.1/os-hypervisors/{hypervisor_id}/uptime",
+        hypervisors.HypervisorUptime(read, alive, host_report(deps)),
+    )
     catalog_api.add_routes(app, deps.handlers, read, deps.settings.data_dir, deps.max_body_bytes)
     compute_admin.add_routes(app, Operations(deps.handlers.app), read, deps.max_body_bytes, alive)
     app.add_route("/v2.1/stratus/history/{kind}/{resource_id}", audit.History(deps.handlers))

@@ -9,13 +9,14 @@ down or its hypervisor worker has not sent a heartbeat for ``STRATUS_HOST_DOWN_A
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 import falcon
 
 from api import auth
-from api.errors import ItemNotFound
+from api.errors import BadRequest, ItemNotFound
 from api.readmodel import ReadModel
 from projections import queries
 
@@ -61,6 +62,21 @@ def detail_view(host: dict[str, Any]) -> dict[str, Any]:
 
 # Which of these hosts are alive (``stratus.liveness.Heartbeats.up``); None: liveness not tracked.
 Liveness = Callable[[list[str]], dict[str, bool]]
+# A host's last heartbeat (``stratus.liveness.Heartbeats.reports``), None when it never beat.
+Report = Callable[[str], "dict[str, Any] | None"]
+
+
+def uptime_line(now: float, booted: float, load: list[float]) -> str:
+    """What ``uptime`` prints on the host, the text Nova's libvirt driver returns and the openstack
+    CLI parses (``host_time``, ``uptime``, ``users``, ``load_average``); times in UTC, users unknown (0)."""
+    days, rest = divmod(max(0, int(now - booted)), 86400)
+    hours, minutes = rest // 3600, rest % 3600 // 60
+    up = ([f"{days} day{'s' if days != 1 else ''}"] if days else []) + [
+        f"{hours:2d}:{minutes:02d}" if hours else f"{minutes} min"
+    ]
+    averages = ", ".join(f"{x:.2f}" for x in load)
+    clock = time.strftime("%H:%M:%S", time.gmtime(now))
+    return f" {clock} up {', '.join(up)},  0 users,  load average: {averages}"
 
 
 class _Hypervisors:
@@ -104,3 +120,25 @@ class HypervisorItem(_Hypervisors):
         if host is None:
             raise ItemNotFound(f"Hypervisor with ID {hypervisor_id} could not be found.")
         resp.media = {"hypervisor": detail_view(self._alive([host])[0])}
+
+
+class HypervisorUptime(_Hypervisors):
+    """``GET /v2.1/os-hypervisors/{hypervisor_id}/uptime``: the host's ``uptime`` line, from its last
+    heartbeat; a host that is down answers 400 as Nova does when its compute service is unavailable."""
+
+    def __init__(self, read_model: ReadModel, liveness: Liveness, report: Report) -> None:
+        super().__init__(read_model, liveness)
+        self._report = report
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, hypervisor_id: str) -> None:
+        auth.require_admin(req.context.actor, "os_compute_api:os-hypervisors:uptime")
+        with self._read.connection(req) as conn:
+            host = queries.get_host(conn, hypervisor_id)
+        if host is None:
+            raise ItemNotFound(f"Hypervisor with ID {hypervisor_id} could not be found.")
+        host = self._alive([host])[0]
+        beat = self._report(host["hostname"]) if brief_view(host)["state"] == "up" else None
+        if beat is None or "booted" not in beat:
+            raise BadRequest(f"Compute service of {host['hostname']} is unavailable at this time.")
+        line = uptime_line(time.time(), float(beat["booted"]), list(beat["load"]))
+        resp.media = {"hypervisor": {**brief_view(host), "uptime": line}}

@@ -143,6 +143,16 @@ def host_liveness(deps: Any) -> Callable[[list[str]], dict[str, bool]]:
     return alive
 
 
+def host_report(deps: Any) -> Callable[[str], dict[str, Any] | None]:
+    """A host's last heartbeat as its worker put it (uptime, load), None when it never beat."""
+    heartbeats = Heartbeats(
+        deps.handlers.app.recorder.bridge,
+        bucket=bucket_for(deps.settings.stream),
+        replicas=deps.settings.stream_replicas,
+    )
+    return lambda host: heartbeats.reports([host])[host]
+
+
 def add_routes(app: falcon.App, handlers: Handlers, max_body_bytes: int) -> None:
     """The action and instance-action routes of ``/v2.1/servers/{server_id}``."""
     validators = load_validators(("servers.action",))

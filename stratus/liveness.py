@@ -4,8 +4,10 @@ Heartbeats are not facts worth keeping: recorded as events they would grow the l
 per host every interval, forever (8,640 a day per host at 10 s; 8.6 million a day for 1,000 hosts),
 for a value only its latest instance matters for. So they live in a JetStream key-value bucket,
 ``STRATUS_HOSTS`` (``history=1``: one message per host, replaced at every beat), next to the log and
-not in it. The worker puts ``{"host", "at"}`` (its wall clock, seconds since the epoch) under the
-host's encoded name; a reader takes a host as up while its last beat is younger than
+not in it. The worker puts ``{"host", "at", "booted", "load"}`` under the host's encoded name: its
+wall clock (seconds since the epoch), when the machine booted (same clock) and its 1/5/15-minute load
+averages, which ``os-hypervisors/{id}/uptime`` shows as Nova's libvirt driver shows ``uptime``'s
+output. A reader takes a host as up while its last beat is younger than
 ``down_after`` seconds. A host never seen, or whose entry is older, is down.
 
 Clocks: ``at`` is the worker's clock and the age is computed with the reader's; hosts and API
@@ -14,6 +16,7 @@ nodes are expected to run NTP (skew well under ``down_after``).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -70,30 +73,37 @@ class Heartbeats:
         return self._kv
 
     def beat(self, host: str) -> None:
-        body = orjson.dumps({"host": host, "at": self._clock()})
+        now = self._clock()
+        booted = now - _machine_uptime()
+        body = orjson.dumps({"host": host, "at": now, "booted": booted, "load": os.getloadavg()})
 
         async def put() -> None:
             await (await self._store()).put(encode_token(host), body)
 
         self._bridge.run(put, _TIMEOUT)
 
-    def last_seen(self, hosts: Iterable[str]) -> dict[str, float | None]:
-        """Each host's last heartbeat (seconds since the epoch), None when it never beat."""
+    def reports(self, hosts: Iterable[str]) -> dict[str, dict[str, Any] | None]:
+        """Each host's last heartbeat as it was put (``at``, ``booted``, ``load``), None when it never
+        beat."""
         names = list(hosts)
 
-        async def read() -> dict[str, float | None]:
+        async def read() -> dict[str, dict[str, Any] | None]:
             kv = await self._store()
-            seen: dict[str, float | None] = {}
+            seen: dict[str, dict[str, Any] | None] = {}
             for host in names:
                 try:
                     entry = await kv.get(encode_token(host))
                 except nats.js.errors.KeyNotFoundError:
                     seen[host] = None
                     continue
-                seen[host] = float(orjson.loads(entry.value)["at"])
+                seen[host] = orjson.loads(entry.value)
             return seen
 
         return self._bridge.run(read, _TIMEOUT + len(names) * 0.05)
+
+    def last_seen(self, hosts: Iterable[str]) -> dict[str, float | None]:
+        """Each host's last heartbeat (seconds since the epoch), None when it never beat."""
+        return {h: None if r is None else float(r["at"]) for h, r in self.reports(hosts).items()}
 
     def up(self, hosts: Iterable[str], down_after: float = DOWN_AFTER) -> dict[str, bool]:
         """Which hosts are up: a heartbeat younger than ``down_after`` seconds. When the bucket
@@ -105,3 +115,12 @@ class Heartbeats:
             return dict.fromkeys(names, False)
         now = self._clock()
         return {h: at is not None and now - at < down_after for h, at in seen.items()}
+
+
+def _machine_uptime() -> float:
+    """Seconds since this machine booted (Linux ``/proc/uptime``; 0 where there is none)."""
+    try:
+        with open("/proc/uptime", encoding="ascii") as f:
+            return float(f.read().split()[0])
+    except OSError:
+        return 0.0

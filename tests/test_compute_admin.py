@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from api.hypervisors import uptime_line
 from commands.handlers import FinishSpawning, PlaceInstance, RegisterHost, StartSpawning
 from commands.states import PowerState
 from stratus.liveness import Heartbeats, bucket_for
@@ -168,6 +169,10 @@ def test_compute_services(stack: Stack) -> None:
         "maintenance",
     )
     assert (hypervisors["cmp-b"]["status"], hypervisors["cmp-b"]["state"]) == ("enabled", "down")
+    # a host that is down has no uptime to tell (Nova: its compute service is unavailable)
+    down = stack.get(f"/v2.1/os-hypervisors/{hypervisors['cmp-b']['id']}/uptime")
+    assert_fault(down, 400, "badRequest", "Compute service of cmp-b is unavailable")
+    assert_fault(stack.get(f"/v2.1/os-hypervisors/{hypervisors['cmp-a']['id']}/uptime", P1), 403, "forbidden")
 
     after = written(
         stack.request("PUT", "/v2.1/os-services/enable", json={"host": "cmp-a", "binary": "nova-compute"})
@@ -497,3 +502,14 @@ def test_server_create_checks_flavor_access_zone_and_group(stack: Stack) -> None
         json={"server": {"name": "vm", "flavorRef": "pub"}, "os:scheduler_hints": {"same_host": sid}},
     )
     assert_fault(r, 400, "badRequest", "same_host")
+
+
+def test_uptime_line_reads_as_uptime_prints_it() -> None:
+    now = 1_700_000_000.0  # 22:13:20 UTC
+    assert uptime_line(now, now - 300, [0.5, 0.25, 0.125]) == (
+        " 22:13:20 up 5 min,  0 users,  load average: 0.50, 0.25, 0.12"
+    )
+    assert uptime_line(now, now - (93 * 86400 + 18 * 3600 + 25 * 60), [1, 2, 3]).startswith(
+        " 22:13:20 up 93 days, 18:25,  0 users"
+    )
+    assert " up 1 day,  2:03," in uptime_line(now, now - (86400 + 2 * 3600 + 3 * 60), [0, 0, 0])

@@ -46,6 +46,12 @@ def test_operator_commands(parts: tuple[Settings, Http], compute: libvirt.virCon
     assert (services[0]["Status"], services[0]["Disabled Reason"]) == ("disabled", "cli")
     cli(http, tmp_path, "compute", "service", "set", "--enable", settings.host_name, "nova-compute")
 
+    # `hypervisor show` also asks for the host's uptime and parses `uptime`'s line from it
+    hypervisor = cli(http, tmp_path, "hypervisor", "show", settings.host_name, "-f", "json")
+    assert (hypervisor["hypervisor_hostname"], hypervisor["service_host"]) == (settings.host_name,) * 2
+    assert hypervisor["state"] == "up" and hypervisor["users"] == "0"
+    assert len(hypervisor["load_average"].split(", ")) == 3 and hypervisor["uptime"]
+
     agg = cli(http, tmp_path, "aggregate", "create", "--zone", "az1", "rack1", "-f", "json")
     assert (agg["name"], agg["availability_zone"]) == ("rack1", "az1")
     cli(http, tmp_path, "aggregate", "add", "host", "rack1", settings.host_name)
