@@ -19,10 +19,13 @@ from typing import Any
 
 import falcon
 
-from api.errors import Forbidden, Unauthorized
+from api.errors import BadRequest, Forbidden, Unauthorized
 from api.readmodel import ReadModel
 from api.tokens import InvalidToken, TokenClaims, TokenSigner
+from commands.app import Stratus
+from commands.errors import NotFound
 from commands.identity import effective_roles
+from commands.identity_handlers import IdentityHandlers
 from projections import identity_queries
 from stratus.context import Actor
 
@@ -119,3 +122,12 @@ def project_scope(actor: Actor, all_tenants: bool) -> str | None:
 def server_scope(actor: Actor) -> str | None:
     """The project a server must belong to for ``actor`` to see or act on it (None: any, for admins)."""
     return None if is_admin(actor) else actor.project_id
+
+
+def require_project(app: Stratus, project_id: str) -> None:
+    """A project named in a request body must exist: Nova asks Keystone (``verify_project_id``) and
+    answers 400 for an unknown one. Read from the log, so a project created a moment ago counts."""
+    try:
+        IdentityHandlers(app).project(project_id)
+    except NotFound:
+        raise BadRequest(f"Project ID {project_id} is not a valid project.") from None

@@ -133,6 +133,7 @@ class FlavorAction(_Resource):
         project = args["tenant"]
         if action == "addTenantAccess":
             auth.require_admin(req.context.actor, "os_compute_api:os-flavor-access:add_tenant_access")
+            auth.require_project(self._ops.app, project)
             with acting(req.context.command):
                 result = self._ops.add_flavor_access(flavor_id, project)
         else:

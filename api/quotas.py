@@ -60,6 +60,7 @@ class QuotaSet(_Quotas):
     def on_put(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-quota-sets:update")
         spec = dict(read_json(req, self._validators["quota_sets.update"], self._max_body)["quota_set"])
+        auth.require_project(self._ops.app, project_id)
         force = bool(spec.pop("force", False))
         _, used = self._state(req, project_id)
         with acting(req.context.command):

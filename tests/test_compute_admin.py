@@ -124,6 +124,8 @@ def test_private_flavor_access(stack: Stack) -> None:
         stack.request("POST", action, json={"removeTenantAccess": {"tenant": p2}}), 404, "itemNotFound"
     )
     assert_fault(stack.request("POST", action, json={"grantAll": {}}), 400, "badRequest")
+    unknown = {"addTenantAccess": {"tenant": "0" * 32}}
+    assert_fault(stack.request("POST", action, json=unknown), 400, "badRequest", "not a valid project")
 
     after = written(stack.request("POST", action, json={"removeTenantAccess": {"tenant": p1}}))
     assert visible(P1, after) == ["pub"]
@@ -359,6 +361,8 @@ def test_quota_sets_and_limits(stack: Stack) -> None:
         400,
         "badRequest",
     )
+    r = stack.request("PUT", f"/v2.1/os-quota-sets/{'f' * 32}", json={"quota_set": {"instances": 3}})
+    assert_fault(r, 400, "badRequest", "is not a valid project")
     r = stack.request("PUT", f"/v2.1/os-quota-sets/{p1}", json={"quota_set": {"instances": 3, "cores": -1}})
     assert r.status_code == 200, r.text
     assert (r.json["quota_set"]["instances"], r.json["quota_set"]["cores"]) == (3, -1)
