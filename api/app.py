@@ -94,8 +94,10 @@ def create_app(deps: Deps) -> falcon.App:
     user_data = catalog_api.user_data_store(deps.settings.data_dir)
     app.add_route("/v2.1/servers", servers.ServerCollection(*server_args, user_data))
     alive = host_liveness(deps)
-    app.add_route("/v2.1/servers/detail", servers.ServerDetailCollection(*server_args, liveness=alive))
-    app.add_route("/v2.1/servers/{server_id}", servers.ServerItem(*server_args, liveness=alive))
+    app.add_route(
+        "/v2.1/servers/detail", servers.ServerDetailCollection(*server_args, user_data, liveness=alive)
+    )
+    app.add_route("/v2.1/servers/{server_id}", servers.ServerItem(*server_args, user_data, liveness=alive))
     add_server_action_routes(app, deps.handlers, deps.max_body_bytes)
     app.add_route("/v2.1/flavors", flavors.FlavorCollection(*flavor_args))
     app.add_route("/v2.1/flavors/detail", flavors.FlavorDetailCollection(*flavor_args))

@@ -18,6 +18,7 @@ import falcon
 from api import auth
 from api.errors import BadRequest, ItemNotFound
 from api.readmodel import ReadModel
+from api.versions import at_least
 from projections import queries
 
 _POLICY = "os_compute_api:os-hypervisors:list"
@@ -32,7 +33,8 @@ def brief_view(host: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def detail_view(host: dict[str, Any]) -> dict[str, Any]:
+def detail_view(host: dict[str, Any], cpu_info_object: bool = False) -> dict[str, Any]:
+    """``cpu_info_object``: 2.28 and later give ``cpu_info`` as an object, earlier as a JSON string."""
     free_ram = host["memory_mb"] - host["memory_mb_used"]
     free_disk = host["disk_gb"] - host["disk_gb_used"]
     return {
@@ -40,7 +42,7 @@ def detail_view(host: dict[str, Any]) -> dict[str, Any]:
         "hypervisor_type": host["hypervisor_type"],
         "hypervisor_version": 0,
         "host_ip": "",
-        "cpu_info": "{}",
+        "cpu_info": {} if cpu_info_object else "{}",  # the test driver and TCG report no CPU model
         "vcpus": host["vcpus"],
         "vcpus_used": host["vcpus_used"],
         "memory_mb": host["memory_mb"],
@@ -107,7 +109,8 @@ class HypervisorDetailCollection(_Hypervisors):
     """``GET /v2.1/os-hypervisors/detail``."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = {"hypervisors": [detail_view(h) for h in self._hosts(req)]}
+        cpu_object = at_least(req, 28)
+        resp.media = {"hypervisors": [detail_view(h, cpu_object) for h in self._hosts(req)]}
 
 
 class HypervisorItem(_Hypervisors):
@@ -119,7 +122,7 @@ class HypervisorItem(_Hypervisors):
             host = queries.get_host(conn, hypervisor_id)
         if host is None:
             raise ItemNotFound(f"Hypervisor with ID {hypervisor_id} could not be found.")
-        resp.media = {"hypervisor": detail_view(self._alive([host])[0])}
+        resp.media = {"hypervisor": detail_view(self._alive([host])[0], at_least(req, 28))}
 
 
 class HypervisorUptime(_Hypervisors):

@@ -15,7 +15,9 @@ from jsonschema import Draft202012Validator
 
 from api import auth
 from api.body import read_json
+from api.errors import BadRequest
 from api.readmodel import POSITION_HEADER, ReadModel
+from api.versions import at_least
 from commands.operations import Operations
 from commands.quota import DEFAULT_LIMITS
 from projections import admin_queries
@@ -55,18 +57,24 @@ class QuotaSet(_Quotas):
     def on_get(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
         _may_read(req.context.actor, project_id)
         limits, _ = self._state(req, project_id)
-        resp.media = {"quota_set": {"id": project_id, **limits}}
+        resp.media = {"quota_set": {"id": project_id, **shown(req, limits)}}
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-quota-sets:update")
         spec = dict(read_json(req, self._validators["quota_sets.update"], self._max_body)["quota_set"])
+        unknown = sorted(set(spec) - set(shown(req, {**DEFAULT_LIMITS, "force": 0})))
+        if unknown:
+            raise BadRequest(
+                f"Invalid input for field/attribute quota_set. Additional properties are not allowed "
+                f"({', '.join(map(repr, unknown))} unexpected at this microversion)"
+            )
         auth.require_project(self._ops.app, project_id)
         force = bool(spec.pop("force", False))
         _, used = self._state(req, project_id)
         with acting(req.context.command):
             result = self._ops.set_quota(project_id, spec, used, force)
         resp.set_header(POSITION_HEADER, str(result.position))
-        resp.media = {"quota_set": dict(self._ops.quota(project_id).limits)}
+        resp.media = {"quota_set": shown(req, dict(self._ops.quota(project_id).limits))}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-quota-sets:delete")
@@ -83,7 +91,8 @@ class QuotaSetDetail(_Quotas):
         _may_read(req.context.actor, project_id)
         limits, used = self._state(req, project_id)
         detail: dict[str, Any] = {
-            r: {"limit": limit, "in_use": used.get(r, 0), "reserved": 0} for r, limit in limits.items()
+            r: {"limit": limit, "in_use": used.get(r, 0), "reserved": 0}
+            for r, limit in shown(req, limits).items()
         }
         resp.media = {"quota_set": {"id": project_id, **detail}}
 
@@ -92,7 +101,36 @@ class QuotaSetDefaults:
     """``GET /v2.1/os-quota-sets/{project_id}/defaults``."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
-        resp.media = {"quota_set": {"id": project_id, **DEFAULT_LIMITS}}
+        resp.media = {"quota_set": {"id": project_id, **shown(req, dict(DEFAULT_LIMITS))}}
+
+
+# What Nova stopped showing, by the microversion that removed it: the proxied network quotas (2.36),
+# image metadata (2.39) and injected files (2.57).
+_QUOTAS_REMOVED = {
+    36: ("fixed_ips", "floating_ips", "security_groups", "security_group_rules", "networks"),
+    57: ("injected_files", "injected_file_content_bytes", "injected_file_path_bytes"),
+}
+_LIMITS_REMOVED = {
+    36: (
+        "maxSecurityGroupRules", "maxSecurityGroups", "maxTotalFloatingIps",
+        "totalFloatingIpsUsed", "totalSecurityGroupsUsed",
+    ),
+    39: ("maxImageMeta",),
+    57: ("maxPersonality", "maxPersonalitySize"),
+}  # fmt: skip
+
+
+Removed = dict[int, tuple[str, ...]]
+
+
+def _at_version(req: falcon.Request, values: dict[str, int], removed: Removed) -> dict[str, int]:
+    gone = {name for minor, names in removed.items() if at_least(req, minor) for name in names}
+    return {k: v for k, v in values.items() if k not in gone}
+
+
+def shown(req: falcon.Request, limits: dict[str, int]) -> dict[str, int]:
+    """The quota set as the request's microversion shows it."""
+    return _at_version(req, limits, _QUOTAS_REMOVED)
 
 
 class Limits(_Quotas):
@@ -103,29 +141,25 @@ class Limits(_Quotas):
         project_id = req.get_param("tenant_id") or actor.project_id
         _may_read(actor, project_id)
         limits, used = self._state(req, project_id)
-        resp.media = {
-            "limits": {
-                "rate": [],
-                "absolute": {
-                    "maxImageMeta": limits["metadata_items"],
-                    "maxPersonality": limits["injected_files"],
-                    "maxPersonalitySize": limits["injected_file_content_bytes"],
-                    "maxSecurityGroupRules": limits["security_group_rules"],
-                    "maxSecurityGroups": limits["security_groups"],
-                    "maxServerGroupMembers": limits["server_group_members"],
-                    "maxServerGroups": limits["server_groups"],
-                    "maxServerMeta": limits["metadata_items"],
-                    "maxTotalCores": limits["cores"],
-                    "maxTotalFloatingIps": limits["floating_ips"],
-                    "maxTotalInstances": limits["instances"],
-                    "maxTotalKeypairs": limits["key_pairs"],
-                    "maxTotalRAMSize": limits["ram"],
-                    "totalCoresUsed": used["cores"],
-                    "totalFloatingIpsUsed": 0,
-                    "totalInstancesUsed": used["instances"],
-                    "totalRAMUsed": used["ram"],
-                    "totalSecurityGroupsUsed": 0,
-                    "totalServerGroupsUsed": used["server_groups"],
-                },
-            }
+        absolute = {
+            "maxImageMeta": limits["metadata_items"],
+            "maxPersonality": limits["injected_files"],
+            "maxPersonalitySize": limits["injected_file_content_bytes"],
+            "maxSecurityGroupRules": limits["security_group_rules"],
+            "maxSecurityGroups": limits["security_groups"],
+            "maxServerGroupMembers": limits["server_group_members"],
+            "maxServerGroups": limits["server_groups"],
+            "maxServerMeta": limits["metadata_items"],
+            "maxTotalCores": limits["cores"],
+            "maxTotalFloatingIps": limits["floating_ips"],
+            "maxTotalInstances": limits["instances"],
+            "maxTotalKeypairs": limits["key_pairs"],
+            "maxTotalRAMSize": limits["ram"],
+            "totalCoresUsed": used["cores"],
+            "totalFloatingIpsUsed": 0,
+            "totalInstancesUsed": used["instances"],
+            "totalRAMUsed": used["ram"],
+            "totalSecurityGroupsUsed": 0,
+            "totalServerGroupsUsed": used["server_groups"],
         }
+        resp.media = {"limits": {"rate": [], "absolute": _at_version(req, absolute, _LIMITS_REMOVED)}}

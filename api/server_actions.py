@@ -25,6 +25,7 @@ from api import auth, policy
 from api.body import load_validators, read_json
 from api.errors import ApiError, BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER
+from api.versions import at_least
 from commands.errors import ConflictingState
 from commands.handlers import Handlers
 from commands.lifecycle import LifecycleHandlers, LockServer, RequestAction, UnlockServer
@@ -199,8 +200,10 @@ class _Actions:
         self._handlers = handlers
         self._reader: history.LogReader = handlers.app.recorder  # type: ignore[assignment]
 
-    def _actions(self, actor: Actor, server_id: str) -> list[instance_actions.InstanceAction]:
-        self._handlers.instance(server_id, auth.server_scope(actor))  # 404 for another project's
+    def _actions(self, req: falcon.Request, server_id: str) -> list[instance_actions.InstanceAction]:
+        # 404 for another project's server; from 2.21 a deleted server's actions are still shown
+        scope = auth.server_scope(req.context.actor)
+        self._handlers.instance(server_id, scope, deleted_too=at_least(req, 21))
         entries = history.all_entries(self._reader, UUID(server_id))
         return instance_actions.fold([e.envelope for e in entries])
 
@@ -210,7 +213,7 @@ class InstanceActionCollection(_Actions):
 
     @falcon.before(policy.require("os_compute_api:os-instance-actions:list"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
-        actions = self._actions(req.context.actor, server_id)
+        actions = self._actions(req, server_id)
         resp.media = {"instanceActions": [_action_view(a, server_id) for a in reversed(actions)]}
 
 
@@ -220,7 +223,7 @@ class InstanceActionItem(_Actions):
     @falcon.before(policy.require("os_compute_api:os-instance-actions:show"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str, request_id: str) -> None:
         actor: Actor = req.context.actor
-        found = [a for a in self._actions(actor, server_id) if a.request_id == request_id]
+        found = [a for a in self._actions(req, server_id) if a.request_id == request_id]
         if not found:
             raise ItemNotFound(f"Action for request_id {request_id} on instance {server_id} not found")
         action = found[-1]

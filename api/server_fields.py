@@ -16,6 +16,7 @@ from api import auth
 from api.body import read_json
 from api.errors import BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER
+from api.versions import since
 from commands.handlers import Handlers, Result
 from commands.instance import Instance
 from commands.server_fields import (
@@ -102,6 +103,7 @@ class MetadataItem(_Fields):
         resp.status = falcon.HTTP_204
 
 
+@falcon.before(since(26))
 class Tags(_Fields):
     """``GET``/``PUT`` (replace)/``DELETE`` (all) ``/servers/{id}/tags``."""
 
@@ -122,6 +124,7 @@ class Tags(_Fields):
         resp.status = falcon.HTTP_204
 
 
+@falcon.before(since(26))
 class Tag(_Fields):
     """``GET`` (204 or 404)/``PUT`` (201 added, 204 already there)/``DELETE /servers/{id}/tags/{tag}``."""
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import logging
+import re
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -31,6 +33,7 @@ from api.body import read_json
 from api.errors import BadRequest, ItemNotFound, ReadModelBehind, ServiceUnavailable
 from api.links import bookmark, next_links, page_params, resource_links
 from api.readmodel import POSITION_HEADER, ReadModel
+from api.versions import at_least
 from commands.errors import NotFound
 from commands.handlers import CreateServer, DeleteServer, Handlers
 from commands.host_aggregate import DEFAULT_ZONE
@@ -40,12 +43,22 @@ from projections import admin_queries, queries
 from stratus.context import Actor, acting
 from stratus.imagestore import BlobStore, StoreError
 
+log = logging.getLogger("stratus.api")
+
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 DISK_CONFIG = "MANUAL"  # Stratus never resizes a guest's root partition.
 # Statuses in which Nova shows `progress`, and in which it shows the `fault`.
 _PROGRESS_STATUSES = ("ACTIVE", "BUILD", "REBUILD", "RESIZE", "VERIFY_RESIZE", "MIGRATING")
 _FAULT_STATUSES = ("ERROR", "DELETED")
 _TRUE = ("1", "true", "t", "yes", "y", "on")
+# The statuses Nova's list filter knows; from 2.38 any other is a 400 (before: an empty list).
+_NOVA_STATUSES = frozenset(
+    (
+        "ACTIVE", "BUILD", "DELETED", "ERROR", "HARD_REBOOT", "MIGRATING", "PASSWORD", "PAUSED", "REBOOT",
+        "REBUILD", "RESCUE", "RESIZE", "REVERT_RESIZE", "SHELVED", "SHELVED_OFFLOADED", "SHUTOFF",
+        "SOFT_DELETED", "SUSPENDED", "UNKNOWN", "VERIFY_RESIZE",
+    )
+)  # fmt: skip
 # How long PUT /servers/{id} waits for the read model to show the change it answers with.
 UPDATE_READ_WAIT_SECONDS = 5.0
 
@@ -75,13 +88,16 @@ def brief_view(req: falcon.Request, row: dict[str, Any]) -> dict[str, Any]:
     return {"id": sid, "name": row["name"], "links": resource_links(req, "servers", sid)}
 
 
-def detail_view(req: falcon.Request, row: dict[str, Any], actor: Actor) -> dict[str, Any]:
+def detail_view(
+    req: falcon.Request, row: dict[str, Any], actor: Actor, extras: ServerExtras | None = None
+) -> dict[str, Any]:
+    """The server as Nova shows it at the request's microversion (``versions.at_least``)."""
     sid = str(row["id"])
     status = row["status"]
     flavor = row["flavor"] or {}
-    flavor_id = str(flavor.get("id", ""))
     image_ref = row["image_ref"] or ""
     host = row["host"]
+    admin = auth.is_admin(actor)
     server: dict[str, Any] = {
         "id": sid,
         "name": row["name"],
@@ -91,7 +107,7 @@ def detail_view(req: falcon.Request, row: dict[str, Any], actor: Actor) -> dict[
         "metadata": row["metadata"] or {},
         "hostId": host_id(row["project_id"], host),
         "image": {"id": image_ref, "links": bookmark(req, "images", image_ref)} if image_ref else "",
-        "flavor": {"id": flavor_id, "links": bookmark(req, "flavors", flavor_id)},
+        "flavor": flavor_view(req, flavor),
         "created": isotime(row["created_at"]),
         "updated": isotime(row["updated_at"]),
         "addresses": addresses_view(row.get("ports") or []),
@@ -100,7 +116,6 @@ def detail_view(req: falcon.Request, row: dict[str, Any], actor: Actor) -> dict[
         "links": resource_links(req, "servers", sid),
         "OS-DCF:diskConfig": DISK_CONFIG,
         "key_name": row.get("key_name"),
-        "description": row.get("description"),
         "config_drive": "",
         "OS-EXT-AZ:availability_zone": row["availability_zone"] or ("nova" if host else ""),
         "OS-EXT-STS:vm_state": row["vm_state"],
@@ -112,13 +127,103 @@ def detail_view(req: falcon.Request, row: dict[str, Any], actor: Actor) -> dict[
     }
     if status in _PROGRESS_STATUSES:
         server["progress"] = 100 if status == "ACTIVE" else 0
-    if auth.is_admin(actor):
+    if admin:
         server["OS-EXT-SRV-ATTR:host"] = host
         server["OS-EXT-SRV-ATTR:hypervisor_hostname"] = host
+        server["OS-EXT-SRV-ATTR:instance_name"] = f"instance-{sid}"  # the libvirt domain's name
+        if at_least(req, 3):
+            server.update(_extended_attributes(row, extras))
+    if at_least(req, 9):
+        server["locked"] = row.get("locked_by") is not None
+    if at_least(req, 16) and admin:
+        server["host_status"] = extras.host_status(host) if extras is not None else ""
+    if at_least(req, 19):
+        server["description"] = row.get("description")
+    if at_least(req, 26):
+        server["tags"] = list(row.get("tags") or [])
     fault = row["fault"]
     if fault and status in _FAULT_STATUSES:
         server["fault"] = fault_view(fault, row, actor)
     return server
+
+
+def flavor_view(req: falcon.Request, flavor: dict[str, Any]) -> dict[str, Any]:
+    """A link to the flavor before 2.47; from 2.47 the flavor as the server was built with it."""
+    if not at_least(req, 47):
+        flavor_id = str(flavor.get("id", ""))
+        return {"id": flavor_id, "links": bookmark(req, "flavors", flavor_id)}
+    return {
+        "vcpus": flavor.get("vcpus", 0),
+        "ram": flavor.get("ram", 0),
+        "disk": flavor.get("disk", 0),
+        "ephemeral": flavor.get("ephemeral", 0),
+        "swap": flavor.get("swap", 0),
+        "original_name": flavor.get("name", ""),
+        "extra_specs": dict(flavor.get("extra_specs") or {}),
+    }
+
+
+def _extended_attributes(row: dict[str, Any], extras: ServerExtras | None) -> dict[str, Any]:
+    """2.3's extended server attributes (admins): reservation, launch index, hostname, boot files."""
+    image = row.get("image") or {}
+    return {
+        "OS-EXT-SRV-ATTR:reservation_id": row.get("reservation_id"),
+        "OS-EXT-SRV-ATTR:launch_index": row.get("launch_index") or 0,
+        "OS-EXT-SRV-ATTR:hostname": hostname_for(row["name"]),
+        "OS-EXT-SRV-ATTR:kernel_id": image.get("kernel_id") or "",
+        "OS-EXT-SRV-ATTR:ramdisk_id": image.get("ramdisk_id") or "",
+        # guests boot their kernel directly, with no root disk device
+        "OS-EXT-SRV-ATTR:root_device_name": None,
+        "OS-EXT-SRV-ATTR:user_data": extras.user_data(row.get("user_data")) if extras is not None else None,
+    }
+
+
+def hostname_for(name: str) -> str:
+    """Nova's ``sanitize_hostname``: lower case, runs of other characters as one dash, at most 63."""
+    text = re.sub(r"[ _.]", "-", name.lower())
+    text = re.sub(r"[^\w-]+", "", text, flags=re.ASCII).strip("-.")
+    return text[:63].rstrip("-") or "server"
+
+
+class ServerExtras:
+    """What a page of servers needs beyond its rows, fetched once per request: the state of the
+    hosts they run on (2.16's ``host_status``) and their user data (2.3, admins)."""
+
+    def __init__(
+        self,
+        services: dict[str, dict[str, Any]],
+        alive: Callable[[list[str]], dict[str, bool]] | None,
+        blobs: BlobStore | None,
+    ) -> None:
+        self._services = services
+        self._alive = alive
+        self._up: dict[str, bool] = {}
+        self._blobs = blobs
+
+    def host_status(self, host: str | None) -> str:
+        """Nova's values: "" without a host; DOWN, MAINTENANCE (disabled) or UP; UNKNOWN if unknown."""
+        if not host:
+            return ""
+        service = self._services.get(host)
+        if service is None:
+            return "UNKNOWN"
+        if service["forced_down"]:
+            return "DOWN"
+        if self._alive is not None:
+            if host not in self._up:
+                self._up.update(self._alive([host]))
+            if not self._up.get(host, False):
+                return "DOWN"
+        return "MAINTENANCE" if service["disabled"] else "UP"
+
+    def user_data(self, digest: dict[str, Any] | None) -> str | None:
+        if not digest or self._blobs is None:
+            return None
+        try:
+            return base64.b64encode(self._blobs.get(digest["sha256"])).decode()
+        except StoreError as e:  # an API node without the blob (e.g. no shared data directory)
+            log.warning("user data %s not shown: %s", digest["sha256"], e)
+            return None
 
 
 def addresses_view(ports: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -193,7 +298,20 @@ class _Servers:
 
         return known
 
-    def _list(self, req: falcon.Request, path: str, view: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+    def _extras(self, req: falcon.Request, conn: Any, rows: list[dict[str, Any]]) -> ServerExtras | None:
+        """What the admin-only fields of these rows need (None when the request shows none)."""
+        if not (auth.is_admin(req.context.actor) and at_least(req, 3)):
+            return None
+        hosts = sorted({r["host"] for r in rows if r["host"]})
+        services = admin_queries.compute_services_of(conn, hosts) if at_least(req, 16) else {}
+        return ServerExtras(services, self._liveness, self._user_data)
+
+    def _list(
+        self,
+        req: falcon.Request,
+        path: str,
+        view: Callable[[dict[str, Any], ServerExtras | None], dict[str, Any]],
+    ) -> Any:
         actor: Actor = req.context.actor
         admin = auth.is_admin(actor)
         limit, marker = page_params(req)
@@ -203,6 +321,8 @@ class _Servers:
             # An admin listing every project may narrow it to one (Nova: project_id / tenant_id).
             project_id = req.get_param("project_id") or req.get_param("tenant_id") or None
         status = req.get_param("status")
+        if status is not None and at_least(req, 38) and status.upper() not in _NOVA_STATUSES:
+            raise BadRequest(f"Invalid status value: {status[:64]}")
         include_deleted = admin and (_flag(req, "deleted") or (status or "").upper() == "DELETED")
         with self._read.connection(req) as conn:
             rows = queries.list_servers(
@@ -216,7 +336,8 @@ class _Servers:
                 include_deleted=include_deleted,
                 **_field_filters(req),
             )
-        body: dict[str, Any] = {"servers": [view(r) for r in rows]}
+            extras = self._extras(req, conn, rows)
+        body: dict[str, Any] = {"servers": [view(r, extras) for r in rows]}
         links = next_links(req, path, rows, limit)
         if links:
             body["servers_links"] = links
@@ -228,13 +349,14 @@ class ServerCollection(_Servers):
 
     @falcon.before(policy.require("os_compute_api:servers:index"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = self._list(req, "servers", lambda row: brief_view(req, row))
+        resp.media = self._list(req, "servers", lambda row, _: brief_view(req, row))
 
     @falcon.before(policy.require("os_compute_api:servers:create"))
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         actor: Actor = req.context.actor
         body = read_json(req, self._create_validator, self._max_body)
         server = body["server"]
+        _check_create_version(req, server)
         key = req.get_header(IDEMPOTENCY_HEADER)
         if key is not None and not 1 <= len(key) <= 255:
             raise BadRequest(f"{IDEMPOTENCY_HEADER} must be 1 to 255 characters.")
@@ -315,7 +437,9 @@ class ServerDetailCollection(_Servers):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         actor = req.context.actor
         known = self._as_known({})
-        resp.media = self._list(req, "servers/detail", lambda row: detail_view(req, known(row), actor))
+        resp.media = self._list(
+            req, "servers/detail", lambda row, extras: detail_view(req, known(row), actor, extras)
+        )
 
 
 class ServerItem(_Servers):
@@ -333,9 +457,10 @@ class ServerItem(_Servers):
                 head = self._handlers.app.recorder.max_notification_id() or 0
                 if queries.wait_for_position(conn, head, UPDATE_READ_WAIT_SECONDS):
                     row = queries.get_server(conn, server_id, scope)
-        if row is None or row["deleted"]:
-            raise ItemNotFound(f"Instance {server_id} could not be found.")
-        resp.media = {"server": detail_view(req, self._as_known({})(row), actor)}
+            if row is None or row["deleted"]:
+                raise ItemNotFound(f"Instance {server_id} could not be found.")
+            extras = self._extras(req, conn, [row])
+        resp.media = {"server": detail_view(req, self._as_known({})(row), actor, extras)}
 
     def _in_log(self, server_id: str, scope: str | None) -> bool:
         try:
@@ -349,6 +474,7 @@ class ServerItem(_Servers):
         """Rename the server or change its description; the answer is the server after the change."""
         actor: Actor = req.context.actor
         changes = read_json(req, self._validators["servers.update"], self._max_body)["server"]
+        _refuse_before(req, changes, {"description": 19})
         command = UpdateServer(
             server_id,
             auth.server_scope(actor),
@@ -363,9 +489,10 @@ class ServerItem(_Servers):
             if not queries.wait_for_position(conn, result.position, UPDATE_READ_WAIT_SECONDS):
                 raise ReadModelBehind(result.position, UPDATE_READ_WAIT_SECONDS)
             row = queries.get_server(conn, server_id, auth.server_scope(actor))
-        if row is None or row["deleted"]:
-            raise ItemNotFound(f"Instance {server_id} could not be found.")
-        resp.media = {"server": detail_view(req, row, actor)}
+            if row is None or row["deleted"]:
+                raise ItemNotFound(f"Instance {server_id} could not be found.")
+            extras = self._extras(req, conn, [row])
+        resp.media = {"server": detail_view(req, row, actor, extras)}
 
     @falcon.before(policy.require("os_compute_api:servers:delete"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
@@ -374,6 +501,31 @@ class ServerItem(_Servers):
             result = self._handlers.delete_server(DeleteServer(server_id, auth.server_scope(actor)))
         resp.status = falcon.HTTP_204
         resp.set_header(POSITION_HEADER, str(result.position))
+
+
+def _refuse_before(req: falcon.Request, body: dict[str, Any], since: dict[str, int]) -> None:
+    """A field a later microversion introduced is unknown at the requested one (Nova: 400)."""
+    for field, minor in since.items():
+        if field in body and not at_least(req, minor):
+            raise BadRequest(
+                f"Invalid input for field/attribute server. Additional properties are not allowed "
+                f"('{field}' was unexpected; it needs microversion 2.{minor})"
+            )
+
+
+def _check_create_version(req: falcon.Request, server: dict[str, Any]) -> None:
+    """What a create may carry at its microversion: ``description`` from 2.19, ``tags`` from 2.52,
+    and from 2.37 ``networks`` is required and may be ``auto`` or ``none`` (before: a list)."""
+    _refuse_before(req, server, {"description": 19, "tags": 52})
+    networks = server.get("networks")
+    if at_least(req, 37):
+        if networks is None:
+            raise BadRequest("Invalid input for field/attribute server. 'networks' is a required property")
+    elif isinstance(networks, str):
+        raise BadRequest(
+            f"Invalid input for field/attribute networks. Value: {networks[:16]}. "
+            f"'{networks[:16]}' is not of type 'array' (auto and none need microversion 2.37)"
+        )
 
 
 def _flag(req: falcon.Request, name: str) -> bool:

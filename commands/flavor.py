@@ -141,4 +141,5 @@ class Flavor(Aggregate):
             "disk": self.disk,
             "ephemeral": self.ephemeral,
             "swap": self.swap,
+            "extra_specs": dict(self.extra_specs),
         }

@@ -146,14 +146,17 @@ class Handlers(HandlerBase):
         self.network = network  # the fixed network servers get an address on (None: no addresses)
         self._usage_epochs: dict[str, int] = {}  # project -> the epoch of its usage last seen current
 
-    def instance(self, server_id: str, project_id: str | None = None) -> Instance:
+    def instance(
+        self, server_id: str, project_id: str | None = None, *, deleted_too: bool = False
+    ) -> Instance:
+        """The server (of ``project_id`` when given); a deleted one only with ``deleted_too``."""
         what = f"Instance {server_id}"
         try:
             uid = UUID(server_id)
         except ValueError:
             raise NotFound(f"{what} could not be found.") from None
         inst = self._get(Instance, uid, what)
-        if inst.deleted or (project_id is not None and inst.project_id != project_id):
+        if (inst.deleted and not deleted_too) or (project_id is not None and inst.project_id != project_id):
             raise NotFound(f"{what} could not be found.")
         return inst
 
@@ -224,6 +227,7 @@ class Handlers(HandlerBase):
                         ports=ports,
                         tags=list(dict.fromkeys(cmd.tags)),
                         reservation_id=cmd.reservation_id,
+                        launch_index=index,
                     )
                 )
             aggregates = [*books, *([network] if network is not None else []), *instances]

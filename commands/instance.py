@@ -53,13 +53,20 @@ class Instance(Aggregate):
         ports: list[dict[str, Any]]
         tags: list[str]
         reservation_id: str | None
+        launch_index: int
 
-        class_version = 2
+        class_version = 3
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             for name, value in _V2_DEFAULTS.items():
                 state.setdefault(name, value() if callable(value) else value)
+
+        @staticmethod
+        def upcast_v2_v3(state: dict[str, Any]) -> None:
+            """Version 3: the server's index in its multi-create and the flavor's extra specs."""
+            state.setdefault("launch_index", 0)
+            state["flavor"] = {"extra_specs": {}, **state["flavor"]}
 
     @event(Requested)
     def __init__(
@@ -80,6 +87,7 @@ class Instance(Aggregate):
         ports: list[dict[str, Any]] | None = None,
         tags: list[str] | None = None,
         reservation_id: str | None = None,
+        launch_index: int = 0,
     ) -> None:
         self.name = name
         self.project_id = project_id
@@ -97,6 +105,7 @@ class Instance(Aggregate):
         self.ports = list(ports or [])
         self.tags = list(tags or [])
         self.reservation_id = reservation_id
+        self.launch_index = launch_index
         self.vm_state = VmState.BUILDING
         self.task_state: str | None = TaskState.SCHEDULING
         self.power_state = PowerState.NOSTATE
@@ -109,6 +118,7 @@ class Instance(Aggregate):
     def request(cls, server_id: UUID, **fields: Any) -> Instance:
         """A new server, under an id chosen by the caller (random, or derived from a request key)."""
         defaults = {name: value() if callable(value) else value for name, value in _V2_DEFAULTS.items()}
+        defaults["launch_index"] = 0
         return cls._create(cls.Requested, id=server_id, **{**defaults, **fields})
 
     @property

@@ -36,6 +36,15 @@ def list_compute_services(conn: psycopg.Connection[Any], host: str | None = None
     return _fetchall(conn, query + sql.SQL(" ORDER BY hostname"), params)
 
 
+def compute_services_of(conn: psycopg.Connection[Any], hostnames: list[str]) -> dict[str, Row]:
+    """The service state (disabled, forced down) of the named hosts, by hostname."""
+    if not hostnames:
+        return {}
+    select = sql.SQL("SELECT hostname, disabled, forced_down FROM {}.hosts WHERE hostname = ANY(%s)")
+    query = select.format(_S)
+    return {r["hostname"]: r for r in _fetchall(conn, query, (list(hostnames),))}
+
+
 # -- host aggregates and availability zones -------------------------------------------------------
 def list_host_aggregates(conn: psycopg.Connection[Any]) -> list[Row]:
     return _fetchall(

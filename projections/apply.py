@@ -43,6 +43,11 @@ def instance_requested(event: Any, position: int) -> Row:
         "ports": list(event.ports or []),
         "tags": list(event.tags or []),
         "reservation_id": event.reservation_id,
+        "image": event.image,
+        "user_data": event.user_data,
+        "launch_index": event.launch_index,
+        "locked_by": None,
+        "locked_reason": None,
         "vm_state": VmState.BUILDING,
         "task_state": TaskState.SCHEDULING,
         "power_state": PowerState.NOSTATE,
@@ -69,6 +74,14 @@ def instance_metadata_updated(row: Row, event: Any, position: int) -> Row:
 
 def instance_tags_updated(row: Row, event: Any, position: int) -> Row:
     return _instance(row, event, position, tags=list(event.tags))
+
+
+def instance_locked(row: Row, event: Any, position: int) -> Row:
+    return _instance(row, event, position, locked_by=event.locked_by, locked_reason=event.reason)
+
+
+def instance_unlocked(row: Row, event: Any, position: int) -> Row:
+    return _instance(row, event, position, locked_by=None, locked_reason=None)
 
 
 def instance_scheduled(row: Row, event: Any, position: int) -> Row:

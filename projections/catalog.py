@@ -86,6 +86,11 @@ ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS key_name text;
 ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS ports jsonb NOT NULL DEFAULT '[]';
 ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS tags jsonb NOT NULL DEFAULT '[]';
 ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS reservation_id text;
+ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS image jsonb;
+ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS user_data jsonb;
+ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS launch_index integer NOT NULL DEFAULT 0;
+ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS locked_by text;
+ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS locked_reason text;
 """
 
 

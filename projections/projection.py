@@ -63,6 +63,8 @@ InstanceActionRequested: type = Instance.ActionRequested  # type: ignore[attr-de
 InstanceActionFinished: type = Instance.ActionFinished  # type: ignore[attr-defined]
 InstanceActionFailed: type = Instance.ActionFailed  # type: ignore[attr-defined]
 InstancePowerStateSynced: type = Instance.PowerStateSynced  # type: ignore[attr-defined]
+InstanceLocked: type = Instance.Locked  # type: ignore[attr-defined]
+InstanceUnlocked: type = Instance.Unlocked  # type: ignore[attr-defined]
 HostRegistered: type = Host.Registered  # type: ignore[attr-defined]
 HostInstanceClaimed: type = Host.InstanceClaimed  # type: ignore[attr-defined]
 HostInstanceReleased: type = Host.InstanceReleased  # type: ignore[attr-defined]
@@ -293,6 +295,7 @@ class ReadModels(Projection[ReadModelView]):
         InstanceDeletionRequested, InstanceDeleted,
         InstanceUpdated, InstanceMetadataUpdated, InstanceTagsUpdated,
         InstanceActionRequested, InstanceActionFinished, InstanceActionFailed, InstancePowerStateSynced,
+        InstanceLocked, InstanceUnlocked,
         HostRegistered, HostInstanceClaimed, HostInstanceReleased,
         FlavorCreated, FlavorDeleted,
         *identity.HANDLED,
@@ -389,6 +392,14 @@ class ReadModels(Projection[ReadModelView]):
     @process_event.register(InstanceTagsUpdated)
     def _(self, e: Any, tracking: Tracking) -> None:
         self._instance(apply.instance_tags_updated, e, tracking)
+
+    @process_event.register(InstanceLocked)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_locked, e, tracking)
+
+    @process_event.register(InstanceUnlocked)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_unlocked, e, tracking)
 
     # -- images and key pairs (projections.catalog: statements, no row read first) ------------
     def _catalog(self, e: Any, tracking: Tracking) -> None:

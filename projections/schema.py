@@ -31,6 +31,7 @@ REBUILD_LOCK = WRITER_LOCK + 1
 INSTANCE_COLUMNS: tuple[str, ...] = (
     "id", "name", "project_id", "user_id", "flavor", "image_ref", "metadata", "availability_zone",
     "description", "key_name", "ports", "tags", "reservation_id",
+    "image", "user_data", "launch_index", "locked_by", "locked_reason",
     "vm_state", "task_state", "power_state", "status", "host", "fault",
     "created_at", "updated_at", "launched_at", "deleted_at", "deleted", "version", "position",
 )  # fmt: skip
@@ -76,6 +77,13 @@ CREATE TABLE {s}.instances (
     ports jsonb NOT NULL DEFAULT '[]',
     tags jsonb NOT NULL DEFAULT '[]',
     reservation_id text,
+    -- what the server keeps of its image (kernel, ramdisk), its user data's digest, its index in
+    -- its multi-create, and who locked it (Nova's locked_by: owner or admin) and why
+    image jsonb,
+    user_data jsonb,
+    launch_index integer NOT NULL DEFAULT 0,
+    locked_by text,
+    locked_reason text,
     vm_state text NOT NULL,
     task_state text,
     power_state integer NOT NULL DEFAULT 0,

@@ -178,7 +178,7 @@ def test_version_documents(stack: Stack) -> None:
     assert r.status_code == 200
     (v21,) = r.json["versions"]
     assert v21["id"] == "v2.1" and v21["status"] == "CURRENT"
-    assert v21["min_version"] == "2.1" and v21["version"] == "2.1"
+    assert v21["min_version"] == "2.1" and v21["version"] == "2.52"
     assert v21["links"][0]["href"].endswith("/v2.1/")
 
     for path in ("/v2.1", "/v2.1/"):
@@ -189,20 +189,21 @@ def test_version_documents(stack: Stack) -> None:
 
 
 @pytest.mark.parametrize(
-    "headers",
+    ("headers", "served"),
     [
-        {"OpenStack-API-Version": "compute 2.1"},
-        {"OpenStack-API-Version": "compute latest"},
-        {"OpenStack-API-Version": "placement 1.30, compute 2.1"},
-        {"X-OpenStack-Nova-API-Version": "2.1"},
-        {},
+        ({"OpenStack-API-Version": "compute 2.1"}, "2.1"),
+        ({"OpenStack-API-Version": "compute 2.37"}, "2.37"),
+        ({"OpenStack-API-Version": "compute latest"}, "2.52"),
+        ({"OpenStack-API-Version": "placement 1.30, compute 2.26"}, "2.26"),
+        ({"X-OpenStack-Nova-API-Version": "2.19"}, "2.19"),
+        ({}, "2.1"),
     ],
 )
-def test_microversion_is_echoed(stack: Stack, headers: dict[str, str]) -> None:
+def test_microversion_is_echoed(stack: Stack, headers: dict[str, str], served: str) -> None:
     r = stack.get("/v2.1/servers", {**stack.auth(ADMIN), **headers})
     assert r.status_code == 200, r.text
-    assert r.headers["OpenStack-API-Version"] == "compute 2.1"
-    assert r.headers["X-OpenStack-Nova-API-Version"] == "2.1"
+    assert r.headers["OpenStack-API-Version"] == f"compute {served}"
+    assert r.headers["X-OpenStack-Nova-API-Version"] == served
     assert "OpenStack-API-Version" in r.headers["Vary"]
 
 
@@ -625,7 +626,7 @@ SWEEP: list[tuple[str, str, str, dict[str, Any], int, tuple[str, ...]]] = [
     ("patch server", "PATCH", f"{S}/{uuid.uuid4()}", {}, 405, ("PATCH",)),
     ("delete flavors", "DELETE", F, {}, 405, ("DELETE",)),
     ("post version", "POST", "/v2.1", {}, 405, ("POST",)),
-    ("microversion too new", "GET", S, hdr(MV, "compute 2.96"), 406, ("2.96", "maximum is 2.1")),
+    ("microversion too new", "GET", S, hdr(MV, "compute 2.96"), 406, ("2.96", "maximum is 2.52")),
     ("legacy microversion too new", "GET", S, hdr("X-OpenStack-Nova-API-Version", "2.60"), 406, ("2.60",)),
     ("microversion 3", "GET", F, hdr(MV, "compute 3.0"), 406, ("3.0",)),
     ("microversion garbage", "GET", S, hdr(MV, "compute two"), 400, ("invalid format",)),
@@ -759,10 +760,10 @@ def test_under_gunicorn(api_settings: Settings, projector: None, tmp_path: Path)
 
         server = {"server": {"name": "vm1", "flavorRef": flavor_id, "networks": "none"}}
         status, headers, doc = _http(
-            "POST", f"{base}/v2.1/servers", serialization.dumps(server), P1 | {MV: "compute 2.1"}
+            "POST", f"{base}/v2.1/servers", serialization.dumps(server), P1 | {MV: "compute 2.37"}
         )
         assert status == 202, doc
-        assert headers["openstack-api-version"] == "compute 2.1"
+        assert headers["openstack-api-version"] == "compute 2.37"
         server_id, position = doc["server"]["id"], headers["x-stratus-position"]
         assert headers["location"] == f"{base}/v2.1/servers/{server_id}"
 

@@ -159,9 +159,12 @@ def test_version_1_events_replay_into_the_current_shape(
     instance: Any = app.repository.get(server_id)
     assert isinstance(instance, Instance)
     assert (instance.name, instance.tags, instance.ports, instance.key_name) == ("old", [], [], None)
+    # and through upcast_v2_v3 into version 3: launch index 0, the flavor without extra specs
+    assert (instance.launch_index, instance.flavor["extra_specs"]) == (0, {})
     past = asof.state_at(app, recorder, server_id, asof.AsOf(position=position))
     assert past is not None and past.state["tags"] == [] and past.state["description"] is None
     # what is stored is untouched: still version 1, and the chain still holds
     assert verify.verify(settings.nats_urls, settings.stream, settings.subject_prefix).ok
     assert schemas.event_schema_name("instance", "requested", 1) in schemas.event_schema_names()
     assert schemas.event_schema_name("instance", "requested", 2) in schemas.event_schema_names()
+    assert schemas.event_schema_name("instance", "requested", 3) in schemas.event_schema_names()
