@@ -35,6 +35,7 @@ class Instance(Aggregate):
         """A server was requested. Version 2 added what the server is built with besides its flavor:
         the image it boots (with its kernel and ramdisk), the key pair, the fixed addresses allocated
         to it, its tags, description and reservation, and a digest of its user data (never the data).
+        Version 3 added the server's index in its multi-create and the flavor's extra specs.
         """
 
         name: str

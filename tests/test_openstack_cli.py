@@ -292,7 +292,10 @@ def test_compute_with_the_cli(cloud: Cloud) -> None:
         "server", "create", "--flavor", "m1.tiny", "--image", "tiny", "--wait", "vm1", env=bob
     )
     assert server["name"] == "vm1" and server["status"] == "ACTIVE"
-    assert server["flavor"].startswith("m1.tiny") and server["image"].startswith("tiny")
+    # the CLI negotiates 2.52: the flavor is embedded (2.47), by its original name
+    flavor = server["flavor"]
+    assert (flavor["original_name"], flavor["vcpus"], flavor["ram"]) == ("m1.tiny", 1, 512), flavor
+    assert server["image"].startswith("tiny")
 
     listed = cloud.openstack("server", "list", env=bob)
     assert [(s["Name"], s["Status"], s["Image"], s["Flavor"]) for s in listed] == [
@@ -311,6 +314,18 @@ def test_compute_with_the_cli(cloud: Cloud) -> None:
 
     (detail,) = cloud.openstack("hypervisor", "list", "--long")
     assert (detail["vCPUs Used"], detail["Memory MB Used"]) == (1, 512), detail
+
+    # what needs a later microversion than 2.1: no network (2.37), tags (2.52), a description (2.19)
+    bare = cloud.openstack(
+        "server", "create", "--flavor", "m1.tiny", "--image", "tiny", "--nic", "none",
+        "--tag", "blue", "--tag", "web", "--wait", "vm2", env=bob,
+    )  # fmt: skip
+    assert bare["status"] == "ACTIVE" and bare["addresses"] in ({}, "")
+    cloud.openstack_quiet("server", "set", "--description", "no network here", "vm2", env=bob)
+    bare = cloud.openstack("server", "show", "vm2", env=bob)
+    assert (bare["description"], sorted(bare["tags"])) == ("no network here", ["blue", "web"])
+    assert bare["locked"] is False
+    cloud.openstack_quiet("server", "delete", "--wait", "vm2", env=bob)
 
     cloud.openstack_quiet("server", "delete", "--wait", "vm1", env=bob)
     assert cloud.openstack("server", "list", env=bob) == []
@@ -338,9 +353,13 @@ def test_the_same_with_openstacksdk(cloud: Cloud) -> None:
         name="sdk-image", filename=str(cloud.image_file), disk_format="raw", container_format="bare"
     )
     assert carol.image.get_image(image.id).status == "active"
-    server = carol.compute.create_server(name="sdk-vm", flavor_id=flavor.id, image_id=image.id)
+    # the SDK negotiates 2.52, where Nova requires networks (2.37)
+    server = carol.compute.create_server(
+        name="sdk-vm", flavor_id=flavor.id, image_id=image.id, networks="auto", tags=["sdk"]
+    )
     server = carol.compute.wait_for_server(server, status="ACTIVE", wait=120)
     assert server.status == "ACTIVE" and server.project_id == project.id
+    assert server.tags == ["sdk"] and server.flavor.original_name == "sdk.tiny" and server.is_locked is False
     assert [s.name for s in carol.compute.servers()] == ["sdk-vm"]
     assert [h.name for h in admin.compute.hypervisors()] == [HOST]
     with pytest.raises(openstack.exceptions.ForbiddenException):
