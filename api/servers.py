@@ -117,7 +117,7 @@ def detail_view(
         "OS-DCF:diskConfig": DISK_CONFIG,
         "key_name": row.get("key_name"),
         "config_drive": "",
-        "OS-EXT-AZ:availability_zone": row["availability_zone"] or ("nova" if host else ""),
+        "OS-EXT-AZ:availability_zone": _zone(row),
         "OS-EXT-STS:vm_state": row["vm_state"],
         "OS-EXT-STS:task_state": row["task_state"],
         "OS-EXT-STS:power_state": row["power_state"],
@@ -145,6 +145,16 @@ def detail_view(
     if fault and status in _FAULT_STATUSES:
         server["fault"] = fault_view(fault, row, actor)
     return server
+
+
+def _zone(row: dict[str, Any]) -> str:
+    """The zone asked for; else, once placed, the zone of its host (the default zone when the host
+    is in none); "" before placement, as Nova."""
+    if row["availability_zone"]:
+        return str(row["availability_zone"])
+    if not row["host"]:
+        return ""
+    return str(row.get("host_zone") or DEFAULT_ZONE)
 
 
 def flavor_view(req: falcon.Request, flavor: dict[str, Any]) -> dict[str, Any]:
@@ -311,7 +321,10 @@ class _Servers:
         req: falcon.Request,
         path: str,
         view: Callable[[dict[str, Any], ServerExtras | None], dict[str, Any]],
+        alive: dict[str, bool] | None = None,
     ) -> Any:
+        """A page of servers through ``view``; ``alive``, when given, is filled with the liveness of
+        the page's hosts in one call (``_as_known`` then asks nothing per row)."""
         actor: Actor = req.context.actor
         admin = auth.is_admin(actor)
         limit, marker = page_params(req)
@@ -337,6 +350,9 @@ class _Servers:
                 **_field_filters(req),
             )
             extras = self._extras(req, conn, rows)
+        hosts = sorted({r["host"] for r in rows if r["host"] and not r["deleted"]})
+        if alive is not None and self._liveness is not None and hosts:
+            alive.update(self._liveness(hosts))
         body: dict[str, Any] = {"servers": [view(r, extras) for r in rows]}
         links = next_links(req, path, rows, limit)
         if links:
@@ -436,9 +452,10 @@ class ServerDetailCollection(_Servers):
     @falcon.before(policy.require("os_compute_api:servers:detail"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         actor = req.context.actor
-        known = self._as_known({})
+        alive: dict[str, bool] = {}
+        known = self._as_known(alive)
         resp.media = self._list(
-            req, "servers/detail", lambda row, extras: detail_view(req, known(row), actor, extras)
+            req, "servers/detail", lambda row, extras: detail_view(req, known(row), actor, extras), alive
         )
 
 

@@ -192,8 +192,18 @@ def list_servers(
     query = sql.SQL("SELECT * FROM {}.instances {} ORDER BY created_at DESC, id DESC LIMIT %s").format(
         _S, sql.SQL("WHERE ") + sql.SQL(" AND ").join(where) if where else sql.SQL("")
     )
+    query = sql.SQL("SELECT page.*, {} FROM ({}) page ORDER BY created_at DESC, id DESC").format(
+        _host_zone("page"), query
+    )
     params.append(max(0, limit))
     return _fetchall(conn, query, params)
+
+
+def _host_zone(alias: str) -> sql.Composed:
+    """The zone of the host a server runs on (its aggregates' zone, None for the default zone): what
+    a server placed without asking for a zone shows as its availability zone, as in Nova."""
+    zone = sql.SQL("(SELECT h.availability_zone FROM {}.hosts h WHERE h.hostname = {}.host) AS host_zone")
+    return zone.format(_S, sql.Identifier(alias))
 
 
 def _json_list(values: list[str]) -> str:
@@ -220,7 +230,7 @@ def get_server(conn: psycopg.Connection[Any], server_id: str, project_id: str | 
     uid = _as_uuid(server_id)
     if uid is None:
         return None
-    query = sql.SQL("SELECT * FROM {}.instances WHERE id = %s").format(_S)
+    query = sql.SQL("SELECT i.*, {} FROM {}.instances i WHERE id = %s").format(_host_zone("i"), _S)
     params: list[Any] = [uid]
     if project_id is not None:
         query = query + sql.SQL(" AND project_id = %s")

@@ -16,6 +16,7 @@ nodes are expected to run NTP (skew well under ``down_after``).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -89,15 +90,17 @@ class Heartbeats:
 
         async def read() -> dict[str, dict[str, Any] | None]:
             kv = await self._store()
-            seen: dict[str, dict[str, Any] | None] = {}
-            for host in names:
+
+            async def one(host: str) -> dict[str, Any] | None:
                 try:
                     entry = await kv.get(encode_token(host))
                 except nats.js.errors.KeyNotFoundError:
-                    seen[host] = None
-                    continue
-                seen[host] = orjson.loads(entry.value)
-            return seen
+                    return None
+                return dict(orjson.loads(entry.value))
+
+            # all at once: one round trip's wait for a page of servers on many hosts
+            found = await asyncio.gather(*(one(host) for host in names))
+            return dict(zip(names, found, strict=True))
 
         return self._bridge.run(read, _TIMEOUT + len(names) * 0.05)
 

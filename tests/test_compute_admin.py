@@ -517,3 +517,30 @@ def test_uptime_line_reads_as_uptime_prints_it() -> None:
         " 22:13:20 up 93 days, 18:25,  0 users"
     )
     assert " up 1 day,  2:03," in uptime_line(now, now - (86400 + 2 * 3600 + 3 * 60), [0, 0, 0])
+
+
+def test_a_server_shows_the_zone_of_the_host_it_landed_on(stack: Stack) -> None:
+    flavor_id, _ = stack.flavor(id="az")
+    stack.handlers.register_host(RegisterHost("cmp-az", vcpus=4, memory_mb=8192, disk_gb=50))
+    r = stack.request(
+        "POST", "/v2.1/os-aggregates", json={"aggregate": {"name": "r9", "availability_zone": "az9"}}
+    )
+    agg = r.json["aggregate"]["id"]
+    after = written(r)
+    r = stack.request(
+        "POST",
+        f"/v2.1/os-aggregates/{agg}/action",
+        at(stack, ADMIN, after),
+        json={"add_host": {"host": "cmp-az"}},
+    )
+    assert r.status_code == 200, r.text
+    sid, created = stack.server(flavor_id, P1)
+    assert (
+        stack.get(f"/v2.1/servers/{sid}", P1, after=created).json["server"]["OS-EXT-AZ:availability_zone"]
+        == ""
+    )
+    placed = stack.handlers.place_instance(PlaceInstance(sid, "cmp-az")).position
+    shown = stack.get(f"/v2.1/servers/{sid}", P1, after=placed).json["server"]
+    assert shown["OS-EXT-AZ:availability_zone"] == "az9"  # asked for none: the host's zone
+    (listed,) = stack.get("/v2.1/servers/detail", P1).json["servers"]
+    assert listed["OS-EXT-AZ:availability_zone"] == "az9"
