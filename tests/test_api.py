@@ -162,6 +162,15 @@ def _test_client_sender(client: testing.TestClient) -> Any:
     return send
 
 
+def resource(r: testing.Result) -> Any:
+    """A write's body without Stratus's ``stratus:position`` member (which must equal the header)."""
+    body = dict(r.json)
+    position = body.pop("stratus:position", None)
+    if position is not None:
+        assert position == int(r.headers["X-Stratus-Position"]), (position, r.headers)
+    return body
+
+
 def assert_fault(r: testing.Result, status: int, name: str, *words: str) -> None:
     assert r.status_code == status, (r.status_code, r.text)
     assert set(r.json) == {name}, r.json
