@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import logging
 import os
-import secrets
 import socket
 import subprocess
 import sys
@@ -34,7 +33,7 @@ from api.app import Deps, LazyApp, create_app
 from api.bootstrap import seed
 from api.credentials import Credentials, ensure_schema
 from api.readmodel import open_pool
-from api.tokens import TokenSigner
+from api.tokens import TokenSigner, load_or_create_key
 from commands.app import Stratus
 from commands.handlers import FailInstance, Handlers, PlaceInstance, RegisterHost
 from commands.identity_handlers import IdentityHandlers
@@ -140,7 +139,8 @@ def projector(api_settings: Settings) -> Iterator[None]:
 def stack(api_settings: Settings, bridge: NatsBridge, projector: None) -> Iterator[Stack]:
     handlers = Handlers(Stratus(Factory(bridge=bridge, settings=api_settings)))
     pool = open_pool(api_settings.database_url or "")
-    signer = TokenSigner(secrets.token_bytes(32))
+    # the deployment's key file: a process started with these settings (gunicorn) takes its tokens
+    signer = TokenSigner(load_or_create_key(api_settings.token_key_path))
     app = create_app(Deps(handlers=handlers, pool=pool, settings=api_settings, token_signer=signer))
     client = testing.TestClient(app)
     try:

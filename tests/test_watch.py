@@ -7,11 +7,15 @@ from __future__ import annotations
 import dataclasses
 import http.client
 import json
+import os
 import socket
 import socketserver
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -21,7 +25,8 @@ from nats.js.api import DiscardPolicy
 import schemas
 from api import watch
 from commands.handlers import PlaceInstance, RegisterHost
-from tests.test_api import ADMIN, P1, P2, Stack, api_settings, projector, stack
+from stratus.config import Settings
+from tests.test_api import ADMIN, P1, P2, ROOT, Stack, api_settings, projector, stack
 
 __all__ = ["api_settings", "projector", "stack"]
 
@@ -49,8 +54,15 @@ class Http:
         return conn.getresponse()
 
 
-@pytest.fixture
-def http_server(stack: Stack) -> Iterator[Http]:
+@pytest.fixture(params=["threaded-wsgi", "stratus-watch"])
+def http_server(
+    request: pytest.FixtureRequest, stack: Stack, api_settings: Settings, tmp_path: Path
+) -> Iterator[Http]:
+    """The stream served in this process by a threaded WSGI server, and as deployed: ``stratus watch``
+    (gunicorn's gthread worker in a process of its own, composing its app from the settings)."""
+    if request.param == "stratus-watch":
+        yield from _stratus_watch(api_settings, tmp_path)
+        return
     watch.add_route(stack.app, stack.handlers.app.recorder, heartbeat=0.5)  # type: ignore[arg-type]
     server = make_server("127.0.0.1", 0, stack.app, server_class=_ThreadingServer, handler_class=_Quiet)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -58,6 +70,37 @@ def http_server(stack: Stack) -> Iterator[Http]:
     yield Http(server.server_address[1])
     server.shutdown()
     server.server_close()
+
+
+def _stratus_watch(settings: Settings, tmp_path: Path) -> Iterator[Http]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    env = {**os.environ, **settings.to_env(), "PYTHONPATH": str(ROOT)}
+    log_path = tmp_path / "watch.log"
+    with log_path.open("wb") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "stratus.cli", "watch", "--bind", f"127.0.0.1:{port}", "--threads", "8"],
+            cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, log_path.read_text()
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.1)
+        yield Http(port)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def who(stack: Stack, persona: Any) -> dict[str, str]:
