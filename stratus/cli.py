@@ -80,15 +80,17 @@ def _settings(args: argparse.Namespace) -> Settings:
         overrides["nats_urls"] = tuple(u.strip() for u in args.nats_url.split(",") if u.strip())
     if getattr(args, "database_url", None):
         overrides["database_url"] = args.database_url
-    if getattr(args, "api_bind", None):
-        overrides["api_bind"] = args.api_bind
-    if getattr(args, "api_workers", None):
-        overrides["api_workers"] = args.api_workers
-    if getattr(args, "host_name", None):
-        overrides["host_name"] = args.host_name
-    if getattr(args, "libvirt_uri", None):
-        overrides["libvirt_uri"] = args.libvirt_uri
+    for name in _SAME_NAMED:  # flags whose value is the setting of the same name
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
     return dataclasses.replace(s, **overrides)  # type: ignore[arg-type]
+
+
+_SAME_NAMED = (
+    "api_bind", "api_workers", "host_name", "libvirt_uri",
+    "heartbeat_interval_seconds", "reconcile_interval_seconds", "shutdown_timeout_seconds",
+)  # fmt: skip
 
 
 def _with_database(settings: Settings) -> Settings:
@@ -508,6 +510,12 @@ def _parser() -> argparse.ArgumentParser:
     hv = add("hypervisor", _cmd_part, "the hypervisor worker for one compute host")
     hv.add_argument("--host-name", help="this compute host's name (STRATUS_HOST_NAME)")
     hv.add_argument("--libvirt-uri", help="libvirt connection URI (STRATUS_LIBVIRT_URI)")
+    hv.add_argument("--heartbeat-interval", type=float, dest="heartbeat_interval_seconds",
+                    help="seconds between heartbeats (STRATUS_HEARTBEAT_INTERVAL, default 10)")
+    hv.add_argument("--reconcile-interval", type=float, dest="reconcile_interval_seconds",
+                    help="seconds between reconciliations, 0: never (STRATUS_RECONCILE_INTERVAL, 30)")
+    hv.add_argument("--shutdown-timeout", type=float, dest="shutdown_timeout_seconds",
+                    help="seconds a guest has to power off on ACPI shutdown (STRATUS_SHUTDOWN_TIMEOUT, 60)")
 
     sim = add("simulate", _cmd_part, "many simulated compute hosts (libvirt's test driver) in one process")
     sim.add_argument("--hosts", type=int, default=100, help="how many hosts (default 100)")

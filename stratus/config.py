@@ -29,8 +29,14 @@ class Settings:
     # The hypervisor worker.
     libvirt_uri: str = "test:///default"
     host_name: str = "compute-1"
-    # A host whose hypervisor worker has not sent a heartbeat for this long is shown down.
+    # A host whose hypervisor worker has not sent a heartbeat for this long is shown down (Nova's
+    # service_down_time); how often the worker beats; how often it reconciles the hypervisor with
+    # the log (0: only on libvirt's lifecycle events); how long a guest gets to power off after an
+    # ACPI shutdown before it is destroyed (Nova's shutdown_timeout).
     host_down_after_seconds: float = 60.0
+    heartbeat_interval_seconds: float = 10.0
+    reconcile_interval_seconds: float = 30.0
+    shutdown_timeout_seconds: float = 60.0
     # Identifies this deployment in CloudEvents' `source`.
     cloud_name: str = "stratus"
     # The fixed network servers get an address on (CIDR; empty: servers get no address), and its name.
@@ -63,7 +69,10 @@ class Settings:
             read_wait_seconds=float(e.get("STRATUS_READ_WAIT_SECONDS", d.read_wait_seconds)),
             libvirt_uri=e.get("STRATUS_LIBVIRT_URI", d.libvirt_uri),
             host_name=e.get("STRATUS_HOST_NAME", d.host_name),
-            host_down_after_seconds=float(e.get("STRATUS_HOST_DOWN_AFTER", d.host_down_after_seconds)),
+            host_down_after_seconds=_seconds(e, "HOST_DOWN_AFTER", d.host_down_after_seconds),
+            heartbeat_interval_seconds=_seconds(e, "HEARTBEAT_INTERVAL", d.heartbeat_interval_seconds),
+            reconcile_interval_seconds=_seconds(e, "RECONCILE_INTERVAL", d.reconcile_interval_seconds),
+            shutdown_timeout_seconds=_seconds(e, "SHUTDOWN_TIMEOUT", d.shutdown_timeout_seconds),
             cloud_name=e.get("STRATUS_CLOUD_NAME", d.cloud_name),
             fixed_network=e.get("STRATUS_FIXED_NETWORK", d.fixed_network).strip(),
             fixed_network_name=e.get("STRATUS_FIXED_NETWORK_NAME", d.fixed_network_name).strip(),
@@ -85,6 +94,9 @@ class Settings:
             "STRATUS_LIBVIRT_URI": self.libvirt_uri,
             "STRATUS_HOST_NAME": self.host_name,
             "STRATUS_HOST_DOWN_AFTER": str(self.host_down_after_seconds),
+            "STRATUS_HEARTBEAT_INTERVAL": str(self.heartbeat_interval_seconds),
+            "STRATUS_RECONCILE_INTERVAL": str(self.reconcile_interval_seconds),
+            "STRATUS_SHUTDOWN_TIMEOUT": str(self.shutdown_timeout_seconds),
             "STRATUS_CLOUD_NAME": self.cloud_name,
             "STRATUS_FIXED_NETWORK": self.fixed_network,
             "STRATUS_FIXED_NETWORK_NAME": self.fixed_network_name,
@@ -95,3 +107,18 @@ class Settings:
         if self.database_url:
             env["DATABASE_URL"] = self.database_url
         return env
+
+
+def _seconds(env: Mapping[str, str], setting: str, default: float) -> float:
+    """``STRATUS_<setting>``, a duration: a non-negative number of seconds, or an error naming it."""
+    name = f"STRATUS_{setting}"
+    text = env.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of seconds, not {text[:40]!r}") from None
+    if value < 0:
+        raise ValueError(f"{name} must not be negative")
+    return value

@@ -37,7 +37,6 @@ def bucket_for(stream: str) -> str:
 
 
 BUCKET = bucket_for("STRATUS")
-HEARTBEAT_INTERVAL = 10.0
 DOWN_AFTER = 60.0
 _TIMEOUT = 5.0
 

@@ -44,6 +44,18 @@ def test_a_host_is_up_while_it_beats_and_down_after(bridge: NatsBridge, settings
     assert beats.last_seen(["h1"]) == {"h1": clock.now}
 
 
+def test_the_workers_intervals_are_settings() -> None:
+    env = {"STRATUS_HEARTBEAT_INTERVAL": "2.5", "STRATUS_RECONCILE_INTERVAL": "0"}
+    s = Settings.from_env({**env, "STRATUS_SHUTDOWN_TIMEOUT": "7"})
+    intervals = (s.heartbeat_interval_seconds, s.reconcile_interval_seconds, s.shutdown_timeout_seconds)
+    assert intervals == (2.5, 0, 7)
+    assert Settings.from_env(s.to_env()) == s
+    with pytest.raises(ValueError, match="STRATUS_HEARTBEAT_INTERVAL must be a number of seconds"):
+        Settings.from_env({"STRATUS_HEARTBEAT_INTERVAL": "soon"})
+    with pytest.raises(ValueError, match="STRATUS_HOST_DOWN_AFTER must not be negative"):
+        Settings.from_env({"STRATUS_HOST_DOWN_AFTER": "-1"})
+
+
 @pytest.fixture
 def api_settings(settings: Settings, database_url: str, tmp_path: Path) -> Settings:
     base = test_api.api_settings.__wrapped__(settings, database_url, tmp_path)  # type: ignore[attr-defined]
@@ -53,14 +65,11 @@ def api_settings(settings: Settings, database_url: str, tmp_path: Path) -> Setti
 def test_os_hypervisors_shows_a_silent_host_down(
     stack: Stack, api_settings: Settings, bridge: NatsBridge, conn: libvirt.virConnect, tmp_path: Path
 ) -> None:
-    settings = dataclasses.replace(api_settings, host_name=HOST)
+    settings = dataclasses.replace(api_settings, host_name=HOST, heartbeat_interval_seconds=0.3)
     driver = LibvirtDriver(lambda: conn, instances_path=tmp_path)
 
     def target(stop: threading.Event) -> None:
-        hypervisor.run(
-            settings, bridge=bridge, app=stack.handlers.app, driver=driver, stop=stop, poll=0.1,
-            heartbeat_interval=0.3,
-        )  # fmt: skip
+        hypervisor.run(settings, bridge=bridge, app=stack.handlers.app, driver=driver, stop=stop, poll=0.1)
 
     def state() -> str | None:
         hosts = stack.get("/v2.1/os-hypervisors", ADMIN).json["hypervisors"]

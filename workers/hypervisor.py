@@ -30,7 +30,7 @@ from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.subjects import SubjectLayout, encode_token
 from stratus.hostrpc import CONSOLE, Responder
 from stratus.imagestore import ImageStore
-from stratus.liveness import HEARTBEAT_INTERVAL, Heartbeats, bucket_for
+from stratus.liveness import Heartbeats, bucket_for
 from workers.compute import SCHEDULED, BootImages, Compute
 from workers.console import answerer
 from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve, stop_on_signals
@@ -47,7 +47,6 @@ HYPERVISOR = Actor(user_id="stratus-hypervisor", project_id="service", roles=("s
 # A spawn on real QEMU takes seconds; a message is redelivered only if not settled by then.
 ACK_WAIT = 120.0
 # How often the worker compares the log with what the hypervisor runs (Nova: sync_power_state_interval).
-RECONCILE_INTERVAL = 30.0
 _REGISTER_DELAYS = (1.0, 2.0, 5.0, 10.0)
 _REGISTER_TEMPORARY: tuple[type[Exception], ...] = (TemporaryVirtError, *STORE_TEMPORARY)
 
@@ -77,11 +76,11 @@ def run(
     boot_image: Callable[[Instance], BootImage | None] | None = None,
     retry: RetryPolicy | None = None,
     poll: float = 1.0,
-    reconcile_interval: float = RECONCILE_INTERVAL,
-    heartbeat_interval: float = HEARTBEAT_INTERVAL,
 ) -> None:
     """Register the host, then serve its instances until ``stop`` is set; every
-    ``reconcile_interval`` seconds (0: never) compare the log with what the hypervisor runs."""
+    ``settings.reconcile_interval_seconds`` (0: never) compare the log with what the hypervisor runs,
+    and say "alive" every ``settings.heartbeat_interval_seconds``."""
+    reconcile_interval = settings.reconcile_interval_seconds
     host = settings.host_name
     instances_path = instances_path or settings.data_dir / "instances" / encode_token(host)
     handlers = Handlers(app)
@@ -109,7 +108,7 @@ def run(
         else None
     )
     heartbeats = Heartbeats(bridge, bucket=bucket_for(settings.stream), replicas=settings.stream_replicas)
-    beating = _beat_periodically(heartbeats, host, stop, heartbeat_interval)
+    beating = _beat_periodically(heartbeats, host, stop, settings.heartbeat_interval_seconds)
     filters = subjects(settings)
     consumer = DurableConsumer(
         bridge, stream=settings.stream, durable=durable_name(host), filter_subjects=filters, ack_wait=ACK_WAIT
@@ -188,14 +187,22 @@ def main(settings: Settings) -> int:
     instances_path = settings.data_dir / "instances" / encode_token(settings.host_name)
     instances_path.mkdir(parents=True, exist_ok=True)
     EventLoop.start()  # before the connection opens, so that it delivers domain events
-    driver = LibvirtDriver.open(settings.libvirt_uri, instances_path=instances_path)
+    timeout = settings.shutdown_timeout_seconds
+    driver = LibvirtDriver.open(settings.libvirt_uri, instances_path=instances_path, shutdown_timeout=timeout)
     try:
         with (
             stop_on_signals(stop),
             NatsBridge(settings.nats_urls, name=f"stratus-hypervisor-{settings.host_name}") as bridge,
         ):
             app = Stratus(Factory(bridge=bridge, settings=settings))
-            run(settings, bridge=bridge, app=app, driver=driver, stop=stop, instances_path=instances_path)
+            run(
+                settings,
+                bridge=bridge,
+                app=app,
+                driver=driver,
+                stop=stop,
+                instances_path=instances_path,
+            )
     finally:
         driver.close()
     return 0
