@@ -98,7 +98,7 @@ def create_app(deps: Deps) -> falcon.App:
         "/v2.1/servers/detail", servers.ServerDetailCollection(*server_args, user_data, liveness=alive)
     )
     app.add_route("/v2.1/servers/{server_id}", servers.ServerItem(*server_args, user_data, liveness=alive))
-    add_server_action_routes(app, deps.handlers, deps.max_body_bytes)
+    add_server_action_routes(app, deps.handlers, deps.max_body_bytes, read)
     app.add_route("/v2.1/flavors", flavors.FlavorCollection(*flavor_args))
     app.add_route("/v2.1/flavors/detail", flavors.FlavorDetailCollection(*flavor_args))
     app.add_route("/v2.1/flavors/{flavor_id}", flavors.FlavorItem(*flavor_args))

@@ -21,15 +21,15 @@ from uuid import UUID
 import falcon
 from jsonschema import Draft202012Validator
 
-from api import auth, policy
+from api import auth, policy, servers
 from api.body import load_validators, read_json
-from api.errors import ApiError, BadRequest, ItemNotFound
-from api.readmodel import POSITION_HEADER
+from api.errors import ApiError, BadRequest, ItemNotFound, ReadModelBehind
+from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
-from commands.errors import ConflictingState
+from commands.errors import ConflictingState, NotFound
 from commands.handlers import Handlers
-from commands.lifecycle import LifecycleHandlers, LockServer, RequestAction, UnlockServer
-from projections import instance_actions
+from commands.lifecycle import LifecycleHandlers, LockServer, RebuildServer, RequestAction, UnlockServer
+from projections import instance_actions, queries
 from stratus import hostrpc
 from stratus.audit import history
 from stratus.context import Actor, acting
@@ -45,6 +45,7 @@ _POWER_ACTIONS = {
     "resume": "resume",
 }
 CONSOLE_TIMEOUT = 5.0
+REBUILD_READ_WAIT_SECONDS = 5.0  # how long a rebuild waits for the read model to show its answer
 
 
 class ConsoleNotAvailable(ApiError):
@@ -59,9 +60,12 @@ class ServerAction:
         validators: dict[str, Draft202012Validator],
         max_body_bytes: int,
         *,
+        read: ReadModel | None = None,
         console_timeout: float = CONSOLE_TIMEOUT,
     ) -> None:
+        """``read``: the read model a rebuild's answer (the server, as Nova answers) is read from."""
         self._handlers = handlers
+        self._read = read
         self._lifecycle = LifecycleHandlers(handlers)
         self._validator = validators["servers.action"]
         self._max_body = max_body_bytes
@@ -72,6 +76,7 @@ class ServerAction:
             "lock": self._lock,
             "unlock": self._unlock,
             "os-getConsoleOutput": self._console_output,
+            "rebuild": self._rebuild,
         }
 
     @falcon.before(policy.require("os_compute_api:servers:action"))
@@ -108,6 +113,29 @@ class ServerAction:
         with acting(req.context.command):
             result = self._lifecycle.unlock(command)
         _accepted(resp, result.position)
+
+    def _rebuild(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
+        """202 with the server (status REBUILD, the new image), as Nova answers; the host redefines
+        the guest from the new image afterwards."""
+        actor: Actor = req.context.actor
+        scope = auth.server_scope(actor)
+        self._handlers.instance(server_id, scope)  # 404 for a server the caller cannot see
+        image_ref = str(body["value"]["imageRef"]).rstrip("/").rsplit("/", 1)[-1]
+        command = RebuildServer(server_id, scope, image_ref, admin=auth.is_admin(actor))
+        try:
+            with acting(req.context.command):
+                result = self._lifecycle.rebuild(command)
+        except NotFound as e:  # the image: the request's fault (Nova: 400)
+            raise BadRequest(e.message) from e
+        _accepted(resp, result.position)
+        if self._read is None:
+            return
+        with self._read.connection(req) as conn:
+            if not queries.wait_for_position(conn, result.position, REBUILD_READ_WAIT_SECONDS):
+                raise ReadModelBehind(result.position, REBUILD_READ_WAIT_SECONDS)
+            row = queries.get_server(conn, server_id, scope)
+        if row is not None:
+            resp.media = {"server": servers.detail_view(req, row, actor)}
 
     def _console_output(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         actor: Actor = req.context.actor
@@ -154,10 +182,13 @@ def host_report(deps: Any) -> Callable[[str], dict[str, Any] | None]:
     return lambda host: heartbeats.reports([host])[host]
 
 
-def add_routes(app: falcon.App, handlers: Handlers, max_body_bytes: int) -> None:
+def add_routes(
+    app: falcon.App, handlers: Handlers, max_body_bytes: int, read: ReadModel | None = None
+) -> None:
     """The action and instance-action routes of ``/v2.1/servers/{server_id}``."""
     validators = load_validators(("servers.action",))
-    app.add_route("/v2.1/servers/{server_id}/action", ServerAction(handlers, validators, max_body_bytes))
+    action = ServerAction(handlers, validators, max_body_bytes, read=read)
+    app.add_route("/v2.1/servers/{server_id}/action", action)
     app.add_route("/v2.1/servers/{server_id}/os-instance-actions", InstanceActionCollection(handlers))
     app.add_route(
         "/v2.1/servers/{server_id}/os-instance-actions/{request_id}", InstanceActionItem(handlers)

@@ -61,6 +61,11 @@ ACTIONS: dict[str, PowerAction] = {
             "resume", "resume", (VmState.SUSPENDED,), (None,), TaskState.RESUMING,
             VmState.ACTIVE, PowerState.RUNNING, "compute_resume_instance",
         ),
+        # the guest is redefined from the server's new image and started (Nova: ACTIVE, STOPPED or ERROR)
+        PowerAction(
+            "rebuild", "rebuild", (VmState.ACTIVE, VmState.STOPPED, VmState.ERROR), (None,),
+            TaskState.REBUILDING, VmState.ACTIVE, PowerState.RUNNING, "compute_rebuild_instance",
+        ),
     )
 }  # fmt: skip
 

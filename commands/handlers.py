@@ -303,9 +303,12 @@ class Handlers(HandlerBase):
         return self._get(Image, uid, what)
 
     def _bootable_image(self, cmd: CreateServer, ram: int, disk: int) -> Image:
-        """The image a server boots (with its kernel and ramdisk): existing, visible, active (Nova: 400)."""
-        scope = None if cmd.any_image else cmd.project_id
-        image = self._visible_image(cmd.image_ref, scope)
+        return self.bootable_image(cmd.image_ref, None if cmd.any_image else cmd.project_id, ram, disk)
+
+    def bootable_image(self, image_ref: str, scope: str | None, ram: int, disk: int) -> Image:
+        """The image a server boots (with its kernel and ramdisk): existing, visible to ``scope``
+        (None: any), active, and within the flavor's memory and disk (Nova: 400)."""
+        image = self._visible_image(image_ref, scope)
         for part in (image.kernel_id, image.ramdisk_id):
             if part:
                 self._visible_image(part, scope)

@@ -289,6 +289,18 @@ class Instance(Aggregate):
     def _action_requested(self, action: str, task_state: str) -> None:
         self.task_state = task_state
 
+    def rebuild(self, image_ref: str, image: dict[str, Any] | None, *, admin: bool) -> None:
+        """Nova's rebuild: the server keeps its id, flavor, addresses and host and boots a new image.
+        The image is recorded at once (as Nova records it at the API); the host then redefines the
+        guest from it under ``rebuilding``."""
+        self.request_action("rebuild", admin=admin)
+        self._image_changed(image_ref, image)
+
+    @event("ImageChanged")
+    def _image_changed(self, image_ref: str, image: dict[str, Any] | None) -> None:
+        self.image_ref = image_ref
+        self.image = image
+
     def _ensure_under_way(self, key: str) -> None:
         self._ensure_exists()
         if self.task_state != ACTIONS[key].task_state:

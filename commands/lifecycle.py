@@ -32,6 +32,14 @@ class RequestAction:
 
 
 @dataclass(frozen=True)
+class RebuildServer:
+    server_id: str
+    project_id: str | None  # the caller's scope (None: an admin acting on any project's server)
+    image_ref: str
+    admin: bool = False
+
+
+@dataclass(frozen=True)
 class FinishAction:
     server_id: str
     action: str
@@ -75,6 +83,19 @@ class LifecycleHandlers:
         def decide() -> Result:
             inst = self._h.instance(cmd.server_id, cmd.project_id)
             inst.request_action(cmd.action, admin=cmd.admin)
+            return Result(cmd.server_id, self._h._save(inst))
+
+        return self._h._retrying(decide)
+
+    def rebuild(self, cmd: RebuildServer) -> Result:
+        """Rebuild the server from ``image_ref`` (visible to its project, active, fits its flavor)."""
+
+        def decide() -> Result:
+            inst = self._h.instance(cmd.server_id, cmd.project_id)
+            scope = None if cmd.admin else inst.project_id
+            ram, disk = int(inst.flavor["ram"]), int(inst.flavor["disk"])
+            image = self._h.bootable_image(cmd.image_ref, scope, ram, disk)
+            inst.rebuild(image.image_id, image.boot_snapshot(), admin=cmd.admin)
             return Result(cmd.server_id, self._h._save(inst))
 
         return self._h._retrying(decide)

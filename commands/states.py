@@ -34,6 +34,7 @@ class TaskState:
     UNPAUSING = "unpausing"
     SUSPENDING = "suspending"
     RESUMING = "resuming"
+    REBUILDING = "rebuilding"
 
 
 class PowerState:

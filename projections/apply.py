@@ -76,6 +76,10 @@ def instance_tags_updated(row: Row, event: Any, position: int) -> Row:
     return _instance(row, event, position, tags=list(event.tags))
 
 
+def instance_image_changed(row: Row, event: Any, position: int) -> Row:
+    return _instance(row, event, position, image_ref=event.image_ref or "", image=event.image)
+
+
 def instance_locked(row: Row, event: Any, position: int) -> Row:
     return _instance(row, event, position, locked_by=event.locked_by, locked_reason=event.reason)
 

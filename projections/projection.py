@@ -64,6 +64,7 @@ InstanceActionFinished: type = Instance.ActionFinished  # type: ignore[attr-defi
 InstanceActionFailed: type = Instance.ActionFailed  # type: ignore[attr-defined]
 InstancePowerStateSynced: type = Instance.PowerStateSynced  # type: ignore[attr-defined]
 InstanceLocked: type = Instance.Locked  # type: ignore[attr-defined]
+InstanceImageChanged: type = Instance.ImageChanged  # type: ignore[attr-defined]
 InstanceUnlocked: type = Instance.Unlocked  # type: ignore[attr-defined]
 HostRegistered: type = Host.Registered  # type: ignore[attr-defined]
 HostInstanceClaimed: type = Host.InstanceClaimed  # type: ignore[attr-defined]
@@ -295,7 +296,7 @@ class ReadModels(Projection[ReadModelView]):
         InstanceDeletionRequested, InstanceDeleted,
         InstanceUpdated, InstanceMetadataUpdated, InstanceTagsUpdated,
         InstanceActionRequested, InstanceActionFinished, InstanceActionFailed, InstancePowerStateSynced,
-        InstanceLocked, InstanceUnlocked,
+        InstanceLocked, InstanceUnlocked, InstanceImageChanged,
         HostRegistered, HostInstanceClaimed, HostInstanceReleased,
         FlavorCreated, FlavorDeleted,
         *identity.HANDLED,
@@ -392,6 +393,10 @@ class ReadModels(Projection[ReadModelView]):
     @process_event.register(InstanceTagsUpdated)
     def _(self, e: Any, tracking: Tracking) -> None:
         self._instance(apply.instance_tags_updated, e, tracking)
+
+    @process_event.register(InstanceImageChanged)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_image_changed, e, tracking)
 
     @process_event.register(InstanceLocked)
     def _(self, e: Any, tracking: Tracking) -> None:

@@ -28,6 +28,7 @@ from tests.test_api import (  # noqa: F401
     projector,
     stack,
 )
+from tests.test_api_catalog import upload
 from tests.test_hypervisor import FAST_RETRY, HOST, Worker, conn, eventually  # noqa: F401
 from workers import hypervisor
 from workers.libvirt_driver import LibvirtDriver
@@ -209,3 +210,30 @@ def test_console_output_comes_from_the_host(cloud: Cloud) -> None:
     log.unlink()
     assert_fault(cloud.action(server, {"os-getConsoleOutput": {}}), 404, "itemNotFound", "console")
     assert_fault(cloud.action(server, {"os-getConsoleOutput": {}}, P2), 404, "itemNotFound")
+
+
+def test_rebuild_boots_the_new_image_on_the_same_host(cloud: Cloud) -> None:
+    server = active_server(cloud)
+    image = upload(cloud.stack, b"\0" * 4096, P1, name="new-root")
+    started_as = cloud.conn.lookupByUUIDString(server).ID()
+    r = cloud.action(server, {"rebuild": {"imageRef": image["id"]}})
+    assert r.status_code == 202, r.text
+    answered = r.json["server"]
+    assert (answered["status"], answered["image"]["id"], answered["id"]) == ("REBUILD", image["id"], server)
+    shown = cloud.settled(server, "ACTIVE", after=int(r.headers["X-Stratus-Position"]))
+    assert shown["image"]["id"] == image["id"] and shown["OS-EXT-STS:power_state"] == 1
+    guest = cloud.conn.lookupByUUIDString(server)
+    assert guest.state()[0] == libvirt.VIR_DOMAIN_RUNNING and guest.ID() != started_as  # a new guest
+    events = cloud.stack.get(f"/v2.1/servers/{server}/os-instance-actions", P1).json["instanceActions"]
+    assert events[0]["action"] == "rebuild"
+    # Nova's guards: a paused server is not rebuilt; an unknown image is the request's fault; another
+    # project's server is not there
+    r = cloud.action(server, {"pause": None})
+    cloud.settled(server, "PAUSED", after=int(r.headers["X-Stratus-Position"]))
+    assert_fault(
+        cloud.action(server, {"rebuild": {"imageRef": image["id"]}}), 409, "conflictingRequest", "paused"
+    )
+    unknown = {"rebuild": {"imageRef": "0c2f5c4e-0000-4000-8000-000000000000"}}
+    assert_fault(cloud.action(server, unknown), 400, "badRequest", "could not be found")
+    assert_fault(cloud.action(server, {"rebuild": {"imageRef": image["id"]}}, who=P2), 404, "itemNotFound")
+    assert_fault(cloud.action(server, {"rebuild": {"imageRef": image["id"], "x": 1}}), 400, "badRequest")

@@ -66,6 +66,7 @@ from commands.lifecycle import (
     FinishAction,
     LifecycleHandlers,
     LockServer,
+    RebuildServer,
     ReconciliationHandlers,
     RecordStrayGuests,
     RequestAction,
@@ -253,7 +254,12 @@ def _catalog_scenario(handlers: Handlers) -> None:
     fields.update_server(UpdateServer(server, "p1", name="vm4b", description="e"))
     fields.set_metadata(SetServerMetadata(server, "p1", {"x": "1"}, replace=True))
     fields.set_tags(SetServerTags(server, "p1", ("b",)))
+    handlers.place_instance(PlaceInstance(server, "c1"))
+    handlers.start_spawning(StartSpawning(server, "c1"))
+    handlers.finish_spawning(FinishSpawning(server, PowerState.RUNNING))
+    LifecycleHandlers(handlers).rebuild(RebuildServer(server, "p1", root))
     handlers.delete_server(DeleteServer(server, "p1"))
+    handlers.finish_deletion(FinishDeletion(server))
     catalog.delete_image(DeleteImage(root, "p1"))
 
 

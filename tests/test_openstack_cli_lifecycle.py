@@ -42,10 +42,17 @@ def test_server_actions_with_the_cli(cloud: Cloud, tmp_path: Path) -> None:
     _settled(cloud, "vm", "ACTIVE")
     cloud.openstack_quiet("server", "lock", "vm")
     cloud.openstack_quiet("server", "unlock", "vm")
+    cloud.openstack(
+        "image", "create", "--file", str(cloud.image_file), "--disk-format", "raw",
+        "--container-format", "bare", "img2",
+    )  # fmt: skip
+    rebuilt = cloud.openstack("server", "rebuild", "--image", "img2", "vm")
+    assert rebuilt["image"].startswith("img2") and rebuilt["status"] == "REBUILD", rebuilt
+    assert _settled(cloud, "vm", "ACTIVE")["image"].startswith("img2")
 
     events = cloud.openstack("server", "event", "list", "vm")
     actions = [e["Action"] for e in events]
-    assert actions == ["unlock", "lock", "reboot", "start", "stop", "create"], actions
+    assert actions == ["rebuild", "unlock", "lock", "reboot", "start", "stop", "create"], actions
     stop = next(e for e in events if e["Action"] == "stop")
     shown = cloud.openstack("server", "event", "show", "vm", stop["Request ID"])
     assert shown["action"] == "stop" and shown["request_id"] == stop["Request ID"]

@@ -124,6 +124,13 @@ class Compute:
             console_log=str(self._instances_path / inst.server_id / "console.log"),
         )
 
+    def respawn(self, server_id: str) -> int:
+        """Tear the server's guest down and define and start it again from what the log records now
+        (a rebuild's new image); safe to repeat after a crash at any point."""
+        inst = self._handlers.instance(server_id)
+        self._driver.destroy(server_id)
+        return self._driver.spawn(self.guest(inst))
+
     # -- steps ----------------------------------------------------------------------------------
     def _load(self, server_id: str) -> Instance | None:
         """The instance if it lives on this host; None when it is gone or elsewhere."""

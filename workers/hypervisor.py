@@ -92,7 +92,7 @@ def run(
         boot_image=boot_image or BootImages(Handlers(app), ImageStore(settings.data_dir / "images")),
         retry=retry,
     )
-    power = PowerActions(handlers, driver, host, retry=retry)
+    power = PowerActions(handlers, driver, host, retry=retry, respawn=compute.respawn)
     if not _register(compute, stop):
         return
     with acting(CommandContext(actor=HYPERVISOR)):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 
 from commands.actions import ACTIONS
 from commands.errors import Conflict, InvalidState, NotFound
@@ -38,8 +39,12 @@ class PowerActions:
         hostname: str,
         *,
         retry: RetryPolicy | None = None,
+        respawn: Callable[[str], int] | None = None,
     ) -> None:
+        """``respawn``: redefine and start a server's guest from what its instance now records (the
+        compute side's, for ``rebuild``)."""
         self._handlers = handlers
+        self._respawn = respawn
         self._lifecycle = LifecycleHandlers(handlers)
         # A driver without power operations (a test double of the spawn port) fails every action.
         self._driver = driver if isinstance(driver, PowerDriver) else None
@@ -76,7 +81,10 @@ class PowerActions:
         if self._driver is None:
             return self._fail(key, server_id, "this host's driver has no power operations", "")
         try:
-            power_state = self._carry_out(self._driver, key, server_id)
+            if key == "rebuild" and self._respawn is not None:
+                power_state = self._respawn(server_id)
+            else:
+                power_state = self._carry_out(self._driver, key, server_id)
         except DomainNotFound as e:
             return self._failed(key, server_id, e, attempt, broken=True)
         except TemporaryVirtError as e:
