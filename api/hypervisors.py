@@ -92,6 +92,15 @@ class _Hypervisors:
         up = self._liveness([h["hostname"] for h in hosts])
         return [{**h, "alive": up.get(h["hostname"], False)} for h in hosts]
 
+    def _host(self, req: falcon.Request, hypervisor_id: str, rule: str) -> dict[str, Any]:
+        """One host (by id or hostname) with its liveness; 404 when there is none."""
+        auth.require_admin(req.context.actor, rule)
+        with self._read.connection(req) as conn:
+            host = queries.get_host(conn, hypervisor_id)
+        if host is None:
+            raise ItemNotFound(f"Hypervisor with ID {hypervisor_id} could not be found.")
+        return self._alive([host])[0]
+
     def _hosts(self, req: falcon.Request) -> list[dict[str, Any]]:
         auth.require_admin(req.context.actor, _POLICY)
         with self._read.connection(req) as conn:
@@ -117,12 +126,8 @@ class HypervisorItem(_Hypervisors):
     """``GET /v2.1/os-hypervisors/{hypervisor_id}`` (by id or hostname)."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, hypervisor_id: str) -> None:
-        auth.require_admin(req.context.actor, "os_compute_api:os-hypervisors:show")
-        with self._read.connection(req) as conn:
-            host = queries.get_host(conn, hypervisor_id)
-        if host is None:
-            raise ItemNotFound(f"Hypervisor with ID {hypervisor_id} could not be found.")
-        resp.media = {"hypervisor": detail_view(self._alive([host])[0], at_least(req, 28))}
+        host = self._host(req, hypervisor_id, "os_compute_api:os-hypervisors:show")
+        resp.media = {"hypervisor": detail_view(host, at_least(req, 28))}
 
 
 class HypervisorUptime(_Hypervisors):
@@ -134,12 +139,7 @@ class HypervisorUptime(_Hypervisors):
         self._report = report
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, hypervisor_id: str) -> None:
-        auth.require_admin(req.context.actor, "os_compute_api:os-hypervisors:uptime")
-        with self._read.connection(req) as conn:
-            host = queries.get_host(conn, hypervisor_id)
-        if host is None:
-            raise ItemNotFound(f"Hypervisor with ID {hypervisor_id} could not be found.")
-        host = self._alive([host])[0]
+        host = self._host(req, hypervisor_id, "os_compute_api:os-hypervisors:uptime")
         beat = self._report(host["hostname"]) if brief_view(host)["state"] == "up" else None
         if beat is None or "booted" not in beat:
             raise BadRequest(f"Compute service of {host['hostname']} is unavailable at this time.")

@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import logging
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -44,6 +43,7 @@ from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from stratus.liveness import Heartbeats, bucket_for
 from tests.fixtures.identity import ADMIN_PASSWORD, Identities
+from tests.fixtures.processes import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -705,12 +705,6 @@ def test_lazy_app_answers_503_until_it_can_compose(
 
 
 # -- under real gunicorn ----------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _http(
     method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None
 ) -> tuple[int, dict[str, str], Any]:
@@ -727,7 +721,7 @@ def _http(
 
 def test_under_gunicorn(api_settings: Settings, projector: None, tmp_path: Path) -> None:
     """``gunicorn 'api.app:get_app()'`` with two workers, composed after the fork, spoken to over HTTP."""
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     seeded = bootstrap.main(api_settings, ADMIN_PASSWORD)
     assert seeded.generated_password is None

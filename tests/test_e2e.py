@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ from commands.app import Stratus
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from tests.fixtures.identity import ADMIN_PASSWORD, Identities
+from tests.fixtures.processes import free_port
 from workers import hypervisor
 from workers.libvirt_driver import LibvirtDriver
 
@@ -42,12 +42,6 @@ HOST_XML = """<node>
   <memory>4194304</memory>
 </node>
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclasses.dataclass
@@ -86,7 +80,7 @@ def _wait(what: str, probe: Callable[[], Any], timeout: float = 60.0) -> Any:
 
 @pytest.fixture
 def parts(settings: Settings, database_url: str, tmp_path: Path) -> Iterator[tuple[Settings, Http]]:
-    port = _free_port()
+    port = free_port()
     s = dataclasses.replace(
         settings,
         database_url=database_url,

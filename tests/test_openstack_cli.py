@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from openstack.connection import Connection
 from api import bootstrap
 from stratus.config import Settings
 from tests.fixtures.identity import ADMIN_PASSWORD
+from tests.fixtures.processes import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -39,12 +39,6 @@ ROOT = Path(__file__).resolve().parent.parent
 OPENSTACK = str(Path(sys.executable).parent / "openstack")
 HOST = "cli-compute"
 PARTS = ("projector", "scheduler", "hypervisor", "api")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclasses.dataclass
@@ -114,7 +108,7 @@ class Cloud:
 
 @pytest.fixture
 def cloud(settings: Settings, database_url: str, tmp_path: Path) -> Iterator[Cloud]:
-    port = _free_port()
+    port = free_port()
     s = dataclasses.replace(
         settings,
         database_url=database_url,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from stratus.supervisor import ChildProcess, Part, PartFailed, ServicePart, Supervisor, tcp_listening
+from tests.fixtures.processes import free_port
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,12 +141,6 @@ def test_a_part_that_never_becomes_ready_times_out(tmp_path: Path) -> None:
     assert Supervisor([slow], log=log).run() == 1
     assert "api was not ready after 0.5 s" in log.getvalue()
     assert slow.pid is not None and not alive(slow.pid)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_readiness_by_listening_port(tmp_path: Path) -> None:

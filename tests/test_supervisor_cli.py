@@ -24,15 +24,10 @@ from stratus import cli
 from stratus.natsserver import binary
 from stratus.postgres import EmbeddedPostgres
 from tests.fixtures.identity import password_auth
+from tests.fixtures.processes import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 STRATUS = [sys.executable, "-m", "stratus.cli"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -7,10 +7,8 @@ from __future__ import annotations
 import dataclasses
 import http.client
 import json
-import os
 import socket
 import socketserver
-import subprocess
 import sys
 import threading
 import time
@@ -26,7 +24,8 @@ import schemas
 from api import watch
 from commands.handlers import PlaceInstance, RegisterHost
 from stratus.config import Settings
-from tests.test_api import ADMIN, P1, P2, ROOT, Stack, api_settings, projector, stack
+from tests.fixtures.processes import free_port, serving
+from tests.test_api import ADMIN, P1, P2, Stack, api_settings, projector, stack
 
 __all__ = ["api_settings", "projector", "stack"]
 
@@ -73,34 +72,10 @@ def http_server(
 
 
 def _stratus_watch(settings: Settings, tmp_path: Path) -> Iterator[Http]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    env = {**os.environ, **settings.to_env(), "PYTHONPATH": str(ROOT)}
-    log_path = tmp_path / "watch.log"
-    with log_path.open("wb") as log_file:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "stratus.cli", "watch", "--bind", f"127.0.0.1:{port}", "--threads", "8"],
-            cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, log_path.read_text()
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, log_path.read_text()
-                time.sleep(0.1)
+    port = free_port()
+    argv = [sys.executable, "-m", "stratus.cli", "watch", "--bind", f"127.0.0.1:{port}", "--threads", "8"]
+    with serving(argv, settings, port, tmp_path / "watch.log"):
         yield Http(port)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def who(stack: Stack, persona: Any) -> dict[str, str]:

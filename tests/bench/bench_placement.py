@@ -26,7 +26,6 @@ import contextlib
 import dataclasses
 import http.client
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -49,18 +48,13 @@ from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.envelope import decode_message
 from tests.bench.harness import Bench, CpuMeter, loadavg, machine_lines, nats_server
+from tests.fixtures.processes import free_port
 from workers import scheduler, simulator
 from workers.simulator import HostShape, SimulatedCloud, host_names
 
 SHAPE = HostShape(vcpus=64, memory_mb=262144, disk_gb=2000)
 QUERY = "/allocation_candidates?resources=VCPU:2,MEMORY_MB:4096,DISK_GB:20"
 HEADERS = {"OpenStack-API-Version": "placement 1.39", "X-Auth-Token": "admin", "Accept": "application/json"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def request(port: int, method: str, path: str, body: Any = None) -> tuple[int, bytes]:

@@ -26,14 +26,10 @@ import argparse
 import contextlib
 import dataclasses
 import http.client
-import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -58,6 +54,7 @@ from stratus.eventstore import Factory, NatsBridge
 from stratus.postgres import create_database, drop_database
 from tests.bench.bench_rebuild import LogBuilder, postgres_admin_url
 from tests.bench.harness import Bench, CpuMeter, loadavg, machine_lines, nats_server
+from tests.fixtures.processes import free_port, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "bench-admin-password"
@@ -190,46 +187,6 @@ def login(port: int) -> str:
         conn.close()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def gunicorn(settings: Settings, port: int, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    env = {**os.environ, **settings.to_env(), "PYTHONPATH": str(ROOT)}
-    with log_path.open("wb") as log_file:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "2",
-             "--graceful-timeout", "5", "api.app:get_app()"],
-            cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(log_path.read_text()[-2000:])
-            try:
-                get_versions = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                get_versions.request("GET", "/")
-                get_versions.getresponse().read()
-                get_versions.close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("gunicorn did not start: " + log_path.read_text()[-2000:]) from None
-                time.sleep(0.2)
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def main(argv: list[str] | None = None) -> int:
     global INSTANCE_CREATED
     parser = argparse.ArgumentParser(prog="python -m tests.bench.bench_servers_detail", description=__doc__)
@@ -283,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"log: {events} events for {args.servers} servers in {built:.1f} s; rebuild: {result}")
             port = free_port()
             actor = Actor(seeded.user_id, seeded.project_id, ("admin", "member", "reader"))
-            with gunicorn(settings, port, Path(tmp) / "gunicorn.log") as proc:
+            argv = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "2",
+                    "--graceful-timeout", "5", "api.app:get_app()"]  # fmt: skip
+            with serving(argv, settings, port, Path(tmp) / "gunicorn.log") as proc:
                 token = login(port)
                 bench = Bench(CpuMeter(proc.pid))
                 with (
