@@ -34,7 +34,7 @@ from api.placement import add_routes as add_placement_routes
 from api.placement.view import ProviderView
 from api.readmodel import ReadModel, open_pool
 from api.server_actions import add_routes as add_server_action_routes
-from api.server_actions import host_liveness, host_report
+from api.server_actions import host_liveness, host_report, scheduler_beats
 from api.tokens import TokenSigner, load_or_create_key
 from commands.handlers import Handlers
 from commands.identity_handlers import IdentityHandlers
@@ -110,7 +110,9 @@ def create_app(deps: Deps) -> falcon.App:
         hypervisors.HypervisorUptime(read, alive, host_report(deps)),
     )
     catalog_api.add_routes(app, deps.handlers, read, deps.settings.data_dir, deps.max_body_bytes)
-    compute_admin.add_routes(app, Operations(deps.handlers.app), read, deps.max_body_bytes, alive)
+    compute_admin.add_routes(
+        app, Operations(deps.handlers.app), read, deps.max_body_bytes, alive, scheduler_beats(deps)
+    )
     app.add_route("/v2.1/stratus/history/{kind}/{resource_id}", audit.History(deps.handlers))
     app.add_route("/v2.1/stratus/state/{kind}/{resource_id}", audit.State(deps.handlers))
     app.add_route("/v2.1/stratus/usage/{project_id}", audit.Usage(deps.handlers))

@@ -6,6 +6,7 @@ migrations and server diagnostics. ``add_routes`` is called by ``api.app.create_
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import falcon
 
@@ -35,8 +36,10 @@ def add_routes(
     read: ReadModel,
     max_body_bytes: int,
     liveness: Callable[[list[str]], dict[str, bool]] | None = None,
+    schedulers: Callable[[], list[dict[str, Any]]] | None = None,
 ) -> None:
-    """``liveness``: which hosts send heartbeats (``stratus.liveness``), for services' ``state``."""
+    """``liveness``: which hosts send heartbeats (``stratus.liveness``), for services' ``state``;
+    ``schedulers``: the schedulers that beat, for their rows."""
     validators = load_validators(REQUEST_SCHEMAS)
     args = (ops, read, validators, max_body_bytes)
     v = "/v2.1"
@@ -44,7 +47,7 @@ def add_routes(
     app.add_route(f"{v}/flavors/{{flavor_id}}/os-extra_specs/{{key}}", flavor_extras.ExtraSpec(*args))
     app.add_route(f"{v}/flavors/{{flavor_id}}/os-flavor-access", flavor_extras.FlavorAccess(*args))
     app.add_route(f"{v}/flavors/{{flavor_id}}/action", flavor_extras.FlavorAction(*args))
-    app.add_route(f"{v}/os-services", services.Services(read, liveness=liveness))
+    app.add_route(f"{v}/os-services", services.Services(read, liveness=liveness, schedulers=schedulers))
     app.add_route(f"{v}/os-services/{{action}}", services.ServiceAction(ops, validators, max_body_bytes))
     app.add_route(f"{v}/os-availability-zone", zones.AvailabilityZones(read, detail=False, liveness=liveness))
     app.add_route(

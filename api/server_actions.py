@@ -33,7 +33,7 @@ from projections import instance_actions, queries
 from stratus import hostrpc
 from stratus.audit import history
 from stratus.context import Actor, acting
-from stratus.liveness import Heartbeats, bucket_for
+from stratus.liveness import SCHEDULER_BINARY, Heartbeats, bucket_for
 
 # The body's member → our action key (``reboot`` picks soft or hard from its ``type``).
 _POWER_ACTIONS = {
@@ -170,6 +170,16 @@ def host_liveness(deps: Any) -> Callable[[list[str]], dict[str, bool]]:
         return heartbeats.up(hosts, settings.host_down_after_seconds)
 
     return alive
+
+
+def scheduler_beats(deps: Any) -> Callable[[], list[dict[str, Any]]]:
+    """The schedulers that beat, each up or down by the deployment's ``host_down_after_seconds``."""
+    heartbeats = Heartbeats(
+        deps.handlers.app.recorder.bridge,
+        bucket=bucket_for(deps.settings.stream),
+        replicas=deps.settings.stream_replicas,
+    )
+    return lambda: heartbeats.services(SCHEDULER_BINARY, deps.settings.host_down_after_seconds)
 
 
 def host_report(deps: Any) -> Callable[[str], dict[str, Any] | None]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import NAMESPACE_URL, uuid5
 
 import falcon
 from jsonschema import Draft202012Validator
@@ -24,8 +25,10 @@ from commands.host_aggregate import DEFAULT_ZONE
 from commands.operations import COMPUTE_BINARY, Operations, SetServiceStatus
 from projections import admin_queries
 from stratus.context import acting
+from stratus.liveness import SCHEDULER_BINARY
 
 SERVICE_DOWN_TIME = timedelta(seconds=60)
+INTERNAL_ZONE = "internal"  # Nova's zone of the control-plane services
 # The body schema of each service action.
 ACTION_SCHEMAS = {
     "enable": "services.enable",
@@ -60,28 +63,52 @@ def service_view(
     }
 
 
+def scheduler_view(beat: dict[str, Any]) -> dict[str, Any]:
+    """A scheduler that beats (``stratus.liveness``): always enabled, in Nova's ``internal`` zone."""
+    host = str(beat["host"])
+    return {
+        "id": str(uuid5(NAMESPACE_URL, f"stratus:{SCHEDULER_BINARY}:{host}")),
+        "binary": SCHEDULER_BINARY,
+        "host": host,
+        "zone": INTERNAL_ZONE,
+        "status": "enabled",
+        "state": "up" if beat["up"] else "down",
+        "updated_at": datetime.fromtimestamp(float(beat["at"]), UTC).replace(tzinfo=None).isoformat(),
+        "disabled_reason": None,
+        "forced_down": False,
+    }
+
+
 class Services:
-    """``GET /v2.1/os-services`` (admin; filters ``host``, ``binary``)."""
+    """``GET /v2.1/os-services`` (admin; filters ``host``, ``binary``): the compute services, then the
+    schedulers that send heartbeats."""
 
     def __init__(
         self,
         read_model: ReadModel,
         now: Callable[[], datetime] = _now,
         liveness: Callable[[list[str]], dict[str, bool]] | None = None,
+        schedulers: Callable[[], list[dict[str, Any]]] | None = None,
     ) -> None:
         self._read = read_model
         self._now = now
         self._liveness = liveness
+        self._schedulers = schedulers
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-services:list")
-        binary = req.get_param("binary")
-        with self._read.connection(req) as conn:
-            rows = admin_queries.list_compute_services(conn, req.get_param("host") or None)
-        now = self._now()
-        shown = [] if binary not in (None, "", COMPUTE_BINARY) else rows
-        alive = self._liveness([r["hostname"] for r in shown]) if self._liveness and shown else {}
-        resp.media = {"services": [service_view(r, now, alive=alive.get(r["hostname"])) for r in shown]}
+        binary = req.get_param("binary") or None
+        host = req.get_param("host") or None
+        shown: list[dict[str, Any]] = []
+        if binary in (None, COMPUTE_BINARY):
+            with self._read.connection(req) as conn:
+                rows = admin_queries.list_compute_services(conn, host)
+            now = self._now()
+            alive = self._liveness([r["hostname"] for r in rows]) if self._liveness and rows else {}
+            shown += [service_view(r, now, alive=alive.get(r["hostname"])) for r in rows]
+        if binary in (None, SCHEDULER_BINARY) and self._schedulers is not None:
+            shown += [scheduler_view(b) for b in self._schedulers() if host in (None, b["host"])]
+        resp.media = {"services": shown}
 
 
 class ServiceAction:

@@ -17,7 +17,9 @@ nodes are expected to run NTP (skew well under ``down_after``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -30,6 +32,8 @@ from nats.js.api import KeyValueConfig, StorageType
 from stratus.eventstore.bridge import NatsBridge
 from stratus.eventstore.subjects import encode_token
 
+log = logging.getLogger(__name__)
+
 
 def bucket_for(stream: str) -> str:
     """The bucket beside a log: ``STRATUS_HOSTS`` for the stream ``STRATUS``."""
@@ -37,6 +41,8 @@ def bucket_for(stream: str) -> str:
 
 
 BUCKET = bucket_for("STRATUS")
+# The binary a scheduler beats as (Nova's service name, shown by os-services).
+SCHEDULER_BINARY = "nova-scheduler"
 DOWN_AFTER = 60.0
 _TIMEOUT = 5.0
 
@@ -82,6 +88,35 @@ class Heartbeats:
 
         self._bridge.run(put, _TIMEOUT)
 
+    def beat_service(self, binary: str, host: str) -> None:
+        """A control-plane service's beat (``nova-scheduler`` on ``host``): its own key,
+        ``<binary>.<host>``, beside the compute hosts' ones."""
+        body = orjson.dumps({"binary": binary, "host": host, "at": self._clock()})
+
+        async def put() -> None:
+            await (await self._store()).put(f"{binary}.{encode_token(host)}", body)
+
+        self._bridge.run(put, _TIMEOUT)
+
+    def services(self, binary: str, down_after: float = DOWN_AFTER) -> list[dict[str, Any]]:
+        """Every ``binary`` that ever beat: ``{"host", "at", "up"}``, by host name."""
+
+        async def read() -> list[dict[str, Any]]:
+            kv = await self._store()
+            watcher = await kv.watch(f"{binary}.*", ignore_deletes=True)
+            found: list[dict[str, Any]] = []
+            try:
+                while (entry := await watcher.updates(timeout=_TIMEOUT)) is not None:
+                    found.append(dict(orjson.loads(entry.value)))
+            finally:
+                await watcher.stop()
+            return found
+
+        now = self._clock()
+        beats = self._bridge.run(read, _TIMEOUT * 2)
+        found = [{**b, "up": now - float(b["at"]) < down_after} for b in beats]
+        return sorted(found, key=lambda b: str(b["host"]))
+
     def reports(self, hosts: Iterable[str]) -> dict[str, dict[str, Any] | None]:
         """Each host's last heartbeat as it was put (``at``, ``booted``, ``load``), None when it never
         beat."""
@@ -126,3 +161,23 @@ def _machine_uptime() -> float:
             return float(f.read().split()[0])
     except OSError:
         return 0.0
+
+
+def beat_periodically(
+    beat: Callable[[], None], name: str, stop: threading.Event, interval: float
+) -> threading.Thread:
+    """Call ``beat`` now and every ``interval`` seconds until ``stop``; a missed beat is only logged
+    (NATS away): the service shows down until beats get through again, which is the truth."""
+
+    def loop() -> None:
+        while True:
+            try:
+                beat()
+            except (TimeoutError, nats.errors.Error) as e:
+                log.warning("heartbeat of %s failed: %s", name, e)
+            if stop.wait(interval):
+                return
+
+    thread = threading.Thread(target=loop, name=f"heartbeat-{name}", daemon=True)
+    thread.start()
+    return thread

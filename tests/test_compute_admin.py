@@ -145,6 +145,12 @@ def test_compute_services(stack: Stack) -> None:
     assert services[0]["disabled_reason"] is None and services[0]["forced_down"] is False
     assert_fault(stack.get("/v2.1/os-services", P1), 403, "forbidden")
     assert stack.get("/v2.1/os-services?binary=nova-scheduler").json == {"services": []}
+    recorder = stack.handlers.app.recorder
+    Heartbeats(recorder.bridge, bucket=bucket_for(recorder.stream)).beat_service("nova-scheduler", "ctl-1")  # type: ignore[attr-defined]
+    (scheduler,) = stack.get("/v2.1/os-services?binary=nova-scheduler").json["services"]
+    assert (scheduler["host"], scheduler["state"], scheduler["zone"]) == ("ctl-1", "up", "internal")
+    assert [s["binary"] for s in stack.get("/v2.1/os-services").json["services"]].count("nova-scheduler") == 1
+    assert stack.get("/v2.1/os-services?binary=nova-compute&host=ctl-1").json == {"services": []}
     assert len(stack.get("/v2.1/os-services?host=cmp-b").json["services"]) == 1
 
     body = {"host": "cmp-a", "binary": "nova-compute", "disabled_reason": "maintenance"}

@@ -6,6 +6,7 @@ server groups, flavor properties and access.
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import libvirt
@@ -27,8 +28,9 @@ def test_operator_commands(parts: tuple[Settings, Http], compute: libvirt.virCon
     settings, http = parts
 
     services = cli(http, tmp_path, "compute", "service", "list", "-f", "json")
-    assert [(s["Binary"], s["Host"], s["Status"]) for s in services] == [
-        ("nova-compute", settings.host_name, "enabled")
+    assert [(s["Binary"], s["Host"], s["Status"], s["State"]) for s in services] == [
+        ("nova-compute", settings.host_name, "enabled", "up"),
+        ("nova-scheduler", socket.gethostname(), "enabled", "up"),  # the scheduler part beats too
     ]
     cli(
         http,

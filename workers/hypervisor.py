@@ -17,7 +17,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import nats.errors
 import orjson
 from eventsourcing.utils import get_topic
 
@@ -30,7 +29,7 @@ from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.subjects import SubjectLayout, encode_token
 from stratus.hostrpc import CONSOLE, Responder
 from stratus.imagestore import ImageStore
-from stratus.liveness import Heartbeats, bucket_for
+from stratus.liveness import Heartbeats, beat_periodically, bucket_for
 from workers.compute import SCHEDULED, BootImages, Compute
 from workers.console import answerer
 from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve, stop_on_signals
@@ -108,7 +107,8 @@ def run(
         else None
     )
     heartbeats = Heartbeats(bridge, bucket=bucket_for(settings.stream), replicas=settings.stream_replicas)
-    beating = _beat_periodically(heartbeats, host, stop, settings.heartbeat_interval_seconds)
+    interval = settings.heartbeat_interval_seconds
+    beating = beat_periodically(lambda: heartbeats.beat(host), host, stop, interval)
     filters = subjects(settings)
     consumer = DurableConsumer(
         bridge, stream=settings.stream, durable=durable_name(host), filter_subjects=filters, ack_wait=ACK_WAIT
@@ -132,26 +132,6 @@ def run(
             wake.set()
             reconciling.join(timeout=30)
         beating.join(timeout=15)
-
-
-def _beat_periodically(
-    heartbeats: Heartbeats, host: str, stop: threading.Event, interval: float
-) -> threading.Thread:
-    """Say "alive" now and every ``interval`` seconds until ``stop``; a missed beat is only logged
-    (NATS away): the host shows down until beats get through again, which is the truth."""
-
-    def loop() -> None:
-        while True:
-            try:
-                heartbeats.beat(host)
-            except (TimeoutError, nats.errors.Error) as e:
-                log.warning("heartbeat of %s failed: %s", host, e)
-            if stop.wait(interval):
-                return
-
-    thread = threading.Thread(target=loop, name=f"heartbeat-{host}", daemon=True)
-    thread.start()
-    return thread
 
 
 def _payload(d: Delivery) -> dict[str, object]:

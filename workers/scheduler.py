@@ -11,7 +11,9 @@ overcommitting a host.
 
 from __future__ import annotations
 
+import functools
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from uuid import UUID
@@ -29,6 +31,7 @@ from stratus.context import Actor
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.envelope import decode_message
 from stratus.eventstore.subjects import SubjectLayout
+from stratus.liveness import SCHEDULER_BINARY, Heartbeats, beat_periodically, bucket_for
 from workers.consumer import Delivery, DurableConsumer, serve, stop_on_signals
 from workers.host_feed import HostFeed
 from workers.host_view import HostView
@@ -84,12 +87,18 @@ def run(
     def handle(d: Delivery) -> Outcome:
         return placement.handle(d.originator_id, d.attempt, d.notification.id)
 
+    # os-services shows the schedulers that beat (one row per machine, as Nova's per host)
+    heartbeats = Heartbeats(bridge, bucket=bucket_for(settings.stream), replicas=settings.stream_replicas)
+    me = socket.gethostname()
+    beat = functools.partial(heartbeats.beat_service, SCHEDULER_BINARY, me)
+    beating = beat_periodically(beat, f"scheduler-{me}", stop, settings.heartbeat_interval_seconds)
     log.info("scheduler consuming %s (durable %s)", requested, durable)
     try:
         serve(consumer, handle, stop, actor=SCHEDULER, poll=poll)
     finally:
         consumer.close()
         feed.close()
+        beating.join(timeout=15)
 
 
 def siblings_reader(app: Stratus, requested: str, window: int = 64) -> Callable[[str, int], list[str]]:
