@@ -3,6 +3,10 @@ driver connection, driven by the real scheduler through the real JetStream."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +21,7 @@ from commands.states import VmState
 from stratus.cli import _parser as build_parser
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge
+from tests.fixtures.processes import ROOT
 from tests.test_scheduler import Worker, app, eventually, start_scheduler  # noqa: F401 (fixtures)
 from workers import simulator
 from workers.simulator import HostShape, SimulatedCloud, host_names
@@ -105,3 +110,41 @@ def test_the_cli_has_a_simulate_command() -> None:
         131072,
         4,
     )
+
+
+def test_stratus_simulate_runs_hosts_of_the_size_asked(
+    app: Stratus,  # noqa: F811
+    settings: Settings,
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, **dataclasses.replace(settings, data_dir=tmp_path).to_env(), "PYTHONPATH": str(ROOT)}
+    argv = [
+        sys.executable,
+        "-m",
+        "stratus.cli",
+        "simulate",
+        "--hosts",
+        "2",
+        "--vcpus",
+        "8",
+        "--prefix",
+        "cli",
+    ]
+    log = tmp_path / "simulate.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        handlers = Handlers(app)
+
+        def registered() -> bool:
+            assert proc.poll() is None, log.read_text()
+            try:
+                return all(handlers.host(name).vcpus == 8 for name in host_names(2, "cli"))
+            except NotFound:
+                return False
+
+        eventually(registered, timeout=30)
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    assert proc.returncode in (0, -15), log.read_text()

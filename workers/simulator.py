@@ -160,8 +160,16 @@ def run(
 
 
 def main(
-    settings: Settings, hosts: int, shape: HostShape = HostShape(), threads: int = 2, prefix: str = "sim"
+    settings: Settings,
+    hosts: int,
+    vcpus: int = HostShape.vcpus,
+    memory_mb: int = HostShape.memory_mb,
+    disk_gb: int = HostShape.disk_gb,
+    threads: int = 2,
+    prefix: str = "sim",
 ) -> int:
+    """``stratus simulate``: ``hosts`` hosts of the given size until stopped."""
+    shape = HostShape(vcpus=vcpus, memory_mb=memory_mb, disk_gb=disk_gb)
     stop = threading.Event()
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
     directory = settings.data_dir / "simulator"
