@@ -1,0 +1,264 @@
+"""Boot times through the API: ``POST /v2.1/servers`` → ACTIVE on simulated hosts, at 1, 10 and 50
+concurrent boots, against the hypervisor's own floor.
+
+Run: ``python -m tests.bench.bench_boot [--hosts 20] [--boots 100]`` (a few minutes). It starts its
+own nats-server (temporary store, free port) and uses PostgreSQL from ``DATABASE_URL``, else
+127.0.0.1:5432, else an embedded one, in a database of its own that it drops at the end. The control
+plane runs as deployed, each part in its own process: the API (gunicorn, 2 workers), the projector,
+one scheduler, and ``stratus simulate --hosts N`` (libvirt's test driver, one host definition per
+host). The bench seeds identity, takes a token, lifts the admin project's quota, creates a flavor,
+and then, for each concurrency C, runs C clients that each ``POST /servers`` (HTTP, one request at a
+time) and wait for their server's ``Instance.Spawned`` (or ``Faulted``) event on the log, followed by
+one reader (``tests.bench.bench_placement.Watcher``), so that nothing polls the API. Each boot's time
+is from just before its POST to the moment the reader sees ACTIVE recorded.
+
+The floor, in the same run: the same guest defined and started directly on libvirt's test driver
+(``LibvirtDriver.spawn``, what a simulated host does per boot), one at a time.
+
+Real QEMU guests are not measured here (see docs/performance.md, "Boot times").
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import http.client
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import libvirt
+
+from api import bootstrap
+from stratus import serialization
+from stratus.config import Settings
+from stratus.postgres import create_database, drop_database
+from tests.bench.bench_placement import Watcher, process
+from tests.bench.bench_rebuild import postgres_admin_url
+from tests.bench.bench_servers_detail import PASSWORD, login
+from tests.bench.harness import loadavg, machine_lines, nats_server
+from tests.fixtures.processes import ROOT, free_port, serving
+from workers.libvirt_driver import LibvirtDriver
+from workers.virt import GuestSpec
+
+
+def send(port: int, token: str, method: str, path: str, body: Any) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        headers = {
+            "X-Auth-Token": token,
+            "Content-Type": "application/json",
+            "OpenStack-API-Version": "compute 2.52",
+        }
+        conn.request(method, path, serialization.dumps(body), headers)
+        r = conn.getresponse()
+        data = r.read()
+        return r.status, serialization.loads(data) if data else None
+    finally:
+        conn.close()
+
+
+@dataclasses.dataclass
+class Round:
+    concurrency: int
+    latencies: list[float]
+    errors: int
+    seconds: float
+
+
+def boots(port: int, token: str, watcher: Watcher, flavor: str, concurrency: int, total: int) -> Round:
+    per_client = max(total // concurrency, 1)
+    latencies: list[float] = []
+    errors = [0]
+    lock = threading.Lock()
+    start = threading.Barrier(concurrency + 1)
+
+    def client(c: int) -> None:
+        start.wait()
+        for i in range(per_client):
+            body = {"server": {"name": f"b{concurrency}-{c}-{i}", "flavorRef": flavor, "networks": "none"}}
+            began = time.perf_counter()
+            status, doc = send(port, token, "POST", "/v2.1/servers", body)
+            outcome = watcher.wait(doc["server"]["id"]) if status == 202 else None
+            with lock:
+                if outcome is not None and outcome[1] == "spawned":
+                    latencies.append(outcome[0] - began)
+                else:
+                    errors[0] += 1
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(concurrency)]
+    for t in threads:
+        t.start()
+    start.wait()
+    began = time.perf_counter()
+    for t in threads:
+        t.join()
+    return Round(concurrency, latencies, errors[0], time.perf_counter() - began)
+
+
+def floor(boots: int, tmp: Path) -> list[float]:
+    """What a simulated host does per boot, directly: define and start the guest on the test driver."""
+    conn = libvirt.open("test:///default")
+    driver = LibvirtDriver(lambda: conn, instances_path=tmp / "floor")
+    times: list[float] = []
+    try:
+        for _ in range(boots):
+            guest = GuestSpec(uuid=str(uuid.uuid4()), vcpus=1, memory_mb=256, boot=None, console_log="")
+            began = time.perf_counter()
+            driver.spawn(guest)
+            times.append(time.perf_counter() - began)
+            driver.destroy(guest.uuid)
+    finally:
+        conn.close()
+    return times
+
+
+def percentile(xs: list[float], q: float) -> float:
+    ordered = sorted(xs)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.bench_boot", description=__doc__)
+    parser.add_argument("--hosts", type=int, default=20)
+    parser.add_argument("--boots", type=int, default=100, help="boots per concurrency level")
+    parser.add_argument("--concurrency", default="1,10,50")
+    args = parser.parse_args(argv)
+    levels = [int(c) for c in args.concurrency.split(",")]
+    libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
+
+    with (
+        nats_server() as server,
+        postgres_admin_url() as (admin_url, pg_source),
+        tempfile.TemporaryDirectory(prefix="stratus-bench-boot-") as d,
+    ):
+        tmp = Path(d)
+        dbname = f"bench_boot_{uuid.uuid4().hex[:8]}"
+        port = free_port()
+        settings = dataclasses.replace(
+            Settings(),
+            nats_urls=(server.url,),
+            stream="BENCHB",
+            subject_prefix="bb.ev",
+            database_url=create_database(admin_url, dbname),
+            data_dir=tmp / "data",
+            token_key_file=tmp / "token.key",
+            api_bind=f"127.0.0.1:{port}",
+            fixed_network="",
+        )
+        try:
+            bootstrap.main(settings, PASSWORD)
+            env = {**os.environ, **settings.to_env(), "PYTHONPATH": str(ROOT)}
+            stratus = [sys.executable, "-m", "stratus.cli"]
+            parts = [
+                process([*stratus, "projector"], env, tmp / "projector.log"),
+                process([*stratus, "scheduler"], env, tmp / "scheduler.log"),
+                process(
+                    [*stratus, "simulate", "--hosts", str(args.hosts), "--vcpus", "512", "--memory-mb",
+                     str(2**21), "--disk-gb", "100000"],
+                    env, tmp / "simulate.log",
+                ),
+            ]  # fmt: skip
+            with contextlib.ExitStack() as stack:
+                for part in parts:
+                    stack.enter_context(part)
+                stack.enter_context(serving([*stratus, "api"], settings, port, tmp / "api.log", timeout=60))
+                token = _until(lambda: login(port), "a token")
+                project = _project_of(port, token)
+                status, _ = send(port, token, "PUT", f"/v2.1/os-quota-sets/{project}", {"quota_set": {
+                    "instances": -1, "cores": -1, "ram": -1}})  # fmt: skip
+                assert status == 200, status
+                status, doc = send(port, token, "POST", "/v2.1/flavors", {"flavor": {
+                    "name": "b.tiny", "ram": 256, "vcpus": 1, "disk": 1}})  # fmt: skip
+                assert status == 200, doc
+                flavor = doc["flavor"]["id"]
+                watcher = Watcher(settings).start()
+                try:
+                    try:
+                        _until(lambda: _hosts(port, token) >= args.hosts, f"{args.hosts} hosts")
+                    except RuntimeError:
+                        for log in sorted(tmp.glob("*.log")):
+                            print(f"== {log.name}\n{log.read_text()[-2000:]}", file=sys.stderr)
+                        raise
+                    print("\n".join(machine_lines({"postgresql": pg_source, "hosts": str(args.hosts)})))
+                    post_warm = boots(port, token, watcher, flavor, 1, 3)  # first requests warm the workers
+                    assert not post_warm.errors, post_warm
+                    rounds = []
+                    for c in levels:
+                        print(f"{c} concurrent (load {loadavg()})", flush=True)
+                        rounds.append(boots(port, token, watcher, flavor, c, args.boots))
+                finally:
+                    watcher.close()
+            direct = floor(args.boots, tmp)
+            print(f"load average at end: {loadavg()}")
+            print()
+            print(table(rounds, direct))
+        finally:
+            with contextlib.suppress(Exception):
+                drop_database(admin_url, dbname)
+    return 0
+
+
+def table(rounds: list[Round], direct: list[float]) -> str:
+    f50 = statistics.median(direct)
+    lines = [
+        "| concurrent boots | boots ACTIVE | errors | wall s | boots/s | POST→ACTIVE p50 ms | p99 ms "
+        "| p50 / floor p50 |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rounds:
+        p50, p99 = percentile(r.latencies, 0.5), percentile(r.latencies, 0.99)
+        lines.append(
+            f"| {r.concurrency} | {len(r.latencies)} | {r.errors} | {r.seconds:.1f} | "
+            f"{len(r.latencies) / r.seconds:.1f} | {1000 * p50:.0f} | {1000 * p99:.0f} | {p50 / f50:.0f} |"
+        )
+    lines.append(
+        f"| floor: `LibvirtDriver.spawn` on the test driver, one at a time | {len(direct)} | 0 | "
+        f"{sum(direct):.1f} | {len(direct) / sum(direct):.0f} | {1000 * f50:.1f} | "
+        f"{1000 * percentile(direct, 0.99):.1f} | 1 |"
+    )
+    return "\n".join(lines)
+
+
+def _until(probe: Any, what: str, timeout: float = 120) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = probe()
+            if value:
+                return value
+        except (OSError, RuntimeError, KeyError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no {what} after {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+def _get(port: int, token: str, path: str) -> Any:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", path, headers={"X-Auth-Token": token})
+        r = conn.getresponse()
+        return serialization.loads(r.read())
+    finally:
+        conn.close()
+
+
+def _project_of(port: int, token: str) -> str:
+    doc = _get(port, token, "/identity/v3/auth/projects")
+    return str(next(p["id"] for p in doc["projects"] if p["name"] == "admin"))
+
+
+def _hosts(port: int, token: str) -> int:
+    return len(_get(port, token, "/v2.1/os-hypervisors")["hypervisors"])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
