@@ -14,16 +14,48 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import re
 import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import nats
 import nats.errors
-from nats.aio.client import Client
+from nats.aio.client import Client as _NatsClient
 from nats.js import JetStreamContext
 
 from stratus.eventstore.errors import EventStoreUnavailable
+
+_CRLF = b"\r\n"
+_WHITESPACE = re.compile(r"\s")
+
+
+class Client(_NatsClient):
+    """nats-py's client (pinned in pyproject.toml), with its header parser doing the same work faster.
+
+    ``Client._parse_header_lines`` checks every header name for whitespace one character at a time
+    in a generator; with the ~29 headers a stored event carries that check alone was most of the
+    parse, and the parse most of every read path (docs/performance.md, "Read models: rebuild"). The
+    override keeps the library's rules exactly (CRLF lines, split at the first ``:``, names ASCII
+    without whitespace, values stripped and decoded as UTF-8 with replacement) and tests compare the
+    two on the same inputs (tests/test_eventstore_bridge_headers.py).
+    """
+
+    @staticmethod
+    def _parse_header_lines(raw: bytes) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for line in raw.split(_CRLF):
+            name, sep, value = line.partition(b":")
+            if not sep:
+                continue
+            try:
+                key = name.strip().decode("ascii")
+            except UnicodeDecodeError:
+                continue
+            if _WHITESPACE.search(key) is None:
+                out[key] = value.strip().decode("utf-8", "replace")
+        return out
+
 
 log = logging.getLogger(__name__)
 
