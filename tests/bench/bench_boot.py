@@ -5,12 +5,13 @@ Run: ``python -m tests.bench.bench_boot [--hosts 20] [--boots 100]`` (a few minu
 own nats-server (temporary store, free port) and uses PostgreSQL from ``DATABASE_URL``, else
 127.0.0.1:5432, else an embedded one, in a database of its own that it drops at the end. The control
 plane runs as deployed, each part in its own process: the API (gunicorn, 2 workers), the projector,
-one scheduler, and ``stratus simulate --hosts N`` (libvirt's test driver, one host definition per
-host). The bench seeds identity, takes a token, lifts the admin project's quota, creates a flavor,
-and then, for each concurrency C, runs C clients that each ``POST /servers`` (HTTP, one request at a
-time) and wait for their server's ``Instance.Spawned`` (or ``Faulted``) event on the log, followed by
-one reader (``tests.bench.bench_placement.Watcher``), so that nothing polls the API. Each boot's time
-is from just before its POST to the moment the reader sees ACTIVE recorded.
+``--schedulers`` schedulers (default 1), and ``stratus simulate --hosts N`` (libvirt's test driver,
+one host definition per host). The bench seeds identity, takes a token, lifts the admin project's
+quota, creates a flavor, and then, for each concurrency C, runs C clients that each ``POST
+/servers`` (HTTP, one request at a time) and wait for their server's ``Instance.Spawned`` (or
+``Faulted``) event on the log, followed by one reader (``tests.bench.bench_placement.Watcher``), so
+that nothing polls the API. Each boot's time is from just before its POST to the moment the reader
+sees ACTIVE recorded.
 
 The floor, in the same run: the same guest defined and started directly on libvirt's test driver
 (``LibvirtDriver.spawn``, what a simulated host does per boot), one at a time.
@@ -130,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hosts", type=int, default=20)
     parser.add_argument("--boots", type=int, default=100, help="boots per concurrency level")
     parser.add_argument("--concurrency", default="1,10,50")
+    parser.add_argument("--schedulers", type=int, default=1, help="scheduler processes")
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",")]
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
@@ -159,7 +161,10 @@ def main(argv: list[str] | None = None) -> int:
             stratus = [sys.executable, "-m", "stratus.cli"]
             parts = [
                 process([*stratus, "projector"], env, tmp / "projector.log"),
-                process([*stratus, "scheduler"], env, tmp / "scheduler.log"),
+                *(
+                    process([*stratus, "scheduler"], env, tmp / f"scheduler-{i}.log")
+                    for i in range(args.schedulers)
+                ),
                 process(
                     [*stratus, "simulate", "--hosts", str(args.hosts), "--vcpus", "512", "--memory-mb",
                      str(2**21), "--disk-gb", "100000"],
@@ -187,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
                         for log in sorted(tmp.glob("*.log")):
                             print(f"== {log.name}\n{log.read_text()[-2000:]}", file=sys.stderr)
                         raise
-                    print("\n".join(machine_lines({"postgresql": pg_source, "hosts": str(args.hosts)})))
+                    extra = {"postgresql": pg_source, "hosts": str(args.hosts)}
+                    extra["schedulers"] = str(args.schedulers)
+                    print("\n".join(machine_lines(extra)))
                     post_warm = boots(port, token, watcher, flavor, 1, 3)  # first requests warm the workers
                     assert not post_warm.errors, post_warm
                     rounds = []
