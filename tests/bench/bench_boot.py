@@ -72,12 +72,13 @@ class Round:
     latencies: list[float]
     errors: int
     seconds: float
+    why: dict[str, int] = dataclasses.field(default_factory=dict)  # what the errors were
 
 
 def boots(port: int, token: str, watcher: Watcher, flavor: str, concurrency: int, total: int) -> Round:
     per_client = max(total // concurrency, 1)
     latencies: list[float] = []
-    errors = [0]
+    why: dict[str, int] = {}
     lock = threading.Lock()
     start = threading.Barrier(concurrency + 1)
 
@@ -92,7 +93,8 @@ def boots(port: int, token: str, watcher: Watcher, flavor: str, concurrency: int
                 if outcome is not None and outcome[1] == "spawned":
                     latencies.append(outcome[0] - began)
                 else:
-                    errors[0] += 1
+                    reason = f"HTTP {status}" if status != 202 else (outcome[1] if outcome else "no answer")
+                    why[reason] = why.get(reason, 0) + 1
 
     threads = [threading.Thread(target=client, args=(c,)) for c in range(concurrency)]
     for t in threads:
@@ -101,7 +103,7 @@ def boots(port: int, token: str, watcher: Watcher, flavor: str, concurrency: int
     began = time.perf_counter()
     for t in threads:
         t.join()
-    return Round(concurrency, latencies, errors[0], time.perf_counter() - began)
+    return Round(concurrency, latencies, sum(why.values()), time.perf_counter() - began, why)
 
 
 def floor(boots: int, tmp: Path) -> list[float]:
@@ -207,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"load average at end: {loadavg()}")
             print()
             print(table(rounds, direct))
+            for r in rounds:
+                if r.why:
+                    print(f"errors at {r.concurrency} concurrent: {r.why}")
         finally:
             with contextlib.suppress(Exception):
                 drop_database(admin_url, dbname)
