@@ -190,6 +190,7 @@ def test_a_server_boots_to_active_and_is_deleted_everywhere(
     assert dom.isActive() and dom.name() == f"instance-{server_id}"
     assert dom.maxMemory() == 256 * 1024 and dom.maxVcpus() == 2
     hyp = _hypervisor(http, "e2e-compute")
+    assert hyp is not None
     assert (hyp["vcpus_used"], hyp["memory_mb_used"], hyp["local_gb_used"], hyp["running_vms"]) == (
         2,
         256,

@@ -161,8 +161,8 @@ def test_readers_read_members_act_admins_administer(stack: Stack) -> None:
     ):
         assert stack.request(method, path, P1).status_code == 403, path
         assert stack.request(method, path, ADMIN).status_code == 200, path
-    body = {"flavor": {"name": "x", "ram": 1, "vcpus": 1, "disk": 0}}
-    assert stack.request("POST", "/v2.1/flavors", P1, json=body).status_code == 403
+    flavor: dict[str, Any] = {"flavor": {"name": "x", "ram": 1, "vcpus": 1, "disk": 0}}
+    assert stack.request("POST", "/v2.1/flavors", P1, json=flavor).status_code == 403
     # another project's project is not there for a member
     p2 = stack.identities.project("p2")
     assert stack.request("GET", f"/identity/v3/projects/{p2}", P1).status_code == 404

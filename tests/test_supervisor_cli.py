@@ -183,7 +183,7 @@ def test_run_starts_the_control_plane_and_stops_it_on_sigterm(pg_tmp_path: Path)
             f"http://127.0.0.1:{port + 1}/v2.1/stratus/events?type=server&after=0",
             headers={"X-Auth-Token": _token(port, password)},
         )
-        seen = []
+        seen: list[bytes] = []
         with urllib.request.urlopen(watch, timeout=30) as stream:
             while not seen or not seen[-1].startswith(b"event: stratus.instance.spawned"):
                 seen.append(stream.readline())
