@@ -28,7 +28,14 @@ from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
 from commands.errors import ConflictingState, NotFound
 from commands.handlers import Handlers
-from commands.lifecycle import LifecycleHandlers, LockServer, RebuildServer, RequestAction, UnlockServer
+from commands.lifecycle import (
+    LifecycleHandlers,
+    LockServer,
+    RebuildServer,
+    RequestAction,
+    UnlockServer,
+    UnshelveServer,
+)
 from projections import instance_actions, queries
 from stratus import hostrpc
 from stratus.audit import history
@@ -37,6 +44,7 @@ from stratus.liveness import SCHEDULER_BINARY, Heartbeats, bucket_for
 
 # The body's member → our action key (``reboot`` picks soft or hard from its ``type``).
 _POWER_ACTIONS = {
+    "shelve": "shelve",
     "os-start": "start",
     "os-stop": "stop",
     "pause": "pause",
@@ -77,6 +85,7 @@ class ServerAction:
             "unlock": self._unlock,
             "os-getConsoleOutput": self._console_output,
             "rebuild": self._rebuild,
+            "unshelve": self._unshelve,
         }
 
     @falcon.before(policy.require("os_compute_api:servers:action"))
@@ -136,6 +145,13 @@ class ServerAction:
             row = queries.get_server(conn, server_id, scope)
         if row is not None:
             resp.media = {"server": servers.detail_view(req, row, actor)}
+
+    def _unshelve(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
+        actor: Actor = req.context.actor
+        command = UnshelveServer(server_id, auth.server_scope(actor), admin=auth.is_admin(actor))
+        with acting(req.context.command):
+            result = self._lifecycle.unshelve(command)
+        _accepted(resp, result.position)
 
     def _console_output(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         actor: Actor = req.context.actor

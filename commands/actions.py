@@ -61,6 +61,12 @@ ACTIONS: dict[str, PowerAction] = {
             "resume", "resume", (VmState.SUSPENDED,), (None,), TaskState.RESUMING,
             VmState.ACTIVE, PowerState.RUNNING, "compute_resume_instance",
         ),
+        # the guest is shut down and removed, the host's resources freed (Nova's shelve with
+        # shelved_offload_time = 0: offloaded at once); unshelve places it again (Instance.unshelve)
+        PowerAction(
+            "shelve", "shelve", (VmState.ACTIVE, VmState.STOPPED, VmState.PAUSED, VmState.SUSPENDED), (None,),
+            TaskState.SHELVING, VmState.SHELVED_OFFLOADED, PowerState.SHUTDOWN, "compute_shelve_instance",
+        ),
         # the guest is redefined from the server's new image and started (Nova: ACTIVE, STOPPED or ERROR)
         PowerAction(
             "rebuild", "rebuild", (VmState.ACTIVE, VmState.STOPPED, VmState.ERROR), (None,),

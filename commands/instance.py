@@ -27,6 +27,8 @@ _V2_DEFAULTS: dict[str, Any] = {
     "reservation_id": None,
 }
 MAX_TAGS = 50
+# Where a placed server's guest may be spawned: a new server, or a shelved one the scheduler placed.
+_SPAWNABLE = (VmState.BUILDING, VmState.SHELVED_OFFLOADED)
 MAX_METADATA_ITEMS = 128  # Nova's default metadata_items quota
 
 
@@ -143,8 +145,18 @@ class Instance(Aggregate):
             )
 
     # -- scheduling -----------------------------------------------------------------------------
+    @property
+    def awaiting_host(self) -> bool:
+        """Waiting for the scheduler: a new server, or a shelved one being unshelved."""
+        return (self.vm_state, self.task_state) in (
+            (VmState.BUILDING, TaskState.SCHEDULING),
+            (VmState.SHELVED_OFFLOADED, TaskState.UNSHELVING),
+        )
+
     def schedule(self, host: str) -> None:
-        self._guard("schedule", (VmState.BUILDING,), (TaskState.SCHEDULING,))
+        self._ensure_exists()
+        if not self.awaiting_host:
+            self._guard("schedule", (VmState.BUILDING,), (TaskState.SCHEDULING,))
         self._scheduled(host)
 
     @event("Scheduled")
@@ -169,7 +181,7 @@ class Instance(Aggregate):
 
     # -- spawning on the host -------------------------------------------------------------------
     def start_spawning(self, host: str) -> None:
-        self._guard("spawn", (VmState.BUILDING,), (None,))
+        self._guard("spawn", _SPAWNABLE, (None,))
         if self.host != host:
             raise InvalidState(f"Instance {self.id} is placed on {self.host}, not on {host}")
         self._spawning_started()
@@ -179,7 +191,7 @@ class Instance(Aggregate):
         self.task_state = TaskState.SPAWNING
 
     def finish_spawning(self, power_state: int) -> None:
-        self._guard("spawn", (VmState.BUILDING,), (TaskState.SPAWNING,))
+        self._guard("spawn", _SPAWNABLE, (TaskState.SPAWNING,))
         self._spawned(power_state)
 
     @event("Spawned")
@@ -288,6 +300,31 @@ class Instance(Aggregate):
     @event("ActionRequested")
     def _action_requested(self, action: str, task_state: str) -> None:
         self.task_state = task_state
+
+    def offload(self) -> None:
+        """The host removed the shelved guest: the server is on no host now (its resources go back)."""
+        self._ensure_exists()
+        if self.vm_state != VmState.SHELVED_OFFLOADED or self.host is None:
+            raise InvalidState(f"Instance {self.id} is not a shelved server on a host")
+        self._offloaded(self.host)
+
+    @event("Offloaded")
+    def _offloaded(self, host: str) -> None:
+        self.host = None
+
+    def unshelve(self, *, admin: bool) -> None:
+        """Nova's unshelve of an offloaded server: the scheduler places it again, the host spawns it."""
+        self._ensure_exists()
+        self._check_lock(admin)
+        if self.vm_state != VmState.SHELVED_OFFLOADED or self.task_state is not None:
+            raise InvalidState(
+                f"Cannot 'unshelve' instance {self.id} while it is in vm_state {self.vm_state}"
+            )
+        self._unshelve_requested()
+
+    @event("UnshelveRequested")
+    def _unshelve_requested(self) -> None:
+        self.task_state = TaskState.UNSHELVING
 
     def rebuild(self, image_ref: str, image: dict[str, Any] | None, *, admin: bool) -> None:
         """Nova's rebuild: the server keeps its id, flavor, addresses and host and boots a new image.

@@ -40,6 +40,13 @@ class RebuildServer:
 
 
 @dataclass(frozen=True)
+class UnshelveServer:
+    server_id: str
+    project_id: str | None
+    admin: bool = False
+
+
+@dataclass(frozen=True)
 class FinishAction:
     server_id: str
     action: str
@@ -97,6 +104,30 @@ class LifecycleHandlers:
             image = self._h.bootable_image(cmd.image_ref, scope, ram, disk)
             inst.rebuild(image.image_id, image.boot_snapshot(), admin=cmd.admin)
             return Result(cmd.server_id, self._h._save(inst))
+
+        return self._h._retrying(decide)
+
+    def unshelve(self, cmd: UnshelveServer) -> Result:
+        def decide() -> Result:
+            inst = self._h.instance(cmd.server_id, cmd.project_id)
+            inst.unshelve(admin=cmd.admin)
+            return Result(cmd.server_id, self._h._save(inst))
+
+        return self._h._retrying(decide)
+
+    def finish_offload(self, cmd: FinishAction) -> Result:
+        """The host shelved and removed the guest: the shelve is done, the server leaves the host and
+        the host's resources are free, in one append (the quota stays charged, as Nova's)."""
+
+        def decide() -> Result:
+            inst = self._h.instance(cmd.server_id)
+            inst.finish_action(cmd.action, cmd.power_state)
+            host = self._h.host(inst.host) if inst.host else None
+            inst.offload()
+            if host is None:
+                return Result(cmd.server_id, self._h._save(inst))
+            host.release(inst.server_id)
+            return Result(cmd.server_id, self._h._save(inst, host))
 
         return self._h._retrying(decide)
 

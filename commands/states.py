@@ -35,6 +35,8 @@ class TaskState:
     SUSPENDING = "suspending"
     RESUMING = "resuming"
     REBUILDING = "rebuilding"
+    SHELVING = "shelving"
+    UNSHELVING = "unshelving"
 
 
 class PowerState:
@@ -79,10 +81,15 @@ _ACTIVE_STATUS_BY_TASK = {
 }
 
 
+_REBUILD_TASKS = ("rebuilding", "rebuild_block_device_mapping", "rebuild_spawning")
+
+
 def api_status(vm_state: str, task_state: str | None) -> str:
     """The `status` Nova's API shows for a vm_state/task_state pair."""
     if vm_state == VmState.ACTIVE and task_state in _ACTIVE_STATUS_BY_TASK:
         return _ACTIVE_STATUS_BY_TASK[task_state]
     if vm_state == VmState.STOPPED and task_state == "resize_prep":
         return "RESIZE"
+    if vm_state in (VmState.STOPPED, VmState.ERROR) and task_state in _REBUILD_TASKS:
+        return "REBUILD"
     return _STATUS_BY_VM_STATE.get(vm_state, "UNKNOWN")

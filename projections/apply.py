@@ -76,6 +76,14 @@ def instance_tags_updated(row: Row, event: Any, position: int) -> Row:
     return _instance(row, event, position, tags=list(event.tags))
 
 
+def instance_offloaded(row: Row, event: Any, position: int) -> Row:
+    return _instance(row, event, position, host=None)
+
+
+def instance_unshelve_requested(row: Row, event: Any, position: int) -> Row:
+    return _instance(row, event, position, task_state=TaskState.UNSHELVING)
+
+
 def instance_image_changed(row: Row, event: Any, position: int) -> Row:
     return _instance(row, event, position, image_ref=event.image_ref or "", image=event.image)
 

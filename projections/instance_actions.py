@@ -72,7 +72,13 @@ def nova_time(rfc3339: str) -> str:
     )
 
 
-_STARTERS = {"requested": "create", "deletionrequested": "delete", "locked": "lock", "unlocked": "unlock"}
+_STARTERS = {
+    "requested": "create",
+    "deletionrequested": "delete",
+    "locked": "lock",
+    "unlocked": "unlock",
+    "unshelverequested": "unshelve",
+}
 
 
 def fold(envelopes: list[Envelope]) -> list[InstanceAction]:
@@ -97,7 +103,7 @@ def fold(envelopes: list[Envelope]) -> list[InstanceAction]:
 
 
 def _started(action: InstanceAction, kind: str, data: dict[str, Any], when: str) -> None:
-    if kind == "requested":
+    if kind in ("requested", "unshelverequested"):
         action.events.append(ActionEvent(SCHEDULE_EVENT, when))
     elif kind == "deletionrequested":
         action.events.append(ActionEvent(DELETE_EVENT, when))

@@ -65,6 +65,8 @@ InstanceActionFailed: type = Instance.ActionFailed  # type: ignore[attr-defined]
 InstancePowerStateSynced: type = Instance.PowerStateSynced  # type: ignore[attr-defined]
 InstanceLocked: type = Instance.Locked  # type: ignore[attr-defined]
 InstanceImageChanged: type = Instance.ImageChanged  # type: ignore[attr-defined]
+InstanceOffloaded: type = Instance.Offloaded  # type: ignore[attr-defined]
+InstanceUnshelveRequested: type = Instance.UnshelveRequested  # type: ignore[attr-defined]
 InstanceUnlocked: type = Instance.Unlocked  # type: ignore[attr-defined]
 HostRegistered: type = Host.Registered  # type: ignore[attr-defined]
 HostInstanceClaimed: type = Host.InstanceClaimed  # type: ignore[attr-defined]
@@ -296,7 +298,7 @@ class ReadModels(Projection[ReadModelView]):
         InstanceDeletionRequested, InstanceDeleted,
         InstanceUpdated, InstanceMetadataUpdated, InstanceTagsUpdated,
         InstanceActionRequested, InstanceActionFinished, InstanceActionFailed, InstancePowerStateSynced,
-        InstanceLocked, InstanceUnlocked, InstanceImageChanged,
+        InstanceLocked, InstanceUnlocked, InstanceImageChanged, InstanceOffloaded, InstanceUnshelveRequested,
         HostRegistered, HostInstanceClaimed, HostInstanceReleased,
         FlavorCreated, FlavorDeleted,
         *identity.HANDLED,
@@ -393,6 +395,14 @@ class ReadModels(Projection[ReadModelView]):
     @process_event.register(InstanceTagsUpdated)
     def _(self, e: Any, tracking: Tracking) -> None:
         self._instance(apply.instance_tags_updated, e, tracking)
+
+    @process_event.register(InstanceOffloaded)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_offloaded, e, tracking)
+
+    @process_event.register(InstanceUnshelveRequested)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_unshelve_requested, e, tracking)
 
     @process_event.register(InstanceImageChanged)
     def _(self, e: Any, tracking: Tracking) -> None:

@@ -31,6 +31,7 @@ from tests.test_api import (  # noqa: F401
 from tests.test_api_catalog import upload
 from tests.test_hypervisor import FAST_RETRY, HOST, Worker, conn, eventually  # noqa: F401
 from workers import hypervisor
+from workers import scheduler as scheduler_worker
 from workers.libvirt_driver import LibvirtDriver
 from workers.scheduler import SCHEDULER
 
@@ -237,3 +238,42 @@ def test_rebuild_boots_the_new_image_on_the_same_host(cloud: Cloud) -> None:
     assert_fault(cloud.action(server, unknown), 400, "badRequest", "could not be found")
     assert_fault(cloud.action(server, {"rebuild": {"imageRef": image["id"]}}, who=P2), 404, "itemNotFound")
     assert_fault(cloud.action(server, {"rebuild": {"imageRef": image["id"], "x": 1}}), 400, "badRequest")
+
+
+def test_shelve_frees_the_host_and_unshelve_places_it_again(
+    cloud: Cloud, api_settings: Settings, bridge: NatsBridge
+) -> None:
+    server = active_server(cloud)
+
+    def vcpus_used(after: int) -> int:
+        (host,) = cloud.stack.get("/v2.1/os-hypervisors/detail", ADMIN, after=after).json["hypervisors"]
+        return int(host["vcpus_used"])
+
+    r = cloud.action(server, {"shelve": None})
+    assert r.status_code == 202, r.text
+    shelved = cloud.settled(server, "SHELVED_OFFLOADED", after=int(r.headers["X-Stratus-Position"]))
+    assert shelved["hostId"] == "" and shelved["OS-EXT-STS:power_state"] == 4
+    with pytest.raises(libvirt.libvirtError):
+        cloud.conn.lookupByUUIDString(server)  # offloaded: no domain left on the host
+    assert vcpus_used(int(r.headers["X-Stratus-Position"])) == 0  # the host's resources are free
+    assert_fault(cloud.action(server, {"shelve": None}), 409, "conflictingRequest", "shelved_offloaded")
+    assert_fault(cloud.action(server, {"os-start": None}), 409, "conflictingRequest")
+
+    settings = dataclasses.replace(api_settings, host_name=HOST)
+
+    def schedule(stop: threading.Event) -> None:
+        scheduler_worker.run(settings, bridge=bridge, app=cloud.stack.handlers.app, stop=stop, poll=0.1)
+
+    placing = Worker(schedule)
+    try:
+        r = cloud.action(server, {"unshelve": None})
+        assert r.status_code == 202, r.text
+        back = cloud.settled(server, "ACTIVE", after=int(r.headers["X-Stratus-Position"]))
+    finally:
+        placing.close()
+    assert back["hostId"] != "" and back["OS-EXT-STS:power_state"] == 1
+    assert cloud.conn.lookupByUUIDString(server).state()[0] == libvirt.VIR_DOMAIN_RUNNING
+    assert vcpus_used(0) == 1
+    events = cloud.stack.get(f"/v2.1/servers/{server}/os-instance-actions", P1).json["instanceActions"]
+    assert [e["action"] for e in events[:2]] == ["unshelve", "shelve"]
+    assert_fault(cloud.action(server, {"unshelve": None}), 409, "conflictingRequest", "unshelve")

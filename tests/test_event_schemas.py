@@ -72,6 +72,7 @@ from commands.lifecycle import (
     RequestAction,
     SyncPowerState,
     UnlockServer,
+    UnshelveServer,
 )
 from commands.network import FixedNetwork
 from commands.operations import (
@@ -257,7 +258,15 @@ def _catalog_scenario(handlers: Handlers) -> None:
     handlers.place_instance(PlaceInstance(server, "c1"))
     handlers.start_spawning(StartSpawning(server, "c1"))
     handlers.finish_spawning(FinishSpawning(server, PowerState.RUNNING))
-    LifecycleHandlers(handlers).rebuild(RebuildServer(server, "p1", root))
+    lifecycle = LifecycleHandlers(handlers)
+    lifecycle.rebuild(RebuildServer(server, "p1", root))
+    lifecycle.finish_action(FinishAction(server, "rebuild", PowerState.RUNNING))
+    lifecycle.request_action(RequestAction(server, "p1", "shelve"))
+    lifecycle.finish_offload(FinishAction(server, "shelve", PowerState.SHUTDOWN))
+    lifecycle.unshelve(UnshelveServer(server, "p1"))
+    handlers.place_instance(PlaceInstance(server, "c1"))
+    handlers.start_spawning(StartSpawning(server, "c1"))
+    handlers.finish_spawning(FinishSpawning(server, PowerState.RUNNING))
     handlers.delete_server(DeleteServer(server, "p1"))
     handlers.finish_deletion(FinishDeletion(server))
     catalog.delete_image(DeleteImage(root, "p1"))

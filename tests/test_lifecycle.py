@@ -40,7 +40,8 @@ from tests.test_hypervisor import (  # noqa: F401  (fixtures)
     start_hypervisor,
 )
 from workers.libvirt_driver import LibvirtDriver
-from workers.power import ACTION_FAILED
+from workers.outcome import DONE
+from workers.power import ACTION_FAILED, PowerActions
 from workers.virt import PermanentVirtError, TemporaryVirtError
 
 _LIBVIRT_STATE = {
@@ -285,3 +286,20 @@ def test_the_host_answers_console_output_over_nats(
     assert e.value.code == hostrpc.NOT_FOUND
     with pytest.raises(hostrpc.HostUnavailable):
         hostrpc.ask(bridge, "no-such-host", hostrpc.CONSOLE, {"server_id": server}, timeout=0.5)
+
+
+def test_a_shelve_replayed_after_the_guest_was_removed_still_finishes(
+    handlers: Handlers, driver: LibvirtDriver, conn: libvirt.virConnect, active: tuple[str, Worker]
+) -> None:
+    """The worker died between removing the guest and recording it: the redelivered shelve finds no
+    guest, and finishes as if it had removed it (offloaded, the host's claim released)."""
+    server, worker = active
+    worker.close()  # the host's worker is down while the shelve is asked for
+    LifecycleHandlers(handlers).request_action(RequestAction(server, "p1", "shelve"))
+    driver.destroy(server)  # what the worker had done before it died
+    assert PowerActions(handlers, driver, HOST).handle("shelve", server, 2) is DONE
+    inst = handlers.instance(server)
+    assert (inst.vm_state, inst.task_state, inst.host) == (VmState.SHELVED_OFFLOADED, None, None)
+    assert server not in handlers.host(HOST).claims
+    with pytest.raises(libvirt.libvirtError):
+        conn.lookupByUUIDString(server)

@@ -142,7 +142,7 @@ class Compute:
 
     def _spawn(self, server_id: str, attempt: int) -> Outcome:
         inst = self._load(server_id)
-        if inst is None or inst.vm_state != VmState.BUILDING:
+        if inst is None or inst.vm_state not in (VmState.BUILDING, VmState.SHELVED_OFFLOADED):
             return DONE  # gone, elsewhere, or already spawned or failed: a replay
         if inst.task_state is None:
             try:

@@ -68,13 +68,14 @@ class Placement:
             inst = self._handlers.instance(server_id)
         except NotFound:
             return DONE  # deleted before it was placed
-        if inst.vm_state != VmState.BUILDING or inst.task_state != TaskState.SCHEDULING:
+        if not inst.awaiting_host:
             return DONE  # placed or failed already: a redelivery
         need = Resources.of_flavor(inst.flavor)
         group = self._handlers.server_group_of(server_id)
         required, forbidden = traits_of(self._extra_specs(inst.flavor))
         request = Request(server_id, need, inst.availability_zone, group, required, forbidden)
-        if group is None and inst.reservation_id and position and self._siblings is not None:
+        building = inst.vm_state == VmState.BUILDING  # an unshelve is never part of a multi-create
+        if building and group is None and inst.reservation_id and position and self._siblings is not None:
             together = self._siblings(inst.reservation_id, position)
             if len(together) > 1 and together[0] == server_id:
                 return self._place_together(together, request)
@@ -169,7 +170,7 @@ class Placement:
     def _fail(self, server_id: str, details: str) -> Outcome:
         try:
             inst = self._handlers.instance(server_id)
-            if inst.task_state != TaskState.SCHEDULING:
+            if not inst.awaiting_host:
                 return DONE  # placed by another scheduler after all, or being deleted
             log.warning("place %s: %s %s", server_id, NO_VALID_HOST, details)
             self._handlers.fail_instance(FailInstance(server_id, NoValidHost.code, NO_VALID_HOST, details))

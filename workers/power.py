@@ -22,6 +22,7 @@ from commands.errors import Conflict, InvalidState, NotFound
 from commands.handlers import Handlers
 from commands.instance import Instance
 from commands.lifecycle import FailAction, FinishAction, LifecycleHandlers
+from commands.states import PowerState
 from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
 from workers.virt import DomainNotFound, PermanentVirtError, PowerDriver, TemporaryVirtError, VirtError
 
@@ -83,6 +84,8 @@ class PowerActions:
         try:
             if key == "rebuild" and self._respawn is not None:
                 power_state = self._respawn(server_id)
+            elif key == "shelve":
+                power_state = self._offload(self._driver, server_id)
             else:
                 power_state = self._carry_out(self._driver, key, server_id)
         except DomainNotFound as e:
@@ -98,9 +101,19 @@ class PowerActions:
         except PermanentVirtError as e:
             return self._failed(key, server_id, e, attempt)
         # A delete that overtook the action refuses this; its own message tears the guest down.
+        finish = self._lifecycle.finish_offload if key == "shelve" else self._lifecycle.finish_action
         with contextlib.suppress(InvalidState, NotFound):
-            self._lifecycle.finish_action(FinishAction(server_id, key, power_state))
+            finish(FinishAction(server_id, key, power_state))
         return DONE
+
+    @staticmethod
+    def _offload(driver: PowerDriver, server_id: str) -> int:
+        """A clean shutdown first, as Nova's shelve, then the guest's removal. A redelivery after a
+        crash between the two finds no guest: it is gone either way."""
+        with contextlib.suppress(DomainNotFound):
+            driver.power_off(server_id)
+        driver.destroy(server_id)
+        return PowerState.SHUTDOWN
 
     @staticmethod
     def _carry_out(driver: PowerDriver, key: str, server_id: str) -> int:

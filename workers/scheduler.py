@@ -46,9 +46,14 @@ DURABLE = "scheduler"
 
 
 def subjects(settings: Settings) -> tuple[str, str]:
-    """(what the scheduler consumes, what feeds its host view)."""
+    """(new servers to place, what feeds its host view)."""
     layout = SubjectLayout(settings.subject_prefix)
     return layout.topic_filter(get_topic(Instance.Requested)), layout.kind_filter("host")  # type: ignore[attr-defined]
+
+
+def unshelves(settings: Settings) -> str:
+    """Shelved servers to place again."""
+    return SubjectLayout(settings.subject_prefix).topic_filter(get_topic(Instance.UnshelveRequested))  # type: ignore[attr-defined]
 
 
 def run(
@@ -81,7 +86,9 @@ def run(
         multipliers=Multipliers.from_env(),
         siblings=siblings_reader(app, requested),
     )
-    consumer = DurableConsumer(bridge, stream=settings.stream, durable=durable, filter_subjects=[requested])
+    consumer = DurableConsumer(
+        bridge, stream=settings.stream, durable=durable, filter_subjects=[requested, unshelves(settings)]
+    )
     consumer.open()
 
     def handle(d: Delivery) -> Outcome:
