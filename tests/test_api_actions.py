@@ -220,7 +220,8 @@ def test_rebuild_boots_the_new_image_on_the_same_host(cloud: Cloud) -> None:
     r = cloud.action(server, {"rebuild": {"imageRef": image["id"]}})
     assert r.status_code == 202, r.text
     answered = r.json["server"]
-    assert (answered["status"], answered["image"]["id"], answered["id"]) == ("REBUILD", image["id"], server)
+    assert (answered["image"]["id"], answered["id"]) == (image["id"], server)
+    assert answered["status"] in ("REBUILD", "ACTIVE")  # as read back: the test driver may be done already
     shown = cloud.settled(server, "ACTIVE", after=int(r.headers["X-Stratus-Position"]))
     assert shown["image"]["id"] == image["id"] and shown["OS-EXT-STS:power_state"] == 1
     guest = cloud.conn.lookupByUUIDString(server)

@@ -47,7 +47,8 @@ def test_server_actions_with_the_cli(cloud: Cloud, tmp_path: Path) -> None:
         "--container-format", "bare", "img2",
     )  # fmt: skip
     rebuilt = cloud.openstack("server", "rebuild", "--image", "img2", "vm")
-    assert rebuilt["image"].startswith("img2") and rebuilt["status"] == "REBUILD", rebuilt
+    # the CLI shows the server as it reads it back: still rebuilding, or already done on the test driver
+    assert rebuilt["image"].startswith("img2") and rebuilt["status"] in ("REBUILD", "ACTIVE"), rebuilt
     assert _settled(cloud, "vm", "ACTIVE")["image"].startswith("img2")
 
     events = cloud.openstack("server", "event", "list", "vm")
