@@ -8,6 +8,7 @@ is refused by the guard (409) instead of being half-applied.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -174,9 +175,14 @@ class LifecycleHandlers:
 # -- reconciliation: what the host found --------------------------------------------------------
 @dataclass(frozen=True)
 class SyncPowerState:
+    """What the host saw of a server's guest. ``observe``, when given, looks again once the server
+    has been loaded, so that what is compared is never older than the log state it is compared
+    with (a spawn or action finishing in between then makes the append conflict and re-decide)."""
+
     server_id: str
     observed: int
     missing: bool = False
+    observe: Callable[[], tuple[int, bool]] | None = None
 
 
 @dataclass(frozen=True)
@@ -196,7 +202,8 @@ class ReconciliationHandlers:
 
         def decide() -> bool:
             inst = self._h.instance(cmd.server_id)
-            if not inst.sync_power_state(cmd.observed, missing=cmd.missing):
+            observed, missing = cmd.observe() if cmd.observe is not None else (cmd.observed, cmd.missing)
+            if not inst.sync_power_state(observed, missing=missing):
                 return False
             self._h._save(inst)
             return True

@@ -4,6 +4,7 @@ Stratus's back, and stray guests (orphans of deleted instances are destroyed, un
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +31,7 @@ from tests.test_hypervisor import (  # noqa: F401  (fixtures)
 )
 from workers.libvirt_driver import EventLoop, LibvirtDriver, domain_xml
 from workers.reconcile import Reconciler
-from workers.virt import GuestSpec
+from workers.virt import DomainInfo, GuestSpec
 
 
 def census(handlers: Handlers) -> GuestCensus:
@@ -61,6 +62,30 @@ def test_a_guest_that_stopped_on_its_own_is_recorded_shutoff(
     eventually(lambda: handlers.instance(server).task_state is None)
     inst = handlers.instance(server)
     assert inst.vm_state == VmState.ACTIVE and conn.lookupByUUIDString(server).isActive()
+
+
+class ListedMidSpawn(LibvirtDriver):
+    """A listing taken while a spawn was between ``defineXML`` and ``create``: every guest it shows
+    is shut off, whatever libvirt says a moment later."""
+
+    def list_domains(self) -> list[DomainInfo]:
+        return [dataclasses.replace(d, power_state=PowerState.SHUTDOWN) for d in super().list_domains()]
+
+
+def test_a_listing_older_than_the_server_it_is_compared_with_records_nothing(
+    handlers: Handlers,
+    driver: LibvirtDriver,
+    conn: libvirt.virConnect,
+    start_hypervisor: Callable[..., Worker],
+) -> None:
+    start_hypervisor(driver)
+    server = create_and_place(handlers)
+    eventually(lambda: settled(handlers, server))
+    version = handlers.instance(server).version
+    stale = ListedMidSpawn(lambda: conn, instances_path=Path("/nonexistent"))
+    assert Reconciler(handlers, stale, HOST).once() == 0  # the guest runs now: nothing to record
+    inst = handlers.instance(server)
+    assert (inst.vm_state, inst.power_state, inst.version) == (VmState.ACTIVE, PowerState.RUNNING, version)
 
 
 def test_a_guest_that_vanished_puts_its_server_in_error(

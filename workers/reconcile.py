@@ -13,11 +13,14 @@ there (the host's claims):
 Servers with a task (a spawn, an action, a delete under way) are skipped: the step under way owns
 the guest. Events are recorded only when something changed, so a quiet host adds nothing to the log.
 Domains are listed before the claims are read: a guest is only ever created after its claim, so a
-guest being spawned is never taken for a stray.
+guest being spawned is never taken for a stray. A server's power state is read again after the server
+is loaded from the log and before its sync is appended under the server's version: a listing taken
+while a spawn was between ``defineXML`` and ``create`` once recorded a just-spawned server SHUTOFF.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 
@@ -43,6 +46,14 @@ class Reconciler:
         self._driver = driver
         self.hostname = hostname
 
+    def _observe(self, uuid: str) -> tuple[int, bool]:
+        """The guest's power state now, looked at after its server was loaded (the listing in
+        ``once`` may predate the end of a spawn or action the loaded server already shows)."""
+        try:
+            return self._driver.power_state(uuid), False
+        except DomainNotFound:
+            return PowerState.NOSTATE, True
+
     def once(self) -> int:
         """One comparison; how many servers or strays it recorded something for."""
         domains = {d.uuid: d for d in self._driver.list_domains()}
@@ -54,12 +65,14 @@ class Reconciler:
         for server_id in sorted(claimed):
             dom = domains.get(server_id)
             observed = dom.power_state if dom is not None else PowerState.NOSTATE
+            observe = functools.partial(self._observe, server_id)
+            command = SyncPowerState(server_id, observed, missing=dom is None, observe=observe)
             try:
-                changed = self._rec.sync_power_state(SyncPowerState(server_id, observed, missing=dom is None))
+                changed = self._rec.sync_power_state(command)
             except NotFound:
                 continue  # deleted meanwhile
             if changed:
-                log.warning("server %s: hypervisor reports power state %d, recorded", server_id, observed)
+                log.warning("server %s: hypervisor reports power state %d, recorded", server_id, observe()[0])
                 recorded += 1
         strays: dict[str, tuple[str, int, str]] = {}
         for uuid, dom in sorted(domains.items()):
