@@ -111,6 +111,11 @@ class ServerAction:
     def _lock(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         actor: Actor = req.context.actor
         reason = (body["value"] or {}).get("locked_reason")
+        if reason is not None and not at_least(req, 73):
+            raise BadRequest(
+                "Invalid input for field/attribute lock. Additional properties are not allowed "
+                "('locked_reason' was unexpected; it needs microversion 2.73)"
+            )
         command = LockServer(server_id, auth.server_scope(actor), admin=auth.is_admin(actor), reason=reason)
         with acting(req.context.command):
             result = self._lifecycle.lock(command)

@@ -152,7 +152,10 @@ def test_illegal_or_malformed_actions_are_refused_as_nova_does(cloud: Cloud) -> 
 
 def test_a_locked_server_answers_409_to_its_owner_and_obeys_an_admin(cloud: Cloud) -> None:
     server = active_server(cloud)
-    assert cloud.action(server, {"lock": {"locked_reason": "backup"}}).status_code == 202
+    # a reason needs 2.73, above what Stratus serves: refused, as Nova refuses it before 2.73
+    reason = {"lock": {"locked_reason": "backup"}}
+    assert_fault(cloud.action(server, reason), 400, "badRequest", "locked_reason")
+    assert cloud.action(server, {"lock": None}).status_code == 202
     assert_fault(
         cloud.action(server, {"os-stop": None}), 409, "conflictingRequest", f"Instance {server} is locked"
     )
