@@ -29,6 +29,7 @@ from tests.test_hypervisor import (  # noqa: F401  (fixtures)
     settled,
     start_hypervisor,
 )
+from tests.test_lifecycle import active  # noqa: F401  (a fixture, requested by name)
 from workers.libvirt_driver import EventLoop, LibvirtDriver, domain_xml
 from workers.reconcile import Reconciler
 from workers.virt import DomainInfo, GuestSpec
@@ -73,14 +74,9 @@ class ListedMidSpawn(LibvirtDriver):
 
 
 def test_a_listing_older_than_the_server_it_is_compared_with_records_nothing(
-    handlers: Handlers,
-    driver: LibvirtDriver,
-    conn: libvirt.virConnect,
-    start_hypervisor: Callable[..., Worker],
+    handlers: Handlers, conn: libvirt.virConnect, active: tuple[str, Worker]
 ) -> None:
-    start_hypervisor(driver)
-    server = create_and_place(handlers)
-    eventually(lambda: settled(handlers, server))
+    server, _ = active
     version = handlers.instance(server).version
     stale = ListedMidSpawn(lambda: conn, instances_path=Path("/nonexistent"))
     assert Reconciler(handlers, stale, HOST).once() == 0  # the guest runs now: nothing to record

@@ -48,7 +48,7 @@ from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.envelope import decode_message
 from tests.bench.harness import Bench, CpuMeter, loadavg, machine_lines, nats_server
-from tests.fixtures.processes import free_port
+from tests.fixtures.processes import free_port, stop
 from workers import scheduler, simulator
 from workers.simulator import HostShape, SimulatedCloud, host_names
 
@@ -90,11 +90,7 @@ def process(cmd: list[str], env: dict[str, str], log: Path) -> Iterator[subproce
     try:
         yield p
     finally:
-        p.terminate()
-        try:
-            p.wait(20)
-        except subprocess.TimeoutExpired:
-            p.kill()
+        stop(p, 20)
 
 
 # -- part 1: boots --------------------------------------------------------------------------------
