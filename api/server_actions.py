@@ -36,6 +36,7 @@ from commands.lifecycle import (
     UnlockServer,
     UnshelveServer,
 )
+from commands.migration import MigrateServer, MigrationHandlers, ResizeDecision, ResizeServer
 from projections import instance_actions, queries
 from stratus import hostrpc
 from stratus.audit import history
@@ -75,6 +76,7 @@ class ServerAction:
         self._handlers = handlers
         self._read = read
         self._lifecycle = LifecycleHandlers(handlers)
+        self._moves = MigrationHandlers(handlers)
         self._validator = validators["servers.action"]
         self._max_body = max_body_bytes
         self._console_timeout = console_timeout
@@ -86,6 +88,11 @@ class ServerAction:
             "os-getConsoleOutput": self._console_output,
             "rebuild": self._rebuild,
             "unshelve": self._unshelve,
+            "shelveOffload": self._shelve_offload,
+            "resize": self._resize,
+            "migrate": self._migrate,
+            "confirmResize": self._confirm_resize,
+            "revertResize": self._revert_resize,
         }
 
     @falcon.before(policy.require("os_compute_api:servers:action"))
@@ -156,6 +163,59 @@ class ServerAction:
         command = UnshelveServer(server_id, auth.server_scope(actor), admin=auth.is_admin(actor))
         with acting(req.context.command):
             result = self._lifecycle.unshelve(command)
+        _accepted(resp, result.position)
+
+    def _shelve_offload(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
+        """Nova's shelveOffload of a SHELVED server. Stratus offloads at shelve (Nova's
+        ``shelved_offload_time = 0``), so a server is never left SHELVED: Nova's 409 for any other state."""
+        actor: Actor = req.context.actor
+        auth.require_admin(actor, "os_compute_api:os-shelve:shelve_offload")
+        self._handlers.instance(server_id).request_shelve_offload()
+
+    # -- resize and cold migration (commands.migration) -----------------------------------------
+    def _resize(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
+        actor: Actor = req.context.actor
+        scope = auth.server_scope(actor)
+        self._handlers.instance(server_id, scope)  # 404 for a server the caller cannot see
+        flavor_ref = str(body["value"]["flavorRef"]).rstrip("/").rsplit("/", 1)[-1]
+        command = ResizeServer(server_id, scope, flavor_ref, admin=auth.is_admin(actor))
+        try:
+            with acting(req.context.command):
+                result = self._moves.resize(command)
+        except NotFound as e:  # the flavor: the request's fault (Nova: 400)
+            raise BadRequest(e.message) from e
+        _accepted(resp, result.position)
+
+    def _migrate(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
+        actor: Actor = req.context.actor
+        auth.require_admin(actor, "os_compute_api:os-migrate-server:migrate")
+        host = (body["value"] or {}).get("host")
+        if "host" in (body["value"] or {}) and not at_least(req, 56):
+            raise BadRequest(
+                "Invalid input for field/attribute migrate. Additional properties are not allowed "
+                "('host' was unexpected; it needs microversion 2.56)"
+            )
+        self._handlers.instance(server_id)
+        try:
+            with acting(req.context.command):
+                result = self._moves.migrate(MigrateServer(server_id, host))
+        except NotFound as e:  # the target host (Nova: 400)
+            raise BadRequest(e.message) from e
+        _accepted(resp, result.position)
+
+    def _confirm_resize(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
+        actor: Actor = req.context.actor
+        command = ResizeDecision(server_id, auth.server_scope(actor), admin=auth.is_admin(actor))
+        with acting(req.context.command):
+            result = self._moves.confirm(command)
+        resp.status = falcon.HTTP_204
+        resp.set_header(POSITION_HEADER, str(result.position))
+
+    def _revert_resize(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
+        actor: Actor = req.context.actor
+        command = ResizeDecision(server_id, auth.server_scope(actor), admin=auth.is_admin(actor))
+        with acting(req.context.command):
+            result = self._moves.revert(command)
         _accepted(resp, result.position)
 
     def _console_output(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:

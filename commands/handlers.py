@@ -448,11 +448,18 @@ class Handlers(HandlerBase):
         return self._retrying_on_usage(decide)
 
     def _released_on_host(self, inst: Instance) -> Sequence[Host]:
-        if inst.host is None:
-            return ()
-        host = self.host(inst.host)
-        host.release(inst.server_id)
-        return (host,)
+        """The claims the instance holds: on its host and, while it moves, on the other side too
+        (the destination's claim, the source's migration claim)."""
+        move = inst.migration or {}
+        hosts = []
+        for hostname in dict.fromkeys(h for h in (inst.host, move.get("source"), move.get("dest")) if h):
+            host = self.host(hostname)
+            host.release(inst.server_id)
+            if move:
+                host.release_migration(move["id"])
+            if host.pending_events:
+                hosts.append(host)
+        return hosts
 
     # -- server groups --------------------------------------------------------------------------
     def server_group_of(self, instance_id: str) -> ServerGroup | None:

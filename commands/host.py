@@ -71,6 +71,9 @@ class Host(Aggregate):
         self.ram_allocation_ratio = ram_allocation_ratio
         self.disk_allocation_ratio = disk_allocation_ratio
         self.claims: dict[str, dict[str, int]] = {}
+        # The claims a migration holds here while its instance moves away (migration id -> instance
+        # id): Nova's migration consumer, keeping the source's resources until confirm or revert.
+        self.migrations: dict[str, str] = {}
         # The nova-compute service's state, as os-services sets it.
         self.disabled = False
         self.disabled_reason: str | None = None
@@ -176,6 +179,47 @@ class Host(Aggregate):
     @event("InstanceReleased")
     def _released(self, instance_id: str) -> None:
         self.claims.pop(instance_id, None)
+        self.generation += 1
+
+    # -- moves (resize and cold migration) --------------------------------------------------------
+    def hand_to_migration(self, instance_id: str, migration_id: str) -> None:
+        """The instance is leaving: its claim here is held by the migration until confirm or revert."""
+        if migration_id in self.claims:
+            return  # handed over already: a retried placement
+        if instance_id not in self.claims:
+            raise ConflictingState(f"Host {self.hostname} holds no claim of instance {instance_id}")
+        self._claim_handed_to_migration(instance_id, migration_id)
+
+    @event("ClaimHandedToMigration")
+    def _claim_handed_to_migration(self, instance_id: str, migration_id: str) -> None:
+        claims = dict(self.claims)
+        claims[migration_id] = claims.pop(instance_id)
+        self.claims = claims
+        self.migrations = {**self.migrations, migration_id: instance_id}
+        self.generation += 1
+
+    def take_back_from_migration(self, migration_id: str) -> None:
+        """The move was reverted or failed: the claim is the instance's again."""
+        if migration_id in self.migrations:
+            self._claim_taken_back(migration_id, self.migrations[migration_id])
+
+    @event("ClaimTakenBack")
+    def _claim_taken_back(self, migration_id: str, instance_id: str) -> None:
+        claims = dict(self.claims)
+        claims[instance_id] = claims.pop(migration_id)
+        self.claims = claims
+        self.migrations = {k: v for k, v in self.migrations.items() if k != migration_id}
+        self.generation += 1
+
+    def release_migration(self, migration_id: str) -> None:
+        """The move was confirmed (or its instance deleted): the source's old resources are free."""
+        if migration_id in self.migrations:
+            self._migration_released(migration_id)
+
+    @event("MigrationReleased")
+    def _migration_released(self, migration_id: str) -> None:
+        self.claims = {k: v for k, v in self.claims.items() if k != migration_id}
+        self.migrations = {k: v for k, v in self.migrations.items() if k != migration_id}
         self.generation += 1
 
     # -- the resource provider (Placement) --------------------------------------------------------

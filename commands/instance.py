@@ -30,6 +30,9 @@ MAX_TAGS = 50
 # Where a placed server's guest may be spawned: a new server, or a shelved one the scheduler placed.
 _SPAWNABLE = (VmState.BUILDING, VmState.SHELVED_OFFLOADED)
 MAX_METADATA_ITEMS = 128  # Nova's default metadata_items quota
+# Nova's migration types: a resize changes the flavor, a (cold) migration only the host.
+RESIZE = "resize"
+MIGRATION = "migration"
 
 
 class Instance(Aggregate):
@@ -116,6 +119,7 @@ class Instance(Aggregate):
         self.fault: dict[str, Any] | None = None
         self.locked_by: str | None = None  # Nova's locked_by: "owner", "admin", or None (unlocked)
         self.locked_reason: str | None = None
+        self.migration: dict[str, Any] | None = None  # the resize or cold migration under way
 
     @classmethod
     def request(cls, server_id: UUID, **fields: Any) -> Instance:
@@ -326,6 +330,11 @@ class Instance(Aggregate):
     def _unshelve_requested(self) -> None:
         self.task_state = TaskState.UNSHELVING
 
+    def request_shelve_offload(self) -> None:
+        """Nova's shelveOffload applies to SHELVED servers; Stratus offloads at shelve (Nova with
+        ``shelved_offload_time = 0``), so no server waits in SHELVED and this is refused as Nova does."""
+        self._guard("shelveOffload", (VmState.SHELVED,), (None,))
+
     def rebuild(self, image_ref: str, image: dict[str, Any] | None, *, admin: bool) -> None:
         """Nova's rebuild: the server keeps its id, flavor, addresses and host and boots a new image.
         The image is recorded at once (as Nova records it at the API); the host then redefines the
@@ -401,6 +410,203 @@ class Instance(Aggregate):
     def _unlocked(self) -> None:
         self.locked_by = None
         self.locked_reason = None
+
+    # -- resize and cold migration (commands.migration) -----------------------------------------
+    def request_migration(
+        self,
+        migration_id: str,
+        migration_type: str,
+        new_flavor: dict[str, Any],
+        *,
+        admin: bool,
+        target_host: str | None = None,
+    ) -> None:
+        """Nova's resize (a new flavor) or cold migration (the same flavor, another host): the scheduler
+        places the move, the source host stops and removes the guest, the destination starts it; the
+        server then waits in VERIFY_RESIZE for confirm or revert."""
+        action = "resize" if migration_type == RESIZE else "migrate"
+        self._ensure_exists()
+        self._check_lock(admin)
+        for attr, value, allowed in (
+            ("vm_state", self.vm_state, (VmState.ACTIVE, VmState.STOPPED)),
+            ("task_state", self.task_state, (None,)),
+        ):
+            if value not in allowed:
+                raise InvalidState(f"Cannot '{action}' instance {self.id} while it is in {attr} {value}")
+        if self.host is None:
+            raise InvalidState(f"Cannot '{action}' instance {self.id} while it is on no host")
+        if target_host == self.host:
+            raise InvalidInput(f"The target host can't be the same one: {target_host}")
+        self._migration_requested(
+            migration_id, migration_type, self.host, dict(self.flavor), dict(new_flavor), target_host,
+            self.vm_state == VmState.STOPPED,
+        )  # fmt: skip
+
+    @event("MigrationRequested")
+    def _migration_requested(
+        self,
+        migration_id: str,
+        migration_type: str,
+        source: str,
+        old_flavor: dict[str, Any],
+        new_flavor: dict[str, Any],
+        target_host: str | None,
+        stopped: bool,
+    ) -> None:
+        self.task_state = TaskState.RESIZE_PREP
+        self.migration = {
+            "id": migration_id,
+            "type": migration_type,
+            "source": source,
+            "dest": None,
+            "old_flavor": old_flavor,
+            "new_flavor": new_flavor,
+            "target_host": target_host,
+            "stopped": stopped,
+        }
+
+    @property
+    def awaiting_move(self) -> bool:
+        """A resize or migration waiting for the scheduler."""
+        return self.migration is not None and self.task_state == TaskState.RESIZE_PREP
+
+    def _moving(self, task_state: str, step: str) -> dict[str, Any]:
+        self._ensure_exists()
+        if self.migration is None or self.task_state != task_state:
+            raise InvalidState(
+                f"Instance {self.id} is not at the migration step '{step}' (task_state {self.task_state})"
+            )
+        return self.migration
+
+    def schedule_migration(self, dest: str) -> None:
+        m = self._moving(TaskState.RESIZE_PREP, "schedule")
+        if dest == m["source"]:
+            raise InvalidState(f"Instance {self.id} is on {dest} already")
+        self._migration_scheduled(m["id"], m["source"], dest)
+
+    @event("MigrationScheduled")
+    def _migration_scheduled(self, migration_id: str, source: str, dest: str) -> None:
+        self.task_state = TaskState.RESIZE_MIGRATING
+        self.migration = {**(self.migration or {}), "dest": dest}
+
+    def leave_source(self) -> None:
+        """The source host stopped and removed the guest."""
+        m = self._moving(TaskState.RESIZE_MIGRATING, "leave the source")
+        self._migrated_from_source(m["id"], m["dest"])
+
+    @event("MigratedFromSource")
+    def _migrated_from_source(self, migration_id: str, dest: str) -> None:
+        self.task_state = TaskState.RESIZE_MIGRATED
+
+    def finish_migration(self, power_state: int) -> None:
+        """The destination host defined the guest with the new flavor (and started it, unless the
+        server was stopped): the server is there now, waiting for confirm or revert."""
+        m = self._moving(TaskState.RESIZE_MIGRATED, "finish")
+        self._migration_finished(m["id"], m["dest"], m["new_flavor"], power_state)
+
+    @event("MigrationFinished")
+    def _migration_finished(
+        self, migration_id: str, dest: str, flavor: dict[str, Any], power_state: int
+    ) -> None:
+        self.host = dest
+        self.flavor = flavor
+        self.vm_state = VmState.RESIZED
+        self.task_state = None
+        self.power_state = power_state
+
+    @property
+    def migrating(self) -> bool:
+        """A resize or migration is under way (not yet waiting for confirm or revert)."""
+        return self.migration is not None and self.task_state in (
+            TaskState.RESIZE_PREP,
+            TaskState.RESIZE_MIGRATING,
+            TaskState.RESIZE_MIGRATED,
+            TaskState.RESIZE_REVERTING,
+        )
+
+    def fail_migration(self, code: str, message: str, details: str, *, broken: bool) -> None:
+        """The move failed: the server is back on its source with its old flavor (its resources there
+        are its own again), in its old vm_state, or in ERROR when ``broken`` (its guest is gone)."""
+        self._ensure_exists()
+        if self.migration is None or not self.migrating:
+            raise InvalidState(f"Instance {self.id} has no migration under way")
+        m = self.migration
+        vm_state = VmState.ERROR if broken else (VmState.STOPPED if m["stopped"] else VmState.ACTIVE)
+        self._migration_failed(
+            m["id"], m["source"], m["old_flavor"], vm_state, code, message[:255], details[:65535]
+        )
+
+    @event("MigrationFailed")
+    def _migration_failed(
+        self,
+        migration_id: str,
+        source: str,
+        flavor: dict[str, Any],
+        vm_state: str,
+        code: str,
+        message: str,
+        details: str,
+    ) -> None:
+        self.host = source
+        self.flavor = flavor
+        self.vm_state = vm_state
+        self.task_state = None
+        self.fault = {"code": code, "message": message, "details": details}
+        self.migration = None
+
+    def _resized(self, action: str, admin: bool) -> dict[str, Any]:
+        self._ensure_exists()
+        self._check_lock(admin)
+        if self.vm_state != VmState.RESIZED or self.task_state is not None or self.migration is None:
+            raise InvalidState(
+                f"Cannot '{action}' instance {self.id} while it is in vm_state {self.vm_state}"
+            )
+        return self.migration
+
+    def confirm_resize(self, *, admin: bool) -> None:
+        """Keep the server where it is now; the source host's hold on the old resources goes."""
+        m = self._resized("confirmResize", admin)
+        self._resize_confirmed(m["id"], m["source"], VmState.STOPPED if m["stopped"] else VmState.ACTIVE)
+
+    @event("ResizeConfirmed")
+    def _resize_confirmed(self, migration_id: str, source: str, vm_state: str) -> None:
+        self.vm_state = vm_state
+        self.migration = None
+
+    def request_revert(self, *, admin: bool) -> None:
+        """Go back: the destination removes the guest, the source starts it again with the old flavor."""
+        m = self._resized("revertResize", admin)
+        self._revert_requested(m["id"], m["dest"])
+
+    @event("RevertRequested")
+    def _revert_requested(self, migration_id: str, dest: str) -> None:
+        self.task_state = TaskState.RESIZE_REVERTING
+
+    def leave_dest(self) -> None:
+        """The destination removed the guest: the server belongs to its source again."""
+        m = self._moving(TaskState.RESIZE_REVERTING, "leave the destination")
+        if self.host != m["dest"]:
+            raise InvalidState(f"Instance {self.id} has left {m['dest']} already")
+        self._reverted_on_dest(m["id"], m["source"], m["old_flavor"])
+
+    @event("RevertedOnDest")
+    def _reverted_on_dest(self, migration_id: str, source: str, flavor: dict[str, Any]) -> None:
+        self.host = source
+        self.flavor = flavor
+
+    def finish_revert(self, power_state: int) -> None:
+        m = self._moving(TaskState.RESIZE_REVERTING, "finish the revert")
+        if self.host != m["source"]:
+            raise InvalidState(f"Instance {self.id} is not back on {m['source']} yet")
+        vm_state = VmState.STOPPED if m["stopped"] else VmState.ACTIVE
+        self._resize_reverted(m["id"], vm_state, power_state)
+
+    @event("ResizeReverted")
+    def _resize_reverted(self, migration_id: str, vm_state: str, power_state: int) -> None:
+        self.vm_state = vm_state
+        self.task_state = None
+        self.power_state = power_state
+        self.migration = None
 
     # -- what the host found (reconciliation) -----------------------------------------------------
     def sync_power_state(self, observed: int, *, missing: bool) -> bool:

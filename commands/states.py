@@ -37,6 +37,11 @@ class TaskState:
     REBUILDING = "rebuilding"
     SHELVING = "shelving"
     UNSHELVING = "unshelving"
+    RESIZE_PREP = "resize_prep"
+    RESIZE_MIGRATING = "resize_migrating"
+    RESIZE_MIGRATED = "resize_migrated"
+    RESIZE_FINISH = "resize_finish"
+    RESIZE_REVERTING = "resize_reverting"
 
 
 class PowerState:
@@ -82,14 +87,17 @@ _ACTIVE_STATUS_BY_TASK = {
 
 
 _REBUILD_TASKS = ("rebuilding", "rebuild_block_device_mapping", "rebuild_spawning")
+_RESIZE_TASKS = ("resize_prep", "resize_migrating", "resize_migrated", "resize_finish")
 
 
 def api_status(vm_state: str, task_state: str | None) -> str:
     """The `status` Nova's API shows for a vm_state/task_state pair."""
     if vm_state == VmState.ACTIVE and task_state in _ACTIVE_STATUS_BY_TASK:
         return _ACTIVE_STATUS_BY_TASK[task_state]
-    if vm_state == VmState.STOPPED and task_state == "resize_prep":
+    if vm_state == VmState.STOPPED and task_state in _RESIZE_TASKS:
         return "RESIZE"
+    if vm_state == VmState.RESIZED and task_state == TaskState.RESIZE_REVERTING:
+        return "REVERT_RESIZE"
     if vm_state in (VmState.STOPPED, VmState.ERROR) and task_state in _REBUILD_TASKS:
         return "REBUILD"
     return _STATUS_BY_VM_STATE.get(vm_state, "UNKNOWN")

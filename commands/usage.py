@@ -102,6 +102,22 @@ class ProjectUsage(Aggregate):
     def _charged(self, instance_id: str, cores: int, ram: int) -> None:
         self.holdings = {**self.holdings, instance_id: {"cores": cores, "ram": ram}}
 
+    def hold(self, instance_id: str, cores: int, ram: int, limits: Mapping[str, int]) -> bool:
+        """A resize: the instance holds ``cores`` and ``ram`` from now on; growing is checked against
+        ``limits`` (Nova's quota check for an upsize), shrinking never is. False: nothing changed."""
+        held = self.holdings.get(instance_id)
+        if held is None or (held["cores"], held["ram"]) == (cores, ram):
+            return False
+        grow = {"cores": max(cores - held["cores"], 0), "ram": max(ram - held["ram"], 0)}
+        if any(grow.values()):
+            check(limits, self.used(), grow)
+        self._held(instance_id, cores, ram)
+        return True
+
+    @event("HoldingChanged")
+    def _held(self, instance_id: str, cores: int, ram: int) -> None:
+        self.holdings = {**self.holdings, instance_id: {"cores": cores, "ram": ram}}
+
     def release_resources(self, instance_id: str) -> bool:
         """The instance failed: its cores and RAM are free, it still counts as an instance."""
         held = self.holdings.get(instance_id)

@@ -78,6 +78,15 @@ _STARTERS = {
     "locked": "lock",
     "unlocked": "unlock",
     "unshelverequested": "unshelve",
+    "resizeconfirmed": "confirmResize",
+    "revertrequested": "revertResize",
+}
+# A move's steps as Nova's action events: (the step's own event, the event that opens the next step).
+MIGRATE_EVENT = "conductor_migrate_server"
+_MOVE_STEPS = {
+    "migrationscheduled": (MIGRATE_EVENT, "compute_resize_instance"),
+    "migratedfromsource": ("compute_resize_instance", "compute_finish_resize"),
+    "revertedondest": ("compute_revert_resize", "compute_finish_revert_resize"),
 }
 
 
@@ -87,7 +96,11 @@ def fold(envelopes: list[Envelope]) -> list[InstanceAction]:
     by_correlation: dict[str, InstanceAction] = {}
     for env in envelopes:
         kind, data, when = _type(env), _data(env), nova_time(env.time)
-        name = ACTIONS[data["action"]].name if kind == "actionrequested" else _STARTERS.get(kind)
+        name = _STARTERS.get(kind)
+        if kind == "actionrequested":
+            name = ACTIONS[data["action"]].name
+        elif kind == "migrationrequested":
+            name = "resize" if data.get("migration_type") == "resize" else "migrate"
         if name is not None:
             action = InstanceAction(name, env.requestid, env.actoruser, env.actorproject, when, when)
             actions.append(action)
@@ -109,6 +122,12 @@ def _started(action: InstanceAction, kind: str, data: dict[str, Any], when: str)
         action.events.append(ActionEvent(DELETE_EVENT, when))
     elif kind == "actionrequested":
         action.events.append(ActionEvent(ACTIONS[data["action"]].event, when))
+    elif kind == "migrationrequested":
+        action.events.append(ActionEvent(MIGRATE_EVENT, when))
+    elif kind == "resizeconfirmed":
+        action.events.append(ActionEvent("compute_confirm_resize", when, when, SUCCESS))
+    elif kind == "revertrequested":
+        action.events.append(ActionEvent("compute_revert_resize", when))
 
 
 def _progressed(action: InstanceAction, kind: str, data: dict[str, Any], when: str) -> None:
@@ -118,10 +137,14 @@ def _progressed(action: InstanceAction, kind: str, data: dict[str, Any], when: s
         action.events.append(ActionEvent(BUILD_EVENT, when))
     elif kind == "spawned":
         _finish(action.open_event(BUILD_EVENT), when, SUCCESS)
-    elif kind in ("actionfinished", "deleted"):
+    elif kind in _MOVE_STEPS:
+        done, following = _MOVE_STEPS[kind]
+        _finish(action.open_event(done), when, SUCCESS)
+        action.events.append(ActionEvent(following, when))
+    elif kind in ("actionfinished", "deleted", "migrationfinished", "resizereverted"):
         for event in action.events:
             _finish(event, when, SUCCESS)
-    elif kind in ("faulted", "actionfailed"):
+    elif kind in ("faulted", "actionfailed", "migrationfailed"):
         details = str(data.get("details") or data.get("message") or "")
         for event in action.events:
             _finish(event, when, ERROR, details)

@@ -31,7 +31,7 @@ from psycopg.types.json import Jsonb
 from commands.flavor import Flavor
 from commands.host import Host
 from commands.instance import Instance
-from projections import apply, identity, operations
+from projections import apply, identity, migrations, operations
 from projections.catalog import HANDLED as CATALOG_EVENTS
 from projections.catalog import statements as catalog_statements
 from projections.schema import (
@@ -299,7 +299,8 @@ class ReadModels(Projection[ReadModelView]):
         InstanceUpdated, InstanceMetadataUpdated, InstanceTagsUpdated,
         InstanceActionRequested, InstanceActionFinished, InstanceActionFailed, InstancePowerStateSynced,
         InstanceLocked, InstanceUnlocked, InstanceImageChanged, InstanceOffloaded, InstanceUnshelveRequested,
-        HostRegistered, HostInstanceClaimed, HostInstanceReleased,
+        *migrations.INSTANCE_EVENTS,
+        HostRegistered, HostInstanceClaimed, HostInstanceReleased, *migrations.HOST_EVENTS,
         FlavorCreated, FlavorDeleted,
         *identity.HANDLED,
         *CATALOG_EVENTS,
@@ -320,6 +321,8 @@ class ReadModels(Projection[ReadModelView]):
                 hosts.add(e.originator_id)
                 if isinstance(e, HostInstanceReleased):
                     claims.add((e.originator_id, e.instance_id))  # type: ignore[attr-defined]
+                elif isinstance(e, migrations.HOST_EVENTS):
+                    claims.update((e.originator_id, k) for k in migrations.claim_keys(e))
             elif isinstance(e, Flavor.Event):
                 flavors.add(e.originator_id)
         return Keys(frozenset(instances), frozenset(hosts), frozenset(claims), frozenset(flavors))
@@ -448,6 +451,43 @@ class ReadModels(Projection[ReadModelView]):
         claim = self.view.claim(e.originator_id, e.instance_id)
         self.view.drop_claim(e.originator_id, e.instance_id)
         self.view.put_host(apply.instance_released(host, claim, e, tracking.notification_id), tracking)
+
+    # -- resizes and migrations (projections.migrations) --------------------------------------
+    def _moved(self, e: Any, tracking: Tracking) -> None:
+        row = self.view.instance(e.originator_id)
+        if row is None:
+            self.view.insert_tracking(tracking)
+            return
+        at = tracking.notification_id
+        self.view.put_instance(migrations.instance_row(row, e, at), tracking)
+        self.view.execute(migrations.statements(row, e, at), tracking)
+
+    for _event_class in migrations.INSTANCE_EVENTS:
+        process_event.register(_event_class)(_moved)
+    del _event_class
+
+    def _claim_moved(self, e: Any, tracking: Tracking) -> None:
+        host = self.view.host(e.originator_id)
+        if host is None:
+            self.view.insert_tracking(tracking)
+            return
+        at = tracking.notification_id
+        if type(e) in (migrations.MigrationReleased,):
+            claim = self.view.claim(e.originator_id, e.migration_id)
+            self.view.drop_claim(e.originator_id, e.migration_id)
+            self.view.put_host(migrations.migration_released(host, claim, e, at), tracking)
+            return
+        keys = migrations.claim_keys(e)
+        old = keys[0] if type(e) in (migrations.ClaimHandedToMigration,) else keys[1]
+        host, moved, left = migrations.moved_claim(host, self.view.claim(e.originator_id, old), e, at)
+        self.view.drop_claim(e.originator_id, left)
+        if moved is not None:
+            self.view.put_claim(moved)
+        self.view.put_host(host, tracking)
+
+    for _event_class in migrations.HOST_EVENTS:
+        process_event.register(_event_class)(_claim_moved)
+    del _event_class
 
     # -- flavors ------------------------------------------------------------------------------
     @process_event.register(FlavorCreated)

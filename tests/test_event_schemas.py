@@ -74,6 +74,7 @@ from commands.lifecycle import (
     UnlockServer,
     UnshelveServer,
 )
+from commands.migration import FailMigration, MigrateServer, MigrationHandlers, ResizeDecision, ResizeServer
 from commands.network import FixedNetwork
 from commands.operations import (
     CreateHostAggregate,
@@ -171,6 +172,7 @@ def test_every_emitted_event_validates_against_its_schema(handlers: Handlers) ->
         _operator_scenario(handlers)
         _catalog_scenario(handlers)
         _placement_scenario(handlers)
+        _move_scenario(handlers)
         _identity_scenario(handlers)
         handlers.app.save(_deleted_flavor(handlers))
 
@@ -288,6 +290,27 @@ def _placement_scenario(handlers: Handlers) -> None:
     handlers.create_server(CreateServer("many", "p-epoch", "u1", "1", count=usage.EPOCH_EVENTS - 1))
     handlers.create_server(CreateServer("one-more", "p-epoch", "u1", "1"))
     assert handlers.usage("p-epoch").epoch == 1
+
+
+def _move_scenario(handlers: Handlers) -> None:
+    """A resize confirmed, one reverted, and one that found no host (commands.migration)."""
+    handlers.create_flavor(CreateFlavor("mv", "m1.mover", 1, 1024, 1))
+    handlers.register_host(RegisterHost("c2", 2, 4096, 20))
+    moves = MigrationHandlers(handlers)
+    server = handlers.create_server(CreateServer("mover", "p1", "u1", "1")).id
+    handlers.place_instance(PlaceInstance(server, "c1"))
+    handlers.start_spawning(StartSpawning(server, "c1"))
+    handlers.finish_spawning(FinishSpawning(server, PowerState.RUNNING))
+    for decision in (moves.confirm, moves.revert):
+        moves.resize(ResizeServer(server, "p1", "mv" if decision == moves.confirm else "1"))
+        moves.place(server, "c2" if decision == moves.confirm else "c1")
+        moves.left_source(server)
+        moves.finished(server, PowerState.RUNNING)
+        decision(ResizeDecision(server, "p1"))
+    moves.left_dest(server)
+    moves.reverted(server, PowerState.RUNNING)
+    moves.migrate(MigrateServer(server))
+    moves.fail(FailMigration(server, "compute.no_valid_host", "No valid host was found. ", "none"))
 
 
 def _deleted_flavor(handlers: Handlers) -> flavor.Flavor:

@@ -34,6 +34,7 @@ from workers.compute import SCHEDULED, BootImages, Compute
 from workers.console import answerer
 from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve, stop_on_signals
 from workers.libvirt_driver import EventLoop, LibvirtDriver
+from workers.migration import ACTING_HOST, Moves
 from workers.outcome import DONE, Outcome, RetryPolicy
 from workers.power import ACTION_REQUESTED, PowerActions
 from workers.reconcile import Reconciler, run_periodically
@@ -50,6 +51,15 @@ _REGISTER_DELAYS = (1.0, 2.0, 5.0, 10.0)
 _REGISTER_TEMPORARY: tuple[type[Exception], ...] = (TemporaryVirtError, *STORE_TEMPORARY)
 
 
+# The steps of a resize or migration a host carries out (workers.migration).
+MOVE_EVENTS = (
+    Instance.MigrationScheduled,  # type: ignore[attr-defined]
+    Instance.MigratedFromSource,  # type: ignore[attr-defined]
+    Instance.RevertRequested,  # type: ignore[attr-defined]
+    Instance.RevertedOnDest,  # type: ignore[attr-defined]
+)
+
+
 def durable_name(hostname: str) -> str:
     """The host's own durable consumer: a consumer name may not contain ``.``, ``*``, ``>`` or spaces."""
     return f"hypervisor-{encode_token(hostname)}"
@@ -61,6 +71,7 @@ def subjects(settings: Settings) -> list[str]:
         layout.topic_filter(get_topic(Instance.Scheduled)),  # type: ignore[attr-defined]
         layout.topic_filter(get_topic(Instance.DeletionRequested)),  # type: ignore[attr-defined]
         layout.topic_filter(get_topic(Instance.ActionRequested)),  # type: ignore[attr-defined]
+        *(layout.topic_filter(get_topic(cls)) for cls in MOVE_EVENTS),
     ]
 
 
@@ -92,10 +103,13 @@ def run(
         retry=retry,
     )
     power = PowerActions(handlers, driver, host, retry=retry, respawn=compute.respawn)
+    moves = Moves(handlers, driver, host, guest=compute.guest, retry=retry)
     if not _register(compute, stop):
         return
     with acting(CommandContext(actor=HYPERVISOR)):
-        recover(handlers, host, compute, power, marks=instances_path)  # what a killed run left under way
+        recover(
+            handlers, host, compute, power, moves, marks=instances_path
+        )  # what a killed run left under way
     responder = Responder(bridge, host)
     responder.serve(CONSOLE, answerer(instances_path))
     wake = threading.Event()
@@ -118,6 +132,10 @@ def run(
     def handle(d: Delivery) -> Outcome:
         if d.event_type == SCHEDULED and _placed_on(d) != host:
             return DONE  # another host's instance: no need to load it
+        if d.event_type in ACTING_HOST:
+            if _payload(d).get(ACTING_HOST[d.event_type]) != host:
+                return DONE  # the other side's step
+            return moves.handle(d.event_type, d.originator_id, d.attempt)
         if d.event_type == ACTION_REQUESTED:
             return power.handle(str(_payload(d).get("action")), d.originator_id, d.attempt)
         return compute.handle(d.event_type, d.originator_id, d.attempt)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from commands.errors import Conflict, InsufficientResources, InvalidState, NotFound, NoValidHost
 from commands.handlers import FailInstance, Handlers, PlaceInstance
 from commands.host import Resources
+from commands.instance import Instance
+from commands.migration import FailMigration, MigrationHandlers
 from commands.server_group import ServerGroup
 from commands.states import TaskState, VmState
 from workers.filters import Filtered, Request, run_filters, traits_of
@@ -43,6 +45,7 @@ class Placement:
         """``catch_up`` brings ``view`` up to the log's current end before a decision; ``rounds``:
         how many times to filter and weigh again when every candidate filled up under us."""
         self._handlers = handlers
+        self._migrations = MigrationHandlers(handlers)
         self._view = view
         self._catch_up = catch_up
         self._retry = retry or RetryPolicy()
@@ -68,6 +71,8 @@ class Placement:
             inst = self._handlers.instance(server_id)
         except NotFound:
             return DONE  # deleted before it was placed
+        if inst.awaiting_move:
+            return self._place_move(inst)
         if not inst.awaiting_host:
             return DONE  # placed or failed already: a redelivery
         need = Resources.of_flavor(inst.flavor)
@@ -104,6 +109,44 @@ class Placement:
                 f"every candidate host ({', '.join(selection.hosts)}) filled up while placing."
             )
         return self._fail(server_id, details)
+
+    def _place_move(self, inst: Instance) -> Outcome:
+        """A resize or cold migration: any host but the source (or the one an admin named) with room
+        for the new flavor; the source keeps its claim under the migration until confirm or revert."""
+        server_id, move = inst.server_id, inst.migration or {}
+        flavor = move["new_flavor"]
+        need = Resources.of_flavor(flavor)
+        required, forbidden = traits_of(self._extra_specs(flavor))
+        group = self._handlers.server_group_of(server_id)
+        request = Request(server_id, need, inst.availability_zone, group, required, forbidden)
+        details = ""
+        for _ in range(self._rounds):
+            self._catch_up()
+            candidates = [
+                h for h in self._view.hosts()
+                if h.hostname != move["source"] and move["target_host"] in (None, h.hostname)
+            ]  # fmt: skip
+            filtered = run_filters(candidates, request, self._view.free_of)
+            if not filtered.hosts:
+                details = _why_none(request, filtered)
+                break
+            free = {h.hostname: filtered.free[h.hostname] for h in filtered.hosts}
+            for hostname in weigh(free, self._multipliers):
+                try:
+                    self._migrations.place(server_id, hostname)
+                except InsufficientResources:
+                    continue
+                except (InvalidState, NotFound):
+                    return DONE  # deleted, or placed by another scheduler meanwhile
+                return DONE
+            details = f"every candidate host filled up while placing the {move['type']}."
+        try:
+            if self._handlers.instance(server_id).awaiting_move:
+                log.warning("move %s: %s %s", server_id, NO_VALID_HOST, details)
+                self._migrations.fail(FailMigration(server_id, NoValidHost.code, NO_VALID_HOST, details))
+        except (InvalidState, NotFound):
+            pass  # deleted, or placed after all
+        return DONE
 
     def _scheduling(self, server_ids: list[str]) -> list[str]:
         """Those of ``server_ids`` that still wait for a host."""

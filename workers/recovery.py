@@ -4,7 +4,8 @@ A worker killed mid-step (``kill -9``, a power cut) leaves its message unacknowl
 redelivers it, but only after the ack wait (two minutes). Nova's compute service does the same
 check at start (``_init_instance``): before consuming, the worker looks at every instance its host
 holds a claim for and, if one is in a transitional task state, runs that step again now:
-``spawning`` → spawn, ``deleting`` → tear down, an action's task state → that action. Every step is
+``spawning`` → spawn, ``deleting`` → tear down, an action's task state → that action, a resize or
+migration at a step of this host's → that step. Every step is
 idempotent and checks the instance's state first, so the redelivered message, when it comes,
 finds the step done and is acknowledged; a step that fails here is recorded like any other failure.
 
@@ -24,6 +25,7 @@ from commands.errors import NotFound
 from commands.handlers import Handlers
 from commands.states import TaskState
 from workers.compute import DELETION_REQUESTED, SCHEDULED, Compute
+from workers.migration import Moves
 from workers.outcome import RetryLater
 from workers.power import PowerActions
 
@@ -37,15 +39,18 @@ def recover(
     hostname: str,
     compute: Compute,
     power: PowerActions,
+    moves: Moves,
     *,
     marks: Path,
     limit: int = 3,
 ) -> list[str]:
     """Run again the steps this host left under way; the ids of the instances it touched."""
     try:
-        claimed = sorted(handlers.host(hostname).claims)
+        host = handlers.host(hostname)
     except NotFound:
         return []
+    # the instances with a claim here, and those whose migration holds one (they are moving away)
+    claimed = sorted({host.migrations.get(key, key) for key in host.claims})
     touched = []
     for server_id in claimed:
         try:
@@ -53,7 +58,9 @@ def recover(
         except NotFound:
             continue
         task = inst.task_state
-        if task not in (TaskState.SPAWNING, TaskState.DELETING) and task not in _ACTION_BY_TASK:
+        move = moves.pending(inst)
+        steps = (TaskState.SPAWNING, TaskState.DELETING, *_ACTION_BY_TASK)
+        if move is None and task not in steps:
             continue
         mark = marks / f"recovering-{server_id}"
         tries = int(mark.read_text() or 0) if mark.is_file() else 0
@@ -62,12 +69,14 @@ def recover(
             continue
         marks.mkdir(parents=True, exist_ok=True)
         mark.write_text(str(tries + 1))
-        if task == TaskState.SPAWNING:
+        if move is not None:
+            outcome = moves.handle(move, server_id, attempt=1)
+        elif task == TaskState.SPAWNING:
             outcome = compute.handle(SCHEDULED, server_id, attempt=1)
         elif task == TaskState.DELETING:
             outcome = compute.handle(DELETION_REQUESTED, server_id, attempt=1)
         else:  # an action (the filter above let nothing else through)
-            outcome = power.handle(_ACTION_BY_TASK[task], server_id, attempt=1)
+            outcome = power.handle(_ACTION_BY_TASK[str(task)], server_id, attempt=1)
         mark.unlink()
         touched.append(server_id)
         if isinstance(outcome, RetryLater):

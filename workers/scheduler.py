@@ -56,6 +56,11 @@ def unshelves(settings: Settings) -> str:
     return SubjectLayout(settings.subject_prefix).topic_filter(get_topic(Instance.UnshelveRequested))  # type: ignore[attr-defined]
 
 
+def moves(settings: Settings) -> str:
+    """Servers to resize or migrate."""
+    return SubjectLayout(settings.subject_prefix).topic_filter(get_topic(Instance.MigrationRequested))  # type: ignore[attr-defined]
+
+
 def run(
     settings: Settings,
     *,
@@ -87,7 +92,10 @@ def run(
         siblings=siblings_reader(app, requested),
     )
     consumer = DurableConsumer(
-        bridge, stream=settings.stream, durable=durable, filter_subjects=[requested, unshelves(settings)]
+        bridge,
+        stream=settings.stream,
+        durable=durable,
+        filter_subjects=[requested, unshelves(settings), moves(settings)],
     )
     consumer.open()
 
