@@ -213,7 +213,7 @@ def test_a_resize_is_refused_at_once_when_it_cannot_be_done(start_cloud: Callabl
     h, server = c.handlers, c.server
     with pytest.raises(InvalidInput, match="When resizing, instances must change flavor!"):
         c.moves.resize(ResizeServer(server, "p1", "small"))
-    with pytest.raises(InvalidState, match="Cannot 'confirmResize' instance .* vm_state active"):
+    with pytest.raises(InvalidState, match=r"Cannot 'confirmResize' instance .* vm_state active"):
         c.moves.confirm(ResizeDecision(server, "p1"))
     with pytest.raises(InvalidState, match="Cannot 'revertResize' instance"):
         c.moves.revert(ResizeDecision(server, "p1"))
