@@ -46,6 +46,23 @@ class Cloud:
     base: str  # http://127.0.0.1:<port>
     home: Path
     image_file: Path
+    stratus_env: dict[str, str] = dataclasses.field(default_factory=dict)  # the processes' environment
+    procs: list[subprocess.Popen[bytes]] = dataclasses.field(default_factory=list)
+    logs: Path = Path()
+
+    def start_hypervisor(self, host: str) -> None:
+        """One more compute host (its own libvirt test driver), stopped with the others."""
+        env = {**self.stratus_env, "STRATUS_HOST_NAME": host}
+        self.procs.append(
+            subprocess.Popen(
+                [str(Path(sys.executable).parent / "stratus"), "hypervisor"],
+                env=env,
+                cwd=ROOT,
+                stdout=(self.logs / f"hypervisor-{host}.log").open("wb"),
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
 
     @property
     def auth_url(self) -> str:
@@ -137,10 +154,14 @@ def cloud(settings: Settings, database_url: str, tmp_path: Path) -> Iterator[Clo
     home.mkdir()
     image = tmp_path / "tiny.img"
     image.write_bytes(b"\0" * 1024 * 1024)
+    extra: list[subprocess.Popen[bytes]] = []
     try:
         _wait_for_api(f"http://127.0.0.1:{port}/", procs, tmp_path)
-        yield Cloud(f"http://127.0.0.1:{port}", home, image)
+        yield Cloud(f"http://127.0.0.1:{port}", home, image, env, extra, tmp_path)
     finally:
+        for p in extra:
+            p.terminate()
+            p.wait(timeout=20)
         for p in procs:
             p.terminate()
         for p in procs:

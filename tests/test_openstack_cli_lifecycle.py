@@ -67,3 +67,48 @@ def test_server_actions_with_the_cli(cloud: Cloud, tmp_path: Path) -> None:
     assert done.stdout.strip() == "STRATUS-GUEST-READY"
 
     cloud.openstack_quiet("server", "delete", "--wait", "vm")
+
+
+def _flavor(shown: dict[str, Any]) -> str:
+    """The flavor's name as the CLI shows it (embedded in the server from microversion 2.47)."""
+    flavor = shown["flavor"]
+    return str(flavor["name"] if isinstance(flavor, dict) else flavor.split(" ")[0])
+
+
+def test_resize_and_migrate_with_the_cli(cloud: Cloud) -> None:
+    """Two hosts: a resize confirmed, a cold migration reverted, each seen by the CLI as Nova's."""
+    cloud.start_hypervisor("cli-compute-2")
+    cloud.openstack("flavor", "create", "--ram", "256", "--disk", "1", "--vcpus", "1", "tiny")
+    cloud.openstack("flavor", "create", "--ram", "512", "--disk", "1", "--vcpus", "2", "small")
+    cloud.openstack(
+        "image", "create", "--file", str(cloud.image_file), "--disk-format", "raw",
+        "--container-format", "bare", "img",
+    )  # fmt: skip
+    _eventually("two hypervisors", lambda: len(cloud.openstack("hypervisor", "list")) == 2 or None)
+    server = cloud.openstack("server", "create", "--flavor", "tiny", "--image", "img", "--wait", "vm")
+    first = cloud.openstack("server", "show", server["id"])["OS-EXT-SRV-ATTR:host"]
+
+    cloud.openstack_quiet("server", "resize", "--flavor", "small", "--wait", "vm")
+    resized = _settled(cloud, "vm", "VERIFY_RESIZE")
+    assert resized["OS-EXT-SRV-ATTR:host"] != first
+    assert _flavor(resized) == "small", resized["flavor"]
+    (migration,) = cloud.openstack("server", "migration", "list", "--server", "vm")
+    assert (migration["Status"], migration["Source Compute"]) == ("finished", first), migration
+    cloud.openstack_quiet("server", "resize", "confirm", "vm")
+    assert _settled(cloud, "vm", "ACTIVE")["OS-EXT-SRV-ATTR:host"] == resized["OS-EXT-SRV-ATTR:host"]
+    assert "vm_state active" in cloud.openstack_fails("server", "resize", "confirm", "vm")  # Nova's 409
+
+    cloud.openstack_quiet("server", "migrate", "--wait", "vm")
+    migrated = _settled(cloud, "vm", "VERIFY_RESIZE")
+    assert migrated["OS-EXT-SRV-ATTR:host"] == first and _flavor(migrated) == "small"
+    cloud.openstack_quiet("server", "resize", "revert", "vm")
+    reverted = _settled(cloud, "vm", "ACTIVE")
+    assert reverted["OS-EXT-SRV-ATTR:host"] == resized["OS-EXT-SRV-ATTR:host"]
+    statuses = sorted(m["Status"] for m in cloud.openstack("server", "migration", "list", "--server", "vm"))
+    assert statuses == ["confirmed", "reverted"]
+
+    actions = [e["Action"] for e in cloud.openstack("server", "event", "list", "vm")]
+    assert actions == ["revertResize", "migrate", "confirmResize", "resize", "create"], actions
+    cloud.openstack_quiet("server", "delete", "--wait", "vm")
+    hypervisors = cloud.openstack("hypervisor", "list", "--long")
+    assert all(h["vCPUs Used"] == 0 for h in hypervisors), hypervisors
