@@ -281,3 +281,36 @@ def test_shelve_frees_the_host_and_unshelve_places_it_again(
     events = cloud.stack.get(f"/v2.1/servers/{server}/os-instance-actions", P1).json["instanceActions"]
     assert [e["action"] for e in events[:2]] == ["unshelve", "shelve"]
     assert_fault(cloud.action(server, {"unshelve": None}), 409, "conflictingRequest", "unshelve")
+
+
+def test_resize_and_migrate_are_refused_as_nova_does(cloud: Cloud) -> None:
+    """What can be refused at once is: the wrong flavor, the wrong state, the wrong caller, a
+    host before microversion 2.56. (The moves themselves: tests/test_resize.py, and the CLI's.)"""
+    server = active_server(cloud)
+    bigger, _ = cloud.stack.flavor(name="m1.bigger", ram=1024, vcpus=2)
+    smaller_disk, _ = cloud.stack.flavor(name="m1.nodisk", disk=0)
+    current = cloud.status(server)
+    assert current is not None
+    assert_fault(cloud.action(server, {"resize": {"flavorRef": current["flavor"]["id"]}}), 400, "badRequest",
+                 "When resizing, instances must change flavor!")  # fmt: skip
+    assert_fault(cloud.action(server, {"resize": {"flavorRef": "nope"}}), 400, "badRequest", "nope")
+    assert_fault(cloud.action(server, {"resize": {}}), 400, "badRequest", "flavorRef")
+    assert_fault(cloud.action(server, {"resize": {"flavorRef": smaller_disk}}), 400, "badRequest",
+                 "Unable to resize disk down")  # fmt: skip
+    assert_fault(cloud.action(server, {"confirmResize": None}), 409, "conflictingRequest",
+                 f"Cannot 'confirmResize' instance {server} while it is in vm_state active")  # fmt: skip
+    assert_fault(cloud.action(server, {"revertResize": None}), 409, "conflictingRequest", "vm_state active")
+    assert_fault(cloud.action(server, {"migrate": None}), 403, "forbidden", "os-migrate-server:migrate")
+    assert_fault(cloud.action(server, {"migrate": {"host": HOST}}, ADMIN), 400, "badRequest", "2.56")
+    assert_fault(cloud.action(server, {"shelveOffload": None}), 403, "forbidden", "shelve_offload")
+    assert_fault(cloud.action(server, {"shelveOffload": None}, ADMIN), 409, "conflictingRequest",
+                 "Cannot 'shelveOffload'")  # fmt: skip
+    # over quota: 403 at once, and nothing recorded
+    quota = {"quota_set": {"cores": 1}}
+    project = cloud.stack.project_id("p1")
+    r = cloud.stack.request("PUT", f"/v2.1/os-quota-sets/{project}", ADMIN, json=quota)
+    assert r.status_code == 200, r.text
+    assert_fault(cloud.action(server, {"resize": {"flavorRef": bigger}}), 403, "forbidden",
+                 "Quota exceeded for cores")  # fmt: skip
+    shown = cloud.status(server)
+    assert shown is not None and shown["status"] == "ACTIVE"
