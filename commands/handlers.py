@@ -28,6 +28,7 @@ from commands.network import FixedNetwork, Network
 from commands.quota import DEFAULT_LIMITS, ProjectQuota, quota_aggregate_id
 from commands.quota import check as quota_check
 from commands.server_group import GroupMembership, ServerGroup, membership_id
+from commands.states import VmState
 from commands.usage import ProjectUsage, usage_aggregate_id
 
 _REQUEST_NS = uuid5(NAMESPACE_URL, "urn:stratus:server-request")
@@ -410,6 +411,8 @@ class Handlers(HandlerBase):
         def decide() -> Result:
             inst = self.instance(cmd.server_id)
             inst.fail(cmd.code, cmd.message, cmd.details)
+            if inst.vm_state == VmState.SHELVED_OFFLOADED:  # an unshelve found no host: still shelved
+                return Result(cmd.server_id, self._save(inst))
             released = (*self._released_on_host(inst), *self._released_from_quota(inst, resources_only=True))
             return Result(cmd.server_id, self._save(inst, *released))
 

@@ -175,7 +175,16 @@ class Instance(Aggregate):
         fault = {"code": code, "message": message, "details": details}
         if self.vm_state == VmState.ERROR and self.fault == fault:
             return  # the same failure reported twice (a redelivered message): one fact, recorded once
+        if (self.vm_state, self.task_state) == (VmState.SHELVED_OFFLOADED, TaskState.UNSHELVING):
+            # Nova's conductor: an unshelve with no valid host leaves the server shelved (and no task)
+            self._unshelve_failed(code, message, details)
+            return
         self._faulted(code, message, details)
+
+    @event("UnshelveFailed")
+    def _unshelve_failed(self, code: str, message: str, details: str) -> None:
+        self.task_state = None
+        self.fault = {"code": code, "message": message, "details": details}
 
     @event("Faulted")
     def _faulted(self, code: str, message: str, details: str) -> None:
@@ -357,7 +366,10 @@ class Instance(Aggregate):
     def finish_action(self, key: str, power_state: int) -> None:
         """The host carried the action out; the guest now reports ``power_state``."""
         self._ensure_under_way(key)
-        self._action_finished(key, ACTIONS[key].vm_state, power_state)
+        vm_state = ACTIONS[key].vm_state
+        if key == "rebuild" and self.vm_state == VmState.STOPPED:
+            vm_state = VmState.STOPPED  # Nova: a stopped server is rebuilt stopped
+        self._action_finished(key, vm_state, power_state)
 
     @event("ActionFinished")
     def _action_finished(self, action: str, vm_state: str, power_state: int) -> None:

@@ -84,6 +84,16 @@ def instance_unshelve_requested(row: Row, event: Any, position: int) -> Row:
     return _instance(row, event, position, task_state=TaskState.UNSHELVING)
 
 
+def instance_unshelve_failed(row: Row, event: Any, position: int) -> Row:
+    fault = {
+        "code": event.code,
+        "message": event.message,
+        "details": event.details,
+        "created": event.timestamp.isoformat().replace("+00:00", "Z"),
+    }
+    return _instance(row, event, position, task_state=None, fault=fault)
+
+
 def instance_image_changed(row: Row, event: Any, position: int) -> Row:
     return _instance(row, event, position, image_ref=event.image_ref or "", image=event.image)
 

@@ -144,7 +144,7 @@ def _progressed(action: InstanceAction, kind: str, data: dict[str, Any], when: s
     elif kind in ("actionfinished", "deleted", "migrationfinished", "resizereverted"):
         for event in action.events:
             _finish(event, when, SUCCESS)
-    elif kind in ("faulted", "actionfailed", "migrationfailed"):
+    elif kind in ("faulted", "actionfailed", "migrationfailed", "unshelvefailed"):
         details = str(data.get("details") or data.get("message") or "")
         for event in action.events:
             _finish(event, when, ERROR, details)

@@ -68,6 +68,7 @@ InstanceImageChanged: type = Instance.ImageChanged  # type: ignore[attr-defined]
 InstanceOffloaded: type = Instance.Offloaded  # type: ignore[attr-defined]
 InstanceUnshelveRequested: type = Instance.UnshelveRequested  # type: ignore[attr-defined]
 InstanceUnlocked: type = Instance.Unlocked  # type: ignore[attr-defined]
+InstanceUnshelveFailed: type = Instance.UnshelveFailed  # type: ignore[attr-defined]
 HostRegistered: type = Host.Registered  # type: ignore[attr-defined]
 HostInstanceClaimed: type = Host.InstanceClaimed  # type: ignore[attr-defined]
 HostInstanceReleased: type = Host.InstanceReleased  # type: ignore[attr-defined]
@@ -299,6 +300,7 @@ class ReadModels(Projection[ReadModelView]):
         InstanceUpdated, InstanceMetadataUpdated, InstanceTagsUpdated,
         InstanceActionRequested, InstanceActionFinished, InstanceActionFailed, InstancePowerStateSynced,
         InstanceLocked, InstanceUnlocked, InstanceImageChanged, InstanceOffloaded, InstanceUnshelveRequested,
+        InstanceUnshelveFailed,
         *migrations.INSTANCE_EVENTS,
         HostRegistered, HostInstanceClaimed, HostInstanceReleased, *migrations.HOST_EVENTS,
         FlavorCreated, FlavorDeleted,
@@ -406,6 +408,10 @@ class ReadModels(Projection[ReadModelView]):
     @process_event.register(InstanceUnshelveRequested)
     def _(self, e: Any, tracking: Tracking) -> None:
         self._instance(apply.instance_unshelve_requested, e, tracking)
+
+    @process_event.register(InstanceUnshelveFailed)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_unshelve_failed, e, tracking)
 
     @process_event.register(InstanceImageChanged)
     def _(self, e: Any, tracking: Tracking) -> None:

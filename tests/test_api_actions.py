@@ -231,6 +231,16 @@ def test_rebuild_boots_the_new_image_on_the_same_host(cloud: Cloud) -> None:
     assert guest.state()[0] == libvirt.VIR_DOMAIN_RUNNING and guest.ID() != started_as  # a new guest
     events = cloud.stack.get(f"/v2.1/servers/{server}/os-instance-actions", P1).json["instanceActions"]
     assert events[0]["action"] == "rebuild"
+    # a stopped server is rebuilt stopped (Nova): the new guest is defined, then shut off again
+    r = cloud.action(server, {"os-stop": None})
+    cloud.settled(server, "SHUTOFF", after=int(r.headers["X-Stratus-Position"]))
+    r = cloud.action(server, {"rebuild": {"imageRef": image["id"]}})
+    assert r.status_code == 202, r.text
+    shown = cloud.settled(server, "SHUTOFF", after=int(r.headers["X-Stratus-Position"]))
+    assert shown["OS-EXT-STS:power_state"] == 4
+    assert cloud.conn.lookupByUUIDString(server).state()[0] == libvirt.VIR_DOMAIN_SHUTOFF
+    r = cloud.action(server, {"os-start": None})
+    cloud.settled(server, "ACTIVE", after=int(r.headers["X-Stratus-Position"]))
     # Nova's guards: a paused server is not rebuilt; an unknown image is the request's fault; another
     # project's server is not there
     r = cloud.action(server, {"pause": None})
@@ -270,6 +280,17 @@ def test_shelve_frees_the_host_and_unshelve_places_it_again(
 
     placing = Worker(schedule)
     try:
+        # no host can take it: Nova's conductor leaves it shelved, with no task (and Stratus a fault)
+        disable = {"host": HOST, "binary": "nova-compute"}
+        assert cloud.stack.request("PUT", "/v2.1/os-services/disable", ADMIN, json=disable).status_code == 200
+        r = cloud.action(server, {"unshelve": None})
+        assert r.status_code == 202, r.text
+        still = cloud.settled(server, "SHELVED_OFFLOADED", after=int(r.headers["X-Stratus-Position"]))
+        assert "No valid host" in cloud.stack.handlers.instance(server).fault["message"]  # type: ignore[index]
+        assert still["OS-EXT-STS:vm_state"] == "shelved_offloaded"
+        unshelve = cloud.stack.get(f"/v2.1/servers/{server}/os-instance-actions", P1).json["instanceActions"][0]
+        assert (unshelve["action"], unshelve["message"]) == ("unshelve", "Error")
+        assert cloud.stack.request("PUT", "/v2.1/os-services/enable", ADMIN, json=disable).status_code == 200
         r = cloud.action(server, {"unshelve": None})
         assert r.status_code == 202, r.text
         back = cloud.settled(server, "ACTIVE", after=int(r.headers["X-Stratus-Position"]))
@@ -279,7 +300,7 @@ def test_shelve_frees_the_host_and_unshelve_places_it_again(
     assert cloud.conn.lookupByUUIDString(server).state()[0] == libvirt.VIR_DOMAIN_RUNNING
     assert vcpus_used(0) == 1
     events = cloud.stack.get(f"/v2.1/servers/{server}/os-instance-actions", P1).json["instanceActions"]
-    assert [e["action"] for e in events[:2]] == ["unshelve", "shelve"]
+    assert [e["action"] for e in events[:3]] == ["unshelve", "unshelve", "shelve"]
     assert_fault(cloud.action(server, {"unshelve": None}), 409, "conflictingRequest", "unshelve")
 
 

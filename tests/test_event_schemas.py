@@ -266,6 +266,8 @@ def _catalog_scenario(handlers: Handlers) -> None:
     lifecycle.request_action(RequestAction(server, "p1", "shelve"))
     lifecycle.finish_offload(FinishAction(server, "shelve", PowerState.SHUTDOWN))
     lifecycle.unshelve(UnshelveServer(server, "p1"))
+    handlers.fail_instance(FailInstance(server, "compute.no_valid_host", "No valid host was found. ", "none"))
+    lifecycle.unshelve(UnshelveServer(server, "p1"))
     handlers.place_instance(PlaceInstance(server, "c1"))
     handlers.start_spawning(StartSpawning(server, "c1"))
     handlers.finish_spawning(FinishSpawning(server, PowerState.RUNNING))

@@ -25,7 +25,15 @@ from commands.instance import Instance
 from commands.states import TaskState, VmState
 from stratus.imagestore import ImageStore, StoreError
 from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
-from workers.virt import BootImage, GuestSpec, PermanentVirtError, TemporaryVirtError, VirtDriver, VirtError
+from workers.virt import (
+    BootImage,
+    GuestSpec,
+    PermanentVirtError,
+    PowerDriver,
+    TemporaryVirtError,
+    VirtDriver,
+    VirtError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -126,10 +134,14 @@ class Compute:
 
     def respawn(self, server_id: str) -> int:
         """Tear the server's guest down and define and start it again from what the log records now
-        (a rebuild's new image); safe to repeat after a crash at any point."""
+        (a rebuild's new image), shut off again if the server was stopped (as Nova rebuilds a stopped
+        server); safe to repeat after a crash at any point."""
         inst = self._handlers.instance(server_id)
         self._driver.destroy(server_id)
-        return self._driver.spawn(self.guest(inst))
+        power_state = self._driver.spawn(self.guest(inst))
+        if inst.vm_state == VmState.STOPPED and isinstance(self._driver, PowerDriver):
+            power_state = self._driver.power_off(server_id)
+        return power_state
 
     # -- steps ----------------------------------------------------------------------------------
     def _load(self, server_id: str) -> Instance | None:
