@@ -288,7 +288,8 @@ def test_shelve_frees_the_host_and_unshelve_places_it_again(
         still = cloud.settled(server, "SHELVED_OFFLOADED", after=int(r.headers["X-Stratus-Position"]))
         assert "No valid host" in cloud.stack.handlers.instance(server).fault["message"]  # type: ignore[index]
         assert still["OS-EXT-STS:vm_state"] == "shelved_offloaded"
-        unshelve = cloud.stack.get(f"/v2.1/servers/{server}/os-instance-actions", P1).json["instanceActions"][0]
+        listed = cloud.stack.get(f"/v2.1/servers/{server}/os-instance-actions", P1).json["instanceActions"]
+        unshelve = listed[0]
         assert (unshelve["action"], unshelve["message"]) == ("unshelve", "Error")
         assert cloud.stack.request("PUT", "/v2.1/os-services/enable", ADMIN, json=disable).status_code == 200
         r = cloud.action(server, {"unshelve": None})
