@@ -1,7 +1,9 @@
 """Nova's versioned notifications, projected from the log: for tools built on Nova's notification bus.
 
 Instance events become Nova's ``instance.create.start``/``.end``/``.error``,
-``instance.delete.start``/``.end``, ``instance.<power action>.start``/``.end``/``.error``,
+``instance.delete.start``/``.end``, ``instance.<power action>.start``/``.end``/``.error``, a resize's
+or cold migration's ``instance.resize_prep``/``resize``/``resize_finish``/``resize_confirm``/
+``resize_revert`` ``.start``/``.end`` (and ``instance.resize.error``),
 ``instance.lock``/``unlock`` and ``instance.update`` (on every change of vm_state, task_state,
 power_state or name), each in oslo.messaging's envelope with Nova's payload objects
 (``InstanceCreatePayload`` 1.11, ``InstanceActionPayload`` 1.7, ``InstanceUpdatePayload`` 1.8, as in
@@ -70,6 +72,18 @@ NOVA_ACTIONS = {
     "suspend": "suspend",
     "resume": "resume",
 }
+# A move's events → Nova's resize notifications (a cold migration sends the same ones, as Nova's).
+MOVES = {
+    "migrationrequested": ("instance.resize_prep.start",),
+    "migrationscheduled": ("instance.resize_prep.end", "instance.resize.start"),
+    "migratedfromsource": ("instance.resize.end", "instance.resize_finish.start"),
+    "migrationfinished": ("instance.resize_finish.end",),
+    "migrationfailed": ("instance.resize.error",),
+    "resizeconfirmed": ("instance.resize_confirm.start", "instance.resize_confirm.end"),
+    "revertrequested": ("instance.resize_revert.start",),
+    "resizereverted": ("instance.resize_revert.end",),
+}
+RESIZE_PREP = ("InstanceActionResizePrepPayload", "1.3")
 CREATE = ("InstanceCreatePayload", "1.11")
 ACTION = ("InstanceActionPayload", "1.7")
 UPDATE = ("InstanceUpdatePayload", "1.8")
@@ -77,6 +91,7 @@ EVENT_TYPES = (
     "instance.create.start", "instance.create.end", "instance.create.error",
     "instance.delete.start", "instance.delete.end", "instance.lock", "instance.unlock", "instance.update",
     *sorted({f"instance.{a}.{p}" for a in NOVA_ACTIONS.values() for p in ("start", "end", "error")}),
+    *sorted({t for types in MOVES.values() for t in types}),
 )  # fmt: skip
 
 
@@ -236,6 +251,15 @@ def derive(
         action("instance.lock")
     elif event_name == "unlocked":
         action("instance.unlock")
+    elif event_name in MOVES:
+        for event_type in MOVES[event_name]:
+            if event_type.startswith("instance.resize_prep."):
+                new = (after.migration or {}).get("new_flavor") or after.flavor
+                data = {**base, "fault": None, "new_flavor": flavor_payload(dict(new))}
+                out.append((event_type, "INFO", RESIZE_PREP, data))
+            else:
+                error = event_type.endswith(".error")
+                action(event_type, "ERROR" if error else "INFO", fault=error)
     elif event_name in ("actionrequested", "actionfinished", "actionfailed"):
         nova = NOVA_ACTIONS.get(getattr(event, "action", ""))
         if nova is not None:

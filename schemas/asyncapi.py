@@ -101,6 +101,11 @@ NOTIFICATION_EVENT_TYPES = (
         for a in ("pause", "power_off", "power_on", "reboot", "resume", "suspend", "unpause")
         for p in ("start", "end", "error")
     ),
+    "instance.resize.end", "instance.resize.error", "instance.resize.start",
+    "instance.resize_confirm.end", "instance.resize_confirm.start",
+    "instance.resize_finish.end", "instance.resize_finish.start",
+    "instance.resize_prep.end", "instance.resize_prep.start",
+    "instance.resize_revert.end", "instance.resize_revert.start",
 )  # fmt: skip
 
 

@@ -24,6 +24,7 @@ from commands.handlers import (
     RegisterHost,
     StartSpawning,
 )
+from commands.migration import MigrationHandlers, ResizeDecision, ResizeServer
 from commands.states import PowerState
 from projections import notifications
 from schemas import asyncapi
@@ -152,6 +153,56 @@ def test_a_servers_life_as_nova_notifications(
     # and a crash between publishing and remembering republishes into deduplication: nothing doubles
     again.publish([(int(h[notifications.SOURCE_POSITION]), _note(b)) for b, h in got[-3:]])
     assert len(published(again)) == count
+
+
+def test_a_resize_and_its_revert_as_nova_notifications(
+    bridge: NatsBridge, settings: Settings, notifier: notifications.Notifier
+) -> None:
+    handlers = Handlers(Stratus(Factory(bridge=bridge, settings=settings)))
+    moves = MigrationHandlers(handlers)
+    with acting(CommandContext(actor=Actor("bob", "p1", ("member",)), request_id="req-resize")):
+        handlers.create_flavor(CreateFlavor("1", "m1.tiny", 1, 512, 1))
+        handlers.create_flavor(CreateFlavor("2", "m1.small", 2, 1024, 1))
+        for host in ("cmp-1", "cmp-2"):
+            handlers.register_host(RegisterHost(host, 4, 8192, 40))
+        vm = handlers.create_server(CreateServer("vm", "p1", "bob", "1")).id
+        handlers.place_instance(PlaceInstance(vm, "cmp-1"))
+        handlers.start_spawning(StartSpawning(vm, "cmp-1"))
+        handlers.finish_spawning(FinishSpawning(vm, PowerState.RUNNING))
+        moves.resize(ResizeServer(vm, "p1", "2"))
+        moves.place(vm, "cmp-2")
+        moves.left_source(vm)
+        moves.finished(vm, PowerState.RUNNING)
+        moves.revert(ResizeDecision(vm, "p1"))
+        moves.left_dest(vm)
+        last = moves.reverted(vm, PowerState.RUNNING).position
+
+    follow(notifier, last)
+    got = [b for b, _ in published(notifier) if b["payload"]["nova_object.data"]["uuid"] == vm]
+    validator = schemas.validator("notifications/instance.v1.json")
+    for body in got:
+        assert [e.message for e in validator.iter_errors(body)] == [], body["event_type"]
+    moved = [b["event_type"] for b in got if ".resize" in b["event_type"]]
+    assert moved == [
+        "instance.resize_prep.start", "instance.resize_prep.end", "instance.resize.start",
+        "instance.resize.end", "instance.resize_finish.start", "instance.resize_finish.end",
+        "instance.resize_revert.start", "instance.resize_revert.end",
+    ]  # fmt: skip
+    prep = next(b for b in got if b["event_type"] == "instance.resize_prep.start")["payload"]
+    assert prep["nova_object.name"] == "InstanceActionResizePrepPayload"
+    assert prep["nova_object.data"]["new_flavor"]["nova_object.data"]["memory_mb"] == 1024
+    finished = next(b for b in got if b["event_type"] == "instance.resize_finish.end")["payload"]
+    assert (finished["nova_object.data"]["host"], finished["nova_object.data"]["state"]) == (
+        "cmp-2",
+        "resized",
+    )
+    reverted = next(b for b in got if b["event_type"] == "instance.resize_revert.end")["payload"]
+    data = reverted["nova_object.data"]
+    assert (data["host"], data["state"], data["flavor"]["nova_object.data"]["memory_mb"]) == (
+        "cmp-1",
+        "active",
+        512,
+    )
 
 
 def _note(body: dict[str, Any]) -> notifications.Notification:
