@@ -35,8 +35,11 @@ def brief_view(host: dict[str, Any]) -> dict[str, Any]:
 
 def detail_view(host: dict[str, Any], cpu_info_object: bool = False) -> dict[str, Any]:
     """``cpu_info_object``: 2.28 and later give ``cpu_info`` as an object, earlier as a JSON string."""
-    free_ram = host["memory_mb"] - host["memory_mb_used"]
-    free_disk = host["disk_gb"] - host["disk_gb_used"]
+    # Nova's resource tracker counts what the host reserves for itself as used (memory and disk)
+    memory_used = host["memory_mb_used"] + host.get("memory_mb_reserved", 0)
+    disk_used = host["disk_gb_used"] + host.get("disk_gb_reserved", 0)
+    free_ram = host["memory_mb"] - memory_used
+    free_disk = host["disk_gb"] - disk_used
     return {
         **brief_view(host),
         "hypervisor_type": host["hypervisor_type"],
@@ -46,9 +49,9 @@ def detail_view(host: dict[str, Any], cpu_info_object: bool = False) -> dict[str
         "vcpus": host["vcpus"],
         "vcpus_used": host["vcpus_used"],
         "memory_mb": host["memory_mb"],
-        "memory_mb_used": host["memory_mb_used"],
+        "memory_mb_used": memory_used,
         "local_gb": host["disk_gb"],
-        "local_gb_used": host["disk_gb_used"],
+        "local_gb_used": disk_used,
         "free_ram_mb": free_ram,
         "free_disk_gb": free_disk,
         "disk_available_least": free_disk,

@@ -30,6 +30,7 @@ HostServiceEnabled: type = Host.ServiceEnabled  # type: ignore[attr-defined]
 HostForcedDownSet: type = Host.ForcedDownSet  # type: ignore[attr-defined]
 HostZoneAssigned: type = Host.ZoneAssigned  # type: ignore[attr-defined]
 HostAggregateLeft: type = Host.AggregateLeft  # type: ignore[attr-defined]
+HostInventoriesSet: type = Host.InventoriesSet  # type: ignore[attr-defined]
 AggregateCreated: type = HostAggregate.Created  # type: ignore[attr-defined]
 AggregateRenamed: type = HostAggregate.Renamed  # type: ignore[attr-defined]
 AggregateMetadataSet: type = HostAggregate.MetadataSet  # type: ignore[attr-defined]
@@ -48,6 +49,7 @@ QuotaReset: type = ProjectQuota.Reset  # type: ignore[attr-defined]
 HANDLED: tuple[type, ...] = (
     FlavorExtraSpecsSet, FlavorExtraSpecDeleted, FlavorAccessAdded, FlavorAccessRemoved,
     HostServiceDisabled, HostServiceEnabled, HostForcedDownSet, HostZoneAssigned, HostAggregateLeft,
+    HostInventoriesSet,
     AggregateCreated, AggregateRenamed, AggregateMetadataSet, AggregateHostAdded, AggregateHostRemoved,
     AggregateDeleted,
     GroupCreated, GroupMemberAdded, GroupMemberPlaced, GroupMemberRemoved, GroupDeleted,
@@ -74,6 +76,10 @@ ALTER TABLE {s}.hosts ADD COLUMN IF NOT EXISTS disabled_reason text;
 ALTER TABLE {s}.hosts ADD COLUMN IF NOT EXISTS forced_down boolean NOT NULL DEFAULT false;
 ALTER TABLE {s}.hosts ADD COLUMN IF NOT EXISTS aggregate_zones jsonb NOT NULL DEFAULT '{{}}';
 ALTER TABLE {s}.hosts ADD COLUMN IF NOT EXISTS availability_zone text;
+-- What the host keeps for itself (Placement inventories' ``reserved``): Nova counts it as used.
+ALTER TABLE {s}.hosts ADD COLUMN IF NOT EXISTS vcpus_reserved integer NOT NULL DEFAULT 0;
+ALTER TABLE {s}.hosts ADD COLUMN IF NOT EXISTS memory_mb_reserved bigint NOT NULL DEFAULT 0;
+ALTER TABLE {s}.hosts ADD COLUMN IF NOT EXISTS disk_gb_reserved bigint NOT NULL DEFAULT 0;
 
 CREATE TABLE IF NOT EXISTS {s}.host_aggregates (
     id uuid PRIMARY KEY,
@@ -194,6 +200,10 @@ def statements(e: Any, position: int) -> list[Statement]:
         return [_host(e, position, "disabled = false, disabled_reason = NULL")]
     if _is(e, HostForcedDownSet):
         return [_host(e, position, "forced_down = %s", bool(e.forced_down))]
+    if _is(e, HostInventoriesSet):
+        reserved = {rc: int(e.inventories.get(rc, {}).get("reserved", 0)) for rc in ("VCPU", "MEMORY_MB", "DISK_GB")}
+        return [_host(e, position, "vcpus_reserved = %s, memory_mb_reserved = %s, disk_gb_reserved = %s",
+                      reserved["VCPU"], reserved["MEMORY_MB"], reserved["DISK_GB"])]  # fmt: skip
     if _is(e, HostZoneAssigned):
         value = _json({e.aggregate_id: e.zone})
         zones, zone = _ZONES.format(op="||", cast="jsonb"), _ZONE_OF.format(op="||", cast="jsonb")

@@ -36,6 +36,7 @@ from api.tokens import TokenSigner, load_or_create_key
 from commands.app import Stratus
 from commands.handlers import FailInstance, Handlers, PlaceInstance, RegisterHost
 from commands.identity_handlers import IdentityHandlers
+from commands.placement import PlacementHandlers
 from projections import runner
 from projections.schema import ensure_live_schema
 from stratus import serialization
@@ -408,6 +409,16 @@ def test_placed_and_failed_server_shows_host_and_fault(stack: Stack) -> None:
     hyp = stack.get("/v2.1/os-hypervisors/cmp-1", ADMIN, after=placed).json["hypervisor"]
     assert (hyp["vcpus_used"], hyp["memory_mb_used"], hyp["local_gb_used"]) == (2, 1024, 10)
     assert hyp["free_ram_mb"] == 16384 - 1024 and hyp["free_disk_gb"] == 90
+    # the host keeps some for itself (Placement's reserved): Nova counts it as used
+    inventories = {**stack.handlers.host("cmp-1").inventories}
+    inventories["MEMORY_MB"] = {**inventories["MEMORY_MB"], "reserved": 512}
+    inventories["DISK_GB"] = {**inventories["DISK_GB"], "reserved": 5}
+    _, reserved = PlacementHandlers(stack.handlers.app).set_inventories(
+        str(stack.handlers.host("cmp-1").id), None, inventories
+    )
+    hyp = stack.get("/v2.1/os-hypervisors/cmp-1", ADMIN, after=reserved).json["hypervisor"]
+    assert (hyp["memory_mb_used"], hyp["local_gb_used"]) == (1024 + 512, 10 + 5)
+    assert (hyp["free_ram_mb"], hyp["free_disk_gb"], hyp["vcpus_used"]) == (16384 - 1536, 85, 2)
 
     failed = stack.handlers.fail_instance(
         FailInstance(sid, "compute.spawn_failed", "Build of instance failed", details="traceback...")
