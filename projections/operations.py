@@ -201,7 +201,8 @@ def statements(e: Any, position: int) -> list[Statement]:
     if _is(e, HostForcedDownSet):
         return [_host(e, position, "forced_down = %s", bool(e.forced_down))]
     if _is(e, HostInventoriesSet):
-        reserved = {rc: int(e.inventories.get(rc, {}).get("reserved", 0)) for rc in ("VCPU", "MEMORY_MB", "DISK_GB")}
+        inv = e.inventories
+        reserved = {rc: int(inv.get(rc, {}).get("reserved", 0)) for rc in ("VCPU", "MEMORY_MB", "DISK_GB")}
         return [_host(e, position, "vcpus_reserved = %s, memory_mb_reserved = %s, disk_gb_reserved = %s",
                       reserved["VCPU"], reserved["MEMORY_MB"], reserved["DISK_GB"])]  # fmt: skip
     if _is(e, HostZoneAssigned):
