@@ -1,11 +1,9 @@
 """A real guest on real QEMU (TCG), driven through the API: boot, stop (ACPI), start, reboot, delete.
 
-The test provides what it needs and owns what it starts: it installs QEMU, libvirt and tini with
-apt-get when they are missing (root and a network are required; without them it skips and says
-why), prepares libvirt's QEMU driver as FIELD-NOTES describe (a ``libvirt-qemu`` user and group,
-``/var/log/libvirt``, ``/etc/libvirt/qemu.conf`` with ``user``/``group`` root and
-``stdio_handler = "file"``), runs ``tini -s -- libvirtd`` in the foreground unless a libvirtd
-already answers on ``qemu:///system``, and builds the guest with ``deploy/guest/build_image.py``.
+The test provides what it needs and owns what it starts (``tests.fixtures.qemu``: QEMU, libvirt and
+tini installed with apt-get when missing, libvirt's QEMU driver prepared as FIELD-NOTES describe,
+``libvirtd`` started unless one answers, the guest built by ``deploy/guest/build_image.py``); without
+root or a network it skips and says why.
 The kernel and initramfs are uploaded through the image service, the server booted through the
 Compute API, and at each step the API's view and libvirt's agree; the guest's serial console, read
 through ``os-getConsoleOutput``, shows the marker of every boot.
@@ -15,13 +13,8 @@ through ``os-getConsoleOutput``, shows the marker of every boot.
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
-import subprocess
-import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +27,7 @@ from stratus.config import Settings
 from stratus.context import CommandContext, acting
 from stratus.eventstore import NatsBridge
 from tests import test_api
+from tests.fixtures import qemu
 from tests.test_api import P1, Stack, projector, stack  # noqa: F401
 from tests.test_hypervisor import Worker
 from workers import hypervisor
@@ -42,127 +36,24 @@ from workers.scheduler import SCHEDULER
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
-URI = "qemu:///system"
+URI = qemu.URI
 HOST = "qemu-guest-host"
-MARKER = "STRATUS-GUEST-READY"
-PACKAGES = ("qemu-system-x86", "libvirt-daemon", "libvirt-daemon-driver-qemu", "libvirt-clients", "tini")
-BINARIES = ("qemu-system-x86_64", "libvirtd", "tini")
-QEMU_CONF = Path("/etc/libvirt/qemu.conf")
-QEMU_SETTINGS = {"user": '"root"', "group": '"root"', "stdio_handler": '"file"'}
-
-
-def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env, check=False)
-
-
-def _install() -> None:
-    missing = [b for b in BINARIES if shutil.which(b) is None]
-    if not missing:
-        return
-    if os.geteuid() != 0:
-        pytest.skip(f"real-QEMU test: {', '.join(missing)} missing and not root, so cannot apt-get install")
-    done = _run("apt-get", "install", "-y", "--no-install-recommends", *PACKAGES)
-    if done.returncode != 0:
-        _run("apt-get", "update")
-        done = _run("apt-get", "install", "-y", "--no-install-recommends", *PACKAGES)
-    if done.returncode != 0:
-        pytest.skip(f"real-QEMU test: apt-get install failed (no network?): {done.stderr.strip()[-400:]}")
-
-
-def _prepare_qemu_driver() -> None:
-    if _run("getent", "group", "libvirt-qemu").returncode != 0:
-        _run("groupadd", "--system", "libvirt-qemu").check_returncode()
-    if _run("getent", "passwd", "libvirt-qemu").returncode != 0:
-        _run(
-            "useradd", "--system", "-g", "libvirt-qemu", "-d", "/var/lib/libvirt", "-s", "/usr/sbin/nologin",
-            "libvirt-qemu",
-        ).check_returncode()  # fmt: skip
-    Path("/var/log/libvirt").mkdir(parents=True, exist_ok=True)
-    text = QEMU_CONF.read_text() if QEMU_CONF.exists() else ""
-    present = {
-        line.split("=", 1)[0].strip()
-        for line in text.splitlines()
-        if "=" in line and not line.startswith("#")
-    }
-    missing = [f"{k} = {v}\n" for k, v in QEMU_SETTINGS.items() if k not in present]
-    if missing:
-        QEMU_CONF.parent.mkdir(parents=True, exist_ok=True)
-        QEMU_CONF.write_text(text + ("\n" if text and not text.endswith("\n") else "") + "".join(missing))
-
-
-def _answers() -> bool:
-    try:
-        libvirt.open(URI).close()
-    except libvirt.libvirtError:
-        return False
-    return True
-
-
+MARKER = qemu.MARKER
 @pytest.fixture(scope="module")
 def libvirtd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """libvirtd on qemu:///system: the one running, or one this test starts and stops."""
-    libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
-    _install()
-    _prepare_qemu_driver()
-    if _answers():
-        yield
-        return
-    log = tmp_path_factory.mktemp("libvirtd") / "libvirtd.log"
-    proc = subprocess.Popen(
-        ["tini", "-s", "--", "libvirtd"],
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
     try:
-        deadline = time.monotonic() + 30
-        while not _answers():
-            assert proc.poll() is None, f"libvirtd exited: {log.read_text()[-2000:]}"
-            assert time.monotonic() < deadline, f"libvirtd did not answer: {log.read_text()[-2000:]}"
-            time.sleep(0.2)
-        yield
-    finally:
-        # Another test run on this machine may be using our libvirtd meanwhile (it found it
-        # answering): stopping it under a running guest would orphan that QEMU. Wait for the
-        # machine's guests to go; if they do not, leave libvirtd running rather than orphan them.
-        if _no_guests_within(150):
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        else:
-            warnings.warn("libvirtd left running: guests of another run are still on it", stacklevel=1)
-
-
-def _no_guests_within(seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            conn = libvirt.open(URI)
-        except libvirt.libvirtError:
-            return True
-        try:
-            if not conn.listAllDomains():
-                return True
-        finally:
-            conn.close()
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(1)
+        with qemu.libvirtd(tmp_path_factory.mktemp("libvirtd") / "libvirtd.log"):
+            yield
+    except qemu.Unavailable as e:
+        pytest.skip(str(e))
 
 
 @pytest.fixture(scope="module")
 def guest_files(tmp_path_factory: pytest.TempPathFactory, libvirtd: None) -> Path:
-    out = tmp_path_factory.mktemp("guest")
-    built = _run(sys.executable, str(ROOT / "deploy" / "guest" / "build_image.py"), str(out), timeout=300)
-    if built.returncode != 0 and "apt-get" in built.stderr:
-        pytest.skip(f"real-QEMU test: cannot fetch the guest's packages: {built.stderr.strip()[-400:]}")
-    assert built.returncode == 0, built.stderr
-    return out
+    try:
+        return qemu.build_guest(tmp_path_factory.mktemp("guest"))
+    except qemu.Unavailable as e:
+        pytest.skip(str(e))
 
 
 @pytest.fixture
