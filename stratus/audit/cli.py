@@ -14,9 +14,11 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import IO, Any
 
 from stratus.audit import export, history, verify
+from stratus.audit.filestore import FileStoreError
 from stratus.config import Settings
 
 EXIT_BROKEN = 1
@@ -46,6 +48,13 @@ def add_parser(
         help="a global hash recorded earlier (repeatable): the log up to POSITION must still give it",
     )
     v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.add_argument(
+        "--store",
+        metavar="DIR",
+        help="verify a copy of nats-server's store directory (a backup, a stopped server's -sd) "
+        "instead of asking the server; the stream is STRATUS_STREAM",
+    )
+    v.add_argument("--processes", type=int, help="with --store: worker processes (default: one per CPU)")
 
     h = cmds.add_parser("history", help="every event of one resource, oldest first")
     h.add_argument("kind", help="server, host, flavor or aggregate (any aggregate id)")
@@ -120,9 +129,18 @@ def _verify(settings: Settings, args: argparse.Namespace, out: IO[str]) -> int:
         if not sep or not position.isdigit() or len(value) != 64:
             raise SystemExit(f"stratus audit verify: --anchor {a!r} is not POSITION:HASH (64 hex digits)")
         anchors[int(position)] = value.lower()
-    report = verify.verify(
-        settings.nats_urls, settings.stream, settings.subject_prefix, upto=args.upto, anchors=anchors
-    )
+    if args.store:
+        try:
+            report = verify.verify_store(
+                Path(args.store), settings.stream, settings.subject_prefix, upto=args.upto,
+                anchors=anchors, processes=args.processes,
+            )  # fmt: skip
+        except FileStoreError as e:
+            raise SystemExit(f"stratus audit verify: {e}") from e
+    else:
+        report = verify.verify(
+            settings.nats_urls, settings.stream, settings.subject_prefix, upto=args.upto, anchors=anchors
+        )
     if args.json:
         _print(out, report.to_dict())
     elif report.ok:

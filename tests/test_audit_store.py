@@ -1,0 +1,110 @@
+"""Verifying a copy of the store with no server in the path (``stratus audit verify --store``):
+the same verdicts and the same anchor as the online verifier on an untouched log, and the first
+altered event named when the store's files were edited behind Stratus's back."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stratus.audit import verify
+from stratus.audit.filestore import FileStoreError, blocks, read_block, stream_dir
+from stratus.config import Settings
+from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge
+from stratus.natsserver import NatsServer
+from tests.fixtures.nats import unique_settings
+from tests.fixtures.processes import ROOT
+from tests.test_audit_chain import fill
+
+
+@pytest.fixture
+def stored(own_nats_server: NatsServer, tmp_path: Path) -> Iterator[tuple[Settings, Path, verify.Report]]:
+    """A chained log of 9 events, the online verifier's report, and a copy of the stopped store."""
+    s = unique_settings(own_nats_server.url)
+    with NatsBridge(s.nats_urls, name="store-test").start() as bridge:
+        recorder = JetStreamApplicationRecorder.from_settings(bridge, s)
+        recorder.ensure_stream()
+        fill(recorder)
+    online = verify.verify(s.nats_urls, s.stream, s.subject_prefix)
+    own_nats_server.stop()  # a store as a backup holds it: nothing in flight
+    copy = tmp_path / "copy"
+    shutil.copytree(own_nats_server.store_dir, copy)
+    yield s, copy, online
+
+
+def _edit(store: Path, s: Settings, old: bytes, new: bytes) -> None:
+    """Change bytes inside a block file (same length: the records' framing stays valid)."""
+    assert len(old) == len(new)
+    for block in blocks(stream_dir(store, s.stream)):
+        data = block.read_bytes()
+        if old in data:
+            block.write_bytes(data.replace(old, new, 1))
+            return
+    raise AssertionError(f"{old!r} is not in the store")
+
+
+def test_an_untouched_store_verifies_with_the_online_anchor(
+    stored: tuple[Settings, Path, verify.Report],
+) -> None:
+    s, copy, online = stored
+    assert online.ok and online.checked == 9
+    for processes in (1, 2):
+        report = verify.verify_store(copy, s.stream, s.subject_prefix, processes=processes)
+        assert report.ok, report.first_break
+        assert (report.checked, report.last_position, report.global_hash) == (9, 9, online.global_hash)
+    anchored = verify.verify_store(copy, s.stream, s.subject_prefix, anchors={9: online.global_hash})
+    assert anchored.ok and anchored.anchors_checked == [9]
+    positions = [m.position for b in blocks(stream_dir(copy, s.stream)) for m in read_block(b)]
+    assert positions == list(range(1, 10))
+
+
+def test_an_edited_body_in_the_files_is_named(stored: tuple[Settings, Path, verify.Report]) -> None:
+    s, copy, _ = stored
+    _edit(copy, s, b'"name":"b2"', b'"name":"XX"')  # the 5th event (b's second)
+    report = verify.verify_store(copy, s.stream, s.subject_prefix)
+    assert not report.ok and report.first_break is not None
+    assert report.first_break.position == 5 and "does not match its hash" in report.first_break.reason
+    assert report.last_position == 4
+
+
+def test_an_edited_header_in_the_files_is_named(stored: tuple[Settings, Path, verify.Report]) -> None:
+    s, copy, _ = stored
+    block = blocks(stream_dir(copy, s.stream))[0]
+    data = block.read_bytes()
+    # event 4's actor (its headers come before its body in the record)
+    at = data.rindex(b"ce-actoruser: ", 0, data.index(b'"name":"c')) + len(b"ce-actoruser: ")
+    block.write_bytes(data[:at] + b"m" + data[at + 1 :])
+    report = verify.verify_store(copy, s.stream, s.subject_prefix)
+    assert report.first_break is not None and report.first_break.position == 4
+
+
+def test_an_anchor_beyond_the_stored_end_says_events_were_removed(
+    stored: tuple[Settings, Path, verify.Report],
+) -> None:
+    s, copy, online = stored
+    report = verify.verify_store(copy, s.stream, s.subject_prefix, anchors={12: online.global_hash})
+    assert report.first_break is not None and "removed from the end" in report.first_break.reason
+
+
+def test_what_is_not_a_store_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(FileStoreError, match="no stream"):
+        stream_dir(tmp_path, "NOPE")
+
+
+def test_the_cli_verifies_a_store_copy(stored: tuple[Settings, Path, verify.Report]) -> None:
+    s, copy, online = stored
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATUS_")}
+    env.update(STRATUS_STREAM=s.stream, STRATUS_SUBJECT_PREFIX=s.subject_prefix)
+    stratus = [sys.executable, "-m", "stratus.cli", "audit", "verify", "--store", str(copy)]
+    done = subprocess.run(stratus, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "OK: 9 events" in done.stdout and f"anchor: 9:{online.global_hash}" in done.stdout
+    _edit(copy, s, b'"name":"a3"', b'"name":"zz"')
+    done = subprocess.run(stratus, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "BROKEN at position 7" in done.stdout, done.stdout + done.stderr
