@@ -90,6 +90,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 _SAME_NAMED = (
     "api_bind", "api_workers", "host_name", "libvirt_uri",
     "heartbeat_interval_seconds", "reconcile_interval_seconds", "shutdown_timeout_seconds",
+    "host_concurrency",
 )  # fmt: skip
 
 
@@ -516,6 +517,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="seconds between reconciliations, 0: never (STRATUS_RECONCILE_INTERVAL, 30)")
     hv.add_argument("--shutdown-timeout", type=float, dest="shutdown_timeout_seconds",
                     help="seconds a guest has to power off on ACPI shutdown (STRATUS_SHUTDOWN_TIMEOUT, 60)")
+    hv.add_argument("--concurrency", type=int, dest="host_concurrency",
+                    help="servers worked on at once, each one step at a time (STRATUS_HOST_CONCURRENCY, 10)")
 
     sim = add("simulate", _cmd_part, "many simulated compute hosts (libvirt's test driver) in one process")
     sim.add_argument("--hosts", type=int, default=100, help="how many hosts (default 100)")

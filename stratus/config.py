@@ -37,6 +37,9 @@ class Settings:
     heartbeat_interval_seconds: float = 10.0
     reconcile_interval_seconds: float = 30.0
     shutdown_timeout_seconds: float = 60.0
+    # How many servers one hypervisor worker works on at once (Nova's max_concurrent_builds; the
+    # steps of one server always run one at a time).
+    host_concurrency: int = 10
     # Identifies this deployment in CloudEvents' `source`.
     cloud_name: str = "stratus"
     # The fixed network servers get an address on (CIDR; empty: servers get no address), and its name.
@@ -73,6 +76,7 @@ class Settings:
             heartbeat_interval_seconds=_seconds(e, "HEARTBEAT_INTERVAL", d.heartbeat_interval_seconds),
             reconcile_interval_seconds=_seconds(e, "RECONCILE_INTERVAL", d.reconcile_interval_seconds),
             shutdown_timeout_seconds=_seconds(e, "SHUTDOWN_TIMEOUT", d.shutdown_timeout_seconds),
+            host_concurrency=_at_least_one(e, "HOST_CONCURRENCY", d.host_concurrency),
             cloud_name=e.get("STRATUS_CLOUD_NAME", d.cloud_name),
             fixed_network=e.get("STRATUS_FIXED_NETWORK", d.fixed_network).strip(),
             fixed_network_name=e.get("STRATUS_FIXED_NETWORK_NAME", d.fixed_network_name).strip(),
@@ -97,6 +101,7 @@ class Settings:
             "STRATUS_HEARTBEAT_INTERVAL": str(self.heartbeat_interval_seconds),
             "STRATUS_RECONCILE_INTERVAL": str(self.reconcile_interval_seconds),
             "STRATUS_SHUTDOWN_TIMEOUT": str(self.shutdown_timeout_seconds),
+            "STRATUS_HOST_CONCURRENCY": str(self.host_concurrency),
             "STRATUS_CLOUD_NAME": self.cloud_name,
             "STRATUS_FIXED_NETWORK": self.fixed_network,
             "STRATUS_FIXED_NETWORK_NAME": self.fixed_network_name,
@@ -121,4 +126,19 @@ def _seconds(env: Mapping[str, str], setting: str, default: float) -> float:
         raise ValueError(f"{name} must be a number of seconds, not {text[:40]!r}") from None
     if value < 0:
         raise ValueError(f"{name} must not be negative")
+    return value
+
+
+def _at_least_one(env: Mapping[str, str], setting: str, default: int) -> int:
+    """``STRATUS_<setting>``, a count of at least 1, or an error naming it."""
+    name = f"STRATUS_{setting}"
+    text = env.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, not {text[:40]!r}") from None
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1")
     return value

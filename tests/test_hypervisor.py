@@ -8,6 +8,7 @@ drivers implementing our own port (``workers.virt.VirtDriver``) around the real 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -34,6 +35,7 @@ from stratus.eventstore import Factory, NatsBridge
 from tests.fixtures.workers import Worker, eventually
 from workers import hypervisor, scheduler
 from workers.compute import DELETE_FAILED, SCHEDULED, SPAWN_FAILED, Compute
+from workers.consumer import PerServer
 from workers.libvirt_driver import LibvirtDriver, domain_xml
 from workers.outcome import DONE, RetryPolicy
 from workers.virt import (
@@ -459,3 +461,52 @@ def test_a_message_that_keeps_coming_back_becomes_a_fault(
     assert inst.fault is not None and inst.fault["code"] == SPAWN_FAILED
     assert "gave up after" in inst.fault["message"]
     assert handlers.host(HOST).claims == {}
+
+
+class BarrierDriver:
+    """Each spawn waits until ``parties`` spawns are under way at once (a serial worker never gets there)."""
+
+    def __init__(self, inner: VirtDriver, parties: int) -> None:
+        self.inner = inner
+        self.barrier = threading.Barrier(parties, timeout=10)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def spawn(self, guest: GuestSpec) -> int:
+        self.barrier.wait()
+        return self.inner.spawn(guest)
+
+
+def test_a_host_boots_several_servers_at_once(
+    handlers: Handlers, driver: LibvirtDriver, start_hypervisor: Callable[..., Worker]
+) -> None:
+    """Nova's max_concurrent_builds: a slow boot does not hold up the host's other servers."""
+    start_hypervisor(BarrierDriver(driver, parties=3))
+    servers = [create_and_place(handlers, name=f"vm-{i}") for i in range(3)]
+    for s in servers:
+        inst = eventually(lambda s=s: settled(handlers, s))  # type: ignore[misc]
+        assert inst.vm_state == VmState.ACTIVE, inst.fault
+
+
+def test_one_servers_steps_never_overlap() -> None:
+    per_server = PerServer()
+    inside: list[str] = []
+    overlaps: list[str] = []
+
+    def step(key: str) -> None:
+        with per_server.held(key):
+            if key in inside:
+                overlaps.append(key)
+            inside.append(key)
+            time.sleep(0.02)
+            inside.remove(key)
+
+    threads = [threading.Thread(target=step, args=(k,)) for k in ("a", "a", "a", "b", "b")]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlaps == []
+    assert time.perf_counter() - started >= 0.06  # the three steps of "a" ran one after another

@@ -156,6 +156,61 @@ def serve(
             _process(consumer, handle, msg, actor)
 
 
+class PerServer:
+    """One step at a time per server (Nova's lock on the instance uuid), any number of servers at once."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, tuple[threading.Lock, list[int]]] = {}
+
+    @contextlib.contextmanager
+    def held(self, key: str) -> Iterator[None]:
+        with self._guard:
+            lock, users = self._locks.setdefault(key, (threading.Lock(), [0]))
+            users[0] += 1
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                users[0] -= 1
+                if users[0] == 0:
+                    del self._locks[key]
+
+
+def serve_concurrently(
+    open_consumer: Callable[[], DurableConsumer],
+    handle: Callable[[Delivery], Outcome],
+    stop: threading.Event,
+    *,
+    actor: Actor,
+    threads: int,
+    poll: float = 1.0,
+    name: str = "consumer",
+) -> None:
+    """``serve`` from ``threads`` threads, each with its own pull subscription on the same durable
+    consumer, so that a slow step (a real guest's boot) does not hold up the others; the steps of
+    one server still run one at a time (``PerServer``), and each re-reads its server's state first."""
+    per_server = PerServer()
+
+    def guarded(d: Delivery) -> Outcome:
+        with per_server.held(d.originator_id):
+            return handle(d)
+
+    def one() -> None:
+        consumer = open_consumer()
+        try:
+            serve(consumer, guarded, stop, actor=actor, poll=poll)
+        finally:
+            consumer.close()
+
+    workers = [threading.Thread(target=one, name=f"{name}-{i}", daemon=True) for i in range(max(1, threads))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+
+
 def _process(
     consumer: DurableConsumer, handle: Callable[[Delivery], Outcome], msg: Msg, actor: Actor
 ) -> None:

@@ -32,7 +32,7 @@ from stratus.imagestore import ImageStore
 from stratus.liveness import Heartbeats, beat_periodically, bucket_for
 from workers.compute import SCHEDULED, BootImages, Compute
 from workers.console import answerer
-from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve, stop_on_signals
+from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_concurrently, stop_on_signals
 from workers.libvirt_driver import EventLoop, LibvirtDriver
 from workers.migration import ACTING_HOST, Moves
 from workers.outcome import DONE, Outcome, RetryPolicy
@@ -124,10 +124,12 @@ def run(
     interval = settings.heartbeat_interval_seconds
     beating = beat_periodically(lambda: heartbeats.beat(host), host, stop, interval)
     filters = subjects(settings)
-    consumer = DurableConsumer(
-        bridge, stream=settings.stream, durable=durable_name(host), filter_subjects=filters, ack_wait=ACK_WAIT
-    )
-    consumer.open()
+
+    def open_consumer() -> DurableConsumer:
+        durable = durable_name(host)
+        return DurableConsumer(
+            bridge, stream=settings.stream, durable=durable, filter_subjects=filters, ack_wait=ACK_WAIT
+        ).open()
 
     def handle(d: Delivery) -> Outcome:
         if d.event_type == SCHEDULED and _placed_on(d) != host:
@@ -140,11 +142,14 @@ def run(
             return power.handle(str(_payload(d).get("action")), d.originator_id, d.attempt)
         return compute.handle(d.event_type, d.originator_id, d.attempt)
 
-    log.info("hypervisor %s consuming %s (durable %s)", host, ", ".join(filters), consumer.durable)
+    threads = settings.host_concurrency
+    log.info("hypervisor %s consuming %s (durable %s, %d at once)",
+             host, ", ".join(filters), durable_name(host), threads)  # fmt: skip
     try:
-        serve(consumer, handle, stop, actor=HYPERVISOR, poll=poll)
+        serve_concurrently(
+            open_consumer, handle, stop, actor=HYPERVISOR, threads=threads, poll=poll, name=host
+        )
     finally:
-        consumer.close()
         responder.close()
         if reconciling is not None:
             wake.set()

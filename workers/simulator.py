@@ -31,7 +31,7 @@ from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.subjects import SubjectLayout
 from workers.compute import SCHEDULED, Compute
-from workers.consumer import Delivery, DurableConsumer, serve, stop_on_signals
+from workers.consumer import Delivery, DurableConsumer, serve_concurrently, stop_on_signals
 from workers.libvirt_driver import LibvirtDriver
 from workers.outcome import DONE, Outcome
 
@@ -142,21 +142,14 @@ def run(
     """Register the hosts, then serve their instances from ``threads`` threads until ``stop``."""
     log.info("simulator: %d hosts registered", cloud.register())
 
-    def serve_one() -> None:
-        consumer = DurableConsumer(
+    def open_consumer() -> DurableConsumer:
+        return DurableConsumer(
             bridge, stream=settings.stream, durable=durable, filter_subjects=subjects(settings)
-        )
-        consumer.open()
-        try:
-            serve(consumer, cloud.handle, stop, actor=SIMULATOR, poll=poll)
-        finally:
-            consumer.close()
+        ).open()
 
-    workers = [threading.Thread(target=serve_one, name=f"simulator-{i}", daemon=True) for i in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
+    serve_concurrently(
+        open_consumer, cloud.handle, stop, actor=SIMULATOR, threads=threads, poll=poll, name="simulator"
+    )
 
 
 def main(

@@ -4,6 +4,9 @@ Run: ``python -m tests.bench.bench_audit [--events 100000] [--rounds 3]``. It st
 nats-server, appends N real chained events through the recorder (atomic appends of 1000 events over
 1000 aggregates, bodies shaped like Stratus's events), then in each round reads the whole stream with
 the raw reader alone (the floor: batch direct gets, no parsing) and verifies it (parse, hash, chain).
+Then it stops the server and, in rounds again, reads the stream's block files alone (the store's
+floor: records parsed, nothing hashed) and verifies them (``verify --store``) with 1 and 2 worker
+processes.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from uuid import uuid4
 import orjson
 from eventsourcing.persistence import StoredEvent
 
-from stratus.audit import verify
+from stratus.audit import filestore, verify
 from stratus.audit.rawreader import RawReader
 from stratus.eventstore import NatsBridge
 from tests.bench.harness import Bench, CpuMeter, machine_lines, nats_server
@@ -70,8 +73,30 @@ def main() -> None:
 
                 bench.measure("raw read (floor)", "events/s", floor)
                 bench.measure("verify (read+parse+hash+chain)", "events/s", check, floor="raw read (floor)")
-            print("\n".join(machine_lines()))
-            print(bench.table(f"Chain verification, {n} events"))
+        # the same log from the store's files, no server in the path: stop it (as a backup is taken)
+        server.stop()
+        copy = server.store_dir
+        for _ in range(args.rounds):
+
+            def store_floor() -> int:
+                stream = filestore.stream_dir(copy, settings.stream)
+                return sum(1 for b in filestore.blocks(stream) for _ in filestore.read_block(b))
+
+            def store_check(processes: int) -> int:
+                prefix = settings.subject_prefix
+                report = verify.verify_store(copy, settings.stream, prefix, processes=processes)
+                assert report.ok, report.first_break
+                return report.checked
+
+            floor_name = "store read (floor: records parsed, nothing hashed)"
+            bench.measure(floor_name, "events/s", store_floor)
+            for processes in (1, 2):
+                bench.measure(
+                    f"verify --store, {processes} process{'es' if processes > 1 else ''}", "events/s",
+                    lambda processes=processes: store_check(processes), floor=floor_name,  # type: ignore[misc]
+                )  # fmt: skip
+        print("\n".join(machine_lines()))
+        print(bench.table(f"Chain verification, {n} events"))
 
 
 if __name__ == "__main__":

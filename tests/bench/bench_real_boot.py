@@ -98,7 +98,7 @@ def overcommit_vcpus(port: int, token: str, ratio: float) -> None:
 def fault_of(port: int, token: str, server_id: str) -> str:
     status, doc = send(port, token, "GET", f"/v2.1/servers/{server_id}", None)
     fault = (doc or {}).get("server", {}).get("fault") or {}
-    return str(fault.get("message", f"HTTP {status}"))[:120]
+    return f"{fault.get('message', f'HTTP {status}')} {fault.get('details', '')}"[:300]
 
 
 def marker_seen(log: Path) -> bool:
