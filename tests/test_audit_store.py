@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ import pytest
 from stratus.audit import verify
 from stratus.audit.filestore import FileStoreError, blocks, read_block, stream_dir
 from stratus.config import Settings
-from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge
+from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge, chain
 from stratus.natsserver import NatsServer
 from tests.fixtures.nats import unique_settings
 from tests.fixtures.processes import ROOT
@@ -108,3 +109,37 @@ def test_the_cli_verifies_a_store_copy(stored: tuple[Settings, Path, verify.Repo
     _edit(copy, s, b'"name":"a3"', b'"name":"zz"')
     done = subprocess.run(stratus, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "BROKEN at position 7" in done.stdout, done.stdout + done.stderr
+
+
+def _record(position: int, subject: bytes, headers: list[str], body: bytes) -> bytes:
+    """One message record as nats-server's file store writes it (checksum zeroed: not read)."""
+    block = ("NATS/1.0\r\n" + "".join(f"{h}\r\n" for h in headers) + "\r\n").encode()
+    length = 22 + len(subject) + 4 + len(block) + len(body) + 8
+    head = struct.pack("<IQqH", length | (1 << 31), position, 0, len(subject))
+    return head + subject + struct.pack("<I", len(block)) + block + body + b"\0" * 8
+
+
+def test_the_fast_block_digest_agrees_with_the_exact_one_on_odd_headers(tmp_path: Path) -> None:
+    """How a header line is spelled (no space after the colon, trailing blanks, names in capitals)
+    never changes a verdict: the fast path hands anything it does not vouch for to the exact one."""
+    agg = "0d3c1f5e-1111-4222-8333-944455556666"
+    body = b'{"name":"vm"}'
+
+    def headers(**extra: str) -> dict[str, str]:
+        return {"ce-id": f"{agg}:1", "ce-subject": agg, "Stratus-Chain-Prev": chain.GENESIS, **extra}
+
+    good = headers()
+    good_hash = chain.event_hash(good, body)
+    spelled = [
+        [f"{k}: {v}" for k, v in good.items()] + [f"Stratus-Chain-Hash: {good_hash}"],  # as NATS writes
+        [f"{k}:{v}" for k, v in good.items()] + [f"Stratus-Chain-Hash:{good_hash}"],  # no space
+        [f"{k.upper()}: {v}  " for k, v in good.items()] + [f"Stratus-Chain-Hash: {good_hash}"],  # blanks
+        [f"{k}: {v}" for k, v in headers(**{"ce-actoruser": "eve"}).items()]
+        + [f"Stratus-Chain-Hash: {good_hash}"],  # an added header: altered
+    ]
+    path = tmp_path / "1.blk"
+    path.write_bytes(b"".join(_record(i + 1, b"p.x", h, body) for i, h in enumerate(spelled)))
+    fast = verify._digest_block(str(path), b"p.", 1 << 62)
+    exact = [verify.digest(m.position, m.header_block, m.body) for m in read_block(path)]
+    assert fast == exact
+    assert [d[5] for d in fast] == [True, True, True, False]

@@ -64,34 +64,40 @@ def blocks(stream: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.stem))
 
 
-def read_block(path: Path) -> Iterator[StoredMessage]:
-    """The messages of one block, in order (erased messages and tombstones skipped)."""
+def records(path: Path) -> Iterator[tuple[int, bytes, bytes, bytes]]:
+    """(position, subject, header block, body) of every message of one block, in order (erased
+    messages and tombstones skipped): the verifier's inner loop, so plain tuples."""
     data = path.read_bytes()
-    view = memoryview(data)
-    end, at = len(data), 0
+    unpack, hdr_len = _HEAD.unpack_from, _HDR_LEN.unpack_from
+    head, end, at = _HEAD.size, len(data), 0
     while at < end:
-        if end - at < _HEAD.size + _CHECKSUM:
+        if end - at < head + _CHECKSUM:
             break  # a record the server had not finished writing: the end of what is stored
-        rl, seq, _ts, slen = _HEAD.unpack_from(data, at)
+        rl, seq, _ts, slen = unpack(data, at)
         length = rl & ~_HAS_HEADERS
-        if length < _HEAD.size + slen + _CHECKSUM:
+        if length < head + slen + _CHECKSUM:
             raise FileStoreError(f"{path}: no record at offset {at} (a compressed or encrypted store?)")
         if at + length > end:
             break  # torn tail
-        pos = at + _HEAD.size
-        subject = bytes(view[pos : pos + slen])
+        pos = at + head
+        subject = data[pos : pos + slen]
         pos += slen
         header = b""
         if rl & _HAS_HEADERS:
-            (hlen,) = _HDR_LEN.unpack_from(data, pos)
+            (hlen,) = hdr_len(data, pos)
             pos += 4
-            header = bytes(view[pos : pos + hlen])
+            header = data[pos : pos + hlen]
             pos += hlen
-        body = bytes(view[pos : at + length - _CHECKSUM])
+        body = data[pos : at + length - _CHECKSUM]
         at += length
-        if seq & (_ERASED | _TOMBSTONE):
-            continue
-        yield StoredMessage(seq & _SEQ_MASK, subject, header, body)
+        if not seq & (_ERASED | _TOMBSTONE):
+            yield seq & _SEQ_MASK, subject, header, body
+
+
+def read_block(path: Path) -> Iterator[StoredMessage]:
+    """The messages of one block, in order."""
+    for position, subject, header, body in records(path):
+        yield StoredMessage(position, subject, header, body)
 
 
 def messages(stream: Path) -> Iterator[StoredMessage]:
