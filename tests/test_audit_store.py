@@ -143,3 +143,52 @@ def test_the_fast_block_digest_agrees_with_the_exact_one_on_odd_headers(tmp_path
     exact = [verify.digest(m.position, m.header_block, m.body) for m in read_block(path)]
     assert fast == exact
     assert [d[5] for d in fast] == [True, True, True, False]
+
+
+def _split(store: Path, s: Settings, after: int) -> None:
+    """Cut the stream's one block into two files after ``after`` records (as the server rolls blocks)."""
+    (block,) = blocks(stream_dir(store, s.stream))
+    data = block.read_bytes()
+    at = 0
+    for _ in range(after):
+        at += struct.unpack_from("<I", data, at)[0] & ~(1 << 31)
+    block.write_bytes(data[:at])
+    (block.parent / "2.blk").write_bytes(data[at:])
+
+
+def test_links_across_blocks_are_checked(stored: tuple[Settings, Path, verify.Report]) -> None:
+    s, copy, online = stored
+    _split(copy, s, after=4)  # positions 1-4 | 5-9: a, b and c each have events on both sides
+    report = verify.verify_store(copy, s.stream, s.subject_prefix, processes=2)
+    assert report.ok and report.global_hash == online.global_hash and report.checked == 9
+
+    # a's second event (position 3, first block) rewritten and rehashed consistently: its own hash
+    # holds, so the break is a's next event (position 7), in the other block
+    (first, _) = blocks(stream_dir(copy, s.stream))
+    data = first.read_bytes()
+    at = data.index(b'"name":"a2"')
+    start = data.rindex(b"NATS/1.0\r\n", 0, at)
+    header = data[start : data.index(b"\r\n\r\n", start) + 4]
+    pairs = [p for p in chain.parse_header_block(header) if p[0] != b"stratus-chain-hash"]
+    old_hash = dict(chain.parse_header_block(header))[b"stratus-chain-hash"]
+    body_end = data.index(b"}", at) + 1
+    header_end = start + len(header)
+    new_body = data[header_end:body_end].replace(b'"a2"', b'"zz"')
+    new_hash = chain.event_hash_of_pairs(pairs, new_body).encode()
+    data = data[:header_end] + new_body + data[body_end:]
+    first.write_bytes(data.replace(old_hash, new_hash, 1))
+    report = verify.verify_store(copy, s.stream, s.subject_prefix, processes=2)
+    assert report.first_break is not None and report.first_break.position == 7, report.first_break
+    assert "chain of its aggregate is broken" in report.first_break.reason
+    assert report.last_position == 6
+
+
+def test_a_gap_between_blocks_is_named(stored: tuple[Settings, Path, verify.Report]) -> None:
+    s, copy, _ = stored
+    _split(copy, s, after=4)
+    second = blocks(stream_dir(copy, s.stream))[1]
+    data = second.read_bytes()
+    second.write_bytes(data[struct.unpack_from("<I", data, 0)[0] & ~(1 << 31) :])  # position 5 removed
+    report = verify.verify_store(copy, s.stream, s.subject_prefix)
+    assert report.first_break is not None and report.first_break.position == 5
+    assert "missing" in report.first_break.reason

@@ -134,6 +134,64 @@ def digest(position: int, block: bytes, body: bytes) -> Digest:
     return position, event_id, aggregate, prev, stored, ok
 
 
+_NO_HASH = "the event carries no chain hash"
+_ALTERED = "the event's content does not match its hash: altered"
+_ANCHOR_BROKEN = (
+    "the global chain at position {position} differs from the anchor recorded earlier: "
+    "events up to here were rewritten"
+)
+
+
+def _chain_broken(aggregate: bytes) -> str:
+    return (
+        "the chain of its aggregate is broken: the previous event of "
+        f"{aggregate.decode(errors='replace')} was removed, inserted or altered"
+    )
+
+
+@dataclass
+class BlockCheck:
+    """A block checked on its own (in a worker): what the parent still has to check across blocks."""
+
+    first: int | None  # the block's first position (None: no message of the stream in it)
+    hashes: list[bytes]  # the stored hashes from ``first`` on, up to the block's own first break
+    firsts: dict[
+        bytes, tuple[int, bytes, bytes]
+    ]  # aggregate -> (position, event id, prev) of its first event
+    lasts: dict[bytes, bytes]  # aggregate -> the hash of its last event here
+    broken: tuple[int, bytes, str] | None  # the block's own first break (gap, no hash, altered, chain)
+
+
+def _check_block(path: str, prefix: bytes, upto: int) -> BlockCheck:
+    """Hash one block and check what needs no other block: dense positions, content, and the links
+    between events of the same aggregate within it (run in a worker process)."""
+    digests = _digest_block(path, prefix, upto)
+    if not digests:
+        return BlockCheck(None, [], {}, {}, None)
+    first = expected = digests[0][0]
+    hashes: list[bytes] = []
+    firsts: dict[bytes, tuple[int, bytes, bytes]] = {}
+    lasts: dict[bytes, bytes] = {}
+    broken: tuple[int, bytes, str] | None = None
+    for position, event_id, aggregate, prev, stored, ok in digests:
+        if position != expected:
+            broken = (expected, b"", f"positions {expected}..{position - 1} are missing: events were removed")
+        elif not stored:
+            broken = (position, event_id, _NO_HASH)
+        elif not ok:
+            broken = (position, event_id, _ALTERED)
+        elif aggregate in lasts and prev != lasts[aggregate]:
+            broken = (position, event_id, _chain_broken(aggregate))
+        if broken is not None:
+            break
+        if aggregate not in lasts:
+            firsts[aggregate] = (position, event_id, prev)
+        lasts[aggregate] = stored
+        hashes.append(stored)
+        expected += 1
+    return BlockCheck(first, hashes, firsts, lasts, broken)
+
+
 class _Checker:
     """The checks over positions in order, fed one digest at a time (from any reader)."""
 
@@ -157,29 +215,50 @@ class _Checker:
                 f"positions {self.expected}..{position - 1} are missing: events were removed",
             )
         if not stored:
-            return self._broken(position, event_id, "the event carries no chain hash")
+            return self._broken(position, event_id, _NO_HASH)
         if not ok:
-            return self._broken(position, event_id, "the event's content does not match its hash: altered")
+            return self._broken(position, event_id, _ALTERED)
         if prev != self.heads.get(aggregate, _GENESIS):
-            return self._broken(
-                position,
-                event_id,
-                "the chain of its aggregate is broken: the previous event of "
-                f"{aggregate.decode(errors='replace')} was removed, inserted or altered",
-            )
+            return self._broken(position, event_id, _chain_broken(aggregate))
         self.heads[aggregate] = stored
         self.global_hash = _sha256(b"%s:%d:%s" % (self.global_hash, position, stored)).hexdigest().encode()
         if position in self.anchors:
             if self.anchors[position] != self.global_hash:
-                return self._broken(
-                    position,
-                    event_id,
-                    f"the global chain at position {position} differs from the anchor recorded earlier: "
-                    "events up to here were rewritten",
-                )
+                return self._broken(position, event_id, _ANCHOR_BROKEN.format(position=position))
             self.anchors_checked.append(position)
         self.checked += 1
         self.expected += 1
+        return True
+
+    def block(self, b: BlockCheck) -> bool:
+        """Take one block checked in a worker: its own breaks, its aggregates' links to the blocks
+        before it, then the global chain over its hashes; False at the first break, in position order."""
+        if b.first is None:
+            return True
+        if b.first != self.expected:
+            return self._broken(
+                self.expected,
+                b"",
+                f"positions {self.expected}..{b.first - 1} are missing: events were removed",
+            )
+        found = b.broken
+        for aggregate, (position, event_id, prev) in b.firsts.items():
+            if prev != self.heads.get(aggregate, _GENESIS) and (found is None or position < found[0]):
+                found = (position, event_id, _chain_broken(aggregate))
+        end = b.first + len(b.hashes) if found is None else found[0]
+        global_hash, anchors, position = self.global_hash, self.anchors, b.first
+        for stored in b.hashes[: end - b.first]:
+            global_hash = _sha256(b"%s:%d:%s" % (global_hash, position, stored)).hexdigest().encode()
+            if position in anchors:
+                if anchors[position] != global_hash:
+                    self.global_hash, self.expected, self.checked = global_hash, position, position - 1
+                    return self._broken(position, b"", _ANCHOR_BROKEN.format(position=position))
+                self.anchors_checked.append(position)
+            position += 1
+        self.global_hash, self.expected, self.checked = global_hash, end, end - 1
+        if found is not None:
+            return self._broken(*found)
+        self.heads.update(b.lasts)
         return True
 
     def _broken(self, position: int, event_id: bytes, reason: str) -> bool:
@@ -307,8 +386,9 @@ def verify_store(
     """The same checks over the stream's files in a nats-server store directory (a backup, a stopped
     server's store, or a copy of a running one's: a record the server was still writing ends it).
 
-    Blocks are hashed in ``processes`` worker processes (default: one per CPU), the chain is checked
-    here in position order. ``upto`` defaults to the last position stored."""
+    Blocks are hashed and checked on their own in ``processes`` worker processes (default: one per
+    CPU); the links between blocks and the global chain are checked here, in position order.
+    ``upto`` defaults to the last position stored."""
     started = time.perf_counter()
     blocks = [str(b) for b in filestore.blocks(filestore.stream_dir(store, stream))]
     limit = upto if upto is not None else (1 << 62)
@@ -316,9 +396,9 @@ def verify_store(
     checker = _Checker(upto or 0, dict(anchors or {}))
     workers = max(1, processes or os.cpu_count() or 1)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        chunks = pool.map(_digest_block, blocks, itertools.repeat(prefix), itertools.repeat(limit))
-        for chunk in chunks:
-            if not all(checker.step(d) for d in chunk):
+        checked = pool.map(_check_block, blocks, itertools.repeat(prefix), itertools.repeat(limit))
+        for block in checked:
+            if not checker.block(block):
                 pool.shutdown(wait=False, cancel_futures=True)
                 break
     if upto is None:
