@@ -8,7 +8,8 @@ its aggregate's optimistic-concurrency check: Placement's generations, enforced 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -69,6 +70,19 @@ class Consumer(Aggregate):
         self.project_id = project_id
         self.user_id = user_id
         self.generation += 1
+
+
+@dataclass(frozen=True)
+class ConsumerChange:
+    """One consumer's allocations as they should be (empty: none)."""
+
+    consumer_uuid: str
+    allocations: Mapping[str, Mapping[str, int]]
+    consumer_generation: int | None
+    project_id: str
+    user_id: str
+    consumer_type: str = "INSTANCE"
+    check_generation: bool = True
 
 
 class PlacementHandlers:
@@ -167,25 +181,45 @@ class PlacementHandlers:
         check_generation: bool = True,
     ) -> int:
         """Replace the consumer's allocations on every provider, atomically; empty: remove them all."""
+        change = ConsumerChange(
+            consumer_uuid,
+            allocations,
+            consumer_generation,
+            project_id,
+            user_id,
+            consumer_type,
+            check_generation,
+        )
+        return self.replace_allocations([change])
+
+    def replace_allocations(self, changes: Sequence[ConsumerChange]) -> int:
+        """Several consumers' allocations replaced in one atomic append (Placement's POST
+        /allocations): all of them or none, each consumer under its generation and each provider under
+        its optimistic-concurrency check (a provider several consumers touch is loaded once)."""
 
         def decide() -> int:
-            consumer = self.consumer(consumer_uuid)
-            if consumer is None:
-                consumer = Consumer(consumer_uuid, project_id, user_id, consumer_type)  # type: ignore[call-arg]
-            if check_generation:
-                consumer.check_generation(consumer_generation)
-            wanted = {rp: {rc: int(n) for rc, n in res.items() if n} for rp, res in allocations.items()}
-            wanted = {rp: res for rp, res in wanted.items() if res}
-            hosts = {rp: self.provider(rp) for rp in {*consumer.allocations, *wanted}}
-            for rp, host in hosts.items():
-                if rp in wanted:
-                    host.allocate(consumer_uuid, wanted[rp])
-                else:
-                    host.deallocate(consumer_uuid)
-            if wanted == consumer.allocations and not consumer.pending_events:
+            hosts: dict[str, Host] = {}
+            consumers: list[Consumer] = []
+            for c in changes:
+                consumer = self.consumer(c.consumer_uuid)
+                if consumer is None:
+                    consumer = Consumer(c.consumer_uuid, c.project_id, c.user_id, c.consumer_type)  # type: ignore[call-arg]
+                if c.check_generation:
+                    consumer.check_generation(c.consumer_generation)
+                wanted = {rp: {rc: int(n) for rc, n in res.items() if n} for rp, res in c.allocations.items()}
+                wanted = {rp: res for rp, res in wanted.items() if res}
+                for rp in {*consumer.allocations, *wanted}:
+                    host = hosts.get(rp) or hosts.setdefault(rp, self.provider(rp))
+                    if rp in wanted:
+                        host.allocate(c.consumer_uuid, wanted[rp])
+                    else:
+                        host.deallocate(c.consumer_uuid)
+                if wanted != consumer.allocations or consumer.pending_events:
+                    consumer.replace(wanted, c.project_id, c.user_id)
+                    consumers.append(consumer)
+            if not consumers:
                 return self.app.recorder.max_notification_id() or 0
-            consumer.replace(wanted, project_id, user_id)
-            return self._save(consumer, *hosts.values())
+            return self._save(*consumers, *hosts.values())
 
         return self._retrying(decide)
 

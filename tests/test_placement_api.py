@@ -214,3 +214,83 @@ def test_the_view_reads_the_log_in_pages(stack: Stack, cloud: dict[str, str]) ->
     assert hosts[cloud["cmp-a"]].traits == ["CUSTOM_T2"] and hosts[cloud["cmp-a"]].generation == 3
     placement.set_traits(cloud["cmp-b"], None, ["CUSTOM_LATE"])
     assert view.get(cloud["cmp-b"]).traits == ["CUSTOM_LATE"]  # type: ignore[union-attr]
+
+
+def test_post_allocations_moves_several_consumers_at_once(stack: Stack, cloud: dict[str, str]) -> None:  # noqa: F811
+    """POST /allocations (1.13+): every consumer's change or none; how Nova hands an allocation from
+    one consumer to another in one step."""
+    a, b = cloud["cmp-a"], cloud["cmp-b"]
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    owner = {"project_id": "proj-x", "user_id": "u1"}
+    both = {
+        first: {"allocations": {a: {"resources": {"VCPU": 2}}}, "consumer_generation": None, **owner},
+        second: {"allocations": {a: {"resources": {"VCPU": 1}}, b: {"resources": {"MEMORY_MB": 512}}},
+                 "consumer_generation": None, **owner, "consumer_type": "MIGRATION"},
+    }  # fmt: skip
+    assert call(stack, "POST", "/allocations", json=both).status_code == 204
+    assert call(stack, "GET", f"/resource_providers/{a}/usages").json["usages"]["VCPU"] == 3
+
+    # hand first's allocation to second and drop first, in one step
+    move = {
+        first: {"allocations": {}, "consumer_generation": 1, **owner},
+        second: {"allocations": {a: {"resources": {"VCPU": 3}}}, "consumer_generation": 1, **owner},
+    }
+    assert call(stack, "POST", "/allocations", json=move).status_code == 204
+    assert call(stack, "GET", f"/allocations/{first}").json["allocations"] == {}
+    assert call(stack, "GET", f"/allocations/{second}").json["allocations"] == {
+        a: {"generation": 4, "resources": {"VCPU": 3}}
+    }
+
+    # all or none: one consumer over capacity (cmp-a has 16 VCPU), the other's change is not kept
+    greedy = {
+        # first has no allocations left: as in Placement it is a new consumer again (generation null)
+        first: {"allocations": {b: {"resources": {"VCPU": 1}}}, "consumer_generation": None, **owner},
+        second: {"allocations": {a: {"resources": {"VCPU": 99}}}, "consumer_generation": 2, **owner},
+    }
+    assert_error(
+        call(stack, "POST", "/allocations", json=greedy),
+        409,
+        "placement.undefined_code",
+        "Unable to allocate",
+    )
+    assert call(stack, "GET", f"/allocations/{first}").json["allocations"] == {}
+    stale = {first: {"allocations": {}, "consumer_generation": 7, **owner}}
+    assert_error(call(stack, "POST", "/allocations", json=stale), 409, "placement.concurrent_update")
+    assert_error(
+        call(stack, "POST", "/allocations", json={"nope": {}}), 400, "placement.undefined_code", "nope"
+    )
+    no_gen = {first: {"allocations": {}, **owner}}
+    assert_error(
+        call(stack, "POST", "/allocations", json=no_gen),
+        400,
+        "placement.undefined_code",
+        "consumer_generation",
+    )
+    assert call(stack, "POST", "/allocations", version="1.12", json=move).status_code == 405
+
+
+def test_usages_of_a_project(stack: Stack, cloud: dict[str, str]) -> None:  # noqa: F811
+    """GET /usages?project_id= (1.9; by consumer type from 1.38): its servers' claims and its
+    Placement consumers' allocations, and nobody else's."""
+    h = stack.handlers
+    h.create_flavor(CreateFlavor("f2", "m1.two", vcpus=2, ram=1024, disk=10))
+    mine = h.create_server(CreateServer("vm", "proj-u", "alice", "f2")).id
+    h.place_instance(PlaceInstance(mine, "cmp-a"))
+    theirs = h.create_server(CreateServer("vm", "proj-other", "bob", "f2")).id
+    h.place_instance(PlaceInstance(theirs, "cmp-a"))
+    extra = {"allocations": {cloud["cmp-b"]: {"resources": {"VCPU": 1}}}, "consumer_generation": None,
+             "project_id": "proj-u", "user_id": "carol", "consumer_type": "MIGRATION"}  # fmt: skip
+    assert call(stack, "PUT", f"/allocations/{uuid.uuid4()}", json=extra).status_code == 204
+
+    r = call(stack, "GET", "/usages?project_id=proj-u", version="1.9")
+    assert r.status_code == 200 and r.json == {"usages": {"VCPU": 3, "MEMORY_MB": 1024, "DISK_GB": 10}}
+    r = call(stack, "GET", "/usages?project_id=proj-u&user_id=alice", version="1.9")
+    assert r.json == {"usages": {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 10}}
+    r = call(stack, "GET", "/usages?project_id=proj-u")
+    assert r.json == {"usages": {
+        "INSTANCE": {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 10, "consumer_count": 1},
+        "MIGRATION": {"VCPU": 1, "consumer_count": 1},
+    }}  # fmt: skip
+    assert call(stack, "GET", "/usages?project_id=nobody", version="1.9").json == {"usages": {}}
+    assert_error(call(stack, "GET", "/usages", version="1.9"), 400, "placement.undefined_code", "project_id")
+    assert call(stack, "GET", "/usages?project_id=proj-u", version="1.8").status_code == 404

@@ -19,7 +19,7 @@ from api.placement import (
     traits,
     usages,
 )
-from api.placement.view import ProviderView
+from api.placement.view import ConsumerOwners, ProviderView
 from commands.placement import PlacementHandlers
 
 PREFIX = "/placement"
@@ -37,6 +37,8 @@ def add_routes(app: falcon.App, handlers: PlacementHandlers, view: ProviderView)
     app.add_route(f"{p}/traits", traits.Collection(view))
     app.add_route(f"{rp}/aggregates", aggregates.ProviderAggregates(handlers, view))
     app.add_route(f"{rp}/usages", usages.ProviderUsages(view))
+    app.add_route(f"{p}/usages", usages.ProjectUsages(view, ConsumerOwners(handlers.app)))
     app.add_route(f"{rp}/allocations", allocations.ProviderAllocations(view))
+    app.add_route(f"{p}/allocations", allocations.Allocations(handlers, view))
     app.add_route(f"{p}/allocations/{{consumer}}", allocations.ConsumerAllocations(handlers, view))
     app.add_route(f"{p}/allocation_candidates", allocation_candidates.Candidates(view))

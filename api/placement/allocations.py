@@ -1,4 +1,5 @@
-"""``/placement/allocations/{consumer}`` and ``/placement/resource_providers/{uuid}/allocations``.
+"""``/placement/allocations`` (POST), ``/placement/allocations/{consumer}`` and
+``/placement/resource_providers/{uuid}/allocations``.
 
 An instance of this cloud is a consumer whose allocation is its host claim (written by the
 scheduler, read-only here). Any other consumer's allocations are written here, across providers
@@ -8,16 +9,19 @@ new consumer) and each provider's optimistic-concurrency check.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import falcon
 
-from api.placement.common import PlacementError, body, ok, placement_call
+from api.placement.common import PlacementError, Version, body, ok, placement_call
 from api.placement.resource_providers import provider
 from api.placement.view import ProviderView
 from commands.host import Host
-from commands.placement import PlacementHandlers
+from commands.placement import ConsumerChange, PlacementHandlers
 from commands.resource_provider import CLAIM_FIELDS
+
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
 
 
 def held_by(host: Host, consumer: str) -> dict[str, int] | None:
@@ -66,44 +70,82 @@ class ConsumerAllocations:
     def on_put(self, req: falcon.Request, resp: falcon.Response, consumer: str) -> None:
         version = req.context.placement_version
         doc = body(req)
-        raw = doc.get("allocations")
-        wanted: dict[str, dict[str, int]] = {}
         if version.at_least(12):
-            if not isinstance(raw, dict):
-                raise PlacementError(400, "'allocations' is a required property (an object)")
-            for rp, entry in raw.items():
-                wanted[rp] = _resources(entry)
+            wanted = _by_provider(doc.get("allocations"), "allocations")
         else:
+            raw = doc.get("allocations")
             if not isinstance(raw, list) or not raw:
                 raise PlacementError(400, "'allocations' is a required property (a non-empty list)")
+            wanted = {}
             for entry in raw:
                 rp = (entry.get("resource_provider") or {}).get("uuid") if isinstance(entry, dict) else None
                 if not isinstance(rp, str):
                     raise PlacementError(400, "each allocation names its resource_provider's uuid")
                 wanted[rp] = _resources(entry)
-        for rp in wanted:
-            provider(self._view, rp)  # 400 in Placement for an unknown provider
-        project_id, user_id = doc.get("project_id"), doc.get("user_id")
-        if version.at_least(8) and not (isinstance(project_id, str) and isinstance(user_id, str)):
-            raise PlacementError(400, "'project_id' and 'user_id' are required properties")
-        generation = doc.get("consumer_generation") if version.at_least(28) else None
-        if version.at_least(28) and "consumer_generation" not in doc:
-            raise PlacementError(400, "'consumer_generation' is a required property")
-        self._handlers.put_allocations(
-            consumer,
-            wanted,
-            consumer_generation=generation,
-            project_id=project_id or "",
-            user_id=user_id or "",
-            consumer_type=str(doc.get("consumer_type") or "INSTANCE"),
-            check_generation=version.at_least(28),
-        )
+        self._handlers.replace_allocations([_change(self._view, version, consumer, doc, wanted)])
         resp.status = falcon.HTTP_204
 
     @placement_call()
     def on_delete(self, req: falcon.Request, resp: falcon.Response, consumer: str) -> None:
         self._handlers.delete_allocations(consumer)
         resp.status = falcon.HTTP_204
+
+
+class Allocations:
+    """``POST /placement/allocations`` (1.13+): several consumers' allocations replaced at once, all
+    or none (an empty ``allocations`` removes a consumer's). What Nova uses to move allocations
+    from one consumer to another in a single step."""
+
+    def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
+        self._handlers, self._view = handlers, view
+
+    @placement_call()
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        version = req.context.placement_version
+        if not version.at_least(13):
+            raise PlacementError(405, "The method specified is not allowed for this resource.")
+        doc = body(req)
+        if not isinstance(doc, dict) or not doc:
+            raise PlacementError(400, "The request body must map consumer uuids to their allocations")
+        changes = []
+        for consumer, entry in doc.items():
+            if not _UUID.match(consumer) or not isinstance(entry, dict):
+                raise PlacementError(400, f"Invalid consumer {consumer[:60]!r}: a uuid mapped to an object")
+            wanted = _by_provider(entry.get("allocations"), f"{consumer}.allocations")
+            changes.append(_change(self._view, version, consumer, entry, wanted))
+        self._handlers.replace_allocations(changes)
+        resp.status = falcon.HTTP_204
+
+
+def _by_provider(raw: Any, where: str) -> dict[str, dict[str, int]]:
+    if not isinstance(raw, dict):
+        raise PlacementError(400, f"'{where}' is a required property (an object)")
+    return {rp: _resources(entry) for rp, entry in raw.items()}
+
+
+def _change(
+    view: ProviderView,
+    version: Version,
+    consumer: str,
+    doc: dict[str, Any],
+    wanted: dict[str, dict[str, int]],
+) -> ConsumerChange:
+    for rp in wanted:
+        provider(view, rp)  # 400 in Placement for an unknown provider
+    project_id, user_id = doc.get("project_id"), doc.get("user_id")
+    if version.at_least(8) and not (isinstance(project_id, str) and isinstance(user_id, str)):
+        raise PlacementError(400, f"'project_id' and 'user_id' are required properties (consumer {consumer})")
+    if version.at_least(28) and "consumer_generation" not in doc:
+        raise PlacementError(400, f"'consumer_generation' is a required property (consumer {consumer})")
+    return ConsumerChange(
+        consumer,
+        wanted,
+        doc.get("consumer_generation") if version.at_least(28) else None,
+        project_id or "",
+        user_id or "",
+        str(doc.get("consumer_type") or "INSTANCE"),
+        check_generation=version.at_least(28),
+    )
 
 
 def _resources(entry: Any) -> dict[str, int]:

@@ -9,12 +9,17 @@ therefore sees every write acknowledged before it started: no read-model lag.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from typing import Any
 from uuid import UUID
 
+import orjson
 from eventsourcing.domain import Aggregate, CanMutateAggregate
+from eventsourcing.utils import get_topic
 
 from commands.app import Stratus
 from commands.host import Host
+from commands.instance import Instance
 from stratus.eventstore.envelope import decode_message
 
 _BATCH = 1000
@@ -67,3 +72,49 @@ class ProviderView:
         except ValueError:
             return None
         return self.refresh().get(uid)
+
+
+class ConsumerOwners:
+    """Which project and user each consumer belongs to: the servers (``Instance.Requested``) and
+    Placement's own consumers (``Consumer`` events), folded from the log on demand, for
+    ``GET /usages?project_id=``. Reads only when asked, from where it stopped."""
+
+    def __init__(self, app: Stratus, batch: int = _BATCH) -> None:
+        self._app = app
+        self._batch = batch
+        layout = app.recorder.layout  # type: ignore[attr-defined]
+        self._servers = layout.topic_filter(get_topic(Instance.Requested))  # type: ignore[attr-defined]
+        self._consumers = layout.kind_filter("consumer")
+        self._lock = threading.Lock()
+        self._owners: dict[str, tuple[str, str, str]] = {}  # consumer uuid -> (project, user, type)
+        self._uuids: dict[str, str] = {}  # Consumer aggregate id -> its consumer uuid
+        self._position = 0
+
+    def refresh(self) -> dict[str, tuple[str, str, str]]:
+        with self._lock:
+            head = self._app.recorder.max_notification_id() or 0
+            for subject_filter in (self._servers, self._consumers):
+                for envelope, payload in self._read(subject_filter, head):
+                    aggregate = str(envelope.originator_id)
+                    if subject_filter == self._servers:
+                        consumer, kind = aggregate, "INSTANCE"  # a server is its own consumer
+                    else:
+                        consumer = self._uuids.setdefault(aggregate, payload.get("consumer_uuid", ""))
+                        kind = payload.get("consumer_type") or self._owners.get(consumer, ("", "", ""))[2]
+                    if consumer and "project_id" in payload:
+                        self._owners[consumer] = (payload["project_id"], payload["user_id"], kind)
+            self._position = max(self._position, head)
+            return dict(self._owners)
+
+    def _read(self, subject_filter: str, head: int) -> Iterator[tuple[Any, dict[str, Any]]]:
+        position = self._position
+        while position < head:
+            msgs = self._app.recorder.read_messages(  # type: ignore[attr-defined]
+                position + 1, self._batch, stop=head, subject_filter=subject_filter
+            )
+            for msg in msgs:
+                notification, envelope = decode_message(msg)
+                position = notification.id
+                yield envelope, orjson.loads(notification.state)
+            if len(msgs) < self._batch:
+                return
