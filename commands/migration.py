@@ -22,9 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import uuid4
 
+from eventsourcing.domain import Aggregate
+
 from commands.errors import InvalidInput
 from commands.handlers import Handlers, Result
-from commands.host import Host, Resources
+from commands.host import Resources
 from commands.instance import MIGRATION, RESIZE, Instance
 from commands.usage import ProjectUsage
 
@@ -130,7 +132,10 @@ class MigrationHandlers:
             target, source = self._h.host(dest), self._h.host(migration["source"])
             target.claim(server_id, Resources.of_flavor(migration["new_flavor"]))
             source.hand_to_migration(server_id, migration["id"])
-            return Result(server_id, self._h._save(inst, target, source))
+            group = self._h.server_group_of(server_id)
+            if group is not None:  # a hard (anti-)affinity refuses the host here, under its own check
+                group.record_placement(server_id, dest)
+            return Result(server_id, self._h._save(inst, target, source, *([group] if group else [])))
 
         return self._h._retrying(decide)
 
@@ -187,16 +192,21 @@ class MigrationHandlers:
         return self._h._retrying_on_usage(decide)
 
     # -- what the steps share -------------------------------------------------------------------
-    def _back_to_source(self, server_id: str, migration: dict[str, object]) -> list[Host]:
-        """The destination's claim released, the source's migration claim the instance's again."""
-        hosts: list[Host] = []
+    def _back_to_source(self, server_id: str, migration: dict[str, object]) -> list[Aggregate]:
+        """The destination's claim released, the source's migration claim the instance's again, and
+        its server group told it is back on the source."""
+        changed: list[Aggregate] = []
         if migration.get("dest"):
             dest = self._h.host(str(migration["dest"]))
             dest.release(server_id)
-            hosts.append(dest)
+            changed.append(dest)
         source = self._h.host(str(migration["source"]))
         source.take_back_from_migration(str(migration["id"]))
-        return [*hosts, source]
+        group = self._h.server_group_of(server_id)
+        if group is not None:
+            group.return_member(server_id, str(migration["source"]))
+            changed.append(group)
+        return [*changed, source]
 
     def _holding(self, inst: Instance, cores: int, ram: int) -> Sequence[ProjectUsage]:
         usage = self._h.usage(inst.project_id)

@@ -77,6 +77,12 @@ class ServerGroup(Aggregate):
     def _member_placed(self, instance_id: str, host: str) -> None:
         self.members = {**self.members, instance_id: host}
 
+    def return_member(self, instance_id: str, host: str) -> None:
+        """A member's move was reverted or failed: it is on ``host`` again. Recorded without the policy
+        check: the server is already there, and refusing would strand it mid-move."""
+        if instance_id in self.members and self.members[instance_id] != host:
+            self._member_placed(instance_id, host)
+
     def remove_member(self, instance_id: str) -> None:
         if instance_id in self.members:
             self._member_removed(instance_id)

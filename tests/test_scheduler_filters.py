@@ -16,12 +16,15 @@ from commands.handlers import (
     CreateServer,
     DeleteServer,
     FinishDeletion,
+    FinishSpawning,
     Handlers,
     PlaceInstance,
     RegisterHost,
+    StartSpawning,
 )
+from commands.migration import FailMigration, MigrateServer, MigrationHandlers
 from commands.operations import CreateHostAggregate, CreateServerGroup, Operations, SetServiceStatus
-from commands.states import VmState
+from commands.states import PowerState, VmState
 from tests.test_scheduler import Worker, app, eventually, handlers, settled, start_scheduler
 from workers.host_selection import NO_VALID_HOST
 
@@ -153,3 +156,33 @@ def test_private_flavors_need_access(handlers: Handlers, ops: Operations) -> Non
     handlers.create_server(CreateServer("vm", "p2", "u2", "priv", any_flavor=True))  # an admin
     ops.add_flavor_access("priv", "p1")
     handlers.create_server(CreateServer("vm", "p1", "u1", "priv"))
+
+
+def test_a_move_keeps_the_groups_policy_and_returns_to_it_on_failure(
+    handlers: Handlers, ops: Operations, start_scheduler: Callable[..., Worker]
+) -> None:
+    """A member of an anti-affinity group migrates only where no other member is; the group records
+    it there, and back on its source when the move fails."""
+    hosts(handlers, "a", "b", "c")
+    group = ops.create_server_group(CreateServerGroup("web", "p1", "u1", "anti-affinity")).id
+    first, second = server(handlers, group=group), server(handlers, group=group)
+    for member, host in ((first, "a"), (second, "b")):
+        handlers.place_instance(PlaceInstance(member, host))
+        handlers.start_spawning(StartSpawning(member, host))
+        handlers.finish_spawning(FinishSpawning(member, PowerState.RUNNING))
+    moves = MigrationHandlers(handlers)
+    start_scheduler()
+    moves.migrate(MigrateServer(first))
+    moving = eventually(
+        lambda: handlers.instance(first) if handlers.instance(first).task_state != "resize_prep" else None
+    )
+    assert (moving.migration or {})["dest"] == "c"  # not b: the other member is there
+    assert ops.server_group(group, "p1").members[first] == "c"
+
+    moves.fail(FailMigration(first, "compute.migration_failed", "the destination failed", broken=True))
+    assert ops.server_group(group, "p1").members[first] == "a"
+    moves.migrate(MigrateServer(second))
+    moving = eventually(
+        lambda: handlers.instance(second) if handlers.instance(second).task_state != "resize_prep" else None
+    )
+    assert (moving.migration or {})["dest"] == "c"  # a holds the first member again

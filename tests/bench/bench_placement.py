@@ -294,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sim-threads", type=int, default=4)
     parser.add_argument("--requests", type=int, default=30, help="allocation_candidates per side per round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--boots-only", action="store_true", help="part 1 only (no OpenStack Placement side by side)"
+    )
     parser.add_argument("--placement-venv", type=Path, default=Path("/tmp/placement-venv"))
     parser.add_argument(
         "--pg-url",
@@ -359,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
             [title, "", head, "|---:|---:|---:|---:|---:|---:|---|", f"{row} {result.cpu} |"]
         )
         print(boots_table)
+        if args.boots_only:
+            return 0
 
         # -- part 2 --------------------------------------------------------------------------
         env = {**os.environ, **settings.to_env(), "PYTHONPATH": str(Path.cwd())}
