@@ -21,6 +21,12 @@ def _touched(row: Row, event: Any, position: int, **changes: Any) -> Row:
     return new
 
 
+def fault_of(event: Any, **recorded: str) -> Row:
+    """The fault an event records, as the instances table keeps it (``recorded`` overrides fields)."""
+    fields = {name: recorded.get(name, getattr(event, name, "")) for name in ("code", "message", "details")}
+    return {**fields, "created": event.timestamp.isoformat().replace("+00:00", "Z")}
+
+
 # -- instances ------------------------------------------------------------------------------------
 def _instance(row: Row, event: Any, position: int, **changes: Any) -> Row:
     new = _touched(row, event, position, **changes)
@@ -85,12 +91,7 @@ def instance_unshelve_requested(row: Row, event: Any, position: int) -> Row:
 
 
 def instance_unshelve_failed(row: Row, event: Any, position: int) -> Row:
-    fault = {
-        "code": event.code,
-        "message": event.message,
-        "details": event.details,
-        "created": event.timestamp.isoformat().replace("+00:00", "Z"),
-    }
+    fault = fault_of(event)
     return _instance(row, event, position, task_state=None, fault=fault)
 
 
@@ -111,12 +112,7 @@ def instance_scheduled(row: Row, event: Any, position: int) -> Row:
 
 
 def instance_faulted(row: Row, event: Any, position: int) -> Row:
-    fault = {
-        "code": event.code,
-        "message": event.message,
-        "details": event.details,
-        "created": event.timestamp.isoformat().replace("+00:00", "Z"),
-    }
+    fault = fault_of(event)
     return _instance(row, event, position, vm_state=VmState.ERROR, task_state=None, fault=fault)
 
 
@@ -250,12 +246,7 @@ def instance_action_finished(row: Row, event: Any, position: int) -> Row:
 
 
 def instance_action_failed(row: Row, event: Any, position: int) -> Row:
-    fault = {
-        "code": event.code,
-        "message": event.message,
-        "details": event.details,
-        "created": event.timestamp.isoformat().replace("+00:00", "Z"),
-    }
+    fault = fault_of(event)
     return _instance(
         row,
         event,
@@ -271,10 +262,5 @@ def instance_power_state_synced(row: Row, event: Any, position: int) -> Row:
     """What the host found; a guest missing from its host leaves the server in ERROR with a fault."""
     changes: dict[str, Any] = {"vm_state": event.vm_state, "power_state": event.power_state}
     if event.vm_state == VmState.ERROR:
-        changes["fault"] = {
-            "code": "compute.guest_missing",
-            "message": event.reason,
-            "details": "",
-            "created": event.timestamp.isoformat().replace("+00:00", "Z"),
-        }
+        changes["fault"] = fault_of(event, code="compute.guest_missing", message=event.reason, details="")
     return _instance(row, event, position, **changes)

@@ -11,7 +11,7 @@ from typing import Any
 from commands.host import Host
 from commands.instance import Instance
 from commands.states import TaskState
-from projections.apply import Row, _instance, _touched
+from projections.apply import Row, _instance, _touched, fault_of
 from projections.identity import Statement
 
 MigrationRequested: type = Instance.MigrationRequested  # type: ignore[attr-defined]
@@ -58,12 +58,7 @@ def instance_row(row: Row, e: Any, position: int) -> Row:
         return _instance(row, e, position, host=e.dest, flavor=dict(e.flavor), vm_state="resized",
                          task_state=None, power_state=e.power_state)  # fmt: skip
     if cls is MigrationFailed:
-        fault = {
-            "code": e.code,
-            "message": e.message,
-            "details": e.details,
-            "created": e.timestamp.isoformat().replace("+00:00", "Z"),
-        }
+        fault = fault_of(e)
         return _instance(row, e, position, host=e.source, flavor=dict(e.flavor), vm_state=e.vm_state,
                          task_state=None, fault=fault)  # fmt: skip
     if cls is ResizeConfirmed:

@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,65 @@ def percentile(xs: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+@dataclasses.dataclass
+class ControlPlane:
+    settings: Settings
+    port: int  # the API's
+    token: str  # the admin's, in the admin project (its quota lifted)
+    pg_source: str  # where PostgreSQL came from
+    logs: Path
+
+    def wait_for_hosts(self, count: int) -> None:
+        try:
+            _until(lambda: _hosts(self.port, self.token) >= count, f"{count} hosts")
+        except RuntimeError:
+            for log in sorted(self.logs.glob("*.log")):
+                print(f"== {log.name}\n{log.read_text()[-2000:]}", file=sys.stderr)
+            raise
+
+
+@contextlib.contextmanager
+def control_plane(name: str, tmp: Path, workers: list[list[str]], **fields: Any) -> Iterator[ControlPlane]:
+    """The control plane as deployed, on a nats-server and a database of its own: bootstrap, the
+    projector, ``workers`` (``stratus`` subcommands with their arguments, each its own process) and
+    the API under gunicorn; yields once the admin has a token and unlimited quota. ``fields``:
+    settings to change (``host_name``, ``libvirt_uri``...)."""
+    libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
+    with nats_server() as server, postgres_admin_url() as (admin_url, pg_source):
+        dbname = f"{name}_{uuid.uuid4().hex[:8]}"
+        port = free_port()
+        settings = dataclasses.replace(
+            Settings(),
+            nats_urls=(server.url,),
+            stream=name.upper(),
+            subject_prefix=f"{name}.ev",
+            database_url=create_database(admin_url, dbname),
+            data_dir=tmp / "data",
+            token_key_file=tmp / "token.key",
+            api_bind=f"127.0.0.1:{port}",
+            fixed_network="",
+            **fields,
+        )
+        try:
+            bootstrap.main(settings, PASSWORD)
+            env = {**os.environ, **settings.to_env(), "PYTHONPATH": str(ROOT)}
+            stratus = [sys.executable, "-m", "stratus.cli"]
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(process([*stratus, "projector"], env, tmp / "projector.log"))
+                for i, args in enumerate(workers):
+                    stack.enter_context(process([*stratus, *args], env, tmp / f"{args[0]}-{i}.log"))
+                stack.enter_context(serving([*stratus, "api"], settings, port, tmp / "api.log", timeout=60))
+                token = _until(lambda: login(port), "a token")
+                project = _project_of(port, token)
+                unlimited = {"quota_set": {"instances": -1, "cores": -1, "ram": -1}}
+                status, _ = send(port, token, "PUT", f"/v2.1/os-quota-sets/{project}", unlimited)
+                assert status == 200, status
+                yield ControlPlane(settings, port, token, pg_source, tmp)
+        finally:
+            with contextlib.suppress(Exception):
+                drop_database(admin_url, dbname)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.bench_boot", description=__doc__)
     parser.add_argument("--hosts", type=int, default=20)
@@ -138,83 +198,52 @@ def main(argv: list[str] | None = None) -> int:
     levels = [int(c) for c in args.concurrency.split(",")]
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
 
+    workers = [["scheduler"] for _ in range(args.schedulers)] + [
+        [
+            "simulate",
+            "--hosts",
+            str(args.hosts),
+            "--vcpus",
+            "512",
+            "--memory-mb",
+            str(2**21),
+            "--disk-gb",
+            "100000",
+        ]
+    ]
     with (
-        nats_server() as server,
-        postgres_admin_url() as (admin_url, pg_source),
         tempfile.TemporaryDirectory(prefix="stratus-bench-boot-") as d,
+        control_plane("bench_boot", Path(d), workers) as cloud,
     ):
-        tmp = Path(d)
-        dbname = f"bench_boot_{uuid.uuid4().hex[:8]}"
-        port = free_port()
-        settings = dataclasses.replace(
-            Settings(),
-            nats_urls=(server.url,),
-            stream="BENCHB",
-            subject_prefix="bb.ev",
-            database_url=create_database(admin_url, dbname),
-            data_dir=tmp / "data",
-            token_key_file=tmp / "token.key",
-            api_bind=f"127.0.0.1:{port}",
-            fixed_network="",
-        )
+        port, token = cloud.port, cloud.token
+        status, doc = send(port, token, "POST", "/v2.1/flavors", {"flavor": {
+            "name": "b.tiny", "ram": 256, "vcpus": 1, "disk": 1}})  # fmt: skip
+        assert status == 200, doc
+        flavor = doc["flavor"]["id"]
+        watcher = Watcher(cloud.settings).start()
         try:
-            bootstrap.main(settings, PASSWORD)
-            env = {**os.environ, **settings.to_env(), "PYTHONPATH": str(ROOT)}
-            stratus = [sys.executable, "-m", "stratus.cli"]
-            parts = [
-                process([*stratus, "projector"], env, tmp / "projector.log"),
-                *(
-                    process([*stratus, "scheduler"], env, tmp / f"scheduler-{i}.log")
-                    for i in range(args.schedulers)
-                ),
-                process(
-                    [*stratus, "simulate", "--hosts", str(args.hosts), "--vcpus", "512", "--memory-mb",
-                     str(2**21), "--disk-gb", "100000"],
-                    env, tmp / "simulate.log",
-                ),
-            ]  # fmt: skip
-            with contextlib.ExitStack() as stack:
-                for part in parts:
-                    stack.enter_context(part)
-                stack.enter_context(serving([*stratus, "api"], settings, port, tmp / "api.log", timeout=60))
-                token = _until(lambda: login(port), "a token")
-                project = _project_of(port, token)
-                status, _ = send(port, token, "PUT", f"/v2.1/os-quota-sets/{project}", {"quota_set": {
-                    "instances": -1, "cores": -1, "ram": -1}})  # fmt: skip
-                assert status == 200, status
-                status, doc = send(port, token, "POST", "/v2.1/flavors", {"flavor": {
-                    "name": "b.tiny", "ram": 256, "vcpus": 1, "disk": 1}})  # fmt: skip
-                assert status == 200, doc
-                flavor = doc["flavor"]["id"]
-                watcher = Watcher(settings).start()
-                try:
-                    try:
-                        _until(lambda: _hosts(port, token) >= args.hosts, f"{args.hosts} hosts")
-                    except RuntimeError:
-                        for log in sorted(tmp.glob("*.log")):
-                            print(f"== {log.name}\n{log.read_text()[-2000:]}", file=sys.stderr)
-                        raise
-                    extra = {"postgresql": pg_source, "hosts": str(args.hosts)}
-                    extra["schedulers"] = str(args.schedulers)
-                    print("\n".join(machine_lines(extra)))
-                    post_warm = boots(port, token, watcher, flavor, 1, 3)  # first requests warm the workers
-                    assert not post_warm.errors, post_warm
-                    rounds = []
-                    for c in levels:
-                        print(f"{c} concurrent (load {loadavg()})", flush=True)
-                        rounds.append(boots(port, token, watcher, flavor, c, args.boots))
-                finally:
-                    watcher.close()
-            direct = floor(args.boots, tmp)
-            print(f"load average at end: {loadavg()}")
-            print()
-            print(table(rounds, direct))
-            for r in rounds:
-                if r.why:
-                    print(f"errors at {r.concurrency} concurrent: {r.why}")
+            cloud.wait_for_hosts(args.hosts)
+            extra = {
+                "postgresql": cloud.pg_source,
+                "hosts": str(args.hosts),
+                "schedulers": str(args.schedulers),
+            }
+            print("\n".join(machine_lines(extra)))
+            post_warm = boots(port, token, watcher, flavor, 1, 3)  # first requests warm the workers
+            assert not post_warm.errors, post_warm
+            rounds = []
+            for c in levels:
+                print(f"{c} concurrent (load {loadavg()})", flush=True)
+                rounds.append(boots(port, token, watcher, flavor, c, args.boots))
         finally:
-            with contextlib.suppress(Exception):
-                drop_database(admin_url, dbname)
+            watcher.close()
+        direct = floor(args.boots, Path(d))
+    print(f"load average at end: {loadavg()}")
+    print()
+    print(table(rounds, direct))
+    for r in rounds:
+        if r.why:
+            print(f"errors at {r.concurrency} concurrent: {r.why}")
     return 0
 
 

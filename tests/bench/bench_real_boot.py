@@ -22,12 +22,9 @@ on ``qemu:///system``, one at a time, until its marker.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import http.client
-import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -37,17 +34,11 @@ from typing import Any
 
 import libvirt
 
-from api import bootstrap
-from stratus.config import Settings
 from stratus.eventstore.subjects import encode_token
-from stratus.postgres import create_database, drop_database
-from tests.bench.bench_boot import _hosts, _project_of, _until, percentile, send
-from tests.bench.bench_placement import Watcher, process
-from tests.bench.bench_rebuild import postgres_admin_url
-from tests.bench.bench_servers_detail import PASSWORD, login
-from tests.bench.harness import loadavg, machine_lines, nats_server
+from tests.bench.bench_boot import _until, control_plane, percentile, send
+from tests.bench.bench_placement import Watcher
+from tests.bench.harness import loadavg, machine_lines
 from tests.fixtures import qemu
-from tests.fixtures.processes import ROOT, free_port, serving
 from workers.libvirt_driver import LibvirtDriver
 from workers.virt import BootImage, GuestSpec
 
@@ -227,83 +218,44 @@ def main(argv: list[str] | None = None) -> int:
     with (
         tempfile.TemporaryDirectory(prefix="stratus-bench-qemu-") as d,
         qemu.libvirtd(Path(d) / "libvirtd.log"),
-        nats_server() as server,
-        postgres_admin_url() as (admin_url, pg_source),
     ):
         tmp = Path(d)
         guest_files = qemu.build_guest(tmp / "guest")
-        dbname = f"bench_qemu_{uuid.uuid4().hex[:8]}"
-        port = free_port()
-        settings = dataclasses.replace(
-            Settings(),
-            nats_urls=(server.url,),
-            stream="BENCHQ",
-            subject_prefix="bq.ev",
-            database_url=create_database(admin_url, dbname),
-            data_dir=tmp / "data",
-            token_key_file=tmp / "token.key",
-            api_bind=f"127.0.0.1:{port}",
-            fixed_network="",
-            host_name=HOST,
-            libvirt_uri=qemu.URI,
-            reconcile_interval_seconds=0.0,
-        )
-        consoles = settings.data_dir / "instances" / encode_token(HOST)
-        try:
-            bootstrap.main(settings, PASSWORD)
-            env = {**os.environ, **settings.to_env(), "PYTHONPATH": str(ROOT)}
-            stratus = [sys.executable, "-m", "stratus.cli"]
-            parts = [
-                process([*stratus, "projector"], env, tmp / "projector.log"),
-                process([*stratus, "scheduler"], env, tmp / "scheduler.log"),
-                process([*stratus, "hypervisor"], env, tmp / "hypervisor.log"),
-            ]
-            with contextlib.ExitStack() as stack:
-                for part in parts:
-                    stack.enter_context(part)
-                stack.enter_context(serving([*stratus, "api"], settings, port, tmp / "api.log", timeout=60))
-                token = _until(lambda: login(port), "a token")
-                project = _project_of(port, token)
-                unlimited = {"quota_set": {"instances": -1, "cores": -1, "ram": -1}}
-                assert send(port, token, "PUT", f"/v2.1/os-quota-sets/{project}", unlimited)[0] == 200
-                status, doc = send(port, token, "POST", "/v2.1/flavors", {"flavor": {
-                    "name": "q.tiny", "ram": 128, "vcpus": 1, "disk": 1}})  # fmt: skip
-                assert status == 200, doc
-                kernel = upload(
-                    port, token, guest_files / "vmlinuz", disk_format="aki", container_format="aki"
-                )
-                ramdisk = upload(
-                    port, token, guest_files / "initrd", disk_format="ari", container_format="ari"
-                )
-                image = upload(
-                    port, token, guest_files / "cmdline", disk_format="raw", container_format="bare",
-                    kernel_id=kernel, ramdisk_id=ramdisk,
-                    os_command_line=(guest_files / "cmdline").read_text().strip(),
-                )  # fmt: skip
-                body = {"flavorRef": doc["flavor"]["id"], "imageRef": image, "networks": "none"}
-                watcher = Watcher(settings).start()
-                try:
-                    _until(lambda: _hosts(port, token) >= 1, "the QEMU host")
-                    overcommit_vcpus(port, token, CPU_ALLOCATION_RATIO)
-                    print("\n".join(machine_lines({"postgresql": pg_source, "hypervisor": "QEMU (TCG)"})))
-                    rounds = []
-                    for c in levels:
-                        print(f"{c} concurrent (load {loadavg()})", flush=True)
-                        n = args.sequential if c == 1 else 1
-                        rounds.append(boots(port, token, watcher, body, consoles, c, n))
-                        delete_all(port, token)
-                finally:
-                    watcher.close()
-            direct = floor(guest_files, args.sequential, tmp)
-            print(f"load average at end: {loadavg()}")
-            print()
-            print(table(rounds, direct))
-            for r in rounds:
-                if r.errors:
-                    print(f"errors at {r.concurrency} concurrent: {r.errors}")
-        finally:
-            with contextlib.suppress(Exception):
-                drop_database(admin_url, dbname)
+        settings = {"host_name": HOST, "libvirt_uri": qemu.URI, "reconcile_interval_seconds": 0.0}
+        with control_plane("bench_qemu", tmp, [["scheduler"], ["hypervisor"]], **settings) as cloud:
+            port, token = cloud.port, cloud.token
+            consoles = cloud.settings.data_dir / "instances" / encode_token(HOST)
+            status, doc = send(port, token, "POST", "/v2.1/flavors", {"flavor": {
+                "name": "q.tiny", "ram": 128, "vcpus": 1, "disk": 1}})  # fmt: skip
+            assert status == 200, doc
+            kernel = upload(port, token, guest_files / "vmlinuz", disk_format="aki", container_format="aki")
+            ramdisk = upload(port, token, guest_files / "initrd", disk_format="ari", container_format="ari")
+            image = upload(
+                port, token, guest_files / "cmdline", disk_format="raw", container_format="bare",
+                kernel_id=kernel, ramdisk_id=ramdisk,
+                os_command_line=(guest_files / "cmdline").read_text().strip(),
+            )  # fmt: skip
+            body = {"flavorRef": doc["flavor"]["id"], "imageRef": image, "networks": "none"}
+            watcher = Watcher(cloud.settings).start()
+            try:
+                cloud.wait_for_hosts(1)
+                overcommit_vcpus(port, token, CPU_ALLOCATION_RATIO)
+                print("\n".join(machine_lines({"postgresql": cloud.pg_source, "hypervisor": "QEMU (TCG)"})))
+                rounds = []
+                for c in levels:
+                    print(f"{c} concurrent (load {loadavg()})", flush=True)
+                    n = args.sequential if c == 1 else 1
+                    rounds.append(boots(port, token, watcher, body, consoles, c, n))
+                    delete_all(port, token)
+            finally:
+                watcher.close()
+        direct = floor(guest_files, args.sequential, tmp)
+    print(f"load average at end: {loadavg()}")
+    print()
+    print(table(rounds, direct))
+    for r in rounds:
+        if r.errors:
+            print(f"errors at {r.concurrency} concurrent: {r.errors}")
     return 0
 
 
