@@ -5,6 +5,7 @@ Stratus's back, and stray guests (orphans of deleted instances are destroyed, un
 from __future__ import annotations
 
 import dataclasses
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -30,9 +31,10 @@ from tests.test_hypervisor import (  # noqa: F401  (fixtures)
     start_hypervisor,
 )
 from tests.test_lifecycle import active  # noqa: F401  (a fixture, requested by name)
+from workers.hypervisor import HYPERVISOR
 from workers.libvirt_driver import EventLoop, LibvirtDriver, domain_xml
-from workers.reconcile import Reconciler
-from workers.virt import DomainInfo, GuestSpec
+from workers.reconcile import Reconciler, run_periodically
+from workers.virt import DomainInfo, DomainNotFound, GuestSpec
 
 
 def census(handlers: Handlers) -> GuestCensus:
@@ -149,3 +151,36 @@ def test_a_lifecycle_event_triggers_reconciliation_at_once(
         eventually(lambda: handlers.instance(server).vm_state == VmState.STOPPED, timeout=8)
     finally:
         events_conn.close()
+
+
+class FailsOnce:
+    """A reconciler whose first pass fails with an error that is not temporary."""
+
+    def __init__(self, inner: Reconciler) -> None:
+        self.inner = inner
+        self.hostname = inner.hostname
+        self.passes = 0
+
+    def once(self) -> None:
+        self.passes += 1
+        if self.passes == 1:
+            raise DomainNotFound("list domains: Domain not found (removed while listed)", 42)
+        self.inner.once()
+
+
+def test_a_failed_pass_never_stops_the_hosts_reconciliation(
+    handlers: Handlers, driver: LibvirtDriver, conn: libvirt.virConnect, active: tuple[str, Worker]
+) -> None:
+    server, _ = active
+    reconciler = FailsOnce(Reconciler(handlers, driver, HOST))
+    stop, wake = threading.Event(), threading.Event()
+    thread = run_periodically(reconciler, stop, 0.05, HYPERVISOR, wake)  # type: ignore[arg-type]
+    try:
+        eventually(lambda: reconciler.passes >= 3)  # the passes after the failed one ran
+        assert thread.is_alive()
+        conn.lookupByUUIDString(server).destroy()  # and they still do their work
+        eventually(lambda: handlers.instance(server).vm_state == VmState.STOPPED)
+    finally:
+        stop.set()
+        wake.set()
+        thread.join(timeout=5)

@@ -308,11 +308,16 @@ class LibvirtDriver:
             return _power_state(dom)
 
     def list_domains(self) -> list[DomainInfo]:
+        """The host's guests; one removed while they are listed (a delete, a move) is left out."""
         with self._translated("list domains"):
-            return [
-                DomainInfo(uuid=d.UUIDString(), name=d.name(), power_state=_power_state(d))
-                for d in self._connection().listAllDomains()
-            ]
+            found = []
+            for d in self._connection().listAllDomains():
+                try:
+                    found.append(DomainInfo(uuid=d.UUIDString(), name=d.name(), power_state=_power_state(d)))
+                except libvirt.libvirtError as e:
+                    if e.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
+                        raise
+            return found
 
     # -- power actions (``PowerDriver``) --------------------------------------------------------
     def _require(self, uuid: str) -> libvirt.virDomain:

@@ -101,8 +101,8 @@ def run_periodically(
     wake: threading.Event | None = None,
 ) -> threading.Thread:
     """Reconcile every ``interval`` seconds, and at once when ``wake`` is set (a libvirt lifecycle
-    event), in a thread until ``stop`` is set (set ``wake`` too, to end the wait); temporary
-    failures (hypervisor or event store away) are logged and tried again next round."""
+    event), in a thread until ``stop`` is set (set ``wake`` too, to end the wait); failures are
+    logged and tried again next round: the thread never dies of one."""
     wake = wake or threading.Event()
 
     def loop() -> None:
@@ -118,6 +118,9 @@ def run_periodically(
                 log.warning(
                     "reconciliation of %s failed, trying again in %.0fs: %s", reconciler.hostname, interval, e
                 )
+            except Exception:  # anything else: say so, and keep the host reconciling
+                log.exception("reconciliation of %s failed, trying again in %.0fs", reconciler.hostname,
+                              interval)  # fmt: skip
 
     thread = threading.Thread(target=loop, name=f"reconcile-{reconciler.hostname}", daemon=True)
     thread.start()
