@@ -17,6 +17,8 @@ import pytest
 from commands.app import Stratus
 from commands.errors import NotFound
 from commands.handlers import CreateFlavor, CreateServer, DeleteServer, Handlers
+from commands.lifecycle import LifecycleHandlers, RequestAction
+from commands.migration import MigrationHandlers, ResizeDecision, ResizeServer
 from commands.states import VmState
 from stratus.cli import _parser as build_parser
 from stratus.config import Settings
@@ -74,7 +76,7 @@ def test_hundreds_of_simulated_hosts_boot_and_delete_servers(
     placed = dict(zip(servers, hosts, strict=True))
     # the domain runs on its host's own libvirt connection, and only there
     first = servers[0]
-    conn = cloud.hosts[placed[first]]._driver._connection()  # type: ignore[attr-defined]
+    conn = cloud.hosts[placed[first]].compute._driver._connection()  # type: ignore[attr-defined]
     assert conn.lookupByUUIDString(first).isActive()
 
     for s in servers[:5]:
@@ -83,6 +85,34 @@ def test_hundreds_of_simulated_hosts_boot_and_delete_servers(
     assert all(h.host(placed[s]).claims == {} for s in servers[:5])
     with pytest.raises(libvirt.libvirtError):
         conn.lookupByUUIDString(first)
+
+
+def test_simulated_hosts_carry_out_actions_and_moves(
+    app: Stratus,  # noqa: F811
+    cloud: SimulatedCloud,
+    start_scheduler: Callable[..., Worker],  # noqa: F811
+) -> None:
+    """A simulated host is a whole host: a stop, a resize and its confirm end as on a real one,
+    never left waiting for a worker that does not listen."""
+    h = Handlers(app)
+    eventually(lambda: _registered(h, f"sim-{HOSTS:05d}"), timeout=60)
+    h.create_flavor(CreateFlavor("one", "m1.one", vcpus=1, ram=1024, disk=10))
+    h.create_flavor(CreateFlavor("two", "m1.two", vcpus=2, ram=2048, disk=10))
+    start_scheduler()
+    server = h.create_server(CreateServer("vm", "p1", "u", "one")).id
+    eventually(lambda: h.instance(server).vm_state == VmState.ACTIVE, timeout=30)
+    source = h.instance(server).host
+
+    LifecycleHandlers(h).request_action(RequestAction(server, "p1", "stop"))
+    eventually(
+        lambda: (h.instance(server).vm_state, h.instance(server).task_state) == (VmState.STOPPED, None)
+    )
+    moves = MigrationHandlers(h)
+    moves.resize(ResizeServer(server, "p1", "two"))
+    inst = eventually(lambda: h.instance(server) if h.instance(server).vm_state == VmState.RESIZED else None)
+    assert inst.host != source and inst.flavor["id"] == "two" and inst.task_state is None
+    moves.confirm(ResizeDecision(server, "p1"))
+    assert h.instance(server).vm_state == VmState.STOPPED and h.host(str(source)).claims == {}
 
 
 def _registered(h: Handlers, name: str) -> bool:

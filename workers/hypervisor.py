@@ -17,16 +17,13 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import orjson
-from eventsourcing.utils import get_topic
-
 from commands.app import Stratus
 from commands.handlers import Handlers
 from commands.instance import Instance
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
-from stratus.eventstore.subjects import SubjectLayout, encode_token
+from stratus.eventstore.subjects import encode_token
 from stratus.hostrpc import CONSOLE, Responder
 from stratus.imagestore import ImageStore
 from stratus.liveness import Heartbeats, beat_periodically, bucket_for
@@ -34,11 +31,12 @@ from workers.compute import SCHEDULED, BootImages, Compute
 from workers.console import answerer
 from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_concurrently, stop_on_signals
 from workers.libvirt_driver import EventLoop, LibvirtDriver
-from workers.migration import ACTING_HOST, Moves
+from workers.migration import ACTING_HOST
 from workers.outcome import DONE, Outcome, RetryPolicy
-from workers.power import ACTION_REQUESTED, PowerActions
 from workers.reconcile import Reconciler, run_periodically
 from workers.recovery import recover
+from workers.steps import HostSteps, host_of
+from workers.steps import subjects as steps_subjects
 from workers.virt import BootImage, TemporaryVirtError, VirtDriver, WatchableDriver
 
 log = logging.getLogger(__name__)
@@ -51,28 +49,13 @@ _REGISTER_DELAYS = (1.0, 2.0, 5.0, 10.0)
 _REGISTER_TEMPORARY: tuple[type[Exception], ...] = (TemporaryVirtError, *STORE_TEMPORARY)
 
 
-# The steps of a resize or migration a host carries out (workers.migration).
-MOVE_EVENTS = (
-    Instance.MigrationScheduled,  # type: ignore[attr-defined]
-    Instance.MigratedFromSource,  # type: ignore[attr-defined]
-    Instance.RevertRequested,  # type: ignore[attr-defined]
-    Instance.RevertedOnDest,  # type: ignore[attr-defined]
-)
-
-
 def durable_name(hostname: str) -> str:
     """The host's own durable consumer: a consumer name may not contain ``.``, ``*``, ``>`` or spaces."""
     return f"hypervisor-{encode_token(hostname)}"
 
 
 def subjects(settings: Settings) -> list[str]:
-    layout = SubjectLayout(settings.subject_prefix)
-    return [
-        layout.topic_filter(get_topic(Instance.Scheduled)),  # type: ignore[attr-defined]
-        layout.topic_filter(get_topic(Instance.DeletionRequested)),  # type: ignore[attr-defined]
-        layout.topic_filter(get_topic(Instance.ActionRequested)),  # type: ignore[attr-defined]
-        *(layout.topic_filter(get_topic(cls)) for cls in MOVE_EVENTS),
-    ]
+    return steps_subjects(settings)
 
 
 def run(
@@ -94,22 +77,13 @@ def run(
     host = settings.host_name
     instances_path = instances_path or settings.data_dir / "instances" / encode_token(host)
     handlers = Handlers(app)
-    compute = Compute(
-        handlers,
-        driver,
-        host,
-        instances_path=instances_path,
-        boot_image=boot_image or BootImages(Handlers(app), ImageStore(settings.data_dir / "images")),
-        retry=retry,
-    )
-    power = PowerActions(handlers, driver, host, retry=retry, respawn=compute.respawn)
-    moves = Moves(handlers, driver, host, guest=compute.guest, retry=retry)
+    boot = boot_image or BootImages(Handlers(app), ImageStore(settings.data_dir / "images"))
+    steps = HostSteps(handlers, driver, host, instances_path=instances_path, boot_image=boot, retry=retry)
+    compute = steps.compute
     if not _register(compute, stop):
         return
     with acting(CommandContext(actor=HYPERVISOR)):
-        recover(
-            handlers, host, compute, power, moves, marks=instances_path
-        )  # what a killed run left under way
+        recover(handlers, host, steps, marks=instances_path)  # what a killed run left under way
     responder = Responder(bridge, host)
     responder.serve(CONSOLE, answerer(instances_path))
     wake = threading.Event()
@@ -132,15 +106,9 @@ def run(
         ).open()
 
     def handle(d: Delivery) -> Outcome:
-        if d.event_type == SCHEDULED and _placed_on(d) != host:
-            return DONE  # another host's instance: no need to load it
-        if d.event_type in ACTING_HOST:
-            if _payload(d).get(ACTING_HOST[d.event_type]) != host:
-                return DONE  # the other side's step
-            return moves.handle(d.event_type, d.originator_id, d.attempt)
-        if d.event_type == ACTION_REQUESTED:
-            return power.handle(str(_payload(d).get("action")), d.originator_id, d.attempt)
-        return compute.handle(d.event_type, d.originator_id, d.attempt)
+        if d.event_type in (SCHEDULED, *ACTING_HOST) and host_of(d, handlers) != host:
+            return DONE  # another host's placement or step: no need to load the server
+        return steps.handle(d)
 
     threads = settings.host_concurrency
     log.info("hypervisor %s consuming %s (durable %s, %d at once)",
@@ -155,16 +123,6 @@ def run(
             wake.set()
             reconciling.join(timeout=30)
         beating.join(timeout=15)
-
-
-def _payload(d: Delivery) -> dict[str, object]:
-    payload = orjson.loads(d.notification.state)
-    return payload if isinstance(payload, dict) else {}
-
-
-def _placed_on(d: Delivery) -> object:
-    """The host named in a Scheduled event's payload."""
-    return _payload(d).get("host")
 
 
 def _register(compute: Compute, stop: threading.Event) -> bool:

@@ -24,27 +24,26 @@ from commands.actions import ACTIONS
 from commands.errors import NotFound
 from commands.handlers import Handlers
 from commands.states import TaskState
-from workers.compute import DELETION_REQUESTED, SCHEDULED, Compute
-from workers.migration import Moves
+from workers.compute import DELETION_REQUESTED, SCHEDULED
 from workers.outcome import RetryLater
-from workers.power import PowerActions
+from workers.steps import HostSteps
 
 log = logging.getLogger(__name__)
 
 _ACTION_BY_TASK = {a.task_state: key for key, a in ACTIONS.items()}
+_UNDER_WAY = (TaskState.SPAWNING, TaskState.DELETING, *_ACTION_BY_TASK)
 
 
 def recover(
     handlers: Handlers,
     hostname: str,
-    compute: Compute,
-    power: PowerActions,
-    moves: Moves,
+    steps: HostSteps,
     *,
     marks: Path,
     limit: int = 3,
 ) -> list[str]:
     """Run again the steps this host left under way; the ids of the instances it touched."""
+    compute, power, moves = steps.compute, steps.power, steps.moves
     try:
         host = handlers.host(hostname)
     except NotFound:
@@ -59,8 +58,7 @@ def recover(
             continue
         task = inst.task_state
         move = moves.pending(inst)
-        steps = (TaskState.SPAWNING, TaskState.DELETING, *_ACTION_BY_TASK)
-        if move is None and task not in steps:
+        if move is None and task not in _UNDER_WAY:
             continue
         mark = marks / f"recovering-{server_id}"
         tries = int(mark.read_text() or 0) if mark.is_file() else 0

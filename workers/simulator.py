@@ -1,9 +1,10 @@
 """Many simulated hypervisor hosts in one process, for tests and benchmarks at cloud scale.
 
-Each simulated host is a real ``Compute`` (the hypervisor worker's step) on its own libvirt test
-driver connection, opened on a host definition of its own (``test:///<dir>/<host>.xml``: CPUs,
-memory and a storage pool), so it registers the inventory libvirt reports and spawns, runs and
-destroys domains exactly as a one-host worker does. Where a fleet of workers would need one
+Each simulated host is a real ``HostSteps`` (the hypervisor worker's steps: spawn, delete, power
+actions, a resize's or migration's steps) on its own libvirt test driver connection, opened on a
+host definition of its own (``test:///<dir>/<host>.xml``: CPUs, memory and a storage pool), so it
+registers the inventory libvirt reports and spawns, runs, moves and destroys domains exactly as a
+one-host worker does. Where a fleet of workers would need one
 consumer per host (each seeing every placement), the simulator has one shared durable consumer,
 ``simulator``, and hands each event to the host it names; several threads may serve it.
 
@@ -19,21 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import libvirt
-import orjson
-from eventsourcing.utils import get_topic
 
 from commands.app import Stratus
-from commands.errors import NotFound
 from commands.handlers import Handlers
-from commands.instance import Instance
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
-from stratus.eventstore.subjects import SubjectLayout
-from workers.compute import SCHEDULED, Compute
 from workers.consumer import Delivery, DurableConsumer, serve_concurrently, stop_on_signals
 from workers.libvirt_driver import LibvirtDriver
 from workers.outcome import DONE, Outcome
+from workers.steps import HostSteps, host_of, subjects
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +71,7 @@ class SimulatedCloud:
         shape: HostShape = HostShape(),
         open_connection: Callable[[str], libvirt.virConnect] = libvirt.open,
     ) -> None:
-        self.hosts: dict[str, Compute] = {}
+        self.hosts: dict[str, HostSteps] = {}
         self._drivers: list[LibvirtDriver] = []
         definition = host_xml(shape)
         for name in names:
@@ -85,30 +81,23 @@ class SimulatedCloud:
             uri = f"test://{path.resolve()}"
             driver = LibvirtDriver(_connector(open_connection, uri), instances_path=directory / name)
             self._drivers.append(driver)
-            self.hosts[name] = Compute(handlers, driver, name, instances_path=directory / name)
+            self.hosts[name] = HostSteps(handlers, driver, name, instances_path=directory / name)
         self._handlers = handlers
 
     def register(self) -> int:
         """Register every host (each with the inventory its libvirt connection reports)."""
         with acting(CommandContext(actor=SIMULATOR)):
-            for compute in self.hosts.values():
-                compute.register()
+            for steps in self.hosts.values():
+                steps.compute.register()
         return len(self.hosts)
 
     def handle(self, d: Delivery) -> Outcome:
         """Hand one instance event to the simulated host it concerns (others' hosts: acknowledged)."""
-        if d.event_type == SCHEDULED:
-            payload = orjson.loads(d.notification.state)
-            hostname = payload.get("host") if isinstance(payload, dict) else None
-        else:
-            try:
-                hostname = self._handlers.instance(d.originator_id).host
-            except NotFound:
-                return DONE  # gone already
-        compute = self.hosts.get(str(hostname)) if hostname else None
-        if compute is None:
+        hostname = host_of(d, self._handlers)
+        steps = self.hosts.get(hostname) if hostname else None
+        if steps is None:
             return DONE
-        return compute.handle(d.event_type, d.originator_id, d.attempt)
+        return steps.handle(d)
 
     def close(self) -> None:
         for driver in self._drivers:
@@ -119,14 +108,6 @@ def _connector(
     open_connection: Callable[[str], libvirt.virConnect], uri: str
 ) -> Callable[[], libvirt.virConnect]:
     return lambda: open_connection(uri)
-
-
-def subjects(settings: Settings) -> list[str]:
-    layout = SubjectLayout(settings.subject_prefix)
-    return [
-        layout.topic_filter(get_topic(Instance.Scheduled)),  # type: ignore[attr-defined]
-        layout.topic_filter(get_topic(Instance.DeletionRequested)),  # type: ignore[attr-defined]
-    ]
 
 
 def run(
