@@ -1,9 +1,10 @@
 """The hypervisor worker: one per compute host, runs that host's instances on libvirt.
 
-On start it registers the host with the inventory libvirt reports. It then consumes
-``<prefix>.instance.*.scheduled``, ``<prefix>.instance.*.deletionrequested`` and
-``<prefix>.instance.*.actionrequested`` with the durable pull consumer ``hypervisor-<host>``, acts
-on the instances placed on its own host and acknowledges the rest. It also answers the API's
+On start it registers the host with the inventory libvirt reports and finishes what a killed run
+left under way (``workers.recovery``). It then consumes the events a host acts on
+(``workers.steps.EVENTS``: placements, deletions, power actions, a resize's or migration's steps)
+with the durable pull consumer ``hypervisor-<host>`` from ``STRATUS_HOST_CONCURRENCY`` threads, acts
+on its own servers (``workers.steps.HostSteps``) and acknowledges the rest. It also answers the API's
 questions for this host over core NATS (console output). It reads and appends to the event log
 only: it holds no database credentials.
 
