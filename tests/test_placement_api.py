@@ -9,9 +9,18 @@ from typing import Any
 import pytest
 
 from api.placement.view import ProviderView
-from commands.handlers import CreateFlavor, CreateServer, PlaceInstance, RegisterHost
+from commands.handlers import (
+    CreateFlavor,
+    CreateServer,
+    FinishSpawning,
+    PlaceInstance,
+    RegisterHost,
+    StartSpawning,
+)
 from commands.host import host_aggregate_id
+from commands.migration import MigrateServer, MigrationHandlers, ResizeDecision
 from commands.placement import PlacementHandlers
+from commands.states import PowerState
 from tests.test_api import P1, Stack, api_settings, projector, stack  # noqa: F401 (fixtures)
 
 V = {"OpenStack-API-Version": "placement 1.39"}
@@ -135,6 +144,7 @@ def test_scheduler_claims_and_placement_allocations_share_one_truth(
     assert r.json["allocations"] == {
         cloud["cmp-b"]: {"generation": 1, "resources": {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 10}}
     }
+    assert r.json["consumer_generation"] == 1  # claimed once
 
     # another consumer takes what is left of cmp-b's RAM through Placement...
     consumer = str(uuid.uuid4())
@@ -294,3 +304,34 @@ def test_usages_of_a_project(stack: Stack, cloud: dict[str, str]) -> None:  # no
     assert call(stack, "GET", "/usages?project_id=nobody", version="1.9").json == {"usages": {}}
     assert_error(call(stack, "GET", "/usages", version="1.9"), 400, "placement.undefined_code", "project_id")
     assert call(stack, "GET", "/usages?project_id=proj-u", version="1.8").status_code == 404
+
+
+def test_a_moving_server_holds_two_allocations(stack: Stack, cloud: dict[str, str]) -> None:  # noqa: F811
+    """While a server moves, Placement shows what Nova's does: the server's allocation on the
+    destination, the migration's on the source, each consumer's generation moving on."""
+    h = stack.handlers
+    h.create_flavor(CreateFlavor("f1", "m1.one", vcpus=1, ram=512, disk=5))
+    server = h.create_server(CreateServer("vm", "proj-m", "u", "f1")).id
+    h.place_instance(PlaceInstance(server, "cmp-a"))
+    h.start_spawning(StartSpawning(server, "cmp-a"))
+    h.finish_spawning(FinishSpawning(server, PowerState.RUNNING))
+    moves = MigrationHandlers(h)
+    moves.migrate(MigrateServer(server))
+    moves.place(server, "cmp-b")
+    migration = (h.instance(server).migration or {})["id"]
+
+    r = call(stack, "GET", f"/allocations/{server}")
+    assert set(r.json["allocations"]) == {cloud["cmp-b"]} and r.json["consumer_generation"] > 1
+    r = call(stack, "GET", f"/allocations/{migration}")
+    assert r.json["allocations"] == {
+        cloud["cmp-a"]: {"generation": 2, "resources": {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 5}}
+    }
+    r = call(stack, "GET", "/usages?project_id=proj-m")
+    assert r.json["usages"] == {
+        "INSTANCE": {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 5, "consumer_count": 1},
+        "MIGRATION": {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 5, "consumer_count": 1},
+    }
+    moves.left_source(server)
+    moves.finished(server, PowerState.RUNNING)
+    moves.confirm(ResizeDecision(server, None, admin=True))
+    assert call(stack, "GET", f"/allocations/{migration}").json["allocations"] == {}

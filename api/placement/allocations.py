@@ -61,7 +61,9 @@ class ConsumerAllocations:
             doc["project_id"] = record.project_id if record else None
             doc["user_id"] = record.user_id if record else None
         if allocations and version.at_least(28):
-            doc["consumer_generation"] = record.generation if record else 1
+            doc["consumer_generation"] = (
+                record.generation if record else self._view.consumer_generation(consumer) or 1
+            )
         if allocations and version.at_least(38):
             doc["consumer_type"] = record.consumer_type if record else "INSTANCE"
         ok(resp, doc)

@@ -33,6 +33,8 @@ class ProviderView:
         self._filter = recorder.layout.kind_filter("host")  # type: ignore[attr-defined]
         self._lock = threading.Lock()
         self._hosts: dict[UUID, Host] = {}
+        # How many times the claims of each server (or migration) changed: its consumer generation.
+        self._generations: dict[str, int] = {}
         self.position = 0  # the log position of the last event read (any kind)
 
     def refresh(self) -> dict[UUID, Host]:
@@ -65,6 +67,14 @@ class ProviderView:
         host = event.mutate(current)  # type: ignore[arg-type]
         if isinstance(host, Host):
             self._hosts[event.originator_id] = host
+        for consumer in _claim_consumers(event):
+            self._generations[consumer] = self._generations.get(consumer, 0) + 1
+
+    def consumer_generation(self, consumer: str) -> int | None:
+        """A server's (or migration's) consumer generation: +1 at every change of its claims (its
+        placement, a move's hand-over and take-back, its release); None if it never held one."""
+        with self._lock:
+            return self._generations.get(consumer)
 
     def get(self, provider_uuid: str) -> Host | None:
         try:
@@ -72,6 +82,21 @@ class ProviderView:
         except ValueError:
             return None
         return self.refresh().get(uid)
+
+
+# The Host events that change a server's or a migration's claims, and the fields naming them.
+_CLAIM_EVENTS = {
+    "InstanceClaimed": ("instance_id",),
+    "InstanceReleased": ("instance_id",),
+    "ClaimHandedToMigration": ("instance_id", "migration_id"),
+    "ClaimTakenBack": ("migration_id", "instance_id"),
+    "MigrationReleased": ("migration_id",),
+}
+
+
+def _claim_consumers(event: object) -> tuple[str, ...]:
+    fields = _CLAIM_EVENTS.get(type(event).__name__, ())
+    return tuple(str(getattr(event, f)) for f in fields)
 
 
 class ConsumerOwners:
