@@ -8,6 +8,7 @@ its aggregate's optimistic-concurrency check: Placement's generations, enforced 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -18,9 +19,9 @@ from eventsourcing.domain import Aggregate, event
 from eventsourcing.persistence import IntegrityError
 
 from commands.app import Stratus
-from commands.errors import Conflict, InvalidInput, NotFound
+from commands.errors import Conflict, ConflictingState, InvalidInput, NotFound
 from commands.host import Host
-from commands.resource_provider import ProviderGenerationConflict
+from commands.resource_provider import STANDARD_CLASSES, InventoryInUse, ProviderGenerationConflict
 
 _NS = uuid5(NAMESPACE_URL, "urn:stratus:placement-consumer")
 T = TypeVar("T")
@@ -28,6 +29,13 @@ T = TypeVar("T")
 
 def consumer_aggregate_id(consumer_uuid: str) -> UUID:
     return uuid5(_NS, consumer_uuid)
+
+
+_CUSTOM = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
+
+
+class TraitInUse(ConflictingState):
+    """A trait some provider has cannot be deleted (Placement: 409)."""
 
 
 class ConsumerGenerationConflict(ProviderGenerationConflict):
@@ -70,6 +78,77 @@ class Consumer(Aggregate):
         self.project_id = project_id
         self.user_id = user_id
         self.generation += 1
+
+
+_CATALOG_ID = uuid5(NAMESPACE_URL, "urn:stratus:placement-catalog")
+
+
+class PlacementCatalog(Aggregate):
+    """The custom resource classes and traits operators created (Placement's ``/resource_classes``
+    and ``/traits/{name}``); the standard ones are known without being created."""
+
+    @staticmethod
+    def create_id() -> UUID:
+        return _CATALOG_ID
+
+    @event("Opened")
+    def __init__(self) -> None:
+        self.resource_classes: list[str] = []
+        self.traits: list[str] = []
+
+    def add_resource_class(self, name: str) -> bool:
+        """False when it exists already."""
+        if not _CUSTOM.match(name):
+            raise InvalidInput(
+                f"Invalid resource class name {name!r}: a custom class starts with CUSTOM_ and has only "
+                "A-Z, 0-9 and _"
+            )
+        if name in self.resource_classes:
+            return False
+        self._resource_class_created(name)
+        return True
+
+    @event("ResourceClassCreated")
+    def _resource_class_created(self, name: str) -> None:
+        self.resource_classes = sorted({*self.resource_classes, name})
+
+    def remove_resource_class(self, name: str) -> None:
+        if name in STANDARD_CLASSES:
+            raise InvalidInput(f"Cannot delete standard resource class {name}.")
+        if name not in self.resource_classes:
+            raise NotFound(f"No such resource class {name}.")
+        self._resource_class_deleted(name)
+
+    @event("ResourceClassDeleted")
+    def _resource_class_deleted(self, name: str) -> None:
+        self.resource_classes = [c for c in self.resource_classes if c != name]
+
+    def add_trait(self, name: str) -> bool:
+        """False when it exists already."""
+        if not _CUSTOM.match(name) or len(name) > 255:
+            raise InvalidInput(
+                "The trait is invalid. A valid trait must be no longer than 255 characters, start with the "
+                'prefix "CUSTOM_" and use following characters: "A"-"Z", "0"-"9" and "_"'
+            )
+        if name in self.traits:
+            return False
+        self._trait_created(name)
+        return True
+
+    @event("TraitCreated")
+    def _trait_created(self, name: str) -> None:
+        self.traits = sorted({*self.traits, name})
+
+    def remove_trait(self, name: str) -> None:
+        if not name.startswith("CUSTOM_"):
+            raise InvalidInput(f"Cannot delete standard trait {name}.")
+        if name not in self.traits:
+            raise NotFound(f"No such trait(s): {name}.")
+        self._trait_deleted(name)
+
+    @event("TraitDeleted")
+    def _trait_deleted(self, name: str) -> None:
+        self.traits = [t for t in self.traits if t != name]
 
 
 @dataclass(frozen=True)
@@ -167,6 +246,54 @@ class PlacementHandlers:
             except ValueError:
                 raise InvalidInput(f"Invalid aggregate uuid {a!r}") from None
         return self._change(provider_uuid, lambda h: h.set_provider_aggregates(generation, aggregates))
+
+    # -- the catalogue of custom resource classes and traits --------------------------------------
+    def catalog(self) -> PlacementCatalog:
+        try:
+            agg: Aggregate = self.app.repository.get(_CATALOG_ID)
+        except AggregateNotFoundError:
+            return PlacementCatalog()
+        assert isinstance(agg, PlacementCatalog)
+        return agg
+
+    def create_resource_class(self, name: str) -> bool:
+        """True when created, False when it existed."""
+        return self._catalog_change(lambda c: c.add_resource_class(name))
+
+    def create_trait(self, name: str) -> bool:
+        return self._catalog_change(lambda c: c.add_trait(name))
+
+    def delete_resource_class(self, name: str, in_use: Callable[[str], bool]) -> None:
+        """``in_use``: whether any provider has an inventory of the class (then 409, as Placement)."""
+
+        def change(c: PlacementCatalog) -> bool:
+            c.remove_resource_class(name)
+            if in_use(name):
+                raise InventoryInUse(
+                    f"Unable to delete resource class {name}. The class is in use in inventory."
+                )
+            return True
+
+        self._catalog_change(change)
+
+    def delete_trait(self, name: str, in_use: Callable[[str], bool]) -> None:
+        def change(c: PlacementCatalog) -> bool:
+            c.remove_trait(name)
+            if in_use(name):
+                raise TraitInUse(f"The trait {name} is in use by a resource provider.")
+            return True
+
+        self._catalog_change(change)
+
+    def _catalog_change(self, change: Callable[[PlacementCatalog], bool]) -> bool:
+        def decide() -> bool:
+            catalog = self.catalog()
+            changed = change(catalog)
+            if catalog.pending_events:
+                self._save(catalog)
+            return changed
+
+        return self._retrying(decide)
 
     # -- consumers ------------------------------------------------------------------------------
     def put_allocations(

@@ -287,6 +287,10 @@ def _placement_scenario(handlers: Handlers) -> None:
     gpu = {rp: {"CUSTOM_GPU": 1}}
     p.put_allocations(consumer, gpu, consumer_generation=None, project_id="p1", user_id="u1")
     p.delete_allocations(consumer)
+    p.create_resource_class("CUSTOM_FPGA_X")
+    p.delete_resource_class("CUSTOM_FPGA_X", lambda _rc: False)
+    p.create_trait("CUSTOM_RACK_1")
+    p.delete_trait("CUSTOM_RACK_1", lambda _t: False)
     # a project's usage closes its books after EPOCH_EVENTS events and carries them forward
     Operations(handlers.app).set_quota("p-epoch", {"instances": -1, "cores": -1}, {})
     handlers.create_server(CreateServer("many", "p-epoch", "u1", "1", count=usage.EPOCH_EVENTS - 1))

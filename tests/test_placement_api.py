@@ -335,3 +335,45 @@ def test_a_moving_server_holds_two_allocations(stack: Stack, cloud: dict[str, st
     moves.finished(server, PowerState.RUNNING)
     moves.confirm(ResizeDecision(server, None, admin=True))
     assert call(stack, "GET", f"/allocations/{migration}").json["allocations"] == {}
+
+
+def test_custom_resource_classes_and_traits(stack: Stack, cloud: dict[str, str]) -> None:  # noqa: F811
+    """/resource_classes and /traits/{name}: standard ones are known, custom ones are created and
+    deleted by operators, and one in use (an inventory, a provider's trait) cannot be deleted."""
+    classes = {c["name"] for c in call(stack, "GET", "/resource_classes").json["resource_classes"]}
+    assert {"VCPU", "MEMORY_MB", "DISK_GB"} <= classes and "CUSTOM_FPGA" not in classes
+    assert call(stack, "PUT", "/resource_classes/CUSTOM_FPGA").status_code == 201
+    assert call(stack, "PUT", "/resource_classes/CUSTOM_FPGA").status_code == 204  # there already
+    r = call(stack, "POST", "/resource_classes", json={"name": "CUSTOM_FPGA"}, version="1.6")
+    assert_error(r, 409, "placement.undefined_code", "already exists")
+    assert call(stack, "GET", "/resource_classes/CUSTOM_FPGA").json["name"] == "CUSTOM_FPGA"
+    assert_error(
+        call(stack, "PUT", "/resource_classes/GPU_THING"), 400, "placement.undefined_code", "CUSTOM_"
+    )
+    assert_error(call(stack, "DELETE", "/resource_classes/VCPU"), 400, "placement.undefined_code", "standard")
+    assert_error(call(stack, "GET", "/resource_classes/CUSTOM_NONE"), 404, "placement.undefined_code")
+
+    rp = f"/resource_providers/{cloud['cmp-a']}"
+    inventories = call(stack, "GET", f"{rp}/inventories").json
+    body = {
+        "resource_provider_generation": inventories["resource_provider_generation"],
+        "inventories": {**inventories["inventories"], "CUSTOM_FPGA": {"total": 2}},
+    }
+    assert call(stack, "PUT", f"{rp}/inventories", json=body).status_code == 200
+    assert_error(
+        call(stack, "DELETE", "/resource_classes/CUSTOM_FPGA"), 409, "placement.inventory.inuse", "in use"
+    )
+
+    assert call(stack, "PUT", "/traits/CUSTOM_RACK_7").status_code == 201
+    assert call(stack, "PUT", "/traits/CUSTOM_RACK_7").status_code == 204
+    assert call(stack, "GET", "/traits/CUSTOM_RACK_7").status_code == 204
+    assert "CUSTOM_RACK_7" in call(stack, "GET", "/traits").json["traits"]
+    assert_error(call(stack, "PUT", "/traits/rack"), 400, "placement.undefined_code", "CUSTOM_")
+    generation = call(stack, "GET", f"{rp}/traits").json["resource_provider_generation"]
+    put = {"resource_provider_generation": generation, "traits": ["CUSTOM_RACK_7"]}
+    assert call(stack, "PUT", f"{rp}/traits", json=put).status_code == 200
+    assert_error(call(stack, "DELETE", "/traits/CUSTOM_RACK_7"), 409, "placement.undefined_code", "in use")
+    assert call(stack, "DELETE", f"{rp}/traits").status_code == 204
+    assert call(stack, "DELETE", "/traits/CUSTOM_RACK_7").status_code == 204
+    assert_error(call(stack, "GET", "/traits/CUSTOM_RACK_7"), 404, "placement.undefined_code")
+    assert_error(call(stack, "DELETE", "/traits/CUSTOM_RACK_7"), 404, "placement.undefined_code")

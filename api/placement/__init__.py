@@ -14,6 +14,7 @@ from api.placement import (
     allocation_candidates,
     allocations,
     inventories,
+    resource_classes,
     resource_providers,
     root,
     traits,
@@ -34,7 +35,10 @@ def add_routes(app: falcon.App, handlers: PlacementHandlers, view: ProviderView)
     app.add_route(f"{rp}/inventories", inventories.Collection(handlers, view))
     app.add_route(f"{rp}/inventories/{{resource_class}}", inventories.Item(handlers, view))
     app.add_route(f"{rp}/traits", traits.ProviderTraits(handlers, view))
-    app.add_route(f"{p}/traits", traits.Collection(view))
+    app.add_route(f"{p}/traits", traits.Collection(handlers, view))
+    app.add_route(f"{p}/traits/{{name}}", traits.Item(handlers, view))
+    app.add_route(f"{p}/resource_classes", resource_classes.Collection(handlers))
+    app.add_route(f"{p}/resource_classes/{{name}}", resource_classes.Item(handlers, view))
     app.add_route(f"{rp}/aggregates", aggregates.ProviderAggregates(handlers, view))
     app.add_route(f"{rp}/usages", usages.ProviderUsages(view))
     app.add_route(f"{p}/usages", usages.ProjectUsages(view, ConsumerOwners(handlers.app)))

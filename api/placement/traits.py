@@ -1,4 +1,5 @@
-"""``/placement/traits`` and ``/placement/resource_providers/{uuid}/traits`` (microversion 1.6+)."""
+"""``/placement/traits``, ``/placement/traits/{name}`` and ``/placement/resource_providers/{uuid}/traits``
+(microversion 1.6+)."""
 
 from __future__ import annotations
 
@@ -20,16 +21,22 @@ def traits_doc(host: Host) -> dict[str, object]:
     return {"traits": list(host.traits), "resource_provider_generation": host.generation}
 
 
-class Collection:
-    """The traits in use on any provider (Stratus keeps no separate trait catalogue)."""
+def _known(handlers: PlacementHandlers, view: ProviderView) -> set[str]:
+    """The custom traits operators created and every trait any provider has."""
+    return {*handlers.catalog().traits, *(t for h in view.refresh().values() for t in h.traits)}
 
-    def __init__(self, view: ProviderView) -> None:
-        self._view = view
+
+class Collection:
+    """The traits operators created and those on any provider (os-traits' standard catalogue is
+    not listed: a standard trait is known once a provider has it)."""
+
+    def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
+        self._handlers, self._view = handlers, view
 
     @placement_call()
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         _need_1_6(req)
-        found = sorted({t for h in self._view.refresh().values() for t in h.traits})
+        found = sorted(_known(self._handlers, self._view))
         name = req.get_param("name") or ""
         if name.startswith("startswith:"):
             found = [t for t in found if t.startswith(name.removeprefix("startswith:"))]
@@ -37,6 +44,39 @@ class Collection:
             wanted = set(name.removeprefix("in:").split(","))
             found = [t for t in found if t in wanted]
         ok(resp, {"traits": found})
+
+
+class Item:
+    """``/placement/traits/{name}``: a custom trait created (PUT: 201, or 204 if it was there),
+    looked up (GET: 204 or 404) or deleted (404 unknown, 400 standard, 409 on a provider)."""
+
+    def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
+        self._handlers, self._view = handlers, view
+
+    @placement_call()
+    def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        _need_1_6(req)
+        if name not in _known(self._handlers, self._view):
+            raise PlacementError(404, f"No such trait(s): {name}.")
+        resp.status = falcon.HTTP_204
+
+    @placement_call()
+    def on_put(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        _need_1_6(req)
+        created = self._handlers.create_trait(name)
+        if created:
+            resp.set_header("Location", f"/placement/traits/{name}")
+        resp.status = falcon.HTTP_201 if created else falcon.HTTP_204
+
+    @placement_call()
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        _need_1_6(req)
+
+        def in_use(trait: str) -> bool:
+            return any(trait in h.traits for h in self._view.refresh().values())
+
+        self._handlers.delete_trait(name, in_use)
+        resp.status = falcon.HTTP_204
 
 
 class ProviderTraits:
