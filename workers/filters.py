@@ -70,6 +70,17 @@ FILTERS: Sequence[tuple[str, Callable[[Host, Request], bool]]] = (
         lambda h, r: r.required_traits <= set(h.traits) and not r.forbidden_traits & set(h.traits),
     ),
 )
+# Filters that keep every host when the request asks nothing of them: not run over the hosts then
+# (the decision's cost at thousands of hosts), their results still reported.
+_ASKS: dict[str, Callable[[Request], bool]] = {
+    "AvailabilityZoneFilter": lambda r: r.zone is not None,
+    "ServerGroupFilter": lambda r: r.group is not None,
+    "TraitsFilter": lambda r: bool(r.required_traits or r.forbidden_traits),
+}
+
+
+def _ALWAYS(_request: Request) -> bool:
+    return True
 
 
 def run_filters(
@@ -81,7 +92,8 @@ def run_filters(
     for name, passes in (*FILTERS, resources):
         start = len(out.hosts)
         out.last_hosts = out.hosts
-        out.hosts = [h for h in out.hosts if passes(h, request)]
+        if _ASKS.get(name, _ALWAYS)(request):
+            out.hosts = [h for h in out.hosts if passes(h, request)]
         out.results.append(f"{name}: (start: {start}, end: {len(out.hosts)})")
         if not out.hosts:
             out.removed_by = name

@@ -9,7 +9,7 @@ resource. Nova's defaults: every multiplier 1.0. Ties go to the host name, for s
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from commands.host import Resources
@@ -31,18 +31,12 @@ class Multipliers:
         )
 
 
-def _normalized(values: Sequence[float]) -> list[float]:
-    low, high = min(values), max(values)
-    if high == low:
-        return [0.0] * len(values)
-    return [(v - low) / (high - low) for v in values]
-
-
 def weigh(free: Mapping[str, Resources], multipliers: Multipliers = Multipliers()) -> list[str]:
     """Host names, heaviest first."""
     names = list(free)
     if not names:
         return []
+    rooms = list(free.values())
     weights = [0.0] * len(names)
     for attr, multiplier in (
         ("memory_mb", multipliers.ram),
@@ -50,7 +44,10 @@ def weigh(free: Mapping[str, Resources], multipliers: Multipliers = Multipliers(
         ("disk_gb", multipliers.disk),
     ):
         if multiplier:
-            for i, score in enumerate(_normalized([getattr(free[n], attr) for n in names])):
-                weights[i] += multiplier * score
-    order = sorted(range(len(names)), key=lambda i: (-weights[i], names[i]))
-    return [names[i] for i in order]
+            values = [getattr(room, attr) for room in rooms]
+            low, high = min(values), max(values)
+            if high != low:
+                scale = multiplier / (high - low)
+                weights = [w + (v - low) * scale for w, v in zip(weights, values, strict=True)]
+    order = sorted(zip([-w for w in weights], names, strict=True))  # heaviest first, ties by name
+    return [name for _, name in order]
