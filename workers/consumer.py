@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import nats.errors
+import nats.js.errors
 from eventsourcing.persistence import Notification
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -37,6 +38,24 @@ log = logging.getLogger(__name__)
 STORE_TEMPORARY: tuple[type[Exception], ...] = (EventStoreUnavailable, TimeoutError)
 _CLOSE_ERRORS: tuple[type[Exception], ...] = (*STORE_TEMPORARY, nats.errors.Error)
 _STORE_RETRY_DELAY = 2.0
+
+
+# What NATS raises while JetStream is away (a restart, a cluster electing a leader): try again later.
+_NATS_AWAY: tuple[type[Exception], ...] = (
+    nats.js.errors.ServiceUnavailableError,
+    nats.errors.NoRespondersError,
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionReconnectingError,
+)
+
+
+@contextlib.contextmanager
+def _unavailable(what: str) -> Iterator[None]:
+    """NATS's errors for a JetStream that is away, as the event store's own: temporary."""
+    try:
+        yield
+    except _NATS_AWAY as e:
+        raise EventStoreUnavailable(f"{what}: JetStream unavailable ({type(e).__name__})") from e
 
 
 @dataclass(frozen=True)
@@ -112,13 +131,16 @@ class DurableConsumer:
                 return []
             return msgs
 
-        return self._bridge.run(fetch, wait + self._timeout)
+        with _unavailable(f"fetching from {self.durable}"):
+            return self._bridge.run(fetch, wait + self._timeout)
 
     def ack(self, msg: Msg) -> None:
-        self._bridge.run(msg.ack, self._timeout)
+        with _unavailable(f"acknowledging to {self.durable}"):
+            self._bridge.run(msg.ack, self._timeout)
 
     def nak(self, msg: Msg, delay: float) -> None:
-        self._bridge.run(lambda: msg.nak(delay=delay), self._timeout)
+        with _unavailable(f"returning a message to {self.durable}"):
+            self._bridge.run(lambda: msg.nak(delay=delay), self._timeout)
 
     def close(self) -> None:
         sub, self._sub = self._sub, None
