@@ -29,6 +29,7 @@ from commands.instance import Instance
 from commands.migration import FailMigration, MigrationHandlers
 from commands.states import TaskState
 from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
+from workers.power import remove_guest
 from workers.virt import DomainNotFound, GuestSpec, PowerDriver, TemporaryVirtError, VirtDriver, VirtError
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ class Moves:
         server_id = inst.server_id
         try:
             if event_type == MIGRATION_SCHEDULED:
-                self._remove(server_id)
+                remove_guest(self._driver, server_id)
                 record: Callable[[], Any] = lambda: self._moves.left_source(server_id)  # noqa: E731
             elif event_type == REVERT_REQUESTED:
                 self._driver.destroy(server_id)
@@ -128,13 +129,6 @@ class Moves:
                 with contextlib.suppress(VirtError):
                     self._driver.destroy(server_id)
         return DONE
-
-    def _remove(self, server_id: str) -> None:
-        """A clean shutdown first, then the guest's removal (a repeat finds no guest: gone either way)."""
-        if self._power is not None:
-            with contextlib.suppress(DomainNotFound):
-                self._power.power_off(server_id)
-        self._driver.destroy(server_id)
 
     def _start(self, inst: Instance, flavor: dict[str, Any]) -> int:
         guest = replace(self._guest(inst), vcpus=int(flavor["vcpus"]), memory_mb=int(flavor["ram"]))

@@ -24,12 +24,28 @@ from commands.instance import Instance
 from commands.lifecycle import FailAction, FinishAction, LifecycleHandlers
 from commands.states import PowerState
 from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
-from workers.virt import DomainNotFound, PermanentVirtError, PowerDriver, TemporaryVirtError, VirtError
+from workers.virt import (
+    DomainNotFound,
+    PermanentVirtError,
+    PowerDriver,
+    TemporaryVirtError,
+    VirtDriver,
+    VirtError,
+)
 
 log = logging.getLogger(__name__)
 
 ACTION_REQUESTED = "actionrequested"
 ACTION_FAILED = "compute.action_failed"
+
+
+def remove_guest(driver: VirtDriver | PowerDriver, server_id: str) -> None:
+    """A clean shutdown first (when the driver can), as Nova's shelve and resize do, then the guest's
+    removal. A repeat after a crash between the two finds no guest: it is gone either way."""
+    if isinstance(driver, PowerDriver):
+        with contextlib.suppress(DomainNotFound):
+            driver.power_off(server_id)
+    driver.destroy(server_id)
 
 
 class PowerActions:
@@ -108,11 +124,7 @@ class PowerActions:
 
     @staticmethod
     def _offload(driver: PowerDriver, server_id: str) -> int:
-        """A clean shutdown first, as Nova's shelve, then the guest's removal. A redelivery after a
-        crash between the two finds no guest: it is gone either way."""
-        with contextlib.suppress(DomainNotFound):
-            driver.power_off(server_id)
-        driver.destroy(server_id)
+        remove_guest(driver, server_id)
         return PowerState.SHUTDOWN
 
     @staticmethod
