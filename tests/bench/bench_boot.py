@@ -76,7 +76,8 @@ class Round:
     why: dict[str, int] = dataclasses.field(default_factory=dict)  # what the errors were
 
 
-def boots(port: int, token: str, watcher: Watcher, flavor: str, concurrency: int, total: int) -> Round:
+def boots(port: int, tokens: list[str], watcher: Watcher, flavor: str, concurrency: int, total: int) -> Round:
+    """``concurrency`` clients, client c creating in project ``c % len(tokens)`` (a token each)."""
     per_client = max(total // concurrency, 1)
     latencies: list[float] = []
     why: dict[str, int] = {}
@@ -88,7 +89,7 @@ def boots(port: int, token: str, watcher: Watcher, flavor: str, concurrency: int
         for i in range(per_client):
             body = {"server": {"name": f"b{concurrency}-{c}-{i}", "flavorRef": flavor, "networks": "none"}}
             began = time.perf_counter()
-            status, doc = send(port, token, "POST", "/v2.1/servers", body)
+            status, doc = send(port, tokens[c % len(tokens)], "POST", "/v2.1/servers", body)
             outcome = watcher.wait(doc["server"]["id"]) if status == 202 else None
             with lock:
                 if outcome is not None and outcome[1] == "spawned":
@@ -136,6 +137,22 @@ class ControlPlane:
     token: str  # the admin's, in the admin project (its quota lifted)
     pg_source: str  # where PostgreSQL came from
     logs: Path
+
+    def project_token(self, name: str) -> str:
+        """A new project the admin is a member of (quota lifted), and the admin's token scoped to it."""
+        status, doc = send(self.port, self.token, "POST", "/identity/v3/projects",
+                           {"project": {"name": name, "domain_id": "default"}})  # fmt: skip
+        assert status == 201, doc
+        project = doc["project"]["id"]
+        user = _get(self.port, self.token, "/identity/v3/users?name=admin")["users"][0]["id"]
+        role = _get(self.port, self.token, "/identity/v3/roles?name=member")["roles"][0]["id"]
+        status, _ = send(
+            self.port, self.token, "PUT", f"/identity/v3/projects/{project}/users/{user}/roles/{role}", None
+        )
+        assert status == 204, status
+        unlimited = {"quota_set": {"instances": -1, "cores": -1, "ram": -1}}
+        assert send(self.port, self.token, "PUT", f"/v2.1/os-quota-sets/{project}", unlimited)[0] == 200
+        return str(login(self.port, name))
 
     def wait_for_hosts(self, count: int) -> None:
         try:
@@ -194,6 +211,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--boots", type=int, default=100, help="boots per concurrency level")
     parser.add_argument("--concurrency", default="1,10,50")
     parser.add_argument("--schedulers", type=int, default=1, help="scheduler processes")
+    parser.add_argument(
+        "--projects",
+        type=int,
+        default=1,
+        help="projects the clients create in (each has its own quota usage)",
+    )
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",")]
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
@@ -220,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             "name": "b.tiny", "ram": 256, "vcpus": 1, "disk": 1}})  # fmt: skip
         assert status == 200, doc
         flavor = doc["flavor"]["id"]
+        tokens = [token, *(cloud.project_token(f"bench-{i}") for i in range(1, args.projects))]
         watcher = Watcher(cloud.settings).start()
         try:
             cloud.wait_for_hosts(args.hosts)
@@ -227,14 +251,15 @@ def main(argv: list[str] | None = None) -> int:
                 "postgresql": cloud.pg_source,
                 "hosts": str(args.hosts),
                 "schedulers": str(args.schedulers),
+                "projects": str(args.projects),
             }
             print("\n".join(machine_lines(extra)))
-            post_warm = boots(port, token, watcher, flavor, 1, 3)  # first requests warm the workers
+            post_warm = boots(port, tokens, watcher, flavor, 1, 3)  # first requests warm the workers
             assert not post_warm.errors, post_warm
             rounds = []
             for c in levels:
                 print(f"{c} concurrent (load {loadavg()})", flush=True)
-                rounds.append(boots(port, token, watcher, flavor, c, args.boots))
+                rounds.append(boots(port, tokens, watcher, flavor, c, args.boots))
         finally:
             watcher.close()
         direct = floor(args.boots, Path(d))

@@ -159,14 +159,14 @@ def http_pages(port: int, token: str, pages: int | None = None) -> int:
         path = href[href.index("/v2.1/") :]
 
 
-def login(port: int) -> str:
+def login(port: int, project: str = "admin") -> str:
     body = {
         "auth": {
             "identity": {
                 "methods": ["password"],
                 "password": {"user": {"name": "admin", "domain": {"id": "default"}, "password": PASSWORD}},
             },
-            "scope": {"project": {"name": "admin", "domain": {"id": "default"}}},
+            "scope": {"project": {"name": project, "domain": {"id": "default"}}},
         }
     }
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
