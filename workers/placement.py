@@ -203,12 +203,12 @@ class Placement:
             self._fail(server_id, details)
         return DONE
 
-    def _extra_specs(self, flavor: dict[str, object]) -> dict[str, str]:
-        """The flavor's extra specs as they are now (the instance keeps only its sizes)."""
-        try:
-            return dict(self._handlers.flavor(str(flavor["id"])).extra_specs)
-        except NotFound:
-            return {}  # deleted since: no trait requirements can be read
+    @staticmethod
+    def _extra_specs(flavor: dict[str, object]) -> dict[str, str]:
+        """The extra specs of the flavor as the request recorded it (Nova's request spec keeps the
+        flavor too): nothing to read per placement, and a flavor changed since does not move it."""
+        specs = flavor.get("extra_specs")
+        return {str(k): str(v) for k, v in specs.items()} if isinstance(specs, dict) else {}
 
     def _fail(self, server_id: str, details: str) -> Outcome:
         try:
