@@ -30,6 +30,7 @@ from commands.quota import check as quota_check
 from commands.server_group import GroupMembership, ServerGroup, membership_id
 from commands.states import VmState
 from commands.usage import ProjectUsage, usage_aggregate_id
+from stratus.context import CommandContext, acting_per_event
 
 _REQUEST_NS = uuid5(NAMESPACE_URL, "urn:stratus:server-request")
 A = TypeVar("A", bound=Aggregate)
@@ -229,6 +230,7 @@ class Handlers(HandlerBase):
                         tags=list(dict.fromkeys(cmd.tags)),
                         reservation_id=cmd.reservation_id,
                         launch_index=index,
+                        scheduling={"num_instances": cmd.count, "group_id": cmd.group},
                     )
                 )
             aggregates = [*books, *([network] if network is not None else []), *instances]
@@ -404,6 +406,20 @@ class Handlers(HandlerBase):
             return Result(cmds[-1].server_id, self._save(*hosts.values(), *instances))
 
         return self._retrying(decide)
+
+    def record_placements(
+        self, aggregates: Sequence[Aggregate], contexts: Mapping[tuple[str, int], CommandContext]
+    ) -> int:
+        """Append the claims and placements a scheduler decided in one pass over many requests, in one
+        atomic append: each event stamped with the context of the request it answers (``contexts``,
+        by originator id and version). Raises ``IntegrityError`` if any aggregate moved on meanwhile."""
+        with acting_per_event(contexts):
+            return self._save(*aggregates)
+
+    def known_version(self, aggregate_id: UUID) -> int | None:
+        """The version of the aggregate the event store last saw stored (a hint; None: not known)."""
+        version: int | None = self.app.recorder.known_version(aggregate_id)  # type: ignore[attr-defined]
+        return version
 
     def fail_instance(self, cmd: FailInstance) -> Result:
         """Record a fault; any resources the instance holds on its host are released with it."""

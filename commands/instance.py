@@ -41,6 +41,8 @@ class Instance(Aggregate):
         the image it boots (with its kernel and ramdisk), the key pair, the fixed addresses allocated
         to it, its tags, description and reservation, and a digest of its user data (never the data).
         Version 3 added the server's index in its multi-create and the flavor's extra specs.
+        Version 4 added what the scheduler needs besides the flavor (Nova's request spec): how many
+        servers the request asked for together and the server group they joined.
         """
 
         name: str
@@ -60,8 +62,9 @@ class Instance(Aggregate):
         tags: list[str]
         reservation_id: str | None
         launch_index: int
+        scheduling: dict[str, Any] | None
 
-        class_version = 3
+        class_version = 4
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -73,6 +76,12 @@ class Instance(Aggregate):
             """Version 3: the server's index in its multi-create and the flavor's extra specs."""
             state.setdefault("launch_index", 0)
             state["flavor"] = {"extra_specs": {}, **state["flavor"]}
+
+        @staticmethod
+        def upcast_v3_v4(state: dict[str, Any]) -> None:
+            """Version 4: ``{"num_instances", "group_id"}``; None for an older request: not recorded,
+            the scheduler reads the group membership and the request's siblings from the log."""
+            state.setdefault("scheduling", None)
 
     @event(Requested)
     def __init__(
@@ -94,6 +103,7 @@ class Instance(Aggregate):
         tags: list[str] | None = None,
         reservation_id: str | None = None,
         launch_index: int = 0,
+        scheduling: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
         self.project_id = project_id
@@ -112,6 +122,7 @@ class Instance(Aggregate):
         self.tags = list(tags or [])
         self.reservation_id = reservation_id
         self.launch_index = launch_index
+        self.scheduling = scheduling
         self.vm_state = VmState.BUILDING
         self.task_state: str | None = TaskState.SCHEDULING
         self.power_state = PowerState.NOSTATE
@@ -149,6 +160,13 @@ class Instance(Aggregate):
             )
 
     # -- scheduling -----------------------------------------------------------------------------
+    @property
+    def placed_alone(self) -> bool:
+        """A new server requested alone and in no server group, as recorded by its request (a
+        scheduler may then place it in a batch with other such requests)."""
+        s = self.scheduling
+        return s is not None and s.get("num_instances") == 1 and s.get("group_id") is None
+
     @property
     def awaiting_host(self) -> bool:
         """Waiting for the scheduler: a new server, or a shelved one being unshelved."""

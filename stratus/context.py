@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 
@@ -62,3 +62,25 @@ def acting(ctx: CommandContext) -> Iterator[CommandContext]:
         yield ctx
     finally:
         _current.reset(token)
+
+
+# Per event, for an append that carries the work of several commands (a scheduler placing a batch of
+# requests in one atomic append): (originator id, version) -> the context of the command that
+# decided that event. Events not named here take the current context.
+_per_event: ContextVar[Mapping[tuple[str, int], CommandContext] | None] = ContextVar(
+    "stratus_event_contexts", default=None
+)
+
+
+def event_contexts() -> Mapping[tuple[str, int], CommandContext] | None:
+    return _per_event.get()
+
+
+@contextlib.contextmanager
+def acting_per_event(contexts: Mapping[tuple[str, int], CommandContext]) -> Iterator[None]:
+    """Stamp each event ``(originator id, version)`` of the appends inside with its own context."""
+    token = _per_event.set(contexts)
+    try:
+        yield
+    finally:
+        _per_event.reset(token)

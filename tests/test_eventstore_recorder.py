@@ -18,7 +18,7 @@ import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from stratus.config import Settings
-from stratus.context import Actor, CommandContext, acting
+from stratus.context import Actor, CommandContext, acting, acting_per_event
 from stratus.eventstore import (
     ConcurrentAppendError,
     JetStreamApplicationRecorder,
@@ -28,6 +28,7 @@ from stratus.eventstore import (
     decode_token,
     encode_token,
 )
+from stratus.eventstore.envelope import APPEND_ID
 
 Make = Callable[..., JetStreamApplicationRecorder]
 TOPIC_CREATED = "commands.instance:Instance.Created"
@@ -279,6 +280,34 @@ def test_envelope_headers_carry_the_command_context(recorder: JetStreamApplicati
     assert structured["position"] == position
     schema = json.loads(resources.files("schemas").joinpath("envelope.v1.json").read_text())
     jsonschema.validate(structured, schema, format_checker=jsonschema.FormatChecker())
+
+
+def test_events_of_one_append_carry_the_context_of_their_own_command(
+    recorder: JetStreamApplicationRecorder,
+) -> None:
+    """A scheduler's batch: one atomic append answering several requests, each event stamped with
+    the context of the request it answers; an event not named takes the current context."""
+    a, b, c = uuid4(), uuid4(), uuid4()
+    alice = CommandContext(actor=Actor("alice", "p-1"), request_id="req-a", causation_id="a:1")
+    bob = CommandContext(actor=Actor("bob", "p-2"), request_id="req-b", causation_id="b:1")
+    current = CommandContext(actor=Actor("scheduler", "service"), request_id="req-s")
+    with acting(current), acting_per_event({(str(a), 1): alice, (str(b), 1): bob, (str(b), 2): alice}):
+        positions = recorder.append([ev(a, 1), ev(b, 1), ev(b, 2), ev(c, 1)])
+    seen = [
+        (h["ce-actoruser"], h["ce-requestid"], h["ce-causationid"], h[APPEND_ID])
+        for h in (m.headers or {} for m in recorder.read_messages(positions[0], 4))
+    ]
+    append_id = seen[0][3]
+    assert seen == [
+        ("alice", "req-a", "a:1", append_id),
+        ("bob", "req-b", "b:1", append_id),
+        ("alice", "req-a", "a:1", append_id),
+        ("scheduler", "req-s", "", append_id),
+    ]
+    with acting(current):  # outside, every event takes the current context again
+        [position] = recorder.append([ev(a, 2)])
+    [msg] = recorder.read_messages(position, 1)
+    assert (msg.headers or {})["ce-requestid"] == "req-s"
 
 
 def test_read_envelopes_with_a_subject_filter(recorder: JetStreamApplicationRecorder) -> None:

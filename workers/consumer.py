@@ -17,7 +17,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import nats.errors
@@ -65,6 +65,7 @@ class Delivery:
     notification: Notification
     envelope: Envelope
     attempt: int
+    message: Msg | None = field(default=None, compare=False, repr=False)  # as delivered
 
     @property
     def originator_id(self) -> str:
@@ -138,6 +139,18 @@ class DurableConsumer:
         with _unavailable(f"acknowledging to {self.durable}"):
             self._bridge.run(msg.ack, self._timeout)
 
+    def ack_all(self, msgs: Sequence[Msg]) -> None:
+        """Acknowledge several messages in one hop to the loop (each ack is one publish)."""
+        if not msgs:
+            return
+
+        async def ack() -> None:
+            for m in msgs:
+                await m.ack()
+
+        with _unavailable(f"acknowledging to {self.durable}"):
+            self._bridge.run(ack, self._timeout)
+
     def nak(self, msg: Msg, delay: float) -> None:
         with _unavailable(f"returning a message to {self.durable}"):
             self._bridge.run(lambda: msg.nak(delay=delay), self._timeout)
@@ -176,6 +189,42 @@ def serve(
             if stop.is_set():
                 break  # unacknowledged: redelivered to whoever runs next
             _process(consumer, handle, msg, actor)
+
+
+def serve_batches(
+    consumer: DurableConsumer,
+    handle: Callable[[list[Delivery]], list[Outcome]],
+    stop: threading.Event,
+    *,
+    actor: Actor,
+    batch: int,
+    poll: float = 1.0,
+) -> None:
+    """``serve``, handing the handler every message waiting (up to ``batch``) at once, in stream
+    order; it answers with one outcome per delivery. The handler sets each delivery's command
+    context itself (``Delivery.context``), since one append may carry the work of several."""
+    while not stop.is_set():
+        try:
+            msgs = consumer.fetch(batch, poll)
+        except STORE_TEMPORARY as e:
+            log.warning("consumer %s: fetching failed, retrying: %s", consumer.durable, e)
+            stop.wait(_STORE_RETRY_DELAY)
+            continue
+        if not msgs or stop.is_set():
+            continue  # unacknowledged: redelivered to whoever runs next
+        deliveries = [_delivery(msg) for msg in msgs]
+        try:
+            outcomes = handle(deliveries)
+        except STORE_TEMPORARY as e:
+            outcomes = [RetryLater(_STORE_RETRY_DELAY, f"event store unavailable: {e}")] * len(msgs)
+        done = [d.message for d, o in zip(deliveries, outcomes, strict=True) if isinstance(o, Done)]
+        try:
+            consumer.ack_all([m for m in done if m is not None])
+            for d, outcome in zip(deliveries, outcomes, strict=True):
+                if not isinstance(outcome, Done):
+                    _retry_later(consumer, d, outcome)
+        except STORE_TEMPORARY as e:
+            log.warning("consumer %s: could not settle a batch: %s", consumer.durable, e)
 
 
 class PerServer:
@@ -236,8 +285,8 @@ def serve_concurrently(
 def _process(
     consumer: DurableConsumer, handle: Callable[[Delivery], Outcome], msg: Msg, actor: Actor
 ) -> None:
-    notification, envelope = decode_message(msg)
-    delivery = Delivery(notification, envelope, attempt=int(msg.metadata.num_delivered))
+    delivery = _delivery(msg)
+    envelope = delivery.envelope
     outcome: Outcome
     try:
         with acting(delivery.context(actor)):
@@ -248,18 +297,28 @@ def _process(
         if isinstance(outcome, Done):
             consumer.ack(msg)
         else:
-            log.info(
-                "%s %s: retry in %.1fs (attempt %d): %s",
-                delivery.event_type,
-                delivery.originator_id,
-                outcome.delay,
-                delivery.attempt,
-                outcome.reason,
-            )
-            consumer.nak(msg, outcome.delay)
+            _retry_later(consumer, delivery, outcome)
     except STORE_TEMPORARY as e:
         # JetStream redelivers an unacknowledged message after ack_wait: the step will be re-checked.
         log.warning("consumer %s: could not settle message %s: %s", consumer.durable, envelope.id, e)
+
+
+def _delivery(msg: Msg) -> Delivery:
+    notification, envelope = decode_message(msg)
+    return Delivery(notification, envelope, attempt=int(msg.metadata.num_delivered), message=msg)
+
+
+def _retry_later(consumer: DurableConsumer, delivery: Delivery, outcome: Outcome) -> None:
+    assert isinstance(outcome, RetryLater) and delivery.message is not None
+    log.info(
+        "%s %s: retry in %.1fs (attempt %d): %s",
+        delivery.event_type,
+        delivery.originator_id,
+        outcome.delay,
+        delivery.attempt,
+        outcome.reason,
+    )
+    consumer.nak(delivery.message, outcome.delay)
 
 
 @contextlib.contextmanager

@@ -77,7 +77,10 @@ class HostFeed:
             raise
         finally:
             msgs, self._pending = self._pending, []
+            observe = getattr(self._app.recorder, "observe", None)  # the event store's head hints
             for msg in msgs:
+                if observe is not None:
+                    observe(msg)
                 notification, _envelope = decode_message(msg)
                 event = self._app.mapper.to_domain_event(notification)
                 if isinstance(event, CanMutateAggregate):

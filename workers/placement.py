@@ -8,21 +8,25 @@ a race and move on.
 
 from __future__ import annotations
 
+import copy
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+
+from eventsourcing.persistence import IntegrityError
 
 from commands.errors import Conflict, InsufficientResources, InvalidState, NotFound, NoValidHost
 from commands.handlers import FailInstance, Handlers, PlaceInstance
-from commands.host import Resources
+from commands.host import Host, Resources
 from commands.instance import Instance
 from commands.migration import FailMigration, MigrationHandlers
 from commands.server_group import ServerGroup
 from commands.states import TaskState, VmState
+from stratus.context import CommandContext, acting
 from workers.filters import Filtered, Request, run_filters, traits_of
 from workers.host_selection import NO_VALID_HOST, Selection, _shortage, ranked_for_group
 from workers.host_view import HostView
 from workers.outcome import DONE, Outcome, RetryPolicy
-from workers.weighers import Multipliers, weigh
+from workers.weighers import Multipliers, Ranking, weigh
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +113,78 @@ class Placement:
                 f"every candidate host ({', '.join(selection.hosts)}) filled up while placing."
             )
         return self._fail(server_id, details)
+
+    def place_batch(
+        self, requests: Sequence[tuple[Instance, CommandContext]]
+    ) -> list[tuple[Instance, CommandContext]]:
+        """New servers requested alone and in no group (``Instance.placed_alone``, as delivered: at
+        version 1), placed in one pass over the host view and claimed in one atomic append, each event
+        stamped with the context of the request it answers; a server no host has room for is failed.
+        Returns those left to place one by one: the servers that changed since their request (deleted
+        meanwhile), and all of them if the append lost a race to another scheduler every round."""
+        pending = list(requests)
+        for _ in range(self._rounds):
+            self._catch_up()
+            hosts = {h.hostname: h for h in self._view.hosts()}
+            rankings: dict[tuple[object, ...], tuple[Ranking, Request, Filtered]] = {}
+            claimed: dict[str, Host] = {}
+            placed: list[Instance] = []
+            contexts: dict[tuple[str, int], CommandContext] = {}
+            unplaceable: list[tuple[str, CommandContext, str]] = []
+            for requested, ctx in pending:
+                inst = copy.deepcopy(requested)
+                need = Resources.of_flavor(inst.flavor)
+                required, forbidden = traits_of(self._extra_specs(inst.flavor))
+                shape = (need, inst.availability_zone, required, forbidden)
+                if shape not in rankings:
+                    request = Request(inst.server_id, need, inst.availability_zone, None, required, forbidden)
+                    filtered = run_filters(list(hosts.values()), request, self._view.free_of)
+                    free = {h.hostname: filtered.free[h.hostname] for h in filtered.hosts}
+                    rankings[shape] = (Ranking(free, self._multipliers), request, filtered)
+                ranking, request, filtered = rankings[shape]
+                host = self._claim_best(ranking, need, inst.server_id, hosts, claimed)
+                if host is None:
+                    unplaceable.append((inst.server_id, ctx, _none_left(request, filtered)))
+                    continue
+                inst.schedule(host.hostname)
+                placed.append(inst)
+                contexts[(inst.server_id, inst.version)] = ctx
+                contexts[(str(host.id), host.version)] = ctx
+            try:
+                if placed:
+                    self._handlers.record_placements([*claimed.values(), *placed], contexts)
+            except IntegrityError:
+                # Another scheduler claimed on one of these hosts first (decide again on a view that
+                # has its claim), or a server changed since its request (leave it to the one-by-one path).
+                known = self._handlers.known_version
+                changed = {r.server_id for r, _ in pending if known(r.id) not in (None, 1)}
+                left = [(r, c) for r, c in pending if r.server_id in changed]
+                pending = [(r, c) for r, c in pending if r.server_id not in changed]
+                if left:
+                    return left + pending
+                continue
+            for server_id, ctx, details in unplaceable:
+                with acting(ctx):
+                    self._fail(server_id, details)
+            return []
+        return pending
+
+    @staticmethod
+    def _claim_best(
+        ranking: Ranking, need: Resources, server_id: str, hosts: dict[str, Host], claimed: dict[str, Host]
+    ) -> Host | None:
+        """Claim ``need`` on the best host the ranking offers (a copy of the view's host, which the
+        claim checks again), or None."""
+        while (name := ranking.take(need)) is not None:
+            host = claimed.get(name) or copy.deepcopy(hosts[name])
+            try:
+                host.claim(server_id, need)
+            except InsufficientResources:
+                ranking.drop(name)  # fuller than its free resources said: not for this pass
+                continue
+            claimed[name] = host
+            return host
+        return None
 
     def _place_move(self, inst: Instance) -> Outcome:
         """A resize or cold migration: any host but the source (or the one an admin named) with room
@@ -239,6 +315,18 @@ def _why_none(request: Request, filtered: Filtered) -> str:
     else:
         why = _no_candidates(request.need, request.zone, request.group)
     return f"{why} {filtered.summary()}"
+
+
+def _none_left(request: Request, filtered: Filtered) -> str:
+    """Why a server of a batch found no host: none passed the filters, or those that did were filled
+    by the servers placed before it."""
+    if not filtered.hosts:
+        return _why_none(request, filtered)
+    need = request.need
+    return (
+        f"Requested vcpus={need.vcpus}, memory_mb={need.memory_mb}, disk_gb={need.disk_gb}; the "
+        f"{len(filtered.hosts)} hosts that passed the filters have no room left for it. {filtered.summary()}"
+    )
 
 
 def _no_candidates(need: Resources, zone: str | None, group: ServerGroup | None) -> str:

@@ -27,15 +27,15 @@ from commands.handlers import Handlers
 from commands.host import Host
 from commands.instance import Instance
 from stratus.config import Settings
-from stratus.context import Actor
+from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.envelope import decode_message
 from stratus.eventstore.subjects import SubjectLayout
 from stratus.liveness import SCHEDULER_BINARY, Heartbeats, beat_periodically, bucket_for
-from workers.consumer import Delivery, DurableConsumer, serve, stop_on_signals
+from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_batches, stop_on_signals
 from workers.host_feed import HostFeed
 from workers.host_view import HostView
-from workers.outcome import Outcome, RetryPolicy
+from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
 from workers.placement import Placement
 from workers.weighers import Multipliers
 
@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 
 SCHEDULER = Actor(user_id="stratus-scheduler", project_id="service", roles=("service",))
 DURABLE = "scheduler"
+# Requests placed in one pass at most: one atomic append carries their claims and placements (two
+# events each; a JetStream atomic batch takes at most 1000 messages).
+BATCH = 200
 
 
 def subjects(settings: Settings) -> tuple[str, str]:
@@ -70,8 +73,10 @@ def run(
     retry: RetryPolicy | None = None,
     poll: float = 1.0,
     durable: str = DURABLE,
+    batch: int = BATCH,
 ) -> None:
-    """Schedule until ``stop`` is set (``durable``: every scheduler shares the default one)."""
+    """Schedule until ``stop`` is set (``durable``: every scheduler shares the default one; ``batch``:
+    the most requests taken off the log and placed in one pass)."""
     requested, hosts = subjects(settings)
 
     def reload(host_id: UUID) -> Host | None:
@@ -102,6 +107,26 @@ def run(
     def handle(d: Delivery) -> Outcome:
         return placement.handle(d.originator_id, d.attempt, d.notification.id)
 
+    def handle_batch(deliveries: list[Delivery]) -> list[Outcome]:
+        """Plain new servers go together (``Placement.place_batch``); the rest one by one, in order."""
+        alone: dict[str, tuple[Instance, CommandContext]] = {}
+        for d in deliveries:
+            inst = requested_alone(app, d)
+            if inst is not None:
+                alone[inst.server_id] = (inst, d.context(SCHEDULER))
+        left = {inst.server_id for inst, _ in placement.place_batch(list(alone.values()))} if alone else set()
+        outcomes: list[Outcome] = []
+        for d in deliveries:
+            if d.originator_id in alone and d.originator_id not in left:
+                outcomes.append(DONE)
+                continue
+            try:
+                with acting(d.context(SCHEDULER)):
+                    outcomes.append(handle(d))
+            except STORE_TEMPORARY as e:
+                outcomes.append(RetryLater(2.0, f"event store unavailable: {e}"))
+        return outcomes
+
     # os-services shows the schedulers that beat (one row per machine, as Nova's per host)
     heartbeats = Heartbeats(bridge, bucket=bucket_for(settings.stream), replicas=settings.stream_replicas)
     me = socket.gethostname()
@@ -109,11 +134,25 @@ def run(
     beating = beat_periodically(beat, f"scheduler-{me}", stop, settings.heartbeat_interval_seconds)
     log.info("scheduler consuming %s (durable %s)", requested, durable)
     try:
-        serve(consumer, handle, stop, actor=SCHEDULER, poll=poll)
+        serve_batches(consumer, handle_batch, stop, actor=SCHEDULER, batch=batch, poll=poll)
     finally:
         consumer.close()
         feed.close()
         beating.join(timeout=15)
+
+
+def requested_alone(app: Stratus, d: Delivery) -> Instance | None:
+    """The server a first delivery of ``Instance.Requested`` asks for, rebuilt from the delivered
+    event itself when its request placed it alone and in no group (no read: the append that places it
+    checks it is still at that version); else None."""
+    if d.event_type != "requested" or d.attempt != 1 or d.message is None:
+        return None
+    event = app.mapper.to_domain_event(d.notification)
+    inst = event.mutate(None) if isinstance(event, Instance.Requested) else None
+    if not isinstance(inst, Instance) or not inst.placed_alone:
+        return None
+    app.recorder.observe(d.message)  # type: ignore[attr-defined]  # what its placement must expect
+    return inst
 
 
 def siblings_reader(app: Stratus, requested: str, window: int = 64) -> Callable[[str, int], list[str]]:

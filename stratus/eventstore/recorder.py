@@ -35,7 +35,7 @@ from nats.aio.msg import Msg
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
 from stratus.config import Settings
-from stratus.context import CommandContext, current
+from stratus.context import CommandContext, current, event_contexts
 from stratus.eventstore import chain
 from stratus.eventstore import envelope as env
 from stratus.eventstore.bridge import NatsBridge
@@ -295,18 +295,16 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             )
         groups = self._group(stored_events)
         context = self._context()  # in the caller's thread: the context is a contextvar
+        per_event = event_contexts() or {}
         given = append_id is not None
         append_id = append_id if append_id is not None else uuid.uuid4().hex
-        outs = [
-            _Out(
-                subject=self.layout.subject(e.originator_id, e.topic),
-                data=e.state,
-                headers=env.build_headers(e, context, source=self.source, append_id=append_id),
-                originator_key=str(e.originator_id),
-                version=e.originator_version,
-            )
-            for e in stored_events
-        ]
+        outs = []
+        for e in stored_events:
+            key = str(e.originator_id)
+            ctx = per_event.get((key, e.originator_version), context) if per_event else context
+            headers = env.build_headers(e, ctx, source=self.source, append_id=append_id)
+            subject = self.layout.subject(e.originator_id, e.topic)
+            outs.append(_Out(subject, e.state, headers, key, e.originator_version))
         return self._append(outs, groups, append_id, check_first=given)
 
     def _group(self, stored_events: Sequence[StoredEvent]) -> dict[str, _Group]:
@@ -491,6 +489,28 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             i = g.indexes[-1]
             self._update_head(g.key, _Head(seqs[i], outs[i].version, "", outs[i].headers[chain.CHAIN_HASH]))
 
+    def known_version(self, originator_id: UUID | str) -> int | None:
+        """The aggregate's version as last seen stored (a hint; None: not seen)."""
+        with self._heads_lock:
+            head = self._heads.get(str(originator_id))
+        return head.version if head is not None else None
+
+    def observe(self, msg: Msg) -> None:
+        """Note a stored event read off a consumer or a direct get as its aggregate's head, if it is
+        the newest seen: an append that follows it then needs no read to know what to expect."""
+        h = msg.headers or {}
+        if env.NATS_SEQUENCE in h:
+            seq = int(h[env.NATS_SEQUENCE])
+        elif msg.reply:  # a consumer's message: the stream sequence is in its metadata
+            seq = int(msg.metadata.sequence.stream)
+        else:
+            return
+        key, version = h.get(env.CE_SUBJECT), h.get(env.CE_ORIGINATORVERSION)
+        if key is None or version is None:
+            return
+        head = _Head(seq, int(version), h.get(env.APPEND_ID, ""), h.get(chain.CHAIN_HASH, ""))
+        self._update_head(key, head)
+
     def _forget(self, groups: dict[str, _Group]) -> None:
         with self._heads_lock:
             for key in groups:
@@ -520,6 +540,8 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         if desc and limit == 1 and lte is None:
             msg = self._retrying(lambda: self._direct_one({"last_by_subj": subject}, self.attempt_timeout))
             msgs = [msg] if msg is not None else []
+        elif gt is not None and lte is None:
+            msgs = self._retrying(lambda: self._aggregate_messages(subject, after=gt))
         else:
             msgs = self._retrying(lambda: self._aggregate_messages(subject))
         if msgs and lte is None:
@@ -544,15 +566,18 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             events = events[:limit]
         return events
 
-    async def _aggregate_messages(self, subject: str) -> list[Msg]:
-        """All of one aggregate's messages. Its versions run 1..N, so after finding the last message
-        we ask for exactly N up to its sequence: the server stops there instead of scanning the rest
-        of the stream for more matches (which made loads slower as the log grew)."""
+    async def _aggregate_messages(self, subject: str, *, after: int = 0) -> list[Msg]:
+        """One aggregate's messages (those after version ``after``: a cached aggregate catching up).
+        Its versions run 1..N, so after finding the last message we ask for exactly N up to its
+        sequence: the server stops there instead of scanning the rest of the stream for more matches
+        (which made loads slower as the log grew). A cached aggregate that is current costs one get."""
         last = await self._direct_one({"last_by_subj": subject}, self.attempt_timeout)
         if last is None:
             return []
         head = _head_of(last)
-        if head.version <= 1:
+        if head.version <= after:
+            return []
+        if head.version <= after + 1 or head.version <= 1:
             return [last]
         return await self._direct_scan(subject, 1, head.version, head.seq, self.attempt_timeout)
 
