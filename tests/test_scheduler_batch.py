@@ -77,7 +77,7 @@ def test_waiting_requests_are_placed_in_one_append_each_under_its_own_request(
 
     # Room for 4 + 2 smalls by RAM: all five placed, the most free RAM first (a, a; a and b tie at
     # 1024 free and the name decides: a; then b; a tie again: a), nothing overcommitted.
-    hosts = {s: inst.host for s, inst in zip(servers, done[:-1], strict=True) if inst is not None}
+    hosts = {s: str(inst.host) for s, inst in zip(servers, done[:-1], strict=True) if inst is not None}
     assert sorted(hosts.values()) == ["compute-a"] * 4 + ["compute-b"]
     used = {name: handlers.host(name).used() for name in ("compute-a", "compute-b")}
     assert used == {"compute-a": Resources(4, 2048, 4), "compute-b": Resources(1, 512, 1)}
