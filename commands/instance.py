@@ -62,7 +62,7 @@ class Instance(Aggregate):
         tags: list[str]
         reservation_id: str | None
         launch_index: int
-        scheduling: dict[str, Any] | None
+        scheduling: dict[str, Any] | None = None
 
         class_version = 4
 

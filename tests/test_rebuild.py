@@ -12,6 +12,7 @@ import pytest
 
 from commands.app import Stratus
 from commands.handlers import CreateServer, Handlers, PlaceInstance
+from commands.operations import Operations
 from projections import queries
 from projections.rebuild import NEW_SCHEMA, OLD_SCHEMA, RebuildInProgress, main, rebuild
 from projections.schema import LIVE_SCHEMA, REBUILD_LOCK, schema_exists
@@ -89,6 +90,8 @@ def test_a_rebuild_swaps_in_equal_tables_while_the_runner_writes_and_readers_rea
 ) -> None:
     populate(app, instances=400, hosts=3, chunk=100)
     assert queries.wait_for_position(rm, head(app), timeout=30)
+    # the writer creates as many servers as it can while the rebuild runs
+    Operations(app).set_quota("proj-w", {"instances": -1, "cores": -1, "ram": -1}, {})
 
     # Writes keep arriving during the rebuild: new servers placed on a host.
     writing = threading.Event()

@@ -58,23 +58,27 @@ class Placement:
         # (reservation id, log position of a request) -> the servers requested with it, from there on
         self._siblings = siblings
 
-    def handle(self, server_id: str, attempt: int, position: int = 0) -> Outcome:
+    def handle(self, server_id: str, attempt: int, position: int = 0, *, created: bool = False) -> Outcome:
+        """Place the server a request asks for (``created``: the request is its creation, which a
+        server no longer being built has gone past: an unshelve or a move has its own request)."""
         if attempt > self._retry.give_up_after:
             # Handling this request kept killing the scheduler: record it rather than loop.
             return self._fail(server_id, f"Gave up after {attempt} deliveries of the request.")
         try:
-            return self._place(server_id, position)
+            return self._place(server_id, position, created=created)
         except Conflict as e:
             retry = self._retry.retry(attempt, e.message)
             if retry is not None:
                 return retry
             return self._fail(server_id, f"Gave up after {attempt} attempts: {e.message}")
 
-    def _place(self, server_id: str, position: int = 0) -> Outcome:
+    def _place(self, server_id: str, position: int = 0, *, created: bool = False) -> Outcome:
         try:
             inst = self._handlers.instance(server_id)
         except NotFound:
             return DONE  # deleted before it was placed
+        if created and inst.vm_state != VmState.BUILDING:
+            return DONE  # built (or failed) long ago: whatever it waits for now has its own request
         if inst.awaiting_move:
             return self._place_move(inst)
         if not inst.awaiting_host:
@@ -165,7 +169,7 @@ class Placement:
                 continue
             for server_id, ctx, details in unplaceable:
                 with acting(ctx):
-                    self._fail(server_id, details)
+                    self._fail(server_id, details, created=True)
             return []
         return pending
 
@@ -286,11 +290,11 @@ class Placement:
         specs = flavor.get("extra_specs")
         return {str(k): str(v) for k, v in specs.items()} if isinstance(specs, dict) else {}
 
-    def _fail(self, server_id: str, details: str) -> Outcome:
+    def _fail(self, server_id: str, details: str, *, created: bool = False) -> Outcome:
         try:
             inst = self._handlers.instance(server_id)
-            if not inst.awaiting_host:
-                return DONE  # placed by another scheduler after all, or being deleted
+            if not inst.awaiting_host or (created and inst.vm_state != VmState.BUILDING):
+                return DONE  # placed by another scheduler after all, or being deleted (or unshelved)
             log.warning("place %s: %s %s", server_id, NO_VALID_HOST, details)
             self._handlers.fail_instance(FailInstance(server_id, NoValidHost.code, NO_VALID_HOST, details))
         except NotFound:

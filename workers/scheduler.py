@@ -105,7 +105,8 @@ def run(
     consumer.open()
 
     def handle(d: Delivery) -> Outcome:
-        return placement.handle(d.originator_id, d.attempt, d.notification.id)
+        created = d.event_type == "requested"
+        return placement.handle(d.originator_id, d.attempt, d.notification.id, created=created)
 
     def handle_batch(deliveries: list[Delivery]) -> list[Outcome]:
         """Plain new servers go together (``Placement.place_batch``); the rest one by one, in order."""

@@ -566,7 +566,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             events = events[:limit]
         return events
 
-    async def _aggregate_messages(self, subject: str, *, after: int = 0) -> list[Msg]:
+    async def _aggregate_messages(self, subject: str, *, after: int | None = None) -> list[Msg]:
         """One aggregate's messages (those after version ``after``: a cached aggregate catching up).
         Its versions run 1..N, so after finding the last message we ask for exactly N up to its
         sequence: the server stops there instead of scanning the rest of the stream for more matches
@@ -575,9 +575,9 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         if last is None:
             return []
         head = _head_of(last)
-        if head.version <= after:
+        if after is not None and head.version <= after:
             return []
-        if head.version <= after + 1 or head.version <= 1:
+        if head.version <= 1 or (after is not None and head.version == after + 1):
             return [last]
         return await self._direct_scan(subject, 1, head.version, head.seq, self.attempt_timeout)
 

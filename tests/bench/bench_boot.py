@@ -217,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="projects the clients create in (each has its own quota usage)",
     )
+    parser.add_argument("--api-workers", type=int, default=2, help="gunicorn workers of the API")
+    parser.add_argument("--sim-threads", type=int, default=2, help="threads of the simulator process")
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",")]
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
@@ -232,11 +234,13 @@ def main(argv: list[str] | None = None) -> int:
             str(2**21),
             "--disk-gb",
             "100000",
+            "--threads",
+            str(args.sim_threads),
         ]
     ]
     with (
         tempfile.TemporaryDirectory(prefix="stratus-bench-boot-") as d,
-        control_plane("bench_boot", Path(d), workers) as cloud,
+        control_plane("bench_boot", Path(d), workers, api_workers=args.api_workers) as cloud,
     ):
         port, token = cloud.port, cloud.token
         status, doc = send(port, token, "POST", "/v2.1/flavors", {"flavor": {
@@ -252,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
                 "hosts": str(args.hosts),
                 "schedulers": str(args.schedulers),
                 "projects": str(args.projects),
+                "API workers": str(args.api_workers),
+                "simulator threads": str(args.sim_threads),
             }
             print("\n".join(machine_lines(extra)))
             post_warm = boots(port, tokens, watcher, flavor, 1, 3)  # first requests warm the workers
