@@ -10,9 +10,10 @@ import orjson
 import pytest
 
 from commands.app import Stratus
-from commands.handlers import CreateFlavor, CreateServer, Handlers, RegisterHost
+from commands.handlers import CreateFlavor, CreateServer, Handlers, PlaceInstance, RegisterHost
 from commands.host import Resources
 from commands.instance import Instance
+from commands.operations import Operations, SetServiceStatus
 from commands.states import TaskState, VmState
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
@@ -20,6 +21,9 @@ from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.envelope import APPEND_ID, decode_message
 from tests.fixtures.workers import Worker, eventually
 from workers import scheduler
+from workers.host_feed import HostFeed
+from workers.host_view import HostView
+from workers.placement import Placement
 from workers.weighers import Multipliers, Ranking, weigh
 
 
@@ -155,3 +159,33 @@ def test_ranking_takes_the_heaviest_host_with_room_and_moves_it_down() -> None:
     assert [packing.take(Resources(1, 1024, 1)) for _ in range(3)] == ["c", "b", "b"]
     packing.drop("b")
     assert packing.take(Resources(1, 1024, 1)) == "a"
+
+
+def test_the_standing_ranking_follows_the_hosts_between_batches(
+    handlers: Handlers, app: Stratus, bridge: NatsBridge, settings: Settings, request: pytest.FixtureRequest
+) -> None:
+    """Batches do not filter and weigh every host again: they rank the hosts that changed since the
+    last one. A host disabled, filled by another scheduler, or registered in between is seen."""
+    handlers.register_host(RegisterHost("compute-a", vcpus=8, memory_mb=4096, disk_gb=100))
+    handlers.register_host(RegisterHost("compute-b", vcpus=8, memory_mb=2048, disk_gb=100))
+    view = HostView()
+    feed = HostFeed(bridge, app, view, stream=settings.stream, subject_filter=scheduler.subjects(settings)[1])
+    request.addfinalizer(feed.close)
+    placement = Placement(handlers, view, feed.open().catch_up)
+
+    def place(name: str) -> str | None:
+        inst = handlers.instance(handlers.create_server(CreateServer(name, "p1", "u1", "small")).id)
+        assert placement.place_batch([(inst, CommandContext())]) == []
+        return handlers.instance(inst.server_id).host
+
+    assert place("first") == "compute-a"  # most free RAM
+    Operations(app).set_service_status(SetServiceStatus("compute-a", "nova-compute", disabled=True))
+    assert place("second") == "compute-b"  # compute-a left the ranking when it was disabled
+    # another scheduler fills compute-b (1536 MB left) behind this one's back
+    for i in range(3):
+        other = handlers.create_server(CreateServer(f"other-{i}", "p1", "u1", "small")).id
+        handlers.place_instance(PlaceInstance(other, "compute-b"))
+    assert place("third") is None  # no room left anywhere: faulted, nothing overcommitted
+    assert handlers.host("compute-b").used().memory_mb == 2048
+    handlers.register_host(RegisterHost("compute-c", vcpus=8, memory_mb=1024, disk_gb=100))
+    assert place("fourth") == "compute-c"  # a host registered between batches joins the ranking

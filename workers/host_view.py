@@ -26,8 +26,14 @@ class HostView:
         self._reload = reload
         self._hosts: dict[UUID, Host] = {}
         self._free: dict[UUID, tuple[int, Resources]] = {}  # host -> (its version, its free resources)
+        self._by_name: dict[str, UUID] = {}
         # The log position of the last event applied (the stream sequence).
         self.position = 0
+        # The names of the hosts that changed, in order, for those who keep something per host up to
+        # date (the scheduler's standing rankings): ``changed_since(cursor)``. ``_changes_base`` is
+        # the cursor of its first entry (the list is restarted when it grows long).
+        self._changes: list[str] = []
+        self._changes_base = 0
 
     def apply(self, event: CanMutateAggregate[UUID], position: int) -> None:
         """Fold one host event (in log order) into the view."""
@@ -45,13 +51,42 @@ class HostView:
             return
         else:
             if isinstance(host, Host):
-                self._hosts[event.originator_id] = host
+                self._put(host)
         self.position = position
+
+    def _put(self, host: Host) -> None:
+        self._hosts[host.id] = host
+        self._by_name[host.hostname] = host.id
+        self._changed(host.hostname)
+
+    def _changed(self, hostname: str) -> None:
+        if len(self._changes) >= 100_000:
+            self._changes_base += len(self._changes)
+            self._changes = []
+        self._changes.append(hostname)
+
+    @property
+    def cursor(self) -> int:
+        """Where the list of changed hosts ends now."""
+        return self._changes_base + len(self._changes)
+
+    def changed_since(self, cursor: int) -> list[str] | None:
+        """The hosts changed since ``cursor`` (each once); None when that is too long ago to tell."""
+        if cursor < self._changes_base:
+            return None
+        return list(dict.fromkeys(self._changes[cursor - self._changes_base :]))
+
+    def named(self, hostname: str) -> Host | None:
+        host_id = self._by_name.get(hostname)
+        return self._hosts.get(host_id) if host_id is not None else None
 
     def clear(self) -> None:
         """Forget everything, to be fed again from the beginning of the log."""
         self._hosts.clear()
         self._free.clear()
+        self._by_name.clear()
+        self._changes_base += len(self._changes) + 1  # every cursor handed out is now too old
+        self._changes = []
         self.position = 0
 
     def _gap(self, event: CanMutateAggregate[UUID], position: int) -> None:
@@ -59,9 +94,12 @@ class HostView:
         log.warning("host view: gap in the events of host %s at position %d", event.originator_id, position)
         host = self._reload(event.originator_id)
         if host is None:
-            self._hosts.pop(event.originator_id, None)
+            gone = self._hosts.pop(event.originator_id, None)
+            if gone is not None:
+                self._by_name.pop(gone.hostname, None)
+                self._changed(gone.hostname)
         else:
-            self._hosts[event.originator_id] = host
+            self._put(host)
         self.position = position
 
     def free(self, zone: str | None = None) -> dict[str, Resources]:

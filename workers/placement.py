@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from eventsourcing.persistence import IntegrityError
 
@@ -32,6 +34,19 @@ log = logging.getLogger(__name__)
 
 # Select again after every candidate filled up under us: other schedulers were faster.
 _ROUNDS = 3
+# How long a standing ranking keeps the normalization it was built with (then it is built again).
+_RENORMALIZE_SECONDS = 5.0
+
+
+@dataclass
+class _Standing:
+    """The hosts that pass one request shape's filters, ranked, kept up to date between batches from
+    the hosts the view saw change (instead of filtering and weighing every host for every batch)."""
+
+    ranking: Ranking
+    request: Request
+    cursor: int  # the view's change cursor it is up to date with
+    built: float
 
 
 class Placement:
@@ -57,6 +72,7 @@ class Placement:
         self._rounds = rounds
         # (reservation id, log position of a request) -> the servers requested with it, from there on
         self._siblings = siblings
+        self._standing: dict[tuple[object, ...], _Standing] = {}
 
     def handle(self, server_id: str, attempt: int, position: int = 0, *, created: bool = False) -> Outcome:
         """Place the server a request asks for (``created``: the request is its creation, which a
@@ -129,8 +145,6 @@ class Placement:
         pending = list(requests)
         for _ in range(self._rounds):
             self._catch_up()
-            hosts = {h.hostname: h for h in self._view.hosts()}
-            rankings: dict[tuple[object, ...], tuple[Ranking, Request, Filtered]] = {}
             claimed: dict[str, Host] = {}
             placed: list[Instance] = []
             contexts: dict[tuple[str, int], CommandContext] = {}
@@ -139,15 +153,11 @@ class Placement:
                 inst = copy.deepcopy(requested)
                 need = Resources.of_flavor(inst.flavor)
                 required, forbidden = traits_of(self._extra_specs(inst.flavor))
-                shape = (need, inst.availability_zone, required, forbidden)
-                if shape not in rankings:
-                    request = Request(inst.server_id, need, inst.availability_zone, None, required, forbidden)
-                    filtered = run_filters(list(hosts.values()), request, self._view.free_of)
-                    free = {h.hostname: filtered.free[h.hostname] for h in filtered.hosts}
-                    rankings[shape] = (Ranking(free, self._multipliers), request, filtered)
-                ranking, request, filtered = rankings[shape]
-                host = self._claim_best(ranking, need, inst.server_id, hosts, claimed)
+                request = Request(inst.server_id, need, inst.availability_zone, None, required, forbidden)
+                ranking = self._ranking(request)
+                host = self._claim_best(ranking, need, inst.server_id, claimed)
                 if host is None:
+                    filtered = run_filters(self._view.hosts(), request, self._view.free_of)
                     unplaceable.append((inst.server_id, ctx, _none_left(request, filtered)))
                     continue
                 inst.schedule(host.hostname)
@@ -158,6 +168,7 @@ class Placement:
                 if placed:
                     self._handlers.record_placements([*claimed.values(), *placed], contexts)
             except IntegrityError:
+                self._standing.clear()  # they took room for claims that were not appended
                 # Another scheduler claimed on one of these hosts first (decide again on a view that
                 # has its claim), or a server changed since its request (leave it to the one-by-one path).
                 known = self._handlers.known_version
@@ -173,14 +184,40 @@ class Placement:
             return []
         return pending
 
-    @staticmethod
+    def _ranking(self, request: Request) -> Ranking:
+        """The standing ranking for the request's shape (flavor, zone, traits), brought up to date with
+        the hosts that changed since the last batch; built afresh when it is new, when the view cannot
+        say what changed, and every few seconds (to normalize the weighers over the hosts as they are)."""
+        shape = (request.need, request.zone, request.required_traits, request.forbidden_traits)
+        standing = self._standing.get(shape)
+        changed = self._view.changed_since(standing.cursor) if standing is not None else None
+        if standing is None or changed is None or time.monotonic() - standing.built > _RENORMALIZE_SECONDS:
+            filtered = run_filters(self._view.hosts(), request, self._view.free_of)
+            free = {h.hostname: filtered.free[h.hostname] for h in filtered.hosts}
+            if len(self._standing) >= 64:
+                self._standing.clear()
+            standing = self._standing[shape] = _Standing(
+                Ranking(free, self._multipliers), request, self._view.cursor, time.monotonic()
+            )
+            return standing.ranking
+        for name in changed:
+            host = self._view.named(name)
+            passes = host is not None and run_filters([host], standing.request, self._view.free_of).hosts
+            standing.ranking.update(name, self._view.free_of(host) if passes and host is not None else None)
+        standing.cursor = self._view.cursor
+        return standing.ranking
+
     def _claim_best(
-        ranking: Ranking, need: Resources, server_id: str, hosts: dict[str, Host], claimed: dict[str, Host]
+        self, ranking: Ranking, need: Resources, server_id: str, claimed: dict[str, Host]
     ) -> Host | None:
         """Claim ``need`` on the best host the ranking offers (a copy of the view's host, which the
         claim checks again), or None."""
         while (name := ranking.take(need)) is not None:
-            host = claimed.get(name) or copy.deepcopy(hosts[name])
+            view_host = self._view.named(name)
+            if view_host is None:
+                ranking.drop(name)
+                continue
+            host = claimed.get(name) or copy.deepcopy(view_host)
             try:
                 host.claim(server_id, need)
             except InsufficientResources:

@@ -102,3 +102,12 @@ class Ranking:
     def drop(self, name: str) -> None:
         """Take ``name`` out of the ranking (its claim found it fuller than the view had it)."""
         self._free.pop(name, None)
+
+    def update(self, name: str, room: Resources | None) -> None:
+        """``name`` has ``room`` now (None: it no longer passes the filters); the normalization stays."""
+        if room is None:
+            self._free.pop(name, None)
+            return
+        self._free[name] = room
+        weight = self._weights[name] = self._weight(room)
+        heapq.heappush(self._heap, (-weight, name))

@@ -741,6 +741,8 @@ class JetStreamApplicationRecorder(JetStreamAggregateRecorder, ApplicationRecord
         self._wakeups = _Wakeups()
         self._wake_started = False
         self._wake_lock = threading.Lock()
+        # The newest position a commit announced (wake-ups carry their commit's last position).
+        self._announced = 0
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         return self.append(stored_events)
@@ -806,11 +808,18 @@ class JetStreamApplicationRecorder(JetStreamAggregateRecorder, ApplicationRecord
         try:
             while True:
                 woken.clear()
-                position = self.max_notification_id() or 0
+                # A commit's announcement says where the log is without asking the server; the
+                # stream's state is read only when none says enough (the first look, and the polls
+                # that catch commits nobody announced).
+                position = self._announced
+                if position <= gt:
+                    position = max(position, self.max_notification_id() or 0)
                 remaining = deadline - time.monotonic()
                 if position > gt or remaining <= 0:
                     return position
                 woken.wait(min(remaining, self.poll_interval))
+                if self._announced > gt:
+                    return self._announced
         finally:
             self.unregister_wakeup(woken)
 
@@ -837,6 +846,8 @@ class JetStreamApplicationRecorder(JetStreamAggregateRecorder, ApplicationRecord
             self._wake_started = True
 
     async def _on_wake(self, msg: Msg) -> None:
+        with contextlib.suppress(ValueError):
+            self._announced = max(self._announced, int(msg.data))
         self._wakeups.wake_all()
 
     async def _poll(self) -> None:

@@ -45,7 +45,7 @@ from stratus.postgres import create_database, drop_database
 from tests.bench.bench_placement import Watcher, process
 from tests.bench.bench_rebuild import postgres_admin_url
 from tests.bench.bench_servers_detail import PASSWORD, login
-from tests.bench.harness import loadavg, machine_lines, nats_server
+from tests.bench.harness import TreeCpu, loadavg, machine_lines, nats_server
 from tests.fixtures.processes import ROOT, free_port, serving
 from workers.libvirt_driver import LibvirtDriver
 from workers.virt import GuestSpec
@@ -137,6 +137,7 @@ class ControlPlane:
     token: str  # the admin's, in the admin project (its quota lifted)
     pg_source: str  # where PostgreSQL came from
     logs: Path
+    nats_pid: int  # the nats-server's
 
     def project_token(self, name: str) -> str:
         """A new project the admin is a member of (quota lifted), and the admin's token scoped to it."""
@@ -199,7 +200,7 @@ def control_plane(name: str, tmp: Path, workers: list[list[str]], **fields: Any)
                 unlimited = {"quota_set": {"instances": -1, "cores": -1, "ram": -1}}
                 status, _ = send(port, token, "PUT", f"/v2.1/os-quota-sets/{project}", unlimited)
                 assert status == 200, status
-                yield ControlPlane(settings, port, token, pg_source, tmp)
+                yield ControlPlane(settings, port, token, pg_source, tmp, server.pid or 0)
         finally:
             with contextlib.suppress(Exception):
                 drop_database(admin_url, dbname)
@@ -265,7 +266,15 @@ def main(argv: list[str] | None = None) -> int:
             rounds = []
             for c in levels:
                 print(f"{c} concurrent (load {loadavg()})", flush=True)
-                rounds.append(boots(port, tokens, watcher, flavor, c, args.boots))
+                with TreeCpu(os.getpid(), cloud.nats_pid) as cpu:
+                    rounds.append(boots(port, tokens, watcher, flavor, c, args.boots))
+                done = max(len(rounds[-1].latencies), 1)
+                print(
+                    "CPU ms per boot: "
+                    + ", ".join(f"{role} {1000 * s / done:.1f}" for role, s in cpu.seconds.items())
+                    + f"; all {1000 * sum(cpu.seconds.values()) / done:.1f}",
+                    flush=True,
+                )
         finally:
             watcher.close()
         direct = floor(args.boots, Path(d))

@@ -97,6 +97,65 @@ def _process_ticks(pid: int) -> int | None:
     return int(fields[11]) + int(fields[12])  # utime + stime (fields 14 and 15 of the whole line)
 
 
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            continue
+    return out
+
+
+def _role(pid: int) -> str:
+    """A process's part in the control plane, from its command line."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode() for a in f.read().split(b"\0") if a]
+    except OSError:
+        return "?"
+    if "stratus.cli" in argv:
+        rest = argv[argv.index("stratus.cli") + 1 :]
+        return f"stratus {rest[0]}" if rest else "stratus"
+    if any("gunicorn" in a for a in argv):
+        return "API (gunicorn)"
+    return os.path.basename(argv[0]) if argv else "?"
+
+
+class TreeCpu:
+    """CPU seconds per role of every process under ``roots`` (and the roots), over a ``with`` block:
+    which part of a multi-process control plane the work costs."""
+
+    def __init__(self, *roots: int) -> None:
+        self.roots = roots
+        self.seconds: dict[str, float] = {}
+
+    def _snapshot(self) -> dict[int, tuple[str, int]]:
+        snap = {}
+        for root in self.roots:
+            for pid in _descendants(root):
+                ticks = _process_ticks(pid)
+                if ticks is not None:
+                    snap[pid] = (_role(pid), ticks)
+        return snap
+
+    def __enter__(self) -> TreeCpu:
+        self._before = self._snapshot()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        after = self._snapshot()
+        totals: dict[str, float] = {}
+        for pid, (role, ticks) in after.items():
+            base = self._before.get(pid, (role, ticks))[1]
+            totals[role] = totals.get(role, 0.0) + (ticks - base) / _TICKS
+        self.seconds = dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+
+
 @dataclass
 class CpuUse:
     """CPU used during a measurement, in % of one core (200 % = both cores of a 2-core machine)."""
