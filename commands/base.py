@@ -3,9 +3,12 @@ again when another writer appended first (optimistic concurrency on the log)."""
 
 from __future__ import annotations
 
+import copy
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TypeVar
 from uuid import UUID
@@ -15,10 +18,32 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
 from commands.app import Stratus
-from commands.errors import Conflict, NotFound
+from commands.errors import Conflict, DomainError, NotFound
 
 A = TypeVar("A", bound=Aggregate)
 T = TypeVar("T")
+
+class _Attempt:
+    """One decision of a command. On the first, an aggregate the command appends to may come from this
+    process's cache without asking the log whether it moved on, because the append checks exactly that
+    (its expected last sequence); if it did move on, the command decides again on fresh reads."""
+
+    def __init__(self, optimistic: bool) -> None:
+        self.optimistic = optimistic
+        self.used_cache = False
+
+
+_attempt: ContextVar[_Attempt | None] = ContextVar("stratus_attempt", default=None)
+
+
+@contextmanager
+def _deciding(optimistic: bool) -> Iterator[_Attempt]:
+    attempt = _Attempt(optimistic)
+    token = _attempt.set(attempt)
+    try:
+        yield attempt
+    finally:
+        _attempt.reset(token)
 
 
 @dataclass(frozen=True)
@@ -34,21 +59,41 @@ class HandlerBase:
         self.app = app
         self._attempts = attempts
 
-    def _find(self, cls: type[A], aggregate_id: UUID) -> A | None:
+    def _find(self, cls: type[A], aggregate_id: UUID, *, appended: bool = False) -> A | None:
+        """The aggregate as the log has it. ``appended``: the command appends to it, so on its first
+        decision a copy this process cached (saved or read before) will do (see ``_first_attempt``)."""
+        attempt = _attempt.get()
+        if appended and attempt is not None and attempt.optimistic:
+            cached = self._cached(aggregate_id)
+            if isinstance(cached, cls):
+                attempt.used_cache = True
+                return cached
         try:
             agg: Aggregate = self.app.repository.get(aggregate_id)
         except AggregateNotFoundError:
             return None
         return agg if isinstance(agg, cls) else None
 
-    def _get(self, cls: type[A], aggregate_id: UUID, what: str) -> A:
-        agg = self._find(cls, aggregate_id)
+    def _get(self, cls: type[A], aggregate_id: UUID, what: str, *, appended: bool = False) -> A:
+        agg = self._find(cls, aggregate_id, appended=appended)
         if agg is None:
             raise NotFound(f"{what} could not be found.")
         return agg
 
+    def _cached(self, aggregate_id: UUID) -> Aggregate | None:
+        cache = self.app.repository.cache
+        try:
+            agg = cache.get(aggregate_id) if cache is not None else None
+        except KeyError:
+            return None
+        return copy.deepcopy(agg) if isinstance(agg, Aggregate) else None
+
     def _save(self, *aggregates: Aggregate) -> int:
         recordings = self.app.save(*aggregates)
+        cache = self.app.repository.cache
+        if cache is not None:  # what was just appended is what the next command here will find
+            for agg in aggregates:
+                cache.put(agg.id, copy.deepcopy(agg))
         if recordings:
             return recordings[-1].notification.id
         # Nothing new (a retried command): the log's head is a position the read is sure to cover.
@@ -61,12 +106,17 @@ class HandlerBase:
         again, for aggregates many writers contend for (a project's usage).
         """
         for attempt in range((attempts or self._attempts) - 1):
-            try:
-                return decide()
-            except IntegrityError:
-                if backoff:
-                    time.sleep(random.uniform(0, backoff * min(attempt + 1, 8)))
-                continue
+            with _deciding(optimistic=attempt == 0) as deciding:
+                try:
+                    return decide()
+                except IntegrityError:
+                    if backoff:
+                        time.sleep(random.uniform(0, backoff * min(attempt + 1, 8)))
+                    continue
+                except DomainError:
+                    if deciding.used_cache:
+                        continue  # decided on a cached aggregate that may have moved on: decide afresh
+                    raise
         try:
             return decide()
         except IntegrityError as e:

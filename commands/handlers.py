@@ -149,15 +149,21 @@ class Handlers(HandlerBase):
         self._usage_epochs: dict[str, int] = {}  # project -> the epoch of its usage last seen current
 
     def instance(
-        self, server_id: str, project_id: str | None = None, *, deleted_too: bool = False
+        self,
+        server_id: str,
+        project_id: str | None = None,
+        *,
+        deleted_too: bool = False,
+        appended: bool = False,
     ) -> Instance:
-        """The server (of ``project_id`` when given); a deleted one only with ``deleted_too``."""
+        """The server (of ``project_id`` when given); a deleted one only with ``deleted_too``.
+        ``appended``: the command appends to it (see ``HandlerBase._find``)."""
         what = f"Instance {server_id}"
         try:
             uid = UUID(server_id)
         except ValueError:
             raise NotFound(f"{what} could not be found.") from None
-        inst = self._get(Instance, uid, what)
+        inst = self._get(Instance, uid, what, appended=appended)
         if (inst.deleted and not deleted_too) or (project_id is not None and inst.project_id != project_id):
             raise NotFound(f"{what} could not be found.")
         return inst
@@ -436,7 +442,7 @@ class Handlers(HandlerBase):
 
     def start_spawning(self, cmd: StartSpawning) -> Result:
         def decide() -> Result:
-            inst = self.instance(cmd.server_id)
+            inst = self.instance(cmd.server_id, appended=True)
             inst.start_spawning(cmd.hostname)
             return Result(cmd.server_id, self._save(inst))
 
@@ -444,7 +450,7 @@ class Handlers(HandlerBase):
 
     def finish_spawning(self, cmd: FinishSpawning) -> Result:
         def decide() -> Result:
-            inst = self.instance(cmd.server_id)
+            inst = self.instance(cmd.server_id, appended=True)
             inst.finish_spawning(cmd.power_state)
             return Result(cmd.server_id, self._save(inst))
 

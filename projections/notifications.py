@@ -38,6 +38,7 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 
 from commands.instance import Instance
 from commands.states import PowerState, VmState
+from projections.projection import LINGER_SECONDS
 from stratus.audit import history
 from stratus.config import Settings
 from stratus.eventstore import (
@@ -418,15 +419,19 @@ class Notifier:
         self.position = cursor - 1
         log.info("notifier publishing from position %d to %s.>", cursor, self.prefix)
         filt = self.recorder.layout.kind_filter("instance")
+        last = self.recorder.max_notification_id() or 0
         while not stop.is_set():
-            last = self.recorder.max_notification_id() or 0
             while cursor <= last and not stop.is_set():
                 msgs = self.recorder.read_messages(cursor, batch, stop=last, subject_filter=filt)
                 entries = [history.entry_of(m) for m in msgs]
                 self.publish(self.process(entries, msgs))
                 cursor = last + 1 if len(msgs) < batch else entries[-1].position + 1
                 self.position = cursor - 1
-            self.recorder.wait_for_position(last, timeout=idle_wait)
+            head = self.recorder.wait_for_position(last, timeout=idle_wait)
+            if head > last:
+                stop.wait(LINGER_SECONDS)  # let the commits of the moment gather into one read
+                head = self.recorder.wait_for_position(head, timeout=0)
+            last = max(last, head)
 
 
 def _copy(instance: Instance | None) -> Instance | None:

@@ -48,6 +48,9 @@ from stratus.serialization import dumps
 Row = dict[str, Any]
 ClaimKey = tuple[UUID, str]
 
+# How long a projector following the log lets commits gather after being woken by one (``run``).
+LINGER_SECONDS = 0.02
+
 # The domain's event classes are made by eventsourcing's @event decorator, out of mypy's sight.
 InstanceRequested: type = Instance.Requested  # type: ignore[attr-defined]
 InstanceScheduled: type = Instance.Scheduled  # type: ignore[attr-defined]
@@ -618,12 +621,21 @@ class Projector:
         stop = threading.Event()
         return self._follow(stop, until=until)
 
-    def run(self, stop: threading.Event, *, idle_wait: float = 0.5) -> int:
-        """Follow the log until ``stop`` is set: batches while behind, a blocking wait when caught up."""
-        return self._follow(stop, idle_wait=idle_wait)
+    def run(self, stop: threading.Event, *, idle_wait: float = 0.5, linger: float = LINGER_SECONDS) -> int:
+        """Follow the log until ``stop`` is set: batches while behind, a blocking wait when caught up.
+
+        ``linger``: once woken by a commit, how long to let further commits gather before reading, so
+        that one read and one transaction cover several commits (a boot makes four) instead of each
+        paying its own; it is what the read model may lag behind the log when the log is busy."""
+        return self._follow(stop, idle_wait=idle_wait, linger=linger)
 
     def _follow(
-        self, stop: threading.Event, *, until: int | None = None, idle_wait: float | None = None
+        self,
+        stop: threading.Event,
+        *,
+        until: int | None = None,
+        idle_wait: float | None = None,
+        linger: float = 0.0,
     ) -> int:
         position = self.position()
         with ThreadPoolExecutor(1, thread_name_prefix=f"{self.schema}-read") as reader:
@@ -636,7 +648,8 @@ class Projector:
                 if not batch.notifications:
                     if idle_wait is None:
                         break
-                    self.log.wait_for_position(position, idle_wait)
+                    if self.log.wait_for_position(position, idle_wait) > position and linger:
+                        stop.wait(linger)
                     ahead = reader.submit(self.fetch, position)
                     continue
                 ahead = reader.submit(self.fetch, batch.last)

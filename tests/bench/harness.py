@@ -143,17 +143,25 @@ class TreeCpu:
                     snap[pid] = (_role(pid), ticks)
         return snap
 
-    def __enter__(self) -> TreeCpu:
+    def start(self) -> TreeCpu:
         self._before = self._snapshot()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> dict[str, float]:
+        """CPU seconds per role since ``start`` (a process started since counts from zero)."""
         after = self._snapshot()
         totals: dict[str, float] = {}
         for pid, (role, ticks) in after.items():
-            base = self._before.get(pid, (role, ticks))[1]
+            base = self._before.get(pid, (role, 0))[1]
             totals[role] = totals.get(role, 0.0) + (ticks - base) / _TICKS
         self.seconds = dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+        return self.seconds
+
+    def __enter__(self) -> TreeCpu:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 @dataclass
