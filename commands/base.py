@@ -31,6 +31,7 @@ class _Attempt:
     def __init__(self, optimistic: bool) -> None:
         self.optimistic = optimistic
         self.used_cache = False
+        self.appended: set[UUID] = set()  # loaded to be appended to: cached again once saved
 
 
 _attempt: ContextVar[_Attempt | None] = ContextVar("stratus_attempt", default=None)
@@ -63,8 +64,9 @@ class HandlerBase:
         """The aggregate as the log has it. ``appended``: the command appends to it, so on its first
         decision a copy this process cached (saved or read before) will do (see ``_first_attempt``)."""
         attempt = _attempt.get()
-        if appended and attempt is not None and attempt.optimistic:
-            cached = self._cached(aggregate_id)
+        if appended and attempt is not None:
+            attempt.appended.add(aggregate_id)
+            cached = self._cached(aggregate_id) if attempt.optimistic else None
             if isinstance(cached, cls):
                 attempt.used_cache = True
                 return cached
@@ -90,10 +92,11 @@ class HandlerBase:
 
     def _save(self, *aggregates: Aggregate) -> int:
         recordings = self.app.save(*aggregates)
-        cache = self.app.repository.cache
-        if cache is not None:  # what was just appended is what the next command here will find
+        cache, attempt = self.app.repository.cache, _attempt.get()
+        if cache is not None and attempt is not None:  # the next step here will find what it appended
             for agg in aggregates:
-                cache.put(agg.id, copy.deepcopy(agg))
+                if agg.id in attempt.appended:
+                    cache.put(agg.id, copy.deepcopy(agg))
         if recordings:
             return recordings[-1].notification.id
         # Nothing new (a retried command): the log's head is a position the read is sure to cover.

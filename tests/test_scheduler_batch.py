@@ -79,12 +79,12 @@ def test_waiting_requests_are_placed_in_one_append_each_under_its_own_request(
         )
     )
 
-    # Room for 4 + 2 smalls by RAM: all five placed, the most free RAM first (a, a; a and b tie at
-    # 1024 free and the name decides: a; then b; a tie again: a), nothing overcommitted.
+    # Room for 4 + 2 smalls by RAM: all five placed, spread by the weighers (free RAM, vCPUs and disk,
+    # normalized once for the pass): a, a, b, a, b; nothing overcommitted.
     hosts = {s: str(inst.host) for s, inst in zip(servers, done[:-1], strict=True) if inst is not None}
-    assert sorted(hosts.values()) == ["compute-a"] * 4 + ["compute-b"]
+    assert sorted(hosts.values()) == ["compute-a"] * 3 + ["compute-b"] * 2
     used = {name: handlers.host(name).used() for name in ("compute-a", "compute-b")}
-    assert used == {"compute-a": Resources(4, 2048, 4), "compute-b": Resources(1, 512, 1)}
+    assert used == {"compute-a": Resources(3, 1536, 3), "compute-b": Resources(2, 1024, 2)}
     failed = done[-1]
     assert failed is not None and failed.vm_state == VmState.ERROR and failed.fault is not None
     assert "Requested vcpus=2, memory_mb=4096, disk_gb=10" in failed.fault["details"]
@@ -154,6 +154,10 @@ def test_ranking_takes_the_heaviest_host_with_room_and_moves_it_down() -> None:
     # a: 6144 free, still heaviest; then 4096 ties with b and the name breaks the tie
     assert [ranking.take(need) for _ in range(5)] == ["a", "a", "b", "a", "b"]
     assert ranking.take(need) is None  # c never had room; a and b are full
+
+    same = {name: Resources(8, 8192, 100) for name in ("x", "y", "z")}  # identical hosts spread too
+    spreading = Ranking(same)
+    assert [spreading.take(need) for _ in range(4)] == ["x", "y", "z", "x"]
 
     packing = Ranking(free, Multipliers(ram=-1.0, cpu=0.0, disk=0.0))
     assert [packing.take(Resources(1, 1024, 1)) for _ in range(3)] == ["c", "b", "b"]

@@ -36,7 +36,11 @@ _RESOURCES = ("memory_mb", "vcpus", "disk_gb")
 
 
 def _scales(rooms: list[Resources], multipliers: Multipliers) -> list[tuple[str, float, float]]:
-    """(resource, its lowest value across the candidates, multiplier / its range) per weigher that counts."""
+    """(resource, its lowest value across the candidates, multiplier / its range) per weigher that counts.
+
+    When every candidate has the same amount, the range is 0..that amount instead: the weights are
+    then equal, as Nova's, and stay meaningful once a ``Ranking`` takes from some of the hosts (with
+    no range at all, every host would keep weight 0 and the first by name would take every server)."""
     out = []
     weights = (multipliers.ram, multipliers.cpu, multipliers.disk)
     for attr, multiplier in zip(_RESOURCES, weights, strict=True):
@@ -45,6 +49,8 @@ def _scales(rooms: list[Resources], multipliers: Multipliers) -> list[tuple[str,
             low, high = min(values), max(values)
             if high != low:
                 out.append((attr, low, multiplier / (high - low)))
+            elif high > 0:
+                out.append((attr, 0, multiplier / high))
     return out
 
 

@@ -104,14 +104,14 @@ def floor(app: Stratus, names: list[str], pairs: int, batch: int) -> float:
     """Seconds to append ``pairs`` claim + placement pairs in atomic appends of ``batch`` pairs."""
     flavor = {"id": "bench", "name": "b", "vcpus": 1, "ram": 64, "disk": 1, "ephemeral": 0, "swap": 0}
     need = Resources.of_flavor(flavor)
-    hosts: dict[str, Host] = {n: app.repository.get(host_aggregate_id(n)) for n in names[: max(batch, 1)]}
+    hosts: list[Host] = [app.repository.get(host_aggregate_id(n)) for n in names]
     began = time.perf_counter()
     done = 0
     while done < pairs:
-        aggregates: list[object] = list(hosts.values())
-        for i, host in enumerate(hosts.values()):
-            if done + i >= pairs:
-                break
+        chosen = {(done + i) % len(hosts) for i in range(min(batch, pairs - done))}
+        aggregates: list[object] = [hosts[i] for i in chosen]
+        for i in chosen:
+            host = hosts[i]
             inst = Instance.request(
                 uuid.uuid4(),
                 name="floor", project_id="floor", user_id="u", flavor=flavor, image_ref="",
@@ -121,7 +121,7 @@ def floor(app: Stratus, names: list[str], pairs: int, batch: int) -> float:
             inst.schedule(host.hostname)
             aggregates.append(inst)
         app.save(*aggregates)  # type: ignore[arg-type]
-        done += min(batch, pairs - done)
+        done += len(chosen)
     return time.perf_counter() - began
 
 
@@ -170,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         per_append = [appends.count(a) for a in sizes]
         median_batch = int(statistics.median(per_append)) if per_append else 1
         scheduler_s = spent.get("stratus scheduler", 0.0)
+        claims = sorted(len(app.repository.get(host_aggregate_id(n)).claims) for n in names)
+        print(f"servers per host: min {claims[0]}, median {claims[len(claims) // 2]}, max {claims[-1]}")
+        print(f"CPU seconds while placing: {spent}")
         floor_s = floor(app, names, placed, median_batch)
         print()
         who = f"{args.hosts} hosts, {args.schedulers} scheduler process(es)"
