@@ -198,6 +198,16 @@ class Handlers(HandlerBase):
     # -- user commands --------------------------------------------------------------------------
     def create_server(self, cmd: CreateServer) -> ServersCreated:
         """Record ``cmd.count`` server requests and their fixed addresses in one atomic append."""
+        project = cmd.project_id
+        reads = (
+            flavor_aggregate_id(cmd.flavor_ref),
+            usage_aggregate_id(project, self._usage_epochs.get(project, 0)),
+            quota_aggregate_id(project),
+        )
+        with self.app.recorder.prefetched(reads):  # type: ignore[attr-defined]  # one hop for the three
+            return self._create_server(cmd)
+
+    def _create_server(self, cmd: CreateServer) -> ServersCreated:
         flavor = self.flavor(cmd.flavor_ref)
         if not (cmd.any_flavor or flavor.accessible_to(cmd.project_id)):
             raise NotFound(f"Flavor {cmd.flavor_ref} could not be found.")

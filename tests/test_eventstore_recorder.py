@@ -387,3 +387,21 @@ def test_uuid_originator_ids_are_given_back_as_uuids(recorder: JetStreamApplicat
     recorder.insert_events([ev(oid, 1)])
     [n] = recorder.select_notifications(None, 1)
     assert isinstance(n.originator_id, UUID) and n.originator_id == oid
+
+
+def test_prefetched_heads_serve_the_first_load_of_each_aggregate(
+    recorder: JetStreamApplicationRecorder,
+) -> None:
+    one, three, missing = uuid4(), uuid4(), uuid4()
+    recorder.append([ev(one, 1)])
+    recorder.append([ev(three, 1), ev(three, 2, topic=TOPIC_RENAMED), ev(three, 3, topic=TOPIC_RENAMED)])
+    with recorder.prefetched([one, three, missing]):
+        recorder.append([ev(one, 2, topic=TOPIC_RENAMED)])  # after the heads were read
+        # the first load of each starts from its prefetched head: a snapshot of that moment
+        assert [e.originator_version for e in recorder.select_events(one)] == [1]
+        assert [e.originator_version for e in recorder.select_events(three)] == [1, 2, 3]
+        assert [e.originator_version for e in recorder.select_events(three, gt=2)] == [3]
+        assert recorder.select_events(missing) == []
+        # a second load reads the log again
+        assert [e.originator_version for e in recorder.select_events(one)] == [1, 2]
+    assert [e.originator_version for e in recorder.select_events(one, gt=1)] == [2]
