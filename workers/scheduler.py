@@ -45,7 +45,7 @@ SCHEDULER = Actor(user_id="stratus-scheduler", project_id="service", roles=("ser
 DURABLE = "scheduler"
 # Requests placed in one pass at most: one atomic append carries their claims and placements (two
 # events each; a JetStream atomic batch takes at most 1000 messages).
-BATCH = 200
+BATCH = 400
 
 
 def subjects(settings: Settings) -> tuple[str, str]:
