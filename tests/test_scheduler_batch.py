@@ -23,7 +23,7 @@ from tests.fixtures.workers import Worker, eventually
 from workers import scheduler
 from workers.host_feed import HostFeed
 from workers.host_view import HostView
-from workers.placement import Placement
+from workers.placement import Placement, Shard
 from workers.weighers import Multipliers, Ranking, weigh
 
 
@@ -193,3 +193,41 @@ def test_the_standing_ranking_follows_the_hosts_between_batches(
     assert handlers.host("compute-b").used().memory_mb == 2048
     handlers.register_host(RegisterHost("compute-c", vcpus=8, memory_mb=1024, disk_gb=100))
     assert place("fourth") == "compute-c"  # a host registered between batches joins the ranking
+
+
+def test_schedulers_with_shards_place_on_their_own_hosts_first(
+    handlers: Handlers, app: Stratus, bridge: NatsBridge, settings: Settings, request: pytest.FixtureRequest
+) -> None:
+    names = [f"compute-{i}" for i in range(6)]
+    for name in names:
+        handlers.register_host(RegisterHost(name, vcpus=8, memory_mb=2048, disk_gb=100))  # 4 smalls each
+    Operations(app).set_quota("p1", {"instances": -1, "cores": -1, "ram": -1}, {})
+    shards = [Shard(0, 2), Shard(1, 2)]
+    owned = [[n for n in names if s.owns(n)] for s in shards]
+    assert all(owned) and sorted(owned[0] + owned[1]) == names  # a partition of the hosts
+
+    def scheduler_with(shard: Shard) -> Placement:
+        view, hosts_filter = HostView(), scheduler.subjects(settings)[1]
+        feed = HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts_filter)
+        request.addfinalizer(feed.close)
+        return Placement(handlers, view, feed.open().catch_up, shard=shard)
+
+    def place(placement: Placement, count: int) -> list[str]:
+        created = handlers.create_server(CreateServer("vm", "p1", "u1", "small", count=count)).ids
+        assert placement.place_batch([(handlers.instance(s), CommandContext()) for s in created]) == []
+        return [str(handlers.instance(s).host) for s in created]
+
+    first, second = scheduler_with(shards[0]), scheduler_with(shards[1])
+    assert set(place(first, 2)) <= set(owned[0])
+    assert set(place(second, 2)) <= set(owned[1])
+    # the first shard fills up: the rest of a batch goes to any host with room
+    room = 4 * len(owned[0]) - 2
+    hosts = place(first, room + 1)
+    assert set(hosts[:room]) <= set(owned[0]) and hosts[room] in owned[1]
+
+
+def test_a_shard_is_i_of_n() -> None:
+    assert Shard.parse("") == Shard(0, 1) and Shard.parse("1/2") == Shard(1, 2)
+    for bad in ("2/2", "x", "1", "-1/2"):
+        with pytest.raises(ValueError, match="STRATUS_SCHEDULER_SHARD"):
+            Shard.parse(bad)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -38,6 +39,36 @@ _ROUNDS = 3
 _RENORMALIZE_SECONDS = 5.0
 
 
+@dataclass(frozen=True)
+class Shard:
+    """The hosts a scheduler places its batches on first, when several run (``STRATUS_SCHEDULER_SHARD``
+    = ``i/n``: the hosts whose name hashes to ``i`` modulo ``n``). Schedulers that share the request
+    consumer but rank the same hosts would pick the same best hosts, and one of two atomic appends
+    touching a host loses; with shards their batches meet only when a shard is full."""
+
+    index: int = 0
+    count: int = 1
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``"i/n"`` with 0 <= i < n; ``""``: every host."""
+        if not text:
+            return cls()
+        try:
+            index, count = (int(part) for part in text.split("/"))
+        except ValueError:
+            raise ValueError(f"STRATUS_SCHEDULER_SHARD must be i/n (e.g. 0/2), not {text!r}") from None
+        if not 0 <= index < count:
+            raise ValueError(f"STRATUS_SCHEDULER_SHARD {text!r}: need 0 <= i < n")
+        return cls(index, count)
+
+    def owns(self, hostname: str) -> bool:
+        return self.count == 1 or zlib.crc32(hostname.encode()) % self.count == self.index
+
+
+EVERY_HOST = Shard()
+
+
 @dataclass
 class _Standing:
     """The hosts that pass one request shape's filters, ranked, kept up to date between batches from
@@ -60,6 +91,7 @@ class Placement:
         multipliers: Multipliers | None = None,
         rounds: int = _ROUNDS,
         siblings: Callable[[str, int], list[str]] | None = None,
+        shard: Shard = EVERY_HOST,
     ) -> None:
         """``catch_up`` brings ``view`` up to the log's current end before a decision; ``rounds``:
         how many times to filter and weigh again when every candidate filled up under us."""
@@ -73,6 +105,7 @@ class Placement:
         # (reservation id, log position of a request) -> the servers requested with it, from there on
         self._siblings = siblings
         self._standing: dict[tuple[object, ...], _Standing] = {}
+        self._shard = shard
 
     def handle(self, server_id: str, attempt: int, position: int = 0, *, created: bool = False) -> Outcome:
         """Place the server a request asks for (``created``: the request is its creation, which a
@@ -154,8 +187,9 @@ class Placement:
                 need = Resources.of_flavor(inst.flavor)
                 required, forbidden = traits_of(self._extra_specs(inst.flavor))
                 request = Request(inst.server_id, need, inst.availability_zone, None, required, forbidden)
-                ranking = self._ranking(request)
-                host = self._claim_best(ranking, need, inst.server_id, claimed)
+                host = self._claim_best(self._ranking(request, own=True), need, inst.server_id, claimed)
+                if host is None and self._shard.count > 1:  # this shard is full: any host will do
+                    host = self._claim_best(self._ranking(request, own=False), need, inst.server_id, claimed)
                 if host is None:
                     filtered = run_filters(self._view.hosts(), request, self._view.free_of)
                     unplaceable.append((inst.server_id, ctx, _none_left(request, filtered)))
@@ -184,15 +218,18 @@ class Placement:
             return []
         return pending
 
-    def _ranking(self, request: Request) -> Ranking:
-        """The standing ranking for the request's shape (flavor, zone, traits), brought up to date with
-        the hosts that changed since the last batch; built afresh when it is new, when the view cannot
-        say what changed, and every few seconds (to normalize the weighers over the hosts as they are)."""
-        shape = (request.need, request.zone, request.required_traits, request.forbidden_traits)
+    def _ranking(self, request: Request, *, own: bool = True) -> Ranking:
+        """The standing ranking for the request's shape (flavor, zone, traits) over this scheduler's
+        shard (``own``) or every host, brought up to date with the hosts that changed since the last
+        batch; built afresh when it is new, when the view cannot say what changed, and every few
+        seconds (to normalize the weighers over the hosts as they are)."""
+        shape = (request.need, request.zone, request.required_traits, request.forbidden_traits, own)
+        mine = self._shard.owns if own else (lambda _name: True)
         standing = self._standing.get(shape)
         changed = self._view.changed_since(standing.cursor) if standing is not None else None
         if standing is None or changed is None or time.monotonic() - standing.built > _RENORMALIZE_SECONDS:
-            filtered = run_filters(self._view.hosts(), request, self._view.free_of)
+            hosts = [h for h in self._view.hosts() if mine(h.hostname)]
+            filtered = run_filters(hosts, request, self._view.free_of)
             free = {h.hostname: filtered.free[h.hostname] for h in filtered.hosts}
             if len(self._standing) >= 64:
                 self._standing.clear()
@@ -201,7 +238,7 @@ class Placement:
             )
             return standing.ranking
         for name in changed:
-            host = self._view.named(name)
+            host = self._view.named(name) if mine(name) else None
             passes = host is not None and run_filters([host], standing.request, self._view.free_of).hosts
             standing.ranking.update(name, self._view.free_of(host) if passes and host is not None else None)
         standing.cursor = self._view.cursor

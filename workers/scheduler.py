@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import socket
 import threading
 from collections.abc import Callable
@@ -36,7 +37,7 @@ from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_b
 from workers.host_feed import HostFeed
 from workers.host_view import HostView
 from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
-from workers.placement import Placement
+from workers.placement import EVERY_HOST, Placement, Shard
 from workers.weighers import Multipliers
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,8 @@ DURABLE = "scheduler"
 # Requests placed in one pass at most: one atomic append carries their claims and placements (two
 # events each; a JetStream atomic batch takes at most 1000 messages).
 BATCH = 400
+# ``i/n``: with n schedulers, this one places its batches on the i-th n-th of the hosts first.
+SHARD_ENV = "STRATUS_SCHEDULER_SHARD"
 
 
 def subjects(settings: Settings) -> tuple[str, str]:
@@ -74,6 +77,7 @@ def run(
     poll: float = 1.0,
     durable: str = DURABLE,
     batch: int = BATCH,
+    shard: Shard = EVERY_HOST,
 ) -> None:
     """Schedule until ``stop`` is set (``durable``: every scheduler shares the default one; ``batch``:
     the most requests taken off the log and placed in one pass)."""
@@ -95,6 +99,7 @@ def run(
         retry=retry,
         multipliers=Multipliers.from_env(),
         siblings=siblings_reader(app, requested),
+        shard=shard,
     )
     consumer = DurableConsumer(
         bridge,
@@ -181,5 +186,5 @@ def main(settings: Settings) -> int:
     stop = threading.Event()
     with stop_on_signals(stop), NatsBridge(settings.nats_urls, name="stratus-scheduler") as bridge:
         app = Stratus(Factory(bridge=bridge, settings=settings))
-        run(settings, bridge=bridge, app=app, stop=stop)
+        run(settings, bridge=bridge, app=app, stop=stop, shard=Shard.parse(os.environ.get(SHARD_ENV, "")))
     return 0

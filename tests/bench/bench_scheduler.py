@@ -5,7 +5,8 @@ scheduler is one step of several; this one measures the step. On its own nats-se
 hosts registered (64 CPUs / 256 GiB / 2 TB, ratios 4 / 1.5 / 1: room for every request), then
 ``--requests`` servers requested through ``Handlers.create_server`` (``--threads`` callers, spread
 over 50 projects with unlimited quota), while no scheduler runs. Then ``--schedulers`` scheduler
-processes (``stratus scheduler``, as deployed) start, and the bench follows the log until every
+processes (``stratus scheduler``, as deployed; with several, each its own host shard,
+``STRATUS_SCHEDULER_SHARD=i/n``) start, and the bench follows the log until every
 request is placed. Reported: placements per second from the first ``Instance.Scheduled`` to the
 last (the schedulers' start-up, folding every host's history, is not counted), how many atomic
 appends carried them (the batch sizes), CPU ms per placement of the scheduler processes and of
@@ -40,6 +41,7 @@ from stratus.eventstore.envelope import APPEND_ID, decode_message
 from stratus.eventstore.subjects import SubjectLayout
 from tests.bench.bench_placement import process
 from tests.bench.harness import TreeCpu, loadavg, machine_lines, nats_server
+from workers.scheduler import SHARD_ENV
 from workers.simulator import host_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         cpu = TreeCpu(server.pid or 0, os.getpid())
         with contextlib.ExitStack() as stack:
             for i in range(args.schedulers):
-                stack.enter_context(process(cmd, env, Path(tmp) / f"scheduler-{i}.log"))
+                shard = {SHARD_ENV: f"{i}/{args.schedulers}"} if args.schedulers > 1 else {}
+                stack.enter_context(process(cmd, {**env, **shard}, Path(tmp) / f"scheduler-{i}.log"))
             seen = follow(settings, app, after_requests, len(servers), timeout=600, first_seen=cpu)
             spent = cpu.stop()
         placed = len(seen)
