@@ -9,7 +9,7 @@ its aggregate's optimistic-concurrency check: Placement's generations, enforced 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -209,14 +209,27 @@ class PlacementHandlers:
 
         return self._retrying(decide)
 
+    def _known_classes(self, provider_uuid: str, classes: Iterable[str]) -> None:
+        """Placement refuses an inventory of a custom class nobody created (400)."""
+        unknown = [
+            c for c in classes
+            if c not in STANDARD_CLASSES and _CUSTOM.match(c) and c not in self.catalog().resource_classes
+        ]  # fmt: skip
+        if unknown:
+            raise InvalidInput(
+                f"Unknown resource class in inventory for resource provider {provider_uuid}: {unknown[0]}"
+            )
+
     def set_inventories(
         self, provider_uuid: str, generation: int | None, inventories: dict[str, dict[str, Any]]
     ) -> tuple[Host, int]:
+        self._known_classes(provider_uuid, inventories)
         return self._change(provider_uuid, lambda h: h.set_inventories(generation, inventories))
 
     def set_inventory(
         self, provider_uuid: str, generation: int | None, resource_class: str, fields: dict[str, Any]
     ) -> tuple[Host, int]:
+        self._known_classes(provider_uuid, [resource_class])
         return self._change(
             provider_uuid,
             lambda h: h.set_inventories(generation, {**h.inventories, resource_class: fields}),
@@ -235,6 +248,11 @@ class PlacementHandlers:
         return self._change(provider_uuid, change)
 
     def set_traits(self, provider_uuid: str, generation: int | None, traits: list[str]) -> tuple[Host, int]:
+        """A custom trait must have been created first (``PUT /traits/{name}``), as in Placement."""
+        created = self.catalog().traits
+        unknown = sorted({t for t in traits if t.startswith("CUSTOM_") and t not in created})
+        if unknown:
+            raise InvalidInput(f"No such trait(s): {', '.join(unknown)}")
         return self._change(provider_uuid, lambda h: h.set_traits(generation, traits))
 
     def set_aggregates(

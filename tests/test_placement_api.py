@@ -89,6 +89,10 @@ def test_generations_guard_inventory_traits_and_aggregates(stack: Stack, cloud: 
     rp = f"/resource_providers/{cloud['cmp-a']}"
     inv = {"total": 4, "reserved": 2, "allocation_ratio": 2.0, "max_unit": 4}
     body = {"resource_provider_generation": 0, "inventories": {"VCPU": inv, "CUSTOM_GPU": {"total": 2}}}
+    # a custom class must be created first, as in Placement; the refusal changes nothing
+    refused = call(stack, "PUT", f"{rp}/inventories", json=body)
+    assert_error(refused, 400, "placement.undefined_code", "Unknown resource class in inventory")
+    assert call(stack, "PUT", "/resource_classes/CUSTOM_GPU").status_code == 201
     r = call(stack, "PUT", f"{rp}/inventories", json=body)
     assert r.status_code == 200, r.text
     assert r.json["resource_provider_generation"] == 1
@@ -109,9 +113,11 @@ def test_generations_guard_inventory_traits_and_aggregates(stack: Stack, cloud: 
     bad = {"resource_provider_generation": 2, "inventories": {"GPU": {"total": 1}}}
     assert_error(call(stack, "PUT", f"{rp}/inventories", json=bad), 400, "placement.undefined_code", "GPU")
 
-    r = call(
-        stack, "PUT", f"{rp}/traits", json={"resource_provider_generation": 2, "traits": ["CUSTOM_FAST"]}
-    )
+    fast = {"resource_provider_generation": 2, "traits": ["CUSTOM_FAST"]}
+    refused = call(stack, "PUT", f"{rp}/traits", json=fast)
+    assert_error(refused, 400, "placement.undefined_code", "No such trait(s): CUSTOM_FAST")
+    assert call(stack, "PUT", "/traits/CUSTOM_FAST").status_code == 201
+    r = call(stack, "PUT", f"{rp}/traits", json=fast)
     assert r.status_code == 200 and r.json == {"traits": ["CUSTOM_FAST"], "resource_provider_generation": 3}
     stale = {"resource_provider_generation": 2, "traits": []}
     assert_error(call(stack, "PUT", f"{rp}/traits", json=stale), 409, "placement.concurrent_update")
@@ -183,6 +189,7 @@ def test_scheduler_claims_and_placement_allocations_share_one_truth(
 
 def test_allocation_candidates(stack: Stack, cloud: dict[str, str]) -> None:  # noqa: F811
     rp_a = f"/resource_providers/{cloud['cmp-a']}"
+    call(stack, "PUT", "/traits/CUSTOM_SSD")
     call(stack, "PUT", f"{rp_a}/traits", json={"resource_provider_generation": 0, "traits": ["CUSTOM_SSD"]})
     q = "/allocation_candidates?resources=VCPU:2,MEMORY_MB:2048"
     r = call(stack, "GET", q)
@@ -216,6 +223,8 @@ def test_the_view_reads_the_log_in_pages(stack: Stack, cloud: dict[str, str]) ->
     """Every Host event is folded, however many reads it takes (here two events per read)."""
     h = stack.handlers
     placement = PlacementHandlers(h.app)
+    for trait in ("CUSTOM_T0", "CUSTOM_T1", "CUSTOM_T2", "CUSTOM_LATE"):
+        placement.create_trait(trait)
     for n in range(3):
         placement.set_traits(cloud["cmp-a"], None, [f"CUSTOM_T{n}"])
     view = ProviderView(h.app, batch=2)

@@ -70,6 +70,8 @@ def test_scheduler_honours_flavor_traits_and_names_the_filter(
             RegisterHost(name, vcpus=8, memory_mb=8192 if name == "big-plain" else 2048, disk_gb=50)
         )
     placement = PlacementHandlers(app)
+    for trait in ("CUSTOM_SSD", "CUSTOM_SLOW"):
+        placement.create_trait(trait)
     placement.set_traits(str(h.host("small-ssd").id), None, ["CUSTOM_SSD"])
     placement.set_traits(str(h.host("slow-ssd").id), None, ["CUSTOM_SSD", "CUSTOM_SLOW"])
     start_scheduler()
