@@ -16,7 +16,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from uuid import UUID
 
 import orjson
@@ -47,8 +47,12 @@ DURABLE = "scheduler"
 # Requests placed in one pass at most: one atomic append carries their claims and placements (two
 # events each; a JetStream atomic batch takes at most 1000 messages).
 BATCH = 400
+BATCH_ENV = "STRATUS_SCHEDULER_BATCH"
 # ``i/n``: with n schedulers, this one places its batches on the i-th n-th of the hosts first.
 SHARD_ENV = "STRATUS_SCHEDULER_SHARD"
+# Seconds before requests a scheduler took and did not settle (it died) go to another scheduler.
+ACK_WAIT = 60.0
+ACK_WAIT_ENV = "STRATUS_SCHEDULER_ACK_WAIT"
 
 
 def subjects(settings: Settings) -> tuple[str, str]:
@@ -78,6 +82,7 @@ def run(
     durable: str = DURABLE,
     batch: int = BATCH,
     shard: Shard = EVERY_HOST,
+    ack_wait: float = ACK_WAIT,
 ) -> None:
     """Schedule until ``stop`` is set (``durable``: every scheduler shares the default one; ``batch``:
     the most requests taken off the log and placed in one pass)."""
@@ -106,6 +111,7 @@ def run(
         stream=settings.stream,
         durable=durable,
         filter_subjects=[requested, unshelves(settings), moves(settings)],
+        ack_wait=ack_wait,
     )
     consumer.open()
 
@@ -186,5 +192,19 @@ def main(settings: Settings) -> int:
     stop = threading.Event()
     with stop_on_signals(stop), NatsBridge(settings.nats_urls, name="stratus-scheduler") as bridge:
         app = Stratus(Factory(bridge=bridge, settings=settings))
-        run(settings, bridge=bridge, app=app, stop=stop, shard=Shard.parse(os.environ.get(SHARD_ENV, "")))
+        shard = Shard.parse(os.environ.get(SHARD_ENV, ""))
+        ack_wait = _number(os.environ, ACK_WAIT_ENV, ACK_WAIT, 1, 3600)
+        batch = int(_number(os.environ, BATCH_ENV, BATCH, 1, BATCH))
+        run(settings, bridge=bridge, app=app, stop=stop, shard=shard, ack_wait=ack_wait, batch=batch)
     return 0
+
+
+def _number(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
+    text = env.get(name, "")
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        raise ValueError(f"{name} must be a number, not {text!r}") from None
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be between {low:g} and {high:g}, not {text!r}")
+    return value
