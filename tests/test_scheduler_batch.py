@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the fixtures of test_scheduler are imported, then requested by name)
 """The scheduler places the requests waiting for it together: one pass over the host view, one
 atomic append, each placement filed under the request it answers (real JetStream)."""
 
@@ -10,34 +11,22 @@ import orjson
 import pytest
 
 from commands.app import Stratus
-from commands.handlers import CreateFlavor, CreateServer, Handlers, PlaceInstance, RegisterHost
+from commands.handlers import CreateServer, Handlers, PlaceInstance, RegisterHost
 from commands.host import Resources
 from commands.instance import Instance
 from commands.operations import Operations, SetServiceStatus
-from commands.states import TaskState, VmState
+from commands.states import VmState
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.envelope import APPEND_ID, decode_message
 from tests.fixtures.workers import Worker, eventually
+from tests.test_scheduler import app, handlers, settled  # noqa: F401  (fixtures)
 from workers import scheduler
 from workers.host_feed import HostFeed
 from workers.host_view import HostView
 from workers.placement import Placement, Shard
 from workers.weighers import Multipliers, Ranking, weigh
-
-
-@pytest.fixture
-def app(bridge: NatsBridge, settings: Settings, recorder: object) -> Stratus:
-    return Stratus(Factory(bridge=bridge, settings=settings))
-
-
-@pytest.fixture
-def handlers(app: Stratus) -> Handlers:
-    h = Handlers(app)
-    h.create_flavor(CreateFlavor("small", "m1.small", vcpus=1, ram=512, disk=1))
-    h.create_flavor(CreateFlavor("big", "m1.big", vcpus=2, ram=4096, disk=10))
-    return h
 
 
 @pytest.fixture
@@ -51,23 +40,19 @@ def run_scheduler(bridge: NatsBridge, settings: Settings) -> Iterator[None]:
     worker.close()
 
 
-def settled(handlers: Handlers, server_id: str) -> Instance | None:
-    inst = handlers.instance(server_id)
-    return inst if inst.task_state != TaskState.SCHEDULING else None
-
-
 def test_waiting_requests_are_placed_in_one_append_each_under_its_own_request(
     handlers: Handlers, app: Stratus, request: pytest.FixtureRequest
 ) -> None:
     handlers.register_host(RegisterHost("compute-a", vcpus=8, memory_mb=2048, disk_gb=100))
     handlers.register_host(RegisterHost("compute-b", vcpus=8, memory_mb=1024, disk_gb=100))
+    Operations(app).set_quota("p1", {"instances": -1, "cores": -1, "ram": -1}, {})
     servers: dict[str, CommandContext] = {}
     for i in range(5):  # five users' requests, all waiting before the scheduler starts
         ctx = CommandContext(actor=Actor(f"user-{i}", "p1"), request_id=f"req-{i}")
         with acting(ctx):
             servers[handlers.create_server(CreateServer(f"vm-{i}", "p1", f"user-{i}", "small")).id] = ctx
     with acting(CommandContext(actor=Actor("user-big", "p1"), request_id="req-big")):
-        big = handlers.create_server(CreateServer("vm-big", "p1", "user-big", "big")).id  # fits nowhere
+        big = handlers.create_server(CreateServer("vm-big", "p1", "user-big", "huge")).id  # fits nowhere
     start = app.recorder.max_notification_id() or 0
 
     request.getfixturevalue("run_scheduler")
@@ -87,7 +72,7 @@ def test_waiting_requests_are_placed_in_one_append_each_under_its_own_request(
     assert used == {"compute-a": Resources(3, 1536, 3), "compute-b": Resources(2, 1024, 2)}
     failed = done[-1]
     assert failed is not None and failed.vm_state == VmState.ERROR and failed.fault is not None
-    assert "Requested vcpus=2, memory_mb=4096, disk_gb=10" in failed.fault["details"]
+    assert "Requested vcpus=2, memory_mb=49152, disk_gb=10" in failed.fault["details"]
 
     # One atomic append placed the five; each event names its request and the event it answers.
     requested, placed = {}, []

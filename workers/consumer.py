@@ -179,16 +179,20 @@ def serve(
     appends record their causation and the conversation's correlation id.
     """
     while not stop.is_set():
-        try:
-            msgs = consumer.fetch(batch, poll)
-        except STORE_TEMPORARY as e:
-            log.warning("consumer %s: fetching failed, retrying: %s", consumer.durable, e)
-            stop.wait(_STORE_RETRY_DELAY)
-            continue
-        for msg in msgs:
+        for msg in _fetch(consumer, batch, poll, stop):
             if stop.is_set():
                 break  # unacknowledged: redelivered to whoever runs next
             _process(consumer, handle, msg, actor)
+
+
+def _fetch(consumer: DurableConsumer, batch: int, poll: float, stop: threading.Event) -> list[Msg]:
+    """What is waiting (up to ``batch``); nothing, after a pause, while the event store is away."""
+    try:
+        return consumer.fetch(batch, poll)
+    except STORE_TEMPORARY as e:
+        log.warning("consumer %s: fetching failed, retrying: %s", consumer.durable, e)
+        stop.wait(_STORE_RETRY_DELAY)
+        return []
 
 
 def serve_batches(
@@ -204,12 +208,7 @@ def serve_batches(
     order; it answers with one outcome per delivery. The handler sets each delivery's command
     context itself (``Delivery.context``), since one append may carry the work of several."""
     while not stop.is_set():
-        try:
-            msgs = consumer.fetch(batch, poll)
-        except STORE_TEMPORARY as e:
-            log.warning("consumer %s: fetching failed, retrying: %s", consumer.durable, e)
-            stop.wait(_STORE_RETRY_DELAY)
-            continue
+        msgs = _fetch(consumer, batch, poll, stop)
         if not msgs or stop.is_set():
             continue  # unacknowledged: redelivered to whoever runs next
         deliveries = [_delivery(msg) for msg in msgs]
