@@ -21,6 +21,7 @@ same atomic append and under the closed epoch's concurrency check. A load reads 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -56,6 +57,15 @@ class ProjectUsage(Aggregate):
         # instance id -> {"cores": n, "ram": mb}; an instance whose resources were given back has zeros.
         self.holdings: dict[str, dict[str, int]] = dict(holdings or {})
         self.closed = False
+
+    def __deepcopy__(self, memo: dict[int, object]) -> ProjectUsage:
+        """A copy that shares ``holdings``: every change replaces that dict (copy on write), so a copy
+        and its original never see each other's changes, and copying the usage of a project with
+        thousands of servers (the aggregate cache hands every command a copy) costs what copying an
+        empty one does."""
+        clone = copy.copy(self)
+        clone.__dict__["_pending_events"] = list(self.__dict__["_pending_events"])
+        return clone
 
     @classmethod
     def open(cls, project_id: str) -> ProjectUsage:

@@ -4,6 +4,7 @@ and the usage the read model shows equals the usage recomputed from the log.
 
 from __future__ import annotations
 
+import copy
 import threading
 import uuid
 from collections.abc import Callable
@@ -216,3 +217,21 @@ def test_usage_rolls_into_new_epochs_without_losing_the_race(
         "cores": 11,
         "ram": 5632,
     }
+
+
+def test_a_copy_of_the_usage_shares_nothing_it_changes() -> None:
+    """Commands decide on copies of the cached usage; copying shares the holdings (every change
+    replaces them), so a decision on the copy leaves the original as it was, and vice versa."""
+    usage = ProjectUsage.open("p1")
+    usage.charge(["a", "b"], 1, 512, DEFAULT_LIMITS)
+    usage.collect_events()
+    copied = copy.deepcopy(usage)
+    assert copied.holdings is usage.holdings  # shared until one of them changes
+
+    copied.charge(["c"], 2, 1024, DEFAULT_LIMITS)
+    copied.release("a")
+    assert usage.used() == {"instances": 2, "cores": 2, "ram": 1024} and not usage.pending_events
+    assert copied.used() == {"instances": 2, "cores": 3, "ram": 1536}
+    assert [type(e).__name__ for e in copied.collect_events()] == ["InstanceCharged", "InstanceReleased"]
+    usage.charge(["d"], 1, 512, DEFAULT_LIMITS)
+    assert "d" not in copied.holdings and copied.version == usage.version + 1
