@@ -405,3 +405,31 @@ def test_prefetched_heads_serve_the_first_load_of_each_aggregate(
         # a second load reads the log again
         assert [e.originator_version for e in recorder.select_events(one)] == [1, 2]
     assert [e.originator_version for e in recorder.select_events(one, gt=1)] == [2]
+
+
+def test_a_cached_aggregate_catches_up_from_where_it_was_seen(
+    recorder: JetStreamApplicationRecorder, make_recorder: Make, settings: Settings
+) -> None:
+    """Loading the events after a version this process saw stored reads from that version's position
+    on: only the newer events, whatever else the stream holds, however far behind it is."""
+    other = make_recorder(settings)  # another process on the same stream
+    a, noise = uuid4(), uuid4()
+    recorder.append([ev(a, 1), ev(a, 2, topic=TOPIC_RENAMED)])
+    for v in range(3, 7):
+        other.append(
+            [ev(a, v, topic=TOPIC_RENAMED), ev(noise, v - 2, topic=TOPIC_RENAMED if v > 3 else TOPIC_CREATED)]
+        )
+    scanned: list[dict[str, object]] = []
+    direct_batch = recorder._direct_batch
+
+    async def spying(request: dict[str, object], timeout: float) -> object:
+        scanned.append(request)
+        return await direct_batch(request, timeout)
+
+    recorder._direct_batch = spying  # type: ignore[assignment,method-assign]
+    assert [e.originator_version for e in recorder.select_events(a, gt=2)] == [3, 4, 5, 6]
+    [read] = scanned
+    assert read["batch"] == 4 and int(str(read["seq"])) > 2  # from after version 2's position, 4 events
+    scanned.clear()
+    assert [e.originator_version for e in recorder.select_events(a, gt=1)] == [2, 3, 4, 5, 6]  # not seen
+    assert scanned[0]["seq"] == 1  # version 1's position is not known here: from the start

@@ -568,11 +568,15 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         if desc and limit == 1 and lte is None:
             msg = self._retrying(lambda: self._direct_one({"last_by_subj": subject}, self.attempt_timeout))
             msgs = [msg] if msg is not None else []
-        elif (lte is None) and (prefetched := self._take_prefetched(subject)) is not None:
-            last = prefetched[0]
-            msgs = self._retrying(lambda: self._aggregate_messages(subject, after=gt, head=(last,)))
-        elif gt is not None and lte is None:
-            msgs = self._retrying(lambda: self._aggregate_messages(subject, after=gt))
+        elif lte is None:
+            prefetched = self._take_prefetched(subject)
+            # where version ``gt`` is stored, if that is the head last seen: read on from there
+            with self._heads_lock:
+                seen = self._heads.get(str(originator_id))
+            from_seq = seen.seq if seen is not None and gt is not None and seen.version == gt else None
+            msgs = self._retrying(
+                lambda: self._aggregate_messages(subject, after=gt, head=prefetched, from_seq=from_seq)
+            )
         else:
             msgs = self._retrying(lambda: self._aggregate_messages(subject))
         if msgs and lte is None:
@@ -598,7 +602,12 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         return events
 
     async def _aggregate_messages(
-        self, subject: str, *, after: int | None = None, head: tuple[Msg | None] | None = None
+        self,
+        subject: str,
+        *,
+        after: int | None = None,
+        head: tuple[Msg | None] | None = None,
+        from_seq: int | None = None,
     ) -> list[Msg]:
         """One aggregate's messages (those after version ``after``: a cached aggregate catching up).
         Its versions run 1..N, so after finding the last message we ask for exactly N up to its
@@ -615,6 +624,9 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             return []
         if newest.version <= 1 or (after is not None and newest.version == after + 1):
             return [last]
+        if after is not None and from_seq is not None:  # only what follows version ``after``
+            count = newest.version - after
+            return await self._direct_scan(subject, from_seq + 1, count, newest.seq, self.attempt_timeout)
         return await self._direct_scan(subject, 1, newest.version, newest.seq, self.attempt_timeout)
 
     def read_messages(
