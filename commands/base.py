@@ -23,6 +23,7 @@ from commands.errors import Conflict, DomainError, NotFound
 A = TypeVar("A", bound=Aggregate)
 T = TypeVar("T")
 
+
 class _Attempt:
     """One decision of a command. On the first, an aggregate the command appends to may come from this
     process's cache without asking the log whether it moved on, because the append checks exactly that
@@ -62,7 +63,7 @@ class HandlerBase:
 
     def _find(self, cls: type[A], aggregate_id: UUID, *, appended: bool = False) -> A | None:
         """The aggregate as the log has it. ``appended``: the command appends to it, so on its first
-        decision a copy this process cached (saved or read before) will do (see ``_first_attempt``)."""
+        decision a copy this process cached (saved or read before) will do (see ``_Attempt``)."""
         attempt = _attempt.get()
         if appended and attempt is not None:
             attempt.appended.add(aggregate_id)
