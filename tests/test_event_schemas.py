@@ -280,6 +280,8 @@ def _placement_scenario(handlers: Handlers) -> None:
     """Inventories, traits and aggregates of a provider, and a consumer's allocations."""
     p = placement.PlacementHandlers(handlers.app)
     rp = str(handlers.host("c1").id)
+    p.create_resource_class("CUSTOM_GPU")
+    p.create_trait("CUSTOM_FAST")
     p.set_inventories(rp, None, {**handlers.host("c1").inventories, "CUSTOM_GPU": {"total": 1}})
     p.set_traits(rp, None, ["CUSTOM_FAST"])
     p.set_aggregates(rp, None, ["5a6ec1d4-0f05-4a49-8a0d-1ab4e3c5f6a7"])
