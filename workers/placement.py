@@ -182,6 +182,7 @@ class Placement:
             placed: list[Instance] = []
             contexts: dict[tuple[str, int], CommandContext] = {}
             unplaceable: list[tuple[str, CommandContext, str]] = []
+            why: dict[tuple[object, ...], str] = {}  # per request shape: a full cloud explains once
             for requested, ctx in pending:
                 inst = copy.deepcopy(requested)
                 need = Resources.of_flavor(inst.flavor)
@@ -191,8 +192,10 @@ class Placement:
                 if host is None and self._shard.count > 1:  # this shard is full: any host will do
                     host = self._claim_best(self._ranking(request, own=False), need, inst.server_id, claimed)
                 if host is None:
-                    filtered = run_filters(self._view.hosts(), request, self._view.free_of)
-                    unplaceable.append((inst.server_id, ctx, _none_left(request, filtered)))
+                    shape = (need, request.zone, required, forbidden)
+                    if shape not in why:
+                        why[shape] = self._no_room(request)
+                    unplaceable.append((inst.server_id, ctx, why[shape]))
                     continue
                 inst.schedule(host.hostname)
                 placed.append(inst)
@@ -217,6 +220,10 @@ class Placement:
                     self._fail(server_id, details, created=True)
             return []
         return pending
+
+    def _no_room(self, request: Request) -> str:
+        """Why a server of a batch found no host (the fault's details)."""
+        return _none_left(request, run_filters(self._view.hosts(), request, self._view.free_of))
 
     def _ranking(self, request: Request, *, own: bool = True) -> Ranking:
         """The standing ranking for the request's shape (flavor, zone, traits) over this scheduler's
