@@ -192,7 +192,7 @@ class Placement:
                 if host is None and self._shard.count > 1:  # this shard is full: any host will do
                     host = self._claim_best(self._ranking(request, own=False), need, inst.server_id, claimed)
                 if host is None:
-                    shape = (need, request.zone, required, forbidden)
+                    shape = _shape(request)
                     if shape not in why:
                         why[shape] = self._no_room(request)
                     unplaceable.append((inst.server_id, ctx, why[shape]))
@@ -230,7 +230,7 @@ class Placement:
         shard (``own``) or every host, brought up to date with the hosts that changed since the last
         batch; built afresh when it is new, when the view cannot say what changed, and every few
         seconds (to normalize the weighers over the hosts as they are)."""
-        shape = (request.need, request.zone, request.required_traits, request.forbidden_traits, own)
+        shape = (*_shape(request), own)
         mine = self._shard.owns if own else (lambda _name: True)
         standing = self._standing.get(shape)
         changed = self._view.changed_since(standing.cursor) if standing is not None else None
@@ -400,6 +400,11 @@ def _why_none(request: Request, filtered: Filtered) -> str:
     else:
         why = _no_candidates(request.need, request.zone, request.group)
     return f"{why} {filtered.summary()}"
+
+
+def _shape(request: Request) -> tuple[object, ...]:
+    """What the filters and weighers see of a request outside a server group: its size, zone, traits."""
+    return (request.need, request.zone, request.required_traits, request.forbidden_traits)
 
 
 def _none_left(request: Request, filtered: Filtered) -> str:

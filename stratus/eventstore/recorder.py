@@ -465,13 +465,14 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         index = next(i for i in g.indexes if outs[i].version == version)
         return [seq - index + i for i in range(len(outs))]
 
+    async def _last_messages(self, subjects: Sequence[str], timeout: float) -> list[Msg | None]:
+        """The last message on each subject filter (None: none), all requested at once."""
+        gets = (self._direct_one({"last_by_subj": s}, timeout) for s in subjects)
+        return list(await asyncio.gather(*gets))
+
     async def _fetch_heads(self, groups: list[_Group], timeout: float) -> dict[str, _Head | None]:
-        msgs = await asyncio.gather(
-            *(
-                self._direct_one({"last_by_subj": self.layout.aggregate_filter(g.originator_id)}, timeout)
-                for g in groups
-            )
-        )
+        subjects = [self.layout.aggregate_filter(g.originator_id) for g in groups]
+        msgs = await self._last_messages(subjects, timeout)
         out: dict[str, _Head | None] = {}
         for g, msg in zip(groups, msgs, strict=True):
             out[g.key] = _head_of(msg) if msg is not None else None
@@ -496,15 +497,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         thread) to start from: a command that loads several aggregates pays one hop for their heads
         instead of one each. Each prefetched head serves the first load of its aggregate only."""
         subjects = [self.layout.aggregate_filter(i) for i in originator_ids]
-
-        async def heads() -> list[Msg | None]:
-            return list(
-                await asyncio.gather(
-                    *(self._direct_one({"last_by_subj": s}, self.attempt_timeout) for s in subjects)
-                )
-            )
-
-        found = self._retrying(heads)
+        found = self._retrying(lambda: self._last_messages(subjects, self.attempt_timeout))
         self._prefetch.heads = dict(zip(subjects, found, strict=True))
         try:
             yield
@@ -519,25 +512,24 @@ class JetStreamAggregateRecorder(AggregateRecorder):
 
     def known_version(self, originator_id: UUID | str) -> int | None:
         """The aggregate's version as last seen stored (a hint; None: not seen)."""
-        with self._heads_lock:
-            head = self._heads.get(str(originator_id))
+        head = self._seen(originator_id)
         return head.version if head is not None else None
+
+    def _seen(self, originator_id: UUID | str) -> _Head | None:
+        with self._heads_lock:
+            return self._heads.get(str(originator_id))
 
     def observe(self, msg: Msg) -> None:
         """Note a stored event read off a consumer or a direct get as its aggregate's head, if it is
         the newest seen: an append that follows it then needs no read to know what to expect."""
         h = msg.headers or {}
+        key = h.get(env.CE_SUBJECT)
+        if key is None or env.CE_ORIGINATORVERSION not in h:
+            return
         if env.NATS_SEQUENCE in h:
-            seq = int(h[env.NATS_SEQUENCE])
+            self._update_head(key, _head_of(msg))
         elif msg.reply:  # a consumer's message: the stream sequence is in its metadata
-            seq = int(msg.metadata.sequence.stream)
-        else:
-            return
-        key, version = h.get(env.CE_SUBJECT), h.get(env.CE_ORIGINATORVERSION)
-        if key is None or version is None:
-            return
-        head = _Head(seq, int(version), h.get(env.APPEND_ID, ""), h.get(chain.CHAIN_HASH, ""))
-        self._update_head(key, head)
+            self._update_head(key, _head_of(msg, seq=int(msg.metadata.sequence.stream)))
 
     def _forget(self, groups: dict[str, _Group]) -> None:
         with self._heads_lock:
@@ -571,8 +563,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         elif lte is None:
             prefetched = self._take_prefetched(subject)
             # where version ``gt`` is stored, if that is the head last seen: read on from there
-            with self._heads_lock:
-                seen = self._heads.get(str(originator_id))
+            seen = self._seen(originator_id)
             from_seq = seen.seq if seen is not None and gt is not None and seen.version == gt else None
             msgs = self._retrying(
                 lambda: self._aggregate_messages(subject, after=gt, head=prefetched, from_seq=from_seq)
@@ -770,10 +761,11 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         return out
 
 
-def _head_of(msg: Msg) -> _Head:
+def _head_of(msg: Msg, *, seq: int | None = None) -> _Head:
+    """The head a stored message makes (``seq``: its stream sequence, when no header carries it)."""
     h = msg.headers or {}
     return _Head(
-        int(h[env.NATS_SEQUENCE]),
+        int(h[env.NATS_SEQUENCE]) if seq is None else seq,
         int(h[env.CE_ORIGINATORVERSION]),
         h.get(env.APPEND_ID, ""),
         h.get(chain.CHAIN_HASH, ""),
