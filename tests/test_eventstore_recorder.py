@@ -433,3 +433,88 @@ def test_a_cached_aggregate_catches_up_from_where_it_was_seen(
     scanned.clear()
     assert [e.originator_version for e in recorder.select_events(a, gt=1)] == [2, 3, 4, 5, 6]  # not seen
     assert scanned[0]["seq"] == 1  # version 1's position is not known here: from the start
+
+
+def test_a_cached_aggregate_catches_up_from_its_version_after_newer_heads_were_seen(
+    recorder: JetStreamApplicationRecorder, make_recorder: Make, settings: Settings
+) -> None:
+    """Losing a race refreshes the aggregate's head to the winner's; the copy cached at this
+    process's own version still reads only what the other writer appended, from that version's
+    position (not the aggregate from its start: a quota usage epoch that two API workers charge in
+    turn would otherwise be re-read whole after every lost race)."""
+    other = make_recorder(settings)
+    a = uuid4()
+    recorder.append([ev(a, 1), ev(a, 2, topic=TOPIC_RENAMED)])
+    other.append([ev(a, 3, topic=TOPIC_RENAMED), ev(a, 4, topic=TOPIC_RENAMED)])
+    with pytest.raises(ConcurrentAppendError):
+        recorder.append([ev(a, 3, topic=TOPIC_RENAMED)])  # lost: the head seen is now version 4
+    assert recorder.known_version(a) == 4
+    scanned: list[dict[str, object]] = []
+    direct_batch = recorder._direct_batch
+
+    async def spying(request: dict[str, object], timeout: float) -> object:
+        scanned.append(request)
+        return await direct_batch(request, timeout)
+
+    recorder._direct_batch = spying  # type: ignore[assignment,method-assign]
+    assert [e.originator_version for e in recorder.select_events(a, gt=2)] == [3, 4]
+    [read] = scanned
+    assert read["batch"] == 2 and int(str(read["seq"])) > 2  # from after version 2's position
+
+
+def test_a_follower_at_the_last_announcement_waits_without_asking_the_server(
+    recorder: JetStreamApplicationRecorder, make_recorder: Make, settings: Settings
+) -> None:
+    """Commits announce their positions: a follower that has read up to the last one waits for the
+    next announcement instead of reading the stream's state (a JetStream API request and an
+    advisory) every time it catches up."""
+    recorder.poll_interval = 30.0
+    other = make_recorder(settings)
+    assert recorder.wait_for_position(0, timeout=0.05) == 0  # subscribes to the announcements
+    other.append([ev(uuid4(), 1)])
+    first = recorder.wait_for_position(0, timeout=5.0)
+    assert first >= 1
+    asked: list[int] = []
+    stream_state = recorder.max_notification_id
+
+    def counting() -> int | None:
+        asked.append(1)
+        return stream_state()
+
+    recorder.max_notification_id = counting  # type: ignore[method-assign]
+    result: list[int] = []
+    t = threading.Thread(target=lambda: result.append(recorder.wait_for_position(first, timeout=5.0)))
+    t.start()
+    time.sleep(0.1)
+    other.append([ev(uuid4(), 1)])
+    t.join(6)
+    assert result and result[0] > first
+    assert asked == []
+    # a wait that ends with nothing announced asks the server once (commits nobody announced)
+    assert recorder.wait_for_position(result[0], timeout=0.05) == result[0]
+    assert asked == [1]
+
+
+def test_a_lost_race_reads_only_the_heads_not_the_aggregates(
+    recorder: JetStreamApplicationRecorder, make_recorder: Make, settings: Settings
+) -> None:
+    """The loser of a race publishes message ids (aggregate:version) the winner already stored, and
+    the server rejects the batch as a duplicate. That is a conflict, not a sign that this append was
+    stored before: the loser refreshes the heads (one get each) and does not scan the aggregates for
+    its own append."""
+    other = make_recorder(settings)
+    a, b = uuid4(), uuid4()
+    recorder.append([ev(a, 1), ev(b, 1)])
+    other.append([ev(a, 2, topic=TOPIC_RENAMED), ev(b, 2, topic=TOPIC_RENAMED)])
+    scanned: list[dict[str, object]] = []
+    direct_batch = recorder._direct_batch
+
+    async def spying(request: dict[str, object], timeout: float) -> object:
+        scanned.append(request)
+        return await direct_batch(request, timeout)
+
+    recorder._direct_batch = spying  # type: ignore[assignment,method-assign]
+    with pytest.raises(ConcurrentAppendError):
+        recorder.append([ev(a, 2, topic=TOPIC_RENAMED), ev(b, 2, topic=TOPIC_RENAMED)])
+    assert scanned == []
+    assert recorder.known_version(a) == 2 and recorder.known_version(b) == 2

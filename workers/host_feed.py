@@ -11,15 +11,15 @@ import logging
 from typing import Any
 
 import nats.errors
-import nats.js.errors
 from eventsourcing.application import Application
 from eventsourcing.domain import CanMutateAggregate
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from stratus.eventstore.bridge import NatsBridge
-from stratus.eventstore.envelope import decode_message
+from stratus.eventstore.envelope import NATS_SEQUENCE, decode_message
 from stratus.eventstore.errors import EventStoreUnavailable
+from stratus.eventstore.recorder import JetStreamAggregateRecorder
 from workers.host_view import HostView
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,10 @@ class HostFeed:
     ) -> None:
         self._bridge = bridge
         self._app = app
+        recorder = app.recorder
+        if not isinstance(recorder, JetStreamAggregateRecorder):
+            raise TypeError(f"the host feed reads a JetStream event store, not {type(recorder).__name__}")
+        self._recorder = recorder
         self._view = view
         self._stream = stream
         self._filter = subject_filter
@@ -77,10 +81,8 @@ class HostFeed:
             raise
         finally:
             msgs, self._pending = self._pending, []
-            observe = getattr(self._app.recorder, "observe", None)  # the event store's head hints
             for msg in msgs:
-                if observe is not None:
-                    observe(msg)
+                self._recorder.observe(msg)  # the event store's head hints
                 notification, _envelope = decode_message(msg)
                 event = self._app.mapper.to_domain_event(notification)
                 if isinstance(event, CanMutateAggregate):
@@ -88,11 +90,8 @@ class HostFeed:
 
     async def _receive_to_end(self) -> None:
         sub = self._sub
-        try:
-            last = await self._bridge.js.get_last_msg(self._stream, self._filter)
-            end = int(last.seq or 0)
-        except nats.js.errors.NotFoundError:
-            end = 0  # no host has registered yet
+        last = await self._recorder.last_message(self._filter, self._timeout / 2)
+        end = int((last.headers or {})[NATS_SEQUENCE]) if last is not None else 0  # 0: no host yet
         while self._received < end:
             try:
                 msg = await sub.next_msg(timeout=self._timeout / 2)

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
 
@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 MAX_EVENTS_PER_APPEND = 1000  # NATS atomic batch limit
 _READ_BATCH = 1000
+_EARLIER_HEADS = 8  # earlier heads remembered per aggregate (see _Head.earlier)
 
 # JetStream error codes (nats-server errors.json).
 ERR_WRONG_LAST_SEQUENCE = 10071
@@ -124,6 +125,15 @@ class _Head:
     version: int
     append_id: str = ""
     chain_hash: str = ""  # the event's Stratus-Chain-Hash ("" for events written before chaining)
+    # (version, seq) of the heads seen before this one, newest first: a copy cached at one of those
+    # versions catches up from its position even after newer heads were seen (another writer's).
+    earlier: tuple[tuple[int, int], ...] = ()
+
+    def seq_of(self, version: int) -> int | None:
+        """Where ``version`` is stored, if this head or one seen before it says."""
+        if version == self.version:
+            return self.seq
+        return next((seq for v, seq in self.earlier if v == version), None)
 
 
 class _Wakeups:
@@ -360,17 +370,14 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                 raise
             try:
                 seqs = self._run(lambda t=attempt_timeout: self._publish(outs, t), attempt_timeout)  # type: ignore[misc]
-            except _Rejected as e:
+            except (_Rejected, _Duplicate) as e:
+                # Message ids are aggregate:version, so a duplicate id says that someone stored that
+                # version: this append only if an earlier attempt of it may have been stored
+                # (``maybe_stored`` is already set then); otherwise another writer won the race, and
+                # the heads are refreshed without searching the aggregates for this append.
                 self.stats["rejected"] += 1
                 last_error = e
                 must_check = True
-                if e.code == ERR_BATCH_DUPLICATE_MSG_ID:
-                    maybe_stored = True
-                continue
-            except _Duplicate as e:
-                self.stats["rejected"] += 1
-                last_error = e
-                must_check = maybe_stored = True
                 continue
             except _Transient as e:
                 self.stats["unknown_outcome"] += 1
@@ -467,7 +474,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
 
     async def _last_messages(self, subjects: Sequence[str], timeout: float) -> list[Msg | None]:
         """The last message on each subject filter (None: none), all requested at once."""
-        gets = (self._direct_one({"last_by_subj": s}, timeout) for s in subjects)
+        gets = (self.last_message(s, timeout) for s in subjects)
         return list(await asyncio.gather(*gets))
 
     async def _fetch_heads(self, groups: list[_Group], timeout: float) -> dict[str, _Head | None]:
@@ -539,8 +546,12 @@ class JetStreamAggregateRecorder(AggregateRecorder):
     def _update_head(self, key: str, head: _Head) -> None:
         with self._heads_lock:
             old = self._heads.get(key)
-            if old is None or head.seq >= old.seq:
+            if old is None or head.seq > old.seq:
+                if old is not None:
+                    head = replace(head, earlier=((old.version, old.seq), *old.earlier)[:_EARLIER_HEADS])
                 self._heads[key] = head
+            elif head.seq == old.seq:  # the same event, perhaps read back with more of its headers
+                self._heads[key] = replace(head, earlier=old.earlier)
             self._heads.move_to_end(key)
             while len(self._heads) > self._cache_size:
                 self._heads.popitem(last=False)
@@ -558,13 +569,13 @@ class JetStreamAggregateRecorder(AggregateRecorder):
     ) -> Sequence[StoredEvent]:
         subject = self.layout.aggregate_filter(originator_id)
         if desc and limit == 1 and lte is None:
-            msg = self._retrying(lambda: self._direct_one({"last_by_subj": subject}, self.attempt_timeout))
+            msg = self._retrying(lambda: self.last_message(subject, self.attempt_timeout))
             msgs = [msg] if msg is not None else []
         elif lte is None:
             prefetched = self._take_prefetched(subject)
-            # where version ``gt`` is stored, if that is the head last seen: read on from there
+            # where version ``gt`` is stored, if it was seen (the head, or one seen before it): read on
             seen = self._seen(originator_id)
-            from_seq = seen.seq if seen is not None and gt is not None and seen.version == gt else None
+            from_seq = seen.seq_of(gt) if seen is not None and gt is not None else None
             msgs = self._retrying(
                 lambda: self._aggregate_messages(subject, after=gt, head=prefetched, from_seq=from_seq)
             )
@@ -607,7 +618,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         if head is not None:  # its last message, read ahead (``prefetched``)
             last = head[0]
         else:
-            last = await self._direct_one({"last_by_subj": subject}, self.attempt_timeout)
+            last = await self.last_message(subject, self.attempt_timeout)
         if last is None:
             return []
         newest = _head_of(last)
@@ -671,6 +682,11 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                     raise EventStoreUnavailable(f"could not {what} within {self.timeout}s: {e}") from e
                 time.sleep(delay)
                 delay = min(delay * 2, 0.5)
+
+    async def last_message(self, subject_filter: str, timeout: float) -> Msg | None:
+        """The newest stored message on ``subject_filter`` (None: none yet): one direct get, awaited
+        on the bridge's loop (a follower finding how far it has to read)."""
+        return await self._direct_one({"last_by_subj": subject_filter}, timeout)
 
     async def _direct_one(self, request: Mapping[str, Any], timeout: float) -> Msg | None:
         msg = await self.bridge.nc.request(self._direct_subject, orjson.dumps(request), timeout=timeout)
@@ -845,15 +861,19 @@ class JetStreamApplicationRecorder(JetStreamAggregateRecorder, ApplicationRecord
         deadline = time.monotonic() + timeout
         woken = threading.Event()
         self.register_wakeup(woken)
+        # Commits announce their last position, so a caller that has read up to the last
+        # announcement waits for the next one without asking the server. The stream's state is read
+        # when nothing was announced yet (commits before this process subscribed) and after each
+        # wake-up that announced nothing new (the poll, which catches commits nobody announced:
+        # other writers, wake-ups lost while NATS was away).
+        ask = self._announced == 0
         try:
             while True:
                 woken.clear()
-                # A commit's announcement says where the log is without asking the server; the
-                # stream's state is read only when none says enough (the first look, and the polls
-                # that catch commits nobody announced).
                 position = self._announced
-                if position <= gt:
+                if position <= gt and ask:
                     position = max(position, self.max_notification_id() or 0)
+                ask = True
                 remaining = deadline - time.monotonic()
                 if position > gt or remaining <= 0:
                     return position
