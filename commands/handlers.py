@@ -18,8 +18,9 @@ from eventsourcing.persistence import IntegrityError
 
 from commands.app import Stratus
 from commands.base import HandlerBase, Result
-from commands.errors import AlreadyExists, InvalidInput, NotFound
+from commands.errors import AlreadyExists, DomainError, InvalidInput, NotFound
 from commands.flavor import Flavor, flavor_aggregate_id
+from commands.group_commit import GroupCommit
 from commands.host import Host, Resources, host_aggregate_id
 from commands.image import ACTIVE, Image
 from commands.instance import Instance
@@ -30,7 +31,7 @@ from commands.quota import check as quota_check
 from commands.server_group import GroupMembership, ServerGroup, membership_id
 from commands.states import VmState
 from commands.usage import ProjectUsage, usage_aggregate_id
-from stratus.context import CommandContext, acting_per_event
+from stratus.context import CommandContext, acting_per_event, current
 
 _REQUEST_NS = uuid5(NAMESPACE_URL, "urn:stratus:server-request")
 A = TypeVar("A", bound=Aggregate)
@@ -134,6 +135,33 @@ class FinishDeletion:
     server_id: str
 
 
+@dataclass(frozen=True)
+class _Create:
+    """A create request, checked and ready to be decided (with others of its project)."""
+
+    cmd: CreateServer
+    context: CommandContext  # the request's, for its own events in a group's append
+    flavor: Flavor
+    image: Image | None
+    keypair: KeyPair | None
+    ids: list[UUID]
+
+
+class _Refused(Exception):
+    """A create in a group was refused: the group is decided again without it."""
+
+    def __init__(self, index: int, error: DomainError) -> None:
+        super().__init__(str(error))
+        self.index, self.error = index, error
+
+
+def _one(outcomes: Sequence[ServersCreated | BaseException]) -> ServersCreated:
+    [outcome] = outcomes
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
 class Handlers(HandlerBase):
     def __init__(
         self,
@@ -147,6 +175,10 @@ class Handlers(HandlerBase):
         self._new_id = new_id
         self.network = network  # the fixed network servers get an address on (None: no addresses)
         self._usage_epochs: dict[str, int] = {}  # project -> the epoch of its usage last seen current
+        # concurrent creates per project, decided and appended together
+        self._creates: GroupCommit[tuple[CreateServer, CommandContext], ServersCreated] = GroupCommit(
+            self._decide_creates
+        )
 
     def instance(
         self,
@@ -197,17 +229,51 @@ class Handlers(HandlerBase):
 
     # -- user commands --------------------------------------------------------------------------
     def create_server(self, cmd: CreateServer) -> ServersCreated:
-        """Record ``cmd.count`` server requests and their fixed addresses in one atomic append."""
-        project = cmd.project_id
-        reads = (
-            flavor_aggregate_id(cmd.flavor_ref),
+        """Record ``cmd.count`` server requests and their fixed addresses in one atomic append.
+
+        Creates in one project that arrive while another is being decided here are decided together
+        and appended in one atomic append (``GroupCommit``), each event stamped with the context of
+        its own request; a create with an idempotency key or a server group is decided alone (its
+        conflicts mean something of their own)."""
+        if cmd.idempotency_key or cmd.group is not None:
+            return _one(self._decide_creates([(cmd, current())]))
+        return self._creates.submit(cmd.project_id, (cmd, current()))
+
+    def _decide_creates(
+        self, requests: list[tuple[CreateServer, CommandContext]]
+    ) -> list[ServersCreated | BaseException]:
+        """Decide creates of one project together: one read of their flavors, usage and quota, one
+        append. A request that is refused (quota, a missing image...) gets its error and the rest are
+        decided again without it; a lone request's error is raised."""
+        project = requests[0][0].project_id
+        outcomes: dict[int, ServersCreated | BaseException] = {}
+        reads = {
+            *(flavor_aggregate_id(cmd.flavor_ref) for cmd, _ in requests),
             usage_aggregate_id(project, self._usage_epochs.get(project, 0)),
             quota_aggregate_id(project),
-        )
-        with self.app.recorder.prefetched(reads):  # type: ignore[attr-defined]  # one hop for the three
-            return self._create_server(cmd)
+        }
+        with self.app.recorder.prefetched(reads):  # type: ignore[attr-defined]  # one hop for them all
+            prepared: dict[int, _Create] = {}
+            for i, (cmd, context) in enumerate(requests):
+                try:
+                    prepared[i] = self._prepare_create(cmd, context)
+                except DomainError as e:
+                    if len(requests) == 1:
+                        raise
+                    outcomes[i] = e
+            while prepared:
+                try:
+                    outcomes.update(self._retrying_on_usage(lambda: self._decide_group(prepared)))
+                    break
+                except _Refused as refused:
+                    if len(prepared) == 1:
+                        raise refused.error from None
+                    outcomes[refused.index] = refused.error
+                    del prepared[refused.index]
+        return [outcomes[i] for i in range(len(requests))]
 
-    def _create_server(self, cmd: CreateServer) -> ServersCreated:
+    def _prepare_create(self, cmd: CreateServer, context: CommandContext) -> _Create:
+        """What a create needs checked before it is decided: its flavor, image, key pair, new ids."""
         flavor = self.flavor(cmd.flavor_ref)
         if not (cmd.any_flavor or flavor.accessible_to(cmd.project_id)):
             raise NotFound(f"Flavor {cmd.flavor_ref} could not be found.")
@@ -218,48 +284,70 @@ class Handlers(HandlerBase):
             ids = [first] + [uuid5(first, str(i)) for i in range(1, cmd.count)]
         else:
             ids = [self._new_id() for _ in range(cmd.count)]
+        return _Create(cmd, context, flavor, image, keypair, ids)
 
-        def decide() -> ServersCreated:
-            books = self._usage_to_save(self.usage(cmd.project_id))
-            books[-1].charge([str(i) for i in ids], flavor.vcpus, flavor.ram, self.limits(cmd.project_id))
-            network = self._network_for(cmd.networks)
-            instances = []
-            for index, server_uuid in enumerate(ids):
-                ports = [network.allocate(str(server_uuid))] if network is not None else []
-                instances.append(
-                    Instance.request(
-                        server_uuid,
-                        name=cmd.name if cmd.count == 1 else f"{cmd.name}-{index + 1}",
-                        project_id=cmd.project_id,
-                        user_id=cmd.user_id,
-                        flavor=flavor.snapshot_for_instance(),
-                        image_ref=image.image_id if image is not None else "",
-                        metadata=dict(cmd.metadata),
-                        availability_zone=cmd.availability_zone,
-                        request_key=cmd.idempotency_key,
-                        description=cmd.description,
-                        image=image.boot_snapshot() if image is not None else None,
-                        key_name=keypair.name if keypair is not None else None,
-                        key_data=keypair.public_key if keypair is not None else None,
-                        user_data=dict(cmd.user_data) if cmd.user_data else None,
-                        ports=ports,
-                        tags=list(dict.fromkeys(cmd.tags)),
-                        reservation_id=cmd.reservation_id,
-                        launch_index=index,
-                        scheduling={"num_instances": cmd.count, "group_id": cmd.group},
-                    )
-                )
-            aggregates = [*books, *([network] if network is not None else []), *instances]
-            aggregates += self._joined_group(cmd, ids)
+    def _decide_group(self, creates: Mapping[int, _Create]) -> dict[int, ServersCreated]:
+        """Charge the project's usage and request the servers of every create, in one append."""
+        project = next(iter(creates.values())).cmd.project_id
+        books = self._usage_to_save(self.usage(project))
+        limits = self.limits(project)
+        network: Network | None = None  # loaded once, shared by every new server in the group
+        aggregates: list[Aggregate] = []
+        contexts: dict[tuple[str, int], CommandContext] = {}
+        for index, c in creates.items():
             try:
-                position = self._save(*aggregates)
-            except IntegrityError:
-                if cmd.idempotency_key and self._exists(ids[0]):
-                    return self._repeated_create(cmd, ids)
-                raise  # lost a race for an address: decide again
-            return ServersCreated(str(ids[0]), position, tuple(map(str, ids)), cmd.reservation_id)
+                books[-1].charge([str(i) for i in c.ids], c.flavor.vcpus, c.flavor.ram, limits)
+                network = self._network_for(c.cmd.networks, network)
+                new = self._requested(c, network) + self._joined_group(c.cmd, c.ids)
+            except DomainError as e:
+                raise _Refused(index, e) from e
+            for agg in (*books, *([network] if network is not None else []), *new):
+                for event in agg.pending_events:
+                    contexts.setdefault((str(event.originator_id), event.originator_version), c.context)
+            aggregates += new
+        shared = [*books, *([network] if network is not None else [])]
+        try:
+            with acting_per_event(contexts):
+                position = self._save(*shared, *aggregates)
+        except IntegrityError:
+            repeated = {i: c for i, c in creates.items() if c.cmd.idempotency_key and self._exists(c.ids[0])}
+            if repeated:  # a retried create (only ever decided alone)
+                return {i: self._repeated_create(c.cmd, c.ids) for i, c in repeated.items()}
+            raise  # lost a race for the usage or an address: decide again
+        return {
+            i: ServersCreated(str(c.ids[0]), position, tuple(map(str, c.ids)), c.cmd.reservation_id)
+            for i, c in creates.items()
+        }
 
-        return self._retrying_on_usage(decide)
+    def _requested(self, c: _Create, network: Network | None) -> list[Aggregate]:
+        cmd = c.cmd
+        instances: list[Aggregate] = []
+        for index, server_uuid in enumerate(c.ids):
+            ports = [network.allocate(str(server_uuid))] if network is not None else []
+            instances.append(
+                Instance.request(
+                    server_uuid,
+                    name=cmd.name if cmd.count == 1 else f"{cmd.name}-{index + 1}",
+                    project_id=cmd.project_id,
+                    user_id=cmd.user_id,
+                    flavor=c.flavor.snapshot_for_instance(),
+                    image_ref=c.image.image_id if c.image is not None else "",
+                    metadata=dict(cmd.metadata),
+                    availability_zone=cmd.availability_zone,
+                    request_key=cmd.idempotency_key,
+                    description=cmd.description,
+                    image=c.image.boot_snapshot() if c.image is not None else None,
+                    key_name=c.keypair.name if c.keypair is not None else None,
+                    key_data=c.keypair.public_key if c.keypair is not None else None,
+                    user_data=dict(cmd.user_data) if cmd.user_data else None,
+                    ports=ports,
+                    tags=list(dict.fromkeys(cmd.tags)),
+                    reservation_id=cmd.reservation_id,
+                    launch_index=index,
+                    scheduling={"num_instances": cmd.count, "group_id": cmd.group},
+                )
+            )
+        return instances
 
     def _retrying_on_usage(self, decide: Callable[[], T]) -> T:
         """Every create, fault and delete in a project appends to its usage: many may race, each
@@ -356,8 +444,9 @@ class Handlers(HandlerBase):
         except NotFound:
             raise InvalidInput("Invalid key_name provided.") from None
 
-    def _network_for(self, networks: str | tuple[str, ...]) -> Network | None:
-        """The network a new server gets an address on, loaded (or defined on first use); None: none."""
+    def _network_for(self, networks: str | tuple[str, ...], loaded: Network | None = None) -> Network | None:
+        """The network a new server gets an address on, loaded (or defined on first use); None: none.
+        ``loaded``: the network as already loaded for this decision (shared by its servers)."""
         config = self.network
         if networks == "none" or (networks == "auto" and config is None):
             return None
@@ -370,6 +459,8 @@ class Handlers(HandlerBase):
             if not networks:
                 return None
         assert config is not None
+        if loaded is not None:
+            return loaded
         try:
             agg: Aggregate = self.app.repository.get(config.id)
         except AggregateNotFoundError:

@@ -88,7 +88,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 _SAME_NAMED = (
-    "api_bind", "api_workers", "host_name", "libvirt_uri",
+    "api_bind", "api_workers", "api_threads", "host_name", "libvirt_uri",
     "heartbeat_interval_seconds", "reconcile_interval_seconds", "shutdown_timeout_seconds",
     "host_concurrency",
 )  # fmt: skip
@@ -121,6 +121,7 @@ def _cmd_api(args: argparse.Namespace) -> int:
         sys.executable, "-m", "gunicorn",
         "--bind", settings.api_bind,
         "--workers", str(settings.api_workers),
+        "--threads", str(settings.api_threads),
         "--graceful-timeout", "10",
         "--access-logfile", "-",
     ]
@@ -490,6 +491,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="client port of the embedded JetStream server (default: a free port)")
     run.add_argument("--api-bind", help="API address (STRATUS_API_BIND, default 127.0.0.1:8774)")
     run.add_argument("--api-workers", type=int, help="gunicorn workers (STRATUS_API_WORKERS)")
+    run.add_argument("--api-threads", type=int, help="threads per API worker (STRATUS_API_THREADS)")
     run.add_argument("--host-name", help="the hypervisor worker's host name (STRATUS_HOST_NAME)")
     run.add_argument("--libvirt-uri", help="the hypervisor worker's libvirt URI (STRATUS_LIBVIRT_URI)")
     run.add_argument("--grace", type=float, default=10.0,
@@ -498,6 +500,7 @@ def _parser() -> argparse.ArgumentParser:
     api = add("api", _cmd_api, "the Compute API under gunicorn")
     api.add_argument("--api-bind", help="address to listen on (STRATUS_API_BIND)")
     api.add_argument("--api-workers", type=int, help="gunicorn workers (STRATUS_API_WORKERS)")
+    api.add_argument("--api-threads", type=int, help="threads per API worker (STRATUS_API_THREADS)")
     projector = add("projector", _cmd_part, "the projection runner: keeps the read models up to date")
     projector.add_argument("--batch-size", type=int, help="log entries per transaction (default 500)")
     rebuild = add("rebuild", _cmd_part, "rebuild the read models from the log, then swap them in")

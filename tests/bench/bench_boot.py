@@ -219,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         help="projects the clients create in (each has its own quota usage)",
     )
     parser.add_argument("--api-workers", type=int, default=2, help="gunicorn workers of the API")
+    parser.add_argument("--api-threads", type=int, default=8, help="threads per API worker")
     parser.add_argument("--sim-threads", type=int, default=2, help="threads of the simulator process")
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",")]
@@ -241,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     with (
         tempfile.TemporaryDirectory(prefix="stratus-bench-boot-") as d,
-        control_plane("bench_boot", Path(d), workers, api_workers=args.api_workers) as cloud,
+        control_plane(
+            "bench_boot", Path(d), workers, api_workers=args.api_workers, api_threads=args.api_threads
+        ) as cloud,
     ):
         port, token = cloud.port, cloud.token
         status, doc = send(port, token, "POST", "/v2.1/flavors", {"flavor": {
@@ -258,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                 "schedulers": str(args.schedulers),
                 "projects": str(args.projects),
                 "API workers": str(args.api_workers),
+                "API threads per worker": str(args.api_threads),
                 "simulator threads": str(args.sim_threads),
             }
             print("\n".join(machine_lines(extra)))
