@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -78,7 +79,7 @@ def test_requests_arriving_while_a_group_is_decided_form_the_next_group() -> Non
 def test_a_failing_decision_fails_its_whole_group_and_the_next_group_still_runs() -> None:
     calls: list[list[str]] = []
 
-    def decide(items: list[str]) -> list[str | BaseException]:
+    def decide(items: list[str]) -> Sequence[str | BaseException]:
         calls.append(items)
         if "boom" in items:
             raise RuntimeError("the log is away")
