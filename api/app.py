@@ -151,7 +151,7 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
     bridge = NatsBridge(settings.nats_urls, name="stratus-api")
     bridge.start(wait=0)  # connect in the background: the API answers (503) while NATS is away
     try:
-        pool = open_pool(url)
+        pool = open_pool(url, max_size=max(8, settings.api_threads))  # a connection per thread at most
     except BaseException:
         bridge.close()
         raise
