@@ -23,10 +23,10 @@ class Settings:
     data_dir: Path = field(default_factory=lambda: Path(".stratus"))
     # The API.
     api_bind: str = "127.0.0.1:8774"
-    api_workers: int = 2
+    api_workers: int = 1
     # Threads per API worker (gunicorn's threaded worker above 1): concurrent creates in one project
     # are then decided and appended together (commands.group_commit).
-    api_threads: int = 8
+    api_threads: int = 16
     # How long a read waits for the read model to reach a requested position.
     read_wait_seconds: float = 5.0
     # The hypervisor worker.
