@@ -518,3 +518,26 @@ def test_a_lost_race_reads_only_the_heads_not_the_aggregates(
         recorder.append([ev(a, 2, topic=TOPIC_RENAMED), ev(b, 2, topic=TOPIC_RENAMED)])
     assert scanned == []
     assert recorder.known_version(a) == 2 and recorder.known_version(b) == 2
+
+
+def test_reading_the_whole_log_sends_no_subject_filter(recorder: JetStreamApplicationRecorder) -> None:
+    """A filtered batch read makes nats-server count the remaining matches over every subject of the
+    stream; the whole log is read unfiltered (same messages), a kind or aggregate with its filter."""
+    a, b = uuid4(), uuid4()
+    recorder.append([ev(a, 1), ev(b, 1), ev(a, 2, topic=TOPIC_RENAMED)])
+    scanned: list[dict[str, object]] = []
+    direct_batch = recorder._direct_batch
+
+    async def spying(request: dict[str, object], timeout: float) -> object:
+        scanned.append(request)
+        return await direct_batch(request, timeout)
+
+    recorder._direct_batch = spying  # type: ignore[assignment,method-assign]
+    everything = recorder.read_messages(1, 10)
+    assert [int((m.headers or {})["Nats-Sequence"]) for m in everything] == [1, 2, 3]
+    assert "next_by_subj" not in scanned[-1]
+    assert [m.originator_version for m in recorder.select_notifications(2, 10)] == [1, 2]
+    assert "next_by_subj" not in scanned[-1]
+    mine = recorder.read_messages(1, 10, subject_filter=recorder.layout.aggregate_filter(a))
+    assert [int((m.headers or {})["Nats-Sequence"]) for m in mine] == [1, 3]
+    assert scanned[-1]["next_by_subj"] == recorder.layout.aggregate_filter(a)

@@ -757,7 +757,12 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                 if stop < seq:
                     break
                 want = min(want, stop - seq + 1)
-            request: dict[str, Any] = {"seq": seq, "next_by_subj": subject, "batch": want}
+            request: dict[str, Any] = {"seq": seq, "batch": want}
+            if subject != self.layout.all:
+                # A batch answers how many messages remain: for a filter, nats-server counts them
+                # by matching every subject of the stream (O(subjects) per request); for the whole
+                # stream (the stream holds only ``layout.all``) it subtracts two sequences.
+                request["next_by_subj"] = subject
             msgs, end = await self._direct_batch(request, timeout)
             status = (end.headers or {}).get("Status")
             if status not in ("204", "404"):

@@ -122,16 +122,21 @@ class Watcher:
         with NatsBridge(s.nats_urls, name="bench-watcher").start() as b:
             recorder = Factory(bridge=b, settings=s).application_recorder()
             position = recorder.max_notification_id() or 0
-            instances = f"{s.subject_prefix}.instance.>"
+            # Everything, not `<prefix>.instance.>`: a filtered batch read costs the server a match over
+            # every instance's subjects (see JetStreamAggregateRecorder._direct_scan).
+            instances = f"{s.subject_prefix}.instance."
             while not self._stop.is_set():
                 head = recorder.wait_for_position(position, 0.5)
                 if head <= position:
                     continue
-                msgs = recorder.read_messages(position + 1, 1000, stop=head, subject_filter=instances)
+                msgs = recorder.read_messages(position + 1, 1000, stop=head)
                 now = time.perf_counter()
                 last = position
                 with self._cond:
                     for msg in msgs:
+                        if not (msg.headers or {}).get("Nats-Subject", "").startswith(instances):
+                            last = int((msg.headers or {})["Nats-Sequence"])
+                            continue
                         _, envelope = decode_message(msg)
                         last = envelope.position
                         kind = envelope.type.rsplit(".", 1)[-1]
