@@ -55,6 +55,7 @@ def test_hundreds_of_simulated_hosts_boot_and_delete_servers(
     app: Stratus,  # noqa: F811
     cloud: SimulatedCloud,
     start_scheduler: Callable[..., Worker],  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     h = Handlers(app)
     eventually(lambda: all(_registered(h, n) for n in ("sim-00001", f"sim-{HOSTS:05d}")), timeout=60)
@@ -78,6 +79,11 @@ def test_hundreds_of_simulated_hosts_boot_and_delete_servers(
     first = servers[0]
     conn = cloud.hosts[placed[first]].compute._driver._connection()  # type: ignore[attr-defined]
     assert conn.lookupByUUIDString(first).isActive()
+    # the test driver runs nothing: no console log is configured, and no directory made for one
+    assert "<log " not in conn.lookupByUUIDString(first).XMLDesc() and "console.log" not in (
+        conn.lookupByUUIDString(first).XMLDesc()
+    )
+    assert not (tmp_path / "sim" / placed[first] / first).exists()
 
     for s in servers[:5]:
         h.delete_server(DeleteServer(s, None))

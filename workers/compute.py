@@ -24,6 +24,7 @@ from commands.handlers import (
 from commands.instance import Instance
 from commands.states import TaskState, VmState
 from stratus.imagestore import ImageStore, StoreError
+from workers.console import console_log
 from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
 from workers.virt import (
     BootImage,
@@ -95,11 +96,13 @@ class Compute:
         instances_path: Path,
         boot_image: Callable[[Instance], BootImage | None] = lambda _inst: None,
         retry: RetryPolicy | None = None,
+        console_logs: bool = True,
     ) -> None:
         self._handlers = handlers
         self._driver = driver
         self.hostname = hostname
         self._instances_path = instances_path
+        self._console_logs = console_logs  # False: guests that print nothing (a simulated host's)
         self._boot_image = boot_image
         self._retry = retry or RetryPolicy()
 
@@ -124,12 +127,13 @@ class Compute:
         return DONE
 
     def guest(self, inst: Instance) -> GuestSpec:
+        console = console_log(self._instances_path, inst.server_id) if self._console_logs else None
         return GuestSpec(
             uuid=inst.server_id,
             vcpus=int(inst.flavor["vcpus"]),
             memory_mb=int(inst.flavor["ram"]),
             boot=self._boot_image(inst),
-            console_log=str(self._instances_path / inst.server_id / "console.log"),
+            console_log=str(console) if console is not None else None,
         )
 
     def respawn(self, server_id: str) -> int:

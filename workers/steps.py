@@ -68,10 +68,17 @@ class HostSteps:
         instances_path: Path,
         boot_image: Callable[[Instance], BootImage | None] = lambda _inst: None,
         retry: RetryPolicy | None = None,
+        console_logs: bool = True,
     ) -> None:
         self.hostname = hostname
         self.compute = Compute(
-            handlers, driver, hostname, instances_path=instances_path, boot_image=boot_image, retry=retry
+            handlers,
+            driver,
+            hostname,
+            instances_path=instances_path,
+            boot_image=boot_image,
+            retry=retry,
+            console_logs=console_logs,
         )
         self.power = PowerActions(handlers, driver, hostname, retry=retry, respawn=self.compute.respawn)
         self.moves = Moves(handlers, driver, hostname, guest=self.compute.guest, retry=retry)
