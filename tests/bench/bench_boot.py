@@ -10,7 +10,8 @@ one host definition per host). The bench seeds identity, takes a token, lifts th
 quota, creates a flavor, and then, for each concurrency C, runs C clients that each ``POST
 /servers`` (HTTP, one request at a time) and wait for their server's ``Instance.Spawned`` (or
 ``Faulted``) event on the log, followed by one reader (``tests.bench.bench_placement.Watcher``), so
-that nothing polls the API. Each boot's time is from just before its POST to the moment the reader
+that nothing polls the API. Each client keeps its HTTP connection open between requests, as an
+SDK's session does. Each boot's time is from just before its POST to the moment the reader
 sees ACTIVE recorded.
 
 The floor, in the same run: the same guest defined and started directly on libvirt's test driver
@@ -51,8 +52,12 @@ from workers.libvirt_driver import LibvirtDriver
 from workers.virt import GuestSpec
 
 
-def send(port: int, token: str, method: str, path: str, body: Any) -> tuple[int, Any]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+def send(
+    port: int, token: str, method: str, path: str, body: Any, conn: http.client.HTTPConnection | None = None
+) -> tuple[int, Any]:
+    """One request; on ``conn`` (kept open, as an SDK session keeps its connections) when given."""
+    own = conn is None
+    conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
         headers = {
             "X-Auth-Token": token,
@@ -63,8 +68,12 @@ def send(port: int, token: str, method: str, path: str, body: Any) -> tuple[int,
         r = conn.getresponse()
         data = r.read()
         return r.status, serialization.loads(data) if data else None
+    except (OSError, http.client.HTTPException):
+        conn.close()  # the server closed a kept-alive connection: the next request reconnects
+        raise
     finally:
-        conn.close()
+        if own:
+            conn.close()
 
 
 @dataclasses.dataclass
@@ -85,11 +94,15 @@ def boots(port: int, tokens: list[str], watcher: Watcher, flavor: str, concurren
     start = threading.Barrier(concurrency + 1)
 
     def client(c: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)  # kept alive, like an SDK's
         start.wait()
         for i in range(per_client):
             body = {"server": {"name": f"b{concurrency}-{c}-{i}", "flavorRef": flavor, "networks": "none"}}
             began = time.perf_counter()
-            status, doc = send(port, tokens[c % len(tokens)], "POST", "/v2.1/servers", body)
+            try:
+                status, doc = send(port, tokens[c % len(tokens)], "POST", "/v2.1/servers", body, conn)
+            except (OSError, http.client.HTTPException):  # a kept-alive connection closed: once more
+                status, doc = send(port, tokens[c % len(tokens)], "POST", "/v2.1/servers", body, conn)
             outcome = watcher.wait(doc["server"]["id"]) if status == 202 else None
             with lock:
                 if outcome is not None and outcome[1] == "spawned":
