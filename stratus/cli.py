@@ -528,7 +528,7 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--vcpus", type=int, default=32, help="CPUs per host (default 32)")
     sim.add_argument("--memory-mb", type=int, default=131072, help="memory per host (default 131072)")
     sim.add_argument("--disk-gb", type=int, default=2000, help="disk per host (default 2000)")
-    sim.add_argument("--threads", type=int, default=2, help="threads serving the hosts (default 2)")
+    sim.add_argument("--threads", type=int, default=8, help="threads serving the hosts (default 8)")
     sim.add_argument("--prefix", default="sim", help="host names: <prefix>-00001 ... (default sim)")
 
     nats = add("nats", _cmd_nats, "the pinned JetStream server, in the foreground")

@@ -119,7 +119,7 @@ def run(
     *,
     bridge: NatsBridge,
     stop: threading.Event,
-    threads: int = 2,
+    threads: int = 8,
     poll: float = 1.0,
     durable: str = DURABLE,
 ) -> None:
@@ -142,7 +142,7 @@ def main(
     vcpus: int = HostShape.vcpus,
     memory_mb: int = HostShape.memory_mb,
     disk_gb: int = HostShape.disk_gb,
-    threads: int = 2,
+    threads: int = 8,
     prefix: str = "sim",
 ) -> int:
     """``stratus simulate``: ``hosts`` hosts of the given size until stopped."""

@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--api-workers", type=int, default=1, help="gunicorn workers of the API")
     parser.add_argument("--api-threads", type=int, default=16, help="threads per API worker")
-    parser.add_argument("--sim-threads", type=int, default=2, help="threads of the simulator process")
+    parser.add_argument("--sim-threads", type=int, default=8, help="threads of the simulator process")
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",")]
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
