@@ -115,6 +115,9 @@ def _child_env(settings: Settings) -> dict[str, str]:
 # -- single parts ---------------------------------------------------------------------------------
 
 
+API_KEEPALIVE_SECONDS = 75
+
+
 def _cmd_api(args: argparse.Namespace) -> int:
     settings = _with_database(_settings(args))
     argv = [
@@ -122,6 +125,10 @@ def _cmd_api(args: argparse.Namespace) -> int:
         "--bind", settings.api_bind,
         "--workers", str(settings.api_workers),
         "--threads", str(settings.api_threads),
+        # Threaded workers keep connections alive. gunicorn's default closes an idle one after 2 s,
+        # which is openstacksdk's polling interval: its next request then met a connection being
+        # closed ("Remote end closed connection without response"). Longer than any client's poll.
+        "--keep-alive", str(API_KEEPALIVE_SECONDS),
         "--graceful-timeout", "10",
         "--access-logfile", "-",
     ]

@@ -13,6 +13,7 @@ back) or ``cloud.openstack_fails(...)`` (stderr back), and its openstacksdk twin
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import json
 import os
 import subprocess
@@ -383,3 +384,20 @@ def test_the_same_with_openstacksdk(cloud: Cloud) -> None:
     carol.compute.delete_server(server)
     carol.compute.wait_for_delete(server, wait=120)
     assert list(carol.compute.servers()) == []
+
+
+def test_a_kept_alive_connection_outlives_the_sdks_poll_interval(cloud: Cloud) -> None:
+    """The API's threaded workers keep connections alive; openstacksdk polls a server every 2 s on
+    its pooled connection, so a server that closed idle connections after gunicorn's default 2 s
+    met some polls with a connection being closed (a ConnectFailure, seen in CI)."""
+    host, port = cloud.base.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        for _ in range(2):
+            conn.request("GET", "/")
+            r = conn.getresponse()
+            r.read()
+            assert r.status == 200 and r.getheader("Connection", "").lower() != "close"
+            time.sleep(2.5)  # idle longer than the sdk's interval between polls
+    finally:
+        conn.close()
