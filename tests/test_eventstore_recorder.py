@@ -44,6 +44,19 @@ def stream_length(recorder: JetStreamApplicationRecorder) -> int:
     return recorder.max_notification_id() or 0
 
 
+def spy_on_scans(recorder: JetStreamApplicationRecorder) -> list[dict[str, object]]:
+    """The batch direct-get requests ``recorder`` sends from now on (a list that fills up)."""
+    scanned: list[dict[str, object]] = []
+    direct_batch = recorder._direct_batch
+
+    async def spying(request: dict[str, object], timeout: float) -> object:
+        scanned.append(request)
+        return await direct_batch(request, timeout)
+
+    recorder._direct_batch = spying  # type: ignore[assignment,method-assign]
+    return scanned
+
+
 # -- subject layout ----------------------------------------------------------------------------
 
 
@@ -419,14 +432,7 @@ def test_a_cached_aggregate_catches_up_from_where_it_was_seen(
         other.append(
             [ev(a, v, topic=TOPIC_RENAMED), ev(noise, v - 2, topic=TOPIC_RENAMED if v > 3 else TOPIC_CREATED)]
         )
-    scanned: list[dict[str, object]] = []
-    direct_batch = recorder._direct_batch
-
-    async def spying(request: dict[str, object], timeout: float) -> object:
-        scanned.append(request)
-        return await direct_batch(request, timeout)
-
-    recorder._direct_batch = spying  # type: ignore[assignment,method-assign]
+    scanned = spy_on_scans(recorder)
     assert [e.originator_version for e in recorder.select_events(a, gt=2)] == [3, 4, 5, 6]
     [read] = scanned
     assert read["batch"] == 4 and int(str(read["seq"])) > 2  # from after version 2's position, 4 events
@@ -449,14 +455,7 @@ def test_a_cached_aggregate_catches_up_from_its_version_after_newer_heads_were_s
     with pytest.raises(ConcurrentAppendError):
         recorder.append([ev(a, 3, topic=TOPIC_RENAMED)])  # lost: the head seen is now version 4
     assert recorder.known_version(a) == 4
-    scanned: list[dict[str, object]] = []
-    direct_batch = recorder._direct_batch
-
-    async def spying(request: dict[str, object], timeout: float) -> object:
-        scanned.append(request)
-        return await direct_batch(request, timeout)
-
-    recorder._direct_batch = spying  # type: ignore[assignment,method-assign]
+    scanned = spy_on_scans(recorder)
     assert [e.originator_version for e in recorder.select_events(a, gt=2)] == [3, 4]
     [read] = scanned
     assert read["batch"] == 2 and int(str(read["seq"])) > 2  # from after version 2's position
@@ -506,14 +505,7 @@ def test_a_lost_race_reads_only_the_heads_not_the_aggregates(
     a, b = uuid4(), uuid4()
     recorder.append([ev(a, 1), ev(b, 1)])
     other.append([ev(a, 2, topic=TOPIC_RENAMED), ev(b, 2, topic=TOPIC_RENAMED)])
-    scanned: list[dict[str, object]] = []
-    direct_batch = recorder._direct_batch
-
-    async def spying(request: dict[str, object], timeout: float) -> object:
-        scanned.append(request)
-        return await direct_batch(request, timeout)
-
-    recorder._direct_batch = spying  # type: ignore[assignment,method-assign]
+    scanned = spy_on_scans(recorder)
     with pytest.raises(ConcurrentAppendError):
         recorder.append([ev(a, 2, topic=TOPIC_RENAMED), ev(b, 2, topic=TOPIC_RENAMED)])
     assert scanned == []
@@ -525,14 +517,7 @@ def test_reading_the_whole_log_sends_no_subject_filter(recorder: JetStreamApplic
     stream; the whole log is read unfiltered (same messages), a kind or aggregate with its filter."""
     a, b = uuid4(), uuid4()
     recorder.append([ev(a, 1), ev(b, 1), ev(a, 2, topic=TOPIC_RENAMED)])
-    scanned: list[dict[str, object]] = []
-    direct_batch = recorder._direct_batch
-
-    async def spying(request: dict[str, object], timeout: float) -> object:
-        scanned.append(request)
-        return await direct_batch(request, timeout)
-
-    recorder._direct_batch = spying  # type: ignore[assignment,method-assign]
+    scanned = spy_on_scans(recorder)
     everything = recorder.read_messages(1, 10)
     assert [int((m.headers or {})["Nats-Sequence"]) for m in everything] == [1, 2, 3]
     assert "next_by_subj" not in scanned[-1]

@@ -16,27 +16,7 @@ from commands.handlers import CreateServer, Handlers
 from commands.usage import usage_aggregate_id
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import JetStreamApplicationRecorder
-from tests.test_quotas import app, assert_usage_consistent, handlers  # noqa: F401  (fixtures)
-
-
-def run_at_once(n: int, work: Any) -> list[Any]:
-    results: list[Any] = [None] * n
-    ready = threading.Barrier(n)
-
-    def client(i: int) -> None:
-        ready.wait()
-        try:
-            results[i] = work(i)
-        except Exception as e:  # the outcome under test
-            results[i] = e
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads)
-    return results
+from tests.test_quotas import app, assert_usage_consistent, at_once, handlers  # noqa: F401  (fixtures)
 
 
 def test_requests_arriving_while_a_group_is_decided_form_the_next_group() -> None:
@@ -103,7 +83,7 @@ def test_concurrent_creates_in_one_process_share_appends_and_keep_their_own_outc
         with acting(ctx):
             return handlers.create_server(CreateServer(f"vm-{i}", "p1", f"user-{i}", "1"))
 
-    results = run_at_once(24, create)
+    results = at_once(24, create)
     created = {i: r for i, r in enumerate(results) if not isinstance(r, Exception)}
     refused = [r for r in results if isinstance(r, Exception)]
     assert len(created) == 10

@@ -49,28 +49,40 @@ def handlers(app: Stratus) -> Handlers:
     return h
 
 
-def race(settings: Settings, clients: int, command: Callable[[Handlers, int], Any]) -> list[Any]:
-    """Run ``command`` from ``clients`` threads at once, each with its own NATS connection and app;
-    the results (or the exceptions raised) in client order."""
-    results: list[Any] = [None] * clients
-    ready = threading.Barrier(clients)
+def at_once(n: int, work: Callable[[int], Any]) -> list[Any]:
+    """Run ``work(i)`` in ``n`` threads started together; the results (or the exceptions raised) in
+    order."""
+    results: list[Any] = [None] * n
+    ready = threading.Barrier(n)
 
     def client(i: int) -> None:
-        with NatsBridge(settings.nats_urls, name=f"quota-client-{i}").start() as b:
-            h = Handlers(Stratus(Factory(bridge=b, settings=settings)))
-            ready.wait()
-            try:
-                results[i] = command(h, i)
-            except Exception as e:  # the outcome under test: recorded and asserted on below
-                results[i] = e
+        ready.wait()
+        try:
+            results[i] = work(i)
+        except Exception as e:  # the outcome under test: recorded and asserted on below
+            results[i] = e
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(120)
     assert not any(t.is_alive() for t in threads)
     return results
+
+
+def race(settings: Settings, clients: int, command: Callable[[Handlers, int], Any]) -> list[Any]:
+    """Run ``command`` from ``clients`` threads at once, each with its own NATS connection and app (as
+    separate processes would); the results (or the exceptions raised) in client order."""
+    connected = threading.Barrier(clients)
+
+    def client(i: int) -> Any:
+        with NatsBridge(settings.nats_urls, name=f"quota-client-{i}").start() as b:
+            h = Handlers(Stratus(Factory(bridge=b, settings=settings)))
+            connected.wait()
+            return command(h, i)
+
+    return at_once(clients, client)
 
 
 def usage_from_instances(handlers: Handlers, project_id: str) -> dict[str, int]:
