@@ -33,9 +33,20 @@ class _Slot(Generic[I, R]):
 
 
 class GroupCommit(Generic[I, R]):
-    def __init__(self, decide: Callable[[list[I]], Sequence[R | BaseException]], *, limit: int = 100) -> None:
+    def __init__(
+        self,
+        decide: Callable[[list[I]], Sequence[R | BaseException]],
+        *,
+        limit: int = 100,
+        weight: Callable[[I], int] = lambda _item: 1,
+        max_weight: int | None = None,
+    ) -> None:
+        """``limit``: items per group at most; ``weight``/``max_weight``: what a group may carry at
+        most (the events of one atomic append, say); an item heavier than that is decided alone."""
         self._decide = decide
         self._limit = limit
+        self._weight = weight
+        self._max_weight = max_weight
         self._lock = threading.Lock()
         self._queues: dict[Hashable, deque[_Slot[I, R]]] = {}  # keys being decided, and who waits
         self.groups = 0  # decisions made (for tests and benches: items / groups = the mean group)
@@ -61,7 +72,14 @@ class GroupCommit(Generic[I, R]):
     def _lead(self, key: Hashable) -> None:
         with self._lock:
             queue = self._queues[key]
-            group = [queue.popleft() for _ in range(min(len(queue), self._limit))]
+            group = [queue.popleft()]
+            carried = self._weight(group[0].item)
+            while queue and len(group) < self._limit:
+                more = self._weight(queue[0].item)
+                if self._max_weight is not None and carried + more > self._max_weight:
+                    break
+                carried += more
+                group.append(queue.popleft())
         try:
             outcomes: Sequence[R | BaseException] = self._decide([s.item for s in group])
             if len(outcomes) != len(group):

@@ -155,6 +155,17 @@ class _Refused(Exception):
         self.index, self.error = index, error
 
 
+# A group of creates is one atomic append, and a NATS atomic batch carries at most 1000 messages
+# (stratus.eventstore.MAX_EVENTS_PER_APPEND; the domain does not import the event store): room is
+# left for a usage epoch's close and the next one's opening.
+MOST_EVENTS_PER_CREATE_GROUP = 990
+
+
+def _create_events(request: tuple[CreateServer, CommandContext]) -> int:
+    """The most events a create appends: per server its charge, its request and its address."""
+    return 3 * request[0].count
+
+
 def _one(outcomes: Sequence[ServersCreated | BaseException]) -> ServersCreated:
     [outcome] = outcomes
     if isinstance(outcome, BaseException):
@@ -177,7 +188,7 @@ class Handlers(HandlerBase):
         self._usage_epochs: dict[str, int] = {}  # project -> the epoch of its usage last seen current
         # concurrent creates per project, decided and appended together
         self._creates: GroupCommit[tuple[CreateServer, CommandContext], ServersCreated] = GroupCommit(
-            self._decide_creates
+            self._decide_creates, weight=_create_events, max_weight=MOST_EVENTS_PER_CREATE_GROUP
         )
 
     def instance(

@@ -12,10 +12,11 @@ import pytest
 
 from commands.errors import QuotaExceeded
 from commands.group_commit import GroupCommit
-from commands.handlers import CreateServer, Handlers
+from commands.handlers import MOST_EVENTS_PER_CREATE_GROUP, CreateServer, Handlers
+from commands.operations import Operations
 from commands.usage import usage_aggregate_id
 from stratus.context import Actor, CommandContext, acting
-from stratus.eventstore import JetStreamApplicationRecorder
+from stratus.eventstore import MAX_EVENTS_PER_APPEND, JetStreamApplicationRecorder
 from tests.test_quotas import app, assert_usage_consistent, at_once, handlers  # noqa: F401  (fixtures)
 
 
@@ -54,6 +55,31 @@ def test_requests_arriving_while_a_group_is_decided_form_the_next_group() -> Non
     assert results == {0: 0, 1: "odd 1", 2: 20, 3: "odd 3", 4: 40, 5: "odd 5", 6: 60}
     assert commit.submit("k", 8) == 80  # an idle key: decided at once, alone
     assert commit.groups == 3
+
+
+def test_a_group_carries_no_more_than_its_weight_allows() -> None:
+    groups: list[list[int]] = []
+    first_started, release = threading.Event(), threading.Event()
+
+    def decide(items: list[int]) -> Sequence[int | BaseException]:
+        groups.append(items)
+        if len(groups) == 1:
+            first_started.set()
+            assert release.wait(10)
+        return items
+
+    commit: GroupCommit[int, int] = GroupCommit(decide, weight=lambda i: i, max_weight=900)
+    leader = threading.Thread(target=commit.submit, args=("k", 1))
+    leader.start()
+    assert first_started.wait(10)
+    waiting = [threading.Thread(target=commit.submit, args=("k", w)) for w in (400, 400, 400, 2000, 100)]
+    for t in waiting:
+        t.start()
+        time.sleep(0.05)  # queued in this order
+    release.set()
+    for t in [leader, *waiting]:
+        t.join(10)
+    assert groups == [[1], [400, 400], [400], [2000], [100]]  # never over 900; a heavy one alone
 
 
 def test_a_failing_decision_fails_its_whole_group_and_the_next_group_still_runs() -> None:
@@ -98,3 +124,20 @@ def test_concurrent_creates_in_one_process_share_appends_and_keep_their_own_outc
         usage_aggregate_id("p1", 0)))  # fmt: skip
     charged_by = sorted(e.requestid for e in charges if e.type.endswith("instancecharged"))
     assert charged_by == sorted(f"req-client-{i}" for i in created)
+
+
+def test_concurrent_large_multi_creates_never_make_an_append_too_large(
+    handlers: Handlers, database_url: str  # noqa: F811
+) -> None:
+    """A NATS atomic batch carries at most 1000 events: creates of 200 servers each (a charge and a
+    request per server: 400 events; 600 with addresses) are not grouped past that, and all succeed
+    (three of them in one group would have been refused whole)."""
+    Operations(handlers.app).set_quota("p1", {"instances": -1, "cores": -1, "ram": -1}, {})
+
+    def create(i: int) -> Any:
+        return handlers.create_server(CreateServer(f"big-{i}", "p1", "u1", "1", count=200))
+
+    results = at_once(4, create)
+    assert all(not isinstance(r, Exception) and len(r.ids) == 200 for r in results), results
+    assert assert_usage_consistent(handlers, database_url, "p1")["instances"] == 800
+    assert MOST_EVENTS_PER_CREATE_GROUP + 2 <= MAX_EVENTS_PER_APPEND  # and an epoch's close + open
