@@ -110,6 +110,10 @@ class Watcher:
         self._settings = settings
         self._cond = threading.Condition()
         self.finished: dict[str, tuple[float, str]] = {}
+        # multi-creates: each server's reservation, and per reservation its servers ACTIVE (or the
+        # first fault) and when the last one was seen
+        self._reservation_of: dict[str, str] = {}
+        self.reservations: dict[str, tuple[int, float, str]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -137,11 +141,22 @@ class Watcher:
                         if not (msg.headers or {}).get("Nats-Subject", "").startswith(instances):
                             last = int((msg.headers or {})["Nats-Sequence"])
                             continue
-                        _, envelope = decode_message(msg)
+                        notification, envelope = decode_message(msg)
                         last = envelope.position
                         kind = envelope.type.rsplit(".", 1)[-1]
-                        if kind in ("spawned", "faulted"):
-                            self.finished.setdefault(str(envelope.originator_id), (now, kind))
+                        server = str(envelope.originator_id)
+                        if kind == "requested":
+                            reservation = orjson.loads(notification.state).get("reservation_id")
+                            if reservation:
+                                self._reservation_of[server] = reservation
+                        if kind in ("spawned", "faulted") and server not in self.finished:
+                            self.finished[server] = (now, kind)
+                            reservation = self._reservation_of.get(server)
+                            if reservation is not None:
+                                done, _, outcome = self.reservations.get(reservation, (0, now, "spawned"))
+                                self.reservations[reservation] = (
+                                    done + 1, now, outcome if kind == "spawned" else kind
+                                )
                     self._cond.notify_all()
                 position = last if len(msgs) == 1000 else head
 
@@ -149,6 +164,15 @@ class Watcher:
         with self._cond:
             self._cond.wait_for(lambda: server_id in self.finished, timeout)
             return self.finished.get(server_id)
+
+    def wait_reservation(
+        self, reservation: str, count: int, timeout: float = 300
+    ) -> tuple[float, str] | None:
+        """When the ``count`` servers of a multi-create were all ACTIVE (or failed), and how."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.reservations.get(reservation, (0,))[0] >= count, timeout)
+            found = self.reservations.get(reservation)
+            return (found[1], found[2]) if found is not None and found[0] >= count else None
 
     def close(self) -> None:
         self._stop.set()
