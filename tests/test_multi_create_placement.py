@@ -10,6 +10,7 @@ from commands.app import Stratus
 from commands.errors import NoValidHost
 from commands.handlers import CreateFlavor, CreateServer, DeleteServer, FinishDeletion, Handlers, RegisterHost
 from commands.states import VmState
+from stratus.context import CommandContext
 from tests.test_scheduler import Worker, app, eventually, settled, start_scheduler  # noqa: F401 (fixtures)
 
 
@@ -46,3 +47,26 @@ def test_a_multi_create_is_placed_in_one_append_or_not_at_all(
         in (fault["details"])
     )
     assert all(h.host(n).claims == {} for n in ("c1", "c2", "c3"))
+
+
+def test_multi_creates_appended_in_one_group_are_each_placed_together(
+    app: Stratus,  # noqa: F811
+    start_scheduler: Callable[..., Worker],  # noqa: F811
+) -> None:
+    """Creates of one project decided together share one append (group commit): the servers of each
+    multi-create still follow one another on the log, so each is placed together, all or none: the
+    trio fits the three free hosts, the quartet appended with it does not and fails whole."""
+    h = Handlers(app)
+    h.create_flavor(CreateFlavor("big", "m1.big", vcpus=1, ram=3072, disk=1))
+    for name in ("c1", "c2", "c3"):
+        h.register_host(RegisterHost(name, vcpus=8, memory_mb=4096, disk_gb=50))  # room for one m1.big each
+    requests = [
+        (CreateServer(name, "p1", "u1", "big", count=count, reservation_id=f"r-{name}"), CommandContext())
+        for name, count in (("quartet", 4), ("trio", 3))
+    ]
+    quartet, trio = (r.ids for r in h._decide_creates(requests))  # type: ignore[union-attr]  # one group
+    start_scheduler()
+    placed = [eventually(partial(settled, h, s)) for s in trio]
+    failed = [eventually(partial(settled, h, s)) for s in quartet]
+    assert sorted(i.host or "" for i in placed) == ["c1", "c2", "c3"]
+    assert all(i.vm_state == VmState.ERROR and i.host is None for i in failed)

@@ -103,7 +103,7 @@ def run(
         feed.catch_up,
         retry=retry,
         multipliers=Multipliers.from_env(),
-        siblings=siblings_reader(app, requested),
+        siblings=siblings_reader(app),
         shard=shard,
     )
     consumer = DurableConsumer(
@@ -167,25 +167,37 @@ def requested_alone(app: Stratus, d: Delivery) -> Instance | None:
     return inst
 
 
-def siblings_reader(app: Stratus, requested: str, window: int = 64) -> Callable[[str, int], list[str]]:
-    """Reads the servers requested together with the one at ``position``: the following ``Requested``
-    events of the same request and reservation (a multi-create appends them in one batch)."""
+def siblings_reader(app: Stratus, window: int = 100, chunk: int = 16) -> Callable[[str, int], list[str]]:
+    """Reads the servers requested together with the one at ``position``: the ``Requested`` events
+    that follow it in the same request and reservation (a create appends its servers' requests one
+    after another in one atomic append, ``window`` at most: the API's max_count). The log is read
+    unfiltered, ``chunk`` events at a time: a filtered read would make nats-server match every
+    instance's subjects to count what remains."""
 
     def siblings(reservation_id: str, position: int) -> list[str]:
         found: list[str] = []
         request_id = None
-        for msg in app.recorder.read_messages(position, window, subject_filter=requested):  # type: ignore[attr-defined]
-            notification, envelope = decode_message(msg)
-            payload = orjson.loads(notification.state)
-            if payload.get("reservation_id") != reservation_id:
-                break
-            if request_id is not None and envelope.requestid != request_id:
-                break
-            request_id = envelope.requestid
-            found.append(str(envelope.originator_id))
+        while len(found) < window:
+            msgs = app.recorder.read_messages(position + len(found), chunk)  # type: ignore[attr-defined]
+            for msg in msgs:
+                notification, envelope = decode_message(msg)
+                if envelope.topic != _REQUESTED or len(found) == window:
+                    return found
+                payload = orjson.loads(notification.state)
+                if payload.get("reservation_id") != reservation_id:
+                    return found
+                if request_id is not None and envelope.requestid != request_id:
+                    return found
+                request_id = envelope.requestid
+                found.append(str(envelope.originator_id))
+            if len(msgs) < chunk:
+                return found
         return found
 
     return siblings
+
+
+_REQUESTED = get_topic(Instance.Requested)
 
 
 def main(settings: Settings) -> int:
