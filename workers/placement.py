@@ -334,17 +334,15 @@ class Placement:
             if not filtered.hosts:
                 details = _why_none(request, filtered)
                 break
+            # weighed once for the request (as Nova normalizes), each pick taking its room from the next
             free = {h.hostname: filtered.free[h.hostname] for h in filtered.hosts}
+            ranking = Ranking(free, self._multipliers)
             picks: list[PlaceInstance] = []
             for server_id in waiting:
-                choice = next((h for h in weigh(free, self._multipliers) if _room(free[h], need)), None)
+                choice = ranking.take(need)
                 if choice is None:
                     break
                 picks.append(PlaceInstance(server_id, choice))
-                room = free[choice]
-                free[choice] = Resources(
-                    room.vcpus - need.vcpus, room.memory_mb - need.memory_mb, room.disk_gb - need.disk_gb
-                )
             if len(picks) < len(waiting):
                 details = (
                     f"Requested {len(waiting)} servers of vcpus={need.vcpus}, memory_mb={need.memory_mb}, "
@@ -381,10 +379,6 @@ class Placement:
         except NotFound:
             return DONE  # deleted meanwhile: nothing to report on
         return DONE
-
-
-def _room(free: Resources, need: Resources) -> bool:
-    return need.vcpus <= free.vcpus and need.memory_mb <= free.memory_mb and need.disk_gb <= free.disk_gb
 
 
 def _why_none(request: Request, filtered: Filtered) -> str:
