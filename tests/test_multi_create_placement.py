@@ -3,8 +3,12 @@ their claims, or, when they do not all fit, none of them placed (Nova's NoValidH
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from functools import partial
+from typing import Any
+
+import pytest
 
 from commands.app import Stratus
 from commands.errors import NoValidHost
@@ -70,3 +74,30 @@ def test_multi_creates_appended_in_one_group_are_each_placed_together(
     failed = [eventually(partial(settled, h, s)) for s in quartet]
     assert sorted(i.host or "" for i in placed) == ["c1", "c2", "c3"]
     assert all(i.vm_state == VmState.ERROR and i.host is None for i in failed)
+
+
+def test_the_other_servers_of_a_settled_multi_create_are_not_read_again(
+    app: Stratus,  # noqa: F811
+    start_scheduler: Callable[..., Worker],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first server's delivery places the whole multi-create; the deliveries of the other
+    servers, taken in the same pass, are settled without reading their servers again."""
+    h = Handlers(app)
+    h.create_flavor(CreateFlavor("small", "m1.small", vcpus=1, ram=512, disk=1))
+    h.register_host(RegisterHost("c1", vcpus=16, memory_mb=16384, disk_gb=100))
+    five = h.create_server(CreateServer("five", "p1", "u1", "small", count=5, reservation_id="r-five")).ids
+    reads: list[str] = []
+    instance = Handlers.instance
+
+    def counting(self: Handlers, server_id: str, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread() and server_id in five:
+            reads.append(server_id)
+        return instance(self, server_id, *args, **kwargs)
+
+    monkeypatch.setattr(Handlers, "instance", counting)
+    start_scheduler()  # all five requests wait: one pass takes them together
+    placed = [eventually(partial(settled, h, s)) for s in five]
+    assert all(i.host == "c1" for i in placed)
+    # each: once to check that it still waits, once in the decision that places it; the first once more
+    assert len(reads) <= 2 * len(five) + 1, reads

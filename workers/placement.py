@@ -104,6 +104,9 @@ class Placement:
         self._rounds = rounds
         # (reservation id, log position of a request) -> the servers requested with it, from there on
         self._siblings = siblings
+        # servers whose multi-create this process settled (placed or failed, all together): their own
+        # deliveries need no work (the scheduler clears it per batch)
+        self.settled: set[str] = set()
         self._standing: dict[tuple[object, ...], _Standing] = {}
         self._shard = shard
 
@@ -324,6 +327,11 @@ class Placement:
     def _place_together(self, server_ids: list[str], request: Request) -> Outcome:
         """A multi-create: choose a host for every server at once (each choice taking its room from the
         next), then claim them all in one atomic append; if they do not all fit, all fail (Nova)."""
+        outcome = self._settle_together(server_ids, request)
+        self.settled.update(server_ids)
+        return outcome
+
+    def _settle_together(self, server_ids: list[str], request: Request) -> Outcome:
         need, details = request.need, ""
         for _ in range(self._rounds):
             waiting = self._scheduling(server_ids)

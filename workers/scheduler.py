@@ -127,10 +127,14 @@ def run(
             if inst is not None:
                 alone[inst.server_id] = (inst, d.context(SCHEDULER))
         left = {inst.server_id for inst, _ in placement.place_batch(list(alone.values()))} if alone else set()
+        placement.settled.clear()
         outcomes: list[Outcome] = []
         for d in deliveries:
             if d.originator_id in alone and d.originator_id not in left:
                 outcomes.append(DONE)
+                continue
+            if d.event_type == "requested" and d.originator_id in placement.settled:
+                outcomes.append(DONE)  # placed (or failed) with the first server of its multi-create
                 continue
             try:
                 with acting(d.context(SCHEDULER)):
