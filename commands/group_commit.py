@@ -86,9 +86,9 @@ class GroupCommit(Generic[I, R]):
                 raise RuntimeError(f"{len(outcomes)} outcomes for a group of {len(group)}")
         except BaseException as e:
             outcomes = [e] * len(group)
-        self.groups += 1
         nxt = None
         with self._lock:
+            self.groups += 1
             for s, outcome in zip(group, outcomes, strict=True):
                 s.outcome, s.done, s.lead = outcome, True, False
             if queue:
