@@ -63,7 +63,7 @@ class KeyPairCollection(_KeyPairs):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         actor: Actor = req.context.actor
         body = read_json(req, self._create_validator, self._max_body)["keypair"]
-        command = CreateKeyPair(actor.user_id, body["name"], body.get("public_key"))
+        command = CreateKeyPair(actor.user_id, body["name"], body.get("public_key"), actor.project_id)
         with acting(req.context.command):
             result = self._catalog.create_keypair(command)
         keypair = self._catalog.keypair(actor.user_id, body["name"])

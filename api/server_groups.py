@@ -63,10 +63,8 @@ class ServerGroups(_Groups):
         actor: Actor = req.context.actor
         spec = read_json(req, self._validators["server_groups.create"], self._max_body)["server_group"]
         command = CreateServerGroup(spec["name"], actor.project_id, actor.user_id, spec["policies"][0])
-        with self._read.connection(req) as conn:
-            used = admin_queries.project_usage(conn, actor.project_id)
         with acting(req.context.command):
-            result = self._ops.create_server_group(command, used)
+            result = self._ops.create_server_group(command)
         resp.set_header(POSITION_HEADER, str(result.position))
         resp.media = {
             "server_group": {

@@ -19,6 +19,7 @@ from eventsourcing.persistence import IntegrityError
 
 from commands.app import Stratus
 from commands.errors import Conflict, DomainError, NotFound
+from commands.ledger import Ledger, ledger_id
 
 A = TypeVar("A", bound=Aggregate)
 T = TypeVar("T")
@@ -76,6 +77,10 @@ class HandlerBase:
         except AggregateNotFoundError:
             return None
         return agg if isinstance(agg, cls) else None
+
+    def ledger(self, resource: str, owner: str) -> Ledger:
+        """What ``resource`` counts for ``owner`` (``commands.ledger``), as the log has it."""
+        return self._find(Ledger, ledger_id(resource, owner)) or Ledger(resource, owner)
 
     def _get(self, cls: type[A], aggregate_id: UUID, what: str, *, appended: bool = False) -> A:
         agg = self._find(cls, aggregate_id, appended=appended)

@@ -9,18 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
-from commands.errors import AlreadyExists, NotFound
+from commands.errors import AlreadyExists, Conflict, NotFound
 from commands.handlers import Handlers, Result
 from commands.image import Image
 from commands.keypair import KeyPair, keypair_aggregate_id
+from commands.ledger import KEY_PAIRS
+from commands.quota import DEFAULT_LIMITS
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,8 @@ class CreateKeyPair:
     user_id: str
     name: str
     public_key: str | None = None  # None: generate a key pair and return its private key once
+    # whose quota's ``key_pairs`` limits the user's key pairs (None: the default limit)
+    project_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,10 @@ def generate_ssh_key() -> tuple[str, str]:
     ).decode()
     public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
     return private, public.decode() + " Generated-by-Stratus"
+
+
+A = TypeVar("A", bound=Aggregate)
+_ATTEMPTS = 5  # decisions before a create or delete that keeps losing races reports a conflict
 
 
 class CatalogHandlers:
@@ -145,22 +154,41 @@ class CatalogHandlers:
         public_key = cmd.public_key
         if public_key is None:
             private_key, public_key = self._generate_key()
-        try:
-            existing: KeyPair | None = self.app.repository.get(keypair_aggregate_id(cmd.user_id, cmd.name))
-        except AggregateNotFoundError:
-            existing = None
-        if existing is None:
-            keypair = KeyPair.create(cmd.user_id, cmd.name, public_key)
-        else:
-            keypair = existing
-            keypair.recreate(public_key)
-        try:
-            position = self._save(keypair)
-        except IntegrityError:
-            raise AlreadyExists(f"Key pair '{cmd.name}' already exists.") from None
-        return KeyPairCreated(str(keypair.id), position, private_key)
+        limits = self._handlers.limits(cmd.project_id) if cmd.project_id else DEFAULT_LIMITS
+        for _ in range(_ATTEMPTS):
+            existing = self._find(KeyPair, keypair_aggregate_id(cmd.user_id, cmd.name))
+            if existing is None:
+                keypair = KeyPair.create(cmd.user_id, cmd.name, public_key)
+            else:
+                keypair = existing
+                keypair.recreate(public_key)
+            ledger = self._handlers.ledger(KEY_PAIRS, cmd.user_id)
+            ledger.admit(cmd.name, limits)  # the user's key pairs, counted where they are appended
+            try:
+                position = self._save(keypair, ledger)
+            except IntegrityError:
+                again = self._find(KeyPair, keypair.id)
+                if again is not None and not again.deleted:
+                    raise AlreadyExists(f"Key pair '{cmd.name}' already exists.") from None
+                continue  # another of the user's key pairs was added or removed meanwhile: count again
+            return KeyPairCreated(str(keypair.id), position, private_key)
+        raise Conflict("Another request changed the user's key pairs at the same time; retry.")
 
     def delete_keypair(self, cmd: DeleteKeyPair) -> Result:
-        keypair = self._handlers.keypair(cmd.user_id, cmd.name)
-        keypair.delete()
-        return Result(cmd.name, self._save(keypair))
+        for _ in range(_ATTEMPTS):
+            keypair = self._handlers.keypair(cmd.user_id, cmd.name)
+            keypair.delete()
+            ledger = self._handlers.ledger(KEY_PAIRS, cmd.user_id)
+            ledger.release(cmd.name)
+            try:
+                return Result(cmd.name, self._save(keypair, ledger))
+            except IntegrityError:
+                continue
+        raise Conflict("Another request changed the user's key pairs at the same time; retry.")
+
+    def _find(self, cls: type[A], aggregate_id: UUID) -> A | None:
+        try:
+            agg: Aggregate = self.app.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
+        return agg if isinstance(agg, cls) else None

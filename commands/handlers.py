@@ -23,7 +23,7 @@ from commands.flavor import Flavor, flavor_aggregate_id
 from commands.group_commit import GroupCommit
 from commands.host import Host, Resources, host_aggregate_id
 from commands.image import ACTIVE, Image
-from commands.instance import Instance
+from commands.instance import Instance, check_metadata_items
 from commands.keypair import KeyPair, keypair_aggregate_id
 from commands.network import FixedNetwork, Network
 from commands.quota import DEFAULT_LIMITS, ProjectQuota, quota_aggregate_id
@@ -307,6 +307,7 @@ class Handlers(HandlerBase):
         contexts: dict[tuple[str, int], CommandContext] = {}
         for index, c in creates.items():
             try:
+                check_metadata_items(len(c.cmd.metadata), limits["metadata_items"])
                 books[-1].charge([str(i) for i in c.ids], c.flavor.vcpus, c.flavor.ram, limits)
                 network = self._network_for(c.cmd.networks, network)
                 new = self._requested(c, network) + self._joined_group(c.cmd, c.ids)

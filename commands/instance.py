@@ -13,6 +13,7 @@ from eventsourcing.domain import Aggregate, event
 
 from commands.actions import ACTIONS, LOCKED_BY_ADMIN, LOCKED_BY_OWNER
 from commands.errors import Forbidden, InstanceLocked, InvalidInput, InvalidState, NotFound, QuotaExceeded
+from commands.quota import DEFAULT_LIMITS
 from commands.states import PowerState, TaskState, VmState
 
 # What a version 1 ``Requested`` event lacks, as version 2 records it.
@@ -29,7 +30,10 @@ _V2_DEFAULTS: dict[str, Any] = {
 MAX_TAGS = 50
 # Where a placed server's guest may be spawned: a new server, or a shelved one the scheduler placed.
 _SPAWNABLE = (VmState.BUILDING, VmState.SHELVED_OFFLOADED)
-MAX_METADATA_ITEMS = 128  # Nova's default metadata_items quota
+def check_metadata_items(total: int, limit: int) -> None:
+    """A server may hold ``limit`` metadata items (-1: any number)."""
+    if 0 <= limit < total:
+        raise QuotaExceeded(f"Quota exceeded for metadata_items: Requested {total}, but the limit is {limit}")
 # Nova's migration types: a resize changes the flavor, a (cold) migration only the host.
 RESIZE = "resize"
 MIGRATION = "migration"
@@ -249,16 +253,15 @@ class Instance(Aggregate):
         self.name = name
         self.description = description
 
-    def update_metadata(self, items: dict[str, str], *, replace: bool = False) -> None:
-        """Set ``items``; with ``replace`` also remove every key not in ``items``."""
+    def update_metadata(
+        self, items: dict[str, str], *, replace: bool = False, limit: int = DEFAULT_LIMITS["metadata_items"]
+    ) -> None:
+        """Set ``items``; with ``replace`` also remove every key not in ``items``; at most ``limit``
+        items in all (the project's ``metadata_items`` quota; -1: no limit)."""
         self._ensure_exists()
         removed = sorted(k for k in self.metadata if k not in items) if replace else []
         changed = {k: v for k, v in items.items() if self.metadata.get(k) != v}
-        total = len({k: v for k, v in {**self.metadata, **items}.items() if k not in removed})
-        if total > MAX_METADATA_ITEMS:
-            raise QuotaExceeded(
-                f"Quota exceeded for metadata_items: Requested {total}, but the limit is {MAX_METADATA_ITEMS}"
-            )
+        check_metadata_items(len({k for k in {**self.metadata, **items} if k not in removed}), limit)
         if changed or removed:
             self._metadata_updated(changed, removed)
 

@@ -22,6 +22,7 @@ from commands.flavor import Flavor, flavor_aggregate_id
 from commands.handlers import CreateFlavor
 from commands.host import Host, host_aggregate_id
 from commands.host_aggregate import AZ_KEY, HostAggregate
+from commands.ledger import SERVER_GROUPS
 from commands.quota import ProjectQuota, quota_aggregate_id
 from commands.registry import AGGREGATE_NAMES, FLAVOR_NAMES, Registry, registry_id
 from commands.server_group import ServerGroup
@@ -259,18 +260,25 @@ class Operations(HandlerBase):
         group.ensure_visible(project_id)
         return group
 
-    def create_server_group(self, cmd: CreateServerGroup, used: Mapping[str, int] | None = None) -> Result:
-        """``used``: the project's usage, for the ``server_groups`` quota check (None: no check)."""
-        group = ServerGroup.create(cmd.name, cmd.project_id, cmd.user_id, cmd.policy)
-        if used is not None:
-            self.quota(cmd.project_id).check(used, {"server_groups": 1})
-        return Result(str(group.id), self._save(group))
+    def create_server_group(self, cmd: CreateServerGroup) -> Result:
+        """A server group, counted in the project's ``server_groups`` ledger within its quota."""
+
+        def decide() -> Result:
+            # made anew each time: a save that lost the race took the pending events of the last one
+            group = ServerGroup.create(cmd.name, cmd.project_id, cmd.user_id, cmd.policy)
+            ledger = self.ledger(SERVER_GROUPS, cmd.project_id)
+            ledger.admit(str(group.id), self.quota(cmd.project_id).limits)
+            return Result(str(group.id), self._save(group, ledger))
+
+        return self._retrying(decide)
 
     def delete_server_group(self, group_id: str, project_id: str | None) -> Result:
         def decide() -> Result:
             group = self.server_group(group_id, project_id)
             group.delete()
-            return Result(group_id, self._save(group))
+            ledger = self.ledger(SERVER_GROUPS, group.project_id)
+            ledger.release(group_id)
+            return Result(group_id, self._save(group, ledger))
 
         return self._retrying(decide)
 

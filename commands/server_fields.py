@@ -85,7 +85,11 @@ class ServerFieldHandlers:
 
     def set_metadata(self, cmd: SetServerMetadata) -> Result:
         return self._change(
-            cmd.server_id, cmd.project_id, lambda i: i.update_metadata(cmd.items, replace=cmd.replace)
+            cmd.server_id,
+            cmd.project_id,
+            lambda i: i.update_metadata(
+                cmd.items, replace=cmd.replace, limit=self._handlers.limits(i.project_id)["metadata_items"]
+            ),
         )
 
     def delete_metadata_item(self, cmd: DeleteServerMetadataItem) -> Result:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from commands.app import Stratus
+from commands.catalog import CatalogHandlers, CreateKeyPair, DeleteKeyPair, generate_ssh_key
 from commands.errors import QuotaExceeded
 from commands.handlers import (
     CreateFlavor,
@@ -25,8 +26,9 @@ from commands.handlers import (
     RegisterHost,
 )
 from commands.instance import Instance
-from commands.operations import Operations
+from commands.operations import CreateServerGroup, Operations
 from commands.quota import DEFAULT_LIMITS
+from commands.server_fields import ServerFieldHandlers, SetServerMetadata
 from commands.states import VmState
 from commands.usage import EPOCH_EVENTS, ProjectUsage, usage_aggregate_id
 from projections.usage_queries import project_usage
@@ -247,3 +249,63 @@ def test_a_copy_of_the_usage_shares_nothing_it_changes() -> None:
     assert [type(e).__name__ for e in copied.collect_events()] == ["InstanceCharged", "InstanceReleased"]
     usage.charge(["d"], 1, 512, DEFAULT_LIMITS)
     assert "d" not in copied.holdings and copied.version == usage.version + 1
+
+
+def test_concurrent_key_pairs_never_exceed_the_users_quota(handlers: Handlers, settings: Settings) -> None:
+    """A user's key pairs are counted in a ledger appended with each key pair: 8 clients racing for a
+    limit of 3 get exactly 3; a deleted one frees its place."""
+    Operations(handlers.app).set_quota("p1", {"key_pairs": 3}, {})
+    results = race(
+        settings,
+        8,
+        lambda h, i: CatalogHandlers(h, generate_key=_fake_key).create_keypair(
+            CreateKeyPair("u1", f"k{i}", None, "p1")
+        ),
+    )
+    created = [i for i, r in enumerate(results) if not isinstance(r, Exception)]
+    refused = [r for r in results if isinstance(r, Exception)]
+    assert len(created) == 3, results
+    assert all(isinstance(r, QuotaExceeded) and "Quota exceeded for key_pairs" in r.message for r in refused)
+    catalog = CatalogHandlers(handlers, generate_key=_fake_key)
+    with pytest.raises(QuotaExceeded):
+        catalog.create_keypair(CreateKeyPair("u1", "one-more", None, "p1"))
+    catalog.delete_keypair(DeleteKeyPair("u1", f"k{created[0]}"))
+    catalog.create_keypair(CreateKeyPair("u1", "one-more", None, "p1"))
+    catalog.create_keypair(CreateKeyPair("u2", "another-user", None, "p1"))  # the count is per user
+
+
+def test_concurrent_server_groups_never_exceed_the_projects_quota(
+    handlers: Handlers, settings: Settings
+) -> None:
+    """A project's server groups are counted in a ledger appended with each group: 6 clients racing
+    for a limit of 2 get exactly 2, and every one reported created exists."""
+    Operations(handlers.app).set_quota("p1", {"server_groups": 2}, {})
+    results = race(
+        settings,
+        6,
+        lambda h, i: Operations(h.app).create_server_group(CreateServerGroup(f"g{i}", "p1", "u", "affinity")),
+    )
+    created = [r for r in results if not isinstance(r, Exception)]
+    assert len(created) == 2, results
+    assert all(isinstance(r, QuotaExceeded) for r in results if isinstance(r, Exception))
+    ops = Operations(handlers.app)
+    assert all(ops.server_group(r.id, "p1").name.startswith("g") for r in created)
+    ops.delete_server_group(created[0].id, "p1")
+    ops.create_server_group(CreateServerGroup("again", "p1", "u1", "affinity"))
+
+
+def test_metadata_items_follow_the_projects_quota(handlers: Handlers) -> None:
+    Operations(handlers.app).set_quota("p1", {"metadata_items": 2}, {})
+    with pytest.raises(QuotaExceeded, match="metadata_items: Requested 3, but the limit is 2"):
+        handlers.create_server(CreateServer("vm", "p1", "u1", "1", metadata={"a": "1", "b": "2", "c": "3"}))
+    server = handlers.create_server(CreateServer("vm", "p1", "u1", "1", metadata={"a": "1"})).id
+    fields = ServerFieldHandlers(handlers)
+    fields.set_metadata(SetServerMetadata(server, "p1", {"b": "2"}))
+    with pytest.raises(QuotaExceeded, match="Requested 3, but the limit is 2"):
+        fields.set_metadata(SetServerMetadata(server, "p1", {"c": "3"}))
+    Operations(handlers.app).set_quota("p1", {"metadata_items": 3}, {})
+    fields.set_metadata(SetServerMetadata(server, "p1", {"c": "3"}))
+
+
+def _fake_key() -> tuple[str, str]:
+    return generate_ssh_key()
