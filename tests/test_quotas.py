@@ -249,6 +249,16 @@ def test_a_copy_of_the_usage_shares_nothing_it_changes() -> None:
     assert [type(e).__name__ for e in copied.collect_events()] == ["InstanceCharged", "InstanceReleased"]
     usage.charge(["d"], 1, 512, DEFAULT_LIMITS)
     assert "d" not in copied.holdings and copied.version == usage.version + 1
+    # once a copy owns its holdings, further changes go in place (a charge of k servers is not k copies)
+    owned = copied.holdings
+    copied.charge(["e", "f"], 1, 512, DEFAULT_LIMITS)
+    copied.release_resources("b")
+    assert copied.holdings is owned and "e" not in usage.holdings
+    assert copied.used() == {
+        "instances": len(owned),
+        "cores": sum(h["cores"] for h in owned.values()),
+        "ram": sum(h["ram"] for h in owned.values()),
+    } == {"instances": 4, "cores": 4, "ram": 2048}
 
 
 def test_concurrent_key_pairs_never_exceed_the_users_quota(handlers: Handlers, settings: Settings) -> None:
