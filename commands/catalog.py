@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 from uuid import UUID, uuid4
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from eventsourcing.application import AggregateNotFoundError
-from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
-from commands.errors import AlreadyExists, Conflict, NotFound
+from commands.base import HandlerBase
+from commands.errors import AlreadyExists, NotFound
 from commands.handlers import Handlers, Result
 from commands.image import Image
 from commands.keypair import KeyPair, keypair_aggregate_id
@@ -89,11 +88,7 @@ def generate_ssh_key() -> tuple[str, str]:
     return private, public.decode() + " Generated-by-Stratus"
 
 
-A = TypeVar("A", bound=Aggregate)
-_ATTEMPTS = 5  # decisions before a create or delete that keeps losing races reports a conflict
-
-
-class CatalogHandlers:
+class CatalogHandlers(HandlerBase):
     def __init__(
         self,
         handlers: Handlers,
@@ -101,16 +96,10 @@ class CatalogHandlers:
         new_id: Callable[[], UUID] = uuid4,
         generate_key: Callable[[], tuple[str, str]] = generate_ssh_key,
     ) -> None:
+        super().__init__(handlers.app)
         self._handlers = handlers
-        self.app = handlers.app
         self._new_id = new_id
         self._generate_key = generate_key
-
-    def _save(self, *aggregates: Any) -> int:
-        recordings = self.app.save(*aggregates)
-        if recordings:
-            return recordings[-1].notification.id
-        return self.app.recorder.max_notification_id() or 0
 
     # -- images ---------------------------------------------------------------------------------
     def image(self, image_id: str, project_id: str | None) -> Image:
@@ -155,40 +144,33 @@ class CatalogHandlers:
         if public_key is None:
             private_key, public_key = self._generate_key()
         limits = self._handlers.limits(cmd.project_id) if cmd.project_id else DEFAULT_LIMITS
-        for _ in range(_ATTEMPTS):
-            existing = self._find(KeyPair, keypair_aggregate_id(cmd.user_id, cmd.name))
-            if existing is None:
+        keypair_id = keypair_aggregate_id(cmd.user_id, cmd.name)
+
+        def decide() -> KeyPairCreated:
+            keypair = self._find(KeyPair, keypair_id)
+            if keypair is None:
                 keypair = KeyPair.create(cmd.user_id, cmd.name, public_key)
             else:
-                keypair = existing
                 keypair.recreate(public_key)
-            ledger = self._handlers.ledger(KEY_PAIRS, cmd.user_id)
+            ledger = self.ledger(KEY_PAIRS, cmd.user_id)
             ledger.admit(cmd.name, limits)  # the user's key pairs, counted where they are appended
             try:
                 position = self._save(keypair, ledger)
             except IntegrityError:
-                again = self._find(KeyPair, keypair.id)
+                again = self._find(KeyPair, keypair_id)
                 if again is not None and not again.deleted:
                     raise AlreadyExists(f"Key pair '{cmd.name}' already exists.") from None
-                continue  # another of the user's key pairs was added or removed meanwhile: count again
+                raise  # another of the user's key pairs was added or removed meanwhile: count again
             return KeyPairCreated(str(keypair.id), position, private_key)
-        raise Conflict("Another request changed the user's key pairs at the same time; retry.")
+
+        return self._retrying(decide)
 
     def delete_keypair(self, cmd: DeleteKeyPair) -> Result:
-        for _ in range(_ATTEMPTS):
-            keypair = self._handlers.keypair(cmd.user_id, cmd.name)
+        def decide() -> Result:
+            keypair = self.keypair(cmd.user_id, cmd.name)
             keypair.delete()
-            ledger = self._handlers.ledger(KEY_PAIRS, cmd.user_id)
+            ledger = self.ledger(KEY_PAIRS, cmd.user_id)
             ledger.release(cmd.name)
-            try:
-                return Result(cmd.name, self._save(keypair, ledger))
-            except IntegrityError:
-                continue
-        raise Conflict("Another request changed the user's key pairs at the same time; retry.")
+            return Result(cmd.name, self._save(keypair, ledger))
 
-    def _find(self, cls: type[A], aggregate_id: UUID) -> A | None:
-        try:
-            agg: Aggregate = self.app.repository.get(aggregate_id)
-        except AggregateNotFoundError:
-            return None
-        return agg if isinstance(agg, cls) else None
+        return self._retrying(decide)

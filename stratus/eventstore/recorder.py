@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
@@ -686,10 +686,8 @@ class JetStreamAggregateRecorder(AggregateRecorder):
     async def last_message(self, subject_filter: str, timeout: float) -> Msg | None:
         """The newest stored message on ``subject_filter`` (None: none yet): one direct get, awaited
         on the bridge's loop (a follower finding how far it has to read)."""
-        return await self._direct_one({"last_by_subj": subject_filter}, timeout)
-
-    async def _direct_one(self, request: Mapping[str, Any], timeout: float) -> Msg | None:
-        msg = await self.bridge.nc.request(self._direct_subject, orjson.dumps(request), timeout=timeout)
+        request = orjson.dumps({"last_by_subj": subject_filter})
+        msg = await self.bridge.nc.request(self._direct_subject, request, timeout=timeout)
         status = (msg.headers or {}).get("Status")
         if status == "404":
             return None
