@@ -18,6 +18,7 @@ import re
 import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import nats
 import nats.errors
@@ -58,6 +59,15 @@ class Client(_NatsClient):
 
 
 log = logging.getLogger(__name__)
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password (``tls://stratus:***@nats-1:4222``): URLs may carry NATS credentials."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 T = TypeVar("T")
 
@@ -253,7 +263,7 @@ class NatsBridge:
                     reconnected_cb=self._on_reconnected,
                 )
             except (TimeoutError, nats.errors.NoServersError, OSError, nats.errors.Error) as e:
-                log.info("NATS not reachable at %s (%s); retrying", self.urls, e)
+                log.info("NATS not reachable at %s (%s); retrying", ", ".join(map(redacted, self.urls)), e)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
                 continue
@@ -282,4 +292,5 @@ class NatsBridge:
         log.info("NATS disconnected; reconnecting")
 
     async def _on_reconnected(self) -> None:
-        log.info("NATS reconnected to %s", self._nc.connected_url if self._nc else "?")
+        url = self._nc.connected_url if self._nc else None
+        log.info("NATS reconnected to %s", redacted(url.geturl()) if url else "?")
