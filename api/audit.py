@@ -24,6 +24,7 @@ from commands import resources
 from commands.errors import InvalidInput
 from commands.handlers import Handlers
 from projections import asof
+from stratus import positions
 from stratus.audit import history
 from stratus.context import Actor
 
@@ -49,13 +50,19 @@ def _limit_marker(req: falcon.Request) -> tuple[int, int | None]:
     limit = DEFAULT_LIMIT
     raw = req.get_param("limit")
     if raw is not None:
-        if not raw.strip().isdigit() or int(raw) < 1:
+        try:
+            limit = min(positions.parse_natural(raw), history.MAX_PAGE)
+        except ValueError:
+            limit = 0
+        if limit < 1:
             raise BadRequest("limit param must be a positive integer")
-        limit = min(int(raw), history.MAX_PAGE)
-    marker = req.get_param("marker")
-    if marker is not None and not marker.strip().isdigit():
-        raise BadRequest("marker param must be a log position (an integer)")
-    return limit, int(marker) if marker is not None else None
+    raw_marker = req.get_param("marker")
+    if raw_marker is None:
+        return limit, None
+    try:
+        return limit, positions.parse_natural(raw_marker)
+    except ValueError:
+        raise BadRequest("marker param must be a log position (an integer)") from None
 
 
 class _Audit:

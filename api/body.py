@@ -6,6 +6,7 @@ ignored. Each error names the field by its path (``server.flavorRef``), as Nova'
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import falcon
@@ -18,7 +19,47 @@ from stratus import serialization
 
 MAX_BODY_BYTES = 1024 * 1024
 _VALUE_ECHO = 80
-_SECRET = "password"  # a field whose value an error never echoes
+# Fields whose values an error never echoes: secrets, and user data (a guest's secrets travel there).
+_NEVER_ECHOED = frozenset({"password", "adminPass", "user_data", "contents", "private_key", "secret"})
+# Text no part of Stratus can keep: PostgreSQL's text and jsonb refuse NUL, and a lone surrogate is
+# not Unicode (it cannot be encoded as UTF-8). Refused at the edge, before anything reaches the log.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# No request schema goes deeper than a few levels; a deeper document is refused before validation,
+# whose error reporting recurses through it.
+MAX_DEPTH = 32
+
+
+def unstorable(text: str) -> str | None:
+    """Why ``text`` cannot be stored (a NUL or a lone surrogate in it), or None."""
+    match = _UNSTORABLE.search(text)
+    if match is None:
+        return None
+    return "NUL characters are not allowed" if match.group() == "\x00" else "lone surrogates are not allowed"
+
+
+def refuse_unstorable(doc: Any) -> None:
+    """``BadRequest`` naming the first field (or key) of ``doc`` whose text cannot be stored, or for a
+    document nested deeper than ``MAX_DEPTH``.
+
+    Iterative, so a document nested as deep as the JSON parser allows costs no recursion.
+    """
+    stack: list[tuple[Any, tuple[str, ...]]] = [(doc, ())]
+    while stack:
+        value, path = stack.pop()
+        if len(path) > MAX_DEPTH:
+            raise BadRequest(f"The request body is nested too deeply: more than {MAX_DEPTH} levels.")
+        if isinstance(value, str):
+            why = unstorable(value)
+            if why:
+                raise BadRequest(f"Invalid input for {_where(list(path))}: {why}.")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                why = unstorable(key)
+                if why:
+                    raise BadRequest(f"Invalid input for {_where(list(path))}: in a key, {why}.")
+                stack.append((item, (*path, key)))
+        elif isinstance(value, list):
+            stack.extend((item, (*path, str(i))) for i, item in enumerate(value))
 
 
 def load_validators(names: tuple[str, ...]) -> dict[str, Draft202012Validator]:
@@ -42,6 +83,7 @@ def read_json(req: falcon.Request, validator: Draft202012Validator, max_bytes: i
         doc = serialization.loads(data)
     except ValueError:
         raise BadRequest("Malformed request body: not valid JSON.") from None
+    refuse_unstorable(doc)
     error = best_match(validator.iter_errors(doc))
     if error is not None:
         raise BadRequest(describe(error))
@@ -63,12 +105,16 @@ def describe(error: ValidationError) -> str:
         extra = sorted(k for k in instance if k not in allowed)
         if extra:
             return f"Invalid input for field/attribute {_dotted([*path, extra[0]])}. {_clip(error.message)}"
-    where = f"field/attribute {_dotted(path)}" if path else "the request body"
-    if _SECRET in path:  # jsonschema's own messages quote the value
+    where = _where(path)
+    if _NEVER_ECHOED.intersection(path):  # jsonschema's own messages quote the value
         return f"Invalid input for {where}: it fails the schema's {error.validator!r} check."
     if error.validator == "type" or isinstance(instance, (dict, list)):
         return f"Invalid input for {where}. {_clip(error.message)}"
     return f"Invalid input for {where}. Value: {_clip(repr(instance))}. {_clip(error.message)}"
+
+
+def _where(path: list[str]) -> str:
+    return f"field/attribute {_dotted(path)}" if path else "the request body"
 
 
 def _dotted(path: list[str]) -> str:

@@ -8,6 +8,7 @@ from urllib.parse import quote, urlencode
 import falcon
 
 from api.errors import BadRequest
+from stratus import positions
 
 API_ROOT = "v2.1"
 # Nova's [api] max_limit: the most items one page holds, whatever ``limit`` asks for.
@@ -32,11 +33,9 @@ def page_params(req: falcon.Request, max_limit: int = MAX_LIMIT) -> tuple[int, s
     limit = max_limit
     if raw is not None:
         try:
-            value = int(raw.strip())
+            value = positions.parse_natural(raw)
         except ValueError:
-            raise BadRequest("limit param must be an integer") from None
-        if value < 0:
-            raise BadRequest("limit param must be positive")
+            raise BadRequest("limit param must be a non-negative integer") from None
         limit = min(max_limit, value)
     marker = req.get_param("marker")
     return limit, marker or None

@@ -16,7 +16,8 @@ from collections.abc import Callable
 import falcon
 
 from api import auth, versions
-from api.errors import Forbidden
+from api.body import unstorable
+from api.errors import BadRequest, Forbidden
 from stratus.context import CommandContext
 
 REQUEST_ID_HEADERS = ("x-openstack-request-id", "x-compute-request-id")
@@ -30,6 +31,18 @@ _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _GLOBAL_ID_RE = re.compile(r"^req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
+def _refuse_unstorable_url(req: falcon.Request) -> None:
+    """A 400 for a path or query parameter that no read model could look up (NUL, lone surrogate)."""
+    why = unstorable(req.path)
+    if why:
+        raise BadRequest(f"Invalid URL path: {why}.")
+    for name, value in req.params.items():
+        for text in (name, *(value if isinstance(value, list) else [value])):
+            why = unstorable(str(text))
+            if why:
+                raise BadRequest(f"Invalid query parameter {name[:40]!r}: {why}.")
+
+
 class RequestContext:
     def __init__(self, authenticator: auth.Authenticator, new_request_id: Callable[[], str]) -> None:
         self._auth = authenticator
@@ -41,6 +54,7 @@ class RequestContext:
         req.context.microversion = None
         req.context.actor = None
         req.context.auth = None
+        _refuse_unstorable_url(req)
         # The version list is outside any microversion, as in Nova; so is Keystone's API.
         if req.path == "/v2.1" or req.path.startswith("/v2.1/"):
             req.context.microversion = versions.negotiate(req)

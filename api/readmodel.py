@@ -20,6 +20,7 @@ from psycopg.rows import dict_row
 
 from api.errors import BadRequest, ReadModelBehind, ServiceUnavailable
 from projections import queries
+from stratus import positions
 
 log = logging.getLogger("stratus.api")
 
@@ -53,10 +54,10 @@ def min_position(req: falcon.Request) -> int | None:
         source = MIN_POSITION_PARAM
     if value is None:
         return None
-    value = value.strip()
-    if not value.isdigit() or len(value) > 19:
-        raise BadRequest(f"{source} must be a log position: a non-negative integer.")
-    return int(value)
+    try:
+        return positions.parse_natural(value)
+    except ValueError:
+        raise BadRequest(f"{source} must be a log position: a non-negative integer.") from None
 
 
 class ReadModel:

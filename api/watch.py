@@ -38,6 +38,7 @@ from api.audit import can_audit_everything
 from api.errors import ApiError, BadRequest, Forbidden
 from commands import resources
 from commands.errors import InvalidInput
+from stratus import positions
 from stratus.audit import history
 from stratus.context import Actor
 from stratus.eventstore import EventStoreUnavailable, JetStreamApplicationRecorder
@@ -124,13 +125,14 @@ class Events:
         raw = req.get_header("Last-Event-ID") or req.get_param("after")
         if raw is None:
             return (self._recorder.max_notification_id() or 0) + 1
-        if not raw.strip().isdigit():
-            raise BadRequest("Last-Event-ID / after must be a log position (an integer)")
-        start = int(raw) + 1
+        try:
+            start = positions.parse_natural(raw) + 1
+        except ValueError:
+            raise BadRequest("Last-Event-ID / after must be a log position (an integer)") from None
         first = self._first_position()
         if start < first:
             raise PositionExpired(
-                f"Position {int(raw)} is no longer in the log (retention); the oldest available is {first}. "
+                f"Position {start - 1} is no longer in the log (retention); the oldest available is {first}. "
                 f"Resume from after={first - 1} and rebuild what came before from an export."
             )
         return start

@@ -20,6 +20,7 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate
 
 from commands.instance import Instance
+from stratus import positions
 from stratus.audit import history
 from stratus.audit.history import Entry, LogReader
 
@@ -38,8 +39,11 @@ class AsOf:
     @classmethod
     def parse(cls, value: str) -> AsOf:
         value = value.strip()
-        if value.isdigit():
-            return cls(position=int(value))
+        if value[:1].isdigit() and value.isdigit():  # a position, in whatever script: parsed strictly
+            try:
+                return cls(position=positions.parse_natural(value))
+            except ValueError as e:
+                raise InvalidAsOf(f"Invalid as_of {value[:64]!r}: {e}") from None
         try:
             return cls(time=history.parse_time(value))
         except ValueError as e:
