@@ -133,3 +133,12 @@ class _Stream:
 
     def read(self, n: int) -> bytes:
         return self._data[:n]
+
+
+def test_nul_in_a_placement_body_is_placement_s_400(stack: Stack) -> None:  # noqa: F811
+    consumer = "00000000-0000-0000-0000-000000000001"
+    body = {"allocations": {}, "project_id": "p\u0000", "user_id": "u", "consumer_generation": None}
+    headers = {**stack.auth(ADMIN), "OpenStack-API-Version": "placement 1.39"}
+    r = stack.client.simulate_put(f"/placement/allocations/{consumer}", json=body, headers=headers)
+    assert r.status_code == 400, r.text
+    assert "NUL" in r.json["errors"][0]["detail"]

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 import falcon
 
 from api import auth
-from api.errors import ApiError
+from api.body import refuse_unstorable
+from api.errors import ApiError, BadRequest
 from commands import errors as domain
 from commands.placement import ConsumerGenerationConflict
 from commands.resource_provider import CapacityExceeded, InventoryInUse, ProviderGenerationConflict
@@ -149,9 +150,14 @@ def _fail(req: falcon.Request, resp: falcon.Response, status: int, detail: str, 
 
 def json_body(req: falcon.Request) -> Any:
     try:
-        return serialization.loads(req.bounded_stream.read() or b"null")
+        doc = serialization.loads(req.bounded_stream.read() or b"null")
     except ValueError as e:
         raise PlacementError(400, f"Malformed JSON: {e}") from e
+    try:
+        refuse_unstorable(doc)
+    except BadRequest as e:
+        raise PlacementError(400, e.message) from None
+    return doc
 
 
 def body(req: falcon.Request) -> dict[str, Any]:
