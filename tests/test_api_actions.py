@@ -124,7 +124,7 @@ def test_stop_start_reboot_pause_suspend_through_the_api(cloud: Cloud) -> None:
     for body, status, power_state in steps:
         r = cloud.action(server, body)
         assert r.status_code == 202, (body, r.text)
-        assert r.json == {"stratus:position": int(r.headers["X-Stratus-Position"])}  # Nova: no body
+        assert r.text == "" and int(r.headers["X-Stratus-Position"]) > 0  # Nova: no body
         shown = cloud.settled(server, status, after=int(r.headers["X-Stratus-Position"]))
         assert shown["OS-EXT-STS:power_state"] == power_state, body
     assert cloud.conn.lookupByUUIDString(server).state()[0] == libvirt.VIR_DOMAIN_RUNNING
