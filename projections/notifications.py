@@ -38,7 +38,7 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 
 from commands.instance import Instance
 from commands.states import PowerState, VmState
-from projections.projection import LINGER_SECONDS
+from projections.projection import LINGER_SECONDS, TEMPORARY
 from stratus.audit import history
 from stratus.config import Settings
 from stratus.eventstore import (
@@ -48,6 +48,7 @@ from stratus.eventstore import (
     NatsBridge,
     decode_message,
 )
+from stratus.quarantine import QuarantineLog
 
 log = logging.getLogger("stratus.notifications")
 
@@ -322,8 +323,10 @@ class Notifier:
         stream: str,
         prefix: str = DEFAULT_PREFIX,
         cache_size: int = 10_000,
+        quarantine: QuarantineLog | None = None,
     ) -> None:
         self.app = app
+        self.quarantine = quarantine
         self.recorder = recorder
         self.bridge: NatsBridge = recorder.bridge
         self.stream = stream
@@ -382,6 +385,27 @@ class Notifier:
         return loaded, _Times()
 
     def process(self, entries: list[history.Entry], raw: list[Any]) -> list[tuple[int, Notification]]:
+        """The notifications of ``entries``. With a quarantine, an entry that cannot be turned into
+        notifications (a payload that does not decode, an upcaster failing) is recorded there and
+        skipped instead of stopping the notifier; its instance is forgotten, to be loaded afresh."""
+        if self.quarantine is None:
+            return self._process(entries, raw)
+        out: list[tuple[int, Notification]] = []
+        for entry, msg in zip(entries, raw, strict=True):
+            try:
+                out += self._process([entry], [msg])
+            except TEMPORARY:
+                raise
+            except Exception as e:  # this event's own failure
+                self.quarantine.record(
+                    "notifier", entry.position, e, event_type=entry.envelope.topic,
+                    originator_id=str(entry.envelope.originator_id),
+                )  # fmt: skip
+                with contextlib.suppress(ValueError):
+                    self._instances.pop(UUID(str(entry.envelope.originator_id)), None)
+        return out
+
+    def _process(self, entries: list[history.Entry], raw: list[Any]) -> list[tuple[int, Notification]]:
         out: list[tuple[int, Notification]] = []
         for entry, msg in zip(entries, raw, strict=True):
             topic = entry.envelope.topic
@@ -452,7 +476,11 @@ def open_notifier(settings: Settings, *, prefix: str = DEFAULT_PREFIX) -> Iterat
         factory = Factory(bridge=bridge, settings=settings)
         app = Stratus(factory)
         yield Notifier(
-            app, factory.application_recorder(), stream=f"{settings.stream}_NOTIFICATIONS", prefix=prefix
+            app,
+            factory.application_recorder(),
+            stream=f"{settings.stream}_NOTIFICATIONS",
+            prefix=prefix,
+            quarantine=QuarantineLog(bridge, settings.stream),
         )
     finally:
         bridge.close()

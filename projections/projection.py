@@ -9,12 +9,20 @@ lock, re-reads the tracking position, and applies the batch only if the batch st
 that position (otherwise another runner or a rebuild's swap moved it: nothing is written and the
 caller re-seeks). The changed rows, the new tracking position (the batch's last log position,
 whether or not the projection cared about the events) and a NOTIFY commit together.
+
+A poison event never stops the projector (``stratus/quarantine.py``): when a batch fails for a
+reason that is not temporary (PostgreSQL or NATS away are temporary, and raised to the runner,
+which retries), the batch is applied again one event per transaction, and an event that still fails
+(one that cannot be decoded, or whose values the read model refuses) is handed to ``quarantine``
+and skipped: the tracking position moves past it in the same transaction-per-event discipline, so
+everything else is applied exactly once and a restart does not meet it again.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -43,13 +51,28 @@ from projections.schema import (
     POSITION_CHANNEL,
     WRITER_LOCK,
 )
+from stratus.eventstore.envelope import UNDECODABLE_TOPIC
+from stratus.eventstore.errors import EventStoreUnavailable
 from stratus.serialization import dumps
+
+log = logging.getLogger("stratus.projector")
 
 Row = dict[str, Any]
 ClaimKey = tuple[UUID, str]
 
 # How long a projector following the log lets commits gather after being woken by one (``run``).
 LINGER_SECONDS = 0.02
+
+# Failures that pass: the runner reconnects and retries from the tracking position. Anything else
+# raised while applying an event is that event's own (poison), and is quarantined.
+TEMPORARY: tuple[type[Exception], ...] = (
+    psycopg.OperationalError,  # connection lost, server shutting down, serialization failure, deadlock
+    psycopg.InterfaceError,
+    EventStoreUnavailable,
+    TimeoutError,
+)
+# What the projector does with a poison event: record it (the runner's QuarantineLog) and go on.
+Quarantine = Callable[[Notification, Exception], None]
 
 # The domain's event classes are made by eventsourcing's @event decorator, out of mypy's sight.
 InstanceRequested: type = Instance.Requested  # type: ignore[attr-defined]
@@ -522,12 +545,26 @@ class BatchResult:
 
 
 @dataclass(frozen=True)
+class Undecodable:
+    """A log entry the mapper could not turn into a domain event (its error is kept to quarantine it)."""
+
+    notification: Notification
+    error: Exception
+
+
+@dataclass(frozen=True)
 class Batch:
     """Log entries right after position ``after``, and the domain events among them, decoded."""
 
     after: int
     notifications: Sequence[Notification]
     events: list[tuple[Any, Tracking]]
+
+    def alone(self, index: int) -> Batch:
+        """The batch of the ``index``-th entry only (right after the one before it)."""
+        n = self.notifications[index]
+        after = self.notifications[index - 1].id if index else self.after
+        return Batch(after, [n], [(e, t) for e, t in self.events if t.notification_id == n.id])
 
     @property
     def last(self) -> int:
@@ -552,6 +589,7 @@ class Projector:
         schema: str = LIVE_SCHEMA,
         batch_size: int = 500,
         lock: bool = True,
+        quarantine: Quarantine | None = None,
     ) -> None:
         if not conn.autocommit:
             raise ValueError("the projector needs an autocommit connection (one transaction per batch)")
@@ -561,6 +599,7 @@ class Projector:
         self.schema = schema
         self.batch_size = batch_size
         self.lock = lock
+        self.quarantine = quarantine
         self.view = ReadModelView(conn, schema)
         self.projection = ReadModels(self.view)
         self._topics = frozenset(ReadModels.topics)
@@ -577,11 +616,16 @@ class Projector:
 
     def _decoded(self, after: int, notifications: Sequence[Notification]) -> Batch:
         name = self.projection.name
-        events = [
-            (self.mapper.to_domain_event(n), Tracking(name, n.id))
-            for n in notifications
-            if n.topic in self._topics
-        ]
+        events: list[tuple[Any, Tracking]] = []
+        for n in notifications:
+            if n.topic == UNDECODABLE_TOPIC:
+                error = ValueError("the stored message's envelope headers are missing or malformed")
+                events.append((Undecodable(n, error), Tracking(name, n.id)))
+            elif n.topic in self._topics:
+                try:
+                    events.append((self.mapper.to_domain_event(n), Tracking(name, n.id)))
+                except Exception as e:  # whatever the payload did, it is this event's
+                    events.append((Undecodable(n, e), Tracking(name, n.id)))
         return Batch(after, notifications, events)
 
     def apply(self, notifications: Sequence[Notification], after: int) -> BatchResult:
@@ -589,6 +633,42 @@ class Projector:
         return self.apply_batch(self._decoded(after, notifications))
 
     def apply_batch(self, batch: Batch) -> BatchResult:
+        """Apply ``batch`` in one transaction; if one of its events is poison, event by event."""
+        if self.quarantine is None:
+            return self._apply(batch)
+        try:
+            return self._apply(batch)
+        except TEMPORARY:
+            raise
+        except Exception as e:  # classified below, event by event
+            if len(batch.notifications) == 1:
+                return self._skip(batch, e)
+            log.warning("a batch after position %d failed (%s); applying it event by event", batch.after, e)
+        result = BatchResult(True, batch.after)
+        for i in range(len(batch.notifications)):
+            single = batch.alone(i)
+            try:
+                step = self._apply(single)
+            except TEMPORARY:
+                raise
+            except Exception as e:  # this event's own failure: quarantined
+                step = self._skip(single, e)
+            if not step.applied:
+                return step  # another runner moved the tracking position: the caller re-seeks
+            result = BatchResult(
+                True, step.position, result.events + step.events, result.processed + step.processed
+            )
+        return result
+
+    def _skip(self, single: Batch, error: Exception) -> BatchResult:
+        """Quarantine the one event of ``single`` and move the tracking position past it."""
+        (n,) = single.notifications
+        cause = next((e.error for e, _ in single.events if isinstance(e, Undecodable)), error)
+        assert self.quarantine is not None
+        self.quarantine(n, cause)
+        return self._apply(Batch(single.after, single.notifications, []))
+
+    def _apply(self, batch: Batch) -> BatchResult:
         if not batch.notifications:
             return BatchResult(True, batch.after)
         # Pipeline mode groups the statements into a few round trips (BEGIN with the lock and the
@@ -603,9 +683,11 @@ class Projector:
             current = int(row[0]) if row else 0
             if current != batch.after:
                 return BatchResult(False, current)
-            self.view.load(ReadModels.keys(e for e, _ in batch.events))
+            self.view.load(ReadModels.keys(e for e, _ in batch.events if not isinstance(e, Undecodable)))
             try:
                 for event, tracking in batch.events:
+                    if isinstance(event, Undecodable):
+                        raise event.error
                     self.projection.process_event(event, tracking)
                 self.view.flush(batch.last)
             finally:

@@ -22,7 +22,7 @@ import psycopg
 from eventsourcing.persistence import Mapper
 from psycopg import sql
 
-from projections.projection import EventLog, Projector
+from projections.projection import EventLog, Projector, Quarantine
 from projections.schema import (
     LIVE_SCHEMA,
     POSITION_CHANNEL,
@@ -59,11 +59,13 @@ def rebuild(
     *,
     batch_size: int = 2000,
     keep_old: bool = False,
+    quarantine: Quarantine | None = None,
 ) -> RebuildResult:
     """Replay ``log`` into a new schema and swap it in as ``stratus_rm``; ``conn`` must be autocommit.
 
     ``keep_old`` leaves the previous generation as ``stratus_rm_old`` (for comparison) instead of
-    dropping it.
+    dropping it. ``quarantine``: where a poison event is recorded and skipped (None: it stops the
+    rebuild).
     """
     if not conn.autocommit:
         raise ValueError("rebuild needs an autocommit connection (it manages its own transactions)")
@@ -75,7 +77,9 @@ def rebuild(
         with conn.transaction():
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(NEW_SCHEMA)))
             create_schema(conn, NEW_SCHEMA)
-        projector = Projector(log, mapper, conn, schema=NEW_SCHEMA, batch_size=batch_size, lock=False)
+        projector = Projector(
+            log, mapper, conn, schema=NEW_SCHEMA, batch_size=batch_size, lock=False, quarantine=quarantine
+        )
         # Replay up to the log's head, again while writers appended more than a batch meanwhile, so
         # that the lock below is held for a batch at most (each pass is bounded by the head it saw).
         replayed = projector.catch_up(until=_head(log))
@@ -118,9 +122,13 @@ def main(settings: Settings, *, batch_size: int = 2000, keep_old: bool = False) 
     from projections.runner import open_event_log, read_models_url
 
     url = read_models_url(settings)
-    with open_event_log(settings) as (log, mapper), psycopg.connect(url, autocommit=True) as conn:
+    with open_event_log(settings, name="rebuild") as (log, mapper, quarantine), psycopg.connect(
+        url, autocommit=True
+    ) as conn:
         try:
-            result = rebuild(conn, log, mapper, batch_size=batch_size, keep_old=keep_old)
+            result = rebuild(
+                conn, log, mapper, batch_size=batch_size, keep_old=keep_old, quarantine=quarantine
+            )
         except RebuildInProgress as e:
             print(f"stratus rebuild: {e}", file=sys.stderr)
             return 1

@@ -3,7 +3,9 @@
 This is its composition root: it opens the NATS bridge, the event store and one PostgreSQL
 connection, then runs ``Projector.run`` until SIGTERM/SIGINT. Losing PostgreSQL or NATS is
 temporary: the runner reconnects with backoff and re-seeks from the tracking row, which the failed
-batch (rolled back) never moved. Any other error is a bug or a poisoned event and stops the process.
+batch (rolled back) never moved. An event that fails to apply for any other reason is poison: it is
+quarantined (``stratus/quarantine.py``, listed by ``stratus quarantine list``) and skipped, so the
+projector never dies on it, nor on a restart.
 
 Run it as ``stratus projector`` or ``python -m projections.runner [--batch-size N]``.
 """
@@ -20,14 +22,15 @@ from types import FrameType
 from uuid import UUID
 
 import psycopg
-from eventsourcing.persistence import Mapper
+from eventsourcing.persistence import Mapper, Notification
 
 from commands.app import Stratus
-from projections.projection import EventLog, Projector
+from projections.projection import EventLog, Projector, Quarantine
 from projections.schema import ensure_live_schema
 from stratus.config import Settings
 from stratus.eventstore import EventStoreUnavailable, Factory, NatsBridge
 from stratus.postgres import database_url
+from stratus.quarantine import QuarantineLog
 
 log = logging.getLogger("stratus.projector")
 
@@ -37,16 +40,29 @@ def read_models_url(settings: Settings) -> str:
 
 
 @contextlib.contextmanager
-def open_event_log(settings: Settings, *, name: str = "projector") -> Iterator[tuple[EventLog, Mapper[UUID]]]:
-    """The event store's recorder and the application's mapper (which decodes and upcasts events)."""
+def open_event_log(
+    settings: Settings, *, name: str = "projector"
+) -> Iterator[tuple[EventLog, Mapper[UUID], Quarantine]]:
+    """The event store's recorder, the application's mapper (which decodes and upcasts events), and
+    where a poison event is recorded by the part ``name``."""
     bridge = NatsBridge(settings.nats_urls, name=name)
     bridge.start()
     try:
         factory = Factory(bridge=bridge, settings=settings)
         app = Stratus(factory)
-        yield factory.application_recorder(), app.mapper
+        quarantine = quarantine_to(QuarantineLog(bridge, settings.stream), name)
+        yield factory.application_recorder(), app.mapper, quarantine
     finally:
         bridge.close()
+
+
+def quarantine_to(quarantine: QuarantineLog, part: str) -> Quarantine:
+    """The projector's ``quarantine``: record the skipped entry under ``part``."""
+
+    def record(n: Notification, error: Exception) -> None:
+        quarantine.record(part, n.id, error, event_type=n.topic, originator_id=str(n.originator_id))
+
+    return record
 
 
 @contextlib.contextmanager
@@ -77,13 +93,13 @@ def run(
 ) -> None:
     """Follow the log until ``stop`` is set, reconnecting after temporary failures."""
     url = read_models_url(settings)
-    with open_event_log(settings) as (events, mapper):
+    with open_event_log(settings) as (events, mapper, quarantine):
         backoff = 0.2
         while not stop.is_set():
             try:
                 with psycopg.connect(url, autocommit=True, application_name="stratus-projector") as conn:
                     ensure_live_schema(conn)
-                    projector = Projector(events, mapper, conn, batch_size=batch_size)
+                    projector = Projector(events, mapper, conn, batch_size=batch_size, quarantine=quarantine)
                     log.info("projector following the log from position %d", projector.position())
                     backoff = 0.2
                     projector.run(stop, idle_wait=idle_wait)

@@ -225,6 +225,27 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return audit_cli.run(_settings(args), args)
 
 
+def _cmd_quarantine(args: argparse.Namespace) -> int:
+    """``stratus quarantine list``: what each part skipped, from the quarantine stream (JetStream only)."""
+    import json
+
+    from stratus.eventstore import NatsBridge
+    from stratus.quarantine import QuarantineLog
+
+    settings = _settings(args)
+    with NatsBridge(settings.nats_urls, name="stratus-quarantine") as bridge:
+        entries = QuarantineLog(bridge, settings.stream).entries(args.part)
+    for q in entries:
+        if args.json:
+            print(json.dumps(dataclasses.asdict(q)))
+        else:
+            print(f"{q.at}  {q.part:<24} position {q.position:<10} {q.event_type or q.subject}  "
+                  f"{q.originator_id}  {q.error}: {q.message}")
+    if not args.json:
+        print(f"{len(entries)} quarantined event(s)", file=sys.stderr)
+    return 0
+
+
 def _run_tests(pytest_args: list[str]) -> NoReturn:
     os.chdir(ROOT)
     _exec([sys.executable, "-m", "pytest", *pytest_args], dict(os.environ))
@@ -550,6 +571,10 @@ def _parser() -> argparse.ArgumentParser:
     from stratus.audit import cli as audit_cli
 
     audit_cli.add_parser(sub, common, _cmd_audit)
+    quarantine = add("quarantine", _cmd_quarantine, "the events the parts skipped as poison")
+    quarantine.add_argument("action", choices=["list"], help="list: every quarantined event, oldest first")
+    quarantine.add_argument("--part", help="only what one part skipped (projector, notifier, ...)")
+    quarantine.add_argument("--json", action="store_true", help="one JSON object per line")
     add("notifier", _cmd_part, "publishes Nova-compatible versioned notifications projected from the log")
     watch = add("watch", _cmd_watch, "the event stream over HTTP (server-sent events), threaded")
     watch.add_argument("--bind", help="address to listen on (STRATUS_WATCH_BIND, default 127.0.0.1:8775)")

@@ -7,7 +7,11 @@ after the handler returned, i.e. after its outcome was appended to the log; a cr
 means a redelivery, which every handler treats as harmless.
 
 Failures are classified here for what the event store can throw: an unavailable or slow NATS is
-temporary (the message comes back later); anything else is a bug and stops the worker.
+temporary (the message comes back later). Anything else a handler raises for one message, or a
+message whose envelope cannot be read, is that message's own: it is quarantined (recorded in the
+quarantine stream, ``stratus/quarantine.py``, and logged), terminated so that JetStream does not
+deliver it again, and the worker goes on with the next. A consumer given no quarantine (tests of
+the loop itself) lets such an error through.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore.bridge import NatsBridge
-from stratus.eventstore.envelope import Envelope, decode_message
+from stratus.eventstore.envelope import UNDECODABLE_TOPIC, Envelope, decode_message
 from stratus.eventstore.errors import EventStoreUnavailable
+from stratus.quarantine import QuarantineLog
 from workers.outcome import Done, Outcome, RetryLater
 
 log = logging.getLogger(__name__)
@@ -93,8 +98,10 @@ class DurableConsumer:
         filter_subjects: Sequence[str],
         ack_wait: float = 60.0,
         call_timeout: float = 10.0,
+        quarantine: QuarantineLog | None = None,
     ) -> None:
         self._bridge = bridge
+        self.quarantine = quarantine
         self.stream = stream
         self.durable = durable
         self._config = ConsumerConfig(
@@ -150,6 +157,11 @@ class DurableConsumer:
 
         with _unavailable(f"acknowledging to {self.durable}"):
             self._bridge.run(ack, self._timeout)
+
+    def term(self, msg: Msg) -> None:
+        """Never deliver ``msg`` again (it was quarantined)."""
+        with _unavailable(f"terminating a message of {self.durable}"):
+            self._bridge.run(msg.term, self._timeout)
 
     def nak(self, msg: Msg, delay: float) -> None:
         with _unavailable(f"returning a message to {self.durable}"):
@@ -211,11 +223,19 @@ def serve_batches(
         msgs = _fetch(consumer, batch, poll, stop)
         if not msgs or stop.is_set():
             continue  # unacknowledged: redelivered to whoever runs next
-        deliveries = [_delivery(msg) for msg in msgs]
+        deliveries = [d for d in map(_delivery, msgs) if not _undecodable(consumer, d)]
         try:
             outcomes = handle(deliveries)
         except STORE_TEMPORARY as e:
-            outcomes = [RetryLater(_STORE_RETRY_DELAY, f"event store unavailable: {e}")] * len(msgs)
+            outcomes = [RetryLater(_STORE_RETRY_DELAY, f"event store unavailable: {e}")] * len(deliveries)
+        except Exception as e:
+            if consumer.quarantine is None or not deliveries:
+                raise
+            # One of them is poison: each alone, so that only that one is quarantined.
+            log.warning(
+                "consumer %s: a batch failed (%s); handling its messages one by one", consumer.durable, e
+            )
+            outcomes, deliveries = _one_by_one(consumer, handle, deliveries)
         done = [d.message for d, o in zip(deliveries, outcomes, strict=True) if isinstance(o, Done)]
         try:
             consumer.ack_all([m for m in done if m is not None])
@@ -224,6 +244,50 @@ def serve_batches(
                     _retry_later(consumer, d, outcome)
         except STORE_TEMPORARY as e:
             log.warning("consumer %s: could not settle a batch: %s", consumer.durable, e)
+
+
+def _one_by_one(
+    consumer: DurableConsumer, handle: Callable[[list[Delivery]], list[Outcome]], deliveries: list[Delivery]
+) -> tuple[list[Outcome], list[Delivery]]:
+    """``deliveries`` handled alone, in order: the outcomes, and the deliveries they are for (those
+    that failed were quarantined and are left out)."""
+    outcomes: list[Outcome] = []
+    kept: list[Delivery] = []
+    for d in deliveries:
+        try:
+            (outcome,) = handle([d])
+        except STORE_TEMPORARY as e:
+            outcome = RetryLater(_STORE_RETRY_DELAY, f"event store unavailable: {e}")
+        except Exception as e:
+            _quarantine(consumer, d, e)
+            continue
+        outcomes.append(outcome)
+        kept.append(d)
+    return outcomes, kept
+
+
+def _undecodable(consumer: DurableConsumer, d: Delivery) -> bool:
+    """Quarantine ``d`` if its envelope could not be read (or raise, without a quarantine)."""
+    if d.envelope.topic != UNDECODABLE_TOPIC:
+        return False
+    error = ValueError("the stored message's envelope headers are missing or malformed")
+    if consumer.quarantine is None:
+        raise error
+    _quarantine(consumer, d, error)
+    return True
+
+
+def _quarantine(consumer: DurableConsumer, d: Delivery, error: Exception) -> None:
+    assert consumer.quarantine is not None and d.message is not None
+    consumer.quarantine.record(
+        consumer.durable,
+        d.notification.id,
+        error,
+        subject=d.envelope.nats_subject,
+        event_type=d.envelope.type,
+        originator_id=d.originator_id,
+    )
+    consumer.term(d.message)
 
 
 class PerServer:
@@ -288,10 +352,22 @@ def _process(
     envelope = delivery.envelope
     outcome: Outcome
     try:
+        if _undecodable(consumer, delivery):
+            return
         with acting(delivery.context(actor)):
             outcome = handle(delivery)
     except STORE_TEMPORARY as e:
         outcome = RetryLater(_STORE_RETRY_DELAY, f"event store unavailable: {e}")
+    except Exception as e:
+        if consumer.quarantine is None:
+            raise
+        try:
+            _quarantine(consumer, delivery, e)
+        except STORE_TEMPORARY as away:
+            log.warning(
+                "consumer %s: could not quarantine message %s: %s", consumer.durable, envelope.id, away
+            )
+        return
     try:
         if isinstance(outcome, Done):
             consumer.ack(msg)

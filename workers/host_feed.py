@@ -17,9 +17,10 @@ from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from stratus.eventstore.bridge import NatsBridge
-from stratus.eventstore.envelope import NATS_SEQUENCE, decode_message
+from stratus.eventstore.envelope import NATS_SEQUENCE, UNDECODABLE_TOPIC, decode_message
 from stratus.eventstore.errors import EventStoreUnavailable
 from stratus.eventstore.recorder import JetStreamAggregateRecorder
+from stratus.quarantine import QuarantineLog
 from workers.host_view import HostView
 
 log = logging.getLogger(__name__)
@@ -39,8 +40,10 @@ class HostFeed:
         stream: str,
         subject_filter: str,
         timeout: float = 10.0,
+        quarantine: QuarantineLog | None = None,
     ) -> None:
         self._bridge = bridge
+        self._quarantine = quarantine
         self._app = app
         recorder = app.recorder
         if not isinstance(recorder, JetStreamAggregateRecorder):
@@ -83,10 +86,24 @@ class HostFeed:
             msgs, self._pending = self._pending, []
             for msg in msgs:
                 self._recorder.observe(msg)  # the event store's head hints
-                notification, _envelope = decode_message(msg)
-                event = self._app.mapper.to_domain_event(notification)
-                if isinstance(event, CanMutateAggregate):
-                    self._view.apply(event, notification.id)
+                self._apply(msg)
+
+    def _apply(self, msg: Any) -> None:
+        """One host event into the view; with a quarantine, a poison one is recorded and skipped."""
+        notification, envelope = decode_message(msg)
+        try:
+            if notification.topic == UNDECODABLE_TOPIC:
+                raise ValueError("the stored message's envelope headers are missing or malformed")
+            event = self._app.mapper.to_domain_event(notification)
+            if isinstance(event, CanMutateAggregate):
+                self._view.apply(event, notification.id)
+        except Exception as e:
+            if self._quarantine is None:
+                raise
+            self._quarantine.record(
+                "scheduler-host-feed", notification.id, e, subject=envelope.nats_subject,
+                event_type=notification.topic, originator_id=str(notification.originator_id),
+            )  # fmt: skip
 
     async def _receive_to_end(self) -> None:
         sub = self._sub

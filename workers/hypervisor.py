@@ -28,6 +28,7 @@ from stratus.eventstore.subjects import encode_token
 from stratus.hostrpc import CONSOLE, Responder
 from stratus.imagestore import ImageStore
 from stratus.liveness import Heartbeats, beat_periodically, bucket_for
+from stratus.quarantine import QuarantineLog
 from workers.compute import SCHEDULED, BootImages, Compute
 from workers.console import answerer
 from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_concurrently, stop_on_signals
@@ -103,7 +104,12 @@ def run(
     def open_consumer() -> DurableConsumer:
         durable = durable_name(host)
         return DurableConsumer(
-            bridge, stream=settings.stream, durable=durable, filter_subjects=filters, ack_wait=ACK_WAIT
+            bridge,
+            stream=settings.stream,
+            durable=durable,
+            filter_subjects=filters,
+            ack_wait=ACK_WAIT,
+            quarantine=QuarantineLog(bridge, settings.stream),
         ).open()
 
     def handle(d: Delivery) -> Outcome:

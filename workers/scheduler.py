@@ -33,6 +33,7 @@ from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.envelope import decode_message
 from stratus.eventstore.subjects import SubjectLayout
 from stratus.liveness import SCHEDULER_BINARY, Heartbeats, beat_periodically, bucket_for
+from stratus.quarantine import QuarantineLog
 from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_batches, stop_on_signals
 from workers.host_feed import HostFeed
 from workers.host_view import HostView
@@ -96,7 +97,10 @@ def run(
         return host if isinstance(host, Host) else None
 
     view = HostView(reload)
-    feed = HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts).open()
+    quarantine = QuarantineLog(bridge, settings.stream)
+    feed = HostFeed(
+        bridge, app, view, stream=settings.stream, subject_filter=hosts, quarantine=quarantine
+    ).open()
     placement = Placement(
         Handlers(app),
         view,
@@ -112,6 +116,7 @@ def run(
         durable=durable,
         filter_subjects=[requested, unshelves(settings), moves(settings)],
         ack_wait=ack_wait,
+        quarantine=quarantine,
     )
     consumer.open()
 

@@ -205,10 +205,17 @@ def decode(
     return notification, envelope
 
 
+# The topic of a stored message whose envelope cannot be read (headers missing or malformed: a
+# message published by something other than the event store). Readers get it in place of the
+# event, so that they can quarantine it and go on (stratus/quarantine.py) instead of failing.
+UNDECODABLE_TOPIC = "stratus.eventstore:Undecodable"
+
+
 def decode_message(msg: Any) -> tuple[Notification, Envelope]:
     """A nats-py message from this stream (direct get or a JetStream consumer) → (Notification, Envelope).
 
     The position comes from the ``Nats-Sequence`` header (direct get) or the consumer's ack metadata.
+    A message whose envelope headers are missing or malformed comes back with ``UNDECODABLE_TOPIC``.
     """
     headers: Mapping[str, str] = msg.headers or {}
     seq = headers.get(NATS_SEQUENCE)
@@ -218,4 +225,23 @@ def decode_message(msg: Any) -> tuple[Notification, Envelope]:
     else:
         position = int(msg.metadata.sequence.stream)
         subject = msg.subject
-    return decode(headers, bytes(msg.data), position=position, nats_subject=subject)
+    try:
+        return decode(headers, bytes(msg.data), position=position, nats_subject=subject)
+    except (KeyError, ValueError):
+        return _undecodable(headers, bytes(msg.data), position, subject)
+
+
+def _undecodable(
+    headers: Mapping[str, str], data: bytes, position: int, subject: str
+) -> tuple[Notification, Envelope]:
+    raw_id = str(headers.get(CE_SUBJECT, ""))[:200]
+    notification = Notification(
+        originator_id=raw_id, originator_version=0, topic=UNDECODABLE_TOPIC, state=data, id=position
+    )
+    envelope = Envelope(
+        position=position, id="", source="", type="stratus.undecodable", subject=raw_id, time="",
+        datacontenttype=JSON, data=data, topic=UNDECODABLE_TOPIC, originator_id=raw_id,
+        originator_version=0, schemaversion=1, correlationid="", causationid="", actoruser="",
+        actorproject="", actorroles=(), requestid="", nats_subject=subject,
+    )  # fmt: skip
+    return notification, envelope
