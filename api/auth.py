@@ -1,8 +1,9 @@
 """Who is calling: the ``X-Auth-Token`` of every request, verified; and the scoping helpers of policy.
 
-A request must carry a token that this deployment signed (``api/tokens.py``), that has not expired,
-and whose user and project still exist, are enabled and hold at least one role there, and that was
-not revoked. The last three are read from the identity read model on every request, so disabling a
+A request must carry a token that this deployment issued (``api/tokens.py``), that has not expired,
+and whose user and project still exist, are enabled and hold at least one role there, that was not
+revoked (nor any token of its chain), and that was issued after the user's last password change,
+disable or role removal. The last three are read from the identity read model on every request, so disabling a
 user or revoking a token takes effect on the next request once the API has seen the event (the
 endpoints that disable or revoke wait for that before they answer).
 
@@ -71,7 +72,9 @@ class Authenticator:
                 "The request you have made requires authentication.", headers=self.challenge(req)
             ) from None
         with self._read.connection(req) as conn:
-            subject = identity_queries.subject(conn, claims.user_id, claims.project_id, claims.token_id)
+            subject = identity_queries.subject(
+                conn, claims.user_id, claims.project_id, (claims.token_id, claims.chain), claims.issued_at
+            )
         reason = _refused(subject)
         if reason:
             log.info("token %s refused (request %s): %s", claims.token_id, req.context.request_id, reason)

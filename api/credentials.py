@@ -1,4 +1,4 @@
-"""Password hashes: kept in PostgreSQL, outside the event log, written only by the API.
+"""Password hashes and login throttling: kept in PostgreSQL, outside the event log, written only by the API.
 
 The log is replicated, exported and read by auditors and integrators; a password hash in it would
 be offline-crackable by all of them, forever (a log is never rewritten). So ``User.PasswordSet``
@@ -6,31 +6,37 @@ records only that a password changed, and the hash lives here, in the ``stratus_
 which no rebuild of the read models touches. It must be backed up with the database (see
 docs/identity.md).
 
-Hashes are scrypt (``hashlib.scrypt``, RFC 7914) with a random 16-byte salt per password, stored as
-``scrypt$<n>$<r>$<p>$<salt>$<hash>`` (base64), so parameters can be raised later and old hashes
-still verify.
+Hashes are argon2id (``argon2-cffi``, RFC 9106's low-memory profile: 64 MiB, 3 passes, 4 lanes),
+in the PHC string format that records its parameters. Hashes made by earlier releases (scrypt,
+``scrypt$<n>$<r>$<p>$<salt>$<hash>``) still verify, and are replaced by an argon2id hash at the
+user's next successful login, as is any argon2id hash whose parameters are below today's.
+
+Login throttling (``LoginThrottle``): failed password logins are counted per user and per source
+address in fixed windows, in PostgreSQL so that every API node sees the same counts. Past the limit,
+logins for that user (or from that address) answer 429 with ``Retry-After`` until the window ends,
+before any password is checked; a successful login clears the user's count.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import functools
 import hashlib
 import hmac
-import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
 SCHEMA = "stratus_identity"
 # Creating the schema from several API workers at once needs one of them at a time.
 _SCHEMA_LOCK = 0x7374726174757369  # "stratusi"
-# scrypt's cost: n=2**14, r=8, p=1 is RFC 7914's figure for interactive logins (16 MiB, tens of ms
-# per hash). Each hash records its parameters, so raising them later leaves old hashes verifiable.
-N, R, P = 2**14, 8, 1
-_DKLEN = 32
+_HASHER = PasswordHasher()  # argon2id, RFC 9106 low-memory parameters
 
 _DDL = f"""
 CREATE SCHEMA IF NOT EXISTS {SCHEMA};
@@ -39,16 +45,39 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.credentials (
     password_hash text NOT NULL,
     updated_at timestamptz NOT NULL DEFAULT now()
 );
+CREATE TABLE IF NOT EXISTS {SCHEMA}.login_failures (
+    key text PRIMARY KEY,
+    failures integer NOT NULL,
+    window_start timestamptz NOT NULL
+);
 """
 
 
-def hash_password(password: str, *, salt: bytes | None = None) -> str:
-    salt = salt if salt is not None else secrets.token_bytes(16)
-    digest = hashlib.scrypt(password.encode(), salt=salt, n=N, r=R, p=P, dklen=_DKLEN)
-    return f"scrypt${N}${R}${P}${_b64(salt)}${_b64(digest)}"
+def hash_password(password: str) -> str:
+    return _HASHER.hash(password)
 
 
 def verify_password(password: str, stored: str) -> bool:
+    if stored.startswith("$argon2"):
+        try:
+            return _HASHER.verify(stored, password)
+        except (VerifyMismatchError, VerificationError, InvalidHashError):
+            return False
+    return _verify_scrypt(password, stored)
+
+
+def needs_rehash(stored: str) -> bool:
+    """Whether ``stored`` should be replaced by a hash with today's scheme and parameters."""
+    if not stored.startswith("$argon2id$"):
+        return True
+    try:
+        return _HASHER.check_needs_rehash(stored)
+    except InvalidHashError:
+        return True
+
+
+def _verify_scrypt(password: str, stored: str) -> bool:
+    """A hash of the scrypt era (``scrypt$n$r$p$salt$hash``): verified, then upgraded by the caller."""
     try:
         scheme, n, r, p, salt, digest = stored.split("$")
         if scheme != "scrypt":
@@ -68,10 +97,6 @@ def verify_password(password: str, stored: str) -> bool:
     return hmac.compare_digest(actual, expected)
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
-
-
 def ensure_schema(conn: psycopg.Connection[Any]) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
@@ -79,10 +104,12 @@ def ensure_schema(conn: psycopg.Connection[Any]) -> None:
 
 
 class Credentials:
-    """The credentials table, on connections from ``connect`` (a pool's, or a single one's)."""
+    """The credentials table, on connections from ``connect`` (a pool's, or a single one's), and the
+    login throttle beside it."""
 
-    def __init__(self, connect: Callable[[], Any]) -> None:
+    def __init__(self, connect: Callable[[], Any], throttle: ThrottlePolicy | None = None) -> None:
         self._connect = connect
+        self.throttle = LoginThrottle(connect, throttle)
 
     def password_hash(self, user_id: str) -> str | None:
         with self._connect() as conn:
@@ -100,22 +127,99 @@ class Credentials:
             # Spend the same time as a real check, so that timing does not say which users have passwords.
             verify_password(password, _dummy_hash())
             return False
-        return verify_password(password, stored)
+        if not verify_password(password, stored):
+            return False
+        if needs_rehash(stored):
+            self._store(user_id, hash_password(password), only_if=stored)
+        return True
 
     @contextmanager
     def setting(self, user_id: str, password: str) -> Iterator[None]:
         """Write ``password``'s hash and keep it only if the block (which records the event) succeeds."""
         hashed = hash_password(password)
         with self._connect() as conn, conn.transaction():
-            conn.execute(
-                f"INSERT INTO {SCHEMA}.credentials (user_id, password_hash) VALUES (%s, %s) "
-                "ON CONFLICT (user_id) DO UPDATE SET password_hash = EXCLUDED.password_hash, "
-                "updated_at = now()",
-                (user_id, hashed),
-            )
+            self._upsert(conn, user_id, hashed)
             yield
+
+    def _store(self, user_id: str, hashed: str, *, only_if: str) -> None:
+        """Replace the hash, unless it changed meanwhile (a password set between check and upgrade)."""
+        with self._connect() as conn:
+            conn.execute(
+                f"UPDATE {SCHEMA}.credentials SET password_hash = %s, updated_at = now() "
+                "WHERE user_id = %s AND password_hash = %s",
+                (hashed, user_id, only_if),
+            )
+
+    @staticmethod
+    def _upsert(conn: Any, user_id: str, hashed: str) -> None:
+        conn.execute(
+            f"INSERT INTO {SCHEMA}.credentials (user_id, password_hash) VALUES (%s, %s) "
+            "ON CONFLICT (user_id) DO UPDATE SET password_hash = EXCLUDED.password_hash, "
+            "updated_at = now()",
+            (user_id, hashed),
+        )
 
 
 @functools.cache
 def _dummy_hash() -> str:
-    return hash_password("not a password", salt=b"\0" * 16)
+    return hash_password("not a password")
+
+
+# -- login throttling -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ThrottlePolicy:
+    """At most ``per_user`` failed logins for one user name, and ``per_source`` from one address,
+    in each ``window_seconds``; past that, 429 until the window ends."""
+
+    per_user: int = 10
+    per_source: int = 50
+    window_seconds: int = 300
+
+
+class LoginThrottle:
+    """Failed password logins counted in PostgreSQL (every API node shares the counts)."""
+
+    def __init__(self, connect: Callable[[], Any], policy: ThrottlePolicy | None = None) -> None:
+        self._connect = connect
+        self.policy = policy or ThrottlePolicy()
+
+    def _limits(self, user: str, source: str) -> list[tuple[str, int]]:
+        return [(f"user:{user}", self.policy.per_user), (f"source:{source}", self.policy.per_source)]
+
+    def retry_after(self, user: str, source: str) -> int:
+        """Seconds until ``user`` may try again from ``source`` (0: now)."""
+        keys = self._limits(user, source)
+        with self._connect() as conn:
+            rows = conn.execute(
+                f"SELECT key, failures, window_start + make_interval(secs => %s) - now() AS left "
+                f"FROM {SCHEMA}.login_failures WHERE key = ANY(%s)",
+                (self.policy.window_seconds, [k for k, _ in keys]),
+            ).fetchall()
+        limits = dict(keys)
+        wait = 0
+        for row in rows:
+            key, failures, left = (row["key"], row["failures"], row["left"]) if isinstance(row, dict) else row
+            if failures >= limits[key] and left > dt.timedelta(0):
+                wait = max(wait, int(left.total_seconds()) + 1)
+        return wait
+
+    def failed(self, user: str, source: str) -> None:
+        """Count a failed login against ``user`` and ``source`` (a new window when the last has ended)."""
+        window = self.policy.window_seconds
+        with self._connect() as conn, conn.transaction():
+            for key, _ in self._limits(user, source):
+                conn.execute(
+                    f"INSERT INTO {SCHEMA}.login_failures AS f (key, failures, window_start) "
+                    "VALUES (%s, 1, now()) ON CONFLICT (key) DO UPDATE SET "
+                    "failures = CASE WHEN f.window_start < now() - make_interval(secs => %s) "
+                    "THEN 1 ELSE f.failures + 1 END, "
+                    "window_start = CASE WHEN f.window_start < now() - make_interval(secs => %s) "
+                    "THEN now() ELSE f.window_start END",
+                    (key, window, window),
+                )
+
+    def succeeded(self, user: str) -> None:
+        with self._connect() as conn:
+            conn.execute(f"DELETE FROM {SCHEMA}.login_failures WHERE key = %s", (f"user:{user}",))

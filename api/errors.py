@@ -92,6 +92,13 @@ class NotAcceptable(ApiError):
     code = "api.version_not_supported"
 
 
+class TooManyRequests(ApiError):
+    """Too many attempts (failed logins, open event streams): retry after ``Retry-After`` seconds."""
+
+    status = 429
+    code = "api.too_many_requests"
+
+
 class PayloadTooLarge(ApiError):
     status = 413
     code = "api.request_too_large"

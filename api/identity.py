@@ -23,7 +23,7 @@ from api import policy
 from api.auth import Authenticated, Authenticator
 from api.body import read_json
 from api.credentials import Credentials
-from api.errors import BadRequest, ItemNotFound, Unauthorized
+from api.errors import BadRequest, ItemNotFound, TooManyRequests, Unauthorized
 from api.readmodel import ReadModel
 from api.tokens import TokenClaims, isoformat
 from commands.identity import DEFAULT_DOMAIN_ID, DEFAULT_DOMAIN_NAME, effective_roles
@@ -55,7 +55,10 @@ IDENTITY_SCHEMAS = (
 )
 _UPDATED = "2024-04-03T00:00:00Z"
 _AUTH_FAILED = "The request you have made requires authentication."
-_TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 409: "Conflict"}
+_TITLES = {
+    400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 409: "Conflict",
+    429: "Too Many Requests",
+}  # fmt: skip
 
 
 # -- the service catalog ------------------------------------------------------------------------
@@ -168,7 +171,7 @@ def token_view(
             "domain": _domain_ref(user["domain_id"]),
             "password_expires_at": None,
         },
-        "audit_ids": [claims.token_id[:22]],
+        "audit_ids": claims.audit_ids,
         "issued_at": isoformat(claims.issued_at),
         "expires_at": isoformat(claims.expires_at),
         "project": {
@@ -277,48 +280,67 @@ class Tokens(_Resource):
         auth = self._body(req, "identity.auth")["auth"]
         identity = auth["identity"]
         method = identity["methods"][0]
+        parent: TokenClaims | None = None
         with self._read.connection(req) as conn:
             if method == "password":
-                user = self._password_user(conn, identity.get("password"))
+                user = self._password_user(req, conn, identity.get("password"))
             else:
                 if "token" not in identity:
                     raise BadRequest("Invalid input for field 'identity': the token method needs 'token'.")
-                user = self._token_user(req, identity["token"]["id"])
-                user = q.get_user(conn, user["id"]) or user
-            project = self._scope(conn, auth.get("scope"), user)
+                given = self._auth.authenticate(req, identity["token"]["id"])
+                parent = given.claims
+                user = q.get_user(conn, parent.user_id) or dict(given.subject.user)
+            project = self._scope(conn, auth.get("scope"), user, parent)
             if not user["enabled"] or not project["enabled"]:
                 raise Unauthorized(_AUTH_FAILED)
             role_names = q.user_role_names(conn, user["id"], project["id"])
             if not role_names:
                 raise Unauthorized(_AUTH_FAILED)
-            token, claims = self._auth.signer.issue(user["id"], project["id"], (method,))
+            # A token from a token keeps its parent's chain and expiry (never a longer life).
+            token, claims = self._auth.signer.issue(
+                user["id"], project["id"], (method,), parent=parent
+            )
             roles = self._roles(conn, role_names)
         subject = q.Subject(user, project, role_names, revoked=False)
         resp.status = falcon.HTTP_201
         resp.set_header(SUBJECT_TOKEN_HEADER, token)
         resp.media = token_view(req, claims, subject, roles, req.get_param("nocatalog") is None)
 
-    def _password_user(self, conn: Any, password: dict[str, Any] | None) -> dict[str, Any]:
+    def _password_user(
+        self, req: falcon.Request, conn: Any, password: dict[str, Any] | None
+    ) -> dict[str, Any]:
         if not password:
             raise BadRequest("Invalid input for field 'identity': the password method needs 'password'.")
         given = password["user"]
         if "id" in given:
             user = q.get_user(conn, given["id"])
+            who = str(given["id"])
         elif "name" in given and "domain" in given:
-            user = q.user_by_name(conn, given["name"], self._domain_id(given["domain"]))
+            domain_id = self._domain_id(given["domain"])
+            user = q.user_by_name(conn, given["name"], domain_id)
+            who = f"{domain_id}/{given['name']}"
         else:
             raise BadRequest("Invalid input for field 'user': give its 'id', or its 'name' and 'domain'.")
+        # Throttled per user (by id when known, so that its name and id share one count) and per
+        # source address, before any password is checked.
+        who = user["id"] if user is not None else who
+        source = req.remote_addr or "-"
+        throttle = self._credentials.throttle
+        wait = throttle.retry_after(who, source)
+        if wait:
+            log.warning("login throttled for user %s from %s for %d s", who, source, wait)
+            raise TooManyRequests(
+                f"Too many failed logins; retry in {wait} seconds.", headers={"Retry-After": str(wait)}
+            )
         # The same failure whatever was wrong: an unknown user and a wrong password look alike.
-        if user is None:
-            self._credentials.check("", given["password"])
+        if user is None or not self._credentials.check(user["id"], given["password"]):
+            if user is None:
+                self._credentials.check("", given["password"])
+            throttle.failed(who, source)
+            log.info("password authentication failed for user %s from %s", who, source)
             raise Unauthorized(_AUTH_FAILED)
-        if not self._credentials.check(user["id"], given["password"]):
-            log.info("password authentication failed for user %s", user["id"])
-            raise Unauthorized(_AUTH_FAILED)
+        throttle.succeeded(who)
         return user
-
-    def _token_user(self, req: falcon.Request, token: str) -> dict[str, Any]:
-        return dict(self._auth.authenticate(req, token).subject.user)
 
     @staticmethod
     def _domain_id(domain: dict[str, str]) -> str:
@@ -328,7 +350,11 @@ class Tokens(_Resource):
             return DEFAULT_DOMAIN_ID
         raise Unauthorized(_AUTH_FAILED)
 
-    def _scope(self, conn: Any, scope: dict[str, Any] | None, user: dict[str, Any]) -> dict[str, Any]:
+    def _scope(
+        self, conn: Any, scope: dict[str, Any] | None, user: dict[str, Any], parent: TokenClaims | None
+    ) -> dict[str, Any]:
+        if scope is None and parent is not None:
+            scope = {"project": {"id": parent.project_id}}  # a token exchanged keeps its project
         if scope is None:
             # Keystone would issue an unscoped token; Stratus's tokens always name a project.
             if not user.get("default_project_id"):
@@ -385,8 +411,9 @@ class Tokens(_Resource):
         subject = self._subject(req)
         claims = subject.claims
         with acting(req.context.command):
+            # The whole chain: the token, the one it was issued from, and every one issued from them.
             result = self._handlers.revoke_token(
-                RevokeToken(claims.token_id, claims.user_id, claims.project_id, claims.expires_at.isoformat())
+                RevokeToken(claims.chain, claims.user_id, claims.project_id, claims.expires_at.isoformat())
             )
         self._after(req, result.position, lambda conn: None)
         resp.status = falcon.HTTP_204

@@ -1,13 +1,21 @@
-"""Tokens: signed, expiring statements "user U acts in project P until T", checked on every request.
+"""Tokens: Fernet tokens (Keystone's own format) saying "user U acts in project P until T".
 
-A token is ``<payload>.<signature>``, both base64url: the payload is JSON (version, token id, user
-id, project id, issue and expiry times, auth methods), the signature HMAC-SHA256 over it with the
-deployment's token key. Issuing a token writes nothing anywhere: any API node holding the key can
-verify it. What the signature cannot say, whether the user was disabled or the token revoked since,
-and which roles the user holds now, the API reads from the identity read model on each request
-(``projections.identity_queries.subject``), as Keystone computes roles at validation time.
+A token is a Fernet token (``cryptography.fernet``: AES-128-CBC and HMAC-SHA256, the format
+Keystone issues) whose plaintext is a small JSON document: version, token id, audit chain id,
+user, project, auth methods, issue and expiry times (microseconds). Issuing a token writes nothing
+anywhere: any API node holding the keys can verify it. What the token cannot say, whether the user
+was disabled, changed their password or lost a role since it was issued, or whether its chain was
+revoked, and which roles the user holds now, the API reads from the identity read model on each
+request (``projections.identity_queries.subject``), as Keystone computes roles at validation time.
 
-The payload is signed, not encrypted: it holds ids and times, nothing secret. The key is.
+Chains, as Keystone's ``audit_ids``: a token obtained with a password starts a chain (its own id);
+a token obtained with a token belongs to the parent's chain and keeps the parent's expiry, so
+re-authenticating never extends a token's life. Revoking any token revokes its whole chain.
+
+Keys: the key file holds one or more 32-byte keys in hex, one per line. The first signs new
+tokens; every one of them verifies (``MultiFernet``), which is how keys are rotated
+(docs/identity.md). Parsing is strict: a token that is not canonical base64url, or whose claims are
+missing or of the wrong type, is invalid (401), never an error.
 """
 
 from __future__ import annotations
@@ -15,24 +23,28 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
-import hashlib
-import hmac
 import os
+import re
 import secrets
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
+from cryptography.fernet import Fernet, MultiFernet
+from cryptography.fernet import InvalidToken as FernetInvalid
 
-VERSION = 1
+VERSION = 2
 _KEY_BYTES = 32
+MAX_TOKEN_CHARS = 2048
+_TOKEN = re.compile(r"[A-Za-z0-9_-]+={0,2}")
 
 
 class InvalidToken(Exception):
-    """Not a token this deployment signed, or one that has expired."""
+    """Not a token this deployment issued, or one that has expired."""
 
 
 @dataclass(frozen=True)
@@ -43,86 +55,136 @@ class TokenClaims:
     issued_at: dt.datetime
     expires_at: dt.datetime
     methods: tuple[str, ...] = ("password",)
+    chain_id: str = ""  # the first token of the chain's id ("" for a token that starts a chain)
+
+    @property
+    def chain(self) -> str:
+        """The audit chain this token belongs to: revoking any token of it revokes all of them."""
+        return self.chain_id or self.token_id
+
+    @property
+    def audit_ids(self) -> list[str]:
+        """Keystone's ``audit_ids``: this token's, then its chain's when it was issued from another."""
+        ids = [_audit_id(self.token_id)]
+        if self.chain_id:
+            ids.append(_audit_id(self.chain_id))
+        return ids
+
+
+def _audit_id(token_id: str) -> str:
+    return base64.urlsafe_b64encode(bytes.fromhex(token_id)[:16]).rstrip(b"=").decode()
 
 
 def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _micros(t: dt.datetime) -> int:
+    return int(t.timestamp()) * 1_000_000 + t.microsecond
+
+
+def _from_micros(value: Any) -> dt.datetime:
+    if type(value) is not int:
+        raise TypeError("a time must be an integer of microseconds")
+    seconds, micros = divmod(value, 1_000_000)
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).replace(microsecond=micros)
+
+
 class TokenSigner:
+    """Issues and verifies tokens with the deployment's keys (the first key issues)."""
+
     def __init__(
         self,
-        key: bytes,
+        key: bytes | Sequence[bytes],
         ttl_seconds: int = 3600,
         *,
         clock: Callable[[], dt.datetime] = _utcnow,
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
     ) -> None:
-        if len(key) < 16:
-            raise ValueError("the token key must be at least 16 bytes")
-        self._key = key
+        keys = [key] if isinstance(key, bytes) else list(key)
+        if not keys or any(len(k) != _KEY_BYTES for k in keys):
+            raise ValueError(f"every token key must be {_KEY_BYTES} bytes")
+        self._fernet = MultiFernet([Fernet(base64.urlsafe_b64encode(k)) for k in keys])
         self.ttl = dt.timedelta(seconds=ttl_seconds)
         self._clock = clock
         self._new_id = new_id
 
     def issue(
-        self, user_id: str, project_id: str, methods: tuple[str, ...] = ("password",)
+        self,
+        user_id: str,
+        project_id: str,
+        methods: tuple[str, ...] = ("password",),
+        *,
+        parent: TokenClaims | None = None,
     ) -> tuple[str, TokenClaims]:
-        now = self._clock().replace(microsecond=0)
-        claims = TokenClaims(self._new_id(), user_id, project_id, now, now + self.ttl, methods)
-        payload = orjson.dumps(
-            {
-                "v": VERSION,
-                "id": claims.token_id,
-                "u": user_id,
-                "p": project_id,
-                "iat": int(now.timestamp()),
-                "exp": int(claims.expires_at.timestamp()),
-                "m": list(methods),
-            }
-        )
-        body = _b64(payload)
-        return f"{body}.{_b64(self._sign(body))}", claims
+        """A new token; from ``parent`` (a token exchanged for this one) it inherits the chain and
+        the expiry, so that exchanging tokens never extends their life."""
+        now = self._clock()
+        expires = parent.expires_at if parent is not None else now + self.ttl
+        chain = parent.chain if parent is not None else ""
+        claims = TokenClaims(self._new_id(), user_id, project_id, now, expires, methods, chain)
+        payload = {
+            "v": VERSION,
+            "id": claims.token_id,
+            "c": chain,
+            "u": user_id,
+            "p": project_id,
+            "iat": _micros(now),
+            "exp": _micros(expires),
+            "m": list(methods),
+        }
+        return self._fernet.encrypt(orjson.dumps(payload)).decode(), claims
 
     def verify(self, token: str) -> TokenClaims:
-        body, dot, signature = token.partition(".")
-        if not dot or len(token) > 1024:
+        if len(token) > MAX_TOKEN_CHARS or not _TOKEN.fullmatch(token) or not _canonical(token):
             raise InvalidToken("malformed token")
         try:
-            given = _unb64(signature)
-            doc = orjson.loads(_unb64(body))
-        except (binascii.Error, ValueError):
-            raise InvalidToken("malformed token") from None
-        if not hmac.compare_digest(given, self._sign(body)):
-            raise InvalidToken("bad signature")
-        if not isinstance(doc, dict) or doc.get("v") != VERSION:
-            raise InvalidToken("unknown token version")
-        claims = TokenClaims(
-            token_id=str(doc["id"]),
-            user_id=str(doc["u"]),
-            project_id=str(doc["p"]),
-            issued_at=dt.datetime.fromtimestamp(int(doc["iat"]), dt.UTC),
-            expires_at=dt.datetime.fromtimestamp(int(doc["exp"]), dt.UTC),
-            methods=tuple(doc.get("m") or ()),
-        )
+            doc = orjson.loads(self._fernet.decrypt(token.encode()))
+        except (FernetInvalid, ValueError):
+            raise InvalidToken("not a token of this deployment") from None
+        try:
+            claims = _claims(doc)
+        except (KeyError, TypeError, ValueError, OverflowError):
+            raise InvalidToken("malformed claims") from None
         if self._clock() >= claims.expires_at:
             raise InvalidToken("expired")
         return claims
 
-    def _sign(self, body: str) -> bytes:
-        return hmac.new(self._key, body.encode(), hashlib.sha256).digest()
+
+def _canonical(token: str) -> bool:
+    """Only the base64url text Fernet itself writes (the decoder would skip stray characters)."""
+    try:
+        raw = base64.urlsafe_b64decode(token.encode())
+    except (binascii.Error, ValueError):
+        return False
+    return base64.urlsafe_b64encode(raw).decode() == token
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+def _claims(doc: Any) -> TokenClaims:
+    if not isinstance(doc, dict) or doc.get("v") != VERSION:
+        raise ValueError("unknown token version")
+    texts = [doc["id"], doc["c"], doc["u"], doc["p"]]
+    methods = doc["m"]
+    if not all(isinstance(t, str) for t in texts) or not isinstance(methods, list):
+        raise TypeError("claims of the wrong type")
+    if not all(isinstance(m, str) for m in methods):
+        raise TypeError("methods of the wrong type")
+    token_id, chain, user_id, project_id = texts
+    bytes.fromhex(token_id)  # ValueError unless hex
+    return TokenClaims(
+        token_id=token_id,
+        user_id=user_id,
+        project_id=project_id,
+        issued_at=_from_micros(doc["iat"]),
+        expires_at=_from_micros(doc["exp"]),
+        methods=tuple(methods),
+        chain_id=chain,
+    )
 
 
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def load_or_create_key(path: Path) -> bytes:
-    """The token key in ``path`` (hex), created (mode 0600) on first use; every API node needs the same."""
+def load_or_create_key(path: Path) -> list[bytes]:
+    """The token keys in ``path`` (hex, one per line; the first issues), the file created (mode 0600)
+    with one new key on first use; every API node needs the same file."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -132,9 +194,10 @@ def load_or_create_key(path: Path) -> bytes:
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_hex(_KEY_BYTES) + "\n")
     for _ in range(50):  # another worker may be between creating the file and writing it
-        text = path.read_text().strip()
-        if text:
-            return bytes.fromhex(text)
+        lines = [line.strip() for line in path.read_text().splitlines()]
+        keys = [bytes.fromhex(line) for line in lines if line and not line.startswith("#")]
+        if keys:
+            return keys
         time.sleep(0.02)
     raise ValueError(f"the token key file {path} is empty")
 

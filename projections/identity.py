@@ -69,6 +69,9 @@ CREATE TABLE IF NOT EXISTS {s}.users (
     position bigint NOT NULL
 );
 CREATE INDEX IF NOT EXISTS users_domain_name ON {s}.users (domain_id, name);
+-- Tokens issued before this moment are no longer valid: set by a password change, a disable and a
+-- role removal (Keystone's revocation by user and issued_before); a later enable leaves it.
+ALTER TABLE {s}.users ADD COLUMN IF NOT EXISTS tokens_valid_after timestamptz;
 
 CREATE TABLE IF NOT EXISTS {s}.roles (
     id text PRIMARY KEY,
@@ -98,6 +101,12 @@ CREATE TABLE IF NOT EXISTS {s}.revoked_tokens (
     position bigint NOT NULL
 );
 """
+
+
+# The user's tokens issued before the event end (never moved back: a later event cannot revive them).
+_END_TOKENS = (
+    "UPDATE {s}.users SET tokens_valid_after = GREATEST(COALESCE(tokens_valid_after, %s), %s) WHERE id = %s"
+)
 
 
 def statements(e: Any, position: int) -> list[Statement]:
@@ -133,7 +142,8 @@ def statements(e: Any, position: int) -> list[Statement]:
             (
                 "DELETE FROM {s}.role_assignments WHERE project_id = %s AND user_id = %s AND role_id = %s",
                 (e.originator_id.hex, e.user_id, e.role_id),
-            )
+            ),
+            (_END_TOKENS, (t, t, e.user_id)),
         ]
     if issubclass(kind, UserCreated):
         return [
@@ -161,14 +171,16 @@ def statements(e: Any, position: int) -> list[Statement]:
                 "UPDATE {s}.users SET enabled = %s, email = %s, description = %s, default_project_id = %s, "
                 "updated_at = %s, position = %s WHERE id = %s",
                 (e.enabled, e.email, e.description, e.default_project_id, t, position, e.originator_id.hex),
-            )
+            ),
+            *([] if e.enabled else [(_END_TOKENS, (t, t, e.originator_id.hex))]),
         ]
     if issubclass(kind, UserPasswordSet):
         return [
             (
                 "UPDATE {s}.users SET password_set_at = %s, updated_at = %s, position = %s WHERE id = %s",
                 (t, t, position, e.originator_id.hex),
-            )
+            ),
+            (_END_TOKENS, (t, t, e.originator_id.hex)),
         ]
     if issubclass(kind, RoleCreated):
         return [

@@ -44,17 +44,23 @@ def _one(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()
     return rows[0] if rows else None
 
 
-def subject(conn: psycopg.Connection[Any], user_id: str, project_id: str, token_id: str) -> Subject | None:
+def subject(
+    conn: psycopg.Connection[Any], user_id: str, project_id: str, token_ids: tuple[str, ...], issued_at: Any
+) -> Subject | None:
+    """The token's subject now. ``revoked`` when one of ``token_ids`` (the token's own id and its
+    chain's) was revoked, or when the user's tokens issued at ``issued_at`` were ended since (a
+    password change, a disable, a role removal: ``users.tokens_valid_after``)."""
     row = _one(
         conn,
         """
         SELECT row_to_json(u) AS user, row_to_json(p) AS project,
                ARRAY(SELECT r.name FROM {s}.role_assignments a JOIN {s}.roles r ON r.id = a.role_id
                      WHERE a.user_id = u.id AND a.project_id = p.id) AS role_names,
-               EXISTS (SELECT 1 FROM {s}.revoked_tokens t WHERE t.token_id = %s) AS revoked
+               (EXISTS (SELECT 1 FROM {s}.revoked_tokens t WHERE t.token_id = ANY(%s))
+                OR COALESCE(u.tokens_valid_after > %s, false)) AS revoked
         FROM {s}.users u, {s}.projects p WHERE u.id = %s AND p.id = %s
         """,
-        (token_id, user_id, project_id),
+        (list(token_ids), issued_at, user_id, project_id),
     )
     if row is None:
         return None
