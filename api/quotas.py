@@ -44,7 +44,10 @@ class _Quotas:
 
     def _state(self, req: falcon.Request, project_id: str) -> tuple[dict[str, int], dict[str, int]]:
         """(limits, usage) of ``project_id`` from the read model."""
-        user_id = req.get_param("user_id") or req.context.actor.user_id
+        actor = req.context.actor
+        user_id = req.get_param("user_id") or actor.user_id
+        if user_id != actor.user_id:  # another user's usage (their key pairs) is for admins to see
+            auth.require_admin(actor, "os_compute_api:os-quota-sets:show")
         with self._read.connection(req) as conn:
             limits = {**DEFAULT_LIMITS, **admin_queries.quota_overrides(conn, project_id)}
             used = admin_queries.project_usage(conn, project_id, user_id)

@@ -253,12 +253,17 @@ def list_flavors(
     """
     where: list[sql.Composable] = [sql.SQL("NOT deleted")]
     params: list[Any] = []
+    visible = sql.SQL("(is_public OR projects ? %s)") if not include_private else sql.SQL("true")
     if not include_private:
-        where.append(sql.SQL("(is_public OR projects ? %s)"))
+        where.append(visible)
         params.append(project_id or "")
     if marker is not None:
+        # The marker must be a flavor the caller may see: a private flavor of another project is
+        # "not found" like one that does not exist, so that the marker does not reveal it.
         found = _fetchone(
-            conn, sql.SQL("SELECT 1 AS found FROM {}.flavors WHERE flavorid = %s").format(_S), (marker,)
+            conn,
+            sql.SQL("SELECT 1 AS found FROM {}.flavors WHERE flavorid = %s AND {}").format(_S, visible),
+            (marker, *params),
         )
         if found is None:
             raise MarkerNotFound(marker)

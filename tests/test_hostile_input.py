@@ -142,3 +142,28 @@ def test_nul_in_a_placement_body_is_placement_s_400(stack: Stack) -> None:  # no
     r = stack.client.simulate_put(f"/placement/allocations/{consumer}", json=body, headers=headers)
     assert r.status_code == 400, r.text
     assert "NUL" in r.json["errors"][0]["detail"]
+
+
+def test_a_private_flavor_does_not_leak_through_the_marker(stack: Stack) -> None:  # noqa: F811
+    stack.flavor(id="a-public", name="a")
+    stack.flavor(id="b-private", name="b", **{"os-flavor-access:is_public": False})
+    stack.flavor(id="c-public", name="c")
+    unknown = stack.request("GET", "/v2.1/flavors?marker=b-nothing", P1)
+    private = stack.request("GET", "/v2.1/flavors?marker=b-private", P1)
+    assert unknown.status_code == private.status_code == 400
+    assert private.json["badRequest"]["message"] == unknown.json["badRequest"]["message"].replace(
+        "b-nothing", "b-private"
+    )
+    assert stack.request("GET", "/v2.1/flavors?is_public=none&marker=b-private", ADMIN).status_code == 200
+
+
+def test_a_member_cannot_read_another_users_quota_usage(stack: Stack) -> None:  # noqa: F811
+    p1 = stack.project_id("p1")
+    stack.auth(P1)
+    stack.auth(ADMIN)
+    alice = stack.user_id("alice")
+    bob = stack.user_id("bob")
+    r = stack.request("GET", f"/v2.1/os-quota-sets/{p1}/detail?user_id={alice}", P1)
+    assert r.status_code == 403, r.text
+    assert stack.request("GET", f"/v2.1/os-quota-sets/{p1}/detail?user_id={bob}", P1).status_code == 200
+    assert stack.request("GET", f"/v2.1/os-quota-sets/{p1}/detail?user_id={bob}", ADMIN).status_code == 200
