@@ -38,6 +38,7 @@ from api.server_actions import host_liveness, host_report, scheduler_beats
 from api.tokens import TokenSigner, load_or_create_key
 from commands.handlers import Handlers
 from commands.identity_handlers import IdentityHandlers
+from commands.image_usage import ImageLimits
 from commands.network import FixedNetwork
 from commands.operations import Operations
 from commands.placement import PlacementHandlers
@@ -109,7 +110,10 @@ def create_app(deps: Deps) -> falcon.App:
         "/v2.1/os-hypervisors/{hypervisor_id}/uptime",
         hypervisors.HypervisorUptime(read, alive, host_report(deps)),
     )
-    catalog_api.add_routes(app, deps.handlers, read, deps.settings.data_dir, deps.max_body_bytes)
+    image_limits = ImageLimits(deps.settings.image_count_total, deps.settings.image_size_total_mb)
+    catalog_api.add_routes(
+        app, deps.handlers, read, deps.settings.data_dir, deps.max_body_bytes, image_limits
+    )
     compute_admin.add_routes(
         app, Operations(deps.handlers.app), read, deps.max_body_bytes, alive, scheduler_beats(deps)
     )

@@ -64,7 +64,11 @@ def refuse_unstorable(doc: Any) -> None:
 
 def load_validators(names: tuple[str, ...]) -> dict[str, Draft202012Validator]:
     """Load and check the named request schemas (``schemas/api/<name>.json``) once, at app creation."""
-    return {name: Draft202012Validator(schemas.load(f"api/{name}.json")) for name in names}
+    # Formats are checked (``uuid``, ``date-time``): unchecked, a malformed id reached PostgreSQL.
+    checker = Draft202012Validator.FORMAT_CHECKER
+    return {
+        name: Draft202012Validator(schemas.load(f"api/{name}.json"), format_checker=checker) for name in names
+    }
 
 
 def read_json(req: falcon.Request, validator: Draft202012Validator, max_bytes: int) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from api.body import load_validators
 from api.readmodel import ReadModel
 from commands.catalog import CatalogHandlers
 from commands.handlers import Handlers
+from commands.image_usage import ImageLimits
 from stratus.imagestore import BlobStore, ImageStore
 
 SCHEMAS = ("images.create", "keypairs.create", "servers.metadata", "servers.metadata_item", "servers.tags")
@@ -30,10 +31,15 @@ def user_data_store(data_dir: Path) -> BlobStore:
 
 
 def add_routes(
-    app: falcon.App, handlers: Handlers, read: ReadModel, data_dir: Path, max_body_bytes: int
+    app: falcon.App,
+    handlers: Handlers,
+    read: ReadModel,
+    data_dir: Path,
+    max_body_bytes: int,
+    image_limits: ImageLimits | None = None,
 ) -> None:
     validators = load_validators(SCHEMAS)
-    catalog = CatalogHandlers(handlers)
+    catalog = CatalogHandlers(handlers, image_limits=image_limits)
     image_args = (catalog, read, image_store(data_dir), validators, max_body_bytes)
     app.add_route(images.IMAGE_ROOT, images.Versions())
     app.add_route(f"{images.IMAGE_ROOT}/v2/images", images.ImageCollection(*image_args))

@@ -11,7 +11,6 @@ once); lists read the read model.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -26,8 +25,9 @@ from api.errors import BadRequest, Forbidden, PayloadTooLarge, ServiceUnavailabl
 from api.links import page_params
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.catalog import CatalogHandlers, CreateImage, DeleteImage, RecordImageUpload
-from commands.errors import NotFound
-from commands.image import ACTIVE, Image
+from commands.errors import NotFound, QuotaExceeded
+from commands.image import ACTIVE, Image, canonical_image_id
+from commands.image_usage import ImageLimits
 from projections import catalog_queries
 from stratus.context import Actor, acting
 from stratus.eventstore.errors import EventStoreUnavailable
@@ -50,7 +50,7 @@ def _time(value: datetime | None) -> str | None:
 def row_of(image: Image) -> dict[str, Any]:
     """An image aggregate as a read-model row (one view serves both)."""
     return {
-        "id": image.id,
+        "id": image.image_id,
         "name": image.name,
         "owner": image.owner,
         "visibility": image.visibility,
@@ -182,7 +182,7 @@ class ImageCollection(_Images):
         command = CreateImage(
             owner=actor.project_id,
             name=body.get("name"),
-            image_id=uuid.UUID(body["id"]) if "id" in body else None,
+            image_id=_chosen_id(body["id"]) if "id" in body else None,
             visibility=visibility,
             container_format=body.get("container_format"),
             disk_format=body.get("disk_format"),
@@ -192,8 +192,11 @@ class ImageCollection(_Images):
             tags=tuple(body.get("tags", ())),
             properties=properties,
         )
-        with acting(req.context.command):
-            result = self._catalog.create_image(command)
+        try:
+            with acting(req.context.command):
+                result = self._catalog.create_image(command)
+        except QuotaExceeded as e:
+            raise PayloadTooLarge(e.message) from None  # Glance: 413 for a limit reached
         image = self._catalog.image(result.id, None)
         resp.status = falcon.HTTP_201
         resp.set_header(POSITION_HEADER, str(result.position))
@@ -209,7 +212,9 @@ class ImageItem(_Images):
     def on_delete(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
         with acting(req.context.command):
             result = self._catalog.delete_image(DeleteImage(image_id, _scope(req.context.actor)))
-        self._store.remove(image_id)  # after the deletion is recorded: a crash leaves a file, not a lie
+        # The canonical id the data is filed under (``ABCD...`` in the path names ``abcd...``), after
+        # the deletion is recorded: a crash leaves a file, not a lie.
+        self._store.remove(result.id)
         resp.status = falcon.HTTP_204
         resp.set_header(POSITION_HEADER, str(result.position))
 
@@ -229,16 +234,25 @@ class ImageData(_Images):
             )
         if req.content_length is not None and req.content_length > self._store.max_size:
             raise PayloadTooLarge(f"Image exceeds the storage quota of {self._store.max_size} bytes.")
+        # The owner's image quota, checked before any byte is written and while they stream; the
+        # append that records the upload checks it again, against concurrent uploads.
+        left = self._catalog.image_usage(image.owner).remaining(self._catalog.image_limits)
+        if left is not None and (req.content_length or 0) > left:
+            raise PayloadTooLarge(_over_quota(self._catalog.image_limits))
         try:
-            stored = self._store.receive(image.image_id, _body(req))
+            stored = self._store.receive(image.image_id, _body(req), limit=left)
         except TooLarge as e:
-            raise PayloadTooLarge(str(e)) from e
+            message = _over_quota(self._catalog.image_limits) if left is not None else str(e)
+            raise PayloadTooLarge(message) from e
         except StoreError as e:
             raise ServiceUnavailable("The image store cannot take data right now; retry.") from e
         command = RecordImageUpload(image.image_id, scope, stored.size, stored.md5, HASH_ALGO, stored.sha256)
         try:
             with acting(req.context.command):
                 result = self._catalog.record_image_upload(command)
+        except QuotaExceeded as e:
+            self._discard_unless_recorded(image.image_id, stored.sha256)
+            raise PayloadTooLarge(e.message) from None
         except BaseException:
             self._discard_unless_recorded(image.image_id, stored.sha256)
             raise
@@ -269,6 +283,18 @@ class ImageData(_Images):
         resp.set_header("Content-MD5", image.checksum or "")
         resp.content_length = image.size
         resp.stream = chunks
+
+
+def _over_quota(limits: ImageLimits) -> str:
+    return f"The image's data exceeds the project's image_size_total quota of {limits.image_size_total} MiB."
+
+
+def _chosen_id(value: str) -> str:
+    """A client's chosen image id: a UUID (Glance's 400 otherwise), in canonical form."""
+    try:
+        return canonical_image_id(value)
+    except ValueError:
+        raise BadRequest(f"Invalid input for field/attribute id. Value: {value[:64]!r}. Not a UUID") from None
 
 
 def _body(req: falcon.Request) -> Iterator[bytes]:

@@ -7,6 +7,7 @@ Each handler loads the aggregate from the log, makes one domain call and appends
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from commands.base import HandlerBase
 from commands.errors import AlreadyExists, NotFound
 from commands.handlers import Handlers, Result
 from commands.image import Image
+from commands.image_usage import ImageLimits, ImageUsage, image_usage_id
 from commands.keypair import KeyPair, keypair_aggregate_id
 from commands.ledger import KEY_PAIRS
 from commands.quota import DEFAULT_LIMITS
@@ -29,7 +31,7 @@ from commands.quota import DEFAULT_LIMITS
 class CreateImage:
     owner: str
     name: str | None = None
-    image_id: UUID | None = None
+    image_id: UUID | str | None = None
     visibility: str = "shared"
     container_format: str | None = None
     disk_format: str | None = None
@@ -95,11 +97,13 @@ class CatalogHandlers(HandlerBase):
         *,
         new_id: Callable[[], UUID] = uuid4,
         generate_key: Callable[[], tuple[str, str]] = generate_ssh_key,
+        image_limits: ImageLimits | None = None,
     ) -> None:
         super().__init__(handlers.app)
         self._handlers = handlers
         self._new_id = new_id
         self._generate_key = generate_key
+        self.image_limits = image_limits or ImageLimits()
 
     # -- images ---------------------------------------------------------------------------------
     def image(self, image_id: str, project_id: str | None) -> Image:
@@ -112,27 +116,50 @@ class CatalogHandlers(HandlerBase):
             raise NotFound(f"No image found with ID {image_id}")
         return image
 
+    def image_usage(self, project_id: str) -> ImageUsage:
+        """The project's image quota usage, as the log has it."""
+        return self._find(ImageUsage, image_usage_id(project_id)) or ImageUsage(project_id)
+
     def create_image(self, cmd: CreateImage) -> Result:
-        image_id = cmd.image_id or self._new_id()
+        image_id = str(cmd.image_id or self._new_id())
         fields = {k: v for k, v in vars(cmd).items() if k != "image_id"}
         fields["tags"] = list(dict.fromkeys(cmd.tags))
-        image = Image.create(image_id, **fields)
-        try:
-            return Result(str(image_id), self._save(image))
-        except IntegrityError:
-            raise AlreadyExists(f"Image with identifier {image_id} already exists!") from None
+
+        def decide() -> Result:
+            image = Image.create(image_id, **fields)
+            conflict = AlreadyExists(f"Image with identifier {image.image_id} already exists!")
+            if self._find(Image, image.id) is not None:
+                raise conflict
+            with contextlib.suppress(NotFound):
+                self._handlers.image(image.image_id)  # an image kept where version 1 put it
+                raise conflict
+            usage = self.image_usage(cmd.owner)
+            usage.admit(image.image_id, self.image_limits)
+            return Result(image.image_id, self._save(image, usage))
+
+        return self._retrying(decide)
 
     def record_image_upload(self, cmd: RecordImageUpload) -> Result:
-        image = self.image(cmd.image_id, cmd.project_id)
-        image.ensure_owned_by(cmd.project_id)
-        image.record_upload(cmd.size, cmd.checksum, cmd.os_hash_algo, cmd.os_hash_value)
-        return Result(cmd.image_id, self._save(image))
+        def decide() -> Result:
+            image = self.image(cmd.image_id, cmd.project_id)
+            image.ensure_owned_by(cmd.project_id)
+            image.record_upload(cmd.size, cmd.checksum, cmd.os_hash_algo, cmd.os_hash_value)
+            usage = self.image_usage(image.owner)  # charged to the image's owner, whoever uploads
+            usage.charge(image.image_id, cmd.size, self.image_limits)
+            return Result(image.image_id, self._save(image, usage))
+
+        return self._retrying(decide)
 
     def delete_image(self, cmd: DeleteImage) -> Result:
-        image = self.image(cmd.image_id, cmd.project_id)
-        image.ensure_owned_by(cmd.project_id)
-        image.delete()
-        return Result(cmd.image_id, self._save(image))
+        def decide() -> Result:
+            image = self.image(cmd.image_id, cmd.project_id)
+            image.ensure_owned_by(cmd.project_id)
+            image.delete()
+            usage = self.image_usage(image.owner)
+            usage.release(image.image_id)
+            return Result(image.image_id, self._save(image, usage))
+
+        return self._retrying(decide)
 
     # -- key pairs ------------------------------------------------------------------------------
     def keypair(self, user_id: str, name: str) -> KeyPair:
@@ -141,10 +168,16 @@ class CatalogHandlers(HandlerBase):
     def create_keypair(self, cmd: CreateKeyPair) -> KeyPairCreated:
         private_key = None
         public_key = cmd.public_key
-        if public_key is None:
-            private_key, public_key = self._generate_key()
         limits = self._handlers.limits(cmd.project_id) if cmd.project_id else DEFAULT_LIMITS
         keypair_id = keypair_aggregate_id(cmd.user_id, cmd.name)
+        if public_key is None:
+            # Refuse what would be refused anyway before paying for a 2048-bit RSA key generation:
+            # a name in use, or no room in the user's key pair quota.
+            existing = self._find(KeyPair, keypair_id)
+            if existing is not None and not existing.deleted:
+                raise AlreadyExists(f"Key pair '{cmd.name}' already exists.")
+            self.ledger(KEY_PAIRS, cmd.user_id).admit(cmd.name, limits)
+            private_key, public_key = self._generate_key()
 
         def decide() -> KeyPairCreated:
             keypair = self._find(KeyPair, keypair_id)

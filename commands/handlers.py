@@ -22,7 +22,7 @@ from commands.errors import AlreadyExists, DomainError, InvalidInput, NotFound
 from commands.flavor import Flavor, flavor_aggregate_id
 from commands.group_commit import GroupCommit
 from commands.host import Host, Resources, host_aggregate_id
-from commands.image import ACTIVE, Image
+from commands.image import ACTIVE, Image, canonical_image_id, image_aggregate_id, legacy_aggregate_id
 from commands.instance import Instance, check_metadata_items
 from commands.keypair import KeyPair, keypair_aggregate_id
 from commands.network import FixedNetwork, Network
@@ -414,12 +414,19 @@ class Handlers(HandlerBase):
         return ServersCreated(str(ids[0]), position, tuple(map(str, ids)), existing.reservation_id)
 
     def image(self, image_id: str) -> Image:
+        """The image whose id is ``image_id`` (in its own namespace, or where version 1 kept it)."""
         what = f"Image {image_id}"
         try:
-            uid = UUID(image_id)
+            canonical = canonical_image_id(image_id)
         except ValueError:
             raise NotFound(f"{what} could not be found.") from None
-        return self._get(Image, uid, what)
+        image = self._find(Image, image_aggregate_id(canonical))
+        if image is None:
+            legacy = self._find(Image, legacy_aggregate_id(canonical))
+            image = legacy if legacy is not None and legacy.image_id == canonical else None
+        if image is None:
+            raise NotFound(f"{what} could not be found.")
+        return image
 
     def _bootable_image(self, cmd: CreateServer, ram: int, disk: int) -> Image:
         return self.bootable_image(cmd.image_ref, None if cmd.any_image else cmd.project_id, ram, disk)

@@ -61,6 +61,10 @@ CREATE TABLE IF NOT EXISTS {s}.images (
     version integer NOT NULL,
     position bigint NOT NULL
 );
+-- The image's aggregate: derived from its id since Image.Created v2 (the id itself before).
+ALTER TABLE {s}.images ADD COLUMN IF NOT EXISTS aggregate_id uuid;
+UPDATE {s}.images SET aggregate_id = id WHERE aggregate_id IS NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS images_aggregate ON {s}.images (aggregate_id);
 CREATE INDEX IF NOT EXISTS images_created ON {s}.images (created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS images_owner ON {s}.images (owner);
 CREATE INDEX IF NOT EXISTS images_name ON {s}.images (name);
@@ -105,12 +109,13 @@ def statements(event: Any, position: int) -> list[Statement]:
     if isinstance(event, ImageCreated):
         return [
             (
-                "INSERT INTO {s}.images (id, name, owner, visibility, status, container_format, disk_format,"
-                " min_disk, min_ram, protected, tags, properties, created_at, updated_at, version, position)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                "INSERT INTO {s}.images (id, aggregate_id, name, owner, visibility, status,"
+                " container_format, disk_format, min_disk, min_ram, protected, tags, properties,"
+                " created_at, updated_at, version, position)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
                 " ON CONFLICT (id) DO NOTHING",
                 (
-                    e.originator_id, e.name, e.owner, e.visibility, QUEUED,
+                    e.image_id, e.originator_id, e.name, e.owner, e.visibility, QUEUED,
                     e.container_format, e.disk_format, e.min_disk, e.min_ram,
                     e.protected, _json(list(e.tags)), _json(dict(e.properties)),
                     e.timestamp, e.timestamp, version, position,
@@ -121,7 +126,7 @@ def statements(event: Any, position: int) -> list[Statement]:
         return [
             (
                 "UPDATE {s}.images SET status = %s, size = %s, checksum = %s, os_hash_algo = %s,"
-                " os_hash_value = %s, updated_at = %s, version = %s, position = %s WHERE id = %s",
+                " os_hash_value = %s, updated_at = %s, version = %s, position = %s WHERE aggregate_id = %s",
                 (
                     ACTIVE, e.size, e.checksum, e.os_hash_algo, e.os_hash_value,
                     e.timestamp, version, position, e.originator_id,
@@ -132,7 +137,7 @@ def statements(event: Any, position: int) -> list[Statement]:
         return [
             (
                 "UPDATE {s}.images SET status = %s, deleted = true, deleted_at = %s, updated_at = %s,"
-                " version = %s, position = %s WHERE id = %s",
+                " version = %s, position = %s WHERE aggregate_id = %s",
                 (DELETED, e.timestamp, e.timestamp, version, position, e.originator_id),
             )
         ]

@@ -52,6 +52,13 @@ class Settings:
     # node needs the same one; None means <data_dir>/token.key, created on first use).
     token_ttl_seconds: int = 3600
     token_key_file: Path | None = None
+    # The image service's per-project limits (Glance's image_count_total, and image_size_total in
+    # MiB; -1: unlimited).
+    image_count_total: int = 100
+    image_size_total_mb: int = 10240
+    # The event stream (``stratus watch``): open streams at most per user and in all.
+    watch_max_streams_per_user: int = 4
+    watch_max_streams: int = 60
 
     @property
     def token_key_path(self) -> Path:
@@ -85,6 +92,12 @@ class Settings:
             fixed_network=e.get("STRATUS_FIXED_NETWORK", d.fixed_network).strip(),
             fixed_network_name=e.get("STRATUS_FIXED_NETWORK_NAME", d.fixed_network_name).strip(),
             token_ttl_seconds=int(e.get("STRATUS_TOKEN_TTL_SECONDS", d.token_ttl_seconds)),
+            image_count_total=int(e.get("STRATUS_IMAGE_COUNT_TOTAL", d.image_count_total)),
+            image_size_total_mb=int(e.get("STRATUS_IMAGE_SIZE_TOTAL_MB", d.image_size_total_mb)),
+            watch_max_streams_per_user=int(
+                e.get("STRATUS_WATCH_MAX_STREAMS_PER_USER", d.watch_max_streams_per_user)
+            ),
+            watch_max_streams=int(e.get("STRATUS_WATCH_MAX_STREAMS", d.watch_max_streams)),
             token_key_file=Path(e["STRATUS_TOKEN_KEY_FILE"]) if e.get("STRATUS_TOKEN_KEY_FILE") else None,
         )
 
@@ -111,6 +124,10 @@ class Settings:
             "STRATUS_FIXED_NETWORK": self.fixed_network,
             "STRATUS_FIXED_NETWORK_NAME": self.fixed_network_name,
             "STRATUS_TOKEN_TTL_SECONDS": str(self.token_ttl_seconds),
+            "STRATUS_IMAGE_COUNT_TOTAL": str(self.image_count_total),
+            "STRATUS_IMAGE_SIZE_TOTAL_MB": str(self.image_size_total_mb),
+            "STRATUS_WATCH_MAX_STREAMS_PER_USER": str(self.watch_max_streams_per_user),
+            "STRATUS_WATCH_MAX_STREAMS": str(self.watch_max_streams),
         }
         if self.token_key_file is not None:
             env["STRATUS_TOKEN_KEY_FILE"] = str(self.token_key_file)

@@ -64,8 +64,12 @@ class ImageStore:
             raise StoreError(f"not a sha256: {sha256[:80]!r}")
         return self.root / _checked_id(image_id) / sha256
 
-    def receive(self, image_id: str, chunks: Iterable[bytes]) -> StoredData:
-        """Write ``chunks`` for ``image_id``, hashing as they come; the complete file is in place after."""
+    def receive(self, image_id: str, chunks: Iterable[bytes], limit: int | None = None) -> StoredData:
+        """Write ``chunks`` for ``image_id``, hashing as they come; the complete file is in place after.
+
+        ``limit``: at most this many bytes (a quota's remainder): past it, ``TooLarge`` and nothing
+        is left on disk."""
+        most = self.max_size if limit is None else min(limit, self.max_size)
         directory = self.root / _checked_id(image_id)
         md5 = hashlib.md5(usedforsecurity=False)
         sha256 = hashlib.sha256()
@@ -79,8 +83,8 @@ class ImageStore:
             with os.fdopen(fd, "wb") as f:
                 for chunk in chunks:
                     size += len(chunk)
-                    if size > self.max_size:
-                        raise TooLarge(self.max_size)
+                    if size > most:
+                        raise TooLarge(most)
                     md5.update(chunk)
                     sha256.update(chunk)
                     f.write(chunk)
