@@ -20,6 +20,7 @@ import falcon
 
 from api import auth
 from api.errors import BadRequest, ItemNotFound
+from api.redaction import event_for_member, redacted
 from commands import resources
 from commands.errors import InvalidInput
 from commands.handlers import Handlers
@@ -97,11 +98,14 @@ class History(_Audit):
         entries, next_marker = history.page(self._reader, aggregate_id, limit=limit, marker=marker)
         if not entries and marker is None:
             raise ItemNotFound(f"No history for {kind} {resource_id}.")
+        events = [e.to_dict() for e in entries]
+        if not can_audit_everything(req.context.actor):
+            events = [event_for_member(e) for e in events]
         body: dict[str, Any] = {
             "kind": kind,
             "id": resource_id,
             "aggregate_id": str(aggregate_id),
-            "events": [e.to_dict() for e in entries],
+            "events": events,
         }
         if next_marker is not None:
             body["next_marker"] = next_marker
@@ -126,7 +130,7 @@ class State(_Audit):
             "version": past.version,
             "position": past.position,
             "time": past.time,
-            "state": past.state,
+            "state": past.state if can_audit_everything(req.context.actor) else redacted(past.state),
         }
 
 

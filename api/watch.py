@@ -25,6 +25,9 @@ flavors) and identity records (projects, users, role grants) are visible to audi
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -35,13 +38,19 @@ import orjson
 
 from api.app import Deps, LazyApp
 from api.audit import can_audit_everything
-from api.errors import ApiError, BadRequest, Forbidden
+from api.auth import Authenticator
+from api.errors import ApiError, BadRequest, Forbidden, TooManyRequests, Unauthorized
+from api.readmodel import ReadModel
+from api.redaction import event_for_member
 from commands import resources
 from commands.errors import InvalidInput
 from stratus import positions
 from stratus.audit import history
 from stratus.context import Actor
 from stratus.eventstore import EventStoreUnavailable, JetStreamApplicationRecorder
+from stratus.eventstore.envelope import UNDECODABLE_TOPIC
+
+log = logging.getLogger("stratus.watch")
 
 ROUTE = "/v2.1/stratus/events"
 HEARTBEAT_SECONDS = 15.0
@@ -86,15 +95,92 @@ class _Owners:
         return owner
 
 
-def sse(entry: history.Entry) -> bytes:
-    data = orjson.dumps(entry.to_dict())  # one line: orjson never emits a newline
+def sse(entry: history.Entry, *, member: bool = False) -> bytes:
+    """One SSE message; a member's has its data redacted as the server view is (api/redaction.py)."""
+    event = entry.to_dict()
+    data = orjson.dumps(event_for_member(event) if member else event)  # one line: orjson emits no newline
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (entry.position, entry.envelope.type.encode(), data)
 
 
+@dataclasses.dataclass(frozen=True)
+class StreamLimits:
+    """Open streams at most per user and in all (each holds a thread of ``stratus watch``), and how
+    often an open stream checks that its token is still good."""
+
+    per_user: int = 4
+    total: int = 60
+    recheck_seconds: float = 5.0
+
+
+_LATER = {"Retry-After": "10"}
+
+
+class _Open:
+    """The streams open now, per user; one lock, since each stream is served by a thread."""
+
+    def __init__(self, limits: StreamLimits) -> None:
+        self._limits = limits
+        self._lock = threading.Lock()
+        self._by_user: dict[str, int] = {}
+
+    def take(self, user_id: str) -> None:
+        with self._lock:
+            mine = self._by_user.get(user_id, 0)
+            if mine >= self._limits.per_user:
+                raise TooManyRequests(
+                    f"You have {mine} event streams open, the most allowed; close one first.",
+                    headers=_LATER,
+                )
+            if sum(self._by_user.values()) >= self._limits.total:
+                raise TooManyRequests("Too many event streams are open; retry later.", headers=_LATER)
+            self._by_user[user_id] = mine + 1
+
+    def release(self, user_id: str) -> None:
+        with self._lock:
+            left = self._by_user.get(user_id, 0) - 1
+            if left > 0:
+                self._by_user[user_id] = left
+            else:
+                self._by_user.pop(user_id, None)
+
+
+class _Stream:
+    """The response body of one stream: its events, and the release of its place when the server
+    closes it, whether it was read to the end, abandoned by the client, or never started."""
+
+    def __init__(self, events: Iterator[bytes], release: Callable[[], None]) -> None:
+        self._events = events
+        self._release: Callable[[], None] | None = release
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self._events)
+
+    def close(self) -> None:
+        close = getattr(self._events, "close", None)
+        if close is not None:
+            close()
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+
 class Events:
-    def __init__(self, recorder: JetStreamApplicationRecorder, heartbeat: float = HEARTBEAT_SECONDS) -> None:
+    def __init__(
+        self,
+        recorder: JetStreamApplicationRecorder,
+        heartbeat: float = HEARTBEAT_SECONDS,
+        *,
+        authenticator: Authenticator | None = None,
+        limits: StreamLimits | None = None,
+    ) -> None:
         self._recorder = recorder
         self._heartbeat = heartbeat
+        self._auth = authenticator
+        self._limits = limits or StreamLimits()
+        self._open = _Open(self._limits)
 
     def _filter(self, req: falcon.Request) -> str:
         layout = self._recorder.layout
@@ -153,42 +239,78 @@ class Events:
         subject_filter = self._filter(req)
         project = self._project(actor, req)
         start = self._start(req)
-        resp.content_type = "text/event-stream"
-        resp.set_header("Cache-Control", "no-cache")
-        resp.set_header("X-Accel-Buffering", "no")  # no proxy buffering (nginx)
+        self._open.take(actor.user_id)  # a refusal is an ordinary JSON error: before the stream's headers
         owners = _Owners(self._recorder)
         visible: Callable[[history.Entry], bool] = (
             (lambda e: True) if project is None else (lambda e: owners.of(e) == project)
         )
-        resp.stream = self._events(start, subject_filter, visible)
+        member = not can_audit_everything(actor)
+        events = self._events(start, subject_filter, visible, member, self._still_allowed(req))
+        resp.content_type = "text/event-stream"
+        resp.set_header("Cache-Control", "no-cache")
+        resp.set_header("X-Accel-Buffering", "no")  # no proxy buffering (nginx)
+        resp.stream = _Stream(events, lambda: self._open.release(actor.user_id))
+
+    def _still_allowed(self, req: falcon.Request) -> Callable[[], bool]:
+        """Whether the stream's token is still good (not expired, revoked, its user not disabled)."""
+        authenticated = getattr(req.context, "auth", None)
+        if self._auth is None or authenticated is None:
+            return lambda: True
+        auth, token = self._auth, authenticated.token
+
+        def check() -> bool:
+            try:
+                auth.authenticate(req, token)
+            except Unauthorized:
+                return False
+            return True
+
+        return check
 
     def _events(
-        self, cursor: int, subject_filter: str, visible: Callable[[history.Entry], bool]
+        self,
+        cursor: int,
+        subject_filter: str,
+        visible: Callable[[history.Entry], bool],
+        member: bool,
+        allowed: Callable[[], bool],
     ) -> Iterator[bytes]:
         r = self._recorder
         yield b"retry: 2000\n: stratus events from position %d\n\n" % cursor
-        beat = time.monotonic()
+        beat = checked = time.monotonic()
+        wait = min(self._heartbeat, self._limits.recheck_seconds)
         while True:
+            if time.monotonic() - checked >= self._limits.recheck_seconds:
+                if not allowed():
+                    yield b"event: stratus.stream.ended\ndata: {\"reason\": \"unauthorized\"}\n\n"
+                    return
+                checked = time.monotonic()
             last = r.max_notification_id() or 0
             while cursor <= last:
                 msgs = r.read_messages(cursor, _PAGE, stop=last, subject_filter=subject_filter)
                 for m in msgs:
                     entry = history.entry_of(m)
-                    if visible(entry):
-                        yield sse(entry)
+                    if entry.envelope.topic == UNDECODABLE_TOPIC:
+                        log.error("event stream: position %d is not an event of the store", entry.position)
+                    elif visible(entry):
+                        yield sse(entry, member=member)
                         beat = time.monotonic()
                 cursor = last + 1 if len(msgs) < _PAGE else history.entry_of(msgs[-1]).position + 1
             if time.monotonic() - beat >= self._heartbeat:
                 yield b": keep-alive\n\n"
                 beat = time.monotonic()
-            r.wait_for_position(last, timeout=self._heartbeat)
+            r.wait_for_position(last, timeout=wait)
 
 
 class WatchApp(LazyApp):
     """The API app with the event stream added, composed in the worker on its first request."""
 
     def _extend(self, app: falcon.App, deps: Deps) -> None:
-        app.add_route(ROUTE, Events(deps.handlers.app.recorder))  # type: ignore[arg-type]
+        settings = deps.settings
+        authenticator = Authenticator(deps.token_signer, ReadModel(deps.pool, settings.read_wait_seconds))
+        limits = StreamLimits(settings.watch_max_streams_per_user, settings.watch_max_streams)
+        events = Events(deps.handlers.app.recorder, authenticator=authenticator, limits=limits)  # type: ignore[arg-type]
+        app.add_route(ROUTE, events)
 
 
 def get_app() -> WatchApp:
@@ -201,7 +323,12 @@ def get_app() -> WatchApp:
 
 
 def add_route(
-    app: falcon.App, recorder: JetStreamApplicationRecorder, heartbeat: float = HEARTBEAT_SECONDS
+    app: falcon.App,
+    recorder: JetStreamApplicationRecorder,
+    heartbeat: float = HEARTBEAT_SECONDS,
+    *,
+    authenticator: Authenticator | None = None,
+    limits: StreamLimits | None = None,
 ) -> None:
     """For composition roots and tests that build the app themselves."""
-    app.add_route(ROUTE, Events(recorder, heartbeat))
+    app.add_route(ROUTE, Events(recorder, heartbeat, authenticator=authenticator, limits=limits))
