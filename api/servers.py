@@ -226,13 +226,14 @@ class ServerExtras:
                 return "DOWN"
         return "MAINTENANCE" if service["disabled"] else "UP"
 
-    def user_data(self, digest: dict[str, Any] | None) -> str | None:
-        if not digest or self._blobs is None:
+    def user_data(self, filed: dict[str, Any] | None) -> str | None:
+        if not filed or self._blobs is None:
             return None
+        blob = filed.get("id") or filed.get("sha256")  # rows projected before version 5: "sha256"
         try:
-            return base64.b64encode(self._blobs.get(digest["sha256"])).decode()
+            return base64.b64encode(self._blobs.get(str(blob))).decode()
         except StoreError as e:  # an API node without the blob (e.g. no shared data directory)
-            log.warning("user data %s not shown: %s", digest["sha256"], e)
+            log.warning("user data %s not shown: %s", blob, e)
             return None
 
 
@@ -418,7 +419,7 @@ class ServerCollection(_Servers):
         resp.media = {"server": {"id": result.id, "links": links, "OS-DCF:diskConfig": DISK_CONFIG}}
 
     def _stored_user_data(self, encoded: str | None) -> dict[str, Any] | None:
-        """Decode and file the user data; the command carries only its digest (it may hold secrets)."""
+        """Decode and file the user data; the command carries only where it is filed (it may hold secrets)."""
         if encoded is None:
             return None
         try:
@@ -431,10 +432,10 @@ class ServerCollection(_Servers):
         if self._user_data is None:
             raise BadRequest("This deployment does not accept user_data.")
         try:
-            digest = self._user_data.put(data)
+            blob = self._user_data.put(data)
         except StoreError as e:
             raise ServiceUnavailable("User data cannot be stored right now; retry.") from e
-        return {"sha256": digest, "size": len(data)}
+        return {"id": blob, "size": len(data)}
 
     def _check_zone(self, req: falcon.Request, zone: str | None) -> None:
         """A zone must be one that hosts are in, or that a host aggregate defines (Nova: 400)."""

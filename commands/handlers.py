@@ -75,7 +75,7 @@ class CreateServer:
     idempotency_key: str | None = None
     description: str | None = None
     key_name: str | None = None
-    # A digest of the user data ({"sha256", "size"}); the data itself is kept off the log.
+    # Where the user data is filed ({"id", "size"}: a random id, no digest); the data stays off the log.
     user_data: dict[str, Any] | None = None
     # "auto" (every configured network), "none", or the ids of the networks to attach.
     networks: str | tuple[str, ...] = "auto"

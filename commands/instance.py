@@ -68,7 +68,7 @@ class Instance(Aggregate):
         launch_index: int
         scheduling: dict[str, Any] | None = None
 
-        class_version = 4
+        class_version = 5
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -86,6 +86,14 @@ class Instance(Aggregate):
             """Version 4: ``{"num_instances", "group_id"}``; None for an older request: not recorded,
             the scheduler reads the group membership and the request's siblings from the log."""
             state.setdefault("scheduling", None)
+
+        @staticmethod
+        def upcast_v4_v5(state: dict[str, Any]) -> None:
+            """Version 5: user data is filed under a random id (``{"id", "size"}``), no longer under
+            its SHA-256, which let anyone reading the log confirm a guess of a server's user data."""
+            data = state.get("user_data")
+            if isinstance(data, dict) and "sha256" in data:
+                state["user_data"] = {"id": data["sha256"], "size": data["size"]}
 
     @event(Requested)
     def __init__(

@@ -6,8 +6,9 @@ uploads racing for one image never overwrite each other's file, and the hash in 
 file the event describes. An upload is written to a temporary file in the image's directory,
 hashed while it streams, and renamed into place only when complete.
 
-User data (a server's ``user_data``) is kept the same way, at ``<root>/<sha256>``, so that only its
-digest enters the log (it often carries secrets).
+User data (a server's ``user_data``) is kept apart, at ``<root>/<random id>``, so that only that id
+and its size enter the log: no digest, which would let a reader of the log confirm a guess of the
+data (it often carries secrets).
 
 Every process that reads these files (the API serving downloads, each hypervisor worker booting a
 kernel) must see the same directory: one machine's data dir, or a shared filesystem.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -124,16 +126,17 @@ def _chunks(f: BinaryIO, chunk_size: int) -> Iterator[bytes]:
 
 
 class BlobStore:
-    """Content-addressed small blobs (user data): ``put`` returns the SHA-256 the blob is filed under."""
+    """Small blobs (user data), each filed under a random id that ``put`` returns.
+
+    Not content-addressed: the id goes into the log, and a digest there would let anyone who reads
+    the log confirm a guess of the data (user data often holds secrets)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
     def put(self, data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
-        final = self.root / digest
-        if final.exists():
-            return digest
+        blob = secrets.token_hex(32)
+        final = self.root / blob
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".blob-")
@@ -143,12 +146,12 @@ class BlobStore:
             os.replace(tmp, final)
         except OSError as e:
             raise StoreError(f"cannot write to the blob store: {e.strerror}") from e
-        return digest
+        return blob
 
-    def get(self, digest: str) -> bytes:
-        if not _HEX64.match(digest):
-            raise StoreError(f"not a sha256: {digest[:80]!r}")
+    def get(self, blob: str) -> bytes:
+        if not _HEX64.match(blob):
+            raise StoreError(f"not a blob id: {blob[:80]!r}")
         try:
-            return (self.root / digest).read_bytes()
+            return (self.root / blob).read_bytes()
         except OSError as e:
-            raise StoreError(f"blob {digest} is missing: {e.strerror}") from e
+            raise StoreError(f"blob {blob} is missing: {e.strerror}") from e

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from commands.instance import Instance
 from commands.network import FixedNetwork
 from stratus.config import Settings
 from tests.test_api import ADMIN, P1, P2, Stack, assert_fault, projector, resource, stack
@@ -98,18 +99,24 @@ def test_addresses_networks_and_multi_create(net_stack: Stack) -> None:
     assert again["addresses"]["private"][0]["addr"] == "10.0.0.2"
 
 
-def test_user_data_is_filed_by_digest_and_never_logged(stack: Stack, api_settings: Settings) -> None:
+def test_user_data_is_filed_under_a_random_id_and_never_logged(stack: Stack, api_settings: Settings) -> None:
+    """Neither the data nor a digest of it enters the log: a digest would let anyone reading the log
+    confirm a guess of a server's user data (an unsalted SHA-256 did, before)."""
     stack.flavor(id="tiny")
     secret = b"#cloud-config\npassword: hunter2-very-secret\n"
     r = create(stack, P1, user_data=base64.b64encode(secret).decode())
     assert r.status_code == 202, r.text
     inst = stack.handlers.instance(r.json["server"]["id"])
-    digest = hashlib.sha256(secret).hexdigest()
-    assert inst.user_data == {"sha256": digest, "size": len(secret)}
-    assert (api_settings.data_dir / "user_data" / digest).read_bytes() == secret
+    assert set(inst.user_data) == {"id", "size"} and inst.user_data["size"] == len(secret)
+    assert (api_settings.data_dir / "user_data" / inst.user_data["id"]).read_bytes() == secret
+    again = create(stack, P1, user_data=base64.b64encode(secret).decode())
+    other = stack.handlers.instance(again.json["server"]["id"])
+    assert other.user_data["id"] != inst.user_data["id"]  # the same data, nothing in common on the log
     envelopes = stack.handlers.app.recorder.read_envelopes(1, 10_000)  # type: ignore[attr-defined]
+    digests = (hashlib.sha256(secret).hexdigest().encode(), hashlib.md5(secret).hexdigest().encode())
     assert not any(b"hunter2" in (e.data or b"") for e in envelopes)
     assert not any(base64.b64encode(secret) in (e.data or b"") for e in envelopes)
+    assert not any(d in (e.data or b"") for e in envelopes for d in digests)
     too_long = "A" * 65536
     assert_fault(create(stack, P1, user_data=too_long), 400, "badRequest", "user_data")
 
@@ -190,3 +197,13 @@ def test_rename_metadata_and_tags(stack: Stack) -> None:
     assert r.json["servers"] == []
     assert_fault(stack.get("/v2.1/servers?changes-since=yesterday", P1), 400, "badRequest", "changes-since")
     assert stack.get(f"{base}/tags", at_latest(stack, ADMIN)).status_code == 200  # admins act across projects
+
+
+def test_requests_recorded_with_a_user_data_digest_are_read_as_filed_ids() -> None:
+    """Instance.Requested v4 recorded {"sha256", "size"}; v5 reads the same blob as {"id", "size"}."""
+    state: dict[str, Any] = {"user_data": {"sha256": "ab" * 32, "size": 5}}
+    Instance.Requested.upcast_v4_v5(state)  # type: ignore[attr-defined]
+    assert state["user_data"] == {"id": "ab" * 32, "size": 5}
+    empty: dict[str, Any] = {"user_data": None}
+    Instance.Requested.upcast_v4_v5(empty)  # type: ignore[attr-defined]
+    assert empty["user_data"] is None

@@ -254,7 +254,7 @@ def _catalog_scenario(handlers: Handlers) -> None:
     server = handlers.create_server(
         CreateServer(
             "vm4", "p1", "u1", "1", image_ref=root, key_name="k", description="d", tags=("a",),
-            user_data={"sha256": "e" * 64, "size": 10}, reservation_id="r-12345678",
+            user_data={"id": "e" * 64, "size": 10}, reservation_id="r-12345678",
         )
     ).id  # fmt: skip
     fields = ServerFieldHandlers(handlers)
