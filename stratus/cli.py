@@ -561,7 +561,8 @@ def _parser() -> argparse.ArgumentParser:
 
     nats = add("nats", _cmd_nats, "the pinned JetStream server, in the foreground")
     nats.add_argument("--config", type=Path, help="a nats-server configuration file (clusters)")
-    nats.add_argument("--address", default="0.0.0.0", help="client address (default 0.0.0.0)")
+    nats.add_argument("--address", default="127.0.0.1",
+                      help="client address (default 127.0.0.1; a wider one wants --config with auth)")
     nats.add_argument("--port", type=int, default=4222, help="client port (default 4222)")
     nats.add_argument("--monitor-port", type=int, default=None, help="HTTP monitoring port")
     nats.add_argument("--store-dir", help="JetStream storage (default <data dir>/nats)")

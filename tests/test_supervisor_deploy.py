@@ -218,3 +218,29 @@ def test_the_example_cluster_refuses_clients_without_tls_or_the_password(
     settings = Settings(nats_urls=tuple(urls))
     with NatsBridge(settings.nats_urls, name="deploy-test") as bridge:
         assert bridge.is_connected
+
+
+def test_stratus_nats_alone_listens_on_loopback_only(tmp_path: Path) -> None:
+    """Without a configuration file (and so without authentication), the pinned server stays on
+    127.0.0.1 unless told otherwise: an open log is never the default."""
+    client, monitor = free_ports(2)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stratus.cli", "nats", "--port", str(client), "--monitor-port", str(monitor),
+         "--store-dir", str(tmp_path / "store")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{monitor}/varz") as r:
+                    varz = json.load(r)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.1)
+        assert varz["host"] == "127.0.0.1" and varz["port"] == client
+        assert varz.get("http_host", "127.0.0.1") == "127.0.0.1"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
