@@ -54,6 +54,40 @@ REQUEST_BODIES: dict[tuple[str, str], tuple[str, ...]] = {
 }
 _PARAM = re.compile(r"{(\w+)}")
 
+# What a create answers, so that a client (a fuzzer's stateful phase) can follow it to the resource:
+# (collection, create method) -> (success statuses, the item's path, its parameter, where the new id is).
+CREATES: dict[tuple[str, str], tuple[tuple[str, ...], str, str, str]] = {
+    ("/v2.1/servers", "POST"): (("202",), "/v2.1/servers/{server_id}", "server_id", "/server/id"),
+    ("/v2.1/flavors", "POST"): (("200",), "/v2.1/flavors/{flavor_id}", "flavor_id", "/flavor/id"),
+    ("/v2.1/os-keypairs", "POST"): (("200", "201"), "/v2.1/os-keypairs/{name}", "name", "/keypair/name"),
+    ("/v2.1/os-server-groups", "POST"): (
+        ("200",), "/v2.1/os-server-groups/{group_id}", "group_id", "/server_group/id"
+    ),
+    ("/v2.1/os-aggregates", "POST"): (
+        ("200",), "/v2.1/os-aggregates/{aggregate_id}", "aggregate_id", "/aggregate/id"
+    ),
+    ("/image/v2/images", "POST"): (("201",), "/image/v2/images/{image_id}", "image_id", "/id"),
+    ("/identity/v3/projects", "POST"): (
+        ("201",), "/identity/v3/projects/{project_id}", "project_id", "/project/id"
+    ),
+    ("/identity/v3/users", "POST"): (("201",), "/identity/v3/users/{user_id}", "user_id", "/user/id"),
+}  # fmt: skip
+
+# Answers without a body: 204 anywhere (Keystone's grant checks, Glance's data of an image that has
+# none, deletes), 202 for an accepted write (Nova's actions and deletes), any status to a HEAD, and
+# the few 200s Nova answers empty.
+_NO_BODY = {"description": "No body"}
+_EMPTY_200 = {
+    ("/v2.1/os-aggregates/{aggregate_id}", "DELETE"),
+    ("/v2.1/flavors/{flavor_id}/os-extra_specs/{key}", "DELETE"),
+}
+_EMPTY_201 = {
+    ("/v2.1/servers/{server_id}/tags/{tag}", "PUT"),
+    ("/placement/resource_classes/{name}", "PUT"),
+    ("/placement/traits/{name}", "PUT"),
+}
+_OCTETS = {("/image/v2/images/{image_id}/file", "GET")}
+
 _FAULT = {
     "description": 'A Nova fault body: {"<fault name>": {"code": int, "message": str}}',
     "content": {"application/json": {"schema": {"type": "object"}}},
@@ -82,10 +116,14 @@ def document(app: falcon.App) -> dict[str, Any]:
             item["parameters"] = params
         for method in methods:
             op: dict[str, Any] = {
+                "operationId": _operation_id(path, method),
                 "summary": f"{method} {path}",
                 "security": [] if path == "/openapi.json" else [{"token": []}],
-                "responses": {"default": {"$ref": "#/components/responses/Fault"}},
+                "responses": _responses(path, method),
             }
+            created = CREATES.get((path, method))
+            if created is not None:
+                op["responses"] = {**_created(created, routes(app)), **op["responses"]}
             names = REQUEST_BODIES.get((path, method), ())
             if names:
                 refs = [{"$ref": f"api/{name}.json"} for name in names]
@@ -103,6 +141,54 @@ def document(app: falcon.App) -> dict[str, Any]:
             "responses": {"Fault": _FAULT},
         },
     }
+
+
+def _responses(path: str, method: str) -> dict[str, Any]:
+    if method == "HEAD":
+        return {"default": _NO_BODY}
+    responses: dict[str, Any] = {"204": _NO_BODY}
+    if method != "GET":
+        responses["202"] = _NO_BODY
+    if (path, method) in _EMPTY_200:
+        responses["200"] = _NO_BODY
+    if (path, method) in _EMPTY_201:
+        responses["201"] = _NO_BODY
+    if (path, method) in _OCTETS:
+        responses["200"] = {"description": "The data", "content": {"application/octet-stream": {}}}
+    return {**responses, "default": {"$ref": "#/components/responses/Fault"}}
+
+
+def _created(
+    created: tuple[tuple[str, ...], str, str, str], table: dict[str, list[str]]
+) -> dict[str, Any]:
+    """A create's success responses, with OpenAPI links to every operation on the new resource."""
+    statuses, item, param, pointer = created
+    links = {
+        f"{method}{_link_name(path[len(item):])}": {
+            "operationId": _operation_id(path, method),
+            "parameters": {param: f"$response.body#{pointer}"},
+        }
+        for path, methods in table.items()
+        if path == item or path.startswith(item + "/")
+        if _PARAM.findall(path) == [param]  # operations that need nothing but the new resource
+        for method in methods
+    }
+    return {
+        status: {
+            "description": "Created: the new resource (and links to what can be done with it)",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+            "links": links,
+        }
+        for status in statuses
+    }
+
+
+def _link_name(rest: str) -> str:
+    return "".join(part.title() for part in re.split(r"[^A-Za-z0-9]+", rest) if part) or "Item"
+
+
+def _operation_id(path: str, method: str) -> str:
+    return f"{method.lower()} {path}"
 
 
 class OpenAPIDocument:
