@@ -16,7 +16,7 @@ import pytest
 import schemas
 from api.body import MAX_DEPTH, load_validators, read_json
 from api.errors import BadRequest
-from tests.test_api import ADMIN, P1, Stack, api_settings, projector, stack  # noqa: F401
+from tests.test_api import ADMIN, P1, P2, Stack, api_settings, projector, stack  # noqa: F401
 
 
 def test_nul_in_metadata_is_refused_naming_the_field_and_nothing_reaches_the_log(stack: Stack) -> None:  # noqa: F811
@@ -167,3 +167,45 @@ def test_a_member_cannot_read_another_users_quota_usage(stack: Stack) -> None:  
     assert r.status_code == 403, r.text
     assert stack.request("GET", f"/v2.1/os-quota-sets/{p1}/detail?user_id={bob}", P1).status_code == 200
     assert stack.request("GET", f"/v2.1/os-quota-sets/{p1}/detail?user_id={bob}", ADMIN).status_code == 200
+
+
+def test_no_read_shows_one_project_anything_of_another(stack: Stack) -> None:  # noqa: F811
+    """Every GET of the API document with ids of p1's resources, as a member of p2: nothing of p1's
+    comes back (a 200 carries none of p1's ids), whatever the route."""
+    import json as _json
+
+    from api.openapi import DOCUMENT
+
+    stack.flavor(id="tiny")
+    server, position = stack.server("tiny", P1, metadata={"secret": "p1-only"})
+    stack.request("POST", "/v2.1/os-keypairs", P1, json={"keypair": {"name": "p1-key"}})
+    image = stack.request("POST", "/image/v2/images", P1, json={"name": "p1-image"}).json["id"]
+    spec = {"server_group": {"name": "p1-g", "policies": ["affinity"]}}
+    group = stack.request("POST", "/v2.1/os-server-groups", P1, json=spec).json["server_group"]["id"]
+    p1 = stack.project_id("p1")
+    ids = {
+        "server_id": server, "image_id": image, "group_id": group, "name": "p1-key", "project_id": p1,
+        "tenant_id": p1, "kind": "server", "resource_id": server, "consumer": server, "key": "secret",
+    }  # fmt: skip
+    secrets = (server, image, group, "p1-key", "p1-only", "p1-image")
+    stack.get("/v2.1/servers", P1, after=position)
+    leaks = []
+    for path, ops in _json.loads(DOCUMENT.read_text())["paths"].items():
+        if "get" not in ops or path == "/v2.1/stratus/events":
+            continue
+        names = [p.strip("{}") for p in path.split("/") if p.startswith("{")]
+        if not names or any(n not in ids for n in names):
+            continue
+        url = path
+        for n in names:
+            url = url.replace("{" + n + "}", ids[n])
+        for query in ("", "all_tenants=1", f"project_id={p1}", f"tenant_id={p1}"):
+            r = stack.client.simulate_get(url, query_string=query, headers=stack.headers(P2))
+            if r.status_code < 300 and any(s in r.text for s in secrets):
+                leaks.append((url, query, r.status_code))
+    assert leaks == []
+    # the lists, too
+    for path in ("/v2.1/servers/detail", "/v2.1/os-keypairs", "/image/v2/images", "/v2.1/os-server-groups"):
+        for query in ("", "all_tenants=1", f"project_id={p1}"):
+            r = stack.client.simulate_get(path, query_string=query, headers=stack.headers(P2))
+            assert not any(s in r.text for s in secrets), (path, query, r.status_code)
