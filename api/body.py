@@ -96,6 +96,26 @@ def read_json(req: falcon.Request, validator: Draft202012Validator, max_bytes: i
     return doc
 
 
+_TRUE = frozenset({"true", "1", "on", "yes"})
+MAX_INT = 2**31 - 1
+
+
+def as_bool(value: Any) -> bool:
+    """Nova's ``parameter_types.boolean`` after validation: a boolean, or one of its strings."""
+    return value if isinstance(value, bool) else str(value).lower() in _TRUE
+
+
+def as_int(value: Any, field: str, minimum: int, maximum: int = MAX_INT) -> int:
+    """An integer field Nova also takes as a string of digits (``"1024"``), within its bounds."""
+    number = int(value)
+    if not minimum <= number <= maximum:
+        raise BadRequest(
+            f"Invalid input for field/attribute {field}. Value: {value!r}. "
+            f"It must be between {minimum} and {maximum}."
+        )
+    return number
+
+
 def describe(error: ValidationError) -> str:
     """Nova's wording, naming the field: ``Invalid input for field/attribute <path>. [Value: <v>.] <why>``."""
     path = [str(p) for p in error.absolute_path]

@@ -16,7 +16,7 @@ import falcon
 from jsonschema import Draft202012Validator
 
 from api import auth
-from api.body import read_json
+from api.body import as_bool, as_int, read_json
 from api.errors import BadRequest, ItemNotFound
 from api.flavor_extras import can_see
 from api.links import next_links, page_params, resource_links
@@ -63,6 +63,13 @@ def _visibility(req: falcon.Request, admin: bool) -> tuple[bool, bool | None]:
     if value in ("0", "false", "f", "no", "n", "off"):
         return True, False
     raise BadRequest(f"Invalid is_public filter [{value[:64]}]")
+
+
+def _rxtx(value: object) -> float:
+    factor = float(value)  # type: ignore[arg-type]  # a number or a decimal string (the schema's)
+    if not factor > 0:
+        raise BadRequest(f"Invalid input for field/attribute flavor.rxtx_factor. Value: {value!r}. Not > 0.")
+    return factor
 
 
 class _Flavors:
@@ -113,13 +120,13 @@ class FlavorCollection(_Flavors):
         command = CreateFlavor(
             flavorid=self._new_flavor_id() if flavorid is None else str(flavorid),
             name=spec["name"],
-            vcpus=int(spec["vcpus"]),
-            ram=int(spec["ram"]),
-            disk=int(spec["disk"]),
-            ephemeral=int(spec.get("OS-FLV-EXT-DATA:ephemeral", 0)),
-            swap=int(spec.get("swap", 0)),
-            rxtx_factor=float(spec.get("rxtx_factor", 1.0)),
-            is_public=bool(spec.get("os-flavor-access:is_public", True)),
+            vcpus=as_int(spec["vcpus"], "flavor.vcpus", 1),
+            ram=as_int(spec["ram"], "flavor.ram", 1),
+            disk=as_int(spec["disk"], "flavor.disk", 0),
+            ephemeral=as_int(spec.get("OS-FLV-EXT-DATA:ephemeral", 0), "flavor.OS-FLV-EXT-DATA:ephemeral", 0),
+            swap=as_int(spec.get("swap", 0), "flavor.swap", 0),
+            rxtx_factor=_rxtx(spec.get("rxtx_factor", 1.0)),
+            is_public=as_bool(spec.get("os-flavor-access:is_public", True)),
         )
         with acting(req.context.command):
             result = Operations(self._handlers.app).create_flavor(command)

@@ -14,7 +14,7 @@ import falcon
 from jsonschema import Draft202012Validator
 
 from api import auth
-from api.body import read_json
+from api.body import as_bool, as_int, read_json
 from api.errors import BadRequest
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
@@ -72,7 +72,8 @@ class QuotaSet(_Quotas):
                 f"({', '.join(map(repr, unknown))} unexpected at this microversion)"
             )
         auth.require_project(self._ops.app, project_id)
-        force = bool(spec.pop("force", False))
+        force = as_bool(spec.pop("force", False))
+        spec = {k: as_int(v, f"quota_set.{k}", -1) for k, v in spec.items()}
         _, used = self._state(req, project_id)
         with acting(req.context.command):
             result = self._ops.set_quota(project_id, spec, used, force)

@@ -1,0 +1,88 @@
+"""Requests as lenient as Nova's, and answers shaped per microversion, where tempest found them not.
+
+Nova's request schemas take a flavor's sizes and quota limits as integers or strings of digits, and
+booleans as Nova's boolean strings ("True", "on", "0"...); key pairs have a type, answer 201 and
+delete with 204 from microversion 2.2, and take a user_id from 2.10.
+"""
+# ruff: noqa: F811 (test_api's fixtures, imported, are requested by name)
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_api import ADMIN, P1, P2, Stack, api_settings, projector, stack  # noqa: F401
+
+V = "OpenStack-API-Version"
+
+
+@pytest.mark.parametrize(
+    ("fields", "public"),
+    [
+        ({"ram": "1024", "vcpus": "2", "disk": "10", "os-flavor-access:is_public": "False"}, False),
+        ({"ram": 1024, "vcpus": 2, "disk": 0, "swap": "0", "os-flavor-access:is_public": "True"}, True),
+        ({"ram": 512, "vcpus": 1, "disk": 1, "rxtx_factor": "1.5", "os-flavor-access:is_public": "on"}, True),
+    ],
+)
+def test_flavor_sizes_and_is_public_as_nova_takes_them(
+    stack: Stack, fields: dict[str, object], public: bool
+) -> None:
+    r = stack.request("POST", "/v2.1/flavors", ADMIN, json={"flavor": {"name": "f", **fields}})
+    assert r.status_code == 200, r.text
+    flavor = r.json["flavor"]
+    assert flavor["os-flavor-access:is_public"] is public
+    assert flavor["ram"] == int(fields["ram"]) and flavor["vcpus"] == int(fields["vcpus"])  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"ram": "0", "vcpus": 1, "disk": 1},
+        {"ram": "-5", "vcpus": 1, "disk": 1},
+        {"ram": "9999999999", "vcpus": 1, "disk": 1},
+        {"ram": "1e3", "vcpus": 1, "disk": 1},
+        {"ram": 1, "vcpus": 1, "disk": 1, "os-flavor-access:is_public": "maybe"},
+        {"ram": 1, "vcpus": 1, "disk": 1, "rxtx_factor": "0"},
+    ],
+)
+def test_and_as_strict(stack: Stack, fields: dict[str, object]) -> None:
+    r = stack.request("POST", "/v2.1/flavors", ADMIN, json={"flavor": {"name": "f", **fields}})
+    assert r.status_code == 400, r.text
+    assert "flavor." in r.json["badRequest"]["message"]
+
+
+def test_quota_limits_as_strings(stack: Stack) -> None:
+    p1 = stack.project_id("p1")
+    body = {"quota_set": {"ram": "5120", "instances": "-1", "force": "True"}}
+    r = stack.request("PUT", f"/v2.1/os-quota-sets/{p1}", ADMIN, json=body)
+    assert r.status_code == 200, r.text
+    assert r.json["quota_set"]["ram"] == 5120 and r.json["quota_set"]["instances"] == -1
+    bad = stack.request("PUT", f"/v2.1/os-quota-sets/{p1}", ADMIN, json={"quota_set": {"ram": "-2"}})
+    assert bad.status_code == 400 and "quota_set.ram" in bad.text
+
+
+def test_key_pairs_per_microversion(stack: Stack) -> None:
+    at_21 = {**stack.headers(P1), V: "compute 2.1"}
+    at_22 = {**stack.headers(P1), V: "compute 2.2"}
+    r = stack.request("POST", "/v2.1/os-keypairs", at_21, json={"keypair": {"name": "a", "type": "ssh"}})
+    assert r.status_code == 400 and "'type' was unexpected" in r.text
+    r = stack.request("POST", "/v2.1/os-keypairs", at_22, json={"keypair": {"name": "a", "type": "ssh"}})
+    assert r.status_code == 201, r.text
+    assert r.json["keypair"]["type"] == "ssh" and "private_key" in r.json["keypair"]
+    assert stack.request("GET", "/v2.1/os-keypairs/a", at_22).json["keypair"]["type"] == "ssh"
+    assert "type" not in stack.request("GET", "/v2.1/os-keypairs/a", at_21).json["keypair"]
+    listed = stack.get("/v2.1/os-keypairs", at_22, after=int(r.headers["X-Stratus-Position"])).json["keypairs"]
+    assert [k["keypair"]["type"] for k in listed] == ["ssh"]
+    x509 = {"keypair": {"name": "b", "type": "x509"}}
+    assert stack.request("POST", "/v2.1/os-keypairs", at_22, json=x509).status_code == 400
+    assert stack.request("DELETE", "/v2.1/os-keypairs/a", at_22).status_code == 204
+    # 2.10: an admin makes a key pair for another user; a member may not
+    stack.auth(P2)
+    carol = stack.user_id("carol")
+    for_carol = {"keypair": {"name": "c", "user_id": carol}}
+    member = {**stack.headers(P1), V: "compute 2.10"}
+    assert stack.request("POST", "/v2.1/os-keypairs", member, json=for_carol).status_code == 403
+    admin = {**stack.headers(ADMIN), V: "compute 2.10"}
+    r = stack.request("POST", "/v2.1/os-keypairs", admin, json=for_carol)
+    assert r.status_code == 201 and r.json["keypair"]["user_id"] == carol
+    carols = {**stack.headers(P2), V: "compute 2.2"}
+    assert stack.request("GET", "/v2.1/os-keypairs/c", carols).status_code == 200
