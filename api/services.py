@@ -17,7 +17,7 @@ from uuid import NAMESPACE_URL, uuid5
 import falcon
 from jsonschema import Draft202012Validator
 
-from api import auth
+from api import auth, versions
 from api.body import read_json
 from api.errors import BadRequest
 from api.readmodel import POSITION_HEADER, ReadModel
@@ -100,6 +100,7 @@ class Services:
         binary = req.get_param("binary") or None
         host = req.get_param("host") or None
         shown: list[dict[str, Any]] = []
+        forced_down = versions.at_least(req, 11)  # the key Nova added at 2.11
         if binary in (None, COMPUTE_BINARY):
             with self._read.connection(req) as conn:
                 rows = admin_queries.list_compute_services(conn, host)
@@ -108,6 +109,8 @@ class Services:
             shown += [service_view(r, now, alive=alive.get(r["hostname"])) for r in rows]
         if binary in (None, SCHEDULER_BINARY) and self._schedulers is not None:
             shown += [scheduler_view(b) for b in self._schedulers() if host in (None, b["host"])]
+        if not forced_down:
+            shown = [{k: v for k, v in s.items() if k != "forced_down"} for s in shown]
         resp.media = {"services": shown}
 
 
@@ -124,6 +127,8 @@ class ServiceAction:
     def on_put(self, req: falcon.Request, resp: falcon.Response, action: str) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-services:update")
         schema = ACTION_SCHEMAS.get(action)
+        if action == "force-down" and not versions.at_least(req, 11):
+            schema = None  # Nova added force-down at 2.11
         if schema is None:
             raise BadRequest(f"Unknown action {action[:64]}")
         body = read_json(req, self._validators[schema], self._max_body)

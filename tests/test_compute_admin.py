@@ -142,7 +142,9 @@ def test_compute_services(stack: Stack) -> None:
         ("nova-compute", "cmp-a", "nova", "enabled", "up"),
         ("nova-compute", "cmp-b", "nova", "enabled", "up"),
     ]
-    assert services[0]["disabled_reason"] is None and services[0]["forced_down"] is False
+    assert services[0]["disabled_reason"] is None and "forced_down" not in services[0]  # from 2.11
+    v211 = {**stack.auth(ADMIN), "OpenStack-API-Version": "compute 2.11"}
+    assert stack.get("/v2.1/os-services", v211).json["services"][0]["forced_down"] is False
     assert_fault(stack.get("/v2.1/os-services", P1), 403, "forbidden")
     assert stack.get("/v2.1/os-services?binary=nova-scheduler").json == {"services": []}
     recorder = stack.handlers.app.recorder
@@ -159,14 +161,12 @@ def test_compute_services(stack: Stack) -> None:
     )
     r = stack.request("PUT", "/v2.1/os-services/disable-log-reason", json=body)
     assert resource(r) == {"service": {**body, "status": "disabled"}}
-    r = stack.request(
-        "PUT",
-        "/v2.1/os-services/force-down",
-        json={"host": "cmp-b", "binary": "nova-compute", "forced_down": True},
-    )
+    down = {"host": "cmp-b", "binary": "nova-compute", "forced_down": True}
+    assert stack.request("PUT", "/v2.1/os-services/force-down", json=down).status_code == 400  # at 2.1
+    r = stack.request("PUT", "/v2.1/os-services/force-down", v211, json=down)
     assert r.json["service"]["forced_down"] is True
     after = written(r)
-    services = {s["host"]: s for s in stack.get("/v2.1/os-services", after=after).json["services"]}
+    services = {s["host"]: s for s in stack.get("/v2.1/os-services", v211, after=after).json["services"]}
     assert (services["cmp-a"]["status"], services["cmp-a"]["disabled_reason"]) == ("disabled", "maintenance")
     assert (services["cmp-b"]["state"], services["cmp-b"]["forced_down"]) == ("down", True)
     hypervisors = {
