@@ -58,6 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["test"]:
         # Everything after `test` belongs to pytest, options included.
         _run_tests(argv[1:])
+    if argv[:1] == ["conformance"]:
+        from stratus import conformance
+
+        return conformance.main(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -572,6 +576,10 @@ def _parser() -> argparse.ArgumentParser:
     from stratus.audit import cli as audit_cli
 
     audit_cli.add_parser(sub, common, _cmd_audit)
+    sub.add_parser(
+        "conformance", add_help=False,
+        help="tempest's API tests against a stack of its own (further arguments: --help)",
+    )  # fmt: skip
     quarantine = add("quarantine", _cmd_quarantine, "the events the parts skipped as poison")
     quarantine.add_argument("action", choices=["list"], help="list: every quarantined event, oldest first")
     quarantine.add_argument("--part", help="only what one part skipped (projector, notifier, ...)")
