@@ -1,22 +1,57 @@
 """What members see of the log: the auditor's views, redacted as the server view is.
 
-The server view hides from members which host a server is on (``OS-EXT-SRV-ATTR:host``; members get
-Nova's opaque ``hostId``) and the details of its faults (tracebacks, libvirt's messages, the
-scheduler's filter results). The log's events carry both, so the views that show events or past
-state to members (``/v2.1/stratus/history``, ``/v2.1/stratus/state`` and the event stream) pass them
-through here: host names become ``null`` and ``details`` go, at any depth of an event's ``data`` or of
-a past state. Admins (auditors) see everything. One function, so the three views cannot disagree.
+The server view hides from members which host a server is on (``OS-EXT-SRV-ATTR:host`` and
+``hypervisor_hostname``; members get Nova's opaque ``hostId``) and the details of its faults
+(tracebacks, libvirt's messages, the scheduler's filter results: Nova shows ``details`` to members
+only for faults whose code is not 500, and every fault Stratus records has a string code, which
+the server view answers as 500). The log's events carry both, so the views that show events or
+past state to members (``/v2.1/stratus/history``, ``/v2.1/stratus/state`` and the event stream)
+pass them through here: host names become ``null`` and ``details`` go, at any depth of an event's
+``data`` or of a past state; a past state that was on a host gets the ``hostId`` the server view
+shows. Admins (auditors) see everything. One module, so the three views cannot disagree.
+
+It also decides which messages of the log are shown at all (``view``): a message that is not a
+readable event of the store (no envelope, a payload that does not decode, a type that is not a
+plain token) is shown to no one and logged at ERROR, and an event of a type outside the published
+catalog (``schemas/events``) is shown to auditors only, since which of its fields the server view
+would hide is unknown.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import logging
+import re
 from typing import Any
 
-# Keys whose values name compute hosts (Instance.Scheduled's host, a move's source and target_host,
-# the state's host and its migration's hosts).
-HOST_KEYS = frozenset({"host", "node", "source", "target_host", "source_host", "dest_host", "dest_node"})
+import orjson
+
+import schemas
+from stratus.audit.history import Entry
+from stratus.eventstore.envelope import UNDECODABLE_TOPIC
+
+log = logging.getLogger("stratus.api")
+
+# Keys whose values name compute hosts: Instance.Scheduled's and Offloaded's host, a move's source,
+# dest and target_host, a server group member's host; the state's host and its migration's hosts.
+HOST_KEYS = frozenset(
+    {
+        "host", "node", "hypervisor_hostname", "source", "dest", "target_host",
+        "source_host", "dest_host", "source_node", "dest_node",
+    }
+)  # fmt: skip
 # Keys whose values are failure details: for admins only.
 DETAIL_KEYS = frozenset({"details"})
+# What an SSE ``event:`` line may carry: a plain token (``stratus.instance.scheduled``), never a line
+# break or a NUL that would end the field early or forge another message.
+_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
+
+
+def host_id(project_id: str, host: str) -> str:
+    """Nova's ``hostId`` (as ``api/servers.py`` computes it): one project's servers on one host
+    share it; it tells other projects nothing."""
+    return hashlib.sha224((project_id + host).encode()).hexdigest()
 
 
 def redacted(value: Any) -> Any:
@@ -32,8 +67,74 @@ def redacted(value: Any) -> Any:
     return value
 
 
+def state_for_member(state: dict[str, Any]) -> dict[str, Any]:
+    """A past state as a member may see it: redacted, with the server view's ``hostId`` in place of
+    the host (``""`` when on none, as Nova)."""
+    out = redacted(state)
+    host, project = state.get("host"), state.get("project_id")
+    if "host" in state and isinstance(project, str):
+        out["hostId"] = host_id(project, host) if isinstance(host, str) and host else ""
+    assert isinstance(out, dict)
+    return out
+
+
 def event_for_member(event: dict[str, Any]) -> dict[str, Any]:
     """A structured CloudEvent (an entry's ``to_dict``) with its ``data`` redacted."""
     if "data" not in event:
         return event
     return {**event, "data": redacted(event["data"])}
+
+
+@functools.cache
+def _catalog() -> frozenset[str]:
+    """The event types with a published schema, as ``<kind>.<type>``."""
+    return frozenset(name.split("/", 1)[1].rsplit(".v", 1)[0] for name in schemas.event_schema_names())
+
+
+def known_type(event_type: str) -> bool:
+    """Whether ``stratus.<kind>.<type>`` has a schema in ``schemas/events`` (any version)."""
+    prefix, _, rest = event_type.partition(".")
+    return prefix == "stratus" and rest in _catalog()
+
+
+def view(entry: Entry, *, admin: bool, where: str) -> dict[str, Any] | None:
+    """The structured CloudEvent of ``entry`` as this reader may see it, or None when it is shown to
+    no one (not a readable event: logged at ERROR with its position, never its payload) or not to
+    this reader (an unknown type, for a member). ``where`` names the view in the log line."""
+    envelope = entry.envelope
+    problem = ""
+    if envelope.topic == UNDECODABLE_TOPIC:
+        problem = "has no event envelope"
+    elif not _TYPE.fullmatch(envelope.type):
+        problem = "has a type that is not a plain token"
+    if not problem:
+        try:
+            event = entry.to_dict()
+        except orjson.JSONDecodeError:
+            problem = f"has a payload that does not decode as {envelope.datacontenttype}"
+    if problem:
+        log.error("%s: the message at position %d %s; skipped", where, entry.position, problem)
+        return None
+    if admin:
+        return event
+    if not known_type(envelope.type):
+        log.error(
+            "%s: the event at position %d has a type outside the catalog; not shown to members",
+            where,
+            entry.position,
+        )
+        return None
+    return event_for_member(event)
+
+
+def project_of(first: Entry) -> str | None:
+    """The project named by an aggregate's first event (``project_id`` of its data); None when it
+    names none or its payload does not decode (then only auditors see the aggregate)."""
+    if first.envelope.topic == UNDECODABLE_TOPIC:
+        return None
+    try:
+        data = first.envelope.to_dict().get("data")
+    except orjson.JSONDecodeError:
+        return None
+    owner = data.get("project_id") if isinstance(data, dict) else None
+    return owner if isinstance(owner, str) else None
