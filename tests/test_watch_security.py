@@ -12,6 +12,8 @@ whose payload did not decode ended every stream that met it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import datetime as dt
 import json
 import logging
 import sys
@@ -30,6 +32,7 @@ from psycopg_pool import ConnectionPool
 from api import watch
 from api.auth import Authenticator
 from api.readmodel import ReadModel, open_pool
+from api.tokens import TokenSigner, load_or_create_key
 from commands.handlers import FailInstance, FinishSpawning, PlaceInstance, RegisterHost, StartSpawning
 from commands.migration import MigrateServer, MigrationHandlers
 from stratus.config import Settings
@@ -176,17 +179,27 @@ def test_members_see_no_host_of_a_move_in_history_state_or_stream(stack: Stack, 
 
 
 # -- re-authorization between the events of a backlog ---------------------------------------------
+@dataclasses.dataclass
+class Rechecks:
+    """What the re-checks of the ``at_once`` stream depend on: the pool they read the identity read
+    model through, and how far their clock runs ahead of the API's."""
+
+    pool: ConnectionPool
+    ahead: dt.timedelta = dt.timedelta(0)
+
+
 @pytest.fixture
-def at_once(stack: Stack, api_settings: Settings) -> Iterator[ConnectionPool]:
-    """The stream re-checking its token before every message (``recheck_seconds=0``), called as WSGI;
-    the pool its re-checks read the identity read model through."""
-    pool = open_pool(api_settings.database_url or "")
-    authenticator = Authenticator(stack.signer, ReadModel(pool, 5.0))
+def at_once(stack: Stack, api_settings: Settings) -> Iterator[Rechecks]:
+    """The stream re-checking its token before every message (``recheck_seconds=0``), called as WSGI."""
+    rechecks = Rechecks(open_pool(api_settings.database_url or ""))
+    key = load_or_create_key(api_settings.token_key_path)
+    signer = TokenSigner(key, clock=lambda: dt.datetime.now(dt.UTC) + rechecks.ahead)
+    authenticator = Authenticator(signer, ReadModel(rechecks.pool, 5.0))
     limits = watch.StreamLimits(per_user=2, total=10, recheck_seconds=0.0)
     recorder: JetStreamApplicationRecorder = stack.handlers.app.recorder  # type: ignore[assignment]
     watch.add_route(stack.app, recorder, heartbeat=0.2, authenticator=authenticator, limits=limits)
-    yield pool
-    pool.close()
+    yield rechecks
+    rechecks.pool.close()
 
 
 @contextlib.contextmanager
@@ -216,7 +229,7 @@ def _backlog(stack: Stack, token: dict[str, str]) -> Iterator[Iterator[bytes]]:
         body.close()  # type: ignore[attr-defined]
 
 
-def test_a_stream_ends_inside_a_backlog_once_its_token_is_revoked(stack: Stack, at_once: object) -> None:
+def test_a_stream_ends_inside_a_backlog_once_its_token_is_revoked(stack: Stack, at_once: Rechecks) -> None:
     """The token was re-checked only between passes over the log: a revoked token kept receiving
     a whole backlog (up to the end of the log as it was when the pass began)."""
     token = stack.identities.persona("backlog", "p1", "member")
@@ -230,11 +243,19 @@ def test_a_stream_ends_inside_a_backlog_once_its_token_is_revoked(stack: Stack, 
         assert next(chunks, None) is None
 
 
-def test_a_stream_ends_when_its_token_cannot_be_checked(stack: Stack, at_once: ConnectionPool) -> None:
+def test_a_stream_ends_when_its_token_expires(stack: Stack, at_once: Rechecks) -> None:
+    with _backlog(stack, stack.headers(P1)) as chunks:
+        at_once.ahead = stack.signer.ttl + dt.timedelta(seconds=1)  # the token's life is over
+        ended = next(chunks)
+        assert ended == b'event: stratus.stream.ended\ndata: {"reason": "unauthorized"}\n\n'
+        assert next(chunks, None) is None
+
+
+def test_a_stream_ends_when_its_token_cannot_be_checked(stack: Stack, at_once: Rechecks) -> None:
     """A re-check that could not reach the identity read model raised out of the stream (a 503
     error in the middle of a 200's body, and a traceback in the server's log)."""
     with _backlog(stack, stack.headers(P1)) as chunks:
-        at_once.close()  # the re-checks' read model is gone
+        at_once.pool.close()  # the re-checks' read model is gone
         ended = next(chunks)
         assert ended == b'event: stratus.stream.ended\ndata: {"reason": "unavailable"}\n\n'
         assert next(chunks, None) is None
