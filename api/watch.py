@@ -20,7 +20,8 @@ seconds let the server notice clients that went away.
 Visibility: a member sees only their project's resources (``project`` defaults to theirs; another
 project is 403); auditors (admin) see everything, or one project with ``project``. A resource's
 project is the ``project_id`` of its aggregate's first event; resources without one (hosts,
-flavors) and identity records (projects, users, role grants) are visible to auditors only.
+flavors), identity records (projects, users, role grants) and Placement's consumers (their
+allocations name compute hosts' providers) are visible to auditors only.
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ _PAGE = 500
 # Identity records (a project itself, its users and role grants) are for auditors, even when they
 # name a project: Keystone's default policy lets members list neither users nor role assignments.
 IDENTITY_KINDS = frozenset({"project", "user", "role", "group", "domain", "token", "credential"})
+# Placement's records name resource providers (compute hosts) by id: Placement's API is for admins
+# and services, and the server view shows members no host, so a consumer's allocations are for
+# auditors too, whatever project they are charged to.
+PLACEMENT_KINDS = frozenset({"consumer", "placementcatalog"})
 _KIND_ALIASES = {"server": "instance", "servers": "instance", "hypervisor": "host"}
 
 
@@ -93,7 +98,7 @@ class _Owners:
             first = found[0] if found else entry
         owner = project_of(first)
         kind = entry.envelope.type.split(".")[1] if entry.envelope.type.count(".") >= 2 else ""
-        owner = owner if kind not in IDENTITY_KINDS else None
+        owner = owner if kind not in IDENTITY_KINDS | PLACEMENT_KINDS else None
         self._cache[key] = owner
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)

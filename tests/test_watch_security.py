@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 from wsgiref.simple_server import make_server
 
 import pytest
@@ -34,6 +34,7 @@ from api.auth import Authenticator
 from api.readmodel import ReadModel, open_pool
 from api.tokens import TokenSigner, load_or_create_key
 from commands.handlers import FailInstance, FinishSpawning, PlaceInstance, RegisterHost, StartSpawning
+from commands.host import host_aggregate_id
 from commands.migration import MigrateServer, MigrationHandlers
 from stratus.config import Settings
 from stratus.eventstore import JetStreamApplicationRecorder, envelope
@@ -369,3 +370,26 @@ def test_bad_messages_on_the_log_end_no_stream_and_reach_no_one(
         r = stack.get(path, who)
         assert r.status_code == 200, r.text
         assert [e["position"] for e in r.json["events"]][1:] == shown
+
+
+def test_members_see_no_placement_allocations_charged_to_their_project(stack: Stack, guarded: Http) -> None:
+    """A Placement consumer charged to a project (its first event names the project) reached the
+    project's members with its allocations, keyed by the compute hosts' provider ids."""
+    before = stack.handlers.register_host(RegisterHost("cmp-p", vcpus=4, memory_mb=4096, disk_gb=9)).position
+    provider = str(host_aggregate_id("cmp-p"))
+    consumer = str(uuid4())
+    body = {
+        "allocations": {provider: {"resources": {"VCPU": 1, "MEMORY_MB": 512}}},
+        "consumer_generation": None, "project_id": stack.project_id("p1"), "user_id": "u",
+    }  # fmt: skip
+    headers = {**stack.headers(ADMIN), "OpenStack-API-Version": "placement 1.39"}
+    r = stack.client.simulate_put(f"/placement/allocations/{consumer}", headers=headers, json=body)
+    assert r.status_code == 204, r.text
+    flavor, _ = stack.flavor()
+    marker, _ = create_server(stack, P1, flavor)  # after it: the member's stream goes on to it
+    for who, sees in ((ADMIN, True), (P1, False)):
+        resp = guarded.open(f"/v2.1/stratus/events?after={before}", stack.headers(who))
+        seen = _until(resp, marker)
+        resp.close()
+        assert (provider in str(seen)) is sees
+        assert any(str(e["event"]).startswith("stratus.consumer.") for e in seen) is sees
