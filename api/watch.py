@@ -261,13 +261,15 @@ class Events:
         subject_filter = self._filter(req)
         project = self._project(actor, req)
         start = self._start(req)
-        self._open.take(actor.user_id)  # a refusal is an ordinary JSON error: before the stream's headers
         owners = _Owners(self._recorder)
         visible: Callable[[history.Entry], bool] = (
             (lambda e: True) if project is None else (lambda e: owners.of(e) == project)
         )
         member = not can_audit_everything(actor)
         events = self._events(start, subject_filter, visible, member, self._still_allowed(req, actor))
+        # Last, so that nothing can fail between taking a place and handing its release to the body
+        # (which the server closes however the stream ends); a refusal is an ordinary JSON error.
+        self._open.take(actor.user_id)
         resp.content_type = "text/event-stream"
         resp.set_header("Cache-Control", "no-cache")
         resp.set_header("X-Accel-Buffering", "no")  # no proxy buffering (nginx)

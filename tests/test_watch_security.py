@@ -204,15 +204,9 @@ def at_once(stack: Stack, api_settings: Settings) -> Iterator[Rechecks]:
 
 
 @contextlib.contextmanager
-def _backlog(stack: Stack, token: dict[str, str]) -> Iterator[Iterator[bytes]]:
-    """A stream (called as WSGI) of four servers' creations, read up to the first one's."""
-    flavor, _ = stack.flavor()
-    _, before = create_server(stack, token, flavor)
-    for _ in range(3):
-        create_server(stack, token, flavor)
-    environ = testing.create_environ(
-        path="/v2.1/stratus/events", query_string=f"after={before - 1}&type=server", headers=token
-    )
+def _wsgi_stream(stack: Stack, token: dict[str, str], query: str = "") -> Iterator[Iterator[bytes]]:
+    """The stream called as WSGI (its status checked: 200), closed at the end of the block."""
+    environ = testing.create_environ(path="/v2.1/stratus/events", query_string=query, headers=token)
     started: list[str] = []
 
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
@@ -220,14 +214,24 @@ def _backlog(stack: Stack, token: dict[str, str]) -> Iterator[Iterator[bytes]]:
         return None
 
     body = stack.app(environ, start_response)
-    chunks = iter(body)
     try:
         assert started == ["200 OK"]
+        yield iter(body)
+    finally:
+        body.close()  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def _backlog(stack: Stack, token: dict[str, str]) -> Iterator[Iterator[bytes]]:
+    """A stream of four servers' creations, read up to the first one's."""
+    flavor, _ = stack.flavor(name=f"backlog-{uuid4().hex[:8]}")
+    _, before = create_server(stack, token, flavor)
+    for _ in range(3):
+        create_server(stack, token, flavor)
+    with _wsgi_stream(stack, token, f"after={before - 1}&type=server") as chunks:
         assert next(chunks).startswith(b"retry:")
         assert b"stratus.instance.requested" in next(chunks)  # the first server's
         yield chunks
-    finally:
-        body.close()  # type: ignore[attr-defined]
 
 
 def test_a_stream_ends_inside_a_backlog_once_its_token_is_revoked(stack: Stack, at_once: Rechecks) -> None:
@@ -242,6 +246,10 @@ def test_a_stream_ends_inside_a_backlog_once_its_token_is_revoked(stack: Stack, 
         ended = next(chunks)  # not the three other servers' creations
         assert ended == b'event: stratus.stream.ended\ndata: {"reason": "unauthorized"}\n\n'
         assert next(chunks, None) is None
+    # its place was given back: with a new token the user opens as many streams as allowed (2)
+    again = {"X-Auth-Token": stack.identities.token("backlog", "backlog-password", "p1")}
+    with _wsgi_stream(stack, again), _wsgi_stream(stack, again):
+        pass
 
 
 def test_a_stream_ends_when_its_token_expires(stack: Stack, at_once: Rechecks) -> None:
