@@ -93,6 +93,17 @@ def test_a_stream_ends_when_its_user_is_disabled(stack: Stack, guarded: Http) ->
     assert "unauthorized" in _until_ended(resp)
 
 
+def test_a_stream_ends_when_its_user_loses_the_role(stack: Stack, guarded: Http) -> None:
+    token = stack.identities.persona("demoted", "p1", "member")
+    resp = guarded.open("/v2.1/stratus/events", token)
+    assert resp.status == 200
+    user, project = stack.user_id("demoted"), stack.project_id("p1")
+    (role,) = stack.get("/identity/v3/roles?name=member", ADMIN).json["roles"]
+    r = stack.request("DELETE", f"/identity/v3/projects/{project}/users/{user}/roles/{role['id']}", ADMIN)
+    assert r.status_code == 204, r.text
+    assert '{"reason": "unauthorized"}' in _until_ended(resp)
+
+
 def test_one_user_cannot_hold_every_stream(stack: Stack, guarded: Http) -> None:
     mine = stack.headers(P1)
     first = guarded.open("/v2.1/stratus/events", mine)
