@@ -11,10 +11,10 @@ pass them through here: host names become ``null`` and ``details`` go, at any de
 shows. Admins (auditors) see everything. One module, so the three views cannot disagree.
 
 It also decides which messages of the log are shown at all (``view``): a message that is not a
-readable event of the store (no envelope, a payload that does not decode, a type that is not a
-plain token) is shown to no one and logged at ERROR, and an event of a type outside the published
-catalog (``schemas/events``) is shown to auditors only, since which of its fields the server view
-would hide is unknown.
+readable event of the store (no envelope, a payload that does not decode or nests deeper than
+``MAX_DEPTH``, a type that is not a plain token) is shown to no one and logged at ERROR, and an
+event of a type outside the published catalog (``schemas/events``) is shown to auditors only,
+since which of its fields the server view would hide is unknown.
 """
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ DETAIL_KEYS = frozenset({"details"})
 # What an SSE ``event:`` line may carry: a plain token (``stratus.instance.scheduled``), never a line
 # break or a NUL that would end the field early or forge another message.
 _TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
+# How deep an event's data may nest to be shown: ours nest a few levels (the API refuses bodies
+# deeper than 32); orjson writes at most 255 and reads 1024, and ``redacted`` recurses per level.
+MAX_DEPTH = 100
 
 
 def host_id(project_id: str, host: str) -> str:
@@ -97,6 +100,18 @@ def known_type(event_type: str) -> bool:
     return prefix == "stratus" and rest in _catalog()
 
 
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests more than ``limit`` lists or objects deep (without recursing)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth >= limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
 def view(entry: Entry, *, admin: bool, where: str) -> dict[str, Any] | None:
     """The structured CloudEvent of ``entry`` as this reader may see it, or None when it is shown to
     no one (not a readable event: logged at ERROR with its position, never its payload) or not to
@@ -112,6 +127,9 @@ def view(entry: Entry, *, admin: bool, where: str) -> dict[str, Any] | None:
             event = entry.to_dict()
         except orjson.JSONDecodeError:
             problem = f"has a payload that does not decode as {envelope.datacontenttype}"
+        else:
+            if _deeper_than(event.get("data"), MAX_DEPTH):
+                problem = f"has a payload nested deeper than {MAX_DEPTH} levels"
     if problem:
         log.error("%s: the message at position %d %s; skipped", where, entry.position, problem)
         return None

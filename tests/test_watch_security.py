@@ -367,6 +367,7 @@ def test_bad_messages_on_the_log_end_no_stream_and_reach_no_one(
     secret = b'{"compute_node": "secret-node-5", "nul": "a\\u0000b"}'
     unknown = _publish(stack, placed, server, 93, secret, **teleported)
     garbage = _publish_raw(stack, "flavor.x.created", b"{not json")
+    deep = _publish(stack, placed, server, 94, b'{"x": ' + b"[" * 300 + b"]" * 300 + b"}")  # orjson reads it
     other, _ = create_server(stack, P1, flavor)  # after them all: the streams go on to it
     caplog.set_level(logging.ERROR, logger="stratus.api")
     admin = guarded.open(f"/v2.1/stratus/events?after={created - 1}", stack.headers(ADMIN))
@@ -375,13 +376,13 @@ def test_bad_messages_on_the_log_end_no_stream_and_reach_no_one(
     admin.close()
     member.close()
     admin_ids = {e["id"] for e in to_admin}
-    assert unknown in admin_ids and not admin_ids & {undecodable, surrogate, nul_type, garbage}
+    assert unknown in admin_ids and not admin_ids & {undecodable, surrogate, nul_type, garbage, deep}
     unknown_event = next(e for e in to_admin if e["id"] == unknown)
     assert unknown_event["data"]["data"] == {"compute_node": "secret-node-5", "nul": "a\x00b"}  # type: ignore[index]
-    assert not {e["id"] for e in to_member} & {undecodable, surrogate, nul_type, unknown, garbage}
+    assert not {e["id"] for e in to_member} & {undecodable, surrogate, nul_type, unknown, garbage, deep}
     assert "secret-node-5" not in str(to_member)
     logged = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
-    for position in (undecodable, surrogate, nul_type, garbage):
+    for position in (undecodable, surrogate, nul_type, garbage, deep):
         assert f"position {position}" in logged
     # the history of the server that holds them
     path = f"/v2.1/stratus/history/server/{server}"
