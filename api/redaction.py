@@ -20,7 +20,6 @@ since which of its fields the server view would hide is unknown.
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import re
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import orjson
 
 import schemas
+from api.servers import host_id
 from stratus.audit.history import Entry
 from stratus.eventstore.envelope import UNDECODABLE_TOPIC
 
@@ -51,17 +51,11 @@ _TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 MAX_DEPTH = 100
 
 
-def host_id(project_id: str, host: str) -> str:
-    """Nova's ``hostId`` (as ``api/servers.py`` computes it): one project's servers on one host
-    share it; it tells other projects nothing."""
-    return hashlib.sha224((project_id + host).encode()).hexdigest()
-
-
 def redacted(value: Any) -> Any:
     """``value`` (an event's ``data`` or a past state) as a member may see it."""
     if isinstance(value, dict):
         return {
-            key: (None if key in HOST_KEYS and isinstance(item, str) else redacted(item))
+            key: (None if key in HOST_KEYS else redacted(item))  # a name, or names in a list or object
             for key, item in value.items()
             if key not in DETAIL_KEYS
         }
@@ -76,7 +70,7 @@ def state_for_member(state: dict[str, Any]) -> dict[str, Any]:
     out = redacted(state)
     host, project = state.get("host"), state.get("project_id")
     if "host" in state and isinstance(project, str):
-        out["hostId"] = host_id(project, host) if isinstance(host, str) and host else ""
+        out["hostId"] = host_id(project, host if isinstance(host, str) else None)
     assert isinstance(out, dict)
     return out
 
