@@ -20,7 +20,7 @@ import falcon
 
 from api import auth
 from api.errors import BadRequest, ItemNotFound
-from api.redaction import event_for_member, redacted
+from api.redaction import project_of, state_for_member, view
 from commands import resources
 from commands.errors import InvalidInput
 from commands.handlers import Handlers
@@ -85,10 +85,7 @@ class _Audit:
 
     def _owner(self, aggregate_id: UUID | str) -> str | None:
         first, _ = history.page(self._reader, aggregate_id, limit=1)
-        if not first:
-            return None
-        data = first[0].envelope.to_dict().get("data")
-        return data.get("project_id") if isinstance(data, dict) else None
+        return project_of(first[0]) if first else None
 
 
 class History(_Audit):
@@ -98,9 +95,9 @@ class History(_Audit):
         entries, next_marker = history.page(self._reader, aggregate_id, limit=limit, marker=marker)
         if not entries and marker is None:
             raise ItemNotFound(f"No history for {kind} {resource_id}.")
-        events = [e.to_dict() for e in entries]
-        if not can_audit_everything(req.context.actor):
-            events = [event_for_member(e) for e in events]
+        admin = can_audit_everything(req.context.actor)
+        shown = (view(e, admin=admin, where="history") for e in entries)
+        events = [event for event in shown if event is not None]
         body: dict[str, Any] = {
             "kind": kind,
             "id": resource_id,
@@ -130,7 +127,7 @@ class State(_Audit):
             "version": past.version,
             "position": past.position,
             "time": past.time,
-            "state": past.state if can_audit_everything(req.context.actor) else redacted(past.state),
+            "state": past.state if can_audit_everything(req.context.actor) else state_for_member(past.state),
         }
 
 

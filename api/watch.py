@@ -20,13 +20,15 @@ seconds let the server notice clients that went away.
 Visibility: a member sees only their project's resources (``project`` defaults to theirs; another
 project is 403); auditors (admin) see everything, or one project with ``project``. A resource's
 project is the ``project_id`` of its aggregate's first event; resources without one (hosts,
-flavors) and identity records (projects, users, role grants) are visible to auditors only.
+flavors), identity records (projects, users, role grants) and Placement's consumers (their
+allocations name compute hosts' providers) are visible to auditors only.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -41,11 +43,12 @@ from api.audit import can_audit_everything
 from api.auth import Authenticator
 from api.errors import ApiError, BadRequest, Forbidden, TooManyRequests, Unauthorized
 from api.readmodel import ReadModel
-from api.redaction import event_for_member
+from api.redaction import project_of, view
 from commands import resources
 from commands.errors import InvalidInput
 from stratus import positions
 from stratus.audit import history
+from stratus.config import Settings
 from stratus.context import Actor
 from stratus.eventstore import EventStoreUnavailable, JetStreamApplicationRecorder
 from stratus.eventstore.envelope import UNDECODABLE_TOPIC
@@ -53,11 +56,17 @@ from stratus.eventstore.envelope import UNDECODABLE_TOPIC
 log = logging.getLogger("stratus.watch")
 
 ROUTE = "/v2.1/stratus/events"
+THREADS_ENV = "STRATUS_WATCH_THREADS"
+DEFAULT_THREADS = 64
 HEARTBEAT_SECONDS = 15.0
 _PAGE = 500
 # Identity records (a project itself, its users and role grants) are for auditors, even when they
 # name a project: Keystone's default policy lets members list neither users nor role assignments.
 IDENTITY_KINDS = frozenset({"project", "user", "role", "group", "domain", "token", "credential"})
+# Placement's records name resource providers (compute hosts) by id: Placement's API is for admins
+# and services, and the server view shows members no host, so a consumer's allocations are for
+# auditors too, whatever project they are charged to.
+PLACEMENT_KINDS = frozenset({"consumer", "placementcatalog"})
 _KIND_ALIASES = {"server": "instance", "servers": "instance", "hypervisor": "host"}
 
 
@@ -77,6 +86,8 @@ class _Owners:
         self._size = size
 
     def of(self, entry: history.Entry) -> str | None:
+        if entry.envelope.topic == UNDECODABLE_TOPIC:  # no aggregate to look up: for auditors only
+            return None
         key = str(entry.envelope.originator_id)
         if key in self._cache:
             self._cache.move_to_end(key)
@@ -85,20 +96,22 @@ class _Owners:
         if entry.envelope.originator_version != 1:
             found, _ = history.page(self._reader, entry.envelope.originator_id, limit=1)
             first = found[0] if found else entry
-        data = first.envelope.to_dict().get("data")
-        owner = data.get("project_id") if isinstance(data, dict) else None
+        owner = project_of(first)
         kind = entry.envelope.type.split(".")[1] if entry.envelope.type.count(".") >= 2 else ""
-        owner = owner if isinstance(owner, str) and kind not in IDENTITY_KINDS else None
+        owner = owner if kind not in IDENTITY_KINDS | PLACEMENT_KINDS else None
         self._cache[key] = owner
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)
         return owner
 
 
-def sse(entry: history.Entry, *, member: bool = False) -> bytes:
-    """One SSE message; a member's has its data redacted as the server view is (api/redaction.py)."""
-    event = entry.to_dict()
-    data = orjson.dumps(event_for_member(event) if member else event)  # one line: orjson emits no newline
+def sse(entry: history.Entry, *, member: bool = False) -> bytes | None:
+    """One SSE message; a member's has its data redacted as the server view is; None for a message
+    this reader is not shown (api/redaction.py: not a readable event, or of an unknown type)."""
+    event = view(entry, admin=not member, where="event stream")
+    if event is None:
+        return None
+    data = orjson.dumps(event)  # one line: orjson emits no newline (and escapes control characters)
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (entry.position, entry.envelope.type.encode(), data)
 
 
@@ -110,6 +123,15 @@ class StreamLimits:
     per_user: int = 4
     total: int = 60
     recheck_seconds: float = 5.0
+
+    @classmethod
+    def for_pool(cls, settings: Settings, threads: int) -> StreamLimits:
+        """The limits of a process serving with ``threads`` threads: ``watch_max_streams`` at most,
+        and never so many that no thread is left for the API's other requests (an eighth of the
+        threads, at least two, stay free; one stream is always allowed)."""
+        spare = max(2, threads // 8)
+        total = max(1, min(settings.watch_max_streams, threads - spare))
+        return cls(per_user=settings.watch_max_streams_per_user, total=total)
 
 
 _LATER = {"Retry-After": "10"}
@@ -239,31 +261,39 @@ class Events:
         subject_filter = self._filter(req)
         project = self._project(actor, req)
         start = self._start(req)
-        self._open.take(actor.user_id)  # a refusal is an ordinary JSON error: before the stream's headers
         owners = _Owners(self._recorder)
         visible: Callable[[history.Entry], bool] = (
             (lambda e: True) if project is None else (lambda e: owners.of(e) == project)
         )
         member = not can_audit_everything(actor)
-        events = self._events(start, subject_filter, visible, member, self._still_allowed(req))
+        events = self._events(start, subject_filter, visible, member, self._still_allowed(req, actor))
+        # Last, so that nothing can fail between taking a place and handing its release to the body
+        # (which the server closes however the stream ends); a refusal is an ordinary JSON error.
+        self._open.take(actor.user_id)
         resp.content_type = "text/event-stream"
         resp.set_header("Cache-Control", "no-cache")
         resp.set_header("X-Accel-Buffering", "no")  # no proxy buffering (nginx)
         resp.stream = _Stream(events, lambda: self._open.release(actor.user_id))
 
-    def _still_allowed(self, req: falcon.Request) -> Callable[[], bool]:
-        """Whether the stream's token is still good (not expired, revoked, its user not disabled)."""
+    def _still_allowed(self, req: falcon.Request, actor: Actor) -> Callable[[], str]:
+        """Why the stream must end now, or "" while its token is still good: ``unauthorized`` once the
+        token expired or was revoked (any token of its chain), or its user was disabled, changed
+        password or lost a role (``api/auth.py`` decides); ``unavailable`` when the identity read
+        model cannot say (ended rather than trusted: the client reconnects and is checked afresh)."""
         authenticated = getattr(req.context, "auth", None)
         if self._auth is None or authenticated is None:
-            return lambda: True
+            return lambda: ""
         auth, token = self._auth, authenticated.token
 
-        def check() -> bool:
+        def check() -> str:
             try:
                 auth.authenticate(req, token)
             except Unauthorized:
-                return False
-            return True
+                return "unauthorized"
+            except ApiError as e:  # the read model unreachable or behind: its own errors, 503
+                log.warning("event stream of user %s: token not re-checked: %s", actor.user_id, e)
+                return "unavailable"
+            return ""
 
         return check
 
@@ -273,28 +303,42 @@ class Events:
         subject_filter: str,
         visible: Callable[[history.Entry], bool],
         member: bool,
-        allowed: Callable[[], bool],
+        refused: Callable[[], str],
     ) -> Iterator[bytes]:
+        """The stream's messages. The token is checked again every ``recheck_seconds`` (before the
+        next message goes out, however long the backlog, and while idle), so a stream outlives its
+        token's validity by that much at most."""
         r = self._recorder
         yield b"retry: 2000\n: stratus events from position %d\n\n" % cursor
         beat = checked = time.monotonic()
         wait = min(self._heartbeat, self._limits.recheck_seconds)
+
+        def ended() -> bytes | None:
+            nonlocal checked
+            if time.monotonic() - checked < self._limits.recheck_seconds:
+                return None
+            reason = refused()
+            checked = time.monotonic()
+            if not reason:
+                return None
+            return b'event: stratus.stream.ended\ndata: {"reason": "%s"}\n\n' % reason.encode()
+
         while True:
-            if time.monotonic() - checked >= self._limits.recheck_seconds:
-                if not allowed():
-                    yield b"event: stratus.stream.ended\ndata: {\"reason\": \"unauthorized\"}\n\n"
-                    return
-                checked = time.monotonic()
+            if (end := ended()) is not None:
+                yield end
+                return
             last = r.max_notification_id() or 0
             while cursor <= last:
                 msgs = r.read_messages(cursor, _PAGE, stop=last, subject_filter=subject_filter)
                 for m in msgs:
                     entry = history.entry_of(m)
-                    if entry.envelope.topic == UNDECODABLE_TOPIC:
-                        log.error("event stream: position %d is not an event of the store", entry.position)
-                    elif visible(entry):
-                        yield sse(entry, member=member)
-                        beat = time.monotonic()
+                    if not visible(entry) or (message := sse(entry, member=member)) is None:
+                        continue
+                    if (end := ended()) is not None:
+                        yield end
+                        return
+                    yield message
+                    beat = time.monotonic()
                 cursor = last + 1 if len(msgs) < _PAGE else history.entry_of(msgs[-1]).position + 1
             if time.monotonic() - beat >= self._heartbeat:
                 yield b": keep-alive\n\n"
@@ -305,10 +349,14 @@ class Events:
 class WatchApp(LazyApp):
     """The API app with the event stream added, composed in the worker on its first request."""
 
+    def __init__(self, threads: int = DEFAULT_THREADS) -> None:
+        super().__init__()
+        self._threads = threads
+
     def _extend(self, app: falcon.App, deps: Deps) -> None:
         settings = deps.settings
         authenticator = Authenticator(deps.token_signer, ReadModel(deps.pool, settings.read_wait_seconds))
-        limits = StreamLimits(settings.watch_max_streams_per_user, settings.watch_max_streams)
+        limits = StreamLimits.for_pool(settings, self._threads)
         events = Events(deps.handlers.app.recorder, authenticator=authenticator, limits=limits)  # type: ignore[arg-type]
         app.add_route(ROUTE, events)
 
@@ -319,7 +367,8 @@ def get_app() -> WatchApp:
 
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    return WatchApp()
+    # gunicorn's thread pool, as ``stratus watch`` sized it (its --threads or STRATUS_WATCH_THREADS)
+    return WatchApp(int(os.environ.get(THREADS_ENV) or DEFAULT_THREADS))
 
 
 def add_route(
