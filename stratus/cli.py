@@ -147,12 +147,13 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     """The event stream over HTTP (SSE): the API app under gunicorn's threaded worker, one thread per
     open stream, so long-lived readers never take the API's sync workers (docs/integrators.md)."""
     settings = _with_database(_settings(args))
+    threads = args.threads or int(os.environ.get("STRATUS_WATCH_THREADS", "64"))
     argv = [
         sys.executable, "-m", "gunicorn",
         "--bind", args.bind or os.environ.get("STRATUS_WATCH_BIND", "127.0.0.1:8775"),
         "--worker-class", "gthread",
         "--workers", "1",
-        "--threads", str(args.threads or int(os.environ.get("STRATUS_WATCH_THREADS", "64"))),
+        "--threads", str(threads),
         "--timeout", "0",  # a stream is idle between events by design; keep-alives show it is alive
         "--graceful-timeout", "5",
         "--access-logfile", "-",
@@ -160,7 +161,8 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     if _version_at_least("gunicorn", 27):
         argv.append("--no-control-socket")
     argv.append(WATCH_APP)
-    _exec(argv, _child_env(settings))
+    # The app caps its streams under the pool it is served by: it must know the pool's size.
+    _exec(argv, {**_child_env(settings), "STRATUS_WATCH_THREADS": str(threads)})
 
 
 def _version_at_least(distribution: str, major: int) -> bool:

@@ -234,7 +234,7 @@ class Compute:
             FailInstance(
                 server_id,
                 code=code,
-                message=f"Failed to {action} instance on host {self.hostname}: gave up after {attempt} tries",
+                message=f"Failed to {action} instance: gave up after {attempt} tries",
                 details=f"The {event_type} event was delivered {attempt} times without being settled; "
                 "the worker stopped while handling it each time (see the worker's log).",
             )
@@ -248,7 +248,7 @@ class Compute:
             FailInstance(
                 server_id,
                 code=code,
-                message=f"Failed to {action} instance on host {self.hostname}: {error.message}",
+                message=f"Failed to {action} instance: {error.message}",
                 details=f"{type(error).__name__} ({kind}; hypervisor error code {error.code}; "
                 f"attempt {attempt}): {error.message}",
             )

@@ -176,7 +176,7 @@ class Moves:
                 FailMigration(
                     inst.server_id,
                     MIGRATION_FAILED,
-                    f"Failed to {step} instance on host {self.hostname}: {why}",
+                    f"Failed to {step} instance: {why}",
                     details,
                     broken=broken,
                 )

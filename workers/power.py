@@ -164,7 +164,7 @@ class PowerActions:
                     server_id,
                     key,
                     code=ACTION_FAILED,
-                    message=f"Failed to {action} instance on host {self.hostname}: {why}",
+                    message=f"Failed to {action} instance: {why}",
                     details=details,
                     power_state=None if broken else self._observed(server_id),
                     broken=broken,
