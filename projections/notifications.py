@@ -16,6 +16,11 @@ Exactly once, without a database: each message carries the position of the event
 published and continues after its source position; a crash between two messages of one event
 republishes them and the stream drops the duplicates. Instances are folded in memory from their
 domain events (upcasters apply); an instance first seen mid-life is loaded from the log.
+
+An instance event the notifier cannot decode or fold (a garbled payload, a type no code knows, an
+upcaster's error) is quarantined (``stratus.quarantine``, part ``notifier``) and skipped: the
+instance's state is kept as it was before it. On start the notifier continues after the later of its
+last published notification and its last quarantined event.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 
 from commands.instance import Instance
 from commands.states import PowerState, VmState
-from projections.projection import LINGER_SECONDS, TEMPORARY
+from projections.projection import LINGER_SECONDS
 from stratus.audit import history
 from stratus.config import Settings
 from stratus.eventstore import (
@@ -48,7 +53,7 @@ from stratus.eventstore import (
     NatsBridge,
     decode_message,
 )
-from stratus.quarantine import QuarantineLog
+from stratus.quarantine import Quarantine, position_of
 
 log = logging.getLogger("stratus.notifications")
 
@@ -323,10 +328,10 @@ class Notifier:
         stream: str,
         prefix: str = DEFAULT_PREFIX,
         cache_size: int = 10_000,
-        quarantine: QuarantineLog | None = None,
+        quarantine: Quarantine | None = None,
+        part: str = "notifier",
     ) -> None:
         self.app = app
-        self.quarantine = quarantine
         self.recorder = recorder
         self.bridge: NatsBridge = recorder.bridge
         self.stream = stream
@@ -334,6 +339,10 @@ class Notifier:
         self._instances: OrderedDict[UUID, tuple[Instance, _Times]] = OrderedDict()
         self._cache_size = cache_size
         self.position = 0  # the last log position processed (published, or found to need nothing)
+        self.quarantine = quarantine or Quarantine(
+            self.bridge, log_stream=recorder.stream, replicas=recorder.replicas, timeout=recorder.timeout
+        )
+        self.part = part
 
     def stream_config(self) -> StreamConfig:
         return StreamConfig(
@@ -385,46 +394,63 @@ class Notifier:
         return loaded, _Times()
 
     def process(self, entries: list[history.Entry], raw: list[Any]) -> list[tuple[int, Notification]]:
-        """The notifications of ``entries``. With a quarantine, an entry that cannot be turned into
-        notifications (a payload that does not decode, an upcaster failing) is recorded there and
-        skipped instead of stopping the notifier; its instance is forgotten, to be loaded afresh."""
-        if self.quarantine is None:
-            return self._process(entries, raw)
-        out: list[tuple[int, Notification]] = []
-        for entry, msg in zip(entries, raw, strict=True):
-            try:
-                out += self._process([entry], [msg])
-            except TEMPORARY:
-                raise
-            except Exception as e:  # this event's own failure
-                self.quarantine.record(
-                    "notifier", entry.position, e, event_type=entry.envelope.topic,
-                    originator_id=str(entry.envelope.originator_id),
-                )  # fmt: skip
-                with contextlib.suppress(ValueError):
-                    self._instances.pop(UUID(str(entry.envelope.originator_id)), None)
-        return out
-
-    def _process(self, entries: list[history.Entry], raw: list[Any]) -> list[tuple[int, Notification]]:
         out: list[tuple[int, Notification]] = []
         for entry, msg in zip(entries, raw, strict=True):
             topic = entry.envelope.topic
             if not topic.startswith("commands.instance:Instance."):
                 continue
-            notification, _ = decode_message(msg)
-            event: Any = self.app.mapper.to_domain_event(notification)
-            instance_id = UUID(str(entry.envelope.originator_id))
-            before, times = self._instance(instance_id, entry.envelope.originator_version)
-            snapshot = _copy(before)
-            after = event.mutate(before)
-            assert isinstance(after, Instance)
-            name = topic.rsplit(".", 1)[1].lower()
-            out += [(entry.position, n) for n in derive(snapshot, after, name, event, entry.envelope, times)]
-            self._instances[instance_id] = (after, times)
-            self._instances.move_to_end(instance_id)
-            while len(self._instances) > self._cache_size:
-                self._instances.popitem(last=False)
+            try:
+                out += self._derive(entry, msg)
+            except (EventStoreUnavailable, TimeoutError):
+                raise  # the log away: the batch is read again
+            except Exception as e:  # decoding and folding are pure: the failure is this event's own
+                self._skip(entry, e)
         return out
+
+    def _derive(self, entry: history.Entry, msg: Any) -> list[tuple[int, Notification]]:
+        topic = entry.envelope.topic
+        notification, _ = decode_message(msg)
+        event: Any = self.app.mapper.to_domain_event(notification)
+        instance_id = UUID(str(entry.envelope.originator_id))
+        before, times = self._instance(instance_id, entry.envelope.originator_version)
+        after = event.mutate(_copy(before))  # a copy: an event that fails halfway leaves ``before`` whole
+        if not isinstance(after, Instance):
+            raise TypeError(f"{type(event).__name__} did not yield an instance")
+        name = topic.rsplit(".", 1)[1].lower()
+        notes = [(entry.position, n) for n in derive(before, after, name, event, entry.envelope, times)]
+        self._instances[instance_id] = (after, times)
+        self._instances.move_to_end(instance_id)
+        while len(self._instances) > self._cache_size:
+            self._instances.popitem(last=False)
+        return notes
+
+    def _skip(self, entry: history.Entry, error: Exception) -> None:
+        """Quarantine the event at ``entry``; the instance's state stays as it was before it."""
+        envelope = entry.envelope
+        self.quarantine.record(
+            self.part,
+            position=entry.position,
+            topic=envelope.topic,
+            originator_id=str(envelope.originator_id),
+            error=error,
+        )
+        with contextlib.suppress(ValueError):
+            cached = self._instances.get(UUID(str(envelope.originator_id)))
+            if cached is not None and cached[0].version == envelope.originator_version - 1:
+                cached[0].version = envelope.originator_version  # the skipped event changed nothing
+
+    def _entries(self, msgs: list[Any]) -> tuple[list[history.Entry], list[Any]]:
+        """The messages' entries; one whose envelope cannot be read is quarantined and left out."""
+        entries: list[history.Entry] = []
+        kept: list[Any] = []
+        for msg in msgs:
+            try:
+                entries.append(history.entry_of(msg))
+            except Exception as e:  # a garbled envelope: decoding it is pure
+                self.quarantine.record_message(self.part, msg, e)
+                continue
+            kept.append(msg)
+        return entries, kept
 
     def publish(self, notes: list[tuple[int, Notification]]) -> None:
         async def send() -> None:
@@ -439,7 +465,7 @@ class Notifier:
 
     def run(self, stop: threading.Event, *, batch: int = 500, idle_wait: float = 1.0) -> None:
         self.ensure_stream()
-        cursor = self.last_source_position() + 1
+        cursor = max(self.last_source_position(), self.quarantine.last_position(self.part)) + 1
         self.position = cursor - 1
         log.info("notifier publishing from position %d to %s.>", cursor, self.prefix)
         filt = self.recorder.layout.kind_filter("instance")
@@ -447,9 +473,9 @@ class Notifier:
         while not stop.is_set():
             while cursor <= last and not stop.is_set():
                 msgs = self.recorder.read_messages(cursor, batch, stop=last, subject_filter=filt)
-                entries = [history.entry_of(m) for m in msgs]
-                self.publish(self.process(entries, msgs))
-                cursor = last + 1 if len(msgs) < batch else entries[-1].position + 1
+                entries, kept = self._entries(msgs)
+                self.publish(self.process(entries, kept))
+                cursor = last + 1 if len(msgs) < batch else position_of(msgs[-1]) + 1
                 self.position = cursor - 1
             head = self.recorder.wait_for_position(last, timeout=idle_wait)
             if head > last:
@@ -476,11 +502,7 @@ def open_notifier(settings: Settings, *, prefix: str = DEFAULT_PREFIX) -> Iterat
         factory = Factory(bridge=bridge, settings=settings)
         app = Stratus(factory)
         yield Notifier(
-            app,
-            factory.application_recorder(),
-            stream=f"{settings.stream}_NOTIFICATIONS",
-            prefix=prefix,
-            quarantine=QuarantineLog(bridge, settings.stream),
+            app, factory.application_recorder(), stream=f"{settings.stream}_NOTIFICATIONS", prefix=prefix
         )
     finally:
         bridge.close()

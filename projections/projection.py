@@ -10,19 +10,23 @@ that position (otherwise another runner or a rebuild's swap moved it: nothing is
 caller re-seeks). The changed rows, the new tracking position (the batch's last log position,
 whether or not the projection cared about the events) and a NOTIFY commit together.
 
-A poison event never stops the projector (``stratus/quarantine.py``): when a batch fails for a
-reason that is not temporary (PostgreSQL or NATS away are temporary, and raised to the runner,
-which retries), the batch is applied again one event per transaction, and an event that still fails
-(one that cannot be decoded, or whose values the read model refuses) is handed to ``quarantine``
-and skipped: the tracking position moves past it in the same transaction-per-event discipline, so
-everything else is applied exactly once and a restart does not meet it again.
+No event stops the projector. A failure of PostgreSQL itself (the connection lost, a serialization
+failure, a deadlock, a cancelled statement, a disk full, a table missing) is not an event's: the
+batch is retried in place, then the runner backs off and reconnects. A batch that PostgreSQL refuses
+for what its events carry (``EVENT_CAUSED``: a NUL in a text value, a constraint an event breaks),
+or that an apply function fails, is taken for one an event causes: the batch is bisected, each half
+in its own transaction under the same rules, down to the single event(s) that fail; those are
+quarantined (``stratus.quarantine``: recorded, alerted) and skipped in a transaction that only
+advances the tracking position, and every other event is applied once. An event that cannot even be
+decoded is quarantined before its batch is applied.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -30,7 +34,7 @@ from uuid import UUID
 
 import psycopg
 from eventsourcing.dispatch import singledispatchmethod
-from eventsourcing.persistence import Mapper, Notification, Tracking, TrackingRecorder
+from eventsourcing.persistence import Mapper, Tracking, TrackingRecorder
 from eventsourcing.projection import Projection
 from eventsourcing.utils import get_topic
 from psycopg import sql
@@ -51,8 +55,9 @@ from projections.schema import (
     POSITION_CHANNEL,
     WRITER_LOCK,
 )
-from stratus.eventstore.envelope import UNDECODABLE_TOPIC
-from stratus.eventstore.errors import EventStoreUnavailable
+from stratus.eventstore import EventStoreUnavailable
+from stratus.eventstore.envelope import decode_message
+from stratus.quarantine import Quarantine, described
 from stratus.serialization import dumps
 
 log = logging.getLogger("stratus.projector")
@@ -62,17 +67,6 @@ ClaimKey = tuple[UUID, str]
 
 # How long a projector following the log lets commits gather after being woken by one (``run``).
 LINGER_SECONDS = 0.02
-
-# Failures that pass: the runner reconnects and retries from the tracking position. Anything else
-# raised while applying an event is that event's own (poison), and is quarantined.
-TEMPORARY: tuple[type[Exception], ...] = (
-    psycopg.OperationalError,  # connection lost, server shutting down, serialization failure, deadlock
-    psycopg.InterfaceError,
-    EventStoreUnavailable,
-    TimeoutError,
-)
-# What the projector does with a poison event: record it (the runner's QuarantineLog) and go on.
-Quarantine = Callable[[Notification, Exception], None]
 
 # The domain's event classes are made by eventsourcing's @event decorator, out of mypy's sight.
 InstanceRequested: type = Instance.Requested  # type: ignore[attr-defined]
@@ -105,9 +99,9 @@ FlavorDeleted: type = Flavor.Deleted  # type: ignore[attr-defined]
 class EventLog(Protocol):
     """What the projector needs of the event store (``stratus.eventstore``'s recorder)."""
 
-    def select_notifications(
-        self, start: int | None, limit: int, stop: int | None = None, topics: Sequence[str] = ()
-    ) -> Sequence[Notification]: ...
+    def read_messages(
+        self, start: int, limit: int, *, stop: int | None = None, subject_filter: str | None = None
+    ) -> list[Any]: ...
 
     def max_notification_id(self) -> int | None: ...
 
@@ -545,11 +539,15 @@ class BatchResult:
 
 
 @dataclass(frozen=True)
-class Undecodable:
-    """A log entry the mapper could not turn into a domain event (its error is kept to quarantine it)."""
+class Entry:
+    """One log entry of a batch: its decoded domain event if the read models show it, or why it
+    could not be decoded (then it is quarantined, never applied)."""
 
-    notification: Notification
-    error: Exception
+    position: int
+    topic: str
+    originator_id: str
+    event: Any = None
+    error: Exception | None = None
 
 
 @dataclass(frozen=True)
@@ -557,18 +555,52 @@ class Batch:
     """Log entries right after position ``after``, and the domain events among them, decoded."""
 
     after: int
-    notifications: Sequence[Notification]
-    events: list[tuple[Any, Tracking]]
+    entries: Sequence[Entry]
+    name: str = ReadModels.name
 
-    def alone(self, index: int) -> Batch:
-        """The batch of the ``index``-th entry only (right after the one before it)."""
-        n = self.notifications[index]
-        after = self.notifications[index - 1].id if index else self.after
-        return Batch(after, [n], [(e, t) for e, t in self.events if t.notification_id == n.id])
+    @property
+    def notifications(self) -> Sequence[Entry]:
+        return self.entries
+
+    @property
+    def events(self) -> list[tuple[Any, Tracking]]:
+        return [(e.event, Tracking(self.name, e.position)) for e in self.entries if e.event is not None]
 
     @property
     def last(self) -> int:
-        return self.notifications[-1].id if self.notifications else self.after
+        return self.entries[-1].position if self.entries else self.after
+
+    def halves(self) -> tuple[Batch, Batch]:
+        middle = len(self.entries) // 2
+        left = Batch(self.after, self.entries[:middle], self.name)
+        return left, Batch(left.last, self.entries[middle:], self.name)
+
+
+# Failures of PostgreSQL itself that a retry of the same batch on the same connection may not meet.
+RETRY_IN_PLACE: tuple[type[Exception], ...] = (
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.LockNotAvailable,
+    psycopg.errors.QueryCanceled,
+)
+# What PostgreSQL answers when a value or a change an event carries cannot be stored (a NUL in text,
+# a constraint, a value too large for an index); the batch is then bisected to find the event.
+EVENT_CAUSED: tuple[type[Exception], ...] = (
+    psycopg.DataError,
+    psycopg.IntegrityError,
+    psycopg.errors.ProgramLimitExceeded,
+    psycopg.errors.PipelineAborted,  # what follows such an error inside the batch's pipeline
+)
+# Failures of the event store: the runner reconnects and re-seeks.
+LOG_TEMPORARY: tuple[type[Exception], ...] = (EventStoreUnavailable, TimeoutError)
+# How often a batch failing in passing (``RETRY_IN_PLACE``) is tried on the same connection before
+# the runner takes over (backoff, reconnect), and the pause before the first retry (doubling).
+ATTEMPTS = 5
+FIRST_DELAY = 0.1
+
+
+class PoisonEvent(Exception):
+    """An event the projector cannot apply, met with no quarantine to record it in."""
 
 
 class Projector:
@@ -590,6 +622,7 @@ class Projector:
         batch_size: int = 500,
         lock: bool = True,
         quarantine: Quarantine | None = None,
+        part: str = "projector",
     ) -> None:
         if not conn.autocommit:
             raise ValueError("the projector needs an autocommit connection (one transaction per batch)")
@@ -599,78 +632,112 @@ class Projector:
         self.schema = schema
         self.batch_size = batch_size
         self.lock = lock
-        self.quarantine = quarantine
         self.view = ReadModelView(conn, schema)
         self.projection = ReadModels(self.view)
         self._topics = frozenset(ReadModels.topics)
+        self.quarantine = quarantine
+        self.part = part
 
     def position(self) -> int:
         return self.view.max_tracking_id(self.projection.name) or 0
 
-    def read(self, after: int, limit: int | None = None) -> Sequence[Notification]:
-        return self.log.select_notifications(after + 1, limit or self.batch_size)
+    def read(self, after: int, limit: int | None = None) -> list[Any]:
+        """The log's messages after position ``after`` (as stored: decoded by ``fetch``)."""
+        return self.log.read_messages(after + 1, limit or self.batch_size)
 
     def fetch(self, after: int) -> Batch:
         """Read the next batch after ``after`` and decode the events the read models show (pure)."""
         return self._decoded(after, self.read(after))
 
-    def _decoded(self, after: int, notifications: Sequence[Notification]) -> Batch:
-        name = self.projection.name
-        events: list[tuple[Any, Tracking]] = []
-        for n in notifications:
-            if n.topic == UNDECODABLE_TOPIC:
-                error = ValueError("the stored message's envelope headers are missing or malformed")
-                events.append((Undecodable(n, error), Tracking(name, n.id)))
-            elif n.topic in self._topics:
-                try:
-                    events.append((self.mapper.to_domain_event(n), Tracking(name, n.id)))
-                except Exception as e:  # whatever the payload did, it is this event's
-                    events.append((Undecodable(n, e), Tracking(name, n.id)))
-        return Batch(after, notifications, events)
+    def _decoded(self, after: int, msgs: Sequence[Any]) -> Batch:
+        return Batch(after, [self._entry(m) for m in msgs], self.projection.name)
 
-    def apply(self, notifications: Sequence[Notification], after: int) -> BatchResult:
-        """Apply ``notifications`` (the log's entries right after position ``after``) in one transaction."""
-        return self.apply_batch(self._decoded(after, notifications))
+    def _entry(self, msg: Any) -> Entry:
+        """One message as an entry; one that cannot be decoded is kept with its error (to quarantine)."""
+        try:
+            notification, envelope = decode_message(msg)
+        except Exception as e:  # a garbled envelope: whatever decoding raises is this event's fault
+            position, topic, originator = described(msg)
+            return Entry(position, topic, originator, error=e)
+        entry = Entry(notification.id, envelope.topic, str(envelope.originator_id))
+        if notification.topic not in self._topics:
+            return entry
+        try:
+            event = self.mapper.to_domain_event(notification)
+        except Exception as e:  # decoding and upcasting are pure: a failure is the event's own
+            return Entry(entry.position, entry.topic, entry.originator_id, error=e)
+        return Entry(entry.position, entry.topic, entry.originator_id, event=event)
+
+    def apply(self, msgs: Sequence[Any], after: int) -> BatchResult:
+        """Apply ``msgs`` (the log's entries right after position ``after``) in one transaction."""
+        return self.apply_batch(self._decoded(after, msgs))
 
     def apply_batch(self, batch: Batch) -> BatchResult:
-        """Apply ``batch`` in one transaction; if one of its events is poison, event by event."""
-        if self.quarantine is None:
-            return self._apply(batch)
-        try:
-            return self._apply(batch)
-        except TEMPORARY:
-            raise
-        except Exception as e:  # classified below, event by event
-            if len(batch.notifications) == 1:
-                return self._skip(batch, e)
-            log.warning("a batch after position %d failed (%s); applying it event by event", batch.after, e)
-        result = BatchResult(True, batch.after)
-        for i in range(len(batch.notifications)):
-            single = batch.alone(i)
-            try:
-                step = self._apply(single)
-            except TEMPORARY:
-                raise
-            except Exception as e:  # this event's own failure: quarantined
-                step = self._skip(single, e)
-            if not step.applied:
-                return step  # another runner moved the tracking position: the caller re-seeks
-            result = BatchResult(
-                True, step.position, result.events + step.events, result.processed + step.processed
-            )
-        return result
+        """Apply ``batch``; an event that fails it is quarantined and skipped, the rest applied once.
 
-    def _skip(self, single: Batch, error: Exception) -> BatchResult:
-        """Quarantine the one event of ``single`` and move the tracking position past it."""
-        (n,) = single.notifications
-        cause = next((e.error for e, _ in single.events if isinstance(e, Undecodable)), error)
-        assert self.quarantine is not None
-        self.quarantine(n, cause)
-        return self._apply(Batch(single.after, single.notifications, []))
-
-    def _apply(self, batch: Batch) -> BatchResult:
-        if not batch.notifications:
+        Raises only what the runner recovers from: PostgreSQL or the event store away."""
+        if not batch.entries:
             return BatchResult(True, batch.after)
+        for entry in batch.entries:
+            if entry.error is not None:
+                self._quarantine(entry, entry.error)
+        return self._bisecting(batch)
+
+    def _bisecting(self, batch: Batch) -> BatchResult:
+        failure = self._attempt(batch)
+        if isinstance(failure, BatchResult):
+            return failure
+        if len(batch.entries) == 1:
+            self._quarantine(batch.entries[0], failure)
+            return self._skip(batch)
+        left_half, right_half = batch.halves()
+        left = self._bisecting(left_half)
+        if not left.applied:
+            return left
+        right = self._bisecting(right_half)
+        if not right.applied:
+            return right
+        return BatchResult(True, right.position, left.events + right.events, left.processed + right.processed)
+
+    def _attempt(self, batch: Batch) -> BatchResult | Exception:
+        """One transaction for ``batch``, retried in place while PostgreSQL fails it in passing.
+
+        Returns the error that failed it if an event may be its cause (then the batch is bisected);
+        raises what is PostgreSQL's or the event store's own failure (the runner backs off)."""
+        delay = FIRST_DELAY
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                return self._apply_once(batch)
+            except LOG_TEMPORARY:
+                raise
+            except psycopg.Error as e:
+                if self.conn.closed or self.conn.broken or not isinstance(e, EVENT_CAUSED + RETRY_IN_PLACE):
+                    raise  # PostgreSQL away, out of disk, a table missing: not an event's fault
+                if isinstance(e, EVENT_CAUSED):
+                    return e
+                if attempt == ATTEMPTS:
+                    raise
+                log.warning("%s: batch after %d failed (%s), retrying in %.1f s", self.part, batch.after,
+                            type(e).__name__, delay)  # fmt: skip
+                time.sleep(delay)
+                delay *= 2
+            except Exception as e:  # decoding is done: an apply function failed on this batch's events
+                return e
+        raise AssertionError("unreachable")
+
+    def _quarantine(self, entry: Entry, error: Exception) -> None:
+        if self.quarantine is None:
+            raise PoisonEvent(f"event at position {entry.position} cannot be applied") from error
+        at, topic, originator = entry.position, entry.topic, entry.originator_id
+        self.quarantine.record(self.part, position=at, topic=topic, originator_id=originator, error=error)
+
+    def _skip(self, batch: Batch) -> BatchResult:
+        """Advance the tracking position over ``batch`` (one quarantined event), applying nothing."""
+        entries = [Entry(e.position, e.topic, e.originator_id) for e in batch.entries]
+        result = self._apply_once(Batch(batch.after, entries, batch.name))
+        return BatchResult(result.applied, result.position, result.events, 0)
+
+    def _apply_once(self, batch: Batch) -> BatchResult:
         # Pipeline mode groups the statements into a few round trips (BEGIN with the lock and the
         # tracking read, the loads, the writes with COMMIT). The server still runs them in order: the
         # tracking table's name is resolved only once the lock is held.
@@ -683,16 +750,14 @@ class Projector:
             current = int(row[0]) if row else 0
             if current != batch.after:
                 return BatchResult(False, current)
-            self.view.load(ReadModels.keys(e for e, _ in batch.events if not isinstance(e, Undecodable)))
             try:
+                self.view.load(ReadModels.keys(e for e, _ in batch.events))
                 for event, tracking in batch.events:
-                    if isinstance(event, Undecodable):
-                        raise event.error
                     self.projection.process_event(event, tracking)
                 self.view.flush(batch.last)
             finally:
                 self.view.discard()
-        return BatchResult(True, batch.last, len(batch.notifications), len(batch.events))
+        return BatchResult(True, batch.last, len(batch.entries), len(batch.events))
 
     def step(self, after: int) -> BatchResult:
         """Read the next batch after ``after`` and apply it."""
@@ -727,7 +792,7 @@ class Projector:
                 if batch.after != position:  # read ahead from a position that did not hold
                     ahead = reader.submit(self.fetch, position)
                     continue
-                if not batch.notifications:
+                if not batch.entries:
                     if idle_wait is None:
                         break
                     if self.log.wait_for_position(position, idle_wait) > position and linger:

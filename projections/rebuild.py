@@ -22,7 +22,7 @@ import psycopg
 from eventsourcing.persistence import Mapper
 from psycopg import sql
 
-from projections.projection import EventLog, Projector, Quarantine
+from projections.projection import EventLog, Projector
 from projections.schema import (
     LIVE_SCHEMA,
     POSITION_CHANNEL,
@@ -32,6 +32,7 @@ from projections.schema import (
     schema_exists,
 )
 from stratus.config import Settings
+from stratus.quarantine import Quarantine
 
 NEW_SCHEMA = f"{LIVE_SCHEMA}_new"
 OLD_SCHEMA = f"{LIVE_SCHEMA}_old"
@@ -64,8 +65,8 @@ def rebuild(
     """Replay ``log`` into a new schema and swap it in as ``stratus_rm``; ``conn`` must be autocommit.
 
     ``keep_old`` leaves the previous generation as ``stratus_rm_old`` (for comparison) instead of
-    dropping it. ``quarantine``: where a poison event is recorded and skipped (None: it stops the
-    rebuild).
+    dropping it. ``quarantine``: where events the replay cannot apply are recorded (part ``rebuild``)
+    and skipped; without one such an event stops the rebuild (``PoisonEvent``).
     """
     if not conn.autocommit:
         raise ValueError("rebuild needs an autocommit connection (it manages its own transactions)")
@@ -78,8 +79,9 @@ def rebuild(
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(NEW_SCHEMA)))
             create_schema(conn, NEW_SCHEMA)
         projector = Projector(
-            log, mapper, conn, schema=NEW_SCHEMA, batch_size=batch_size, lock=False, quarantine=quarantine
-        )
+            log, mapper, conn, schema=NEW_SCHEMA, batch_size=batch_size, lock=False,
+            quarantine=quarantine, part="rebuild",
+        )  # fmt: skip
         # Replay up to the log's head, again while writers appended more than a batch meanwhile, so
         # that the lock below is held for a batch at most (each pass is bounded by the head it saw).
         replayed = projector.catch_up(until=_head(log))
@@ -122,9 +124,7 @@ def main(settings: Settings, *, batch_size: int = 2000, keep_old: bool = False) 
     from projections.runner import open_event_log, read_models_url
 
     url = read_models_url(settings)
-    with open_event_log(settings, name="rebuild") as (log, mapper, quarantine), psycopg.connect(
-        url, autocommit=True
-    ) as conn:
+    with open_event_log(settings) as (log, mapper, quarantine), psycopg.connect(url, autocommit=True) as conn:
         try:
             result = rebuild(
                 conn, log, mapper, batch_size=batch_size, keep_old=keep_old, quarantine=quarantine

@@ -3,9 +3,10 @@
 This is its composition root: it opens the NATS bridge, the event store and one PostgreSQL
 connection, then runs ``Projector.run`` until SIGTERM/SIGINT. Losing PostgreSQL or NATS is
 temporary: the runner reconnects with backoff and re-seeks from the tracking row, which the failed
-batch (rolled back) never moved. An event that fails to apply for any other reason is poison: it is
-quarantined (``stratus/quarantine.py``, listed by ``stratus quarantine list``) and skipped, so the
-projector never dies on it, nor on a restart.
+batch (rolled back) never moved; so is any other PostgreSQL error that no event explains (a table
+missing, a disk full: logged at ERROR, retried with the same backoff). An event the projector cannot
+decode or apply is quarantined on JetStream (``stratus.quarantine``, part ``projector``) and
+skipped: no event stops the process.
 
 Run it as ``stratus projector`` or ``python -m projections.runner [--batch-size N]``.
 """
@@ -17,22 +18,31 @@ import logging
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
 from uuid import UUID
 
 import psycopg
-from eventsourcing.persistence import Mapper, Notification
+from eventsourcing.persistence import Mapper
 
 from commands.app import Stratus
-from projections.projection import EventLog, Projector, Quarantine
+from projections.projection import EventLog, Projector
 from projections.schema import ensure_live_schema
 from stratus.config import Settings
 from stratus.eventstore import EventStoreUnavailable, Factory, NatsBridge
 from stratus.postgres import database_url
-from stratus.quarantine import QuarantineLog
+from stratus.quarantine import Quarantine, reason
 
 log = logging.getLogger("stratus.projector")
+
+# PostgreSQL or the event store away: reconnect and re-seek from the tracking row.
+TEMPORARY: tuple[type[Exception], ...] = (
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    EventStoreUnavailable,
+    TimeoutError,
+)
 
 
 def read_models_url(settings: Settings) -> str:
@@ -43,26 +53,17 @@ def read_models_url(settings: Settings) -> str:
 def open_event_log(
     settings: Settings, *, name: str = "projector"
 ) -> Iterator[tuple[EventLog, Mapper[UUID], Quarantine]]:
-    """The event store's recorder, the application's mapper (which decodes and upcasts events), and
-    where a poison event is recorded by the part ``name``."""
+    """The event store's recorder, the application's mapper (which decodes and upcasts events) and
+    the quarantine that events the projector cannot take go to."""
     bridge = NatsBridge(settings.nats_urls, name=name)
     bridge.start()
     try:
         factory = Factory(bridge=bridge, settings=settings)
         app = Stratus(factory)
-        quarantine = quarantine_to(QuarantineLog(bridge, settings.stream), name)
+        quarantine = Quarantine(bridge, log_stream=settings.stream, replicas=settings.stream_replicas)
         yield factory.application_recorder(), app.mapper, quarantine
     finally:
         bridge.close()
-
-
-def quarantine_to(quarantine: QuarantineLog, part: str) -> Quarantine:
-    """The projector's ``quarantine``: record the skipped entry under ``part``."""
-
-    def record(n: Notification, error: Exception) -> None:
-        quarantine.record(part, n.id, error, event_type=n.topic, originator_id=str(n.originator_id))
-
-    return record
 
 
 @contextlib.contextmanager
@@ -96,17 +97,24 @@ def run(
     with open_event_log(settings) as (events, mapper, quarantine):
         backoff = 0.2
         while not stop.is_set():
+            started = time.monotonic()
             try:
                 with psycopg.connect(url, autocommit=True, application_name="stratus-projector") as conn:
                     ensure_live_schema(conn)
                     projector = Projector(events, mapper, conn, batch_size=batch_size, quarantine=quarantine)
                     log.info("projector following the log from position %d", projector.position())
-                    backoff = 0.2
                     projector.run(stop, idle_wait=idle_wait)
-            except (psycopg.OperationalError, EventStoreUnavailable) as e:
+            except TEMPORARY as e:
                 log.warning("projector: %s; retrying in %.1f s", e, backoff)
-                stop.wait(backoff)
-                backoff = min(backoff * 2, max_backoff)
+            except psycopg.Error as e:  # no event's fault (those are quarantined): the database's
+                log.error("projector: PostgreSQL failed a batch (%s: %s); retrying in %.1f s",
+                          type(e).__name__, reason(e), backoff)  # fmt: skip
+            else:
+                continue  # stopped
+            if time.monotonic() - started > max_backoff:
+                backoff = 0.2  # it ran a while since the last failure: start the backoff over
+            stop.wait(backoff)
+            backoff = min(backoff * 2, max_backoff)
 
 
 def main(settings: Settings, *, batch_size: int = 500) -> int:

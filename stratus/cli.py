@@ -232,23 +232,26 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _cmd_quarantine(args: argparse.Namespace) -> int:
-    """``stratus quarantine list``: what each part skipped, from the quarantine stream (JetStream only)."""
-    import json
+    """``stratus quarantine list``: the events the parts following the log skipped (JetStream only)."""
+    import orjson
 
     from stratus.eventstore import NatsBridge
-    from stratus.quarantine import QuarantineLog
+    from stratus.quarantine import Quarantine
 
     settings = _settings(args)
     with NatsBridge(settings.nats_urls, name="stratus-quarantine") as bridge:
-        entries = QuarantineLog(bridge, settings.stream).entries(args.part)
-    for q in entries:
-        if args.json:
-            print(json.dumps(dataclasses.asdict(q)))
-        else:
-            print(f"{q.at}  {q.part:<24} position {q.position:<10} {q.event_type or q.subject}  "
-                  f"{q.originator_id}  {q.error}: {q.message}")
-    if not args.json:
-        print(f"{len(entries)} quarantined event(s)", file=sys.stderr)
+        records = Quarantine(bridge, log_stream=settings.stream).list(args.part)
+    if args.json:
+        for r in records:
+            print(orjson.dumps(dataclasses.asdict(r)).decode())
+        return 0
+    if not records:
+        print("no quarantined events")
+        return 0
+    print(f"{'POSITION':>10}  {'PART':<24} {'AT':<20} {'TOPIC':<40} {'ORIGINATOR':<36} ERROR")
+    for r in records:
+        print(f"{r.position:>10}  {r.part:<24} {r.at:<20} {r.topic:<40} {r.originator_id:<36} "
+              f"{r.error}: {r.reason}")  # fmt: skip
     return 0
 
 
@@ -582,9 +585,11 @@ def _parser() -> argparse.ArgumentParser:
         "conformance", add_help=False,
         help="tempest's API tests against a stack of its own (further arguments: --help)",
     )  # fmt: skip
-    quarantine = add("quarantine", _cmd_quarantine, "the events the parts skipped as poison")
-    quarantine.add_argument("action", choices=["list"], help="list: every quarantined event, oldest first")
-    quarantine.add_argument("--part", help="only what one part skipped (projector, notifier, ...)")
+    quarantine = add("quarantine", _cmd_quarantine,
+                     "events the parts following the log quarantined (skipped): see docs/operations.md")
+    quarantine.add_argument("action", choices=["list"], help="list: every record, oldest first")
+    quarantine.add_argument("--part", help="only this part's (projector, notifier, scheduler, host-feed, "
+                            "hypervisor-<host>, rebuild)")
     quarantine.add_argument("--json", action="store_true", help="one JSON object per line")
     add("notifier", _cmd_part, "publishes Nova-compatible versioned notifications projected from the log")
     watch = add("watch", _cmd_watch, "the event stream over HTTP (server-sent events), threaded")

@@ -197,7 +197,7 @@ def _wait_for(api: str, processes: list[subprocess.Popen[bytes]], timeout: float
     while time.monotonic() < deadline:
         for proc in processes:
             if proc.poll() is not None:
-                raise ConformanceError(f"{proc.args} exited with {proc.returncode} while starting")
+                raise ConformanceError(f"{proc.args!r} exited with {proc.returncode} while starting")
         try:
             with urllib.request.urlopen(f"{api}/", timeout=2):
                 return

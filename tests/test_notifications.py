@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,8 +30,7 @@ from projections import notifications
 from schemas import asyncapi
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
-from stratus.eventstore import Factory, NatsBridge, envelope
-from stratus.quarantine import QuarantineLog
+from stratus.eventstore import Factory, NatsBridge
 
 
 @pytest.fixture
@@ -234,30 +232,3 @@ def test_a_notifier_starting_mid_life_loads_the_instance(
 
 def test_the_asyncapi_document_lists_what_the_notifier_publishes() -> None:
     assert sorted(notifications.EVENT_TYPES) == asyncapi.notification_types()
-
-
-def test_a_poison_instance_event_is_quarantined_and_the_notifier_goes_on(
-    bridge: NatsBridge, settings: Settings, notifier: notifications.Notifier
-) -> None:
-    """An instance event whose payload does not decode used to stop the notifier for good."""
-    notifier.quarantine = QuarantineLog(bridge, settings.stream)
-    handlers = Handlers(Stratus(Factory(bridge=bridge, settings=settings)))
-    handlers.create_flavor(CreateFlavor("1", "m1.tiny", 1, 512, 1))
-    ok = handlers.create_server(CreateServer("vm", "p1", "bob", "1"))
-    (msg,) = notifier.recorder.read_messages(ok.position, 1)
-    headers = {k: v for k, v in (msg.headers or {}).items() if not k.startswith("Nats-")}
-    other = uuid.uuid4()  # another server's, so that this one's history stays whole
-    headers[envelope.CE_SUBJECT] = str(other)
-    subject = notifier.recorder.layout.subject(other, headers[envelope.CE_TOPIC])
-
-    async def publish() -> int:
-        ack = await bridge.js.publish(subject, b"{not json", stream=settings.stream, headers=headers)
-        return int(ack.seq)
-
-    poison = bridge.run(publish, 10)
-    handlers.register_host(RegisterHost("cmp-1", 4, 8192, 40))
-    last = handlers.place_instance(PlaceInstance(ok.id, "cmp-1")).position
-    follow(notifier, last)
-    (entry,) = notifier.quarantine.entries("notifier")
-    assert entry.position == poison and entry.event_type.startswith("commands.instance:Instance.")
-    assert [b["event_type"] for b, _ in published(notifier)].count("instance.create.start") == 1

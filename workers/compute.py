@@ -147,6 +147,22 @@ class Compute:
             power_state = self._driver.power_off(server_id)
         return power_state
 
+    def give_up(self, event_type: str, server_id: str, details: str) -> None:
+        """The step for ``event_type`` was quarantined: a server still being built here, or still
+        being deleted, gets the fault the step's own failure would have given it (``details``)."""
+        inst = self._load(server_id)
+        if inst is None:
+            return
+        if event_type == SCHEDULED and inst.vm_state == VmState.BUILDING:
+            code, action = SPAWN_FAILED, "spawn"
+        elif event_type == DELETION_REQUESTED and inst.task_state == TaskState.DELETING:
+            code, action = DELETE_FAILED, "delete"
+        else:
+            return
+        log.error("%s %s failed: %s", action, server_id, details)
+        message = f"Failed to {action} instance on host {self.hostname}"
+        self._handlers.fail_instance(FailInstance(server_id, code=code, message=message, details=details))
+
     # -- steps ----------------------------------------------------------------------------------
     def _load(self, server_id: str) -> Instance | None:
         """The instance if it lives on this host; None when it is gone or elsewhere."""

@@ -7,16 +7,18 @@ after the handler returned, i.e. after its outcome was appended to the log; a cr
 means a redelivery, which every handler treats as harmless.
 
 Failures are classified here for what the event store can throw: an unavailable or slow NATS is
-temporary (the message comes back later). Anything else a handler raises for one message, or a
-message whose envelope cannot be read, is that message's own: it is quarantined (recorded in the
-quarantine stream, ``stratus/quarantine.py``, and logged), terminated so that JetStream does not
-deliver it again, and the worker goes on with the next. A consumer given no quarantine (tests of
-the loop itself) lets such an error through.
+temporary (the message comes back later). Anything else a message's decoding or its handler raises
+is taken for that event's fault (a garbled payload, a type no code knows, an upcaster's error, a
+server whose history holds such an event): the event is quarantined (``stratus.quarantine``, part =
+the durable consumer's name), logged at ERROR, and acknowledged, so that one bad event never stops a
+worker nor holds up the events behind it. A quarantine that cannot be recorded (JetStream away)
+leaves the message unacknowledged: it comes back later.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import signal
 import threading
@@ -32,9 +34,9 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore.bridge import NatsBridge
-from stratus.eventstore.envelope import UNDECODABLE_TOPIC, Envelope, decode_message
+from stratus.eventstore.envelope import Envelope, decode_message
 from stratus.eventstore.errors import EventStoreUnavailable
-from stratus.quarantine import QuarantineLog
+from stratus.quarantine import Quarantine, position_of, reason
 from workers.outcome import Done, Outcome, RetryLater
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,10 @@ log = logging.getLogger(__name__)
 STORE_TEMPORARY: tuple[type[Exception], ...] = (EventStoreUnavailable, TimeoutError)
 _CLOSE_ERRORS: tuple[type[Exception], ...] = (*STORE_TEMPORARY, nats.errors.Error)
 _STORE_RETRY_DELAY = 2.0
+
+# What a worker does for the instance of a delivery it quarantined (e.g. record a fault), so that the
+# instance is not left waiting for a step that will never come; best effort, after the record.
+Settle = Callable[["Delivery", Exception], None]
 
 
 # What NATS raises while JetStream is away (a restart, a cluster electing a leader): try again later.
@@ -98,10 +104,8 @@ class DurableConsumer:
         filter_subjects: Sequence[str],
         ack_wait: float = 60.0,
         call_timeout: float = 10.0,
-        quarantine: QuarantineLog | None = None,
     ) -> None:
         self._bridge = bridge
-        self.quarantine = quarantine
         self.stream = stream
         self.durable = durable
         self._config = ConsumerConfig(
@@ -116,6 +120,7 @@ class DurableConsumer:
         )
         self._timeout = call_timeout
         self._sub: Any = None
+        self.quarantine = Quarantine(bridge, log_stream=stream, timeout=call_timeout)
 
     def open(self) -> DurableConsumer:
         async def subscribe() -> Any:
@@ -158,11 +163,6 @@ class DurableConsumer:
         with _unavailable(f"acknowledging to {self.durable}"):
             self._bridge.run(ack, self._timeout)
 
-    def term(self, msg: Msg) -> None:
-        """Never deliver ``msg`` again (it was quarantined)."""
-        with _unavailable(f"terminating a message of {self.durable}"):
-            self._bridge.run(msg.term, self._timeout)
-
     def nak(self, msg: Msg, delay: float) -> None:
         with _unavailable(f"returning a message to {self.durable}"):
             self._bridge.run(lambda: msg.nak(delay=delay), self._timeout)
@@ -175,6 +175,25 @@ class DurableConsumer:
             except _CLOSE_ERRORS as e:
                 log.info("closing consumer %s: %s", self.durable, e)
 
+    def quarantine_and_ack(self, msg: Msg, error: Exception, then: Callable[[], None] | None = None) -> bool:
+        """Record ``msg`` as quarantined by this consumer, call ``then`` (which must not raise), and
+        acknowledge it (it is skipped): a crash before the acknowledgement redelivers it, and both
+        the record and ``then`` are done again (the record is deduplicated).
+
+        If the record or the acknowledgement cannot be made now (JetStream away), the message is
+        left to come back; False then."""
+        position = position_of(msg)
+        try:
+            self.quarantine.record_message(self.durable, msg, error)
+            if then is not None:
+                then()
+            self.ack(msg)
+        except STORE_TEMPORARY as e:
+            log.warning("consumer %s: could not quarantine position %d, retrying later: %s",
+                        self.durable, position, e)  # fmt: skip
+            return False
+        return True
+
 
 def serve(
     consumer: DurableConsumer,
@@ -184,8 +203,10 @@ def serve(
     actor: Actor,
     batch: int = 1,
     poll: float = 1.0,
+    settle: Settle | None = None,
 ) -> None:
-    """Consume until ``stop`` is set, one message at a time, in stream order.
+    """Consume until ``stop`` is set, one message at a time, in stream order (``settle``: see
+    ``Settle``).
 
     Every handler call runs in a command context caused by the consumed event, so the events it
     appends record their causation and the conversation's correlation id.
@@ -194,7 +215,7 @@ def serve(
         for msg in _fetch(consumer, batch, poll, stop):
             if stop.is_set():
                 break  # unacknowledged: redelivered to whoever runs next
-            _process(consumer, handle, msg, actor)
+            _process(consumer, handle, msg, actor, settle)
 
 
 def _fetch(consumer: DurableConsumer, batch: int, poll: float, stop: threading.Event) -> list[Msg]:
@@ -215,6 +236,7 @@ def serve_batches(
     actor: Actor,
     batch: int,
     poll: float = 1.0,
+    settle: Settle | None = None,
 ) -> None:
     """``serve``, handing the handler every message waiting (up to ``batch``) at once, in stream
     order; it answers with one outcome per delivery. The handler sets each delivery's command
@@ -223,71 +245,77 @@ def serve_batches(
         msgs = _fetch(consumer, batch, poll, stop)
         if not msgs or stop.is_set():
             continue  # unacknowledged: redelivered to whoever runs next
-        deliveries = [d for d in map(_delivery, msgs) if not _undecodable(consumer, d)]
+        deliveries = _deliveries(consumer, msgs)
+        if not deliveries:
+            continue
+        outcomes: list[Outcome | Quarantined]
         try:
-            outcomes = handle(deliveries)
+            outcomes = list(handle(deliveries))
         except STORE_TEMPORARY as e:
             outcomes = [RetryLater(_STORE_RETRY_DELAY, f"event store unavailable: {e}")] * len(deliveries)
-        except Exception as e:
-            if consumer.quarantine is None or not deliveries:
-                raise
-            # One of them is poison: each alone, so that only that one is quarantined.
-            log.warning(
-                "consumer %s: a batch failed (%s); handling its messages one by one", consumer.durable, e
-            )
-            outcomes, deliveries = _one_by_one(consumer, handle, deliveries)
+        except Exception:  # one of them is at fault: each alone, to quarantine only that one
+            log.warning("consumer %s: a batch of %d failed; handling its events one by one",
+                        consumer.durable, len(deliveries))  # fmt: skip
+            outcomes = [_alone(consumer, handle, d, actor, settle) for d in deliveries]
         done = [d.message for d, o in zip(deliveries, outcomes, strict=True) if isinstance(o, Done)]
         try:
             consumer.ack_all([m for m in done if m is not None])
             for d, outcome in zip(deliveries, outcomes, strict=True):
-                if not isinstance(outcome, Done):
+                if isinstance(outcome, RetryLater):
                     _retry_later(consumer, d, outcome)
         except STORE_TEMPORARY as e:
             log.warning("consumer %s: could not settle a batch: %s", consumer.durable, e)
 
 
-def _one_by_one(
-    consumer: DurableConsumer, handle: Callable[[list[Delivery]], list[Outcome]], deliveries: list[Delivery]
-) -> tuple[list[Outcome], list[Delivery]]:
-    """``deliveries`` handled alone, in order: the outcomes, and the deliveries they are for (those
-    that failed were quarantined and are left out)."""
-    outcomes: list[Outcome] = []
-    kept: list[Delivery] = []
-    for d in deliveries:
+@dataclass(frozen=True)
+class Quarantined:
+    """The outcome of a delivery quarantined (and acknowledged) already: nothing more to settle."""
+
+
+def _deliveries(consumer: DurableConsumer, msgs: list[Msg]) -> list[Delivery]:
+    """The messages as deliveries; one whose envelope cannot be decoded is quarantined."""
+    out: list[Delivery] = []
+    for msg in msgs:
         try:
-            (outcome,) = handle([d])
-        except STORE_TEMPORARY as e:
-            outcome = RetryLater(_STORE_RETRY_DELAY, f"event store unavailable: {e}")
-        except Exception as e:
-            _quarantine(consumer, d, e)
-            continue
-        outcomes.append(outcome)
-        kept.append(d)
-    return outcomes, kept
+            out.append(_delivery(msg))
+        except Exception as e:  # decoding is pure: the failure is this event's own
+            consumer.quarantine_and_ack(msg, e)
+    return out
 
 
-def _undecodable(consumer: DurableConsumer, d: Delivery) -> bool:
-    """Quarantine ``d`` if its envelope could not be read (or raise, without a quarantine)."""
-    if d.envelope.topic != UNDECODABLE_TOPIC:
-        return False
-    error = ValueError("the stored message's envelope headers are missing or malformed")
-    if consumer.quarantine is None:
-        raise error
-    _quarantine(consumer, d, error)
-    return True
+def _alone(
+    consumer: DurableConsumer,
+    handle: Callable[[list[Delivery]], list[Outcome]],
+    d: Delivery,
+    actor: Actor,
+    settle: Settle | None,
+) -> Outcome | Quarantined:
+    try:
+        return handle([d])[0]
+    except STORE_TEMPORARY as e:
+        return RetryLater(_STORE_RETRY_DELAY, f"event store unavailable: {e}")
+    except Exception as e:  # this event is at fault
+        assert d.message is not None
+        consumer.quarantine_and_ack(d.message, e, functools.partial(_settle, consumer, settle, d, e, actor))
+        return Quarantined()
 
 
-def _quarantine(consumer: DurableConsumer, d: Delivery, error: Exception) -> None:
-    assert consumer.quarantine is not None and d.message is not None
-    consumer.quarantine.record(
-        consumer.durable,
-        d.notification.id,
-        error,
-        subject=d.envelope.nats_subject,
-        event_type=d.envelope.type,
-        originator_id=d.originator_id,
-    )
-    consumer.term(d.message)
+def _settle(
+    consumer: DurableConsumer, settle: Settle | None, d: Delivery, error: Exception, actor: Actor
+) -> None:
+    """Let the worker settle the instance of a delivery it quarantined (best effort: the record is
+    what counts; an instance left waiting is the operator's, see docs/operations.md)."""
+    if settle is None:
+        return
+    try:
+        with acting(d.context(actor)):
+            settle(d, error)
+    except STORE_TEMPORARY as e:
+        log.warning("consumer %s: could not settle %s %s after quarantining it: %s",
+                    consumer.durable, d.event_type, d.originator_id, e)  # fmt: skip
+    except Exception as e:  # the event stays quarantined; the instance is the operator's now
+        log.warning("consumer %s: could not settle %s %s after quarantining it: %s: %s",
+                    consumer.durable, d.event_type, d.originator_id, type(e).__name__, reason(e))  # fmt: skip
 
 
 class PerServer:
@@ -321,6 +349,7 @@ def serve_concurrently(
     threads: int,
     poll: float = 1.0,
     name: str = "consumer",
+    settle: Settle | None = None,
 ) -> None:
     """``serve`` from ``threads`` threads, each with its own pull subscription on the same durable
     consumer, so that a slow step (a real guest's boot) does not hold up the others; the steps of
@@ -334,7 +363,7 @@ def serve_concurrently(
     def one() -> None:
         consumer = open_consumer()
         try:
-            serve(consumer, guarded, stop, actor=actor, poll=poll)
+            serve(consumer, guarded, stop, actor=actor, poll=poll, settle=settle)
         finally:
             consumer.close()
 
@@ -346,27 +375,26 @@ def serve_concurrently(
 
 
 def _process(
-    consumer: DurableConsumer, handle: Callable[[Delivery], Outcome], msg: Msg, actor: Actor
+    consumer: DurableConsumer,
+    handle: Callable[[Delivery], Outcome],
+    msg: Msg,
+    actor: Actor,
+    settle: Settle | None = None,
 ) -> None:
-    delivery = _delivery(msg)
+    try:
+        delivery = _delivery(msg)
+    except Exception as e:  # decoding is pure: the failure is this event's own
+        consumer.quarantine_and_ack(msg, e)
+        return
     envelope = delivery.envelope
     outcome: Outcome
     try:
-        if _undecodable(consumer, delivery):
-            return
         with acting(delivery.context(actor)):
             outcome = handle(delivery)
     except STORE_TEMPORARY as e:
         outcome = RetryLater(_STORE_RETRY_DELAY, f"event store unavailable: {e}")
-    except Exception as e:
-        if consumer.quarantine is None:
-            raise
-        try:
-            _quarantine(consumer, delivery, e)
-        except STORE_TEMPORARY as away:
-            log.warning(
-                "consumer %s: could not quarantine message %s: %s", consumer.durable, envelope.id, away
-            )
+    except Exception as e:  # the handlers classify their own failures: what escapes is this event's
+        consumer.quarantine_and_ack(msg, e, functools.partial(_settle, consumer, settle, delivery, e, actor))
         return
     try:
         if isinstance(outcome, Done):

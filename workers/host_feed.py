@@ -3,6 +3,10 @@
 ``catch_up()`` asks the stream for the position of the newest Host event, then folds every Host
 event up to it into the view, so a decision never starts from a view older than the moment it was
 asked for (it may still be overtaken by a concurrent claim; the Host aggregate catches that).
+
+A Host event that cannot be decoded or folded is quarantined (``stratus.quarantine``, part
+``host-feed``) and left out of the view: the view's host stays as it was before it (a claim on it
+is still checked by the Host aggregate at decision time).
 """
 
 from __future__ import annotations
@@ -17,13 +21,16 @@ from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from stratus.eventstore.bridge import NatsBridge
-from stratus.eventstore.envelope import NATS_SEQUENCE, UNDECODABLE_TOPIC, decode_message
+from stratus.eventstore.envelope import NATS_SEQUENCE, decode_message
 from stratus.eventstore.errors import EventStoreUnavailable
 from stratus.eventstore.recorder import JetStreamAggregateRecorder
-from stratus.quarantine import QuarantineLog
+from stratus.quarantine import Quarantine, position_of, reason
 from workers.host_view import HostView
 
 log = logging.getLogger(__name__)
+
+
+PART = "host-feed"
 
 
 class _Stalled(EventStoreUnavailable):
@@ -40,10 +47,8 @@ class HostFeed:
         stream: str,
         subject_filter: str,
         timeout: float = 10.0,
-        quarantine: QuarantineLog | None = None,
     ) -> None:
         self._bridge = bridge
-        self._quarantine = quarantine
         self._app = app
         recorder = app.recorder
         if not isinstance(recorder, JetStreamAggregateRecorder):
@@ -57,6 +62,9 @@ class HostFeed:
         # Taken off the subscription on the loop thread, folded into the view on the caller's.
         self._received = 0  # the stream sequence of the last one
         self._pending: list[Msg] = []
+        self.part = PART
+        self.quarantine = Quarantine(bridge, log_stream=stream, timeout=timeout)
+        self._known: set[int] | None = None  # positions quarantined already, read at the first poison
 
     def open(self) -> HostFeed:
         async def subscribe() -> Any:
@@ -85,25 +93,31 @@ class HostFeed:
         finally:
             msgs, self._pending = self._pending, []
             for msg in msgs:
-                self._recorder.observe(msg)  # the event store's head hints
-                self._apply(msg)
+                self._fold(msg)
 
-    def _apply(self, msg: Any) -> None:
-        """One host event into the view; with a quarantine, a poison one is recorded and skipped."""
-        notification, envelope = decode_message(msg)
+    def _fold(self, msg: Msg) -> None:
         try:
-            if notification.topic == UNDECODABLE_TOPIC:
-                raise ValueError("the stored message's envelope headers are missing or malformed")
+            self._recorder.observe(msg)  # the event store's head hints
+            notification, _envelope = decode_message(msg)
             event = self._app.mapper.to_domain_event(notification)
             if isinstance(event, CanMutateAggregate):
                 self._view.apply(event, notification.id)
-        except Exception as e:
-            if self._quarantine is None:
-                raise
-            self._quarantine.record(
-                "scheduler-host-feed", notification.id, e, subject=envelope.nats_subject,
-                event_type=notification.topic, originator_id=str(notification.originator_id),
-            )  # fmt: skip
+        except Exception as e:  # decoding and folding are pure: the failure is this event's own
+            self._quarantine(msg, e)
+
+    def _quarantine(self, msg: Msg, error: Exception) -> None:
+        position = position_of(msg)
+        try:
+            if self._known is None:  # each start reads every Host event again: alert once per event
+                self._known = {r.position for r in self.quarantine.list(self.part)}
+            if position in self._known:
+                log.info("%s: event at position %d skipped (quarantined already)", self.part, position)
+                return
+            self.quarantine.record_message(self.part, msg, error)
+            self._known.add(position)
+        except (EventStoreUnavailable, TimeoutError) as e:  # the ERROR line is the record then
+            log.error("%s: event at position %d skipped (%s: %s); its quarantine record failed: %s",
+                      self.part, position, type(error).__name__, reason(error), e)  # fmt: skip
 
     async def _receive_to_end(self) -> None:
         sub = self._sub

@@ -28,7 +28,6 @@ from stratus.eventstore.subjects import encode_token
 from stratus.hostrpc import CONSOLE, Responder
 from stratus.imagestore import ImageStore
 from stratus.liveness import Heartbeats, beat_periodically, bucket_for
-from stratus.quarantine import QuarantineLog
 from workers.compute import SCHEDULED, BootImages, Compute
 from workers.console import answerer
 from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_concurrently, stop_on_signals
@@ -104,12 +103,7 @@ def run(
     def open_consumer() -> DurableConsumer:
         durable = durable_name(host)
         return DurableConsumer(
-            bridge,
-            stream=settings.stream,
-            durable=durable,
-            filter_subjects=filters,
-            ack_wait=ACK_WAIT,
-            quarantine=QuarantineLog(bridge, settings.stream),
+            bridge, stream=settings.stream, durable=durable, filter_subjects=filters, ack_wait=ACK_WAIT
         ).open()
 
     def handle(d: Delivery) -> Outcome:
@@ -117,12 +111,27 @@ def run(
             return DONE  # another host's placement or step: no need to load the server
         return steps.handle(d)
 
+    def settle(d: Delivery, error: Exception) -> None:
+        """A step quarantined: its server gets a fault rather than waiting for it forever."""
+        details = (
+            f"The hypervisor worker could not handle this step ({type(error).__name__}); the event at "
+            f"log position {d.notification.id} was quarantined."
+        )
+        compute.give_up(d.event_type, d.originator_id, details)
+
     threads = settings.host_concurrency
     log.info("hypervisor %s consuming %s (durable %s, %d at once)",
              host, ", ".join(filters), durable_name(host), threads)  # fmt: skip
     try:
         serve_concurrently(
-            open_consumer, handle, stop, actor=HYPERVISOR, threads=threads, poll=poll, name=host
+            open_consumer,
+            handle,
+            stop,
+            actor=HYPERVISOR,
+            threads=threads,
+            poll=poll,
+            name=host,
+            settle=settle,
         )
     finally:
         responder.close()

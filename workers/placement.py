@@ -377,6 +377,19 @@ class Placement:
         specs = flavor.get("extra_specs")
         return {str(k): str(v) for k, v in specs.items()} if isinstance(specs, dict) else {}
 
+    def give_up(self, server_id: str, details: str, *, created: bool = False) -> None:
+        """Record that the server's request will not be placed (it was quarantined): a fault with
+        ``details`` for a server waiting for a host, a failed move for one waiting to move; nothing
+        for a server that moved on meanwhile."""
+        try:
+            if self._handlers.instance(server_id).awaiting_move:
+                log.warning("move %s: %s %s", server_id, NO_VALID_HOST, details)
+                self._migrations.fail(FailMigration(server_id, NoValidHost.code, NO_VALID_HOST, details))
+                return
+        except (InvalidState, NotFound):
+            return
+        self._fail(server_id, details, created=created)
+
     def _fail(self, server_id: str, details: str, *, created: bool = False) -> Outcome:
         try:
             inst = self._handlers.instance(server_id)

@@ -13,6 +13,10 @@ A step that kills the worker every time must not turn this into a crash loop: be
 step the worker notes it in ``<marks>/recovering-<id>`` (a count, on the host's disk), and removes
 the note once the step returned. A step already tried ``limit`` times this way is left to the
 redelivered message, whose delivery count ends it as a fault (the poison rule of ``workers.outcome``).
+
+A server whose events cannot be loaded (its history holds an event no code can decode: see
+``stratus.quarantine``), or whose step fails with an error no step classifies, is logged at ERROR
+and left: the host starts and serves its other servers (the step's mark counts the attempt).
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from commands.actions import ACTIONS
 from commands.errors import NotFound
 from commands.handlers import Handlers
 from commands.states import TaskState
+from stratus.quarantine import reason
 from workers.compute import DELETION_REQUESTED, SCHEDULED
+from workers.consumer import STORE_TEMPORARY
 from workers.outcome import RetryLater
 from workers.steps import HostSteps
 
@@ -56,6 +62,12 @@ def recover(
             inst = handlers.instance(server_id)
         except NotFound:
             continue
+        except STORE_TEMPORARY:
+            raise
+        except Exception as e:  # its history holds an event no code can take: left to the operator
+            log.error("not recovering %s: its events cannot be loaded (%s: %s)", server_id, type(e).__name__,
+                      reason(e))  # fmt: skip
+            continue
         task = inst.task_state
         move = moves.pending(inst)
         if move is None and task not in _UNDER_WAY:
@@ -67,14 +79,20 @@ def recover(
             continue
         marks.mkdir(parents=True, exist_ok=True)
         mark.write_text(str(tries + 1))
-        if move is not None:
-            outcome = moves.handle(move, server_id, attempt=1)
-        elif task == TaskState.SPAWNING:
-            outcome = compute.handle(SCHEDULED, server_id, attempt=1)
-        elif task == TaskState.DELETING:
-            outcome = compute.handle(DELETION_REQUESTED, server_id, attempt=1)
-        else:  # an action (the filter above let nothing else through)
-            outcome = power.handle(_ACTION_BY_TASK[str(task)], server_id, attempt=1)
+        try:
+            if move is not None:
+                outcome = moves.handle(move, server_id, attempt=1)
+            elif task == TaskState.SPAWNING:
+                outcome = compute.handle(SCHEDULED, server_id, attempt=1)
+            elif task == TaskState.DELETING:
+                outcome = compute.handle(DELETION_REQUESTED, server_id, attempt=1)
+            else:  # an action (the filter above let nothing else through)
+                outcome = power.handle(_ACTION_BY_TASK[str(task)], server_id, attempt=1)
+        except STORE_TEMPORARY:
+            raise
+        except Exception as e:  # unclassified: the mark keeps counting, the host starts all the same
+            log.error("recovering %s (%s) failed: %s: %s", server_id, task, type(e).__name__, reason(e))
+            continue
         mark.unlink()
         touched.append(server_id)
         if isinstance(outcome, RetryLater):

@@ -33,7 +33,6 @@ from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.envelope import decode_message
 from stratus.eventstore.subjects import SubjectLayout
 from stratus.liveness import SCHEDULER_BINARY, Heartbeats, beat_periodically, bucket_for
-from stratus.quarantine import QuarantineLog
 from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_batches, stop_on_signals
 from workers.host_feed import HostFeed
 from workers.host_view import HostView
@@ -97,10 +96,7 @@ def run(
         return host if isinstance(host, Host) else None
 
     view = HostView(reload)
-    quarantine = QuarantineLog(bridge, settings.stream)
-    feed = HostFeed(
-        bridge, app, view, stream=settings.stream, subject_filter=hosts, quarantine=quarantine
-    ).open()
+    feed = HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts).open()
     placement = Placement(
         Handlers(app),
         view,
@@ -116,7 +112,6 @@ def run(
         durable=durable,
         filter_subjects=[requested, unshelves(settings), moves(settings)],
         ack_wait=ack_wait,
-        quarantine=quarantine,
     )
     consumer.open()
 
@@ -148,6 +143,14 @@ def run(
                 outcomes.append(RetryLater(2.0, f"event store unavailable: {e}"))
         return outcomes
 
+    def settle(d: Delivery, error: Exception) -> None:
+        """A request quarantined: its server gets a fault rather than waiting for a host forever."""
+        details = (
+            f"The scheduler could not handle this request ({type(error).__name__}); the event at log "
+            f"position {d.notification.id} was quarantined."
+        )
+        placement.give_up(d.originator_id, details, created=d.event_type == "requested")
+
     # os-services shows the schedulers that beat (one row per machine, as Nova's per host)
     heartbeats = Heartbeats(bridge, bucket=bucket_for(settings.stream), replicas=settings.stream_replicas)
     me = socket.gethostname()
@@ -155,7 +158,7 @@ def run(
     beating = beat_periodically(beat, f"scheduler-{me}", stop, settings.heartbeat_interval_seconds)
     log.info("scheduler consuming %s (durable %s)", requested, durable)
     try:
-        serve_batches(consumer, handle_batch, stop, actor=SCHEDULER, batch=batch, poll=poll)
+        serve_batches(consumer, handle_batch, stop, actor=SCHEDULER, batch=batch, poll=poll, settle=settle)
     finally:
         consumer.close()
         feed.close()
@@ -189,10 +192,13 @@ def siblings_reader(app: Stratus, window: int = 100, chunk: int = 16) -> Callabl
         while len(found) < window:
             msgs = app.recorder.read_messages(position + len(found), chunk)  # type: ignore[attr-defined]
             for msg in msgs:
-                notification, envelope = decode_message(msg)
-                if envelope.topic != _REQUESTED or len(found) == window:
+                try:
+                    notification, envelope = decode_message(msg)
+                    payload = orjson.loads(notification.state) if envelope.topic == _REQUESTED else None
+                except (KeyError, ValueError):  # an event that is not a sibling's request ends them
                     return found
-                payload = orjson.loads(notification.state)
+                if not isinstance(payload, dict) or len(found) == window:
+                    return found
                 if payload.get("reservation_id") != reservation_id:
                     return found
                 if request_id is not None and envelope.requestid != request_id:

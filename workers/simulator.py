@@ -26,7 +26,6 @@ from commands.handlers import Handlers
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
-from stratus.quarantine import QuarantineLog
 from workers.consumer import Delivery, DurableConsumer, serve_concurrently, stop_on_signals
 from workers.libvirt_driver import LibvirtDriver
 from workers.outcome import DONE, Outcome
@@ -129,11 +128,7 @@ def run(
 
     def open_consumer() -> DurableConsumer:
         return DurableConsumer(
-            bridge,
-            stream=settings.stream,
-            durable=durable,
-            filter_subjects=subjects(settings),
-            quarantine=QuarantineLog(bridge, settings.stream),
+            bridge, stream=settings.stream, durable=durable, filter_subjects=subjects(settings)
         ).open()
 
     serve_concurrently(

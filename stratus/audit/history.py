@@ -50,7 +50,9 @@ class Entry:
 
 
 def entry_of(msg: Msg) -> Entry:
-    _, envelope = env.decode_message(msg)
+    """A stored message as a history entry (a placeholder of ``UNDECODABLE_TOPIC`` for one that is not
+    the store's: the history and the stream show the log and go on past it)."""
+    _, envelope = env.decode_message_leniently(msg)
     headers = msg.headers or {}
     return Entry(envelope, headers.get(chain.CHAIN_PREV, ""), headers.get(chain.CHAIN_HASH, ""))
 

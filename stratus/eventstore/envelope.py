@@ -205,17 +205,29 @@ def decode(
     return notification, envelope
 
 
-# The topic of a stored message whose envelope cannot be read (headers missing or malformed: a
-# message published by something other than the event store). Readers get it in place of the
-# event, so that they can quarantine it and go on (stratus/quarantine.py) instead of failing.
+# The topic under which ``decode_message_leniently`` answers a stored message whose envelope cannot
+# be read (headers missing or malformed: a message published by something other than the event
+# store), for readers that show the log (history, the event stream) and go on past it.
 UNDECODABLE_TOPIC = "stratus.eventstore:Undecodable"
+
+
+def decode_message_leniently(msg: Any) -> tuple[Notification, Envelope]:
+    """``decode_message``, with a placeholder (``UNDECODABLE_TOPIC``) for a message it cannot read."""
+    try:
+        return decode_message(msg)
+    except (KeyError, ValueError):
+        headers: Mapping[str, str] = msg.headers or {}
+        seq = headers.get(NATS_SEQUENCE)
+        position = int(seq) if seq is not None else int(msg.metadata.sequence.stream)
+        return _undecodable(headers, bytes(msg.data), position, headers.get(NATS_SUBJECT, msg.subject))
 
 
 def decode_message(msg: Any) -> tuple[Notification, Envelope]:
     """A nats-py message from this stream (direct get or a JetStream consumer) → (Notification, Envelope).
 
     The position comes from the ``Nats-Sequence`` header (direct get) or the consumer's ack metadata.
-    A message whose envelope headers are missing or malformed comes back with ``UNDECODABLE_TOPIC``.
+    A message whose envelope headers are missing or malformed raises ``KeyError`` or ``ValueError``:
+    the parts that follow the log quarantine it (``stratus.quarantine``).
     """
     headers: Mapping[str, str] = msg.headers or {}
     seq = headers.get(NATS_SEQUENCE)
@@ -225,10 +237,7 @@ def decode_message(msg: Any) -> tuple[Notification, Envelope]:
     else:
         position = int(msg.metadata.sequence.stream)
         subject = msg.subject
-    try:
-        return decode(headers, bytes(msg.data), position=position, nats_subject=subject)
-    except (KeyError, ValueError):
-        return _undecodable(headers, bytes(msg.data), position, subject)
+    return decode(headers, bytes(msg.data), position=position, nats_subject=subject)
 
 
 def _undecodable(
