@@ -281,10 +281,11 @@ class Tokens(_Resource):
         identity = auth["identity"]
         method = identity["methods"][0]
         parent: TokenClaims | None = None
+        # The password is checked holding no read-model connection: the check (and the throttle)
+        # take their own from the same pool, and concurrent logins must not exhaust it.
+        user = self._password_user(req, identity.get("password")) if method == "password" else None
         with self._read.connection(req) as conn:
-            if method == "password":
-                user = self._password_user(req, conn, identity.get("password"))
-            else:
+            if user is None:
                 if "token" not in identity:
                     raise BadRequest("Invalid input for field 'identity': the token method needs 'token'.")
                 given = self._auth.authenticate(req, identity["token"]["id"])
@@ -306,21 +307,20 @@ class Tokens(_Resource):
         resp.set_header(SUBJECT_TOKEN_HEADER, token)
         resp.media = token_view(req, claims, subject, roles, req.get_param("nocatalog") is None)
 
-    def _password_user(
-        self, req: falcon.Request, conn: Any, password: dict[str, Any] | None
-    ) -> dict[str, Any]:
+    def _password_user(self, req: falcon.Request, password: dict[str, Any] | None) -> dict[str, Any]:
         if not password:
             raise BadRequest("Invalid input for field 'identity': the password method needs 'password'.")
         given = password["user"]
-        if "id" in given:
-            user = q.get_user(conn, given["id"])
-            who = str(given["id"])
-        elif "name" in given and "domain" in given:
-            domain_id = self._domain_id(given["domain"])
-            user = q.user_by_name(conn, given["name"], domain_id)
-            who = f"{domain_id}/{given['name']}"
-        else:
-            raise BadRequest("Invalid input for field 'user': give its 'id', or its 'name' and 'domain'.")
+        with self._read.connection(req) as conn:
+            if "id" in given:
+                user = q.get_user(conn, given["id"])
+                who = str(given["id"])
+            elif "name" in given and "domain" in given:
+                domain_id = self._domain_id(given["domain"])
+                user = q.user_by_name(conn, given["name"], domain_id)
+                who = f"{domain_id}/{given['name']}"
+            else:
+                raise BadRequest("Invalid input for field 'user': give its 'id', or its 'name' and 'domain'.")
         # Throttled per user (by id when known, so that its name and id share one count) and per
         # source address, before any password is checked.
         who = user["id"] if user is not None else who

@@ -169,3 +169,18 @@ def test_failed_logins_are_throttled_per_source_address(stack: Stack, api_settin
         assert r.status_code == 429 and int(r.headers["Retry-After"]) > 0
         conn.execute(f"DELETE FROM {SCHEMA}.login_failures WHERE key LIKE 'source:%%'")
     assert _works(stack, _login(stack, "lou", "lou-pw", "p1"))
+
+
+def test_concurrent_logins_do_not_exhaust_the_read_models_pool(stack: Stack) -> None:
+    """A login used to hold a read-model connection while the password check took a second one
+    from the same pool: enough logins at once answered 503."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _user(stack, "par")
+
+    def login(_: int) -> int:
+        r = stack.client.simulate_post(TOKENS, json=password_auth("par", "par-pw", "p1"))
+        return int(r.status_code)
+
+    with ThreadPoolExecutor(12) as pool:
+        assert set(pool.map(login, range(24))) == {201}
