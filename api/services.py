@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from uuid import NAMESPACE_URL, uuid5
+from uuid import NAMESPACE_URL, UUID, uuid5
 
 import falcon
 from jsonschema import Draft202012Validator
@@ -63,6 +63,12 @@ def service_view(
     }
 
 
+def integer_id(service_uuid: str) -> int:
+    """A service's id as Nova showed it before microversion 2.53 (an integer), stable: taken from
+    its UUID (31 bits; the few services of a cloud do not collide in practice)."""
+    return int(UUID(service_uuid).int >> 97) or 1
+
+
 def scheduler_view(beat: dict[str, Any]) -> dict[str, Any]:
     """A scheduler that beats (``stratus.liveness``): always enabled, in Nova's ``internal`` zone."""
     host = str(beat["host"])
@@ -111,6 +117,8 @@ class Services:
             shown += [scheduler_view(b) for b in self._schedulers() if host in (None, b["host"])]
         if not forced_down:
             shown = [{k: v for k, v in s.items() if k != "forced_down"} for s in shown]
+        if not versions.at_least(req, 53):  # Nova's ids were its database's integers before 2.53
+            shown = [{**s, "id": integer_id(s["id"])} for s in shown]
         resp.media = {"services": shown}
 
 

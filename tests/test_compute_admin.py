@@ -145,6 +145,7 @@ def test_compute_services(stack: Stack) -> None:
     assert services[0]["disabled_reason"] is None and "forced_down" not in services[0]  # from 2.11
     v211 = {**stack.auth(ADMIN), "OpenStack-API-Version": "compute 2.11"}
     assert stack.get("/v2.1/os-services", v211).json["services"][0]["forced_down"] is False
+    assert all(type(s["id"]) is int for s in services)  # Nova's integers before 2.53
     assert_fault(stack.get("/v2.1/os-services", P1), 403, "forbidden")
     assert stack.get("/v2.1/os-services?binary=nova-scheduler").json == {"services": []}
     recorder = stack.handlers.app.recorder
