@@ -324,11 +324,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
             http_responding(f"http://{_client_address(watch_bind)}/"),
         ),
     ]
+    hosts = args.hosts if args.hosts is not None else int(os.environ.get("STRATUS_SIMULATED_HOSTS", "0"))
+    commands = {name: [name] for name, _, _ in children}
+    if hosts > 0:  # room to run: simulated hosts beside the one on libvirt (docs/operations.md)
+        children.append(("simulate", f"{hosts} simulated hosts sim-00001 ...", None))
+        commands["simulate"] = ["simulate", "--hosts", str(hosts), "--threads", "4"]
     for name, address, ready in children:
         parts.append(
             ChildProcess(
                 name,
-                [sys.executable, "-m", "stratus.cli", name],
+                [sys.executable, "-m", "stratus.cli", *commands[name]],
                 env=child_env,
                 address=address,
                 ready=ready,
@@ -531,6 +536,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--api-threads", type=int, help="threads per API worker (STRATUS_API_THREADS)")
     run.add_argument("--host-name", help="the hypervisor worker's host name (STRATUS_HOST_NAME)")
     run.add_argument("--libvirt-uri", help="the hypervisor worker's libvirt URI (STRATUS_LIBVIRT_URI)")
+    run.add_argument("--hosts", type=int, default=None,
+                     help="simulated compute hosts (32 vCPUs, 128 GiB each) beside compute-1, for room "
+                          "(STRATUS_SIMULATED_HOSTS, default 0)")
     run.add_argument("--grace", type=float, default=10.0,
                      help="seconds each part has to stop before it is killed (default 10)")
 

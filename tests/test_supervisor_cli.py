@@ -141,7 +141,7 @@ PARTS_PRESENT = all(
 def test_run_starts_the_control_plane_and_stops_it_on_sigterm(pg_tmp_path: Path) -> None:
     data, port = pg_tmp_path / "data", free_port()
     proc = subprocess.Popen(
-        [*STRATUS, "run", "--data-dir", str(data), "--api-bind", f"127.0.0.1:{port}"],
+        [*STRATUS, "run", "--data-dir", str(data), "--api-bind", f"127.0.0.1:{port}", "--hosts", "2"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env(), cwd=pg_tmp_path,
     )
     assert proc.stdout is not None
@@ -155,7 +155,7 @@ def test_run_starts_the_control_plane_and_stops_it_on_sigterm(pg_tmp_path: Path)
             pytest.fail("stratus run stopped before it was ready:\n" + "".join(output[-60:]))
         banner = "".join(output)
         parts = ("nats", "postgres", "identity", "api", "projector", "scheduler", "hypervisor")
-        for part in (*parts, "notifier", "watch"):
+        for part in (*parts, "notifier", "watch", "simulate"):
             assert f"  {part} " in banner
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/") as r:
             assert r.status == 200
@@ -178,6 +178,18 @@ def test_run_starts_the_control_plane_and_stops_it_on_sigterm(pg_tmp_path: Path)
         done = subprocess.run(argv, **where, capture_output=True, text=True, timeout=300)  # type: ignore[call-overload]
         assert done.returncode == 0, done.stderr[-3000:]
         assert "vm1" in done.stdout and "ACTIVE" in done.stdout, done.stdout[-3000:]
+        # --hosts 2: two simulated hosts beside compute-1, for room.
+        hypervisors = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v2.1/os-hypervisors", headers={"X-Auth-Token": _token(port, password)}
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            with urllib.request.urlopen(hypervisors) as r:
+                names = sorted(h["hypervisor_hostname"] for h in json.load(r)["hypervisors"])
+            if len(names) == 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert names == ["compute-1", "sim-00001", "sim-00002"]
         # The event stream beside the API (port + 1) replays the server's life from the start.
         watch = urllib.request.Request(
             f"http://127.0.0.1:{port + 1}/v2.1/stratus/events?type=server&after=0",
