@@ -32,7 +32,7 @@ from api.middleware import REQUEST_ID_HEADERS, RequestContext
 from api.openapi import OpenAPIDocument
 from api.placement import add_routes as add_placement_routes
 from api.placement.view import ProviderView
-from api.readmodel import ReadModel, open_pool
+from api.readmodel import ReadModel, Written, open_pool
 from api.server_actions import add_routes as add_server_action_routes
 from api.server_actions import host_liveness, host_report, scheduler_beats
 from api.tokens import TokenSigner, load_or_create_key
@@ -74,10 +74,11 @@ class Deps:
 
 
 def create_app(deps: Deps) -> falcon.App:
-    read = ReadModel(deps.pool, deps.settings.read_wait_seconds)
+    written = Written()  # each user's last write through this process, for their next reads
+    read = ReadModel(deps.pool, deps.settings.read_wait_seconds, written)
     authenticator = Authenticator(deps.token_signer, read)
     middleware: list[Any] = [RequestContext(authenticator, deps.new_request_id), identity.KeystoneErrors()]
-    middleware.append(positions.PositionHeader())
+    middleware.append(positions.PositionHeader(written))
     app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     json = falcon.media.JSONHandler(dumps=serialization.dumps, loads=serialization.loads)

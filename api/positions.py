@@ -8,24 +8,36 @@ themselves; a resource may instead leave the position it wrote at in
 ``req.context.written_position`` and this middleware answers it.
 
 A client reads its own write back by sending the position as ``X-Stratus-Min-Position`` (or
-``?min_position=``) on a read (api/readmodel.py).
+``?min_position=``) on a read (api/readmodel.py). A client that does not (tempest, the stock CLI
+and SDKs know nothing of it) still reads its own writes from the API process it wrote through: the
+process remembers each user's last written position (``Written``) and a read without a position of
+its own waits for that one, as Nova's clients expect of a database they read after writing.
 """
 
 from __future__ import annotations
 
 import falcon
 
-from api.readmodel import POSITION_HEADER
+from api.readmodel import POSITION_HEADER, Written
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 class PositionHeader:
+    def __init__(self, written: Written | None = None) -> None:
+        self._written = written
+
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, req_succeeded: bool
     ) -> None:
-        if not req_succeeded or req.method not in MUTATING or resp.get_header(POSITION_HEADER) is not None:
+        if not req_succeeded or req.method not in MUTATING:
             return
-        position = getattr(req.context, "written_position", None)
-        if isinstance(position, int) and position > 0:
+        header = resp.get_header(POSITION_HEADER)
+        position = int(header) if header is not None else getattr(req.context, "written_position", None)
+        if not (isinstance(position, int) and position > 0):
+            return
+        if header is None:
             resp.set_header(POSITION_HEADER, str(position))
+        actor = getattr(req.context, "actor", None)
+        if self._written is not None and actor is not None:
+            self._written.record(actor.user_id, position)

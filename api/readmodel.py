@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
@@ -60,10 +62,33 @@ def min_position(req: falcon.Request) -> int | None:
         raise BadRequest(f"{source} must be a log position: a non-negative integer.") from None
 
 
+class Written:
+    """The last log position each user wrote at through this process (the most recent users kept)."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self._lock = threading.Lock()
+        self._by_user: OrderedDict[str, int] = OrderedDict()
+        self._size = size
+
+    def record(self, user_id: str, position: int) -> None:
+        with self._lock:
+            self._by_user[user_id] = max(position, self._by_user.get(user_id, 0))
+            self._by_user.move_to_end(user_id)
+            while len(self._by_user) > self._size:
+                self._by_user.popitem(last=False)
+
+    def of(self, user_id: str) -> int | None:
+        with self._lock:
+            return self._by_user.get(user_id)
+
+
 class ReadModel:
-    def __init__(self, pool: psycopg_pool.ConnectionPool, wait_seconds: float) -> None:
+    def __init__(
+        self, pool: psycopg_pool.ConnectionPool, wait_seconds: float, written: Written | None = None
+    ) -> None:
         self._pool = pool
         self._wait = wait_seconds
+        self._written = written
 
     @contextlib.contextmanager
     def connection(
@@ -72,6 +97,9 @@ class ReadModel:
         """A connection to read with, once the read model has reached the request's minimum position
         (or ``after``: the position of a write the request itself just made)."""
         position = min_position(req) if after is None else after
+        if position is None and self._written is not None:
+            actor = getattr(req.context, "actor", None)
+            position = self._written.of(actor.user_id) if actor is not None else None
         try:
             with self._pool.connection() as conn:
                 if position is not None and not queries.wait_for_position(conn, position, self._wait):

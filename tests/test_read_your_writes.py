@@ -41,3 +41,13 @@ def test_writes_answer_their_position(stack: Stack) -> None:
     assert set(p.json) == {"project"} and p.json["project"]["name"] == "new-project"
     # reads answer no position
     assert "X-Stratus-Position" not in stack.get("/v2.1/flavors", ADMIN).headers
+
+
+def test_a_client_reads_its_own_writes_without_naming_a_position(stack: Stack) -> None:
+    """Clients that know nothing of X-Stratus-Min-Position (tempest, the stock CLI) read right after
+    writing: the API process waits for the writer's last position on that user's reads."""
+    for i in range(10):
+        body = {"flavor": {"name": f"f{i}", "ram": 512, "vcpus": 1, "disk": 1, "id": f"f{i}"}}
+        assert stack.request("POST", "/v2.1/flavors", ADMIN, json=body).status_code == 200
+        listed = stack.request("GET", "/v2.1/flavors/detail", ADMIN).json["flavors"]
+        assert f"f{i}" in [f["id"] for f in listed], i
