@@ -51,7 +51,7 @@ DEFAULT_REGEX = r"^tempest\.api\.(compute|identity\.v3|image\.v2)\."
 ADMIN_PASSWORD_ENV = "STRATUS_ADMIN_PASSWORD"
 # Accounts per persona in tempest's pre-provisioned accounts file: tempest locks one per test class
 # running at a time, so there must be at least as many as workers (and primary + alt per class).
-ACCOUNTS_PER_PERSONA = 6
+ACCOUNTS_PER_PERSONA = 10
 PERSONAS = ("member", "reader", "manager", "admin")
 # The scheduler filters Stratus applies, under Nova's names (tempest skips tests of the others).
 SCHEDULER_FILTERS = (
