@@ -62,7 +62,16 @@ def add_routes(
     app.add_route(f"{v}/os-quota-sets/{{project_id}}/detail", quotas.QuotaSetDetail(*args))
     app.add_route(f"{v}/os-quota-sets/{{project_id}}/defaults", quotas.QuotaSetDefaults())
     app.add_route(f"{v}/limits", quotas.Limits(*args))
+    app.add_route(f"{v}/os-floating-ip-pools", FloatingIpPools())
     app.add_route(f"{v}/os-simple-tenant-usage", usage.TenantUsages(read))
     app.add_route(f"{v}/os-simple-tenant-usage/{{tenant_id}}", usage.TenantUsage(read))
     app.add_route(f"{v}/os-migrations", migrations.Migrations(read))
     app.add_route(f"{v}/servers/{{server_id}}/diagnostics", diagnostics.Diagnostics(read))
+
+
+class FloatingIpPools:
+    """``GET /v2.1/os-floating-ip-pools``: none. Nova proxies this to Neutron; Stratus has no
+    floating IPs (and no Neutron), and answers as Nova does when no network offers a pool."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"floating_ip_pools": []}

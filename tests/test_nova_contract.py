@@ -86,3 +86,9 @@ def test_key_pairs_per_microversion(stack: Stack) -> None:
     assert r.status_code == 201 and r.json["keypair"]["user_id"] == carol
     carols = {**stack.headers(P2), V: "compute 2.2"}
     assert stack.request("GET", "/v2.1/os-keypairs/c", carols).status_code == 200
+
+
+def test_no_floating_ip_pools_as_nova_without_neutron_answers(stack: Stack) -> None:
+    for who in (P1, ADMIN):
+        r = stack.request("GET", "/v2.1/os-floating-ip-pools", who)
+        assert r.status_code == 200 and r.json == {"floating_ip_pools": []}
