@@ -141,6 +141,12 @@ class Credentials:
             self._upsert(conn, user_id, hashed)
             yield
 
+    def forget(self, user_id: str) -> None:
+        """Remove a deleted user's password hash."""
+        with self._connect() as conn:
+            conn.execute(f"DELETE FROM {SCHEMA}.credentials WHERE user_id = %s", (user_id,))
+        self.throttle.succeeded(user_id)
+
     def _store(self, user_id: str, hashed: str, *, only_if: str) -> None:
         """Replace the hash, unless it changed meanwhile (a password set between check and upgrade)."""
         with self._connect() as conn:

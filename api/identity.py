@@ -507,6 +507,13 @@ class ProjectItem(_Resource):
         row = self._after(req, result.position, lambda conn: self._project(conn, project_id))
         resp.media = {"project": project_view(req, row)}
 
+    @falcon.before(policy.require("identity:delete_project"))
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
+        with acting(req.context.command):
+            result = self._handlers.delete_project(project_id)
+        self._after(req, result.position, lambda conn: None)  # its tokens end once the API sees it
+        resp.status = falcon.HTTP_204
+
 
 # -- users ----------------------------------------------------------------------------------------
 class Users(_Resource):
@@ -577,6 +584,14 @@ class UserItem(_Resource):
                     result = self._handlers.record_password_set(user_id)
         row = self._after(req, result.position, lambda conn: self._user(conn, user_id))
         resp.media = {"user": user_view(req, row)}
+
+    @falcon.before(policy.require("identity:delete_user"))
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
+        with acting(req.context.command):
+            result = self._handlers.delete_user(user_id)
+        self._credentials.forget(user_id)  # after the deletion is recorded: a crash leaves a hash, not a lie
+        self._after(req, result.position, lambda conn: None)
+        resp.status = falcon.HTTP_204
 
 
 class UserProjects(_Resource):

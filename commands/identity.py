@@ -17,7 +17,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from commands.errors import InvalidInput, NotFound
+from commands.errors import AlreadyExists, InvalidInput, NotFound
 
 _NS = uuid5(NAMESPACE_URL, "urn:stratus:identity")
 DEFAULT_DOMAIN_ID = "default"
@@ -80,6 +80,25 @@ class Name(Aggregate):
         self.kind = kind
         self.domain_id = domain_id
         self.name = name
+        self.owner_id: str | None = owner_id
+
+    def release(self) -> None:
+        """Free the name: its owner was deleted."""
+        if self.owner_id is not None:
+            self._released()
+
+    @event("Released")
+    def _released(self) -> None:
+        self.owner_id = None
+
+    def reclaim(self, owner_id: str) -> None:
+        """Take a released name for a new owner (``AlreadyExists`` if it is held)."""
+        if self.owner_id is not None:
+            raise AlreadyExists(f"The {self.kind} name {self.name} is taken.")
+        self._reclaimed(owner_id=owner_id)
+
+    @event("Reclaimed")
+    def _reclaimed(self, owner_id: str) -> None:
         self.owner_id = owner_id
 
 
@@ -95,6 +114,7 @@ class Project(Aggregate):
         self.domain_id = domain_id
         self.description = description
         self.enabled = enabled
+        self.deleted = False
         # user id -> role ids held in this project
         self.grants: dict[str, set[str]] = {}
 
@@ -118,6 +138,15 @@ class Project(Aggregate):
     def _updated(self, description: str, enabled: bool) -> None:
         self.description = description
         self.enabled = enabled
+
+    def delete(self) -> None:
+        """Keystone's project delete: the project and its role assignments go (its servers stay)."""
+        self._deleted()
+
+    @event("Deleted")
+    def _deleted(self) -> None:
+        self.deleted = True
+        self.grants = {}
 
     def holds(self, user_id: str, role: str) -> bool:
         return role in self.grants.get(user_id, set())
@@ -165,6 +194,7 @@ class User(Aggregate):
         self.email = email
         self.description = description
         self.has_password = False
+        self.deleted = False
 
     @classmethod
     def create(
@@ -215,6 +245,14 @@ class User(Aggregate):
         self.email = email
         self.description = description
         self.default_project_id = default_project_id
+
+    def delete(self) -> None:
+        """Keystone's user delete: the user, their role assignments and their tokens go."""
+        self._deleted()
+
+    @event("Deleted")
+    def _deleted(self) -> None:
+        self.deleted = True
 
     def password_changed(self) -> None:
         """Record that the user's password changed (the hash itself is kept outside the log)."""

@@ -111,16 +111,35 @@ class IdentityHandlers(HandlerBase):
             agg: Aggregate = self.app.repository.get(aggregate_id(identity_id))
         except (AggregateNotFoundError, NotFound):
             raise NotFound(f"Could not find {what}: {identity_id}.") from None
-        if not isinstance(agg, cls):
+        if not isinstance(agg, cls) or getattr(agg, "deleted", False):
             raise NotFound(f"Could not find {what}: {identity_id}.")
         return agg
 
+    def _claim_name(self, owner: Aggregate, kind: str, domain_id: str, name: str) -> int:
+        """Save ``owner`` with its name: a new reservation, or a released one reclaimed (the name of
+        a deleted project or user may be given again)."""
+        owner_id = str(getattr(owner, f"{kind}_id"))
+        try:
+            released: Name = self.app.repository.get(name_id(kind, domain_id, name))
+        except AggregateNotFoundError:
+            return self._save(owner, Name(kind=kind, domain_id=domain_id, name=name, owner_id=owner_id))
+        released.reclaim(owner_id)
+        return self._save(owner, released)
+
+    def _release_name(self, kind: str, domain_id: str, name: str) -> list[Name]:
+        try:
+            held: Name = self.app.repository.get(name_id(kind, domain_id, name))
+        except AggregateNotFoundError:
+            return []
+        held.release()
+        return [held]
+
     def _name_taken(self, kind: str, domain_id: str, name: str) -> bool:
         try:
-            self.app.repository.get(name_id(kind, domain_id, name))
+            held: object = self.app.repository.get(name_id(kind, domain_id, name))
         except AggregateNotFoundError:
             return False
-        return True
+        return getattr(held, "owner_id", None) is not None
 
     def project(self, project_id: str) -> Project:
         return self._identity(Project, project_id, "project")
@@ -134,13 +153,22 @@ class IdentityHandlers(HandlerBase):
     # -- projects -------------------------------------------------------------------------------
     def create_project(self, cmd: CreateProject, project_id: str | None = None) -> Result:
         pid = project_id or self._new_id()
-        project, name = Project.create(pid, cmd.name, cmd.domain_id, cmd.description, cmd.enabled)
+        project, _ = Project.create(pid, cmd.name, cmd.domain_id, cmd.description, cmd.enabled)
         try:
-            return Result(pid, self._save(project, name))
-        except IntegrityError:
+            return Result(pid, self._claim_name(project, "project", cmd.domain_id, cmd.name))
+        except (IntegrityError, AlreadyExists):
             if self._name_taken("project", cmd.domain_id, cmd.name):
                 raise AlreadyExists(f"Conflict occurred attempting to store project - {cmd.name}.") from None
             raise
+
+    def delete_project(self, project_id: str) -> Result:
+        def decide() -> Result:
+            project = self.project(project_id)
+            project.delete()
+            name = self._release_name("project", project.domain_id, project.name)
+            return Result(project_id, self._save(project, *name))
+
+        return self._retrying(decide)
 
     def update_project(self, cmd: UpdateProject) -> Result:
         def decide() -> Result:
@@ -155,7 +183,7 @@ class IdentityHandlers(HandlerBase):
         if cmd.default_project_id is not None:
             self.project(cmd.default_project_id)
         uid = user_id or self._new_id()
-        user, name = User.create(
+        user, _ = User.create(
             uid,
             cmd.name,
             cmd.domain_id,
@@ -165,8 +193,8 @@ class IdentityHandlers(HandlerBase):
             description=cmd.description,
         )
         try:
-            return Result(uid, self._save(user, name))
-        except IntegrityError:
+            return Result(uid, self._claim_name(user, "user", cmd.domain_id, cmd.name))
+        except (IntegrityError, AlreadyExists):
             if self._name_taken("user", cmd.domain_id, cmd.name):
                 raise AlreadyExists(f"Conflict occurred attempting to store user - {cmd.name}.") from None
             raise
@@ -184,6 +212,15 @@ class IdentityHandlers(HandlerBase):
                 default_project_id=cmd.default_project_id,
             )
             return Result(cmd.user_id, self._save(user))
+
+        return self._retrying(decide)
+
+    def delete_user(self, user_id: str) -> Result:
+        def decide() -> Result:
+            user = self.user(user_id)
+            user.delete()
+            name = self._release_name("user", user.domain_id, user.name)
+            return Result(user_id, self._save(user, *name))
 
         return self._retrying(decide)
 

@@ -22,13 +22,15 @@ ProjectRoleGranted: type = Project.RoleGranted  # type: ignore[attr-defined]
 ProjectRoleRevoked: type = Project.RoleRevoked  # type: ignore[attr-defined]
 UserCreated: type = User.Created  # type: ignore[attr-defined]
 UserUpdated: type = User.Updated  # type: ignore[attr-defined]
+UserDeleted: type = User.Deleted  # type: ignore[attr-defined]
+ProjectDeleted: type = Project.Deleted  # type: ignore[attr-defined]
 UserPasswordSet: type = User.PasswordSet  # type: ignore[attr-defined]
 RoleCreated: type = Role.Created  # type: ignore[attr-defined]
 TokenRevoked: type = Token.Revoked  # type: ignore[attr-defined]
 
 HANDLED: tuple[type, ...] = (
     ProjectCreated, ProjectUpdated, ProjectRoleGranted, ProjectRoleRevoked,
-    UserCreated, UserUpdated, UserPasswordSet, RoleCreated, TokenRevoked,
+    UserCreated, UserUpdated, UserPasswordSet, RoleCreated, TokenRevoked, UserDeleted, ProjectDeleted,
 )  # fmt: skip
 
 # Idempotent: a read-model schema made before identity existed gets these tables when next opened
@@ -120,6 +122,18 @@ def statements(e: Any, position: int) -> list[Statement]:
                 "updated_at, position) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
                 (e.project_id, e.name, e.domain_id, e.description, e.enabled, t, t, position),
             )
+        ]
+    if issubclass(kind, ProjectDeleted):
+        pid = e.originator_id.hex
+        return [
+            ("DELETE FROM {s}.role_assignments WHERE project_id = %s", (pid,)),
+            ("DELETE FROM {s}.projects WHERE id = %s", (pid,)),
+        ]
+    if issubclass(kind, UserDeleted):
+        uid = e.originator_id.hex
+        return [
+            ("DELETE FROM {s}.role_assignments WHERE user_id = %s", (uid,)),
+            ("DELETE FROM {s}.users WHERE id = %s", (uid,)),
         ]
     if issubclass(kind, ProjectUpdated):
         return [

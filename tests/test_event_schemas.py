@@ -209,6 +209,9 @@ def _identity_scenario(handlers: Handlers) -> None:
     ident.revoke_role(RevokeRole(project, user, role_id("member")))
     expires = "2026-01-01T01:00:00+00:00"
     ident.revoke_token(RevokeToken("ab" * 16, seeded.user_id, seeded.project_id, expires))
+    ident.delete_user(user)
+    ident.delete_project(project)
+    ident.create_user(CreateUser("alice"))  # the deleted user's name, given again
 
 
 def _operator_scenario(handlers: Handlers) -> None:

@@ -257,3 +257,36 @@ def test_stratus_bootstrap_seeds_once_and_shows_a_generated_password_once(
     with psycopg.connect(database_url) as conn:
         row = conn.execute(f"SELECT password_hash FROM {SCHEMA}.credentials").fetchone()
     assert row is not None and verify_password(password, row[0])
+
+
+def test_users_and_projects_can_be_deleted_and_their_names_given_again(
+    stack: Stack, api_settings: Settings
+) -> None:
+    """Keystone's DELETE /v3/users/{id} and /v3/projects/{id} (405 before): grants, tokens and the
+    password go with a user; grants and tokens with a project; the names may be given again."""
+    token = stack.identities.persona("del", "p-del", "member")
+    uid, pid = stack.user_id("del"), stack.project_id("p-del")
+    assert stack.request("GET", "/v2.1/servers", token).status_code == 200
+    assert stack.request("DELETE", f"/identity/v3/users/{uid}", P1).status_code == 403
+    r = stack.request("DELETE", f"/identity/v3/users/{uid}", ADMIN)
+    assert r.status_code == 204, r.text
+    assert stack.request("GET", "/v2.1/servers", token).status_code == 401
+    assert stack.request("GET", f"/identity/v3/users/{uid}", ADMIN).status_code == 404
+    assert _issue(stack, "del", "del-password", "p-del").status_code == 401
+    with psycopg.connect(api_settings.database_url or "") as conn:
+        row = conn.execute(f"SELECT 1 FROM {SCHEMA}.credentials WHERE user_id = %s", (uid,)).fetchone()
+    assert row is None
+    assert stack.request("DELETE", f"/identity/v3/users/{uid}", ADMIN).status_code == 404
+    # the name is free again: a new user, a new id
+    body = {"user": {"name": "del", "password": "x" * 8}}
+    again = stack.request("POST", "/identity/v3/users", ADMIN, json=body)
+    assert again.status_code == 201 and again.json["user"]["id"] != uid
+    dup = stack.request("POST", "/identity/v3/users", ADMIN, json={"user": {"name": "del"}})
+    assert dup.status_code == 409
+    # a project
+    member = stack.identities.persona("stay", "p-del", "member")
+    assert stack.request("DELETE", f"/identity/v3/projects/{pid}", ADMIN).status_code == 204
+    assert stack.request("GET", "/v2.1/servers", member).status_code == 401
+    assert stack.request("GET", f"/identity/v3/projects/{pid}", ADMIN).status_code == 404
+    r = stack.request("POST", "/identity/v3/projects", ADMIN, json={"project": {"name": "p-del"}})
+    assert r.status_code == 201 and r.json["project"]["id"] != pid
