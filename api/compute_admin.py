@@ -10,12 +10,13 @@ from typing import Any
 
 import falcon
 
-from api import diagnostics, flavor_extras, migrations, quotas, server_groups, services, usage, zones
+from api import diagnostics, flavor_extras, hosts, migrations, quotas, server_groups, services, usage, zones
 from api.body import load_validators
 from api.readmodel import ReadModel
 from commands.operations import Operations
 
 REQUEST_SCHEMAS = (
+    "hosts.update",
     "flavors.extra_specs.create",
     "flavors.extra_specs.update",
     "flavors.action",
@@ -63,6 +64,10 @@ def add_routes(
     app.add_route(f"{v}/os-quota-sets/{{project_id}}/defaults", quotas.QuotaSetDefaults())
     app.add_route(f"{v}/limits", quotas.Limits(*args))
     app.add_route(f"{v}/os-floating-ip-pools", FloatingIpPools())
+    app.add_route(f"{v}/os-hosts", hosts.Hosts(read))
+    host = hosts.Host(read, ops, validators["hosts.update"], max_body_bytes)
+    app.add_route(f"{v}/os-hosts/{{host_name}}", host)
+    app.add_route(f"{v}/os-hosts/{{host_name}}/{{action}}", hosts.HostPowerAction(read))
     app.add_route(f"{v}/os-simple-tenant-usage", usage.TenantUsages(read))
     app.add_route(f"{v}/os-simple-tenant-usage/{{tenant_id}}", usage.TenantUsage(read))
     app.add_route(f"{v}/os-migrations", migrations.Migrations(read))

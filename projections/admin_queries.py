@@ -187,3 +187,13 @@ def list_migrations(
         _S, sql.SQL("WHERE ") + sql.SQL(" AND ").join(where) if where else sql.SQL("")
     )
     return _fetchall(conn, query, params)
+
+
+def host_usage_by_project(conn: psycopg.Connection[Any], host_id: Any) -> list[Row]:
+    """What each project's servers claim on one host (their flavors' whole sizes), by project."""
+    query = sql.SQL(
+        "SELECT i.project_id AS project, sum(c.vcpus) AS cpu, sum(c.memory_mb) AS memory_mb, "
+        "sum(c.disk_gb) AS disk_gb FROM {}.host_claims c JOIN {}.instances i ON i.id::text = c.instance_id "
+        "WHERE c.host_id = %s GROUP BY i.project_id ORDER BY i.project_id"
+    ).format(_S, _S)
+    return _fetchall(conn, query, (host_id,))

@@ -70,7 +70,8 @@ def test_key_pairs_per_microversion(stack: Stack) -> None:
     assert r.json["keypair"]["type"] == "ssh" and "private_key" in r.json["keypair"]
     assert stack.request("GET", "/v2.1/os-keypairs/a", at_22).json["keypair"]["type"] == "ssh"
     assert "type" not in stack.request("GET", "/v2.1/os-keypairs/a", at_21).json["keypair"]
-    listed = stack.get("/v2.1/os-keypairs", at_22, after=int(r.headers["X-Stratus-Position"])).json["keypairs"]
+    position = int(r.headers["X-Stratus-Position"])
+    listed = stack.get("/v2.1/os-keypairs", at_22, after=position).json["keypairs"]
     assert [k["keypair"]["type"] for k in listed] == ["ssh"]
     x509 = {"keypair": {"name": "b", "type": "x509"}}
     assert stack.request("POST", "/v2.1/os-keypairs", at_22, json=x509).status_code == 400
@@ -92,3 +93,32 @@ def test_no_floating_ip_pools_as_nova_without_neutron_answers(stack: Stack) -> N
     for who in (P1, ADMIN):
         r = stack.request("GET", "/v2.1/os-floating-ip-pools", who)
         assert r.status_code == 200 and r.json == {"floating_ip_pools": []}
+
+
+def test_os_hosts_until_its_removal_at_2_43(stack: Stack) -> None:
+    from commands.handlers import PlaceInstance, RegisterHost
+
+    stack.flavor(id="tiny", ram=512, vcpus=1, disk=1)
+    stack.handlers.register_host(RegisterHost("cmp-h", vcpus=8, memory_mb=4096, disk_gb=40))
+    server, _ = stack.server("tiny", P1)
+    placed = stack.handlers.place_instance(PlaceInstance(server, "cmp-h")).position
+    admin = stack.headers(ADMIN)
+    listed = stack.get("/v2.1/os-hosts", admin, after=placed)
+    assert listed.status_code == 200
+    assert {"host_name": "cmp-h", "service": "compute", "zone": "nova"} in listed.json["hosts"]
+    assert stack.get("/v2.1/os-hosts?zone=elsewhere", admin).json == {"hosts": []}
+    detail = [r["resource"] for r in stack.get("/v2.1/os-hosts/cmp-h", admin).json["host"]]
+    assert [r["project"] for r in detail] == ["(total)", "(used_now)", "(used_max)", stack.project_id("p1")]
+    assert (detail[0]["cpu"], detail[0]["memory_mb"], detail[0]["disk_gb"]) == (8, 4096, 40)
+    assert (detail[1]["cpu"], detail[1]["memory_mb"], detail[1]["disk_gb"]) == (1, 512, 1)
+    assert stack.get("/v2.1/os-hosts/nowhere", admin).status_code == 404
+    assert stack.get("/v2.1/os-hosts", P1).status_code == 403
+    assert stack.get("/v2.1/os-hosts", {**admin, V: "compute 2.43"}).status_code == 404
+    r = stack.request("PUT", "/v2.1/os-hosts/cmp-h", ADMIN, json={"status": "disable"})
+    assert r.status_code == 200 and r.json == {"host": "cmp-h", "status": "disabled"}
+    services = stack.get("/v2.1/os-services?host=cmp-h", admin, after=int(r.headers["X-Stratus-Position"]))
+    assert services.json["services"][0]["status"] == "disabled"
+    maintenance = {"maintenance_mode": "enable"}
+    assert stack.request("PUT", "/v2.1/os-hosts/cmp-h", ADMIN, json=maintenance).status_code == 501
+    assert stack.request("PUT", "/v2.1/os-hosts/cmp-h", ADMIN, json={"status": "sideways"}).status_code == 400
+    assert stack.get("/v2.1/os-hosts/cmp-h/reboot", admin).status_code == 501

@@ -78,8 +78,11 @@ class Report:
         self.operations.add(op)
         if response.status_code != 404:
             self.reached[role].add(op)
+        # A 501 the document names is Nova's own answer for a feature its driver lacks, not an error.
+        documented = str(response.status_code) in (case.operation.definition.raw.get("responses") or {})
+        checks = CHECKS if response.status_code != 501 or not documented else CHECKS[1:]
         try:
-            case.validate_response(response, checks=CHECKS)
+            case.validate_response(response, checks=checks)
         except (AssertionError, BaseExceptionGroup) as e:  # a Failure, or a FailureGroup of them
             key = f"{op} [{response.status_code}]"
             self.failures.setdefault(key, f"{role}: {case.as_curl_command()[:600]} -> {str(e)[:600]}")
@@ -129,6 +132,7 @@ def seed(stack: Stack) -> dict[str, str]:
         "server_id": server, "flavor_id": flavor, "image_id": image, "group_id": group,
         "aggregate_id": str(aggregate), "project_id": target_project, "tenant_id": p1,
         "user_id": target_user, "role_id": roles["member"], "hypervisor_id": "fuzz-host",
+        "host_name": "fuzz-host",
         "uuid": str(host.id), "consumer": server, "resource_class": "VCPU", "key": "k", "tag": "t",
         "kind": "server", "resource_id": server, "request_id": actions[0]["request_id"] if actions else "",
         "domain_id": "default", "action": "enable",
@@ -189,7 +193,7 @@ def test_every_operation_as_admin_member_and_reader_answers_no_5xx_and_keeps_its
         with open(os.environ["STRATUS_FUZZ_REPORT"], "w") as f:
             json.dump(summary, f, indent=1)
     assert summary["failures"] == {}, json.dumps(summary["failures"], indent=1)
-    assert 500 not in report.statuses and all(s < 500 for s in report.statuses)
+    assert all(s < 500 or s == 501 for s in report.statuses)  # 501: documented (see record)
     # The fuzzer reached the operations' logic, not only their 404s.
     assert summary["reached_beyond_404"] >= 0.95 * summary["operations"], summary
 
