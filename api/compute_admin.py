@@ -10,7 +10,18 @@ from typing import Any
 
 import falcon
 
-from api import diagnostics, flavor_extras, hosts, migrations, quotas, server_groups, services, usage, zones
+from api import (
+    audit_log,
+    diagnostics,
+    flavor_extras,
+    hosts,
+    migrations,
+    quotas,
+    server_groups,
+    services,
+    usage,
+    zones,
+)
 from api.body import load_validators
 from api.readmodel import ReadModel
 from commands.operations import Operations
@@ -65,6 +76,8 @@ def add_routes(
     app.add_route(f"{v}/limits", quotas.Limits(*args))
     app.add_route(f"{v}/os-floating-ip-pools", FloatingIpPools())
     app.add_route(f"{v}/os-hosts", hosts.Hosts(read))
+    app.add_route(f"{v}/os-instance_usage_audit_log", audit_log.AuditLogs(read))
+    app.add_route(f"{v}/os-instance_usage_audit_log/{{before}}", audit_log.AuditLog(read))
     host = hosts.Host(read, ops, validators["hosts.update"], max_body_bytes)
     app.add_route(f"{v}/os-hosts/{{host_name}}", host)
     app.add_route(f"{v}/os-hosts/{{host_name}}/{{action}}", hosts.HostPowerAction(read))

@@ -197,3 +197,13 @@ def host_usage_by_project(conn: psycopg.Connection[Any], host_id: Any) -> list[R
         "WHERE c.host_id = %s GROUP BY i.project_id ORDER BY i.project_id"
     ).format(_S, _S)
     return _fetchall(conn, query, (host_id,))
+
+
+def instances_per_host_in(conn: psycopg.Connection[Any], begin: datetime, end: datetime) -> dict[str, int]:
+    """How many instances each host held during [begin, end): launched before the end, not deleted
+    before the beginning (Nova's instance usage audit)."""
+    query = sql.SQL(
+        "SELECT host, count(*) AS n FROM {}.instances WHERE host IS NOT NULL AND launched_at < %s "
+        "AND (deleted_at IS NULL OR deleted_at >= %s) GROUP BY host"
+    ).format(_S)
+    return {r["host"]: int(r["n"]) for r in _fetchall(conn, query, (end, begin))}

@@ -8,6 +8,8 @@ delete with 204 from microversion 2.2, and take a user_id from 2.10.
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from tests.test_api import ADMIN, P1, P2, Stack, api_settings, projector, stack  # noqa: F401
@@ -122,3 +124,42 @@ def test_os_hosts_until_its_removal_at_2_43(stack: Stack) -> None:
     assert stack.request("PUT", "/v2.1/os-hosts/cmp-h", ADMIN, json=maintenance).status_code == 501
     assert stack.request("PUT", "/v2.1/os-hosts/cmp-h", ADMIN, json={"status": "sideways"}).status_code == 400
     assert stack.get("/v2.1/os-hosts/cmp-h/reboot", admin).status_code == 501
+
+
+def test_instance_usage_audit_log_from_the_log(stack: Stack) -> None:
+    """Nova's audit of the last completed month, per host: every host done (the log is complete),
+    the instances each held during the period."""
+    from api.audit_log import last_completed_period
+    from commands.handlers import RegisterHost
+
+    stack.handlers.register_host(RegisterHost("cmp-a", vcpus=8, memory_mb=4096, disk_gb=40))
+    admin = stack.headers(ADMIN)
+    r = stack.get("/v2.1/os-instance_usage_audit_log", admin)
+    assert r.status_code == 200, r.text
+    report = r.json["instance_usage_audit_logs"]
+    assert report["hosts_not_run"] == [] and report["num_hosts"] == report["num_hosts_done"] >= 1
+    assert report["log"]["cmp-a"] == {
+        "state": "DONE", "instances": 0, "errors": 0,
+        "message": "Instance usage audit ran for host cmp-a, 0 instances.",
+    }  # fmt: skip
+    r = stack.get("/v2.1/os-instance_usage_audit_log/2026-03-15%2010:00:00", admin)
+    assert r.status_code == 200, r.text
+    one = r.json["instance_usage_audit_log"]
+    begin, end = last_completed_period(datetime.datetime(2026, 3, 15, 10))
+    assert (one["period_beginning"], one["period_ending"]) == ("2026-02-01 00:00:00", "2026-03-01 00:00:00")
+    assert (begin.month, end.month) == (2, 3)
+    # a server launched now counts in the audit of this month (asked for from next month)
+    from commands.handlers import FinishSpawning, PlaceInstance, StartSpawning
+    from commands.states import PowerState
+
+    stack.flavor(id="tiny")
+    server, _ = stack.server("tiny", P1)
+    stack.handlers.place_instance(PlaceInstance(server, "cmp-a"))
+    stack.handlers.start_spawning(StartSpawning(server, "cmp-a"))
+    spawned = stack.handlers.finish_spawning(FinishSpawning(server, PowerState.RUNNING)).position
+    later = (datetime.datetime.now() + datetime.timedelta(days=32)).strftime("%Y-%m-%d")
+    r = stack.get(f"/v2.1/os-instance_usage_audit_log/{later}%2000:00:00", admin, after=spawned)
+    assert r.json["instance_usage_audit_log"]["log"]["cmp-a"]["instances"] == 1
+    assert r.json["instance_usage_audit_log"]["total_instances"] == 1
+    assert stack.get("/v2.1/os-instance_usage_audit_log/not-a-time", admin).status_code == 400
+    assert stack.get("/v2.1/os-instance_usage_audit_log", P1).status_code == 403
