@@ -40,6 +40,14 @@ def _before_removal(req: falcon.Request, resp: falcon.Response, resource: object
         raise ItemNotFound("The resource could not be found.")
 
 
+def _compute_host(conn: Any, host_name: str) -> dict[str, Any]:
+    """The compute host named ``host_name`` (by name only: os-hosts knows no ids); Nova's 404 otherwise."""
+    host = queries.get_host(conn, host_name)
+    if host is None or host["hostname"] != host_name:
+        raise ItemNotFound(f"Compute host {host_name} could not be found.")
+    return host
+
+
 class Hosts:
     def __init__(self, read: ReadModel) -> None:
         self._read = read
@@ -68,9 +76,7 @@ class Host:
     @falcon.before(_before_removal)
     def on_get(self, req: falcon.Request, resp: falcon.Response, host_name: str) -> None:
         with self._read.connection(req) as conn:
-            host = queries.get_host(conn, host_name)
-            if host is None or host["hostname"] != host_name:
-                raise ItemNotFound(f"Compute host {host_name} could not be found.")
+            host = _compute_host(conn, host_name)
             projects = admin_queries.host_usage_by_project(conn, host["id"])
         used = {
             "cpu": sum(p["cpu"] for p in projects),
@@ -99,9 +105,7 @@ class Host:
     def on_put(self, req: falcon.Request, resp: falcon.Response, host_name: str) -> None:
         body = read_json(req, self._validator, self._max_body)
         with self._read.connection(req) as conn:
-            host = queries.get_host(conn, host_name)
-        if host is None or host["hostname"] != host_name:
-            raise ItemNotFound(f"Compute host {host_name} could not be found.")
+            _compute_host(conn, host_name)
         if "maintenance_mode" in body:
             raise NotImplementedByDriver("Virt driver does not implement host maintenance mode.")
         disabled = body["status"] == "disable"
@@ -123,8 +127,6 @@ class HostPowerAction:
         if action not in ("startup", "shutdown", "reboot"):
             raise BadRequest(f"Invalid host power action {action[:32]!r}")
         with self._read.connection(req) as conn:
-            host = queries.get_host(conn, host_name)
-        if host is None or host["hostname"] != host_name:
-            raise ItemNotFound(f"Compute host {host_name} could not be found.")
+            _compute_host(conn, host_name)
         raise NotImplementedByDriver("Virt driver does not implement host power management.")
 
