@@ -92,6 +92,7 @@ def create_app(deps: Deps) -> falcon.App:
 
     app.add_route("/", versions.Versions())
     app.add_route("/v2.1", versions.Version())
+    app.add_route("/v2", versions.LegacyVersion())
     app.add_route("/openapi.json", OpenAPIDocument())
     user_data = catalog_api.user_data_store(deps.settings.data_dir)
     app.add_route("/v2.1/servers", servers.ServerCollection(*server_args, user_data))

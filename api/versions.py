@@ -5,7 +5,7 @@ Clients name a microversion with ``OpenStack-API-Version: compute 2.x`` (or the 
 request that names none gets 2.1, as in Nova; ``latest`` gets ``MAX_VERSION``; a version outside
 the range is answered 406, as Nova answers a version above its maximum.
 
-Stratus serves 2.1 to 2.52. Every shape that changes inside that range follows the requested version
+Stratus serves 2.1 to 2.104, Nova 34's range. Every shape that changes inside that range follows the requested version
 (docs/api.md lists them): the server body (2.3 extended attributes, 2.9 ``locked``, 2.16
 ``host_status``, 2.19 ``description``, 2.26 ``tags``, 2.47 the flavor embedded), server create
 (2.19 ``description``, 2.37 ``networks`` required with ``auto``/``none``, 2.52 ``tags``), the list's
@@ -28,8 +28,9 @@ import falcon
 from api.errors import BadRequest, ItemNotFound, NotAcceptable
 
 MIN_VERSION = (2, 1)
-MAX_VERSION = (2, 52)
+MAX_VERSION = (2, 104)
 UPDATED = "2013-07-23T11:33:21Z"  # Nova's date for v2.1; clients only display it.
+UPDATED_V20 = "2011-01-21T11:33:21Z"  # and for the legacy v2.0 it still lists first
 
 HEADER = "OpenStack-API-Version"
 LEGACY_HEADER = "X-OpenStack-Nova-API-Version"
@@ -113,13 +114,43 @@ def _v21(base_url: str) -> dict[str, Any]:
     }
 
 
+def _v20(base_url: str) -> dict[str, Any]:
+    return {
+        "id": "v2.0",
+        "status": "SUPPORTED",
+        "version": "",
+        "min_version": "",
+        "updated": UPDATED_V20,
+        "links": [{"rel": "self", "href": f"{base_url}/v2/"}],
+    }
+
+
+def _document(doc: dict[str, Any], media_version: str) -> dict[str, Any]:
+    doc["links"].append({"rel": "describedby", "type": "text/html", "href": "https://docs.openstack.org/"})
+    doc["media-types"] = [
+        {"base": "application/json", "type": f"application/vnd.openstack.compute+json;version={media_version}"}
+    ]
+    return {"version": doc}
+
+
 class Versions:
-    """``GET /``: the API versions this endpoint serves (no identity needed, as in Nova)."""
+    """``GET /``: the API versions this endpoint serves (no identity needed, as in Nova).
+
+    Nova lists the legacy v2.0 first and v2.1 last; clients and tempest rely on that order."""
 
     public = frozenset({"GET", "HEAD"})
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = {"versions": [_v21(req.prefix)]}
+        resp.media = {"versions": [_v20(req.prefix), _v21(req.prefix)]}
+
+
+class LegacyVersion:
+    """``GET /v2``: the v2.0 version document, as Nova answers it (no microversions: empty range)."""
+
+    public = frozenset({"GET", "HEAD"})
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = _document(_v20(req.prefix), "2")
 
 
 class Version:
@@ -128,11 +159,4 @@ class Version:
     public = frozenset({"GET", "HEAD"})
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        doc = _v21(req.prefix)
-        doc["links"].append(
-            {"rel": "describedby", "type": "text/html", "href": "https://docs.openstack.org/"}
-        )
-        doc["media-types"] = [
-            {"base": "application/json", "type": "application/vnd.openstack.compute+json;version=2.1"}
-        ]
-        resp.media = {"version": doc}
+        resp.media = _document(_v21(req.prefix), "2.1")

@@ -184,9 +184,11 @@ def assert_fault(r: testing.Result, status: int, name: str, *words: str) -> None
 def test_version_documents(stack: Stack) -> None:
     r = stack.get("/")
     assert r.status_code == 200
-    (v21,) = r.json["versions"]
+    v20, v21 = r.json["versions"]  # Nova's order: the legacy v2.0 first
+    assert (v20["id"], v20["status"], v20["version"]) == ("v2.0", "SUPPORTED", "")
+    assert stack.get("/v2").json["version"]["links"][0] == v20["links"][0]
     assert v21["id"] == "v2.1" and v21["status"] == "CURRENT"
-    assert v21["min_version"] == "2.1" and v21["version"] == "2.52"
+    assert v21["min_version"] == "2.1" and v21["version"] == "2.104"
     assert v21["links"][0]["href"].endswith("/v2.1/")
 
     for path in ("/v2.1", "/v2.1/"):
@@ -201,7 +203,7 @@ def test_version_documents(stack: Stack) -> None:
     [
         ({"OpenStack-API-Version": "compute 2.1"}, "2.1"),
         ({"OpenStack-API-Version": "compute 2.37"}, "2.37"),
-        ({"OpenStack-API-Version": "compute latest"}, "2.52"),
+        ({"OpenStack-API-Version": "compute latest"}, "2.104"),
         ({"OpenStack-API-Version": "placement 1.30, compute 2.26"}, "2.26"),
         ({"X-OpenStack-Nova-API-Version": "2.19"}, "2.19"),
         ({}, "2.1"),
@@ -644,8 +646,8 @@ SWEEP: list[tuple[str, str, str, dict[str, Any], int, tuple[str, ...]]] = [
     ("patch server", "PATCH", f"{S}/{uuid.uuid4()}", {}, 405, ("PATCH",)),
     ("delete flavors", "DELETE", F, {}, 405, ("DELETE",)),
     ("post version", "POST", "/v2.1", {}, 405, ("POST",)),
-    ("microversion too new", "GET", S, hdr(MV, "compute 2.96"), 406, ("2.96", "maximum is 2.52")),
-    ("legacy microversion too new", "GET", S, hdr("X-OpenStack-Nova-API-Version", "2.60"), 406, ("2.60",)),
+    ("microversion too new", "GET", S, hdr(MV, "compute 2.105"), 406, ("2.105", "maximum is 2.104")),
+    ("legacy microversion too new", "GET", S, hdr("X-OpenStack-Nova-API-Version", "2.160"), 406, ("2.160",)),
     ("microversion 3", "GET", F, hdr(MV, "compute 3.0"), 406, ("3.0",)),
     ("microversion garbage", "GET", S, hdr(MV, "compute two"), 400, ("invalid format",)),
     ("limit not a number", "GET", f"{S}?limit=ten", {}, 400, ("limit",)),

@@ -328,7 +328,8 @@ def test_compute_with_the_cli(cloud: Cloud) -> None:
     admin_view = cloud.openstack("server", "show", server["id"])
     assert admin_view["OS-EXT-SRV-ATTR:host"] == HOST
 
-    (detail,) = cloud.openstack("hypervisor", "list", "--long")
+    # the hypervisor's usage left Nova's body at 2.88 (placement has it): ask for the last one with it
+    (detail,) = cloud.openstack("--os-compute-api-version", "2.87", "hypervisor", "list", "--long")
     assert (detail["vCPUs Used"], detail["Memory MB Used"]) == (1, 512), detail
 
     # what needs a later microversion than 2.1: no network (2.37), tags (2.52), a description (2.19)
