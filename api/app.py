@@ -47,7 +47,7 @@ from stratus.config import Settings
 
 log = logging.getLogger("stratus.api")
 
-REQUEST_SCHEMAS = ("servers.create", "servers.update", "flavors.create", *identity.IDENTITY_SCHEMAS)
+REQUEST_SCHEMAS = ("servers.create", "servers.update", "flavors.create", "flavors.update", *identity.IDENTITY_SCHEMAS)
 
 
 def _new_uuid() -> str:
@@ -219,9 +219,10 @@ class LazyApp:
 
 def _unavailable(start_response: Callable[..., Any], request_id: str) -> list[bytes]:
     message = f"The API cannot reach its services yet (request {request_id}); retry."
-    body = serialization.dumps(errors.fault_body(503, message, "api.service_unavailable"))
+    body = serialization.dumps(errors.fault_body(503, message))
     headers = [
         ("Content-Type", "application/json"),
+        (errors.ERROR_CODE_HEADER, "api.service_unavailable"),
         ("Content-Length", str(len(body))),
         ("Retry-After", "5"),
         *((name, request_id) for name in REQUEST_ID_HEADERS),

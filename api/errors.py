@@ -36,7 +36,8 @@ FAULT_NAMES = {
     503: "serviceUnavailable",
 }
 
-# Domain errors: the status each one answers with. Stable codes travel in the body as ``stratus_code``.
+# Domain errors: the status each one answers with. Stable codes travel in the ``X-Stratus-Error-Code``
+# header: Nova's, Keystone's and Glance's error bodies have exactly their keys, nothing of ours.
 DOMAIN_STATUS: Mapping[type[domain.DomainError], int] = {
     domain.InvalidInput: 400,
     domain.NotFound: 404,
@@ -131,16 +132,19 @@ class ServiceUnavailable(ApiError):
         super().__init__(message, headers={"Retry-After": "5"})
 
 
-def fault_body(status: int, message: str, code: str | None = None) -> dict[str, Any]:
-    inner: dict[str, Any] = {"code": status, "message": message}
-    if code:
-        inner["stratus_code"] = code
-    return {FAULT_NAMES.get(status, "computeFault"): inner}
+ERROR_CODE_HEADER = "X-Stratus-Error-Code"
+
+
+def fault_body(status: int, message: str) -> dict[str, Any]:
+    """Nova's fault body: ``{"itemNotFound": {"code": 404, "message": ...}}``, exactly those keys."""
+    return {FAULT_NAMES.get(status, "computeFault"): {"code": status, "message": message}}
 
 
 def _render(resp: falcon.Response, status: int, message: str, code: str | None = None) -> None:
     resp.status = status
-    resp.media = fault_body(status, message, code)
+    resp.media = fault_body(status, message)
+    if code:
+        resp.set_header(ERROR_CODE_HEADER, code)
 
 
 def _api_error(req: falcon.Request, resp: falcon.Response, ex: ApiError, params: Any) -> None:

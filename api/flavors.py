@@ -1,4 +1,4 @@
-"""``/v2.1/flavors``: list (brief and detail), show and create flavors, in Nova's 2.1 shapes.
+"""``/v2.1/flavors``: list (brief and detail), show, create and describe flavors, in Nova's shapes.
 
 As in Nova, everyone sees the public flavors and an admin may add ``?is_public=none`` (or ``all``)
 to see private ones too, or ``is_public=false`` for private ones only; creating a flavor is an
@@ -17,11 +17,12 @@ from jsonschema import Draft202012Validator
 
 from api import auth
 from api.body import as_bool, as_int, read_json
-from api.errors import BadRequest, ItemNotFound
+from api.errors import BadRequest, ItemNotFound, ReadModelBehind
 from api.flavor_extras import can_see
 from api.links import next_links, page_params, resource_links
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.servers import UPDATE_READ_WAIT_SECONDS
+from api.versions import at_least, since
 from commands.errors import DomainError
 from commands.handlers import CreateFlavor, Handlers
 from commands.operations import Operations
@@ -29,26 +30,62 @@ from projections import queries
 from stratus.context import acting
 
 
+# Nova's query parameters: unknown ones are refused from 2.75 on a list, from 2.102 on a show.
+_LIST_PARAMS = frozenset(("limit", "marker", "is_public", "minRam", "minDisk", "sort_key", "sort_dir"))
+_SORT_DIRS = ("asc", "desc")
+
+
 def brief_view(req: falcon.Request, flavor: dict[str, Any]) -> dict[str, Any]:
     fid = str(flavor["flavorid"])
-    return {"id": fid, "name": flavor["name"], "links": resource_links(req, "flavors", fid)}
+    view = {"id": fid, "name": flavor["name"], "links": resource_links(req, "flavors", fid)}
+    if at_least(req, 55):
+        view["description"] = flavor.get("description")
+    return view
 
 
 def detail_view(req: falcon.Request, flavor: dict[str, Any]) -> dict[str, Any]:
+    """Nova's flavor at the request's microversion: ``description`` from 2.55, ``extra_specs`` from
+    2.61, no swap as 0 (not "") from 2.75, without ``rxtx_factor`` and ``disabled`` from 2.102."""
     fid = str(flavor["flavorid"])
-    return {
+    view: dict[str, Any] = {
         "id": fid,
         "name": flavor["name"],
         "ram": flavor["ram"],
         "vcpus": flavor["vcpus"],
         "disk": flavor["disk"],
         "OS-FLV-EXT-DATA:ephemeral": flavor["ephemeral"],
-        "swap": flavor["swap"] or "",  # before microversion 2.75, no swap is ""
-        "rxtx_factor": flavor["rxtx_factor"],
+        "swap": flavor["swap"] or (0 if at_least(req, 75) else ""),
         "os-flavor-access:is_public": flavor["is_public"],
-        "OS-FLV-DISABLED:disabled": False,
         "links": resource_links(req, "flavors", fid),
     }
+    if not at_least(req, 102):
+        view["rxtx_factor"] = flavor["rxtx_factor"]
+        view["OS-FLV-DISABLED:disabled"] = False
+    if at_least(req, 55):
+        view["description"] = flavor.get("description")
+    if at_least(req, 61):
+        view["extra_specs"] = dict(flavor.get("extra_specs") or {})
+    return view
+
+
+def _check_params(req: falcon.Request, known: frozenset[str], strict_from: int) -> None:
+    if not at_least(req, strict_from):
+        return
+    unknown = sorted(set(req.params) - known)
+    if unknown:
+        raise BadRequest(
+            f"Invalid input for query parameters {unknown[0][:64]}. Additional properties are not allowed."
+        )
+
+
+def _min_filter(req: falcon.Request, name: str) -> int | None:
+    value = req.get_param(name)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise BadRequest(f"Invalid {name} filter [{value[:64]}]") from None
 
 
 def _visibility(req: falcon.Request, admin: bool) -> tuple[bool, bool | None]:
@@ -63,6 +100,16 @@ def _visibility(req: falcon.Request, admin: bool) -> tuple[bool, bool | None]:
     if value in ("0", "false", "f", "no", "n", "off"):
         return True, False
     raise BadRequest(f"Invalid is_public filter [{value[:64]}]")
+
+
+def _description(req: falcon.Request, spec: dict[str, Any]) -> str | None:
+    if "description" in spec and not at_least(req, 55):
+        raise BadRequest(
+            "Invalid input for field/attribute flavor. Additional properties are not allowed "
+            "('description' was unexpected; it needs microversion 2.55)"
+        )
+    value = spec.get("description")
+    return None if value is None else str(value)
 
 
 def _rxtx(value: object) -> float:
@@ -84,12 +131,20 @@ class _Flavors:
         self._handlers = handlers
         self._read = read_model
         self._create_validator = validators["flavors.create"]
+        self._update_validator = validators["flavors.update"]
         self._max_body = max_body_bytes
         self._new_flavor_id = new_flavor_id
 
     def _list(self, req: falcon.Request, path: str, view: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+        _check_params(req, _LIST_PARAMS | ({"name"} if at_least(req, 102) else set()), 75)
         limit, marker = page_params(req)
         include_private, only = _visibility(req, auth.is_admin(req.context.actor))
+        sort_key = req.get_param("sort_key") or "flavorid"
+        sort_dir = (req.get_param("sort_dir") or "asc").lower()
+        if sort_key not in queries.FLAVOR_SORT_KEYS or (sort_key == "rxtx_factor" and at_least(req, 102)):
+            raise BadRequest(f"Invalid input for query parameters sort_key. Value: {sort_key[:64]}.")
+        if sort_dir not in _SORT_DIRS:
+            raise BadRequest(f"Invalid input for query parameters sort_dir. Value: {sort_dir[:64]}.")
         with self._read.connection(req) as conn:
             rows = queries.list_flavors(
                 conn,
@@ -97,6 +152,11 @@ class _Flavors:
                 marker=marker,
                 include_private=include_private,
                 project_id=req.context.actor.project_id,
+                min_ram=_min_filter(req, "minRam"),
+                min_disk=_min_filter(req, "minDisk"),
+                name=req.get_param("name"),
+                sort_key=sort_key,
+                descending=sort_dir == "desc",
             )
         shown = rows if only is None else [r for r in rows if r["is_public"] == only]
         body: dict[str, Any] = {"flavors": [view(r) for r in shown]}
@@ -127,11 +187,17 @@ class FlavorCollection(_Flavors):
             swap=as_int(spec.get("swap", 0), "flavor.swap", 0),
             rxtx_factor=_rxtx(spec.get("rxtx_factor", 1.0)),
             is_public=as_bool(spec.get("os-flavor-access:is_public", True)),
+            description=_description(req, spec),
         )
+        if "rxtx_factor" in spec and at_least(req, 102):
+            raise BadRequest(
+                "Invalid input for field/attribute flavor. Additional properties are not allowed "
+                "('rxtx_factor' was unexpected)"
+            )
         with acting(req.context.command):
             result = Operations(self._handlers.app).create_flavor(command)
         resp.set_header(POSITION_HEADER, str(result.position))
-        resp.media = {"flavor": detail_view(req, {**vars(command), "flavorid": result.id})}
+        resp.media = {"flavor": detail_view(req, {**vars(command), "flavorid": result.id, "extra_specs": {}})}
 
 
 class FlavorDetailCollection(_Flavors):
@@ -145,6 +211,7 @@ class FlavorItem(_Flavors):
     """``GET /v2.1/flavors/{flavor_id}``: deleted flavors still show (servers keep naming them)."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, flavor_id: str) -> None:
+        _check_params(req, frozenset(), 102)
         with self._read.connection(req) as conn:
             row = queries.get_flavor(conn, flavor_id)
             if row is None and self._in_log(flavor_id):
@@ -154,6 +221,22 @@ class FlavorItem(_Flavors):
                 if queries.wait_for_position(conn, head, UPDATE_READ_WAIT_SECONDS):
                     row = queries.get_flavor(conn, flavor_id)
         if row is None or not can_see(req.context.actor, row):
+            raise ItemNotFound(f"Flavor {flavor_id} could not be found.")
+        resp.media = {"flavor": detail_view(req, row)}
+
+    @falcon.before(since(55))
+    def on_put(self, req: falcon.Request, resp: falcon.Response, flavor_id: str) -> None:
+        """Change a flavor's description, its only mutable field (2.55); the answer is the flavor."""
+        auth.require_admin(req.context.actor, "os_compute_api:os-flavor-manage:update")
+        spec = read_json(req, self._update_validator, self._max_body)["flavor"]
+        with acting(req.context.command):
+            result = Operations(self._handlers.app).update_flavor_description(flavor_id, spec["description"])
+        resp.set_header(POSITION_HEADER, str(result.position))
+        with self._read.connection(req) as conn:
+            if not queries.wait_for_position(conn, result.position, UPDATE_READ_WAIT_SECONDS):
+                raise ReadModelBehind(result.position, UPDATE_READ_WAIT_SECONDS)
+            row = queries.get_flavor(conn, flavor_id)
+        if row is None:
             raise ItemNotFound(f"Flavor {flavor_id} could not be found.")
         resp.media = {"flavor": detail_view(req, row)}
 

@@ -752,8 +752,6 @@ class KeystoneErrors:
         if code < 400:
             return
         error = {"code": code, "title": _TITLES.get(code, "Error"), "message": fault["message"]}
-        if "stratus_code" in fault:
-            error["stratus_code"] = fault["stratus_code"]
         resp.media = {"error": error}
 
 

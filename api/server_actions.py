@@ -37,7 +37,7 @@ from commands.lifecycle import (
     UnshelveServer,
 )
 from commands.migration import MigrateServer, MigrationHandlers, ResizeDecision, ResizeServer
-from projections import instance_actions, queries
+from projections import admin_queries, instance_actions, queries
 from stratus import hostrpc
 from stratus.audit import history
 from stratus.context import Actor, acting
@@ -155,8 +155,10 @@ class ServerAction:
             if not queries.wait_for_position(conn, result.position, REBUILD_READ_WAIT_SECONDS):
                 raise ReadModelBehind(result.position, REBUILD_READ_WAIT_SECONDS)
             row = queries.get_server(conn, server_id, scope)
+            group = admin_queries.groups_of(conn, [server_id]).get(server_id) if row is not None else None
         if row is not None:
-            resp.media = {"server": servers.detail_view(req, row, actor)}
+            view = servers.detail_view(req, row, actor, group=group, single=True, basic=True)
+            resp.media = {"server": view}
 
     def _unshelve(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         actor: Actor = req.context.actor

@@ -1,5 +1,7 @@
-"""``/v2.1/os-server-groups``: server groups and their members, in Nova's 2.1 shapes (with 2.13's
-``project_id``/``user_id``; the soft policies, 2.15's, are accepted as well).
+"""``/v2.1/os-server-groups``: server groups and their members, in Nova's shapes per microversion:
+``project_id``/``user_id`` from 2.13, the soft policies from 2.15, and from 2.64 one ``policy`` with
+its ``rules`` (anti-affinity's ``max_server_per_host``) in place of the ``policies`` list and
+the always empty ``metadata``.
 
 A group belongs to its project (another project's group is a 404); admins list every project's with
 ``all_projects``. Members join when a server is created with the ``group`` scheduler hint.
@@ -14,8 +16,9 @@ from jsonschema import Draft202012Validator
 
 from api import auth
 from api.body import read_json
-from api.errors import ItemNotFound
+from api.errors import BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER, ReadModel
+from api.versions import at_least
 from commands.operations import CreateServerGroup, Operations
 from projections import admin_queries
 from stratus.context import Actor, acting
@@ -23,16 +26,37 @@ from stratus.context import Actor, acting
 _TRUE = ("1", "true", "t", "yes", "y", "on")
 
 
-def group_view(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": str(row["id"]),
-        "name": row["name"],
-        "policies": [row["policy"]],
-        "members": sorted(row["members"] or {}),
-        "metadata": {},
-        "project_id": row["project_id"],
-        "user_id": row["user_id"],
-    }
+def group_view(req: falcon.Request, row: dict[str, Any]) -> dict[str, Any]:
+    view: dict[str, Any] = {"id": str(row["id"]), "name": row["name"]}
+    if at_least(req, 64):
+        view["policy"] = row["policy"]
+        view["rules"] = dict(row.get("rules") or {})
+    else:
+        view["policies"] = [row["policy"]]
+        view["metadata"] = {}
+    view["members"] = sorted(row["members"] or {})
+    if at_least(req, 13):
+        view["project_id"] = row["project_id"]
+        view["user_id"] = row["user_id"]
+    return view
+
+
+def _policy_and_rules(req: falcon.Request, spec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """What the create asks for, in the form its microversion takes (Nova: 400 for the other form)."""
+    wanted, unwanted = ("policy", "policies") if at_least(req, 64) else ("policies", "policy")
+    for field in (unwanted, *(["rules"] if not at_least(req, 64) else [])):
+        if field in spec:
+            raise BadRequest(
+                f"Invalid input for field/attribute server_group. Additional properties are not allowed "
+                f"('{field}' was unexpected)"
+            )
+    if wanted not in spec:
+        raise BadRequest(f"Invalid input for field/attribute server_group. '{wanted}' is a required property")
+    policy = spec["policy"] if wanted == "policy" else spec["policies"][0]
+    if policy.startswith("soft-") and not at_least(req, 15):
+        raise BadRequest(f"Invalid input for field/attribute policies. Value: {policy}. It needs microversion 2.15")
+    rules = {k: int(v) for k, v in (spec.get("rules") or {}).items()}
+    return policy, rules
 
 
 class _Groups:
@@ -57,26 +81,18 @@ class ServerGroups(_Groups):
         everyone = (req.get_param("all_projects") or "").strip().lower() in _TRUE and auth.is_admin(actor)
         with self._read.connection(req) as conn:
             rows = admin_queries.list_server_groups(conn, None if everyone else actor.project_id)
-        resp.media = {"server_groups": [group_view(r) for r in rows]}
+        resp.media = {"server_groups": [group_view(req, r) for r in rows]}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         actor: Actor = req.context.actor
         spec = read_json(req, self._validators["server_groups.create"], self._max_body)["server_group"]
-        command = CreateServerGroup(spec["name"], actor.project_id, actor.user_id, spec["policies"][0])
+        policy, rules = _policy_and_rules(req, spec)
+        command = CreateServerGroup(spec["name"], actor.project_id, actor.user_id, policy, rules)
         with acting(req.context.command):
             result = self._ops.create_server_group(command)
         resp.set_header(POSITION_HEADER, str(result.position))
-        resp.media = {
-            "server_group": {
-                "id": result.id,
-                "name": command.name,
-                "policies": [command.policy],
-                "members": [],
-                "metadata": {},
-                "project_id": command.project_id,
-                "user_id": command.user_id,
-            }
-        }
+        row = {**vars(command), "id": result.id, "members": {}}
+        resp.media = {"server_group": group_view(req, row)}
 
 
 class ServerGroup(_Groups):
@@ -88,7 +104,7 @@ class ServerGroup(_Groups):
             row = admin_queries.get_server_group(conn, group_id, scope)
         if row is None:
             raise ItemNotFound(f"Instance group {group_id} could not be found.")
-        resp.media = {"server_group": group_view(row)}
+        resp.media = {"server_group": group_view(req, row)}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, group_id: str) -> None:
         with acting(req.context.command):

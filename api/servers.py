@@ -9,8 +9,9 @@ project and be active), a key pair, networks (``auto``: an address on the fixed 
 or networks by uuid), user data (kept off the log: only its digest is recorded), tags, and
 ``min_count``/``max_count`` for several servers in one atomic append. What Stratus does not do yet,
 and therefore refuses rather than ignores: security groups, volumes, personality files. It never
-sets an admin password, so ``adminPass`` is not in the answer (as Nova with
-``enable_instance_password = False``).
+sets an admin password: ``adminPass`` is accepted and discarded (never recorded), and is not in the
+answer, as Nova with ``enable_instance_password = False``. ``accessIPv4``/``accessIPv6``, the disk
+configuration and (2.90) the hostname are recorded as the owner gives them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import ipaddress
 import logging
 import re
 import uuid
@@ -46,6 +48,9 @@ from stratus.imagestore import BlobStore, StoreError
 log = logging.getLogger("stratus.api")
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+# The image properties a server keeps from its image (``Image.boot_snapshot``) that Nova's image
+# metadata knows; shown under ``image.properties`` from 2.98.
+IMAGE_PROPERTIES = ("os_command_line",)
 DISK_CONFIG = "MANUAL"  # Stratus never resizes a guest's root partition.
 # Statuses in which Nova shows `progress`, and in which it shows the `fault`.
 _PROGRESS_STATUSES = ("ACTIVE", "BUILD", "REBUILD", "RESIZE", "VERIFY_RESIZE", "MIGRATING")
@@ -89,13 +94,23 @@ def brief_view(req: falcon.Request, row: dict[str, Any]) -> dict[str, Any]:
 
 
 def detail_view(
-    req: falcon.Request, row: dict[str, Any], actor: Actor, extras: ServerExtras | None = None
+    req: falcon.Request,
+    row: dict[str, Any],
+    actor: Actor,
+    extras: ServerExtras | None = None,
+    *,
+    group: str | None = None,
+    single: bool = False,
+    basic: bool = False,
 ) -> dict[str, Any]:
-    """The server as Nova shows it at the request's microversion (``versions.at_least``)."""
+    """The server as Nova shows it at the request's microversion (``versions.at_least``).
+
+    ``group`` is the server group it belongs to; ``single`` marks a show, update or rebuild answer
+    (2.71's ``server_groups`` is in those only); ``basic`` marks an update or rebuild answer, which
+    before 2.75 leaves out the extended attributes, as Nova's."""
     sid = str(row["id"])
     status = row["status"]
     flavor = row["flavor"] or {}
-    image_ref = row["image_ref"] or ""
     host = row["host"]
     admin = auth.is_admin(actor)
     server: dict[str, Any] = {
@@ -106,15 +121,49 @@ def detail_view(
         "user_id": row["user_id"],
         "metadata": row["metadata"] or {},
         "hostId": host_id(row["project_id"], host),
-        "image": {"id": image_ref, "links": bookmark(req, "images", image_ref)} if image_ref else "",
+        "image": image_view(req, row),
         "flavor": flavor_view(req, flavor),
         "created": isotime(row["created_at"]),
         "updated": isotime(row["updated_at"]),
         "addresses": addresses_view(row.get("ports") or []),
-        "accessIPv4": "",
-        "accessIPv6": "",
+        "accessIPv4": row.get("access_ip_v4") or "",
+        "accessIPv6": row.get("access_ip_v6") or "",
         "links": resource_links(req, "servers", sid),
-        "OS-DCF:diskConfig": DISK_CONFIG,
+        "OS-DCF:diskConfig": row.get("disk_config") or DISK_CONFIG,
+    }
+    if status in _PROGRESS_STATUSES:
+        server["progress"] = 100 if status == "ACTIVE" else 0
+    if not basic or at_least(req, 75):
+        server.update(_extended_view(req, row, admin, extras))
+    if at_least(req, 9):
+        server["locked"] = row.get("locked_by") is not None
+    if at_least(req, 19):
+        server["description"] = row.get("description")
+    if at_least(req, 26):
+        server["tags"] = list(row.get("tags") or [])
+    if at_least(req, 63):
+        server["trusted_image_certificates"] = None  # Stratus verifies no image signatures
+    if at_least(req, 71) and single:
+        server["server_groups"] = [group] if group else []
+    if at_least(req, 73):
+        server["locked_reason"] = row.get("locked_reason")
+    if at_least(req, 96):
+        server["pinned_availability_zone"] = row["availability_zone"] or None
+    if at_least(req, 100):
+        server["scheduler_hints"] = {"group": group} if group else {}
+    fault = row["fault"]
+    if fault and status in _FAULT_STATUSES:
+        server["fault"] = fault_view(fault, row, actor)
+    return server
+
+
+def _extended_view(
+    req: falcon.Request, row: dict[str, Any], admin: bool, extras: ServerExtras | None
+) -> dict[str, Any]:
+    """The extension attributes of Nova's show and list (update and rebuild too from 2.75)."""
+    sid = str(row["id"])
+    host = row["host"]
+    view: dict[str, Any] = {
         "key_name": row.get("key_name"),
         "config_drive": "",
         "OS-EXT-AZ:availability_zone": _zone(row),
@@ -125,26 +174,31 @@ def detail_view(
         "OS-SRV-USG:terminated_at": _usage_time(row["deleted_at"]),
         "os-extended-volumes:volumes_attached": [],
     }
-    if status in _PROGRESS_STATUSES:
-        server["progress"] = 100 if status == "ACTIVE" else 0
     if admin:
-        server["OS-EXT-SRV-ATTR:host"] = host
-        server["OS-EXT-SRV-ATTR:hypervisor_hostname"] = host
-        server["OS-EXT-SRV-ATTR:instance_name"] = f"instance-{sid}"  # the libvirt domain's name
+        view["OS-EXT-SRV-ATTR:host"] = host
+        view["OS-EXT-SRV-ATTR:hypervisor_hostname"] = host
+        view["OS-EXT-SRV-ATTR:instance_name"] = f"instance-{sid}"  # the libvirt domain's name
         if at_least(req, 3):
-            server.update(_extended_attributes(row, extras))
-    if at_least(req, 9):
-        server["locked"] = row.get("locked_by") is not None
+            view.update(_extended_attributes(row, extras))
+    elif at_least(req, 90):  # from 2.90 every user sees the hostname
+        view["OS-EXT-SRV-ATTR:hostname"] = server_hostname(row)
     if at_least(req, 16) and admin:
-        server["host_status"] = extras.host_status(host) if extras is not None else ""
-    if at_least(req, 19):
-        server["description"] = row.get("description")
-    if at_least(req, 26):
-        server["tags"] = list(row.get("tags") or [])
-    fault = row["fault"]
-    if fault and status in _FAULT_STATUSES:
-        server["fault"] = fault_view(fault, row, actor)
-    return server
+        view["host_status"] = extras.host_status(host) if extras is not None else ""
+    return view
+
+
+def image_view(req: falcon.Request, row: dict[str, Any]) -> dict[str, Any] | str:
+    """The image as a link ("" for a server without one); from 2.98 with the properties it kept."""
+    image_ref = row["image_ref"] or ""
+    if not image_ref:
+        return ""
+    view: dict[str, Any] = {"id": image_ref, "links": bookmark(req, "images", image_ref)}
+    if at_least(req, 98):
+        kept = row.get("image") or {}
+        view["properties"] = {
+            k: str(kept[k]) for k in IMAGE_PROPERTIES if kept.get(k) is not None
+        }
+    return view
 
 
 def _zone(row: dict[str, Any]) -> str:
@@ -179,13 +233,18 @@ def _extended_attributes(row: dict[str, Any], extras: ServerExtras | None) -> di
     return {
         "OS-EXT-SRV-ATTR:reservation_id": row.get("reservation_id"),
         "OS-EXT-SRV-ATTR:launch_index": row.get("launch_index") or 0,
-        "OS-EXT-SRV-ATTR:hostname": hostname_for(row["name"]),
+        "OS-EXT-SRV-ATTR:hostname": server_hostname(row),
         "OS-EXT-SRV-ATTR:kernel_id": image.get("kernel_id") or "",
         "OS-EXT-SRV-ATTR:ramdisk_id": image.get("ramdisk_id") or "",
         # guests boot their kernel directly, with no root disk device
         "OS-EXT-SRV-ATTR:root_device_name": None,
         "OS-EXT-SRV-ATTR:user_data": extras.user_data(row.get("user_data")) if extras is not None else None,
     }
+
+
+def server_hostname(row: dict[str, Any]) -> str:
+    """The hostname asked for (2.90), else the one Nova derives from the name."""
+    return str(row.get("hostname") or hostname_for(row["name"]))
 
 
 def hostname_for(name: str) -> str:
@@ -321,7 +380,7 @@ class _Servers:
         self,
         req: falcon.Request,
         path: str,
-        view: Callable[[dict[str, Any], ServerExtras | None], dict[str, Any]],
+        view: Callable[[dict[str, Any], ServerExtras | None, str | None], dict[str, Any]],
         alive: dict[str, bool] | None = None,
     ) -> Any:
         """A page of servers through ``view``; ``alive``, when given, is filled with the liveness of
@@ -351,10 +410,11 @@ class _Servers:
                 **_field_filters(req),
             )
             extras = self._extras(req, conn, rows)
+            groups = _groups(req, conn, rows)
         hosts = sorted({r["host"] for r in rows if r["host"] and not r["deleted"]})
         if alive is not None and self._liveness is not None and hosts:
             alive.update(self._liveness(hosts))
-        body: dict[str, Any] = {"servers": [view(r, extras) for r in rows]}
+        body: dict[str, Any] = {"servers": [view(r, extras, groups.get(str(r["id"]))) for r in rows]}
         links = next_links(req, path, rows, limit)
         if links:
             body["servers_links"] = links
@@ -366,7 +426,7 @@ class ServerCollection(_Servers):
 
     @falcon.before(policy.require("os_compute_api:servers:index"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = self._list(req, "servers", lambda row, _: brief_view(req, row))
+        resp.media = self._list(req, "servers", lambda row, _, __: brief_view(req, row))
 
     @falcon.before(policy.require("os_compute_api:servers:create"))
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -402,7 +462,10 @@ class ServerCollection(_Servers):
             any_image=auth.is_admin(actor),
             any_flavor=auth.is_admin(actor),
             group=body.get("os:scheduler_hints", {}).get("group"),
+            **_described(req, server),
         )
+        if command.hostname is not None and max_count > 1:
+            raise BadRequest("Unable to set hostname for more than one server; use max_count 1.")
         try:
             with acting(req.context.command):
                 result = self._handlers.create_server(command)
@@ -416,7 +479,7 @@ class ServerCollection(_Servers):
             return
         links = resource_links(req, "servers", result.id)
         resp.location = links[0]["href"]
-        resp.media = {"server": {"id": result.id, "links": links, "OS-DCF:diskConfig": DISK_CONFIG}}
+        resp.media = {"server": {"id": result.id, "links": links, "OS-DCF:diskConfig": command.disk_config}}
 
     def _stored_user_data(self, encoded: str | None) -> dict[str, Any] | None:
         """Decode and file the user data; the command carries only where it is filed (it may hold secrets)."""
@@ -456,7 +519,10 @@ class ServerDetailCollection(_Servers):
         alive: dict[str, bool] = {}
         known = self._as_known(alive)
         resp.media = self._list(
-            req, "servers/detail", lambda row, extras: detail_view(req, known(row), actor, extras), alive
+            req,
+            "servers/detail",
+            lambda row, extras, group: detail_view(req, known(row), actor, extras, group=group),
+            alive,
         )
 
 
@@ -478,7 +544,9 @@ class ServerItem(_Servers):
             if row is None or row["deleted"]:
                 raise ItemNotFound(f"Instance {server_id} could not be found.")
             extras = self._extras(req, conn, [row])
-        resp.media = {"server": detail_view(req, self._as_known({})(row), actor, extras)}
+            group = _groups(req, conn, [row]).get(server_id)
+        view = detail_view(req, self._as_known({})(row), actor, extras, group=group, single=True)
+        resp.media = {"server": view}
 
     def _in_log(self, server_id: str, scope: str | None) -> bool:
         try:
@@ -499,6 +567,7 @@ class ServerItem(_Servers):
             name=changes.get("name"),
             description=changes.get("description"),
             clear_description="description" in changes and changes["description"] is None,
+            fields=_described(req, changes, defaults=False),
         )
         with acting(req.context.command):
             result = ServerFieldHandlers(self._handlers).update_server(command)
@@ -510,7 +579,9 @@ class ServerItem(_Servers):
             if row is None or row["deleted"]:
                 raise ItemNotFound(f"Instance {server_id} could not be found.")
             extras = self._extras(req, conn, [row])
-        resp.media = {"server": detail_view(req, row, actor, extras)}
+            group = _groups(req, conn, [row]).get(server_id)
+        view = detail_view(req, row, actor, extras, group=group, single=True, basic=True)
+        resp.media = {"server": view}
 
     @falcon.before(policy.require("os_compute_api:servers:delete"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
@@ -519,6 +590,38 @@ class ServerItem(_Servers):
             result = self._handlers.delete_server(DeleteServer(server_id, auth.server_scope(actor)))
         resp.status = falcon.HTTP_204
         resp.set_header(POSITION_HEADER, str(result.position))
+
+
+_HOSTNAME_290 = re.compile(r"^[a-zA-Z0-9]+[a-zA-Z0-9-]*[a-zA-Z0-9]+$")
+_DESCRIBED = {"accessIPv4": "access_ip_v4", "accessIPv6": "access_ip_v6", "OS-DCF:diskConfig": "disk_config"}
+
+
+def _described(req: falcon.Request, body: dict[str, Any], *, defaults: bool = True) -> dict[str, Any]:
+    """The access addresses, disk configuration and hostname a create or update carries, as the
+    command's fields (the IPv6 address canonical, as Nova stores it); with ``defaults``, all of them."""
+    _refuse_before(req, body, {"hostname": 90})
+    fields: dict[str, Any] = {}
+    for key, name in _DESCRIBED.items():
+        if key in body:
+            fields[name] = str(ipaddress.ip_address(body[key])) if name == "access_ip_v6" else body[key]
+    hostname = body.get("hostname")
+    if hostname is not None:
+        if not at_least(req, 94) and (len(hostname) > 63 or not _HOSTNAME_290.match(hostname)):
+            raise BadRequest(
+                f"Invalid input for field/attribute hostname. Value: {hostname[:64]}. "
+                "Before microversion 2.94 a hostname is 2 to 63 letters, digits and dashes (2.94 allows an FQDN)."
+            )
+        fields["hostname"] = hostname
+    if defaults:
+        fields = {"access_ip_v4": None, "access_ip_v6": None, "disk_config": DISK_CONFIG, "hostname": None, **fields}
+    return fields
+
+
+def _groups(req: falcon.Request, conn: Any, rows: list[dict[str, Any]]) -> dict[str, str]:
+    """The server groups of ``rows`` when the microversion shows them (2.71, 2.100), else none."""
+    if not at_least(req, 71):
+        return {}
+    return admin_queries.groups_of(conn, [str(r["id"]) for r in rows])
 
 
 def _refuse_before(req: falcon.Request, body: dict[str, Any], since: dict[str, int]) -> None:

@@ -79,6 +79,16 @@ class Flavor(Aggregate):
         """A public flavor is everyone's; a private one only the projects given access (admins aside)."""
         return self.is_public or project_id in self.projects
 
+    def describe(self, description: str | None) -> None:
+        """Change the description (Nova's ``PUT /flavors/{id}``, 2.55): the only field that changes."""
+        self.ensure_usable()
+        if description != self.description:
+            self._description_updated(description)
+
+    @event("DescriptionUpdated")
+    def _description_updated(self, description: str | None) -> None:
+        self.description = description
+
     # -- extra specs (os-extra_specs) -------------------------------------------------------------
     def set_extra_specs(self, specs: dict[str, str]) -> None:
         self.ensure_usable()

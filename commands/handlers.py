@@ -88,6 +88,12 @@ class CreateServer:
     any_flavor: bool = False
     # The server group the servers join (the ``group`` scheduler hint).
     group: str | None = None
+    # Nova's accessIPv4/accessIPv6 (addresses the owner says the server is reached at), the
+    # hostname (2.90; None: derived from the name) and OS-DCF:diskConfig.
+    access_ip_v4: str | None = None
+    access_ip_v6: str | None = None
+    hostname: str | None = None
+    disk_config: str = "MANUAL"
 
 
 @dataclass(frozen=True)
@@ -357,6 +363,10 @@ class Handlers(HandlerBase):
                     reservation_id=cmd.reservation_id,
                     launch_index=index,
                     scheduling={"num_instances": cmd.count, "group_id": cmd.group},
+                    access_ip_v4=cmd.access_ip_v4,
+                    access_ip_v6=cmd.access_ip_v6,
+                    hostname=cmd.hostname,
+                    disk_config=cmd.disk_config,
                 )
             )
         return instances

@@ -47,6 +47,8 @@ class Instance(Aggregate):
         Version 3 added the server's index in its multi-create and the flavor's extra specs.
         Version 4 added what the scheduler needs besides the flavor (Nova's request spec): how many
         servers the request asked for together and the server group they joined.
+        Version 6 added the access addresses the owner gave (Nova's ``accessIPv4``/``accessIPv6``),
+        the hostname (2.90; None: the one derived from the name) and the disk configuration asked for.
         """
 
         name: str
@@ -67,8 +69,12 @@ class Instance(Aggregate):
         reservation_id: str | None
         launch_index: int
         scheduling: dict[str, Any] | None = None
+        access_ip_v4: str | None = None
+        access_ip_v6: str | None = None
+        hostname: str | None = None
+        disk_config: str = "MANUAL"
 
-        class_version = 5
+        class_version = 6
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -95,6 +101,11 @@ class Instance(Aggregate):
             if isinstance(data, dict) and "sha256" in data:
                 state["user_data"] = {"id": data["sha256"], "size": data["size"]}
 
+        @staticmethod
+        def upcast_v5_v6(state: dict[str, Any]) -> None:
+            """Version 6: access addresses, hostname, disk configuration (none of them before)."""
+            state.update(access_ip_v4=None, access_ip_v6=None, hostname=None, disk_config="MANUAL")
+
     @event(Requested)
     def __init__(
         self,
@@ -116,6 +127,10 @@ class Instance(Aggregate):
         reservation_id: str | None = None,
         launch_index: int = 0,
         scheduling: dict[str, Any] | None = None,
+        access_ip_v4: str | None = None,
+        access_ip_v6: str | None = None,
+        hostname: str | None = None,
+        disk_config: str = "MANUAL",
     ) -> None:
         self.name = name
         self.project_id = project_id
@@ -135,6 +150,10 @@ class Instance(Aggregate):
         self.reservation_id = reservation_id
         self.launch_index = launch_index
         self.scheduling = scheduling
+        self.access_ip_v4 = access_ip_v4
+        self.access_ip_v6 = access_ip_v6
+        self.hostname = hostname
+        self.disk_config = disk_config
         self.vm_state = VmState.BUILDING
         self.task_state: str | None = TaskState.SCHEDULING
         self.power_state = PowerState.NOSTATE
@@ -245,21 +264,62 @@ class Instance(Aggregate):
 
     # -- what the user may change ----------------------------------------------------------------
     def update(
-        self, name: str | None = None, description: str | None = None, *, clear_description: bool = False
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        clear_description: bool = False,
+        fields: dict[str, Any] | None = None,
     ) -> None:
-        """Rename the server and/or change its description (``PUT /servers/{id}``)."""
+        """Rename the server, change its description, and set any of ``fields``
+        (``access_ip_v4``, ``access_ip_v6``, ``hostname``, ``disk_config``): ``PUT /servers/{id}``."""
         self._ensure_exists()
-        new_name = self.name if name is None else name
-        new_description = description if description is not None else self.description
-        if clear_description:
-            new_description = None
-        if (new_name, new_description) != (self.name, self.description):
-            self._updated(new_name, new_description)
+        new = {
+            "name": self.name if name is None else name,
+            "description": None if clear_description else (description if description is not None else self.description),
+            "access_ip_v4": self.access_ip_v4,
+            "access_ip_v6": self.access_ip_v6,
+            "hostname": self.hostname,
+            "disk_config": self.disk_config,
+        }
+        new.update(fields or {})
+        if any(getattr(self, k) != v for k, v in new.items()):
+            self._updated(**new)
 
-    @event("Updated")
-    def _updated(self, name: str, description: str | None) -> None:
+    class Updated(Aggregate.Event):
+        """The owner changed what describes the server. Version 2 added the access addresses, the
+        hostname and the disk configuration (every value after the change, as name and description)."""
+
+        name: str
+        description: str | None
+        access_ip_v4: str | None
+        access_ip_v6: str | None
+        hostname: str | None
+        disk_config: str
+
+        class_version = 2
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            # Written before any of them could be set: they were still the creation's (none).
+            state.update(access_ip_v4=None, access_ip_v6=None, hostname=None, disk_config="MANUAL")
+
+    @event(Updated)
+    def _updated(
+        self,
+        name: str,
+        description: str | None,
+        access_ip_v4: str | None,
+        access_ip_v6: str | None,
+        hostname: str | None,
+        disk_config: str,
+    ) -> None:
         self.name = name
         self.description = description
+        self.access_ip_v4 = access_ip_v4
+        self.access_ip_v6 = access_ip_v6
+        self.hostname = hostname
+        self.disk_config = disk_config
 
     def update_metadata(
         self, items: dict[str, str], *, replace: bool = False, limit: int = DEFAULT_LIMITS["metadata_items"]

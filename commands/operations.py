@@ -9,8 +9,8 @@ concurrent writer got there first. Each returns the id it acted on and the log p
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
 from eventsourcing.domain import Aggregate
@@ -65,6 +65,7 @@ class CreateServerGroup:
     project_id: str
     user_id: str
     policy: str
+    rules: dict[str, Any] = field(default_factory=dict)
 
 
 class Operations(HandlerBase):
@@ -120,6 +121,14 @@ class Operations(HandlerBase):
         def decide() -> Result:
             flavor = self.flavor(flavorid)
             flavor.delete_extra_spec(key)
+            return Result(flavorid, self._save(flavor))
+
+        return self._retrying(decide)
+
+    def update_flavor_description(self, flavorid: str, description: str | None) -> Result:
+        def decide() -> Result:
+            flavor = self.flavor(flavorid)
+            flavor.describe(description)
             return Result(flavorid, self._save(flavor))
 
         return self._retrying(decide)
@@ -265,7 +274,7 @@ class Operations(HandlerBase):
 
         def decide() -> Result:
             # made anew each time: a save that lost the race took the pending events of the last one
-            group = ServerGroup.create(cmd.name, cmd.project_id, cmd.user_id, cmd.policy)
+            group = ServerGroup.create(cmd.name, cmd.project_id, cmd.user_id, cmd.policy, cmd.rules)
             ledger = self.ledger(SERVER_GROUPS, cmd.project_id)
             ledger.admit(str(group.id), self.quota(cmd.project_id).limits)
             return Result(str(group.id), self._save(group, ledger))

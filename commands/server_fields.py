@@ -8,7 +8,8 @@ writer changed the server first, and each change is an event (``Instance.Updated
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from commands.handlers import Handlers, Result
 from commands.instance import Instance
@@ -21,6 +22,8 @@ class UpdateServer:
     name: str | None = None
     description: str | None = None
     clear_description: bool = False
+    # any of access_ip_v4, access_ip_v6, hostname, disk_config (Instance.update)
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,9 @@ class ServerFieldHandlers:
         return self._change(
             cmd.server_id,
             cmd.project_id,
-            lambda i: i.update(cmd.name, cmd.description, clear_description=cmd.clear_description),
+            lambda i: i.update(
+                cmd.name, cmd.description, clear_description=cmd.clear_description, fields=cmd.fields
+            ),
         )
 
     def set_metadata(self, cmd: SetServerMetadata) -> Result:

@@ -9,6 +9,7 @@ the group's optimistic-concurrency check, so two members placed at once cannot b
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
@@ -19,25 +20,51 @@ POLICIES = ("affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity")
 
 
 class ServerGroup(Aggregate):
-    @event("Created")
-    def __init__(self, name: str, project_id: str, user_id: str, policy: str) -> None:
+    class Created(Aggregate.Created):
+        name: str
+        project_id: str
+        user_id: str
+        policy: str
+        rules: dict[str, Any]
+
+        class_version = 2
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            """Version 2: the policy's rules (2.64's ``max_server_per_host``); version 1 had none."""
+            state["rules"] = {}
+
+    @event(Created)
+    def __init__(self, name: str, project_id: str, user_id: str, policy: str, rules: dict[str, Any]) -> None:
         self.name = name
         self.project_id = project_id
         self.user_id = user_id
         self.policy = policy
+        # {"max_server_per_host": n} for anti-affinity (Nova 2.64); {} otherwise
+        self.rules = dict(rules)
         # member instance id -> the host it was placed on (None until placed)
         self.members: dict[str, str | None] = {}
         self.deleted = False
 
     @classmethod
-    def create(cls, name: str, project_id: str, user_id: str, policy: str) -> ServerGroup:
+    def create(
+        cls, name: str, project_id: str, user_id: str, policy: str, rules: dict[str, Any] | None = None
+    ) -> ServerGroup:
         if not name.strip() or len(name) > 255:
             raise InvalidInput("Invalid input for field/attribute name: 1-255 characters")
         if policy not in POLICIES:
             raise InvalidInput(
                 f"Invalid input for field/attribute policies: {policy[:64]!r} is not one of {POLICIES}"
             )
-        return cls(name=name, project_id=project_id, user_id=user_id, policy=policy)
+        rules = dict(rules or {})
+        if rules and policy != "anti-affinity":
+            raise InvalidInput(f"Only anti-affinity policy supports rules, not {policy}.")
+        limit = rules.get("max_server_per_host")
+        if set(rules) - {"max_server_per_host"} or (
+            limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1)
+        ):
+            raise InvalidInput("Invalid input for field/attribute rules: max_server_per_host, a positive integer")
+        return cls(name=name, project_id=project_id, user_id=user_id, policy=policy, rules=rules)
 
     def ensure_visible(self, project_id: str | None) -> None:
         if self.deleted or (project_id is not None and project_id != self.project_id):
@@ -52,7 +79,8 @@ class ServerGroup(Aggregate):
         if self.policy == "affinity":
             return not hosts or hosts == {host}
         if self.policy == "anti-affinity":
-            return host not in hosts
+            others = [h for m, h in self.members.items() if h == host and m != instance_id]
+            return len(others) < int(self.rules.get("max_server_per_host", 1))
         return True
 
     def add_member(self, instance_id: str) -> None:

@@ -87,6 +87,17 @@ def list_server_groups(conn: psycopg.Connection[Any], project_id: str | None) ->
     return _fetchall(conn, query + sql.SQL(" ORDER BY created_at, id"), params)
 
 
+def groups_of(conn: psycopg.Connection[Any], server_ids: list[str]) -> dict[str, str]:
+    """The server group each of ``server_ids`` belongs to (a server is in at most one)."""
+    if not server_ids:
+        return {}
+    query = sql.SQL(
+        "SELECT g.id::text AS group_id, m.member FROM {}.server_groups g, "
+        "jsonb_object_keys(g.members) AS m(member) WHERE NOT g.deleted AND m.member = ANY(%s)"
+    ).format(_S)
+    return {r["member"]: r["group_id"] for r in _fetchall(conn, query, [server_ids])}
+
+
 def get_server_group(conn: psycopg.Connection[Any], group_id: str, project_id: str | None) -> Row | None:
     uid = _as_uuid(group_id)
     if uid is None:

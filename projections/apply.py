@@ -52,6 +52,10 @@ def instance_requested(event: Any, position: int) -> Row:
         "image": event.image,
         "user_data": event.user_data,
         "launch_index": event.launch_index,
+        "access_ip_v4": event.access_ip_v4,
+        "access_ip_v6": event.access_ip_v6,
+        "hostname": event.hostname,
+        "disk_config": event.disk_config,
         "locked_by": None,
         "locked_reason": None,
         "vm_state": VmState.BUILDING,
@@ -69,7 +73,17 @@ def instance_requested(event: Any, position: int) -> Row:
 
 
 def instance_updated(row: Row, event: Any, position: int) -> Row:
-    return _instance(row, event, position, name=event.name, description=event.description)
+    return _instance(
+        row,
+        event,
+        position,
+        name=event.name,
+        description=event.description,
+        access_ip_v4=event.access_ip_v4,
+        access_ip_v6=event.access_ip_v6,
+        hostname=event.hostname,
+        disk_config=event.disk_config,
+    )
 
 
 def instance_metadata_updated(row: Row, event: Any, position: int) -> Row:

@@ -23,6 +23,7 @@ Statement = tuple[str, tuple[Any, ...]]  # SQL with ``{s}`` for the schema, and 
 
 FlavorExtraSpecsSet: type = Flavor.ExtraSpecsSet  # type: ignore[attr-defined]
 FlavorExtraSpecDeleted: type = Flavor.ExtraSpecDeleted  # type: ignore[attr-defined]
+FlavorDescriptionUpdated: type = Flavor.DescriptionUpdated  # type: ignore[attr-defined]
 FlavorAccessAdded: type = Flavor.AccessAdded  # type: ignore[attr-defined]
 FlavorAccessRemoved: type = Flavor.AccessRemoved  # type: ignore[attr-defined]
 HostServiceDisabled: type = Host.ServiceDisabled  # type: ignore[attr-defined]
@@ -48,6 +49,7 @@ QuotaReset: type = ProjectQuota.Reset  # type: ignore[attr-defined]
 
 HANDLED: tuple[type, ...] = (
     FlavorExtraSpecsSet, FlavorExtraSpecDeleted, FlavorAccessAdded, FlavorAccessRemoved,
+    FlavorDescriptionUpdated,
     HostServiceDisabled, HostServiceEnabled, HostForcedDownSet, HostZoneAssigned, HostAggregateLeft,
     HostInventoriesSet,
     AggregateCreated, AggregateRenamed, AggregateMetadataSet, AggregateHostAdded, AggregateHostRemoved,
@@ -109,6 +111,7 @@ CREATE TABLE IF NOT EXISTS {s}.server_groups (
     deleted_at timestamptz,
     position bigint NOT NULL
 );
+ALTER TABLE {s}.server_groups ADD COLUMN IF NOT EXISTS rules jsonb NOT NULL DEFAULT '{{}}';
 CREATE INDEX IF NOT EXISTS server_groups_project ON {s}.server_groups (project_id);
 
 -- Per-project limits that differ from the defaults (commands.quota.DEFAULT_LIMITS).
@@ -189,6 +192,8 @@ def statements(e: Any, position: int) -> list[Statement]:
         return [_flavor(e, position, "extra_specs = extra_specs || %s::jsonb", _json(e.extra_specs))]
     if _is(e, FlavorExtraSpecDeleted):
         return [_flavor(e, position, "extra_specs = extra_specs - %s::text", e.key)]
+    if _is(e, FlavorDescriptionUpdated):
+        return [_flavor(e, position, "description = %s", e.description)]
     if _is(e, FlavorAccessAdded):
         return [_flavor(e, position, "projects = projects || %s::jsonb", _json([e.project_id]))]
     if _is(e, FlavorAccessRemoved):
@@ -249,9 +254,10 @@ def statements(e: Any, position: int) -> list[Statement]:
     if _is(e, GroupCreated):
         return [
             (
-                "INSERT INTO {s}.server_groups (id, name, project_id, user_id, policy, created_at, "
-                "updated_at, position) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
-                (e.originator_id, e.name, e.project_id, e.user_id, e.policy, t, t, position),
+                "INSERT INTO {s}.server_groups (id, name, project_id, user_id, policy, rules, created_at, "
+                "updated_at, position) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s) "
+                "ON CONFLICT (id) DO NOTHING",
+                (e.originator_id, e.name, e.project_id, e.user_id, e.policy, _json(e.rules), t, t, position),
             )
         ]
     if _is(e, GroupMemberAdded):

@@ -239,6 +239,15 @@ def get_server(conn: psycopg.Connection[Any], server_id: str, project_id: str | 
 
 
 # -- flavors --------------------------------------------------------------------------------------
+# Nova's flavor sort keys and the read model's columns for them.
+FLAVOR_SORT_KEYS: dict[str, str] = {
+    "flavorid": "flavorid", "id": "flavorid", "name": "name", "memory_mb": "ram", "root_gb": "disk",
+    "ephemeral_gb": "ephemeral", "swap": "swap", "vcpus": "vcpus", "rxtx_factor": "rxtx_factor",
+    "is_public": "is_public", "description": "description", "created_at": "created_at",
+    "updated_at": "created_at", "disabled": "flavorid", "vcpu_weight": "flavorid",
+}  # fmt: skip
+
+
 def list_flavors(
     conn: psycopg.Connection[Any],
     *,
@@ -246,8 +255,14 @@ def list_flavors(
     marker: str | None = None,
     include_private: bool = True,
     project_id: str | None = None,
+    min_ram: int | None = None,
+    min_disk: int | None = None,
+    name: str | None = None,
+    sort_key: str = "flavorid",
+    descending: bool = False,
 ) -> list[Row]:
-    """Flavors that are not deleted, ordered by flavorid (Nova's default sort key); marker = flavorid.
+    """Flavors that are not deleted, ordered by ``sort_key`` (one of ``FLAVOR_SORT_KEYS``; then by
+    flavorid), at least ``min_ram`` MiB and ``min_disk`` GiB; marker = flavorid.
 
     Without ``include_private``: the public flavors, and the private ones ``project_id`` has access to.
     """
@@ -257,20 +272,30 @@ def list_flavors(
     if not include_private:
         where.append(visible)
         params.append(project_id or "")
+    for column, least in (("ram", min_ram), ("disk", min_disk)):
+        if least is not None:
+            where.append(sql.SQL("{} >= %s").format(sql.Identifier(column)))
+            params.append(least)
+    if name is not None:
+        where.append(sql.SQL("name = %s"))
+        params.append(name)
+    key = sql.Identifier(FLAVOR_SORT_KEYS[sort_key])
+    order = sql.SQL("DESC" if descending else "ASC")
     if marker is not None:
         # The marker must be a flavor the caller may see: a private flavor of another project is
         # "not found" like one that does not exist, so that the marker does not reveal it.
         found = _fetchone(
             conn,
-            sql.SQL("SELECT 1 AS found FROM {}.flavors WHERE flavorid = %s AND {}").format(_S, visible),
-            (marker, *params),
+            sql.SQL("SELECT {} AS k FROM {}.flavors WHERE flavorid = %s AND {}").format(key, _S, visible),
+            (marker, *([project_id or ""] if not include_private else [])),
         )
         if found is None:
             raise MarkerNotFound(marker)
-        where.append(sql.SQL("flavorid > %s"))
-        params.append(marker)
-    query = sql.SQL("SELECT * FROM {}.flavors WHERE {} ORDER BY flavorid").format(
-        _S, sql.SQL(" AND ").join(where)
+        after = sql.SQL("<" if descending else ">")
+        where.append(sql.SQL("({}, flavorid) {} (%s, %s)").format(key, after))
+        params.extend([found["k"], marker])
+    query = sql.SQL("SELECT * FROM {}.flavors WHERE {} ORDER BY {} {}, flavorid {}").format(
+        _S, sql.SQL(" AND ").join(where), key, order, order
     )
     if limit is not None:
         query = query + sql.SQL(" LIMIT %s")

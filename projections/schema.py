@@ -32,6 +32,7 @@ INSTANCE_COLUMNS: tuple[str, ...] = (
     "id", "name", "project_id", "user_id", "flavor", "image_ref", "metadata", "availability_zone",
     "description", "key_name", "ports", "tags", "reservation_id",
     "image", "user_data", "launch_index", "locked_by", "locked_reason",
+    "access_ip_v4", "access_ip_v6", "hostname", "disk_config",
     "vm_state", "task_state", "power_state", "status", "host", "fault",
     "created_at", "updated_at", "launched_at", "deleted_at", "deleted", "version", "position",
 )  # fmt: skip
@@ -84,6 +85,11 @@ CREATE TABLE {s}.instances (
     launch_index integer NOT NULL DEFAULT 0,
     locked_by text,
     locked_reason text,
+    -- Nova's accessIPv4/v6, the hostname asked for (2.90; null: derived from the name), OS-DCF:diskConfig
+    access_ip_v4 text,
+    access_ip_v6 text,
+    hostname text,
+    disk_config text NOT NULL DEFAULT 'MANUAL',
     vm_state text NOT NULL,
     task_state text,
     power_state integer NOT NULL DEFAULT 0,
@@ -177,6 +183,15 @@ INSERT INTO {s}.tracking (singleton, position) VALUES (true, 0);
 """
 
 
+# Columns added to tables of _DDL after it was first deployed (a live schema made before gets them).
+_COLUMNS_ADDED = """
+ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS access_ip_v4 text;
+ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS access_ip_v6 text;
+ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS hostname text;
+ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS disk_config text NOT NULL DEFAULT 'MANUAL';
+"""
+
+
 def create_schema(conn: psycopg.Connection[Any], schema: str) -> None:
     """Create ``schema`` with empty read-model tables at position 0 (in the caller's transaction)."""
     s = sql.Identifier(schema)
@@ -198,7 +213,8 @@ def ensure_live_schema(conn: psycopg.Connection[Any]) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
         if not schema_exists(conn, LIVE_SCHEMA):
             create_schema(conn, LIVE_SCHEMA)
-        else:  # a schema made before the identity tables existed gets them
+        else:  # a schema made before the identity tables existed gets them, and newer columns
+            conn.execute(sql.SQL(_COLUMNS_ADDED).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]
             conn.execute(sql.SQL(identity.DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]
             conn.execute(sql.SQL(CATALOG_DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]
             conn.execute(sql.SQL(operations.DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]

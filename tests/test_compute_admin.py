@@ -306,7 +306,7 @@ def test_server_groups(stack: Stack) -> None:
     r = stack.request(
         "POST",
         "/v2.1/os-server-groups",
-        P1,
+        {**stack.headers(P1), "OpenStack-API-Version": "compute 2.13"},  # project_id/user_id from 2.13
         json={"server_group": {"name": "web", "policies": ["anti-affinity"]}},
     )
     assert r.status_code == 200, r.text
@@ -317,7 +317,7 @@ def test_server_groups(stack: Stack) -> None:
     r = stack.request(
         "POST",
         "/v2.1/os-server-groups",
-        P2,
+        {**stack.headers(P2), "OpenStack-API-Version": "compute 2.15"},  # the soft policies from 2.15
         json={"server_group": {"name": "db", "policies": ["soft-affinity"]}},
     )
     other = r.json["server_group"]["id"]
@@ -329,7 +329,8 @@ def test_server_groups(stack: Stack) -> None:
     assert sorted(
         g["name"] for g in stack.get("/v2.1/os-server-groups?all_projects=1").json["server_groups"]
     ) == ["db", "web"]
-    assert stack.get(f"/v2.1/os-server-groups/{group['id']}", P1).json["server_group"] == group
+    at_213 = {**stack.headers(P1), "OpenStack-API-Version": "compute 2.13"}
+    assert stack.get(f"/v2.1/os-server-groups/{group['id']}", at_213).json["server_group"] == group
     assert_fault(stack.get(f"/v2.1/os-server-groups/{other}", P1), 404, "itemNotFound")
     assert_fault(stack.request("DELETE", f"/v2.1/os-server-groups/{other}", P1), 404, "itemNotFound")
     bad = {"server_group": {"name": "x", "policies": ["spread"]}}

@@ -220,6 +220,7 @@ def _operator_scenario(handlers: Handlers) -> None:
     ops.create_flavor(CreateFlavor("2", "m1.private", 1, 256, 1, is_public=False))
     ops.set_flavor_extra_specs("2", {"hw:cpu_policy": "dedicated"})
     ops.delete_flavor_extra_spec("2", "hw:cpu_policy")
+    ops.update_flavor_description("2", "for pinned guests")
     ops.add_flavor_access("2", "p1")
     ops.remove_flavor_access("2", "p1")
     ops.delete_flavor("2")

@@ -97,9 +97,9 @@ def test_wrong_password_and_unknown_user_look_alike(stack: Stack, caplog: pytest
                 "code": 401,
                 "title": "Unauthorized",
                 "message": "The request you have made requires authentication.",
-                "stratus_code": "api.unauthorized",
             }
         }
+        assert r.headers["X-Stratus-Error-Code"] == "api.unauthorized"
     assert "not-the-password" not in caplog.text and ADMIN_PASSWORD not in caplog.text
 
 

@@ -186,3 +186,17 @@ def test_a_move_keeps_the_groups_policy_and_returns_to_it_on_failure(
         lambda: handlers.instance(second) if handlers.instance(second).task_state != "resize_prep" else None
     )
     assert (moving.migration or {})["dest"] == "c"  # a holds the first member again
+
+
+def test_anti_affinity_with_max_server_per_host(handlers: Handlers, ops: Operations) -> None:
+    """2.64's rule: an anti-affinity group lets up to ``max_server_per_host`` members share a host."""
+    hosts(handlers, "a", "b")
+    rules = {"max_server_per_host": 2}
+    group = ops.create_server_group(CreateServerGroup("web", "p1", "u1", "anti-affinity", rules)).id
+    first, second, third = (server(handlers, group=group) for _ in range(3))
+    handlers.place_instance(PlaceInstance(first, "a"))
+    handlers.place_instance(PlaceInstance(second, "a"))
+    with pytest.raises(GroupPolicyViolated):
+        handlers.place_instance(PlaceInstance(third, "a"))
+    handlers.place_instance(PlaceInstance(third, "b"))
+    assert ops.server_group(group, "p1").rules == rules
