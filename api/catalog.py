@@ -11,7 +11,7 @@ from pathlib import Path
 
 import falcon
 
-from api import images, keypairs, server_fields
+from api import image_actions, image_members, image_schemas, images, keypairs, server_fields
 from api.body import load_validators
 from api.readmodel import ReadModel
 from commands.catalog import CatalogHandlers
@@ -45,6 +45,15 @@ def add_routes(
     app.add_route(f"{images.IMAGE_ROOT}/v2/images", images.ImageCollection(*image_args))
     app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}", images.ImageItem(*image_args))
     app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/file", images.ImageData(*image_args))
+    app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/tags/{{tag}}", image_actions.ImageTag(catalog))
+    for action in ("deactivate", "reactivate"):
+        resource = image_actions.ImageAction(catalog, active=action == "reactivate")
+        app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/actions/{action}", resource)
+    members = f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/members"
+    app.add_route(members, image_members.MemberCollection(catalog, max_body_bytes))
+    app.add_route(f"{members}/{{member_id}}", image_members.MemberItem(catalog, max_body_bytes))
+    app.add_route(f"{images.IMAGE_ROOT}/v2/schemas/{{name}}", image_schemas.Schema())
+    app.add_route(f"{images.IMAGE_ROOT}/v2/schemas/metadefs/{{name}}", image_schemas.MetadefSchema())
 
     keypair_args = (catalog, read, validators, max_body_bytes)
     app.add_route("/v2.1/os-keypairs", keypairs.KeyPairCollection(*keypair_args))

@@ -27,27 +27,42 @@ def list_images(
     status: str | None = None,
     visibility: str | None = None,
     owner: str | None = None,
+    member_status: str = "accepted",
+    os_hidden: bool = False,
+    tags: tuple[str, ...] = (),
 ) -> list[Row]:
     """A page of images that are not deleted, newest first (Glance's default sort).
 
     ``project_id`` is the caller's project (None: an admin, who sees every image). Without a
-    ``visibility`` filter a project sees public images and its own; community images only when it
-    asks for ``visibility=community`` (Glance's rule).
+    ``visibility`` filter a project sees public images, its own, and shared images it is a member of
+    with ``member_status`` (``accepted`` unless asked; ``all`` for any); community images only when
+    it asks for ``visibility=community`` (Glance's rules). Hidden images (``os_hidden``) are listed
+    only when asked for, and then only they.
     """
-    where: list[sql.Composable] = [sql.SQL("NOT deleted")]
-    params: list[Any] = []
+    where: list[sql.Composable] = [sql.SQL("NOT deleted"), sql.SQL("os_hidden = %s")]
+    params: list[Any] = [os_hidden]
     if visibility is not None:
         where.append(sql.SQL("visibility = %s"))
         params.append(visibility)
     if project_id is not None:
+        member = sql.SQL(
+            "(visibility = 'shared' AND EXISTS (SELECT 1 FROM {}.image_members m WHERE m.image_id = images.id"
+            " AND m.member_id = %s AND (%s = 'all' OR m.status = %s)))"
+        ).format(_S)
         if visibility in ("public", "community"):
             pass
         elif visibility is None:
-            where.append(sql.SQL("(visibility = 'public' OR owner = %s)"))
-            params.append(project_id)
+            where.append(sql.SQL("(visibility = 'public' OR owner = %s OR {})").format(member))
+            params.extend((project_id, project_id, member_status, member_status))
+        elif visibility == "shared":
+            where.append(sql.SQL("(owner = %s OR {})").format(member))
+            params.extend((project_id, project_id, member_status, member_status))
         else:
             where.append(sql.SQL("owner = %s"))
             params.append(project_id)
+    for tag in tags:
+        where.append(sql.SQL("tags ? %s"))
+        params.append(tag)
     for column, value in (("name", name), ("status", status), ("owner", owner)):
         if value is not None:
             where.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
