@@ -53,7 +53,9 @@ class ImageTag:
             with acting(req.context.command):
                 return self._updates.update_image(UpdateImage(image.image_id, scope, {"tags": tags}))
         except QuotaExceeded as e:
-            raise PayloadTooLarge(f"Image tag limit exceeded for image {image.image_id}: {e.message}:") from None
+            raise PayloadTooLarge(
+                f"Image tag limit exceeded for image {image.image_id}: {e.message}:"
+            ) from None
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, image_id: str, tag: str) -> None:
         if len(tag) > MAX_TAG:

@@ -83,10 +83,14 @@ class MemberCollection(_Members):
         scope = _scope(req)
         image = self._catalog.image(image_id, scope)
         if image.visibility != "shared":
-            raise Forbidden(f"Not allowed to list members for image {image.image_id}: Only shared images have members.")
+            raise Forbidden(
+                f"Not allowed to list members for image {image.image_id}: Only shared images have members."
+            )
         mine = scope is None or scope == image.owner
         members = [
-            member_view(image.image_id, mid, m) for mid, m in sorted(image.members.items()) if mine or mid == scope
+            member_view(image.image_id, mid, m)
+            for mid, m in sorted(image.members.items())
+            if mine or mid == scope
         ]
         resp.media = {"members": members, "schema": f"{API}/schemas/members"}
 
@@ -121,7 +125,9 @@ class MemberItem(_Members):
         body = _body(req, self._max_body)
         status = _field(body, "status", "Status not specified", '{"status": "status"}')
         with acting(req.context.command):
-            result = self._updates.set_member_status(SetImageMemberStatus(image_id, _scope(req), member_id, status))
+            result = self._updates.set_member_status(
+                SetImageMemberStatus(image_id, _scope(req), member_id, status)
+            )
         self._answer(resp, result, member_id)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, image_id: str, member_id: str) -> None:

@@ -20,7 +20,7 @@ from jsonschema.exceptions import best_match
 
 from api.body import describe, refuse_unstorable
 from api.errors import BadRequest, Conflict, Forbidden, PayloadTooLarge, UnsupportedMediaType
-from commands.image import Image
+from commands.image import UPDATABLE, Image
 from commands.image_updates import UpdateImage
 from stratus import serialization
 
@@ -35,7 +35,7 @@ READ_ONLY = (
 )  # fmt: skip
 RESERVED = ("location", "deleted", "deleted_at")
 RESERVED_PREFIX = "os_glance"
-BASE = ("name", "visibility", "protected", "os_hidden", "min_disk", "min_ram", "tags", "owner", "container_format", "disk_format")  # fmt: skip
+BASE = UPDATABLE  # the base properties a patch may set (never remove)
 
 
 @dataclass(frozen=True)
@@ -89,18 +89,26 @@ def _operation(raw: dict[str, Any], draft: int) -> tuple[str, str]:
     if draft == 10:
         op = raw.get("op")
         if op is None:
-            raise BadRequest(f"Unable to find `op` in JSON Schema change. It must be one of the following: {available}.")
+            raise BadRequest(
+                f"Unable to find `op` in JSON Schema change. It must be one of the following: {available}."
+            )
         if op not in OPERATIONS:
-            raise BadRequest(f"Invalid operation: `{str(op)[:64]}`. It must be one of the following: {available}.")
+            raise BadRequest(
+                f"Invalid operation: `{str(op)[:64]}`. It must be one of the following: {available}."
+            )
         if "path" not in raw:
             raise BadRequest("Unable to find 'path' in JSON Schema change")
         pointer = raw["path"]
     else:
         named = [key for key in OPERATIONS if key in raw]
         if len(named) > 1:
-            raise BadRequest('Operation objects must contain only one member named "add", "remove", or "replace".')
+            raise BadRequest(
+                'Operation objects must contain only one member named "add", "remove", or "replace".'
+            )
         if not named:
-            raise BadRequest('Operation objects must contain exactly one member named "add", "remove", or "replace".')
+            raise BadRequest(
+                'Operation objects must contain exactly one member named "add", "remove", or "replace".'
+            )
         op = named[0]
         pointer = raw[op]
     if not isinstance(pointer, str):
@@ -168,5 +176,7 @@ def resolve(image: Image, changes: list[Change], *, admin: bool, project_id: str
         else:
             properties[key] = change.value
     removed = tuple(k for k in image.properties if k not in properties)
-    changed = {k: v for k, v in properties.items() if image.properties.get(k) != v or k not in image.properties}
+    changed = {
+        k: v for k, v in properties.items() if image.properties.get(k) != v or k not in image.properties
+    }
     return UpdateImage(image.image_id, project_id, fields, changed, removed)

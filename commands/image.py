@@ -23,7 +23,15 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from commands.errors import AlreadyExists, Conflict, Forbidden, InvalidInput, InvalidState, NotFound, QuotaExceeded
+from commands.errors import (
+    AlreadyExists,
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    InvalidState,
+    NotFound,
+    QuotaExceeded,
+)
 
 QUEUED = "queued"
 ACTIVE = "active"

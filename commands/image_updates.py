@@ -75,12 +75,16 @@ class ImageUpdates(HandlerBase):
 
     def update_image(self, cmd: UpdateImage) -> Result:
         return self._owned(
-            cmd.image_id, cmd.project_id, lambda image: image.update(cmd.fields, cmd.properties, list(cmd.removed))
+            cmd.image_id,
+            cmd.project_id,
+            lambda image: image.update(cmd.fields, cmd.properties, list(cmd.removed)),
         )
 
     def set_image_active(self, cmd: SetImageActive) -> Result:
         return self._owned(
-            cmd.image_id, cmd.project_id, lambda image: image.reactivate() if cmd.active else image.deactivate()
+            cmd.image_id,
+            cmd.project_id,
+            lambda image: image.reactivate() if cmd.active else image.deactivate(),
         )
 
     def add_member(self, cmd: AddImageMember) -> Result:

@@ -233,13 +233,15 @@ def _member_changed(e: Any, position: int) -> list[Statement]:
         "UPDATE {s}.images SET version = %s, position = %s WHERE aggregate_id = %s",
         (e.originator_version, position, e.originator_id),
     )
-    if isinstance(e, MemberAdded):
+    added, changed = isinstance(e, MemberAdded), isinstance(e, MemberStatusChanged)
+    if added:
         row: Statement = (
             "INSERT INTO {s}.image_members (image_id, member_id, status, created_at, updated_at)"
-            " SELECT id, %s, 'pending', %s, %s FROM {s}.images WHERE aggregate_id = %s ON CONFLICT DO NOTHING",
+            " SELECT id, %s, 'pending', %s, %s FROM {s}.images WHERE aggregate_id = %s"
+            " ON CONFLICT DO NOTHING",
             (e.member_id, e.timestamp, e.timestamp, e.originator_id),
         )
-    elif isinstance(e, MemberStatusChanged):
+    elif changed:
         row = (
             f"UPDATE {{s}}.image_members SET status = %s, updated_at = %s WHERE image_id = {image}"
             " AND member_id = %s",
