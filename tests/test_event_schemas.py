@@ -63,6 +63,14 @@ from commands.identity_handlers import (
     UpdateProject,
     UpdateUser,
 )
+from commands.image_updates import (
+    AddImageMember,
+    ImageUpdates,
+    RemoveImageMember,
+    SetImageActive,
+    SetImageMemberStatus,
+    UpdateImage,
+)
 from commands.lifecycle import (
     FailAction,
     FinishAction,
@@ -281,6 +289,20 @@ def _catalog_scenario(handlers: Handlers) -> None:
     handlers.delete_server(DeleteServer(server, "p1"))
     handlers.finish_deletion(FinishDeletion(server))
     catalog.delete_image(DeleteImage(root, "p1"))
+    _image_updates_scenario(catalog, kernel)
+
+
+def _image_updates_scenario(catalog: CatalogHandlers, image_id: str) -> None:
+    """A JSON patch, (de)activation and sharing (commands.image_updates)."""
+    updates = ImageUpdates(catalog)
+    fields = {"name": "k2", "tags": ["t"], "os_hidden": True, "owner": "p1", "protected": False}
+    updates.update_image(UpdateImage(image_id, "p1", fields, {"os_distro": "x"}, ()))
+    updates.update_image(UpdateImage(image_id, "p1", {}, {}, ("os_distro",)))
+    updates.set_image_active(SetImageActive(image_id, "p1", active=False))
+    updates.set_image_active(SetImageActive(image_id, None, active=True))
+    updates.add_member(AddImageMember(image_id, "p1", "p2"))
+    updates.set_member_status(SetImageMemberStatus(image_id, "p2", "p2", "accepted"))
+    updates.remove_member(RemoveImageMember(image_id, "p1", "p2"))
 
 
 def _placement_scenario(handlers: Handlers) -> None:

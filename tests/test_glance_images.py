@@ -76,7 +76,7 @@ def test_patch_changes_base_and_additional_properties(stack: Stack) -> None:
     # the older draft-4 form tempest sends
     r = patch(stack, iid, [{"replace": "/name", "value": "again"}], media=PATCH_V20)
     assert r.status_code == 200 and r.json["name"] == "again"
-    r = stack.get(f"/image/v2/images?name=again", P1, after=int(r.headers["X-Stratus-Position"]))
+    r = stack.get("/image/v2/images?name=again", P1, after=int(r.headers["X-Stratus-Position"]))
     assert [i["id"] for i in r.json["images"]] == [iid] and r.json["images"][0]["os_distro"] == "cirros"
 
 
@@ -196,7 +196,8 @@ def test_sharing_with_a_member_project(stack: Stack) -> None:
     assert stack.request("DELETE", f"{members}/{p2}", P2).status_code == 403
     r = stack.request("DELETE", f"{members}/{p2}", P1)
     assert r.status_code == 204
-    assert iid not in listed(stack, P2, r.headers["X-Stratus-Position"], "?member_status=all&visibility=shared")
+    gone = r.headers["X-Stratus-Position"]
+    assert iid not in listed(stack, P2, gone, "?member_status=all&visibility=shared")
     assert stack.get(f"/image/v2/images/{iid}", P2).status_code == 404
 
 
