@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 
 from commands.image import ACTIVE, DEACTIVATED, DELETED, QUEUED, Image
 from commands.keypair import KeyPair
+from commands.task import FAILURE, PENDING, Task
 from stratus.serialization import dumps
 
 Statement = tuple[str, tuple[Any, ...]]  # SQL with ``{s}`` for the schema, and its parameters
@@ -27,13 +28,15 @@ ImageReactivated: type = Image.Reactivated  # type: ignore[attr-defined]
 MemberAdded: type = Image.MemberAdded
 MemberStatusChanged: type = Image.MemberStatusChanged
 MemberRemoved: type = Image.MemberRemoved
+TaskCreated: type = Task.Created  # type: ignore[attr-defined]
+TaskFailed: type = Task.Failed  # type: ignore[attr-defined]
 KeyPairCreated: type = KeyPair.Created  # type: ignore[attr-defined]
 KeyPairRecreated: type = KeyPair.Recreated  # type: ignore[attr-defined]
 KeyPairDeleted: type = KeyPair.Deleted  # type: ignore[attr-defined]
 
 HANDLED: tuple[type, ...] = (
     ImageCreated, ImageUploaded, ImageDeleted, ImageUpdated, ImageDeactivated, ImageReactivated,
-    MemberAdded, MemberStatusChanged, MemberRemoved,
+    MemberAdded, MemberStatusChanged, MemberRemoved, TaskCreated, TaskFailed,
     KeyPairCreated, KeyPairRecreated, KeyPairDeleted,
 )  # fmt: skip
 # The image columns an ``Image.Updated`` may set (its ``fields``), and how each is stored.
@@ -45,6 +48,7 @@ _UPDATED_COLUMNS = (
 TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("images", ("id",)),
     ("image_members", ("image_id", "member_id")),
+    ("image_tasks", ("id",)),
     ("keypairs", ("id",)),
 )
 
@@ -94,6 +98,17 @@ CREATE TABLE IF NOT EXISTS {s}.image_members (
     PRIMARY KEY (image_id, member_id)
 );
 CREATE INDEX IF NOT EXISTS image_members_member ON {s}.image_members (member_id, status);
+
+-- Glance's tasks (commands.task), listed newest first.
+CREATE TABLE IF NOT EXISTS {s}.image_tasks (
+    id uuid PRIMARY KEY,
+    type text NOT NULL,
+    status text NOT NULL,
+    owner text NOT NULL,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS image_tasks_created ON {s}.image_tasks (created_at DESC, id DESC);
 
 CREATE TABLE IF NOT EXISTS {s}.keypairs (
     id uuid PRIMARY KEY,
@@ -180,6 +195,21 @@ def statements(event: Any, position: int) -> list[Statement]:
         ]
     if isinstance(event, (MemberAdded, MemberStatusChanged, MemberRemoved)):
         return _member_changed(e, position)
+    if isinstance(event, TaskCreated):
+        return [
+            (
+                "INSERT INTO {s}.image_tasks (id, type, status, owner, created_at, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                (e.originator_id, e.task_type, PENDING, e.owner, e.timestamp, e.timestamp),
+            )
+        ]
+    if isinstance(event, TaskFailed):
+        return [
+            (
+                "UPDATE {s}.image_tasks SET status = %s, updated_at = %s WHERE id = %s",
+                (FAILURE, e.timestamp, e.originator_id),
+            )
+        ]
     if isinstance(event, KeyPairCreated):
         return [
             (

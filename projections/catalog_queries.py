@@ -67,21 +67,7 @@ def list_images(
         if value is not None:
             where.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
             params.append(value)
-    if marker is not None:
-        uid = _as_uuid(marker)
-        mark = None
-        if uid is not None:
-            query = sql.SQL("SELECT id, created_at FROM {}.images WHERE id = %s").format(_S)
-            mark = _fetchone(conn, query, (uid,))
-        if mark is None:
-            raise MarkerNotFound(marker)
-        where.append(sql.SQL("(created_at, id) < (%s, %s)"))
-        params.extend((mark["created_at"], mark["id"]))
-    query = sql.SQL("SELECT * FROM {}.images WHERE {} ORDER BY created_at DESC, id DESC LIMIT %s").format(
-        _S, sql.SQL(" AND ").join(where)
-    )
-    params.append(max(0, limit))
-    return _fetchall(conn, query, params)
+    return _newest_first(conn, "images", where, params, limit, marker)
 
 
 def get_image(conn: psycopg.Connection[Any], image_id: str) -> Row | None:
@@ -116,3 +102,47 @@ def get_keypair(conn: psycopg.Connection[Any], user_id: str, name: str) -> Row |
         sql.SQL("SELECT * FROM {}.keypairs WHERE user_id = %s AND name = %s AND NOT deleted").format(_S),
         (user_id, name),
     )
+
+
+def list_tasks(
+    conn: psycopg.Connection[Any],
+    *,
+    limit: int,
+    marker: str | None = None,
+    since: Any = None,
+    status: str | None = None,
+    task_type: str | None = None,
+) -> list[Row]:
+    """A page of Glance tasks, newest first; those that expired before ``since`` are left out."""
+    where: list[sql.Composable] = [sql.SQL("(status = 'pending' OR updated_at >= %s)")]
+    params: list[Any] = [since]
+    for column, value in (("status", status), ("type", task_type)):
+        if value is not None:
+            where.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
+            params.append(value)
+    return _newest_first(conn, "image_tasks", where, params, limit, marker)
+
+
+def _newest_first(
+    conn: psycopg.Connection[Any],
+    table: str,
+    where: list[sql.Composable],
+    params: list[Any],
+    limit: int,
+    marker: str | None,
+) -> list[Row]:
+    """A page of ``table``'s rows matching ``where``, newest first, after ``marker``'s row (by id)."""
+    if marker is not None:
+        uid = _as_uuid(marker)
+        mark = None
+        if uid is not None:
+            find = sql.SQL("SELECT id, created_at FROM {}.{} WHERE id = %s")
+            mark = _fetchone(conn, find.format(_S, sql.Identifier(table)), (uid,))
+        if mark is None:
+            raise MarkerNotFound(marker)
+        where = [*where, sql.SQL("(created_at, id) < (%s, %s)")]
+        params = [*params, mark["created_at"], mark["id"]]
+    query = sql.SQL("SELECT * FROM {}.{} WHERE {} ORDER BY created_at DESC, id DESC LIMIT %s").format(
+        _S, sql.Identifier(table), sql.SQL(" AND ").join(where)
+    )
+    return _fetchall(conn, query, [*params, max(0, limit)])

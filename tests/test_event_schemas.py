@@ -29,6 +29,7 @@ from commands import (
     quota,
     registry,
     server_group,
+    task,
     usage,
 )
 from commands.app import Stratus
@@ -95,6 +96,7 @@ from commands.operations import (
 )
 from commands.server_fields import ServerFieldHandlers, SetServerMetadata, SetServerTags, UpdateServer
 from commands.states import PowerState
+from commands.tasks import RecordTask, TaskHandlers
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
@@ -119,6 +121,7 @@ def _event_classes() -> list[tuple[str, str]]:
         placement,
         census,
         identity,
+        task,
     )
     for module in modules:
         for _, agg in inspect.getmembers(module, inspect.isclass):
@@ -303,6 +306,8 @@ def _image_updates_scenario(catalog: CatalogHandlers, image_id: str) -> None:
     updates.add_member(AddImageMember(image_id, "p1", "p2"))
     updates.set_member_status(SetImageMemberStatus(image_id, "p2", "p2", "accepted"))
     updates.remove_member(RemoveImageMember(image_id, "p1", "p2"))
+    props = {"image_properties": {"name": "x"}, "import_from": "http://127.0.0.1/x"}
+    TaskHandlers(catalog.app).record_task(RecordTask("import", "p1", "u1", "req-1", props))
 
 
 def _placement_scenario(handlers: Handlers) -> None:

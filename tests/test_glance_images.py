@@ -231,3 +231,40 @@ def test_glances_schemas(stack: Stack, name: str) -> None:
     r = stack.get(f"/image/v2/schemas/{name}", P2)
     assert r.status_code == 200 and r.json["name"] == name.split("/")[-1]
     assert stack.get("/image/v2/schemas/nope", P2).status_code == 404
+
+
+# -- tasks ----------------------------------------------------------------------------------------
+def import_task(url: str) -> dict[str, Any]:
+    props = {"container_format": "bare", "disk_format": "qcow2", "name": "t"}
+    return {
+        "type": "import",
+        "input": {"image_properties": props, "import_from_format": "qcow2", "import_from": url},
+    }
+
+
+def test_tasks_are_an_admins_and_an_import_from_a_url_fails(stack: Stack) -> None:
+    assert stack.get("/image/v2/tasks", P1).status_code == 403
+    assert (
+        stack.request("POST", "/image/v2/tasks", P1, json=import_task("http://127.0.0.1/x")).status_code
+        == 403
+    )
+    # Glance refuses at once a source it would never fetch: a host that does not resolve, a file
+    for url in ("http://no-such-host.invalid/x.qcow2", "file:///etc/passwd", "ftp://127.0.0.1/x", ""):
+        r = stack.request("POST", "/image/v2/tasks", ADMIN, json=import_task(url))
+        assert r.status_code == 400, (url, r.text)
+    assert stack.request("POST", "/image/v2/tasks", ADMIN, json={"type": "import"}).status_code == 400
+    assert stack.request("POST", "/image/v2/tasks", ADMIN, json={"type": "x", "input": {}}).status_code == 400
+    # any other is recorded, and fails: Stratus imports no image from a URL
+    r = stack.request("POST", "/image/v2/tasks", ADMIN, json=import_task("http://127.0.0.1/x.qcow2"))
+    assert r.status_code == 201, r.text
+    task = r.json
+    assert task["status"] == "failure" and task["type"] == "import" and task["message"]
+    assert task["self"] == f"/v2/tasks/{task['id']}" and "expires_at" in task
+    assert stack.get(f"/image/v2/tasks/{task['id']}", ADMIN).json == task
+    assert stack.get(f"/image/v2/tasks/{task['id']}", P1).status_code == 403
+    assert stack.get("/image/v2/tasks/00000000-0000-0000-0000-000000000000", ADMIN).status_code == 404
+    r = stack.get("/image/v2/tasks", ADMIN, after=int(r.headers["X-Stratus-Position"]))
+    assert r.status_code == 200 and task["id"] in [t["id"] for t in r.json["tasks"]]
+    assert r.json["schema"] == "/v2/schemas/tasks" and "input" not in r.json["tasks"][0]
+    assert stack.get("/image/v2/tasks?status=failure&type=import", ADMIN).status_code == 200
+    assert stack.get("/image/v2/tasks?status=nope", ADMIN).status_code == 400
