@@ -51,8 +51,8 @@ def add_routes(
         resource = image_actions.ImageAction(catalog, active=action == "reactivate")
         app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/actions/{action}", resource)
     members = f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/members"
-    app.add_route(members, image_members.MemberCollection(catalog, max_body_bytes))
-    app.add_route(f"{members}/{{member_id}}", image_members.MemberItem(catalog, max_body_bytes))
+    app.add_route(members, image_members.MemberCollection(catalog, read, max_body_bytes))
+    app.add_route(f"{members}/{{member_id}}", image_members.MemberItem(catalog, read, max_body_bytes))
     tasks = TaskHandlers(handlers.app)
     app.add_route(f"{images.IMAGE_ROOT}/v2/tasks", image_tasks.TaskCollection(tasks, read, max_body_bytes))
     app.add_route(f"{images.IMAGE_ROOT}/v2/tasks/{{task_id}}", image_tasks.TaskItem(tasks))

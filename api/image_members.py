@@ -14,7 +14,8 @@ import falcon
 
 from api import auth
 from api.errors import BadRequest, Forbidden, ItemNotFound, PayloadTooLarge
-from api.readmodel import POSITION_HEADER
+from api.images import member_key
+from api.readmodel import POSITION_HEADER, ReadModel
 from commands.catalog import CatalogHandlers
 from commands.errors import Forbidden as DomainForbidden
 from commands.errors import QuotaExceeded
@@ -67,14 +68,20 @@ def _field(body: Any, name: str, missing: str, form: str) -> str:
 
 
 class _Members:
-    def __init__(self, catalog: CatalogHandlers, max_body_bytes: int) -> None:
+    def __init__(self, catalog: CatalogHandlers, read: ReadModel, max_body_bytes: int) -> None:
         self._catalog = catalog
+        self._read = read
         self._updates = ImageUpdates(catalog)
         self._max_body = max_body_bytes
 
+    def _written(self, resp: falcon.Response, result: Result, member_id: str) -> None:
+        """The member project's lists wait for this change, though another project made it."""
+        self._read.note(member_key(member_id), result.position)
+        resp.set_header(POSITION_HEADER, str(result.position))
+
     def _answer(self, resp: falcon.Response, result: Result, member_id: str) -> None:
         image = self._catalog.image(result.id, None)
-        resp.set_header(POSITION_HEADER, str(result.position))
+        self._written(resp, result, member_id)
         resp.media = member_view(image.image_id, member_id, image.member(member_id))
 
 
@@ -134,4 +141,4 @@ class MemberItem(_Members):
         with acting(req.context.command):
             result = self._updates.remove_member(RemoveImageMember(image_id, _scope(req), member_id))
         resp.status = falcon.HTTP_204
-        resp.set_header(POSITION_HEADER, str(result.position))
+        self._written(resp, result, member_id)

@@ -21,7 +21,14 @@ from jsonschema import Draft202012Validator
 
 from api import auth, image_patch
 from api.body import read_json
-from api.errors import BadRequest, Forbidden, PayloadTooLarge, ServiceUnavailable, UnsupportedMediaType
+from api.errors import (
+    BadRequest,
+    Forbidden,
+    ItemNotFound,
+    PayloadTooLarge,
+    ServiceUnavailable,
+    UnsupportedMediaType,
+)
 from api.links import page_params
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.catalog import CatalogHandlers, CreateImage, DeleteImage, RecordImageUpload
@@ -107,13 +114,20 @@ def image_view(row: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+def member_key(project_id: str) -> str:
+    """Whose reads wait for a change of the project's memberships (``ReadModel.note``)."""
+    return f"image-members:{project_id}"
+
+
 def _scope(actor: Actor) -> str | None:
     """The project whose view of images applies (None: an admin, who sees every image)."""
     return None if auth.is_admin(actor) else actor.project_id
 
 
 class Versions:
-    """``GET /image``: Glance answers its version list with 300 Multiple Choices."""
+    """``GET /image``: Glance answers its version list with 300 Multiple Choices, to anyone."""
+
+    public = frozenset({"GET", "HEAD"})
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         href = f"{req.prefix}{IMAGE_ROOT}{API}/"
@@ -144,6 +158,7 @@ class _Images:
 
 class ImageCollection(_Images):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _no_empty_id(req)
         actor: Actor = req.context.actor
         limit, marker = page_params(req, MAX_LIMIT)
         if req.get_param("limit") is None:
@@ -157,7 +172,7 @@ class ImageCollection(_Images):
         hidden = (req.get_param("os_hidden") or "false").lower()
         if hidden not in ("true", "false"):
             raise BadRequest(f"Invalid value for os_hidden: {hidden[:64]}")
-        with self._read.connection(req) as conn:
+        with self._read.connection(req, concerning=(member_key(actor.project_id),)) as conn:
             rows = catalog_queries.list_images(
                 conn,
                 project_id=_scope(actor),
@@ -319,6 +334,12 @@ class ImageData(_Images):
         resp.stream = chunks
 
 
+def _no_empty_id(req: falcon.Request) -> None:
+    """``/v2/images/`` names an image whose id is empty (Glance: 404), not the collection."""
+    if str(req.env.get("PATH_INFO", "")).endswith("/"):
+        raise ItemNotFound("No image found with ID ")
+
+
 def _over_quota(limits: ImageLimits) -> str:
     return f"The image's data exceeds the project's image_size_total quota of {limits.image_size_total} MiB."
 
@@ -332,6 +353,8 @@ def _chosen_id(value: str) -> str:
 
 
 def _body(req: falcon.Request) -> Iterator[bytes]:
-    stream = req.bounded_stream
+    # A chunked upload (tempest's, glanceclient's) has no Content-Length: falcon's bounded stream
+    # would read nothing, so read the server's stream to its end (the WSGI server decodes the chunks).
+    stream = req.bounded_stream if req.content_length is not None else req.stream
     while chunk := stream.read(CHUNK):
         yield chunk

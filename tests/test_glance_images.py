@@ -268,3 +268,8 @@ def test_tasks_are_an_admins_and_an_import_from_a_url_fails(stack: Stack) -> Non
     assert r.json["schema"] == "/v2/schemas/tasks" and "input" not in r.json["tasks"][0]
     assert stack.get("/image/v2/tasks?status=failure&type=import", ADMIN).status_code == 200
     assert stack.get("/image/v2/tasks?status=nope", ADMIN).status_code == 400
+
+
+def test_versions_are_public_and_an_empty_id_is_no_image(stack: Stack) -> None:
+    assert stack.client.simulate_get("/image").status_code == 300
+    assert stack.get("/image/v2/images/", P1).status_code == 404
