@@ -119,6 +119,11 @@ def member_key(project_id: str) -> str:
     return f"image-members:{project_id}"
 
 
+# Every project's image list waits for a change of an image every project may see (or a deletion).
+EVERYONES = "images:everyone"
+_EVERYONES = ("public", "community")
+
+
 def _scope(actor: Actor) -> str | None:
     """The project whose view of images applies (None: an admin, who sees every image)."""
     return None if auth.is_admin(actor) else actor.project_id
@@ -172,7 +177,7 @@ class ImageCollection(_Images):
         hidden = (req.get_param("os_hidden") or "false").lower()
         if hidden not in ("true", "false"):
             raise BadRequest(f"Invalid value for os_hidden: {hidden[:64]}")
-        with self._read.connection(req, concerning=(member_key(actor.project_id),)) as conn:
+        with self._read.connection(req, concerning=(member_key(actor.project_id), EVERYONES)) as conn:
             rows = catalog_queries.list_images(
                 conn,
                 project_id=_scope(actor),
@@ -231,6 +236,8 @@ class ImageCollection(_Images):
         except QuotaExceeded as e:
             raise PayloadTooLarge(e.message) from None  # Glance: 413 for a limit reached
         image = self._catalog.image(result.id, None)
+        if visibility in _EVERYONES:
+            self._read.note(EVERYONES, result.position)
         resp.status = falcon.HTTP_201
         resp.set_header(POSITION_HEADER, str(result.position))
         resp.location = f"{req.prefix}{IMAGE_ROOT}{API}/images/{result.id}"
@@ -252,6 +259,8 @@ class ImageItem(_Images):
         command = image_patch.resolve(image, changes, admin=scope is None, project_id=scope)
         with acting(req.context.command):
             result = self._updates.update_image(command)
+        if image.visibility in _EVERYONES or command.fields.get("visibility") in _EVERYONES:
+            self._read.note(EVERYONES, result.position)
         resp.set_header(POSITION_HEADER, str(result.position))
         resp.media = image_view(row_of(self._catalog.image(result.id, None)))
 
@@ -261,6 +270,7 @@ class ImageItem(_Images):
         # The canonical id the data is filed under (``ABCD...`` in the path names ``abcd...``), after
         # the deletion is recorded: a crash leaves a file, not a lie.
         self._store.remove(result.id)
+        self._read.note(EVERYONES, result.position)  # whatever it was, no one lists it now
         resp.status = falcon.HTTP_204
         resp.set_header(POSITION_HEADER, str(result.position))
 
