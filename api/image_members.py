@@ -13,6 +13,7 @@ from typing import Any
 import falcon
 
 from api import auth
+from api.body import read_document
 from api.errors import BadRequest, Forbidden, ItemNotFound, PayloadTooLarge
 from api.images import member_key
 from api.readmodel import POSITION_HEADER, ReadModel
@@ -22,7 +23,6 @@ from commands.errors import QuotaExceeded
 from commands.handlers import Result
 from commands.image import Member
 from commands.image_updates import AddImageMember, ImageUpdates, RemoveImageMember, SetImageMemberStatus
-from stratus import serialization
 from stratus.context import acting
 
 API = "/v2"
@@ -45,15 +45,10 @@ def _scope(req: falcon.Request) -> str | None:
 
 
 def _body(req: falcon.Request, max_bytes: int) -> Any:
-    data = req.bounded_stream.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise PayloadTooLarge(f"Request is too large: the limit is {max_bytes} bytes.")
-    if not data.strip():
+    doc = read_document(req, max_bytes)
+    if doc is None:
         raise BadRequest("Body expected in request.")
-    try:
-        return serialization.loads(data)
-    except ValueError:
-        raise BadRequest("Malformed JSON in request body.") from None
+    return doc
 
 
 def _field(body: Any, name: str, missing: str, form: str) -> str:

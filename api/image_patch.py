@@ -18,11 +18,10 @@ import falcon
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from api.body import describe, refuse_unstorable
-from api.errors import BadRequest, Conflict, Forbidden, PayloadTooLarge, UnsupportedMediaType
+from api.body import describe, read_document
+from api.errors import BadRequest, Conflict, Forbidden, UnsupportedMediaType
 from commands.image import UPDATABLE, Image
 from commands.image_updates import UpdateImage
-from stratus import serialization
 
 MEDIA_TYPES = {
     "application/openstack-images-v2.0-json-patch": 4,
@@ -54,16 +53,9 @@ def parse(req: falcon.Request, max_bytes: int, validator: Draft202012Validator) 
         raise UnsupportedMediaType(
             f"Image PATCH expects Content-Type one of: {allowed}", headers={"Accept-Patch": allowed}
         )
-    data = req.bounded_stream.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise PayloadTooLarge(f"Request is too large: the limit is {max_bytes} bytes.")
-    try:
-        doc = serialization.loads(data) if data.strip() else None
-    except ValueError:
-        raise BadRequest("Malformed JSON in request body.") from None
+    doc = read_document(req, max_bytes)
     if doc is None:
         raise BadRequest("Body expected in request.")
-    refuse_unstorable(doc)
     if not isinstance(doc, list):
         raise BadRequest("Request body must be a JSON array of operation objects.")
     changes = []

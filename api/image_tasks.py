@@ -17,14 +17,13 @@ from urllib.parse import urlencode, urlparse
 import falcon
 
 from api import auth
-from api.body import refuse_unstorable
-from api.errors import BadRequest, Forbidden, PayloadTooLarge
+from api.body import read_document
+from api.errors import BadRequest, Forbidden
 from api.links import page_params
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.task import TIME_TO_LIVE, TYPES, Task
 from commands.tasks import RecordTask, TaskHandlers
 from projections import catalog_queries
-from stratus import serialization
 from stratus.context import acting
 
 API = "/v2"
@@ -182,16 +181,9 @@ class TaskCollection:
         resp.media = task_view(self._tasks.task(result.id))
 
     def _body(self, req: falcon.Request) -> dict[str, Any]:
-        data = req.bounded_stream.read(self._max_body + 1)
-        if len(data) > self._max_body:
-            raise PayloadTooLarge(f"Request is too large: the limit is {self._max_body} bytes.")
-        try:
-            doc = serialization.loads(data) if data.strip() else None
-        except ValueError:
-            raise BadRequest("Malformed JSON in request body.") from None
+        doc = read_document(req, self._max_body)
         if not isinstance(doc, dict):
             raise BadRequest("Body expected in request.")
-        refuse_unstorable(doc)
         return doc
 
 

@@ -4,32 +4,18 @@ projects (members) and Glance's schemas, against the real JetStream, PostgreSQL 
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from stratus.config import Settings
 from tests.test_api import ADMIN, P1, P2, Stack, projector, stack
-from tests.test_api_catalog import upload
+from tests.test_api_catalog import api_settings, upload
 
-__all__ = ["projector", "stack"]  # fixtures used by the tests below
+__all__ = ["api_settings", "projector", "stack"]  # fixtures used by the tests below
 
 PATCH_V21 = "application/openstack-images-v2.1-json-patch"
 PATCH_V20 = "application/openstack-images-v2.0-json-patch"
-
-
-@pytest.fixture
-def api_settings(settings: Settings, database_url: str, tmp_path: Path) -> Settings:
-    return dataclasses.replace(
-        settings,
-        database_url=database_url,
-        read_wait_seconds=10.0,
-        token_key_file=tmp_path / "token.key",
-        data_dir=tmp_path / "data",
-    )
 
 
 def create(stack: Stack, who: str = P1, **fields: Any) -> dict[str, Any]:
