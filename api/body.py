@@ -96,6 +96,22 @@ def read_json(req: falcon.Request, validator: Draft202012Validator, max_bytes: i
     return doc
 
 
+def read_document(req: falcon.Request, max_bytes: int) -> Any:
+    """The request's JSON document as Glance reads one (any JSON value; its own 400 wording),
+    bounded in size and storable; ``None`` for an empty body. Its callers check its shape."""
+    data = req.bounded_stream.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise PayloadTooLarge(f"Request is too large: the limit is {max_bytes} bytes.")
+    if not data.strip():
+        return None
+    try:
+        doc = serialization.loads(data)
+    except ValueError:
+        raise BadRequest("Malformed JSON in request body.") from None
+    refuse_unstorable(doc)
+    return doc
+
+
 _TRUE = frozenset({"true", "1", "on", "yes"})
 MAX_INT = 2**31 - 1
 

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import falcon
 
-from api import images, keypairs, server_fields
+from api import image_actions, image_members, image_schemas, image_tasks, images, keypairs, server_fields
 from api.body import load_validators
 from api.readmodel import ReadModel
 from commands.catalog import CatalogHandlers
 from commands.handlers import Handlers
 from commands.image_usage import ImageLimits
+from commands.tasks import TaskHandlers
 from stratus.imagestore import BlobStore, ImageStore
 
 SCHEMAS = ("images.create", "keypairs.create", "servers.metadata", "servers.metadata_item", "servers.tags")
@@ -45,6 +46,18 @@ def add_routes(
     app.add_route(f"{images.IMAGE_ROOT}/v2/images", images.ImageCollection(*image_args))
     app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}", images.ImageItem(*image_args))
     app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/file", images.ImageData(*image_args))
+    app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/tags/{{tag}}", image_actions.ImageTag(catalog))
+    for action in ("deactivate", "reactivate"):
+        resource = image_actions.ImageAction(catalog, active=action == "reactivate")
+        app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/actions/{action}", resource)
+    members = f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/members"
+    app.add_route(members, image_members.MemberCollection(catalog, read, max_body_bytes))
+    app.add_route(f"{members}/{{member_id}}", image_members.MemberItem(catalog, read, max_body_bytes))
+    tasks = TaskHandlers(handlers.app)
+    app.add_route(f"{images.IMAGE_ROOT}/v2/tasks", image_tasks.TaskCollection(tasks, read, max_body_bytes))
+    app.add_route(f"{images.IMAGE_ROOT}/v2/tasks/{{task_id}}", image_tasks.TaskItem(tasks))
+    app.add_route(f"{images.IMAGE_ROOT}/v2/schemas/{{name}}", image_schemas.Schema())
+    app.add_route(f"{images.IMAGE_ROOT}/v2/schemas/metadefs/{{name}}", image_schemas.MetadefSchema())
 
     keypair_args = (catalog, read, validators, max_body_bytes)
     app.add_route("/v2.1/os-keypairs", keypairs.KeyPairCollection(*keypair_args))

@@ -93,6 +93,13 @@ class NotAcceptable(ApiError):
     code = "api.version_not_supported"
 
 
+class Conflict(ApiError):
+    """The request contradicts the resource's state (Glance: a property that is or is not there)."""
+
+    status = 409
+    code = "api.conflict"
+
+
 class TooManyRequests(ApiError):
     """Too many attempts (failed logins, open event streams): retry after ``Retry-After`` seconds."""
 

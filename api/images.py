@@ -19,14 +19,22 @@ from urllib.parse import urlencode
 import falcon
 from jsonschema import Draft202012Validator
 
-from api import auth
+from api import auth, image_patch
 from api.body import read_json
-from api.errors import BadRequest, Forbidden, PayloadTooLarge, ServiceUnavailable, UnsupportedMediaType
+from api.errors import (
+    BadRequest,
+    Forbidden,
+    ItemNotFound,
+    PayloadTooLarge,
+    ServiceUnavailable,
+    UnsupportedMediaType,
+)
 from api.links import page_params
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.catalog import CatalogHandlers, CreateImage, DeleteImage, RecordImageUpload
 from commands.errors import NotFound, QuotaExceeded
-from commands.image import ACTIVE, Image, canonical_image_id
+from commands.image import ACTIVE, DEACTIVATED, Image, canonical_image_id
+from commands.image_updates import ImageUpdates
 from commands.image_usage import ImageLimits
 from projections import catalog_queries
 from stratus.context import Actor, acting
@@ -37,6 +45,7 @@ IMAGE_ROOT = "/image"
 API = "/v2"
 BASE_PROPERTIES = (
     "id", "name", "visibility", "container_format", "disk_format", "min_disk", "min_ram", "protected", "tags",
+    "owner", "os_hidden",
 )  # fmt: skip
 DEFAULT_LIMIT = 25  # Glance's limit_param_default
 MAX_LIMIT = 1000  # Glance's api_limit_max
@@ -62,6 +71,7 @@ def row_of(image: Image) -> dict[str, Any]:
         "protected": image.protected,
         "tags": image.tags,
         "properties": image.properties,
+        "os_hidden": image.os_hidden,
         "size": image.size,
         "checksum": image.checksum,
         "os_hash_algo": image.os_hash_algo,
@@ -82,7 +92,7 @@ def image_view(row: dict[str, Any]) -> dict[str, Any]:
             "status": row["status"],
             "visibility": row["visibility"],
             "protected": row["protected"],
-            "os_hidden": False,
+            "os_hidden": bool(row.get("os_hidden", False)),
             "checksum": row["checksum"],
             "os_hash_algo": row["os_hash_algo"],
             "os_hash_value": row["os_hash_value"],
@@ -104,13 +114,25 @@ def image_view(row: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+def member_key(project_id: str) -> str:
+    """Whose reads wait for a change of the project's memberships (``ReadModel.note``)."""
+    return f"image-members:{project_id}"
+
+
+# Every project's image list waits for a change of an image every project may see (or a deletion).
+EVERYONES = "images:everyone"
+_EVERYONES = ("public", "community")
+
+
 def _scope(actor: Actor) -> str | None:
     """The project whose view of images applies (None: an admin, who sees every image)."""
     return None if auth.is_admin(actor) else actor.project_id
 
 
 class Versions:
-    """``GET /image``: Glance answers its version list with 300 Multiple Choices."""
+    """``GET /image``: Glance answers its version list with 300 Multiple Choices, to anyone."""
+
+    public = frozenset({"GET", "HEAD"})
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         href = f"{req.prefix}{IMAGE_ROOT}{API}/"
@@ -136,10 +158,12 @@ class _Images:
         self._store = store
         self._create_validator = validators["images.create"]
         self._max_body = max_body_bytes
+        self._updates = ImageUpdates(catalog)
 
 
 class ImageCollection(_Images):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _no_empty_id(req)
         actor: Actor = req.context.actor
         limit, marker = page_params(req, MAX_LIMIT)
         if req.get_param("limit") is None:
@@ -147,7 +171,13 @@ class ImageCollection(_Images):
         visibility = req.get_param("visibility")
         if visibility is not None and visibility not in ("public", "private", "shared", "community", "all"):
             raise BadRequest(f"Invalid visibility value: {visibility[:64]}")
-        with self._read.connection(req) as conn:
+        member_status = req.get_param("member_status") or "accepted"
+        if member_status not in ("pending", "accepted", "rejected", "all"):
+            raise BadRequest(f"Invalid status: {member_status[:64]}")
+        hidden = (req.get_param("os_hidden") or "false").lower()
+        if hidden not in ("true", "false"):
+            raise BadRequest(f"Invalid value for os_hidden: {hidden[:64]}")
+        with self._read.connection(req, concerning=(member_key(actor.project_id), EVERYONES)) as conn:
             rows = catalog_queries.list_images(
                 conn,
                 project_id=_scope(actor),
@@ -157,6 +187,9 @@ class ImageCollection(_Images):
                 status=req.get_param("status"),
                 visibility=None if visibility == "all" else visibility,
                 owner=req.get_param("owner"),
+                member_status=member_status,
+                os_hidden=hidden == "true",
+                tags=tuple(req.get_param_as_list("tag") or ()),
             )
         body: dict[str, Any] = {
             "images": [image_view(r) for r in rows],
@@ -173,14 +206,18 @@ class ImageCollection(_Images):
         actor: Actor = req.context.actor
         body = read_json(req, self._create_validator, self._max_body)
         visibility = body.get("visibility", "shared")
-        if visibility == "public" and not auth.is_admin(actor):
+        admin = auth.is_admin(actor)
+        if visibility == "public" and not admin:
             raise Forbidden("You are not authorized to complete publicize_image action.")
-        properties = {k: v for k, v in body.items() if k not in BASE_PROPERTIES and k != "os_hidden"}
+        owner = body.get("owner") or actor.project_id
+        if owner != actor.project_id and not admin:  # Glance's add_image: project_id:%(owner)s
+            raise Forbidden("You are not authorized to complete add_image action.")
+        properties = {k: v for k, v in body.items() if k not in BASE_PROPERTIES}
         for ref in ("kernel_id", "ramdisk_id"):
             if properties.get(ref) is None:
                 properties.pop(ref, None)
         command = CreateImage(
-            owner=actor.project_id,
+            owner=owner,
             name=body.get("name"),
             image_id=_chosen_id(body["id"]) if "id" in body else None,
             visibility=visibility,
@@ -191,6 +228,7 @@ class ImageCollection(_Images):
             protected=body.get("protected", False),
             tags=tuple(body.get("tags", ())),
             properties=properties,
+            os_hidden=body.get("os_hidden", False),
         )
         try:
             with acting(req.context.command):
@@ -198,6 +236,8 @@ class ImageCollection(_Images):
         except QuotaExceeded as e:
             raise PayloadTooLarge(e.message) from None  # Glance: 413 for a limit reached
         image = self._catalog.image(result.id, None)
+        if visibility in _EVERYONES:
+            self._read.note(EVERYONES, result.position)
         resp.status = falcon.HTTP_201
         resp.set_header(POSITION_HEADER, str(result.position))
         resp.location = f"{req.prefix}{IMAGE_ROOT}{API}/images/{result.id}"
@@ -209,12 +249,28 @@ class ImageItem(_Images):
         image = self._catalog.image(image_id, _scope(req.context.actor))
         resp.media = image_view(row_of(image))
 
+    def on_patch(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
+        """Glance's JSON patch (``api.image_patch``); answers the image as it now is."""
+        actor: Actor = req.context.actor
+        scope = _scope(actor)
+        image = self._catalog.image(image_id, scope)
+        image.ensure_owned_by(scope)
+        changes = image_patch.parse(req, self._max_body, self._create_validator)
+        command = image_patch.resolve(image, changes, admin=scope is None, project_id=scope)
+        with acting(req.context.command):
+            result = self._updates.update_image(command)
+        if image.visibility in _EVERYONES or command.fields.get("visibility") in _EVERYONES:
+            self._read.note(EVERYONES, result.position)
+        resp.set_header(POSITION_HEADER, str(result.position))
+        resp.media = image_view(row_of(self._catalog.image(result.id, None)))
+
     def on_delete(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
         with acting(req.context.command):
             result = self._catalog.delete_image(DeleteImage(image_id, _scope(req.context.actor)))
         # The canonical id the data is filed under (``ABCD...`` in the path names ``abcd...``), after
         # the deletion is recorded: a crash leaves a file, not a lie.
         self._store.remove(result.id)
+        self._read.note(EVERYONES, result.position)  # whatever it was, no one lists it now
         resp.status = falcon.HTTP_204
         resp.set_header(POSITION_HEADER, str(result.position))
 
@@ -271,8 +327,11 @@ class ImageData(_Images):
             self._store.discard(image_id, sha256)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
-        image = self._catalog.image(image_id, _scope(req.context.actor))
-        if image.status != ACTIVE or not image.os_hash_value:
+        scope = _scope(req.context.actor)
+        image = self._catalog.image(image_id, scope)
+        if image.status == DEACTIVATED and scope is not None:
+            raise Forbidden("The requested image has been deactivated. Image data download is forbidden.")
+        if image.status not in (ACTIVE, DEACTIVATED) or not image.os_hash_value:
             resp.status = falcon.HTTP_204  # Glance: an image without data answers 204
             return
         try:
@@ -283,6 +342,12 @@ class ImageData(_Images):
         resp.set_header("Content-MD5", image.checksum or "")
         resp.content_length = image.size
         resp.stream = chunks
+
+
+def _no_empty_id(req: falcon.Request) -> None:
+    """``/v2/images/`` names an image whose id is empty (Glance: 404), not the collection."""
+    if str(req.env.get("PATH_INFO", "")).endswith("/"):
+        raise ItemNotFound("No image found with ID ")
 
 
 def _over_quota(limits: ImageLimits) -> str:
@@ -298,6 +363,8 @@ def _chosen_id(value: str) -> str:
 
 
 def _body(req: falcon.Request) -> Iterator[bytes]:
-    stream = req.bounded_stream
+    # A chunked upload (tempest's, glanceclient's) has no Content-Length: falcon's bounded stream
+    # would read nothing, so read the server's stream to its end (the WSGI server decodes the chunks).
+    stream = req.bounded_stream if req.content_length is not None else req.stream
     while chunk := stream.read(CHUNK):
         yield chunk

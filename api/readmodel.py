@@ -90,16 +90,25 @@ class ReadModel:
         self._wait = wait_seconds
         self._written = written
 
+    def note(self, key: str, position: int) -> None:
+        """Remember a write that concerns others than its writer (``key``: whom), for their reads."""
+        if self._written is not None:
+            self._written.record(key, position)
+
     @contextlib.contextmanager
     def connection(
-        self, req: falcon.Request, after: int | None = None
+        self, req: falcon.Request, after: int | None = None, concerning: tuple[str, ...] = ()
     ) -> Iterator[psycopg.Connection[Any]]:
         """A connection to read with, once the read model has reached the request's minimum position
-        (or ``after``: the position of a write the request itself just made)."""
+        (or ``after``: the position of a write the request itself just made), and the last write
+        ``note``d for any of ``concerning`` (another project's share of an image, say)."""
         position = min_position(req) if after is None else after
         if position is None and self._written is not None:
             actor = getattr(req.context, "actor", None)
             position = self._written.of(actor.user_id) if actor is not None else None
+            noted = [p for p in (self._written.of(key) for key in concerning) if p is not None]
+            if noted:
+                position = max([*noted, *([position] if position is not None else [])])
         try:
             with self._pool.connection() as conn:
                 if position is not None and not queries.wait_for_position(conn, position, self._wait):

@@ -40,6 +40,7 @@ class CreateImage:
     protected: bool = False
     tags: tuple[str, ...] = ()
     properties: dict[str, Any] = field(default_factory=dict)
+    os_hidden: bool = False
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 The aggregate holds the image's metadata; its data lives in the image store on disk
 (``stratus.imagestore``) and the log records only what identifies it: size, checksum and hash.
-Status goes ``queued`` (created) → ``active`` (data uploaded) → ``deleted``.
+Status goes ``queued`` (created) → ``active`` (data uploaded) → ``deleted``; an active image may be
+``deactivated`` and reactivated. The owner shares a ``shared`` image with other projects (members,
+each ``pending``, ``accepted`` or ``rejected`` as the member project decides), as Glance does.
 
 Clients may choose an image's id (Glance lets them), so an image's aggregate id is not that id but
 derived from it in the images' own namespace (``image_aggregate_id``, a UUID version 5): a chosen id
@@ -14,16 +16,27 @@ chosen id as their aggregate id (``legacy_aggregate_id``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from commands.errors import Conflict, Forbidden, InvalidInput, NotFound
+from commands.errors import (
+    AlreadyExists,
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    InvalidState,
+    NotFound,
+    QuotaExceeded,
+)
 
 QUEUED = "queued"
 ACTIVE = "active"
 DELETED = "deleted"
+DEACTIVATED = "deactivated"
 PUBLIC = "public"
 PRIVATE = "private"
 SHARED = "shared"
@@ -32,6 +45,27 @@ VISIBILITIES = (PUBLIC, PRIVATE, SHARED, COMMUNITY)
 # The image property naming the kernel command line for direct kernel boot (Nova's os_command_line).
 COMMAND_LINE = "os_command_line"
 _NS = uuid5(NAMESPACE_URL, "urn:stratus:image")
+# What ``update`` may change besides the additional properties (Glance's writable base properties).
+UPDATABLE = (
+    "name", "visibility", "protected", "os_hidden", "min_disk", "min_ram", "tags", "owner",
+    "container_format", "disk_format",
+)  # fmt: skip
+FORMATS = ("container_format", "disk_format")  # replaceable while the image is queued only
+MEMBER_STATUSES = ("pending", "accepted", "rejected")
+MAX_TAGS = 128  # Glance's image_tag_quota
+MAX_MEMBERS = 128  # Glance's image_member_quota
+
+
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class Member:
+    """A project's membership of a shared image."""
+
+    status: str
+    created_at: datetime
+    updated_at: datetime
 
 
 def canonical_image_id(image_id: str) -> str:
@@ -62,13 +96,49 @@ class Image(Aggregate):
         protected: bool
         tags: list[str]
         properties: dict[str, Any]
+        os_hidden: bool
 
-        class_version = 2
+        class_version = 3
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             """Version 2: the image's id, apart from its aggregate's (version 1: the same)."""
             state["image_id"] = str(state["originator_id"])
+
+        @staticmethod
+        def upcast_v2_v3(state: dict[str, Any]) -> None:
+            """Version 3: ``os_hidden`` (images made before it are listed: not hidden)."""
+            state["os_hidden"] = False
+
+    class MemberAdded(Aggregate.Event):
+        """The owner shared the image with a project; its membership is pending."""
+
+        member_id: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.members = {
+                **aggregate.members,
+                self.member_id: Member("pending", self.timestamp, self.timestamp),
+            }
+
+    class MemberStatusChanged(Aggregate.Event):
+        """The member project accepted or rejected the image (or set it pending again)."""
+
+        member_id: str
+        status: str
+
+        def apply(self, aggregate: Any) -> None:
+            old = aggregate.members[self.member_id]
+            aggregate.members = {
+                **aggregate.members,
+                self.member_id: Member(self.status, old.created_at, self.timestamp),
+            }
+
+    class MemberRemoved(Aggregate.Event):
+        member_id: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.members = {k: v for k, v in aggregate.members.items() if k != self.member_id}
 
     @event(Created)
     def __init__(
@@ -84,6 +154,7 @@ class Image(Aggregate):
         protected: bool,
         tags: list[str],
         properties: dict[str, Any],
+        os_hidden: bool = False,
     ) -> None:
         self._image_id = image_id
         self.name = name
@@ -96,6 +167,8 @@ class Image(Aggregate):
         self.protected = protected
         self.tags = list(tags)
         self.properties = dict(properties)
+        self.os_hidden = os_hidden
+        self.members: dict[str, Member] = {}
         self.status = QUEUED
         self.size: int | None = None
         self.checksum: str | None = None
@@ -126,10 +199,16 @@ class Image(Aggregate):
         return str(value) if value else None
 
     def visible_to(self, project_id: str | None) -> bool:
-        """Whether a project may see and boot the image (None: an admin, who sees every image)."""
+        """Whether a project may see and boot the image (None: an admin, who sees every image).
+
+        A member of a shared image sees it whatever its membership's status (Glance's rule; lists
+        show only accepted ones by default).
+        """
         if self.status == DELETED:
             return False
-        return project_id is None or self.visibility in (PUBLIC, COMMUNITY) or self.owner == project_id
+        if project_id is None or self.visibility in (PUBLIC, COMMUNITY) or self.owner == project_id:
+            return True
+        return self.visibility == SHARED and project_id in self.members
 
     def ensure_owned_by(self, project_id: str | None) -> None:
         """Only the owner (or an admin) may change an image; others get Glance's 403."""
@@ -156,6 +235,96 @@ class Image(Aggregate):
         self.checksum = checksum
         self.os_hash_algo = os_hash_algo
         self.os_hash_value = os_hash_value
+
+    def update(self, fields: dict[str, Any], properties: dict[str, Any], removed: list[str]) -> None:
+        """Change base properties (``UPDATABLE``) and additional ones, as one JSON patch does."""
+        if self.status == DELETED:
+            raise NotFound(f"No image found with ID {self.image_id}")
+        unknown = set(fields) - set(UPDATABLE)
+        if unknown:
+            raise InvalidInput(f"Attribute '{sorted(unknown)[0]}' is read-only.")
+        if "visibility" in fields and fields["visibility"] not in VISIBILITIES:
+            raise InvalidInput(f"Invalid visibility value: {fields['visibility']}")
+        for key in FORMATS:
+            if key in fields and fields[key] != getattr(self, key) and self.status != QUEUED:
+                raise Forbidden(f"Attribute {key} can be only replaced for a queued image.")
+        if len(fields.get("tags", ())) > MAX_TAGS:
+            raise QuotaExceeded(f"Maximum number of tags exceeded: {MAX_TAGS}")
+        missing = [key for key in removed if key not in self.properties]
+        if missing:
+            raise InvalidState(f"Property {missing[0]} does not exist.")
+        changed = {k: v for k, v in fields.items() if getattr(self, k) != v}
+        if "tags" in changed:
+            changed["tags"] = list(dict.fromkeys(changed["tags"]))
+        props = {k: v for k, v in properties.items() if self.properties.get(k, _ABSENT) != v}
+        if changed or props or removed:
+            self._updated(changed, props, list(removed))
+
+    @event("Updated")
+    def _updated(self, fields: dict[str, Any], properties: dict[str, Any], removed: list[str]) -> None:
+        for key, value in fields.items():
+            setattr(self, key, list(value) if key == "tags" else value)
+        self.properties = {
+            k: v for k, v in {**self.properties, **properties}.items() if k not in removed
+        }
+
+    def deactivate(self) -> None:
+        """Glance: only an active image may be deactivated (again: nothing to do)."""
+        if self.status == DEACTIVATED:
+            return
+        if self.status != ACTIVE:
+            raise Forbidden(f"Not allowed to deactivate image in status '{self.status}'")
+        self._deactivated()
+
+    @event("Deactivated")
+    def _deactivated(self) -> None:
+        self.status = DEACTIVATED
+
+    def reactivate(self) -> None:
+        if self.status == ACTIVE:
+            return
+        if self.status != DEACTIVATED:
+            raise Forbidden(f"Not allowed to reactivate image in status '{self.status}'")
+        self._reactivated()
+
+    @event("Reactivated")
+    def _reactivated(self) -> None:
+        self.status = ACTIVE
+
+    # -- members (sharing) ------------------------------------------------------------------------
+    def ensure_shared(self) -> None:
+        if self.visibility != SHARED:
+            raise Forbidden("Only shared images have members.")
+
+    def member(self, member_id: str) -> Member:
+        self.ensure_shared()
+        found = self.members.get(member_id)
+        if found is None:
+            raise NotFound(f"{member_id} not found in the member list of the image {self.image_id}.")
+        return found
+
+    def add_member(self, member_id: str) -> None:
+        self.ensure_shared()
+        if member_id in self.members:
+            raise AlreadyExists(f"Member {member_id} is duplicated for image {self.image_id}")
+        if len(self.members) >= MAX_MEMBERS:
+            raise QuotaExceeded(
+                f"Image member limit exceeded for image {self.image_id}: "
+                f"Maximum number of image members exceeded: {MAX_MEMBERS}:"
+            )
+        self.trigger_event(self.MemberAdded, member_id=member_id)
+
+    def set_member_status(self, member_id: str, status: str) -> None:
+        member = self.member(member_id)
+        if status not in MEMBER_STATUSES:
+            raise InvalidInput('Incorrect request: Status must be "pending", "accepted" or "rejected".')
+        if member.status == status:
+            return
+        self.trigger_event(self.MemberStatusChanged, member_id=member_id, status=status)
+
+    def remove_member(self, member_id: str) -> None:
+        self.member(member_id)
+        self.trigger_event(self.MemberRemoved, member_id=member_id)
 
     def delete(self) -> None:
         if self.status == DELETED:

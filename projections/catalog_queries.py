@@ -27,46 +27,47 @@ def list_images(
     status: str | None = None,
     visibility: str | None = None,
     owner: str | None = None,
+    member_status: str = "accepted",
+    os_hidden: bool = False,
+    tags: tuple[str, ...] = (),
 ) -> list[Row]:
     """A page of images that are not deleted, newest first (Glance's default sort).
 
     ``project_id`` is the caller's project (None: an admin, who sees every image). Without a
-    ``visibility`` filter a project sees public images and its own; community images only when it
-    asks for ``visibility=community`` (Glance's rule).
+    ``visibility`` filter a project sees public images, its own, and shared images it is a member of
+    with ``member_status`` (``accepted`` unless asked; ``all`` for any); community images only when
+    it asks for ``visibility=community`` (Glance's rules). Hidden images (``os_hidden``) are listed
+    only when asked for, and then only they.
     """
-    where: list[sql.Composable] = [sql.SQL("NOT deleted")]
-    params: list[Any] = []
+    where: list[sql.Composable] = [sql.SQL("NOT deleted"), sql.SQL("os_hidden = %s")]
+    params: list[Any] = [os_hidden]
     if visibility is not None:
         where.append(sql.SQL("visibility = %s"))
         params.append(visibility)
     if project_id is not None:
+        member = sql.SQL(
+            "(visibility = 'shared' AND EXISTS (SELECT 1 FROM {}.image_members m WHERE m.image_id = images.id"
+            " AND m.member_id = %s AND (%s = 'all' OR m.status = %s)))"
+        ).format(_S)
         if visibility in ("public", "community"):
             pass
         elif visibility is None:
-            where.append(sql.SQL("(visibility = 'public' OR owner = %s)"))
-            params.append(project_id)
+            where.append(sql.SQL("(visibility = 'public' OR owner = %s OR {})").format(member))
+            params.extend((project_id, project_id, member_status, member_status))
+        elif visibility == "shared":
+            where.append(sql.SQL("(owner = %s OR {})").format(member))
+            params.extend((project_id, project_id, member_status, member_status))
         else:
             where.append(sql.SQL("owner = %s"))
             params.append(project_id)
+    for tag in tags:
+        where.append(sql.SQL("tags ? %s"))
+        params.append(tag)
     for column, value in (("name", name), ("status", status), ("owner", owner)):
         if value is not None:
             where.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
             params.append(value)
-    if marker is not None:
-        uid = _as_uuid(marker)
-        mark = None
-        if uid is not None:
-            query = sql.SQL("SELECT id, created_at FROM {}.images WHERE id = %s").format(_S)
-            mark = _fetchone(conn, query, (uid,))
-        if mark is None:
-            raise MarkerNotFound(marker)
-        where.append(sql.SQL("(created_at, id) < (%s, %s)"))
-        params.extend((mark["created_at"], mark["id"]))
-    query = sql.SQL("SELECT * FROM {}.images WHERE {} ORDER BY created_at DESC, id DESC LIMIT %s").format(
-        _S, sql.SQL(" AND ").join(where)
-    )
-    params.append(max(0, limit))
-    return _fetchall(conn, query, params)
+    return _newest_first(conn, "images", where, params, limit, marker)
 
 
 def get_image(conn: psycopg.Connection[Any], image_id: str) -> Row | None:
@@ -101,3 +102,47 @@ def get_keypair(conn: psycopg.Connection[Any], user_id: str, name: str) -> Row |
         sql.SQL("SELECT * FROM {}.keypairs WHERE user_id = %s AND name = %s AND NOT deleted").format(_S),
         (user_id, name),
     )
+
+
+def list_tasks(
+    conn: psycopg.Connection[Any],
+    *,
+    limit: int,
+    marker: str | None = None,
+    since: Any = None,
+    status: str | None = None,
+    task_type: str | None = None,
+) -> list[Row]:
+    """A page of Glance tasks, newest first; those that expired before ``since`` are left out."""
+    where: list[sql.Composable] = [sql.SQL("(status = 'pending' OR updated_at >= %s)")]
+    params: list[Any] = [since]
+    for column, value in (("status", status), ("type", task_type)):
+        if value is not None:
+            where.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
+            params.append(value)
+    return _newest_first(conn, "image_tasks", where, params, limit, marker)
+
+
+def _newest_first(
+    conn: psycopg.Connection[Any],
+    table: str,
+    where: list[sql.Composable],
+    params: list[Any],
+    limit: int,
+    marker: str | None,
+) -> list[Row]:
+    """A page of ``table``'s rows matching ``where``, newest first, after ``marker``'s row (by id)."""
+    if marker is not None:
+        uid = _as_uuid(marker)
+        mark = None
+        if uid is not None:
+            find = sql.SQL("SELECT id, created_at FROM {}.{} WHERE id = %s")
+            mark = _fetchone(conn, find.format(_S, sql.Identifier(table)), (uid,))
+        if mark is None:
+            raise MarkerNotFound(marker)
+        where = [*where, sql.SQL("(created_at, id) < (%s, %s)")]
+        params = [*params, mark["created_at"], mark["id"]]
+    query = sql.SQL("SELECT * FROM {}.{} WHERE {} ORDER BY created_at DESC, id DESC LIMIT %s").format(
+        _S, sql.Identifier(table), sql.SQL(" AND ").join(where)
+    )
+    return _fetchall(conn, query, [*params, max(0, limit)])

@@ -29,6 +29,7 @@ from commands import (
     quota,
     registry,
     server_group,
+    task,
     usage,
 )
 from commands.app import Stratus
@@ -63,6 +64,14 @@ from commands.identity_handlers import (
     UpdateProject,
     UpdateUser,
 )
+from commands.image_updates import (
+    AddImageMember,
+    ImageUpdates,
+    RemoveImageMember,
+    SetImageActive,
+    SetImageMemberStatus,
+    UpdateImage,
+)
 from commands.lifecycle import (
     FailAction,
     FinishAction,
@@ -87,6 +96,7 @@ from commands.operations import (
 )
 from commands.server_fields import ServerFieldHandlers, SetServerMetadata, SetServerTags, UpdateServer
 from commands.states import PowerState
+from commands.tasks import RecordTask, TaskHandlers
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
@@ -111,6 +121,7 @@ def _event_classes() -> list[tuple[str, str]]:
         placement,
         census,
         identity,
+        task,
     )
     for module in modules:
         for _, agg in inspect.getmembers(module, inspect.isclass):
@@ -282,6 +293,22 @@ def _catalog_scenario(handlers: Handlers) -> None:
     handlers.delete_server(DeleteServer(server, "p1"))
     handlers.finish_deletion(FinishDeletion(server))
     catalog.delete_image(DeleteImage(root, "p1"))
+    _image_updates_scenario(catalog, kernel)
+
+
+def _image_updates_scenario(catalog: CatalogHandlers, image_id: str) -> None:
+    """A JSON patch, (de)activation and sharing (commands.image_updates)."""
+    updates = ImageUpdates(catalog)
+    fields = {"name": "k2", "tags": ["t"], "os_hidden": True, "owner": "p1", "protected": False}
+    updates.update_image(UpdateImage(image_id, "p1", fields, {"os_distro": "x"}, ()))
+    updates.update_image(UpdateImage(image_id, "p1", {}, {}, ("os_distro",)))
+    updates.set_image_active(SetImageActive(image_id, "p1", active=False))
+    updates.set_image_active(SetImageActive(image_id, None, active=True))
+    updates.add_member(AddImageMember(image_id, "p1", "p2"))
+    updates.set_member_status(SetImageMemberStatus(image_id, "p2", "p2", "accepted"))
+    updates.remove_member(RemoveImageMember(image_id, "p1", "p2"))
+    props = {"image_properties": {"name": "x"}, "import_from": "http://127.0.0.1/x"}
+    TaskHandlers(catalog.app).record_task(RecordTask("import", "p1", "u1", "req-1", props))
 
 
 def _placement_scenario(handlers: Handlers) -> None:

@@ -1,0 +1,79 @@
+"""An image's tags (``PUT/DELETE /image/v2/images/{id}/tags/{tag}``) and its deactivation
+(``POST /image/v2/images/{id}/actions/deactivate`` and ``.../reactivate``), as Glance serves them.
+
+Both are changes of the owner's (or an admin's), recorded as ``Image.Updated`` and
+``Image.Deactivated``/``Reactivated``; each answers 204.
+"""
+
+from __future__ import annotations
+
+import falcon
+
+from api import auth
+from api.errors import BadRequest, ItemNotFound, PayloadTooLarge
+from api.readmodel import POSITION_HEADER
+from commands.catalog import CatalogHandlers
+from commands.errors import Forbidden, QuotaExceeded
+from commands.handlers import Result
+from commands.image_updates import ImageUpdates, SetImageActive, UpdateImage
+from stratus.context import acting
+
+MAX_TAG = 255
+
+
+def _scope(req: falcon.Request) -> str | None:
+    return None if auth.is_admin(req.context.actor) else req.context.actor.project_id
+
+
+def _done(resp: falcon.Response, result: Result) -> None:
+    resp.status = falcon.HTTP_204
+    resp.set_header(POSITION_HEADER, str(result.position))
+
+
+class ImageTag:
+    def __init__(self, catalog: CatalogHandlers) -> None:
+        self._catalog = catalog
+        self._updates = ImageUpdates(catalog)
+
+    def _retag(self, req: falcon.Request, image_id: str, tag: str, *, add: bool) -> Result:
+        scope = _scope(req)
+        image = self._catalog.image(image_id, scope)
+        try:
+            image.ensure_owned_by(scope)
+        except Forbidden:
+            verb = "update" if add else "delete"
+            raise Forbidden(f"Not allowed to {verb} tags for image {image.image_id}.") from None
+        if add:
+            tags = [*image.tags, tag]
+        elif tag in image.tags:
+            tags = [t for t in image.tags if t != tag]
+        else:
+            raise ItemNotFound(f"Tag {tag} not found.")
+        try:
+            with acting(req.context.command):
+                return self._updates.update_image(UpdateImage(image.image_id, scope, {"tags": tags}))
+        except QuotaExceeded as e:
+            raise PayloadTooLarge(
+                f"Image tag limit exceeded for image {image.image_id}: {e.message}:"
+            ) from None
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, image_id: str, tag: str) -> None:
+        if len(tag) > MAX_TAG:
+            raise BadRequest(f"Provided object does not match schema 'image': '{tag[:64]}...' is too long")
+        _done(resp, self._retag(req, image_id, tag, add=True))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, image_id: str, tag: str) -> None:
+        _done(resp, self._retag(req, image_id, tag, add=False))
+
+
+class ImageAction:
+    """``POST .../actions/deactivate`` or ``.../actions/reactivate`` (one resource per action)."""
+
+    def __init__(self, catalog: CatalogHandlers, *, active: bool) -> None:
+        self._updates = ImageUpdates(catalog)
+        self._active = active
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
+        with acting(req.context.command):
+            result = self._updates.set_image_active(SetImageActive(image_id, _scope(req), self._active))
+        _done(resp, result)
