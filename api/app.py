@@ -47,7 +47,13 @@ from stratus.config import Settings
 
 log = logging.getLogger("stratus.api")
 
-REQUEST_SCHEMAS = ("servers.create", "servers.update", "flavors.create", "flavors.update", *identity.IDENTITY_SCHEMAS)
+REQUEST_SCHEMAS = (
+    "servers.create",
+    "servers.update",
+    "flavors.create",
+    "flavors.update",
+    *identity.IDENTITY_SCHEMAS,
+)
 
 
 def _new_uuid() -> str:
@@ -101,7 +107,7 @@ def create_app(deps: Deps) -> falcon.App:
         "/v2.1/servers/detail", servers.ServerDetailCollection(*server_args, user_data, liveness=alive)
     )
     app.add_route("/v2.1/servers/{server_id}", servers.ServerItem(*server_args, user_data, liveness=alive))
-    add_server_action_routes(app, deps.handlers, deps.max_body_bytes, read)
+    add_server_action_routes(app, deps.handlers, deps.max_body_bytes, read, user_data)
     app.add_route("/v2.1/flavors", flavors.FlavorCollection(*flavor_args))
     app.add_route("/v2.1/flavors/detail", flavors.FlavorDetailCollection(*flavor_args))
     app.add_route("/v2.1/flavors/{flavor_id}", flavors.FlavorItem(*flavor_args))

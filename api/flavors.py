@@ -29,7 +29,6 @@ from commands.operations import Operations
 from projections import queries
 from stratus.context import acting
 
-
 # Nova's query parameters: unknown ones are refused from 2.75 on a list, from 2.102 on a show.
 _LIST_PARAMS = frozenset(("limit", "marker", "is_public", "minRam", "minDisk", "sort_key", "sort_dir"))
 _SORT_DIRS = ("asc", "desc")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -51,3 +52,15 @@ def next_links(
     params["marker"] = str(items[-1][id_key])
     href = f"{req.prefix}/{API_ROOT}/{path}?{urlencode(params, doseq=True)}"
     return [{"rel": "next", "href": href}]
+
+
+def time_param(req: falcon.Request, name: str) -> datetime | None:
+    """A timestamp query parameter (``changes-since``, ``changes-before``), ISO 8601; naive is UTC."""
+    value = req.get_param(name)
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise BadRequest(f"Invalid input for query parameters {name}. Value: {value[:64]}.") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)

@@ -15,6 +15,7 @@ Instance actions are folded from the server's events on the log (``projections.i
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -24,6 +25,7 @@ from jsonschema import Draft202012Validator
 from api import auth, policy, servers
 from api.body import load_validators, read_json
 from api.errors import ApiError, BadRequest, ItemNotFound, ReadModelBehind
+from api.links import next_links, page_params, time_param
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
 from commands.errors import ConflictingState, NotFound
@@ -41,6 +43,7 @@ from projections import admin_queries, instance_actions, queries
 from stratus import hostrpc
 from stratus.audit import history
 from stratus.context import Actor, acting
+from stratus.imagestore import BlobStore
 from stratus.liveness import SCHEDULER_BINARY, Heartbeats, bucket_for
 
 # The body's member → our action key (``reboot`` picks soft or hard from its ``type``).
@@ -71,10 +74,13 @@ class ServerAction:
         *,
         read: ReadModel | None = None,
         console_timeout: float = CONSOLE_TIMEOUT,
+        user_data: BlobStore | None = None,
     ) -> None:
-        """``read``: the read model a rebuild's answer (the server, as Nova answers) is read from."""
+        """``read``: the read model a rebuild's answer (the server, as Nova answers) is read from;
+        ``user_data``: where a rebuild's new user data is filed."""
         self._handlers = handlers
         self._read = read
+        self._user_data = user_data
         self._lifecycle = LifecycleHandlers(handlers)
         self._moves = MigrationHandlers(handlers)
         self._validator = validators["servers.action"]
@@ -141,8 +147,25 @@ class ServerAction:
         actor: Actor = req.context.actor
         scope = auth.server_scope(actor)
         self._handlers.instance(server_id, scope)  # 404 for a server the caller cannot see
-        image_ref = str(body["value"]["imageRef"]).rstrip("/").rsplit("/", 1)[-1]
-        command = RebuildServer(server_id, scope, image_ref, admin=auth.is_admin(actor))
+        spec = body["value"]
+        image_ref = str(spec["imageRef"]).rstrip("/").rsplit("/", 1)[-1]
+        servers.refuse_before(req, spec, {"description": 19, "key_name": 54, "user_data": 57}, "rebuild")
+        command = RebuildServer(
+            server_id,
+            scope,
+            image_ref,
+            admin=auth.is_admin(actor),
+            name=spec.get("name"),
+            description=spec.get("description"),
+            clear_description="description" in spec and spec["description"] is None,
+            metadata=dict(spec["metadata"]) if "metadata" in spec else None,
+            fields=servers.described(req, spec),
+            key_name=(spec["key_name"] or "") if "key_name" in spec else None,
+            user_data=(servers.store_user_data(self._user_data, spec["user_data"]),)
+            if "user_data" in spec
+            else None,
+            user_id=actor.user_id,
+        )
         try:
             with acting(req.context.command):
                 result = self._lifecycle.rebuild(command)
@@ -158,6 +181,11 @@ class ServerAction:
             group = admin_queries.groups_of(conn, [server_id]).get(server_id) if row is not None else None
         if row is not None:
             view = servers.detail_view(req, row, actor, group=group, single=True, basic=True)
+            # a rebuild's answer also has the key pair from 2.54 and the user data from 2.57
+            if at_least(req, 54):
+                view["key_name"] = row.get("key_name")
+            if at_least(req, 57):
+                view["user_data"] = servers.read_user_data(self._user_data, row.get("user_data"))
             resp.media = {"server": view}
 
     def _unshelve(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
@@ -276,16 +304,18 @@ def host_report(deps: Any) -> Callable[[str], dict[str, Any] | None]:
 
 
 def add_routes(
-    app: falcon.App, handlers: Handlers, max_body_bytes: int, read: ReadModel | None = None
+    app: falcon.App,
+    handlers: Handlers,
+    max_body_bytes: int,
+    read: ReadModel | None = None,
+    user_data: BlobStore | None = None,
 ) -> None:
     """The action and instance-action routes of ``/v2.1/servers/{server_id}``."""
     validators = load_validators(("servers.action",))
-    action = ServerAction(handlers, validators, max_body_bytes, read=read)
+    action = ServerAction(handlers, validators, max_body_bytes, read=read, user_data=user_data)
     app.add_route("/v2.1/servers/{server_id}/action", action)
     app.add_route("/v2.1/servers/{server_id}/os-instance-actions", InstanceActionCollection(handlers))
-    app.add_route(
-        "/v2.1/servers/{server_id}/os-instance-actions/{request_id}", InstanceActionItem(handlers)
-    )
+    app.add_route("/v2.1/servers/{server_id}/os-instance-actions/{request_id}", InstanceActionItem(handlers))
 
 
 def _accepted(resp: falcon.Response, position: int) -> None:
@@ -294,8 +324,10 @@ def _accepted(resp: falcon.Response, position: int) -> None:
 
 
 # -- os-instance-actions --------------------------------------------------------------------------
-def _action_view(action: instance_actions.InstanceAction, server_id: str) -> dict[str, Any]:
-    return {
+def _action_view(
+    req: falcon.Request, action: instance_actions.InstanceAction, server_id: str
+) -> dict[str, Any]:
+    view = {
         "action": action.action,
         "instance_uuid": server_id,
         "message": action.message,
@@ -303,11 +335,17 @@ def _action_view(action: instance_actions.InstanceAction, server_id: str) -> dic
         "request_id": action.request_id,
         "start_time": action.start_time,
         "user_id": action.user_id,
-        "updated_at": action.updated_at,
     }
+    if at_least(req, 58):
+        view["updated_at"] = action.updated_at
+    return view
 
 
-def _event_view(event: instance_actions.ActionEvent, admin: bool) -> dict[str, Any]:
+def _event_view(
+    req: falcon.Request, event: instance_actions.ActionEvent, admin: bool, project_id: str
+) -> dict[str, Any]:
+    """An action's event: the traceback and (2.62) the host for admins, the obfuscated hostId for
+    everyone (2.62), the fault's message (2.84)."""
     view: dict[str, Any] = {
         "event": event.event,
         "start_time": event.start_time,
@@ -316,6 +354,12 @@ def _event_view(event: instance_actions.ActionEvent, admin: bool) -> dict[str, A
     }
     if admin:
         view["traceback"] = event.traceback
+    if at_least(req, 62):
+        if admin:
+            view["host"] = event.host or ""
+        view["hostId"] = servers.host_id(project_id, event.host)
+    if at_least(req, 84):
+        view["details"] = event.message
     return view
 
 
@@ -324,12 +368,15 @@ class _Actions:
         self._handlers = handlers
         self._reader: history.LogReader = handlers.app.recorder  # type: ignore[assignment]
 
-    def _actions(self, req: falcon.Request, server_id: str) -> list[instance_actions.InstanceAction]:
+    def _actions(
+        self, req: falcon.Request, server_id: str
+    ) -> tuple[str, list[instance_actions.InstanceAction]]:
+        """The server's project and its actions, oldest first."""
         # 404 for another project's server; from 2.21 a deleted server's actions are still shown
         scope = auth.server_scope(req.context.actor)
-        self._handlers.instance(server_id, scope, deleted_too=at_least(req, 21))
+        inst = self._handlers.instance(server_id, scope, deleted_too=at_least(req, 21))
         entries = history.all_entries(self._reader, UUID(server_id))
-        return instance_actions.fold([e.envelope for e in entries])
+        return inst.project_id, instance_actions.fold([e.envelope for e in entries])
 
 
 class InstanceActionCollection(_Actions):
@@ -337,8 +384,30 @@ class InstanceActionCollection(_Actions):
 
     @falcon.before(policy.require("os_compute_api:os-instance-actions:list"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
-        actions = self._actions(req, server_id)
-        resp.media = {"instanceActions": [_action_view(a, server_id) for a in reversed(actions)]}
+        """Newest first; from 2.58 paged (``limit``, ``marker``: a request id) and filtered by
+        ``changes-since`` (2.66 ``changes-before``) on the action's last update."""
+        actions = list(reversed(self._actions(req, server_id)[1]))
+        limit: int | None = None
+        if at_least(req, 58):
+            limit, marker = page_params(req)
+            if marker is not None:
+                ids = [a.request_id for a in actions]
+                if marker not in ids:
+                    raise BadRequest(f"Marker {marker[:64]} could not be found.")
+                actions = actions[ids.index(marker) + 1 :]
+            since = time_param(req, "changes-since")
+            before = time_param(req, "changes-before") if at_least(req, 66) else None
+            actions = [a for a in actions if _within(a.updated_at, since, before)][:limit]
+        body: dict[str, Any] = {"instanceActions": [_action_view(req, a, server_id) for a in actions]}
+        links = next_links(
+            req,
+            f"servers/{server_id}/os-instance-actions",
+            [{"id": a.request_id} for a in actions],
+            limit or 0,
+        )
+        if links:
+            body["links"] = links
+        resp.media = body
 
 
 class InstanceActionItem(_Actions):
@@ -347,10 +416,17 @@ class InstanceActionItem(_Actions):
     @falcon.before(policy.require("os_compute_api:os-instance-actions:show"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str, request_id: str) -> None:
         actor: Actor = req.context.actor
-        found = [a for a in self._actions(req, server_id) if a.request_id == request_id]
+        project_id, actions = self._actions(req, server_id)
+        found = [a for a in actions if a.request_id == request_id]
         if not found:
             raise ItemNotFound(f"Action for request_id {request_id} on instance {server_id} not found")
         action = found[-1]
-        view = _action_view(action, server_id)
-        view["events"] = [_event_view(e, auth.is_admin(actor)) for e in reversed(action.events)]
+        view = _action_view(req, action, server_id)
+        admin = auth.is_admin(actor)
+        view["events"] = [_event_view(req, e, admin, project_id) for e in reversed(action.events)]
         resp.media = {"instanceAction": view}
+
+
+def _within(updated_at: str, since: datetime | None, before: datetime | None) -> bool:
+    when = datetime.fromisoformat(updated_at).replace(tzinfo=UTC)
+    return (since is None or when >= since) and (before is None or when <= before)

@@ -54,7 +54,9 @@ def _policy_and_rules(req: falcon.Request, spec: dict[str, Any]) -> tuple[str, d
         raise BadRequest(f"Invalid input for field/attribute server_group. '{wanted}' is a required property")
     policy = spec["policy"] if wanted == "policy" else spec["policies"][0]
     if policy.startswith("soft-") and not at_least(req, 15):
-        raise BadRequest(f"Invalid input for field/attribute policies. Value: {policy}. It needs microversion 2.15")
+        raise BadRequest(
+            f"Invalid input for field/attribute policies. Value: {policy}. It needs microversion 2.15"
+        )
     rules = {k: int(v) for k, v in (spec.get("rules") or {}).items()}
     return policy, rules
 

@@ -33,7 +33,7 @@ from jsonschema import Draft202012Validator
 from api import auth, policy
 from api.body import read_json
 from api.errors import BadRequest, ItemNotFound, ReadModelBehind, ServiceUnavailable
-from api.links import bookmark, next_links, page_params, resource_links
+from api.links import bookmark, next_links, page_params, resource_links, time_param
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
 from commands.errors import NotFound
@@ -195,9 +195,7 @@ def image_view(req: falcon.Request, row: dict[str, Any]) -> dict[str, Any] | str
     view: dict[str, Any] = {"id": image_ref, "links": bookmark(req, "images", image_ref)}
     if at_least(req, 98):
         kept = row.get("image") or {}
-        view["properties"] = {
-            k: str(kept[k]) for k in IMAGE_PROPERTIES if kept.get(k) is not None
-        }
+        view["properties"] = {k: str(kept[k]) for k in IMAGE_PROPERTIES if kept.get(k) is not None}
     return view
 
 
@@ -286,14 +284,19 @@ class ServerExtras:
         return "MAINTENANCE" if service["disabled"] else "UP"
 
     def user_data(self, filed: dict[str, Any] | None) -> str | None:
-        if not filed or self._blobs is None:
-            return None
-        blob = filed.get("id") or filed.get("sha256")  # rows projected before version 5: "sha256"
-        try:
-            return base64.b64encode(self._blobs.get(str(blob))).decode()
-        except StoreError as e:  # an API node without the blob (e.g. no shared data directory)
-            log.warning("user data %s not shown: %s", blob, e)
-            return None
+        return read_user_data(self._blobs, filed)
+
+
+def read_user_data(blobs: BlobStore | None, filed: dict[str, Any] | None) -> str | None:
+    """The user data filed at ``filed``, base64 as Nova shows it (None if there is none)."""
+    if not filed or blobs is None:
+        return None
+    blob = filed.get("id") or filed.get("sha256")  # rows projected before version 5: "sha256"
+    try:
+        return base64.b64encode(blobs.get(str(blob))).decode()
+    except StoreError as e:  # an API node without the blob (e.g. no shared data directory)
+        log.warning("user data %s not shown: %s", blob, e)
+        return None
 
 
 def addresses_view(ports: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -454,7 +457,7 @@ class ServerCollection(_Servers):
             idempotency_key=key,
             description=server.get("description"),
             key_name=server.get("key_name"),
-            user_data=self._stored_user_data(server.get("user_data")),
+            user_data=store_user_data(self._user_data, server.get("user_data")),
             networks=_networks(server.get("networks", "auto")),
             tags=tuple(server.get("tags", ())),
             count=max_count,
@@ -480,25 +483,6 @@ class ServerCollection(_Servers):
         links = resource_links(req, "servers", result.id)
         resp.location = links[0]["href"]
         resp.media = {"server": {"id": result.id, "links": links, "OS-DCF:diskConfig": command.disk_config}}
-
-    def _stored_user_data(self, encoded: str | None) -> dict[str, Any] | None:
-        """Decode and file the user data; the command carries only where it is filed (it may hold secrets)."""
-        if encoded is None:
-            return None
-        try:
-            data = base64.b64decode(encoded, validate=True)
-        except (binascii.Error, ValueError):
-            # Never echo the value: user data often carries secrets.
-            raise BadRequest(
-                "Invalid input for field/attribute user_data. The value is not valid base64."
-            ) from None
-        if self._user_data is None:
-            raise BadRequest("This deployment does not accept user_data.")
-        try:
-            blob = self._user_data.put(data)
-        except StoreError as e:
-            raise ServiceUnavailable("User data cannot be stored right now; retry.") from e
-        return {"id": blob, "size": len(data)}
 
     def _check_zone(self, req: falcon.Request, zone: str | None) -> None:
         """A zone must be one that hosts are in, or that a host aggregate defines (Nova: 400)."""
@@ -560,7 +544,7 @@ class ServerItem(_Servers):
         """Rename the server or change its description; the answer is the server after the change."""
         actor: Actor = req.context.actor
         changes = read_json(req, self._validators["servers.update"], self._max_body)["server"]
-        _refuse_before(req, changes, {"description": 19})
+        refuse_before(req, changes, {"description": 19})
         command = UpdateServer(
             server_id,
             auth.server_scope(actor),
@@ -599,7 +583,7 @@ _DESCRIBED = {"accessIPv4": "access_ip_v4", "accessIPv6": "access_ip_v6", "OS-DC
 def _described(req: falcon.Request, body: dict[str, Any], *, defaults: bool = True) -> dict[str, Any]:
     """The access addresses, disk configuration and hostname a create or update carries, as the
     command's fields (the IPv6 address canonical, as Nova stores it); with ``defaults``, all of them."""
-    _refuse_before(req, body, {"hostname": 90})
+    refuse_before(req, body, {"hostname": 90})
     fields: dict[str, Any] = {}
     for key, name in _DESCRIBED.items():
         if key in body:
@@ -609,12 +593,44 @@ def _described(req: falcon.Request, body: dict[str, Any], *, defaults: bool = Tr
         if not at_least(req, 94) and (len(hostname) > 63 or not _HOSTNAME_290.match(hostname)):
             raise BadRequest(
                 f"Invalid input for field/attribute hostname. Value: {hostname[:64]}. "
-                "Before microversion 2.94 a hostname is 2 to 63 letters, digits and dashes (2.94 allows an FQDN)."
+                "Before microversion 2.94 a hostname is 2 to 63 letters, digits and dashes "
+                "(2.94 allows an FQDN)."
             )
         fields["hostname"] = hostname
     if defaults:
-        fields = {"access_ip_v4": None, "access_ip_v6": None, "disk_config": DISK_CONFIG, "hostname": None, **fields}
+        fields = {
+            "access_ip_v4": None,
+            "access_ip_v6": None,
+            "disk_config": DISK_CONFIG,
+            "hostname": None,
+            **fields,
+        }
     return fields
+
+
+def store_user_data(blobs: BlobStore | None, encoded: str | None) -> dict[str, Any] | None:
+    """Decode and file user data; commands carry only where it is filed (it may hold secrets)."""
+    if encoded is None:
+        return None
+    try:
+        data = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        # Never echo the value: user data often carries secrets.
+        raise BadRequest(
+            "Invalid input for field/attribute user_data. The value is not valid base64."
+        ) from None
+    if blobs is None:
+        raise BadRequest("This deployment does not accept user_data.")
+    try:
+        blob = blobs.put(data)
+    except StoreError as e:
+        raise ServiceUnavailable("User data cannot be stored right now; retry.") from e
+    return {"id": blob, "size": len(data)}
+
+
+def described(req: falcon.Request, body: dict[str, Any]) -> dict[str, Any]:
+    """An update's or a rebuild's described fields (``_described`` without defaults)."""
+    return _described(req, body, defaults=False)
 
 
 def _groups(req: falcon.Request, conn: Any, rows: list[dict[str, Any]]) -> dict[str, str]:
@@ -624,12 +640,14 @@ def _groups(req: falcon.Request, conn: Any, rows: list[dict[str, Any]]) -> dict[
     return admin_queries.groups_of(conn, [str(r["id"]) for r in rows])
 
 
-def _refuse_before(req: falcon.Request, body: dict[str, Any], since: dict[str, int]) -> None:
+def refuse_before(
+    req: falcon.Request, body: dict[str, Any], since: dict[str, int], name: str = "server"
+) -> None:
     """A field a later microversion introduced is unknown at the requested one (Nova: 400)."""
     for field, minor in since.items():
         if field in body and not at_least(req, minor):
             raise BadRequest(
-                f"Invalid input for field/attribute server. Additional properties are not allowed "
+                f"Invalid input for field/attribute {name}. Additional properties are not allowed "
                 f"('{field}' was unexpected; it needs microversion 2.{minor})"
             )
 
@@ -637,7 +655,7 @@ def _refuse_before(req: falcon.Request, body: dict[str, Any], since: dict[str, i
 def _check_create_version(req: falcon.Request, server: dict[str, Any]) -> None:
     """What a create may carry at its microversion: ``description`` from 2.19, ``tags`` from 2.52,
     and from 2.37 ``networks`` is required and may be ``auto`` or ``none`` (before: a list)."""
-    _refuse_before(req, server, {"description": 19, "tags": 52})
+    refuse_before(req, server, {"description": 19, "tags": 52})
     networks = server.get("networks")
     if at_least(req, 37):
         if networks is None:
@@ -685,15 +703,9 @@ def _image_ref(server: dict[str, Any]) -> str:
 def _field_filters(req: falcon.Request) -> dict[str, Any]:
     """Nova's list filters on a server's own fields: ``changes-since``, ``tags``, ``ip``, reservations."""
     filters: dict[str, Any] = {}
-    since = req.get_param("changes-since")
+    since = time_param(req, "changes-since")
     if since is not None:
-        try:
-            when = datetime.fromisoformat(since.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise BadRequest(
-                f"Invalid input for query parameters changes-since. Value: {since[:64]}."
-            ) from None
-        filters["changes_since"] = when if when.tzinfo else when.replace(tzinfo=UTC)
+        filters["changes_since"] = since
     for param, key in (
         ("tags", "tags"),
         ("tags-any", "tags_any"),

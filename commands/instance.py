@@ -30,10 +30,14 @@ _V2_DEFAULTS: dict[str, Any] = {
 MAX_TAGS = 50
 # Where a placed server's guest may be spawned: a new server, or a shelved one the scheduler placed.
 _SPAWNABLE = (VmState.BUILDING, VmState.SHELVED_OFFLOADED)
+
+
 def check_metadata_items(total: int, limit: int) -> None:
     """A server may hold ``limit`` metadata items (-1: any number)."""
     if 0 <= limit < total:
         raise QuotaExceeded(f"Quota exceeded for metadata_items: Requested {total}, but the limit is {limit}")
+
+
 # Nova's migration types: a resize changes the flavor, a (cold) migration only the host.
 RESIZE = "resize"
 MIGRATION = "migration"
@@ -274,9 +278,11 @@ class Instance(Aggregate):
         """Rename the server, change its description, and set any of ``fields``
         (``access_ip_v4``, ``access_ip_v6``, ``hostname``, ``disk_config``): ``PUT /servers/{id}``."""
         self._ensure_exists()
-        new = {
+        new: dict[str, Any] = {
             "name": self.name if name is None else name,
-            "description": None if clear_description else (description if description is not None else self.description),
+            "description": None
+            if clear_description
+            else (description if description is not None else self.description),
             "access_ip_v4": self.access_ip_v4,
             "access_ip_v6": self.access_ip_v6,
             "hostname": self.hostname,
@@ -444,6 +450,24 @@ class Instance(Aggregate):
     def _image_changed(self, image_ref: str, image: dict[str, Any] | None) -> None:
         self.image_ref = image_ref
         self.image = image
+
+    def change_boot_data(
+        self, key: tuple[str | None, str | None] | None, user_data: tuple[dict[str, Any] | None] | None
+    ) -> None:
+        """A rebuild's new key pair (2.54: ``(name, public key)``, or ``(None, None)`` to drop it)
+        and user data (2.57: where it is filed, or None to drop it); None leaves either as it was."""
+        key_name, key_data = key if key is not None else (self.key_name, self.key_data)
+        filed = user_data[0] if user_data is not None else self.user_data
+        if (key_name, key_data, filed) != (self.key_name, self.key_data, self.user_data):
+            self._boot_data_changed(key_name, key_data, filed)
+
+    @event("BootDataChanged")
+    def _boot_data_changed(
+        self, key_name: str | None, key_data: str | None, user_data: dict[str, Any] | None
+    ) -> None:
+        self.key_name = key_name
+        self.key_data = key_data
+        self.user_data = user_data
 
     def _ensure_under_way(self, key: str) -> None:
         self._ensure_exists()

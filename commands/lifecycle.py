@@ -9,7 +9,8 @@ is refused by the guard (409) instead of being half-applied.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
@@ -38,6 +39,16 @@ class RebuildServer:
     project_id: str | None  # the caller's scope (None: an admin acting on any project's server)
     image_ref: str
     admin: bool = False
+    # What else a rebuild may change: name, description, metadata (replaced), the described fields
+    # (Instance.update), the key pair (2.54; "" drops it) and the user data (2.57; a 1-tuple, None drops it).
+    name: str | None = None
+    description: str | None = None
+    clear_description: bool = False
+    metadata: dict[str, str] | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    key_name: str | None = None
+    user_data: tuple[dict[str, Any] | None] | None = None
+    user_id: str = ""  # whose key pair ``key_name`` names
 
 
 @dataclass(frozen=True)
@@ -104,6 +115,18 @@ class LifecycleHandlers:
             ram, disk = int(inst.flavor["ram"]), int(inst.flavor["disk"])
             image = self._h.bootable_image(cmd.image_ref, scope, ram, disk)
             inst.rebuild(image.image_id, image.boot_snapshot(), admin=cmd.admin)
+            inst.update(cmd.name, cmd.description, clear_description=cmd.clear_description, fields=cmd.fields)
+            if cmd.metadata is not None:
+                inst.update_metadata(
+                    cmd.metadata, replace=True, limit=self._h.limits(inst.project_id)["metadata_items"]
+                )
+            key: tuple[str | None, str | None] | None = None
+            if cmd.key_name == "":
+                key = (None, None)
+            elif cmd.key_name is not None:
+                keypair = self._h._server_keypair(cmd.user_id, cmd.key_name)
+                key = (keypair.name, keypair.public_key)
+            inst.change_boot_data(key, cmd.user_data)
             return Result(cmd.server_id, self._h._save(inst))
 
         return self._h._retrying(decide)

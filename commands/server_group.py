@@ -63,7 +63,9 @@ class ServerGroup(Aggregate):
         if set(rules) - {"max_server_per_host"} or (
             limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1)
         ):
-            raise InvalidInput("Invalid input for field/attribute rules: max_server_per_host, a positive integer")
+            raise InvalidInput(
+                "Invalid input for field/attribute rules: max_server_per_host, a positive integer"
+            )
         return cls(name=name, project_id=project_id, user_id=user_id, policy=policy, rules=rules)
 
     def ensure_visible(self, project_id: str | None) -> None:

@@ -15,7 +15,7 @@ import psycopg
 from psycopg import sql
 
 from projections import usage_queries
-from projections.queries import _as_uuid, _fetchall, _fetchone
+from projections.queries import MarkerNotFound, _as_uuid, _fetchall, _fetchone
 from projections.schema import LIVE_SCHEMA
 
 Row = dict[str, Any]
@@ -179,11 +179,19 @@ def list_migrations(
     status: str | None = None,
     host: str | None = None,
     migration_type: str | None = None,
+    user_id: str | None = None,
+    changed_since: datetime | None = None,
+    changed_before: datetime | None = None,
+    limit: int | None = None,
+    marker: UUID | None = None,
 ) -> list[Row]:
+    """Migrations newest first; ``marker`` (a migration's uuid) pages after it (``MarkerNotFound``
+    if there is none such); ``changed_since``/``changed_before`` bound ``updated_at``."""
     where: list[sql.Composable] = []
     params: list[Any] = []
     for column, value in (
         ("project_id", project_id),
+        ("user_id", user_id),
         ("instance_uuid", instance_uuid),
         ("status", status),
         ("migration_type", migration_type),
@@ -194,9 +202,26 @@ def list_migrations(
     if host is not None:
         where.append(sql.SQL("(source_compute = %s OR dest_compute = %s)"))
         params.extend((host, host))
+    if changed_since is not None:
+        where.append(sql.SQL("updated_at >= %s"))
+        params.append(changed_since)
+    if changed_before is not None:
+        where.append(sql.SQL("updated_at <= %s"))
+        params.append(changed_before)
+    if marker is not None:
+        found = _fetchone(
+            conn, sql.SQL("SELECT created_at, number FROM {}.migrations WHERE id = %s").format(_S), [marker]
+        )
+        if found is None:
+            raise MarkerNotFound(str(marker))
+        where.append(sql.SQL("(created_at, number) < (%s, %s)"))
+        params.extend((found["created_at"], found["number"]))
     query = sql.SQL("SELECT * FROM {}.migrations {} ORDER BY created_at DESC, number DESC").format(
         _S, sql.SQL("WHERE ") + sql.SQL(" AND ").join(where) if where else sql.SQL("")
     )
+    if limit is not None:
+        query = query + sql.SQL(" LIMIT %s")
+        params.append(limit)
     return _fetchall(conn, query, params)
 
 

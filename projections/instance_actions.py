@@ -33,6 +33,8 @@ class ActionEvent:
     finish_time: str | None = None
     result: str | None = None
     traceback: str | None = None  # the fault's details, for admins
+    message: str | None = None  # the fault's message (Nova's 2.84 ``details``), for everyone
+    host: str | None = None  # where it ran: the server's host then (None before it had one)
 
 
 @dataclass
@@ -67,8 +69,10 @@ def _data(envelope: Envelope) -> dict[str, Any]:
 
 def nova_time(rfc3339: str) -> str:
     """Nova prints action times as naive ISO 8601 in UTC with microseconds."""
-    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).replace(tzinfo=None).isoformat(
-        timespec="microseconds"
+    return (
+        datetime.fromisoformat(rfc3339.replace("Z", "+00:00"))
+        .replace(tzinfo=None)
+        .isoformat(timespec="microseconds")
     )
 
 
@@ -94,8 +98,11 @@ def fold(envelopes: list[Envelope]) -> list[InstanceAction]:
     """The actions of one server, oldest first, from its events in log order."""
     actions: list[InstanceAction] = []
     by_correlation: dict[str, InstanceAction] = {}
+    host: str | None = None
     for env in envelopes:
         kind, data, when = _type(env), _data(env), nova_time(env.time)
+        if isinstance(data.get("host"), str):
+            host = data["host"]
         name = _STARTERS.get(kind)
         if kind == "actionrequested":
             name = ACTIONS[data["action"]].name
@@ -106,13 +113,22 @@ def fold(envelopes: list[Envelope]) -> list[InstanceAction]:
             actions.append(action)
             by_correlation[env.correlationid or env.requestid] = action
             _started(action, kind, data, when)
+            _at(action, host)
             continue
         found = by_correlation.get(env.correlationid)
         if found is None:
             continue  # not caused by a user's request (none such yet): no action to file it under
         found.updated_at = when
         _progressed(found, kind, data, when)
+        _at(found, host)
     return actions
+
+
+def _at(action: InstanceAction, host: str | None) -> None:
+    """Events that have no host yet ran where the server is now (its first, at its placement)."""
+    for event in action.events:
+        if event.host is None:
+            event.host = host
 
 
 def _started(action: InstanceAction, kind: str, data: dict[str, Any], when: str) -> None:
@@ -147,9 +163,15 @@ def _progressed(action: InstanceAction, kind: str, data: dict[str, Any], when: s
     elif kind in ("faulted", "actionfailed", "migrationfailed", "unshelvefailed"):
         details = str(data.get("details") or data.get("message") or "")
         for event in action.events:
-            _finish(event, when, ERROR, details)
+            _finish(event, when, ERROR, details, str(data.get("message") or "") or None)
 
 
-def _finish(event: ActionEvent | None, when: str, result: str, traceback: str | None = None) -> None:
+def _finish(
+    event: ActionEvent | None,
+    when: str,
+    result: str,
+    traceback: str | None = None,
+    message: str | None = None,
+) -> None:
     if event is not None and event.finish_time is None:
-        event.finish_time, event.result, event.traceback = when, result, traceback
+        event.finish_time, event.result, event.traceback, event.message = when, result, traceback, message

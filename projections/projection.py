@@ -85,6 +85,7 @@ InstanceActionFailed: type = Instance.ActionFailed  # type: ignore[attr-defined]
 InstancePowerStateSynced: type = Instance.PowerStateSynced  # type: ignore[attr-defined]
 InstanceLocked: type = Instance.Locked  # type: ignore[attr-defined]
 InstanceImageChanged: type = Instance.ImageChanged  # type: ignore[attr-defined]
+InstanceBootDataChanged: type = Instance.BootDataChanged  # type: ignore[attr-defined]
 InstanceOffloaded: type = Instance.Offloaded  # type: ignore[attr-defined]
 InstanceUnshelveRequested: type = Instance.UnshelveRequested  # type: ignore[attr-defined]
 InstanceUnlocked: type = Instance.Unlocked  # type: ignore[attr-defined]
@@ -319,8 +320,8 @@ class ReadModels(Projection[ReadModelView]):
         InstanceDeletionRequested, InstanceDeleted,
         InstanceUpdated, InstanceMetadataUpdated, InstanceTagsUpdated,
         InstanceActionRequested, InstanceActionFinished, InstanceActionFailed, InstancePowerStateSynced,
-        InstanceLocked, InstanceUnlocked, InstanceImageChanged, InstanceOffloaded, InstanceUnshelveRequested,
-        InstanceUnshelveFailed,
+        InstanceLocked, InstanceUnlocked, InstanceImageChanged, InstanceBootDataChanged, InstanceOffloaded,
+        InstanceUnshelveRequested, InstanceUnshelveFailed,
         *migrations.INSTANCE_EVENTS,
         HostRegistered, HostInstanceClaimed, HostInstanceReleased, *migrations.HOST_EVENTS,
         FlavorCreated, FlavorDeleted,
@@ -436,6 +437,10 @@ class ReadModels(Projection[ReadModelView]):
     @process_event.register(InstanceImageChanged)
     def _(self, e: Any, tracking: Tracking) -> None:
         self._instance(apply.instance_image_changed, e, tracking)
+
+    @process_event.register(InstanceBootDataChanged)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_boot_data_changed, e, tracking)
 
     @process_event.register(InstanceLocked)
     def _(self, e: Any, tracking: Tracking) -> None:

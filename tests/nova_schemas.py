@@ -88,9 +88,10 @@ def _aliases(client: str) -> tuple[ast.Module, dict[str, str]]:
     tree = ast.parse(source.read_text())
     aliases: dict[str, str] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(_PACKAGE):
-            for name in node.names:
-                aliases[name.asname or name.name] = f"{node.module.removeprefix(_PACKAGE)}.{name.name}"
+        module = node.module if isinstance(node, ast.ImportFrom) else None
+        if module and module.startswith(_PACKAGE):
+            for name in node.names:  # type: ignore[attr-defined]
+                aliases[name.asname or name.name] = f"{module.removeprefix(_PACKAGE)}.{name.name}"
     return tree, aliases
 
 

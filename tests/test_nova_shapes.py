@@ -13,9 +13,12 @@ from typing import Any
 
 import pytest
 
-from commands.handlers import PlaceInstance, RegisterHost
+from commands.handlers import FinishSpawning, PlaceInstance, RegisterHost, StartSpawning
+from commands.lifecycle import FinishAction, LifecycleHandlers
+from commands.states import PowerState
 from tests import nova_schemas
-from tests.test_api import ADMIN, P1, Stack, api_settings, projector, stack
+from tests.test_api import ADMIN, P1, Stack, projector, stack
+from tests.test_api_catalog import api_settings, ssh_public_key, upload
 
 __all__ = ["api_settings", "projector", "stack"]  # fixtures used below
 
@@ -89,7 +92,9 @@ def test_flavor_bodies_at_every_microversion(stack: Stack) -> None:
             spec["description"] = "small"
         created = stack.request("POST", "/v2.1/flavors", at(stack, ADMIN, version), json={"flavor": spec})
         client = "flavors_client"
-        nova_schemas.check(client, "create_update_get_flavor_details", version, created.status_code, created.json)
+        nova_schemas.check(
+            client, "create_update_get_flavor_details", version, created.status_code, created.json
+        )
         after = _position(created)
         shown = stack.get(f"/v2.1/flavors/f{n}", at(stack, P1, version, after))
         nova_schemas.check(client, "create_update_get_flavor_details", version, shown.status_code, shown.json)
@@ -102,9 +107,13 @@ def test_flavor_bodies_at_every_microversion(stack: Stack) -> None:
     described = stack.request(
         "PUT", "/v2.1/flavors/f1", at(stack, ADMIN, "2.61"), json={"flavor": {"description": "changed"}}
     )
-    nova_schemas.check(client, "create_update_get_flavor_details", "2.61", described.status_code, described.json)
+    nova_schemas.check(
+        client, "create_update_get_flavor_details", "2.61", described.status_code, described.json
+    )
     assert described.json["flavor"]["description"] == "changed"
-    refused = stack.request("PUT", "/v2.1/flavors/f1", at(stack, ADMIN, "2.54"), json={"flavor": {"description": "x"}})
+    refused = stack.request(
+        "PUT", "/v2.1/flavors/f1", at(stack, ADMIN, "2.54"), json={"flavor": {"description": "x"}}
+    )
     assert refused.status_code == 404  # the route is there from 2.55
     latest = stack.get("/v2.1/flavors/f1", at(stack, P1, "2.102")).json["flavor"]
     assert "rxtx_factor" not in latest and "OS-FLV-DISABLED:disabled" not in latest
@@ -116,12 +125,18 @@ def test_flavor_bodies_at_every_microversion(stack: Stack) -> None:
 
 def test_flavor_filters_and_sorting(stack: Stack) -> None:
     for fid, ram, disk in (("a", 64, 1), ("b", 128, 5), ("c", 256, 10)):
-        r = stack.request("POST", "/v2.1/flavors", json={"flavor": {"name": fid, "ram": ram, "vcpus": 1, "disk": disk, "id": fid}})
+        r = stack.request(
+            "POST",
+            "/v2.1/flavors",
+            json={"flavor": {"name": fid, "ram": ram, "vcpus": 1, "disk": disk, "id": fid}},
+        )
         after = _position(r)
+
     def ids(query: str) -> list[str]:
         r = stack.get(f"/v2.1/flavors/detail?{query}", at(stack, P1, "2.1", after))
         assert r.status_code == 200, r.text
         return [f["id"] for f in r.json["flavors"]]
+
     assert ids("minRam=128") == ["b", "c"]
     assert ids("minDisk=6") == ["c"]
     assert ids("sort_key=memory_mb&sort_dir=desc") == ["c", "b", "a"]
@@ -133,10 +148,16 @@ def test_server_group_bodies_at_every_microversion(stack: Stack) -> None:
     client = "server_groups_client"
     for version in [*nova_schemas.boundaries(client), "2.15"]:
         if _minor(version) >= 64:
-            spec: dict[str, Any] = {"name": "g", "policy": "anti-affinity", "rules": {"max_server_per_host": 2}}
+            spec: dict[str, Any] = {
+                "name": "g",
+                "policy": "anti-affinity",
+                "rules": {"max_server_per_host": 2},
+            }
         else:
             spec = {"name": "g", "policies": ["soft-affinity" if _minor(version) >= 15 else "affinity"]}
-        created = stack.request("POST", "/v2.1/os-server-groups", at(stack, P1, version), json={"server_group": spec})
+        created = stack.request(
+            "POST", "/v2.1/os-server-groups", at(stack, P1, version), json={"server_group": spec}
+        )
         nova_schemas.check(client, "create_show_server_group", version, created.status_code, created.json)
         gid, after = created.json["server_group"]["id"], _position(created)
         if _minor(version) >= 64:
@@ -153,9 +174,13 @@ def test_server_group_bodies_at_every_microversion(stack: Stack) -> None:
     new = {"server_group": {"name": "g", "policy": "affinity"}}
     assert stack.request("POST", "/v2.1/os-server-groups", at(stack, P1, "2.63"), json=new).status_code == 400
     soft = {"server_group": {"name": "g", "policies": ["soft-affinity"]}}
-    assert stack.request("POST", "/v2.1/os-server-groups", at(stack, P1, "2.14"), json=soft).status_code == 400
+    assert (
+        stack.request("POST", "/v2.1/os-server-groups", at(stack, P1, "2.14"), json=soft).status_code == 400
+    )
     ruled = {"server_group": {"name": "g", "policy": "affinity", "rules": {"max_server_per_host": 2}}}
-    assert stack.request("POST", "/v2.1/os-server-groups", at(stack, P1, "2.64"), json=ruled).status_code == 400
+    assert (
+        stack.request("POST", "/v2.1/os-server-groups", at(stack, P1, "2.64"), json=ruled).status_code == 400
+    )
 
 
 def test_described_fields_are_kept_and_changed(stack: Stack, server: tuple[str, int]) -> None:
@@ -175,3 +200,101 @@ def test_described_fields_are_kept_and_changed(stack: Stack, server: tuple[str, 
     fqdn = {"server": {"hostname": "web-1.example.org"}}
     assert stack.request("PUT", f"/v2.1/servers/{sid}", at(stack, P1, "2.93"), json=fqdn).status_code == 400
     assert stack.request("PUT", f"/v2.1/servers/{sid}", at(stack, P1, "2.94"), json=fqdn).status_code == 200
+
+
+@pytest.mark.parametrize("who", [ADMIN, P1])
+def test_instance_actions_at_every_microversion(stack: Stack, server: tuple[str, int], who: str) -> None:
+    sid, after = server
+    for version in nova_schemas.boundaries("servers_client"):
+        listed = stack.get(f"/v2.1/servers/{sid}/os-instance-actions", at(stack, who, version, after))
+        nova_schemas.check(
+            "servers_client", "list_instance_actions", version, listed.status_code, listed.json
+        )
+        request_id = listed.json["instanceActions"][-1]["request_id"]
+        shown = stack.get(
+            f"/v2.1/servers/{sid}/os-instance-actions/{request_id}", at(stack, who, version, after)
+        )
+        nova_schemas.check("servers_client", "show_instance_action", version, shown.status_code, shown.json)
+    actions = listed.json["instanceActions"]
+    assert [a["action"] for a in actions] == ["lock", "create"]  # newest first
+    paged = stack.get(f"/v2.1/servers/{sid}/os-instance-actions?limit=1", at(stack, who, "2.58", after)).json
+    assert [a["action"] for a in paged["instanceActions"]] == ["lock"] and paged["links"][0]["rel"] == "next"
+    marker = paged["instanceActions"][0]["request_id"]
+    rest = stack.get(
+        f"/v2.1/servers/{sid}/os-instance-actions?marker={marker}", at(stack, who, "2.58", after)
+    )
+    assert [a["action"] for a in rest.json["instanceActions"]] == ["create"]
+
+
+def test_migration_bodies_at_every_microversion(stack: Stack, server: tuple[str, int]) -> None:
+    sid, _ = server
+    stack.handlers.start_spawning(StartSpawning(sid, "cmp-contract"))
+    stack.handlers.finish_spawning(FinishSpawning(sid, PowerState.RUNNING))
+    stack.handlers.register_host(RegisterHost("cmp-other", vcpus=8, memory_mb=16384, disk_gb=100))
+    moved = stack.request(
+        "POST",
+        f"/v2.1/servers/{sid}/action",
+        at(stack, ADMIN, "2.56"),
+        json={"migrate": {"host": "cmp-other"}},
+    )
+    assert moved.status_code == 202, moved.text
+    after = _position(moved)
+    client = "migrations_client"
+    for version in nova_schemas.boundaries(client):
+        listed = stack.get("/v2.1/os-migrations", at(stack, ADMIN, version, after))
+        nova_schemas.check(client, "list_migrations", version, listed.status_code, listed.json)
+        (migration,) = listed.json["migrations"]
+        assert migration["dest_compute"] in ("cmp-other", None) and migration["instance_uuid"] == sid
+    assert (
+        "uuid" not in stack.get("/v2.1/os-migrations", at(stack, ADMIN, "2.58", after)).json["migrations"][0]
+    )
+    p1 = stack.project_id("p1")
+    assert (
+        len(
+            stack.get(f"/v2.1/os-migrations?project_id={p1}", at(stack, ADMIN, "2.80", after)).json[
+                "migrations"
+            ]
+        )
+        == 1
+    )
+    assert (
+        stack.get("/v2.1/os-migrations?project_id=other", at(stack, ADMIN, "2.80", after)).json["migrations"]
+        == []
+    )
+    assert stack.get("/v2.1/os-migrations?bogus=1", at(stack, ADMIN, "2.59", after)).status_code == 400
+    paged = stack.get("/v2.1/os-migrations?limit=1", at(stack, ADMIN, "2.59", after)).json
+    assert paged["migrations_links"][0]["rel"] == "next"
+    marker = paged["migrations"][0]["uuid"]
+    assert (
+        stack.get(f"/v2.1/os-migrations?marker={marker}", at(stack, ADMIN, "2.59", after)).json["migrations"]
+        == []
+    )
+
+
+def test_rebuild_bodies_and_what_a_rebuild_changes(stack: Stack, server: tuple[str, int]) -> None:
+    """The rebuild's answer at every microversion; a rebuild changes the name, metadata and
+    described fields, from 2.54 the key pair and from 2.57 the user data (before: 400)."""
+    sid, _ = server
+    image = upload(stack, b"disk", ADMIN, visibility="public")["id"]
+    key = {"keypair": {"name": "k", "public_key": ssh_public_key()}}
+    assert stack.request("POST", "/v2.1/os-keypairs", P1, json=key).status_code in (200, 201)
+    stack.handlers.start_spawning(StartSpawning(sid, "cmp-contract"))
+    stack.handlers.finish_spawning(FinishSpawning(sid, PowerState.RUNNING))
+    assert stack.request("POST", f"/v2.1/servers/{sid}/action", P1, json={"unlock": None}).status_code == 202
+    lifecycle = LifecycleHandlers(stack.handlers)
+    for version in nova_schemas.boundaries("servers_client"):
+        spec: dict[str, Any] = {"imageRef": image, "name": f"rebuilt-{version}", "metadata": {"v": version}}
+        if _minor(version) >= 54:
+            spec["key_name"] = "k"
+        if _minor(version) >= 57:
+            spec["user_data"] = base64.b64encode(b"again").decode()
+        r = stack.request("POST", f"/v2.1/servers/{sid}/action", at(stack, P1, version), json={"rebuild": spec})
+        nova_schemas.check("servers_client", "rebuild_server", version, r.status_code, r.json)
+        assert r.json["server"]["name"] == f"rebuilt-{version}" and r.json["server"]["metadata"] == {"v": version}
+        lifecycle.finish_action(FinishAction(sid, "rebuild", PowerState.RUNNING))
+    shown = stack.get(f"/v2.1/servers/{sid}", at(stack, ADMIN, "2.57", _position(r))).json["server"]
+    assert shown["key_name"] == "k" and shown["OS-EXT-SRV-ATTR:user_data"] == base64.b64encode(b"again").decode()
+    for version, field in (("2.53", "key_name"), ("2.56", "user_data")):
+        spec = {"imageRef": image, field: "k" if field == "key_name" else "YQ=="}
+        r = stack.request("POST", f"/v2.1/servers/{sid}/action", at(stack, P1, version), json={"rebuild": spec})
+        assert r.status_code == 400 and field in r.text, r.text
