@@ -23,7 +23,18 @@ import falcon
 import falcon.media
 import psycopg_pool
 
-from api import audit, compute_admin, errors, flavors, hypervisors, identity, positions, servers, versions
+from api import (
+    audit,
+    compute_admin,
+    errors,
+    extensions,
+    flavors,
+    hypervisors,
+    identity,
+    positions,
+    servers,
+    versions,
+)
 from api import catalog as catalog_api
 from api.auth import Authenticator
 from api.body import MAX_BODY_BYTES, load_validators
@@ -106,6 +117,7 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1/flavors/detail", flavors.FlavorDetailCollection(*flavor_args))
     app.add_route("/v2.1/flavors/{flavor_id}", flavors.FlavorItem(*flavor_args))
     hypervisors.add_routes(app, read, alive, hypervisors.host_reports(deps))
+    extensions.add_routes(app)
     image_limits = ImageLimits(deps.settings.image_count_total, deps.settings.image_size_total_mb)
     catalog_api.add_routes(
         app, deps.handlers, read, deps.settings.data_dir, deps.max_body_bytes, image_limits
@@ -205,7 +217,6 @@ class LazyApp:
                 atexit.register(close)
                 self._app = app
             return self._app
-
 
     def _extend(self, app: falcon.App, deps: Deps) -> None:
         """Routes a variant of the API adds to the composed app (``api.watch``); none here."""

@@ -37,6 +37,7 @@ REQUEST_SCHEMAS = (
     "aggregates.create",
     "aggregates.update",
     "aggregates.action",
+    "aggregates.images",
     "server_groups.create",
     "quota_sets.update",
 )
@@ -68,6 +69,7 @@ def add_routes(
     app.add_route(f"{v}/os-aggregates", zones.Aggregates(*args))
     app.add_route(f"{v}/os-aggregates/{{aggregate_id}}", zones.Aggregate(*args))
     app.add_route(f"{v}/os-aggregates/{{aggregate_id}}/action", zones.AggregateAction(*args))
+    app.add_route(f"{v}/os-aggregates/{{aggregate_id}}/images", zones.AggregateImages(*args))
     app.add_route(f"{v}/os-server-groups", server_groups.ServerGroups(*args))
     app.add_route(f"{v}/os-server-groups/{{group_id}}", server_groups.ServerGroup(*args))
     app.add_route(f"{v}/os-quota-sets/{{project_id}}", quotas.QuotaSet(*args))
