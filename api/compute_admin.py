@@ -34,6 +34,7 @@ REQUEST_SCHEMAS = (
     "services.enable",
     "services.disable_log_reason",
     "services.force_down",
+    "services.update",
     "aggregates.create",
     "aggregates.update",
     "aggregates.action",
@@ -61,7 +62,8 @@ def add_routes(
     app.add_route(f"{v}/flavors/{{flavor_id}}/os-flavor-access", flavor_extras.FlavorAccess(*args))
     app.add_route(f"{v}/flavors/{{flavor_id}}/action", flavor_extras.FlavorAction(*args))
     app.add_route(f"{v}/os-services", services.Services(read, liveness=liveness, schedulers=schedulers))
-    app.add_route(f"{v}/os-services/{{action}}", services.ServiceAction(ops, validators, max_body_bytes))
+    service = services.ServiceAction(ops, validators, max_body_bytes, read, liveness=liveness)
+    app.add_route(f"{v}/os-services/{{action}}", service)
     app.add_route(f"{v}/os-availability-zone", zones.AvailabilityZones(read, detail=False, liveness=liveness))
     app.add_route(
         f"{v}/os-availability-zone/detail", zones.AvailabilityZones(read, detail=True, liveness=liveness)
