@@ -24,7 +24,13 @@ import pytest
 
 from commands.handlers import RegisterHost
 from tests.test_api import ADMIN, P1, Stack, api_settings, assert_fault, projector, stack
-from tests.test_compute_admin import alive, written
+from tests.test_compute_admin import alive
+
+
+def written(r: Any) -> int:
+    assert r.status_code in (200, 201, 202, 204), (r.status_code, r.text)
+    return int(r.headers["X-Stratus-Position"])
+
 
 __all__ = ["api_settings", "projector", "stack"]  # fixtures used by the tests below
 
@@ -232,3 +238,67 @@ def test_hosts_with_a_blank_zone_and_usage_without_tenant(stack: Stack, schemas:
     assert stack.get("/v2.1/os-hosts?zone=elsewhere").json == {"hosts": []}
     assert_fault(stack.get("/v2.1/os-simple-tenant-usage/?start=2026-01-01T00:00:00"), 404, "itemNotFound")
     assert stack.get("/v2.1/os-simple-tenant-usage?start=2026-01-01T00:00:00").status_code == 200
+
+
+# -- key pairs ------------------------------------------------------------------------------------
+def test_keypairs_per_microversion(stack: Stack, schemas: Any) -> None:
+    v21, v22 = schemas("v2_1", "keypairs"), schemas("v2_2", "keypairs")
+    r = stack.request("POST", "/v2.1/os-keypairs", P1, json={"keypair": {"name": "k-21"}})
+    conforms(r, v21.create_keypair)
+    shown = conforms(stack.get("/v2.1/os-keypairs/k-21", P1, after=written(r)), v21.get_keypair)["keypair"]
+    assert type(shown["id"]) is int and shown["deleted"] is False
+    conforms(stack.get("/v2.1/os-keypairs", P1), v21.list_keypairs)
+
+    h22 = at(stack, 22, P1)
+    r = stack.request("POST", "/v2.1/os-keypairs", h22, json={"keypair": {"name": "cert", "type": "x509"}})
+    created = conforms(r, v22.create_keypair)["keypair"]
+    assert (
+        created["public_key"].startswith("-----BEGIN CERTIFICATE-----")
+        and "PRIVATE KEY" in created["private_key"]
+    )
+    assert len(created["fingerprint"].split(":")) == 20  # SHA-1, as Nova
+    after = written(r)
+    shown = conforms(stack.get("/v2.1/os-keypairs/cert", h22, after=after), v22.get_keypair)["keypair"]
+    assert (shown["type"], shown["fingerprint"]) == ("x509", created["fingerprint"])
+    listed = conforms(stack.get("/v2.1/os-keypairs", h22), v22.list_keypairs)["keypairs"]
+    assert {k["keypair"]["name"]: k["keypair"]["type"] for k in listed} == {"cert": "x509", "k-21": "ssh"}
+    imported = {"keypair": {"name": "cert-2", "type": "x509", "public_key": created["public_key"]}}
+    r = stack.request("POST", "/v2.1/os-keypairs", h22, json=imported)
+    assert conforms(r, v22.create_keypair)["keypair"]["fingerprint"] == created["fingerprint"]
+    bad = {"keypair": {"name": "cert-3", "type": "x509", "public_key": "not a certificate"}}
+    assert_fault(stack.request("POST", "/v2.1/os-keypairs", h22, json=bad), 400, "badRequest", "X509")
+    conforms(stack.request("DELETE", "/v2.1/os-keypairs/cert-2", h22), v22.delete_keypair)
+
+    # 2.10: an admin manages another user's key pairs by user_id
+    bob = stack.get("/v2.1/os-keypairs/k-21", P1).json["keypair"]["user_id"]
+    h210 = at(stack, 10)
+    body = {"keypair": {"name": "for-bob", "user_id": bob}}
+    r = stack.request("POST", "/v2.1/os-keypairs", h210, json=body)
+    assert conforms(r, v22.create_keypair)["keypair"]["user_id"] == bob
+    after = written(r)
+    r = stack.get(f"/v2.1/os-keypairs/for-bob?user_id={bob}", h210, after=after)
+    assert conforms(r, v22.get_keypair)["keypair"]["user_id"] == bob
+    names = [
+        k["keypair"]["name"] for k in stack.get(f"/v2.1/os-keypairs?user_id={bob}", h210).json["keypairs"]
+    ]
+    assert names == ["cert", "for-bob", "k-21"]
+    assert_fault(stack.get("/v2.1/os-keypairs/for-bob", h210), 404, "itemNotFound")  # not the admin's
+    assert_fault(stack.get("/v2.1/os-keypairs?user_id=someone", at(stack, 10, P1)), 403, "forbidden")
+    assert stack.request("DELETE", f"/v2.1/os-keypairs/for-bob?user_id={bob}", h210).status_code == 204
+
+    # 2.35 pages; 2.92 generates nothing and takes "@" and "." in names
+    page = stack.get("/v2.1/os-keypairs?limit=1", at(stack, 35, P1)).json
+    assert [k["keypair"]["name"] for k in page["keypairs"]] == ["cert"] and "keypairs_links" in page
+    assert len(stack.get("/v2.1/os-keypairs?limit=1", P1).json["keypairs"]) > 1  # no paging at 2.1
+    h92 = at(stack, 92, P1)
+    assert_fault(
+        stack.request("POST", "/v2.1/os-keypairs", h92, json={"keypair": {"name": "g"}}), 400, "badRequest"
+    )
+    key = {"keypair": {"name": "me@host.x", "public_key": shown_public_key(stack)}}
+    assert stack.request("POST", "/v2.1/os-keypairs", h92, json=key).status_code == 201
+    key["keypair"]["name"] = "me@host.y"
+    assert_fault(stack.request("POST", "/v2.1/os-keypairs", at(stack, 91, P1), json=key), 400, "badRequest")
+
+
+def shown_public_key(stack: Stack) -> str:
+    return str(stack.get("/v2.1/os-keypairs/k-21", P1).json["keypair"]["public_key"])
