@@ -76,6 +76,10 @@ def checked_public_key(public_key: str) -> str:
     return text
 
 
+def _all_ssh(state: dict[str, Any]) -> None:
+    """Version 2 allows ``x509``; version 1's key pairs are all ``ssh``, as their ``type`` says."""
+
+
 class KeyPair(Aggregate):
     class Created(Aggregate.Created):
         name: str
@@ -83,23 +87,15 @@ class KeyPair(Aggregate):
         public_key: str
         fingerprint: str
         type: str
-
         class_version = 2
-
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            """Version 2 allows ``x509``; version 1's key pairs are all ``ssh``, as they say."""
+        upcast_v1_v2 = staticmethod(_all_ssh)
 
     class Recreated(Aggregate.Event):
         public_key: str
         fingerprint: str
         type: str
-
         class_version = 2
-
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            """As ``Created``'s."""
+        upcast_v1_v2 = staticmethod(_all_ssh)
 
     @event(Created)
     def __init__(self, name: str, user_id: str, public_key: str, fingerprint: str, type: str) -> None:
