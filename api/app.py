@@ -23,7 +23,18 @@ import falcon
 import falcon.media
 import psycopg_pool
 
-from api import audit, compute_admin, errors, flavors, hypervisors, identity, positions, servers, versions
+from api import (
+    audit,
+    compute_admin,
+    errors,
+    extensions,
+    flavors,
+    hypervisors,
+    identity,
+    positions,
+    servers,
+    versions,
+)
 from api import catalog as catalog_api
 from api.auth import Authenticator
 from api.body import MAX_BODY_BYTES, load_validators
@@ -34,7 +45,7 @@ from api.placement import add_routes as add_placement_routes
 from api.placement.view import ProviderView
 from api.readmodel import ReadModel, Written, open_pool
 from api.server_actions import add_routes as add_server_action_routes
-from api.server_actions import host_liveness, host_report, scheduler_beats
+from api.server_actions import host_liveness, scheduler_beats
 from api.tokens import TokenSigner, load_or_create_key
 from commands.handlers import Handlers
 from commands.identity_handlers import IdentityHandlers
@@ -111,13 +122,8 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1/flavors", flavors.FlavorCollection(*flavor_args))
     app.add_route("/v2.1/flavors/detail", flavors.FlavorDetailCollection(*flavor_args))
     app.add_route("/v2.1/flavors/{flavor_id}", flavors.FlavorItem(*flavor_args))
-    app.add_route("/v2.1/os-hypervisors", hypervisors.HypervisorCollection(read, alive))
-    app.add_route("/v2.1/os-hypervisors/detail", hypervisors.HypervisorDetailCollection(read, alive))
-    app.add_route("/v2.1/os-hypervisors/{hypervisor_id}", hypervisors.HypervisorItem(read, alive))
-    app.add_route(
-        "/v2.1/os-hypervisors/{hypervisor_id}/uptime",
-        hypervisors.HypervisorUptime(read, alive, host_report(deps)),
-    )
+    hypervisors.add_routes(app, read, alive, hypervisors.host_reports(deps))
+    extensions.add_routes(app)
     image_limits = ImageLimits(deps.settings.image_count_total, deps.settings.image_size_total_mb)
     catalog_api.add_routes(
         app, deps.handlers, read, deps.settings.data_dir, deps.max_body_bytes, image_limits
@@ -217,7 +223,6 @@ class LazyApp:
                 atexit.register(close)
                 self._app = app
             return self._app
-
 
     def _extend(self, app: falcon.App, deps: Deps) -> None:
         """Routes a variant of the API adds to the composed app (``api.watch``); none here."""

@@ -34,9 +34,11 @@ REQUEST_SCHEMAS = (
     "services.enable",
     "services.disable_log_reason",
     "services.force_down",
+    "services.update",
     "aggregates.create",
     "aggregates.update",
     "aggregates.action",
+    "aggregates.images",
     "server_groups.create",
     "quota_sets.update",
 )
@@ -60,7 +62,8 @@ def add_routes(
     app.add_route(f"{v}/flavors/{{flavor_id}}/os-flavor-access", flavor_extras.FlavorAccess(*args))
     app.add_route(f"{v}/flavors/{{flavor_id}}/action", flavor_extras.FlavorAction(*args))
     app.add_route(f"{v}/os-services", services.Services(read, liveness=liveness, schedulers=schedulers))
-    app.add_route(f"{v}/os-services/{{action}}", services.ServiceAction(ops, validators, max_body_bytes))
+    service = services.ServiceAction(ops, validators, max_body_bytes, read, liveness=liveness)
+    app.add_route(f"{v}/os-services/{{action}}", service)
     app.add_route(f"{v}/os-availability-zone", zones.AvailabilityZones(read, detail=False, liveness=liveness))
     app.add_route(
         f"{v}/os-availability-zone/detail", zones.AvailabilityZones(read, detail=True, liveness=liveness)
@@ -68,6 +71,7 @@ def add_routes(
     app.add_route(f"{v}/os-aggregates", zones.Aggregates(*args))
     app.add_route(f"{v}/os-aggregates/{{aggregate_id}}", zones.Aggregate(*args))
     app.add_route(f"{v}/os-aggregates/{{aggregate_id}}/action", zones.AggregateAction(*args))
+    app.add_route(f"{v}/os-aggregates/{{aggregate_id}}/images", zones.AggregateImages(*args))
     app.add_route(f"{v}/os-server-groups", server_groups.ServerGroups(*args))
     app.add_route(f"{v}/os-server-groups/{{group_id}}", server_groups.ServerGroup(*args))
     app.add_route(f"{v}/os-quota-sets/{{project_id}}", quotas.QuotaSet(*args))

@@ -3,7 +3,8 @@
 Before microversion 2.48 Nova's answer is whatever the virt driver reports. Stratus answers from
 the read model only, with the fields of Nova's later, driver-independent shape that it can fill
 truthfully (state, driver, hypervisor, uptime, CPUs, memory size); live counters (CPU time, disk and
-network I/O) would need the hypervisor worker to report them and are not given.
+network I/O) would need the hypervisor worker to report them and are not given: from 2.48,
+whose body lists every CPU, NIC and disk, those counters are null, as Nova's schema allows.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import falcon
 
-from api import auth
+from api import auth, versions
 from api.errors import ItemNotFound
 from api.readmodel import ReadModel
 from api.services import _now
@@ -62,4 +63,29 @@ class Diagnostics:
             "num_cpus": int(flavor.get("vcpus", 0)),
             "memory_details": {"maximum": int(flavor.get("ram", 0))},
         }
+        if versions.at_least(req, 48):
+            body.update(_details(row, flavor))
         resp.media = body
+
+
+_NIC_COUNTERS = (
+    "rx_octets", "rx_errors", "rx_drop", "rx_packets", "rx_rate",
+    "tx_octets", "tx_errors", "tx_drop", "tx_packets", "tx_rate",
+)  # fmt: skip
+_DISK_COUNTERS = ("read_bytes", "read_requests", "write_bytes", "write_requests", "errors_count")
+
+
+def _details(row: dict[str, Any], flavor: dict[str, Any]) -> dict[str, Any]:
+    """2.48's lists: a CPU per vCPU, a NIC per port, a disk per root/ephemeral/swap disk."""
+    ports = list(row.get("ports") or [])
+    disks = 1 + (1 if int(flavor.get("ephemeral", 0)) else 0) + (1 if int(flavor.get("swap", 0) or 0) else 0)
+    return {
+        "num_nics": len(ports),
+        "num_disks": disks,
+        "memory_details": {"maximum": int(flavor.get("ram", 0)), "used": None},
+        "cpu_details": [
+            {"id": i, "time": None, "utilisation": None} for i in range(int(flavor.get("vcpus", 0)))
+        ],
+        "nic_details": [{"mac_address": p.get("mac"), **dict.fromkeys(_NIC_COUNTERS)} for p in ports],
+        "disk_details": [dict.fromkeys(_DISK_COUNTERS) for _ in range(disks)],
+    }

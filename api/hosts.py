@@ -54,7 +54,7 @@ class Hosts:
 
     @falcon.before(_before_removal)
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        zone = req.get_param("zone")
+        zone = req.get_param("zone") or None  # blank: every host, as Nova
         with self._read.connection(req) as conn:
             rows = admin_queries.list_compute_services(conn)
         hosts = [
@@ -129,4 +129,3 @@ class HostPowerAction:
         with self._read.connection(req) as conn:
             _compute_host(conn, host_name)
         raise NotImplementedByDriver("Virt driver does not implement host power management.")
-

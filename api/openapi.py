@@ -44,6 +44,7 @@ REQUEST_BODIES: dict[tuple[str, str], tuple[str, ...]] = {
         "services.enable",
         "services.disable_log_reason",
         "services.force_down",
+        "services.update",
     ),
     ("/v2.1/servers", "POST"): ("servers.create",),
     ("/v2.1/servers/{server_id}", "PUT"): ("servers.update",),

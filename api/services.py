@@ -1,5 +1,8 @@
 """``/v2.1/os-services``: the compute services (one ``nova-compute`` per hypervisor host), their
-state and the operator's switches, in Nova's 2.1 shapes (with 2.11's ``force-down``).
+state and the operator's switches, in Nova's shapes per microversion: 2.11's ``force-down``; from
+2.53 ids are UUIDs and a service is updated as ``PUT /os-services/{service_id}`` (``status``,
+``disabled_reason``, ``forced_down``), answered with the whole service, where the action routes
+(``disable``, ``enable``...) now name no service (400 "Invalid uuid", as Nova).
 
 A service's ``status`` (enabled/disabled, with a reason) and ``forced_down`` are events on the
 host's log; the scheduler places nothing on a disabled or forced-down host. ``state`` is derived:
@@ -18,8 +21,8 @@ import falcon
 from jsonschema import Draft202012Validator
 
 from api import auth, versions
-from api.body import read_json
-from api.errors import BadRequest
+from api.body import as_bool, read_json
+from api.errors import BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.host_aggregate import DEFAULT_ZONE
 from commands.operations import COMPUTE_BINARY, Operations, SetServiceStatus
@@ -123,17 +126,30 @@ class Services:
 
 
 class ServiceAction:
-    """``PUT /v2.1/os-services/{action}``: ``enable``, ``disable``, ``disable-log-reason``, ``force-down``."""
+    """``PUT /v2.1/os-services/{action}``: ``enable``, ``disable``, ``disable-log-reason``,
+    ``force-down``; from 2.53 ``PUT /v2.1/os-services/{service_id}``."""
 
     def __init__(
-        self, ops: Operations, validators: dict[str, Draft202012Validator], max_body_bytes: int
+        self,
+        ops: Operations,
+        validators: dict[str, Draft202012Validator],
+        max_body_bytes: int,
+        read_model: ReadModel,
+        now: Callable[[], datetime] = _now,
+        liveness: Callable[[list[str]], dict[str, bool]] | None = None,
     ) -> None:
         self._ops = ops
         self._validators = validators
         self._max_body = max_body_bytes
+        self._read = read_model
+        self._now = now
+        self._liveness = liveness
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, action: str) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-services:update")
+        if versions.at_least(req, 53):
+            self._update(req, resp, action)
+            return
         schema = ACTION_SCHEMAS.get(action)
         if action == "force-down" and not versions.at_least(req, 11):
             schema = None  # Nova added force-down at 2.11
@@ -158,3 +174,42 @@ class ServiceAction:
             result = self._ops.set_service_status(command)
         resp.set_header(POSITION_HEADER, str(result.position))
         resp.media = {"service": service}
+
+    def _update(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
+        """2.53's update of the service ``service_id`` (a UUID); only ``nova-compute`` is updated."""
+        body = read_json(req, self._validators["services.update"], self._max_body)
+        try:
+            UUID(service_id)
+        except ValueError:
+            raise BadRequest(f"Invalid uuid {service_id[:64]}") from None
+        with self._read.connection(req) as conn:
+            row = next(
+                (r for r in admin_queries.list_compute_services(conn) if str(r["id"]) == service_id), None
+            )
+        if row is None:
+            raise ItemNotFound(f"Service {service_id} could not be found.")
+        disabled: bool | None = None
+        if "status" in body:
+            disabled = body["status"] == "disabled"
+            if not disabled and body.get("disabled_reason"):
+                raise BadRequest("Specifying 'disabled_reason' with status 'enabled' is invalid.")
+        forced_down = as_bool(body["forced_down"]) if "forced_down" in body else None
+        if disabled is None and forced_down is None:
+            raise BadRequest(
+                "No updates were requested. Fields 'status' or 'forced_down' should be specified."
+            )
+        reason = body.get("disabled_reason") if disabled else None
+        command = SetServiceStatus(row["hostname"], COMPUTE_BINARY, disabled, reason, forced_down)
+        with acting(req.context.command):
+            result = self._ops.set_service_status(command)
+        host = self._ops.host(row["hostname"])
+        updated = {
+            **row,
+            "disabled": host.disabled,
+            "disabled_reason": host.disabled_reason,
+            "forced_down": host.forced_down,
+            "updated_at": self._now(),
+        }
+        alive = self._liveness([row["hostname"]]).get(row["hostname"]) if self._liveness else None
+        resp.set_header(POSITION_HEADER, str(result.position))
+        resp.media = {"service": service_view(updated, self._now(), alive=alive)}

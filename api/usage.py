@@ -13,7 +13,7 @@ from typing import Any
 import falcon
 
 from api import auth
-from api.errors import BadRequest
+from api.errors import BadRequest, ItemNotFound
 from api.readmodel import ReadModel
 from api.services import _now
 from projections import admin_queries
@@ -104,6 +104,8 @@ class TenantUsages(_Usage):
     """``GET /v2.1/os-simple-tenant-usage`` (admin; ``detailed=1`` adds each server)."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if req.env.get("PATH_INFO", "").endswith("/"):  # a blank tenant id: Nova routes it nowhere
+            raise ItemNotFound(f"The resource {req.path}/ could not be found.")
         auth.require_admin(req.context.actor, "os_compute_api:os-simple-tenant-usage:list")
         detailed = (req.get_param("detailed") or "").strip().lower() in _TRUE
         resp.media = {"tenant_usages": self._usages(req, None, detailed)}

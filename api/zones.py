@@ -3,7 +3,9 @@ aggregates that define them, in Nova's 2.1 shapes.
 
 Zones are not objects of their own: an aggregate with ``availability_zone`` metadata defines one,
 and its hosts are in it; hosts in no zone are in ``nova`` (Nova's default). Aggregate ids are
-Nova's integers (the ``uuid`` field, 2.41's, is there too).
+Nova's integers; from 2.41 an aggregate shows its ``uuid`` too. From 2.81 an operator may ask an
+aggregate's hosts to cache images ahead of boots (``POST .../images``): Stratus answers 202 as
+Nova after checking the request, and records nothing, since its hosts fetch an image on first boot.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from typing import Any
 import falcon
 from jsonschema import Draft202012Validator
 
-from api import auth
+from api import auth, versions
 from api.body import read_json
-from api.errors import ItemNotFound
+from api.errors import BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.services import _now, service_view
 from commands.host_aggregate import DEFAULT_ZONE, INTERNAL_ZONE
@@ -30,19 +32,29 @@ def _time(value: datetime | None) -> str | None:
     return value.astimezone(UTC).replace(tzinfo=None).isoformat() if value else None
 
 
-def aggregate_view(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": row["number"],
-        "uuid": str(row["id"]),
-        "name": row["name"],
-        "availability_zone": row["availability_zone"],
-        "hosts": list(row["hosts"] or []),
-        "metadata": dict(row["metadata"] or {}),
-        "created_at": _time(row["created_at"]),
-        "updated_at": _time(row["updated_at"]),
-        "deleted_at": None,
-        "deleted": False,
-    }
+def aggregate_view(row: dict[str, Any], req: falcon.Request) -> dict[str, Any]:
+    return _versioned(
+        req,
+        {
+            "id": row["number"],
+            "uuid": str(row["id"]),
+            "name": row["name"],
+            "availability_zone": row["availability_zone"],
+            "hosts": list(row["hosts"] or []),
+            "metadata": dict(row["metadata"] or {}),
+            "created_at": _time(row["created_at"]),
+            "updated_at": _time(row["updated_at"]),
+            "deleted_at": None,
+            "deleted": False,
+        },
+    )
+
+
+def _versioned(req: falcon.Request, view: dict[str, Any]) -> dict[str, Any]:
+    """Nova shows an aggregate's ``uuid`` from microversion 2.41."""
+    if not versions.at_least(req, 41):
+        view.pop("uuid")
+    return view
 
 
 class AvailabilityZones:
@@ -115,24 +127,23 @@ class _Aggregates:
         """The aggregate's uuid, from its number (what clients send) or its uuid."""
         return str(self._row(req, aggregate_id)["id"])
 
-    def _answer(self, resp: falcon.Response, position: int, aggregate_uuid: str) -> None:
+    def _answer(self, req: falcon.Request, resp: falcon.Response, position: int, aggregate_uuid: str) -> None:
         """Answer with the aggregate as the log has it now (the read model may not have it yet)."""
         agg = self._ops.host_aggregate(aggregate_uuid)
         resp.set_header(POSITION_HEADER, str(position))
-        resp.media = {
-            "aggregate": {
-                "id": agg.number,
-                "uuid": aggregate_uuid,
-                "name": agg.name,
-                "availability_zone": agg.availability_zone,
-                "hosts": list(agg.hosts),
-                "metadata": dict(agg.metadata),
-                "created_at": _time(agg.created_on),
-                "updated_at": _time(agg.modified_on),
-                "deleted_at": None,
-                "deleted": False,
-            }
+        view = {
+            "id": agg.number,
+            "uuid": aggregate_uuid,
+            "name": agg.name,
+            "availability_zone": agg.availability_zone,
+            "hosts": list(agg.hosts),
+            "metadata": dict(agg.metadata),
+            "created_at": _time(agg.created_on),
+            "updated_at": _time(agg.modified_on),
+            "deleted_at": None,
+            "deleted": False,
         }
+        resp.media = {"aggregate": _versioned(req, view)}
 
 
 class Aggregates(_Aggregates):
@@ -142,7 +153,7 @@ class Aggregates(_Aggregates):
         auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:index")
         with self._read.connection(req) as conn:
             rows = admin_queries.list_host_aggregates(conn)
-        resp.media = {"aggregates": [aggregate_view(r) for r in rows]}
+        resp.media = {"aggregates": [aggregate_view(r, req) for r in rows]}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:create")
@@ -150,7 +161,7 @@ class Aggregates(_Aggregates):
         command = CreateHostAggregate(spec["name"], spec.get("availability_zone"))
         with acting(req.context.command):
             result = self._ops.create_host_aggregate(command)
-        self._answer(resp, result.position, result.id)
+        self._answer(req, resp, result.position, result.id)
         for key in ("hosts", "metadata"):  # Nova's create answer has neither
             resp.media["aggregate"].pop(key)
 
@@ -160,7 +171,7 @@ class Aggregate(_Aggregates):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, aggregate_id: str) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:show")
-        resp.media = {"aggregate": aggregate_view(self._row(req, aggregate_id))}
+        resp.media = {"aggregate": aggregate_view(self._row(req, aggregate_id), req)}
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, aggregate_id: str) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:update")
@@ -174,7 +185,7 @@ class Aggregate(_Aggregates):
         )
         with acting(req.context.command):
             result = self._ops.update_host_aggregate(command)
-        self._answer(resp, result.position, uid)
+        self._answer(req, resp, result.position, uid)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, aggregate_id: str) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:delete")
@@ -200,4 +211,20 @@ class AggregateAction(_Aggregates):
                 result = self._ops.remove_host_from_aggregate(uid, args["host"])
             else:
                 result = self._ops.set_host_aggregate_metadata(uid, args["metadata"])
-        self._answer(resp, result.position, uid)
+        self._answer(req, resp, result.position, uid)
+
+
+class AggregateImages(_Aggregates):
+    """``POST /v2.1/os-aggregates/{aggregate_id}/images`` (2.81): cache images on the aggregate's hosts."""
+
+    @falcon.before(versions.since(81))
+    def on_post(self, req: falcon.Request, resp: falcon.Response, aggregate_id: str) -> None:
+        auth.require_admin(req.context.actor, "compute:aggregates:images")
+        body = read_json(req, self._validators["aggregates.images"], self._max_body)
+        if not aggregate_id.isdigit():
+            raise BadRequest("Invalid input for field/attribute id. Value: must be an integer")
+        ids = [image["id"] for image in body["cache"]]
+        if len(set(ids)) != len(ids):
+            raise BadRequest("Duplicate images in request")
+        self._row(req, aggregate_id)
+        resp.status = falcon.HTTP_202

@@ -10,11 +10,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
-from cryptography.hazmat.primitives import serialization
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from eventsourcing.persistence import IntegrityError
 
 from commands.base import HandlerBase
@@ -22,7 +25,7 @@ from commands.errors import AlreadyExists, NotFound
 from commands.handlers import Handlers, Result
 from commands.image import Image
 from commands.image_usage import ImageLimits, ImageUsage, image_usage_id
-from commands.keypair import KeyPair, keypair_aggregate_id
+from commands.keypair import X509, KeyPair, keypair_aggregate_id
 from commands.ledger import KEY_PAIRS
 from commands.quota import DEFAULT_LIMITS
 
@@ -66,6 +69,7 @@ class CreateKeyPair:
     public_key: str | None = None  # None: generate a key pair and return its private key once
     # whose quota's ``key_pairs`` limits the user's key pairs (None: the default limit)
     project_id: str | None = None
+    type: str = "ssh"  # or "x509": public_key is a PEM certificate (microversion 2.2)
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,45 @@ def generate_ssh_key() -> tuple[str, str]:
     ).decode()
     public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
     return private, public.decode() + " Generated-by-Stratus"
+
+
+def generate_x509_certificate(user_id: str) -> tuple[str, str]:
+    """A new RSA 2048 key and a self-signed client certificate for ``user_id`` (PEM each), as Nova
+    generates an x509 key pair (WinRM's: CN and UPN the user, ten years, client authentication)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, user_id[:64])])  # X.520: at most 64
+    now = datetime.now(UTC)
+    upn = x509.OtherName(x509.ObjectIdentifier("1.3.6.1.4.1.311.20.2.3"), _der_utf8(f"{user_id}@localhost"))
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + timedelta(days=3650))
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName([upn]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+    return private, certificate.public_bytes(serialization.Encoding.PEM).decode()
+
+
+def _der_utf8(text: str) -> bytes:
+    """``text`` as a DER UTF8String."""
+    data = text.encode()
+    size = len(data)
+    if size < 0x80:
+        length = bytes([size])
+    else:  # DER's long form: the length's own size first, in as few bytes as it takes
+        octets = size.to_bytes((size.bit_length() + 7) // 8, "big")
+        length = bytes([0x80 | len(octets)]) + octets
+    return b"\x0c" + length + data
 
 
 class CatalogHandlers(HandlerBase):
@@ -178,14 +221,16 @@ class CatalogHandlers(HandlerBase):
             if existing is not None and not existing.deleted:
                 raise AlreadyExists(f"Key pair '{cmd.name}' already exists.")
             self.ledger(KEY_PAIRS, cmd.user_id).admit(cmd.name, limits)
-            private_key, public_key = self._generate_key()
+            private_key, public_key = (
+                generate_x509_certificate(cmd.user_id) if cmd.type == X509 else self._generate_key()
+            )
 
         def decide() -> KeyPairCreated:
             keypair = self._find(KeyPair, keypair_id)
             if keypair is None:
-                keypair = KeyPair.create(cmd.user_id, cmd.name, public_key)
+                keypair = KeyPair.create(cmd.user_id, cmd.name, public_key, cmd.type)
             else:
-                keypair.recreate(public_key)
+                keypair.recreate(public_key, cmd.type)
             ledger = self.ledger(KEY_PAIRS, cmd.user_id)
             ledger.admit(cmd.name, limits)  # the user's key pairs, counted where they are appended
             try:

@@ -1,4 +1,5 @@
-"""KeyPair: a user's named SSH public key, injected into the servers that name it.
+"""KeyPair: a user's named SSH public key, injected into the servers that name it, or (Nova's
+``x509`` type, microversion 2.2) an X.509 certificate, which Nova kept for Windows guests' WinRM.
 
 Key pairs belong to a user (not a project), as in Nova; the aggregate id is derived from the user
 and the name, so a name is unique per user by construction. Only the public key is ever recorded:
@@ -10,16 +11,19 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
+from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives import hashes, serialization
 from eventsourcing.domain import Aggregate, event
 
 from commands.errors import AlreadyExists, InvalidInput, NotFound
 
 _NS = uuid5(NAMESPACE_URL, "urn:stratus:keypair")
 SSH = "ssh"
+X509 = "x509"
 
 
 def keypair_aggregate_id(user_id: str, name: str) -> UUID:
@@ -32,6 +36,30 @@ def fingerprint(public_key: str) -> str:
     blob = base64.b64decode(parts[1], validate=True)
     digest = hashlib.md5(blob, usedforsecurity=False).hexdigest()
     return ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
+
+
+def x509_fingerprint(certificate: str) -> str:
+    """Nova's fingerprint of a certificate: its SHA-1, as colon-separated hex."""
+    digest = _certificate(certificate).fingerprint(hashes.SHA1()).hex()
+    return ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
+
+
+def _certificate(text: str) -> x509.Certificate:
+    try:
+        return x509.load_pem_x509_certificate(text.encode())
+    except (ValueError, TypeError) as e:
+        raise InvalidInput(
+            f"Keypair data is invalid: failed to generate X509 fingerprint. Error message: {e}"
+        ) from e
+
+
+def checked_key(public_key: str, key_type: str) -> tuple[str, str]:
+    """(the key stripped, its fingerprint) if it is a key of ``key_type``; Nova's 400 otherwise."""
+    if key_type == X509:
+        text = public_key.strip()
+        return text, x509_fingerprint(text)
+    key = checked_public_key(public_key)
+    return key, fingerprint(key)
 
 
 def checked_public_key(public_key: str) -> str:
@@ -48,8 +76,28 @@ def checked_public_key(public_key: str) -> str:
     return text
 
 
+def _all_ssh(state: dict[str, Any]) -> None:
+    """Version 2 allows ``x509``; version 1's key pairs are all ``ssh``, as their ``type`` says."""
+
+
 class KeyPair(Aggregate):
-    @event("Created")
+    class Created(Aggregate.Created):
+        name: str
+        user_id: str
+        public_key: str
+        fingerprint: str
+        type: str
+        class_version = 2
+        upcast_v1_v2 = staticmethod(_all_ssh)
+
+    class Recreated(Aggregate.Event):
+        public_key: str
+        fingerprint: str
+        type: str
+        class_version = 2
+        upcast_v1_v2 = staticmethod(_all_ssh)
+
+    @event(Created)
     def __init__(self, name: str, user_id: str, public_key: str, fingerprint: str, type: str) -> None:
         self.name = name
         self.user_id = user_id
@@ -59,26 +107,26 @@ class KeyPair(Aggregate):
         self.deleted = False
 
     @classmethod
-    def create(cls, user_id: str, name: str, public_key: str) -> KeyPair:
-        key = checked_public_key(public_key)
-        return cls._create(  # type: ignore[attr-defined, no-any-return]
-            cls.Created,  # type: ignore[attr-defined]
+    def create(cls, user_id: str, name: str, public_key: str, key_type: str = SSH) -> KeyPair:
+        key, print_ = checked_key(public_key, key_type)
+        return cls._create(  # type: ignore[no-any-return]
+            cls.Created,
             id=keypair_aggregate_id(user_id, name),
             name=name,
             user_id=user_id,
             public_key=key,
-            fingerprint=fingerprint(key),
-            type=SSH,
+            fingerprint=print_,
+            type=key_type,
         )
 
-    def recreate(self, public_key: str) -> None:
+    def recreate(self, public_key: str, key_type: str = SSH) -> None:
         """The name is taken again after it was deleted."""
         if not self.deleted:
             raise AlreadyExists(f"Key pair '{self.name}' already exists.")
-        key = checked_public_key(public_key)
-        self._recreated(key, fingerprint(key), SSH)
+        key, print_ = checked_key(public_key, key_type)
+        self._recreated(key, print_, key_type)
 
-    @event("Recreated")
+    @event(Recreated)
     def _recreated(self, public_key: str, fingerprint: str, type: str) -> None:
         self.public_key = public_key
         self.fingerprint = fingerprint

@@ -243,3 +243,17 @@ def instances_per_host_in(conn: psycopg.Connection[Any], begin: datetime, end: d
         "AND (deleted_at IS NULL OR deleted_at >= %s) GROUP BY host"
     ).format(_S)
     return {r["host"]: int(r["n"]) for r in _fetchall(conn, query, (end, begin))}
+
+
+def servers_on_hosts(conn: psycopg.Connection[Any], hostnames: list[str]) -> dict[str, list[Row]]:
+    """The servers (``name``, ``uuid``) each of the named hosts holds now, by hostname."""
+    if not hostnames:
+        return {}
+    query = sql.SQL(
+        "SELECT host, name, id::text AS uuid FROM {}.instances WHERE host = ANY(%s) AND NOT deleted "
+        "ORDER BY created_at, id"
+    ).format(_S)
+    found: dict[str, list[Row]] = {h: [] for h in hostnames}
+    for row in _fetchall(conn, query, (list(hostnames),)):
+        found[row["host"]].append({"name": row["name"], "uuid": row["uuid"]})
+    return found

@@ -4,11 +4,12 @@ Heartbeats are not facts worth keeping: recorded as events they would grow the l
 per host every interval, forever (8,640 a day per host at 10 s; 8.6 million a day for 1,000 hosts),
 for a value only its latest instance matters for. So they live in a JetStream key-value bucket,
 ``STRATUS_HOSTS`` (``history=1``: one message per host, replaced at every beat), next to the log and
-not in it. The worker puts ``{"host", "at", "booted", "load"}`` under the host's encoded name: its
-wall clock (seconds since the epoch), when the machine booted (same clock) and its 1/5/15-minute load
+not in it. The worker puts ``{"host", "at", "booted", "load", "ip"}`` under the host's encoded name: its
+wall clock (seconds since the epoch), when the machine booted (same clock), its 1/5/15-minute load
 averages, which ``os-hypervisors/{id}/uptime`` shows as Nova's libvirt driver shows ``uptime``'s
-output. A reader takes a host as up while its last beat is younger than
-``down_after`` seconds. A host never seen, or whose entry is older, is down.
+output, and its address (Nova's ``my_ip``, shown as the hypervisor's ``host_ip``). A reader takes a
+host as up while its last beat is younger than ``down_after`` seconds. A host never seen, or whose
+entry is older, is down.
 
 Clocks: ``at`` is the worker's clock and the age is computed with the reader's; hosts and API
 nodes are expected to run NTP (skew well under ``down_after``).
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -81,7 +83,9 @@ class Heartbeats:
     def beat(self, host: str) -> None:
         now = self._clock()
         booted = now - _machine_uptime()
-        body = orjson.dumps({"host": host, "at": now, "booted": booted, "load": os.getloadavg()})
+        body = orjson.dumps(
+            {"host": host, "at": now, "booted": booted, "load": os.getloadavg(), "ip": my_ip()}
+        )
 
         async def put() -> None:
             await (await self._store()).put(encode_token(host), body)
@@ -152,6 +156,17 @@ class Heartbeats:
             return dict.fromkeys(names, False)
         now = self._clock()
         return {h: at is not None and now - at < down_after for h, at in seen.items()}
+
+
+def my_ip() -> str:
+    """This machine's address on its default route, found as Nova finds ``my_ip`` (a UDP socket
+    "connected" to a public address sends nothing); 127.0.0.1 when there is no route."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1: only the routing table is consulted
+            return str(probe.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
 
 
 def _machine_uptime() -> float:

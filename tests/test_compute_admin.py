@@ -467,6 +467,11 @@ def test_tenant_usage_migrations_and_diagnostics(stack: Stack) -> None:
         2,
     )
     assert diag["memory_details"] == {"maximum": 1024} and diag["uptime"] >= 0
+    v248 = {**stack.auth(ADMIN), "OpenStack-API-Version": "compute 2.48"}
+    diag = stack.get(f"/v2.1/servers/{sid}/diagnostics", v248).json
+    assert (diag["num_disks"], diag["memory_details"]) == (1, {"maximum": 1024, "used": None})
+    assert diag["cpu_details"] == [{"id": i, "time": None, "utilisation": None} for i in range(2)]
+    assert len(diag["nic_details"]) == diag["num_nics"] and len(diag["disk_details"]) == 1
     assert_fault(
         stack.get("/v2.1/servers/6f1c7bfa-0000-4000-8000-000000000000/diagnostics"), 404, "itemNotFound"
     )
