@@ -137,13 +137,23 @@ def boundaries(client: str, upto: tuple[int, int] = (2, 104)) -> list[str]:
     return [f"{major}.{minor}" for major, minor in lows]
 
 
-def check(client: str, name: str, version: str, status: int, body: Any) -> None:
-    """Fail unless ``status`` and ``body`` are what tempest accepts from Nova at ``version``."""
-    expected = schema(client, name, version)
+def module(path: str) -> Any:
+    """A tempest schema module by its path under ``compute``, e.g. ``module("v2_53.hypervisors")``."""
+    _site_packages()
+    return importlib.import_module(_PACKAGE + path)
+
+
+def conforms(expected: dict[str, Any], status: int, body: Any, what: str = "answer") -> None:
+    """Fail unless ``status`` and ``body`` are what the tempest schema ``expected`` accepts."""
     codes = expected["status_code"]
-    assert status in codes, f"{name} at {version}: status {status}, Nova answers {codes}"
+    assert status in codes, f"{what}: status {status}, Nova answers {codes}"
     if "response_body" in expected:
         try:
             jsonschema.Draft4Validator(expected["response_body"], format_checker=_FORMATS).validate(body)
         except jsonschema.ValidationError as e:
-            raise AssertionError(f"{name} at {version}: {e.message} at {list(e.absolute_path)}") from None
+            raise AssertionError(f"{what}: {e.message} at {list(e.absolute_path)}") from None
+
+
+def check(client: str, name: str, version: str, status: int, body: Any) -> None:
+    """Fail unless ``status`` and ``body`` are what tempest accepts from Nova at ``version``."""
+    conforms(schema(client, name, version), status, body, f"{name} at {version}")
