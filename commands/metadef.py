@@ -89,6 +89,7 @@ class MetadefNamespace(Aggregate):
         def apply(self, aggregate: Any) -> None:
             for key in FIELDS:
                 setattr(aggregate, key, getattr(self, key))
+            aggregate.fields_updated_at = self.timestamp
 
     class Deleted(Aggregate.Event):
         def apply(self, aggregate: Any) -> None:
@@ -221,8 +222,11 @@ class MetadefNamespace(Aggregate):
         self.owner = owner
         self.deleted = False
         at = self.created_on
+        self.fields_updated_at = at  # Glance's updated_at: the namespace's own fields, not its content
         self.objects: dict[str, MetadefObject] = {
-            name: MetadefObject(o.get("description"), tuple(o.get("required") or ()), dict(o.get("properties") or {}), at, at)
+            name: MetadefObject(
+                o.get("description"), tuple(o.get("required") or ()), dict(o.get("properties") or {}), at, at
+            )
             for name, o in objects.items()
         }
         self.properties: dict[str, dict[str, Any]] = {k: dict(v) for k, v in properties.items()}
@@ -282,7 +286,8 @@ class MetadefNamespace(Aggregate):
         found = self.objects.get(name)
         if found is None:
             raise NotFound(
-                f"The metadata definition object with name={name} was not found in namespace={self.namespace}."
+                f"The metadata definition object with name={name} was not found in"
+                f" namespace={self.namespace}."
             )
         return found
 
@@ -326,7 +331,9 @@ class MetadefNamespace(Aggregate):
             raise Forbidden(f"{what} and cannot be deleted.")
 
     # -- objects ------------------------------------------------------------------------------------
-    def add_object(self, name: str, description: str | None, required: list[str], properties: dict[str, Any]) -> None:
+    def add_object(
+        self, name: str, description: str | None, required: list[str], properties: dict[str, Any]
+    ) -> None:
         if name in self.objects:
             raise AlreadyExists(_duplicate_object(name, self.namespace))
         self.trigger_event(
@@ -334,7 +341,12 @@ class MetadefNamespace(Aggregate):
         )
 
     def update_object(
-        self, name: str, new_name: str, description: str | None, required: list[str], properties: dict[str, Any]
+        self,
+        name: str,
+        new_name: str,
+        description: str | None,
+        required: list[str],
+        properties: dict[str, Any],
     ) -> None:
         self.get_object(name)
         if new_name != name and new_name in self.objects:
@@ -353,7 +365,8 @@ class MetadefNamespace(Aggregate):
     def add_property(self, name: str, schema: dict[str, Any]) -> None:
         if name in self.properties:
             raise AlreadyExists(
-                f"A metadata definition property with name={name} already exists in namespace={self.namespace}."
+                f"A metadata definition property with name={name} already exists in"
+                f" namespace={self.namespace}."
             )
         self.trigger_event(self.PropertyAdded, name=name, schema=schema)
 

@@ -43,7 +43,9 @@ SEEDED_RESOURCE_TYPES = (
 )  # fmt: skip
 SEEDED_AT = datetime(2014, 10, 16, tzinfo=UTC)  # Juno, the release that brought metadata definitions
 
-_SEED = ",".join("('" + name + "', '2014-10-16T00:00:00Z', '2014-10-16T00:00:00Z')" for name in SEEDED_RESOURCE_TYPES)
+_SEED = ",".join(
+    "('" + name + "', '2014-10-16T00:00:00Z', '2014-10-16T00:00:00Z')" for name in SEEDED_RESOURCE_TYPES
+)
 
 # Idempotent: a read-model schema made before these tables existed gets them when next opened (its log
 # holds no metadefs event, so they start empty and correct).
@@ -135,10 +137,13 @@ def statements(event: Any, position: int) -> list[Statement]:
     if isinstance(event, NamespaceDeleted):
         return [("DELETE FROM {s}.metadef_namespaces WHERE id = %s", (e.originator_id,))]
     if isinstance(event, ResourceTypeAssociated):
-        added = _association(e.name, {"prefix": e.prefix, "properties_target": e.properties_target}, e.timestamp)
+        added = _association(
+            e.name, {"prefix": e.prefix, "properties_target": e.properties_target}, e.timestamp
+        )
         return [
             (
-                "UPDATE {s}.metadef_namespaces SET resource_type_associations = resource_type_associations || %s,"
+                "UPDATE {s}.metadef_namespaces"
+                " SET resource_type_associations = resource_type_associations || %s,"
                 " version = %s, position = %s WHERE id = %s",
                 (_json([added]), version, position, e.originator_id),
             ),
@@ -147,8 +152,9 @@ def statements(event: Any, position: int) -> list[Statement]:
     if isinstance(event, ResourceTypeDissociated):
         return [
             (
-                "UPDATE {s}.metadef_namespaces SET resource_type_associations = (SELECT coalesce(jsonb_agg(a ORDER BY i),"
-                " '[]') FROM jsonb_array_elements(resource_type_associations) WITH ORDINALITY AS t (a, i)"
+                "UPDATE {s}.metadef_namespaces SET resource_type_associations ="
+                " (SELECT coalesce(jsonb_agg(a ORDER BY i), '[]')"
+                " FROM jsonb_array_elements(resource_type_associations) WITH ORDINALITY AS t (a, i)"
                 " WHERE a->>'name' <> %s),"
                 " version = %s, position = %s WHERE id = %s",
                 (e.name, version, position, e.originator_id),
