@@ -57,6 +57,10 @@ class Association:
     updated_at: datetime
 
 
+def _without(items: dict[str, Any], name: str) -> dict[str, Any]:
+    return {k: v for k, v in items.items() if k != name}
+
+
 def _tag_key(name: str) -> str:
     return name.casefold()  # Glance: "metadata tag names are case insensitive"
 
@@ -121,14 +125,14 @@ class MetadefNamespace(Aggregate):
             obj = MetadefObject(
                 self.description, tuple(self.required), dict(self.properties), old.created_at, self.timestamp
             )
-            rest = {k: v for k, v in aggregate.objects.items() if k != self.name}
+            rest = _without(aggregate.objects, self.name)
             aggregate.objects = {**rest, self.new_name: obj}
 
     class ObjectRemoved(Aggregate.Event):
         name: str
 
         def apply(self, aggregate: Any) -> None:
-            aggregate.objects = {k: v for k, v in aggregate.objects.items() if k != self.name}
+            aggregate.objects = _without(aggregate.objects, self.name)
 
     class PropertyAdded(Aggregate.Event):
         name: str
@@ -143,14 +147,14 @@ class MetadefNamespace(Aggregate):
         schema: dict[str, Any]
 
         def apply(self, aggregate: Any) -> None:
-            rest = {k: v for k, v in aggregate.properties.items() if k != self.name}
+            rest = _without(aggregate.properties, self.name)
             aggregate.properties = {**rest, self.new_name: dict(self.schema)}
 
     class PropertyRemoved(Aggregate.Event):
         name: str
 
         def apply(self, aggregate: Any) -> None:
-            aggregate.properties = {k: v for k, v in aggregate.properties.items() if k != self.name}
+            aggregate.properties = _without(aggregate.properties, self.name)
 
     class TagsAdded(Aggregate.Event):
         """Tags defined; ``replacing``: they replaced every tag the namespace had."""
@@ -168,14 +172,14 @@ class MetadefNamespace(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             old = aggregate.tags[self.name]
-            rest = {k: v for k, v in aggregate.tags.items() if k != self.name}
+            rest = _without(aggregate.tags, self.name)
             aggregate.tags = {**rest, self.new_name: Stamped(old.created_at, self.timestamp)}
 
     class TagRemoved(Aggregate.Event):
         name: str
 
         def apply(self, aggregate: Any) -> None:
-            aggregate.tags = {k: v for k, v in aggregate.tags.items() if k != self.name}
+            aggregate.tags = _without(aggregate.tags, self.name)
 
     class ContentCleared(Aggregate.Event):
         """Every object, property or tag (``kind``) of the namespace was removed."""
@@ -198,7 +202,7 @@ class MetadefNamespace(Aggregate):
         name: str
 
         def apply(self, aggregate: Any) -> None:
-            aggregate.associations = {k: v for k, v in aggregate.associations.items() if k != self.name}
+            aggregate.associations = _without(aggregate.associations, self.name)
 
     @event(Created)
     def __init__(
