@@ -11,12 +11,23 @@ from pathlib import Path
 
 import falcon
 
-from api import image_actions, image_members, image_schemas, image_tasks, images, keypairs, server_fields
+from api import (
+    image_actions,
+    image_members,
+    image_schemas,
+    image_tasks,
+    images,
+    keypairs,
+    metadef_content,
+    metadefs,
+    server_fields,
+)
 from api.body import load_validators
 from api.readmodel import ReadModel
 from commands.catalog import CatalogHandlers
 from commands.handlers import Handlers
 from commands.image_usage import ImageLimits
+from commands.metadef_handlers import MetadefHandlers
 from commands.tasks import TaskHandlers
 from stratus.imagestore import BlobStore, ImageStore
 
@@ -58,6 +69,7 @@ def add_routes(
     app.add_route(f"{images.IMAGE_ROOT}/v2/tasks/{{task_id}}", image_tasks.TaskItem(tasks))
     app.add_route(f"{images.IMAGE_ROOT}/v2/schemas/{{name}}", image_schemas.Schema())
     app.add_route(f"{images.IMAGE_ROOT}/v2/schemas/metadefs/{{name}}", image_schemas.MetadefSchema())
+    _add_metadefs(app, MetadefHandlers(handlers.app), read, max_body_bytes)
 
     keypair_args = (catalog, read, validators, max_body_bytes)
     app.add_route("/v2.1/os-keypairs", keypairs.KeyPairCollection(*keypair_args))
@@ -68,3 +80,21 @@ def add_routes(
     app.add_route("/v2.1/servers/{server_id}/metadata/{key}", server_fields.MetadataItem(*field_args))
     app.add_route("/v2.1/servers/{server_id}/tags", server_fields.Tags(*field_args))
     app.add_route("/v2.1/servers/{server_id}/tags/{tag}", server_fields.Tag(*field_args))
+
+
+def _add_metadefs(app: falcon.App, handlers: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
+    """Glance's metadata definitions (``api.metadefs``, ``api.metadef_content``)."""
+    args = (handlers, read, max_body_bytes)
+    root = f"{images.IMAGE_ROOT}/v2/metadefs"
+    namespace = f"{root}/namespaces/{{namespace}}"
+    app.add_route(f"{root}/resource_types", metadefs.ResourceTypes(read))
+    app.add_route(f"{root}/namespaces", metadefs.NamespaceCollection(*args))
+    app.add_route(namespace, metadefs.NamespaceItem(*args))
+    app.add_route(f"{namespace}/resource_types", metadefs.AssociationCollection(*args))
+    app.add_route(f"{namespace}/resource_types/{{resource_type}}", metadefs.AssociationItem(*args))
+    app.add_route(f"{namespace}/objects", metadef_content.ObjectCollection(*args))
+    app.add_route(f"{namespace}/objects/{{object_name}}", metadef_content.ObjectItem(*args))
+    app.add_route(f"{namespace}/properties", metadef_content.PropertyCollection(*args))
+    app.add_route(f"{namespace}/properties/{{property_name}}", metadef_content.PropertyItem(*args))
+    app.add_route(f"{namespace}/tags", metadef_content.TagCollection(*args))
+    app.add_route(f"{namespace}/tags/{{tag_name}}", metadef_content.TagItem(*args))

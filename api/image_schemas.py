@@ -27,11 +27,11 @@ METADEF_SCHEMAS = (
 def _answer(resp: falcon.Response, names: tuple[str, ...], name: str, file_prefix: str) -> None:
     if name not in names:
         raise ItemNotFound("The resource could not be found.")
-    resp.media = _document(f"{file_prefix}{name}.json")
+    resp.media = glance_document(f"{file_prefix}{name}.json")
 
 
 @functools.cache
-def _document(filename: str) -> dict[str, Any]:
+def glance_document(filename: str) -> dict[str, Any]:
     """Glance's document as stored (draft 4 with Glance's own keywords: not checked as ours are)."""
     doc: dict[str, Any] = orjson.loads(resources.files("schemas").joinpath("glance", filename).read_bytes())
     return doc

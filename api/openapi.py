@@ -69,6 +69,9 @@ CREATES: dict[tuple[str, str], tuple[tuple[str, ...], str, str, str]] = {
         ("200",), "/v2.1/os-aggregates/{aggregate_id}", "aggregate_id", "/aggregate/id"
     ),
     ("/image/v2/images", "POST"): (("201",), "/image/v2/images/{image_id}", "image_id", "/id"),
+    ("/image/v2/metadefs/namespaces", "POST"): (
+        ("201",), "/image/v2/metadefs/namespaces/{namespace}", "namespace", "/namespace"
+    ),
     ("/identity/v3/projects", "POST"): (
         ("201",), "/identity/v3/projects/{project_id}", "project_id", "/project/id"
     ),

@@ -43,7 +43,7 @@ from psycopg.types.json import Jsonb
 from commands.flavor import Flavor
 from commands.host import Host
 from commands.instance import Instance
-from projections import apply, identity, migrations, operations
+from projections import apply, identity, metadefs, migrations, operations
 from projections.catalog import HANDLED as CATALOG_EVENTS
 from projections.catalog import statements as catalog_statements
 from projections.schema import (
@@ -328,6 +328,7 @@ class ReadModels(Projection[ReadModelView]):
         *identity.HANDLED,
         *CATALOG_EVENTS,
         *operations.HANDLED,
+        *metadefs.HANDLED,
     )  # fmt: skip
     topics: tuple[str, ...] = tuple(get_topic(cls) for cls in handled)
 
@@ -355,7 +356,11 @@ class ReadModels(Projection[ReadModelView]):
         """Identity events become their statements; others the read models do not show change
         nothing but the tracking position."""
         at = tracking.notification_id
-        statements = identity.statements(domain_event, at) or operations.statements(domain_event, at)
+        statements = (
+            identity.statements(domain_event, at)
+            or operations.statements(domain_event, at)
+            or metadefs.statements(domain_event, at)
+        )
         self.view.execute(statements, tracking)
 
     # -- instances ----------------------------------------------------------------------------

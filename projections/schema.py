@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from projections import identity, operations
+from projections import identity, metadefs, operations
 from projections.catalog import DDL as CATALOG_DDL
 from projections.catalog import TABLES as CATALOG_TABLES
 
@@ -58,6 +58,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("flavors", ("flavorid",)),
     *identity.TABLES,
     *CATALOG_TABLES,
+    *metadefs.TABLES,
     *operations.TABLES,
     ("tracking", ("singleton",)),
 )
@@ -200,6 +201,7 @@ def create_schema(conn: psycopg.Connection[Any], schema: str) -> None:
     conn.execute(sql.SQL(identity.DDL).format(s=s))  # type: ignore[arg-type]
     conn.execute(sql.SQL(CATALOG_DDL).format(s=s))  # type: ignore[arg-type]
     conn.execute(sql.SQL(operations.DDL).format(s=s))  # type: ignore[arg-type]
+    conn.execute(sql.SQL(metadefs.DDL).format(s=s))  # type: ignore[arg-type]
 
 
 def schema_exists(conn: psycopg.Connection[Any], schema: str) -> bool:
@@ -218,3 +220,4 @@ def ensure_live_schema(conn: psycopg.Connection[Any]) -> None:
             conn.execute(sql.SQL(identity.DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]
             conn.execute(sql.SQL(CATALOG_DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]
             conn.execute(sql.SQL(operations.DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]
+            conn.execute(sql.SQL(metadefs.DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ from commands import (
     instance,
     keypair,
     ledger,
+    metadef,
     network,
     placement,
     quota,
@@ -85,6 +86,7 @@ from commands.lifecycle import (
     UnlockServer,
     UnshelveServer,
 )
+from commands.metadef_handlers import ChangeNamespace, CreateNamespace, MetadefHandlers, UpdateNamespace
 from commands.migration import FailMigration, MigrateServer, MigrationHandlers, ResizeDecision, ResizeServer
 from commands.network import FixedNetwork
 from commands.operations import (
@@ -117,6 +119,7 @@ def _event_classes() -> list[tuple[str, str]]:
         image_usage,
         keypair,
         ledger,
+        metadef,
         network,
         placement,
         census,
@@ -186,6 +189,7 @@ def test_every_emitted_event_validates_against_its_schema(handlers: Handlers) ->
         handlers.fail_instance(FailInstance(bad.id, "compute.spawn_failed", "libvirt said no", "trace"))
         _operator_scenario(handlers)
         _catalog_scenario(handlers)
+        _metadef_scenario(handlers)
         _placement_scenario(handlers)
         _move_scenario(handlers)
         _identity_scenario(handlers)
@@ -312,6 +316,34 @@ def _image_updates_scenario(catalog: CatalogHandlers, image_id: str) -> None:
     updates.remove_member(RemoveImageMember(image_id, "p1", "p2"))
     props = {"image_properties": {"name": "x"}, "import_from": "http://127.0.0.1/x"}
     TaskHandlers(catalog.app).record_task(RecordTask("import", "p1", "u1", "req-1", props))
+
+
+def _metadef_scenario(handlers: Handlers) -> None:
+    """A metadata definitions namespace and everything defined in it (commands.metadef)."""
+    m = MetadefHandlers(handlers.app)
+    prop = {"type": "string", "title": "T", "enum": ["a"]}
+    fields = {"namespace": "ns", "visibility": "public", "protected": False, "owner": "p1"}
+    objects = [{"name": "o", "description": None, "required": [], "properties": {"p": prop}}]
+    assoc = [{"name": "OS::Glance::Image", "prefix": "x_", "properties_target": None}]
+    m.create_namespace(CreateNamespace(fields, objects, {"p": prop}, ["t"], assoc))
+    changes = (
+        lambda n: n.add_object("o2", "d", ["p"], {"p": prop}),
+        lambda n: n.update_object("o2", "o3", None, [], {}),
+        lambda n: n.remove_object("o3"),
+        lambda n: n.add_property("q", prop),
+        lambda n: n.update_property("q", "r", prop),
+        lambda n: n.remove_property("r"),
+        lambda n: n.add_tags(["u", "v"], replacing=True),
+        lambda n: n.rename_tag("u", "w"),
+        lambda n: n.remove_tag("w"),
+        lambda n: n.clear("objects"),
+        lambda n: n.associate("OS::Nova::Flavor", None, None),
+        lambda n: n.dissociate("OS::Nova::Flavor"),
+    )
+    for change in changes:
+        m.change(ChangeNamespace("ns", change))
+    m.update_namespace(UpdateNamespace("ns", {**fields, "namespace": "ns2", "description": "d"}))
+    m.delete_namespace("ns2")
 
 
 def _placement_scenario(handlers: Handlers) -> None:

@@ -122,6 +122,11 @@ def seed(stack: Stack) -> dict[str, str]:
         "aggregate": {"name": "agg", "availability_zone": "az1"}
     }).json["aggregate"]["id"]  # fmt: skip
     actions = stack.get(f"/v2.1/servers/{server}/os-instance-actions", P1).json["instanceActions"]
+    stack.request("POST", "/image/v2/metadefs/namespaces", ADMIN, json={
+        "namespace": "fuzz-ns", "visibility": "public", "objects": [{"name": "fuzz-obj"}],
+        "properties": {"fuzz-prop": {"type": "string", "title": "p"}}, "tags": [{"name": "fuzz-tag"}],
+        "resource_type_associations": [{"name": "OS::Glance::Image"}],
+    })  # fmt: skip
     roles = {r["name"]: r["id"] for r in stack.request("GET", "/identity/v3/roles", ADMIN).json["roles"]}
     p1 = stack.project_id("p1")
     # Identity targets of their own: the fuzzer may disable them, change their passwords or remove
@@ -136,6 +141,8 @@ def seed(stack: Stack) -> dict[str, str]:
         "uuid": str(host.id), "consumer": server, "resource_class": "VCPU", "key": "k", "tag": "t",
         "kind": "server", "resource_id": server, "request_id": actions[0]["request_id"] if actions else "",
         "domain_id": "default", "action": "enable",
+        "namespace": "fuzz-ns", "object_name": "fuzz-obj", "property_name": "fuzz-prop",
+        "tag_name": "fuzz-tag", "resource_type": "OS::Glance::Image",
     }  # fmt: skip
 
 
