@@ -20,6 +20,7 @@ from api import (
     keypairs,
     metadef_content,
     metadefs,
+    nova_images,
     server_fields,
 )
 from api.body import load_validators
@@ -70,6 +71,7 @@ def add_routes(
     app.add_route(f"{images.IMAGE_ROOT}/v2/schemas/{{name}}", image_schemas.Schema())
     app.add_route(f"{images.IMAGE_ROOT}/v2/schemas/metadefs/{{name}}", image_schemas.MetadefSchema())
     _add_metadefs(app, MetadefHandlers(handlers.app), read, max_body_bytes)
+    nova_images.add_routes(app, catalog, read, max_body_bytes)
 
     keypair_args = (catalog, read, validators, max_body_bytes)
     app.add_route("/v2.1/os-keypairs", keypairs.KeyPairCollection(*keypair_args))

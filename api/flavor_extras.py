@@ -21,11 +21,15 @@ from commands.operations import Operations
 from projections import queries
 from stratus.context import Actor, acting
 
+# Flavors are everyone's: a read of any user waits for the last flavor write through this process
+# (an admin creates a flavor or grants access, then a member lists), as Nova's database answers.
+FLAVORS = "flavors:everyone"
+
 
 def visible_flavor(read: ReadModel, req: falcon.Request, flavor_id: str) -> dict[str, Any]:
     """The flavor as the caller may see it, not deleted; 404 otherwise."""
     actor: Actor = req.context.actor
-    with read.connection(req) as conn:
+    with read.connection(req, concerning=(FLAVORS,)) as conn:
         row = queries.get_flavor(conn, flavor_id)
     if row is None or row["deleted"] or not can_see(actor, row):
         raise ItemNotFound(f"Flavor {flavor_id} could not be found.")
@@ -61,6 +65,7 @@ class _Resource:
 
     def _written(self, resp: falcon.Response, result: Result) -> None:
         resp.set_header(POSITION_HEADER, str(result.position))
+        self._read.note(FLAVORS, result.position)
 
 
 class ExtraSpecs(_Resource):

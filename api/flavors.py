@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 from api import auth
 from api.body import as_bool, as_int, read_json
 from api.errors import BadRequest, ItemNotFound, ReadModelBehind
-from api.flavor_extras import can_see
+from api.flavor_extras import FLAVORS, can_see
 from api.links import next_links, page_params, resource_links
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.servers import UPDATE_READ_WAIT_SECONDS
@@ -144,7 +144,7 @@ class _Flavors:
             raise BadRequest(f"Invalid input for query parameters sort_key. Value: {sort_key[:64]}.")
         if sort_dir not in _SORT_DIRS:
             raise BadRequest(f"Invalid input for query parameters sort_dir. Value: {sort_dir[:64]}.")
-        with self._read.connection(req) as conn:
+        with self._read.connection(req, concerning=(FLAVORS,)) as conn:
             rows = queries.list_flavors(
                 conn,
                 limit=limit,
@@ -196,6 +196,7 @@ class FlavorCollection(_Flavors):
         with acting(req.context.command):
             result = Operations(self._handlers.app).create_flavor(command)
         resp.set_header(POSITION_HEADER, str(result.position))
+        self._read.note(FLAVORS, result.position)
         resp.media = {"flavor": detail_view(req, {**vars(command), "flavorid": result.id, "extra_specs": {}})}
 
 
@@ -211,7 +212,7 @@ class FlavorItem(_Flavors):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, flavor_id: str) -> None:
         _check_params(req, frozenset(), 102)
-        with self._read.connection(req) as conn:
+        with self._read.connection(req, concerning=(FLAVORS,)) as conn:
             row = queries.get_flavor(conn, flavor_id)
             if row is None and self._in_log(flavor_id):
                 # Created a moment ago (SDKs read right after POST without a position): wait once
@@ -231,7 +232,8 @@ class FlavorItem(_Flavors):
         with acting(req.context.command):
             result = Operations(self._handlers.app).update_flavor_description(flavor_id, spec["description"])
         resp.set_header(POSITION_HEADER, str(result.position))
-        with self._read.connection(req) as conn:
+        self._read.note(FLAVORS, result.position)
+        with self._read.connection(req, concerning=(FLAVORS,)) as conn:
             if not queries.wait_for_position(conn, result.position, UPDATE_READ_WAIT_SECONDS):
                 raise ReadModelBehind(result.position, UPDATE_READ_WAIT_SECONDS)
             row = queries.get_flavor(conn, flavor_id)
@@ -253,3 +255,4 @@ class FlavorItem(_Flavors):
             result = Operations(self._handlers.app).delete_flavor(flavor_id)
         resp.status = falcon.HTTP_202
         resp.set_header(POSITION_HEADER, str(result.position))
+        self._read.note(FLAVORS, result.position)

@@ -28,13 +28,14 @@ from api.errors import ApiError, BadRequest, ItemNotFound, ReadModelBehind
 from api.links import next_links, page_params, time_param
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
-from commands.errors import ConflictingState, NotFound
-from commands.handlers import Handlers
+from commands.errors import ConflictingState, InvalidState, NotFound
+from commands.handlers import DeleteServer, Handlers
 from commands.lifecycle import (
     LifecycleHandlers,
     LockServer,
     RebuildServer,
     RequestAction,
+    ResetServerState,
     UnlockServer,
     UnshelveServer,
 )
@@ -99,6 +100,9 @@ class ServerAction:
             "migrate": self._migrate,
             "confirmResize": self._confirm_resize,
             "revertResize": self._revert_resize,
+            "os-resetState": self._reset_state,
+            "restore": self._restore,
+            "forceDelete": self._force_delete,
         }
 
     @falcon.before(policy.require("os_compute_api:servers:action"))
@@ -119,6 +123,27 @@ class ServerAction:
         command = RequestAction(server_id, auth.server_scope(actor), key, admin=auth.is_admin(actor))
         with acting(req.context.command):
             result = self._lifecycle.request_action(command)
+        _accepted(resp, result.position)
+
+    def _reset_state(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
+        """Nova's os-resetState (admins): the server ``active`` or ``error``, its task dropped."""
+        auth.require_admin(req.context.actor, "os_compute_api:os-admin-actions:reset_state")
+        self._handlers.instance(server_id)  # 404 first, as Nova
+        with acting(req.context.command):
+            result = self._lifecycle.reset_state(ResetServerState(server_id, body["value"]["state"]))
+        _accepted(resp, result.position)
+
+    def _restore(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
+        """Stratus deletes at once (Nova's ``reclaim_instance_interval = 0``): no server is ever
+        SOFT_DELETED, so a restore is Nova's 409 for a server in any other state."""
+        inst = self._handlers.instance(server_id, auth.server_scope(req.context.actor))
+        raise InvalidState(f"Cannot 'restore' instance {server_id} while it is in vm_state {inst.vm_state}")
+
+    def _force_delete(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
+        """Nova's forceDelete: the delete, at once, in any state (there is no soft delete to skip)."""
+        actor: Actor = req.context.actor
+        with acting(req.context.command):
+            result = self._handlers.delete_server(DeleteServer(server_id, auth.server_scope(actor)))
         _accepted(resp, result.position)
 
     def _lock(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:

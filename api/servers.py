@@ -56,6 +56,7 @@ DISK_CONFIG = "MANUAL"  # Stratus never resizes a guest's root partition.
 _PROGRESS_STATUSES = ("ACTIVE", "BUILD", "REBUILD", "RESIZE", "VERIFY_RESIZE", "MIGRATING")
 _FAULT_STATUSES = ("ERROR", "DELETED")
 _TRUE = ("1", "true", "t", "yes", "y", "on")
+_FALSE = ("0", "false", "f", "no", "n", "off")
 # The statuses Nova's list filter knows; from 2.38 any other is a 400 (before: an empty list).
 _NOVA_STATUSES = frozenset(
     (
@@ -721,4 +722,13 @@ def _field_filters(req: falcon.Request) -> dict[str, Any]:
     reservation = req.get_param("reservation_id")
     if reservation:
         filters["reservation_id"] = reservation
+    for param in ("flavor", "image"):  # Nova takes an id or a link ending in it
+        value = req.get_param(param)
+        if value:
+            filters[param] = _id_from_ref(value)
+    locked = req.get_param("locked")
+    if locked is not None and at_least(req, 73):
+        if locked.strip().lower() not in (*_TRUE, *_FALSE):
+            raise BadRequest(f"Invalid input for query parameters locked. Value: {locked[:16]}.")
+        filters["locked"] = locked.strip().lower() in _TRUE
     return filters

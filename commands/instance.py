@@ -509,6 +509,22 @@ class Instance(Aggregate):
         self.power_state = power_state
         self.fault = {"code": code, "message": message, "details": details}
 
+    def reset_state(self, state: str) -> None:
+        """Nova's os-resetState (admins): force ``active`` or ``error``, with no task under way. The
+        host is not asked: it is how an operator frees a server whose task will never finish."""
+        self._ensure_exists()
+        vm_state = {"active": VmState.ACTIVE, "error": VmState.ERROR}.get(state)
+        if vm_state is None:
+            raise InvalidInput(
+                f"Invalid input for field/attribute state. Value: {state[:32]}. Not active or error"
+            )
+        self._state_reset(vm_state)
+
+    @event("StateReset")
+    def _state_reset(self, vm_state: str) -> None:
+        self.vm_state = vm_state
+        self.task_state = None
+
     def lock(self, *, admin: bool, reason: str | None = None) -> None:
         """Lock the server against actions by non-admins; locking a locked server changes nothing."""
         self._ensure_exists()

@@ -77,6 +77,12 @@ class FailAction:
 
 
 @dataclass(frozen=True)
+class ResetServerState:
+    server_id: str
+    state: str  # "active" or "error"
+
+
+@dataclass(frozen=True)
 class LockServer:
     server_id: str
     project_id: str | None
@@ -174,6 +180,14 @@ class LifecycleHandlers:
                 power_state=cmd.power_state,
                 broken=cmd.broken,
             )
+            return Result(cmd.server_id, self._h._save(inst))
+
+        return self._h._retrying(decide)
+
+    def reset_state(self, cmd: ResetServerState) -> Result:
+        def decide() -> Result:
+            inst = self._h.instance(cmd.server_id)
+            inst.reset_state(cmd.state)
             return Result(cmd.server_id, self._h._save(inst))
 
         return self._h._retrying(decide)

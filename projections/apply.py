@@ -113,6 +113,10 @@ def instance_image_changed(row: Row, event: Any, position: int) -> Row:
     return _instance(row, event, position, image_ref=event.image_ref or "", image=event.image)
 
 
+def instance_state_reset(row: Row, event: Any, position: int) -> Row:
+    return _instance(row, event, position, vm_state=event.vm_state, task_state=None)
+
+
 def instance_boot_data_changed(row: Row, event: Any, position: int) -> Row:
     return _instance(row, event, position, key_name=event.key_name, user_data=event.user_data)
 

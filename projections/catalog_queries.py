@@ -6,6 +6,7 @@ Same conventions as ``projections.queries``: an open connection in, plain dicts 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -30,6 +31,9 @@ def list_images(
     member_status: str = "accepted",
     os_hidden: bool = False,
     tags: tuple[str, ...] = (),
+    changed_since: datetime | None = None,
+    min_ram: int | None = None,
+    min_disk: int | None = None,
 ) -> list[Row]:
     """A page of images that are not deleted, newest first (Glance's default sort).
 
@@ -63,6 +67,13 @@ def list_images(
     for tag in tags:
         where.append(sql.SQL("tags ? %s"))
         params.append(tag)
+    if changed_since is not None:  # Nova's image proxy: updated at or after
+        where.append(sql.SQL("updated_at >= %s"))
+        params.append(changed_since)
+    for column, least in (("min_ram", min_ram), ("min_disk", min_disk)):
+        if least is not None:
+            where.append(sql.SQL("{} >= %s").format(sql.Identifier(column)))
+            params.append(least)
     for column, value in (("name", name), ("status", status), ("owner", owner)):
         if value is not None:
             where.append(sql.SQL("{} = %s").format(sql.Identifier(column)))

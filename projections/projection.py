@@ -86,6 +86,7 @@ InstancePowerStateSynced: type = Instance.PowerStateSynced  # type: ignore[attr-
 InstanceLocked: type = Instance.Locked  # type: ignore[attr-defined]
 InstanceImageChanged: type = Instance.ImageChanged  # type: ignore[attr-defined]
 InstanceBootDataChanged: type = Instance.BootDataChanged  # type: ignore[attr-defined]
+InstanceStateReset: type = Instance.StateReset  # type: ignore[attr-defined]
 InstanceOffloaded: type = Instance.Offloaded  # type: ignore[attr-defined]
 InstanceUnshelveRequested: type = Instance.UnshelveRequested  # type: ignore[attr-defined]
 InstanceUnlocked: type = Instance.Unlocked  # type: ignore[attr-defined]
@@ -321,7 +322,7 @@ class ReadModels(Projection[ReadModelView]):
         InstanceUpdated, InstanceMetadataUpdated, InstanceTagsUpdated,
         InstanceActionRequested, InstanceActionFinished, InstanceActionFailed, InstancePowerStateSynced,
         InstanceLocked, InstanceUnlocked, InstanceImageChanged, InstanceBootDataChanged, InstanceOffloaded,
-        InstanceUnshelveRequested, InstanceUnshelveFailed,
+        InstanceUnshelveRequested, InstanceUnshelveFailed, InstanceStateReset,
         *migrations.INSTANCE_EVENTS,
         HostRegistered, HostInstanceClaimed, HostInstanceReleased, *migrations.HOST_EVENTS,
         FlavorCreated, FlavorDeleted,
@@ -442,6 +443,10 @@ class ReadModels(Projection[ReadModelView]):
     @process_event.register(InstanceImageChanged)
     def _(self, e: Any, tracking: Tracking) -> None:
         self._instance(apply.instance_image_changed, e, tracking)
+
+    @process_event.register(InstanceStateReset)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_state_reset, e, tracking)
 
     @process_event.register(InstanceBootDataChanged)
     def _(self, e: Any, tracking: Tracking) -> None:

@@ -138,6 +138,9 @@ def list_servers(
     not_tags_any: list[str] | None = None,
     ip: str | None = None,
     reservation_id: str | None = None,
+    flavor: str | None = None,
+    image: str | None = None,
+    locked: bool | None = None,
 ) -> list[Row]:
     """A page of servers, newest first (created_at desc, id desc), as Nova pages them.
 
@@ -146,7 +149,8 @@ def list_servers(
     expression (Nova's semantics); ``status`` an API status such as ``ACTIVE`` (case-insensitive).
     ``changes_since`` keeps servers updated at or after it, deleted ones included (as Nova does);
     ``tags`` (all of them), ``tags_any``, ``not_tags`` (not all of them), ``not_tags_any`` (none of
-    them) filter on tags; ``ip`` is a regular expression matched against the fixed addresses.
+    them) filter on tags; ``ip`` is a regular expression matched against the fixed addresses;
+    ``flavor`` and ``image`` are the flavor's and image's ids; ``locked`` (2.73) whether it is locked.
     """
     where: list[sql.Composable] = []
     params: list[Any] = []
@@ -176,6 +180,15 @@ def list_servers(
     if reservation_id is not None:
         where.append(sql.SQL("reservation_id = %s"))
         params.append(reservation_id)
+    if flavor is not None:
+        where.append(sql.SQL("flavor->>'id' = %s"))
+        params.append(flavor)
+    if image is not None:
+        where.append(sql.SQL("image_ref = %s"))
+        params.append(image)
+    if locked is not None:
+        where.append(sql.SQL("(locked_by IS NOT NULL) = %s"))
+        params.append(locked)
     if name is not None:
         where.append(sql.SQL("name ~ %s"))
         params.append(name)

@@ -26,6 +26,7 @@ def written(r: Any) -> int:
 
 __all__ = ["api_settings", "projector", "stack"]  # fixtures used by the tests below
 
+
 @pytest.fixture(scope="module")
 def schemas() -> Any:
     """Tempest's schema modules by microversion and name (``tests.nova_schemas``)."""

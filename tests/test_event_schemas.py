@@ -79,6 +79,7 @@ from commands.lifecycle import (
     LifecycleHandlers,
     LockServer,
     RebuildServer,
+    ResetServerState,
     ReconciliationHandlers,
     RecordStrayGuests,
     RequestAction,
@@ -286,9 +287,10 @@ def _catalog_scenario(handlers: Handlers) -> None:
     lifecycle = LifecycleHandlers(handlers)
     lifecycle.rebuild(RebuildServer(server, "p1", root))
     lifecycle.finish_action(FinishAction(server, "rebuild", PowerState.RUNNING))
-    again = RebuildServer(server, "p1", root, key_name="", user_data=({"id": "f" * 64, "size": 3},), user_id="u1")
+    new_data = ({"id": "f" * 64, "size": 3},)
+    again = RebuildServer(server, "p1", root, key_name="", user_data=new_data, user_id="u1")
     lifecycle.rebuild(again)
-    lifecycle.finish_action(FinishAction(server, "rebuild", PowerState.RUNNING))
+    lifecycle.reset_state(ResetServerState(server, "active"))  # an admin frees it from the rebuild
     lifecycle.request_action(RequestAction(server, "p1", "shelve"))
     lifecycle.finish_offload(FinishAction(server, "shelve", PowerState.SHUTDOWN))
     lifecycle.unshelve(UnshelveServer(server, "p1"))

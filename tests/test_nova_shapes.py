@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from commands.handlers import FinishSpawning, PlaceInstance, RegisterHost, Start
 from commands.lifecycle import FinishAction, LifecycleHandlers
 from commands.states import PowerState
 from tests import nova_schemas
-from tests.test_api import ADMIN, P1, Stack, projector, stack
+from tests.test_api import ADMIN, P1, P2, Stack, projector, stack
 from tests.test_api_catalog import api_settings, ssh_public_key, upload
 
 __all__ = ["api_settings", "projector", "stack"]  # fixtures used below
@@ -288,13 +289,137 @@ def test_rebuild_bodies_and_what_a_rebuild_changes(stack: Stack, server: tuple[s
             spec["key_name"] = "k"
         if _minor(version) >= 57:
             spec["user_data"] = base64.b64encode(b"again").decode()
-        r = stack.request("POST", f"/v2.1/servers/{sid}/action", at(stack, P1, version), json={"rebuild": spec})
+        r = stack.request(
+            "POST", f"/v2.1/servers/{sid}/action", at(stack, P1, version), json={"rebuild": spec}
+        )
         nova_schemas.check("servers_client", "rebuild_server", version, r.status_code, r.json)
-        assert r.json["server"]["name"] == f"rebuilt-{version}" and r.json["server"]["metadata"] == {"v": version}
+        assert r.json["server"]["name"] == f"rebuilt-{version}" and r.json["server"]["metadata"] == {
+            "v": version
+        }
         lifecycle.finish_action(FinishAction(sid, "rebuild", PowerState.RUNNING))
     shown = stack.get(f"/v2.1/servers/{sid}", at(stack, ADMIN, "2.57", _position(r))).json["server"]
-    assert shown["key_name"] == "k" and shown["OS-EXT-SRV-ATTR:user_data"] == base64.b64encode(b"again").decode()
+    assert (
+        shown["key_name"] == "k" and shown["OS-EXT-SRV-ATTR:user_data"] == base64.b64encode(b"again").decode()
+    )
     for version, field in (("2.53", "key_name"), ("2.56", "user_data")):
         spec = {"imageRef": image, field: "k" if field == "key_name" else "YQ=="}
-        r = stack.request("POST", f"/v2.1/servers/{sid}/action", at(stack, P1, version), json={"rebuild": spec})
+        r = stack.request(
+            "POST", f"/v2.1/servers/{sid}/action", at(stack, P1, version), json={"rebuild": spec}
+        )
         assert r.status_code == 400 and field in r.text, r.text
+
+
+def test_everyone_reads_a_flavor_write_at_once(stack: Stack) -> None:
+    """Flavors are everyone's: another user's next read waits for an admin's flavor write (tempest
+    creates as an admin and lists as a reader), without naming a position."""
+    for n in range(3):
+        body = {"flavor": {"name": f"now-{n}", "ram": 64, "vcpus": 1, "disk": 0, "id": f"now-{n}"}}
+        assert stack.request("POST", "/v2.1/flavors", ADMIN, json=body).status_code == 200
+        assert f"now-{n}" in [f["id"] for f in stack.get("/v2.1/flavors/detail", P1).json["flavors"]]
+        specs = {"extra_specs": {"hw:n": str(n)}}
+        assert (
+            stack.request("POST", f"/v2.1/flavors/now-{n}/os-extra_specs", ADMIN, json=specs).status_code
+            == 200
+        )
+        assert stack.get(f"/v2.1/flavors/now-{n}/os-extra_specs", P1).json == specs
+
+
+def test_reset_state_restore_and_force_delete(stack: Stack, server: tuple[str, int]) -> None:
+    sid, _ = server
+    action = f"/v2.1/servers/{sid}/action"
+    reset = {"os-resetState": {"state": "error"}}
+    assert stack.request("POST", action, P1, json=reset).status_code == 403  # admins only
+    r = stack.request("POST", action, ADMIN, json=reset)
+    assert r.status_code == 202, r.text
+    shown = stack.get(f"/v2.1/servers/{sid}", ADMIN, after=_position(r)).json["server"]
+    assert (shown["status"], shown["OS-EXT-STS:task_state"]) == ("ERROR", None)
+    gone = stack.request("POST", f"/v2.1/servers/{uuid.uuid4()}/action", ADMIN, json=reset)
+    assert gone.status_code == 404
+    bad = stack.request("POST", action, ADMIN, json={"os-resetState": {"state": "paused"}})
+    assert bad.status_code == 400
+    restored = stack.request("POST", action, P1, json={"restore": None})
+    assert restored.status_code == 409 and "restore" in restored.text  # nothing is ever soft-deleted
+    r = stack.request("POST", action, ADMIN, json={"os-resetState": {"state": "active"}})
+    assert stack.get(f"/v2.1/servers/{sid}", ADMIN, after=_position(r)).json["server"]["status"] == "ACTIVE"
+    assert stack.request("POST", action, P1, json={"unlock": None}).status_code == 202
+    r = stack.request("POST", action, P1, json={"forceDelete": None})
+    assert r.status_code == 202, r.text
+    assert (
+        stack.get(f"/v2.1/servers/{sid}", P1, after=_position(r)).json["server"]["OS-EXT-STS:task_state"]
+        == "deleting"
+    )
+
+
+def test_list_filters_by_flavor_image_and_lock_and_metadata_quota(
+    stack: Stack, server: tuple[str, int]
+) -> None:
+    sid, after = server
+    stack.flavor(id="other", name="other")
+    r = stack.request(
+        "POST",
+        "/v2.1/servers",
+        at(stack, P1, "2.52"),
+        json={"server": {"name": "b", "flavorRef": "other", "networks": "none"}},
+    )
+    other, after = r.json["server"]["id"], _position(r)
+
+    def ids(query: str, version: str = "2.1") -> list[str]:
+        found = stack.get(f"/v2.1/servers?{query}", at(stack, P1, version, after))
+        assert found.status_code == 200, found.text
+        return [s["id"] for s in found.json["servers"]]
+
+    assert ids("flavor=contract") == [sid] and ids("flavor=other") == [other]
+    assert ids("flavor=http://x/flavors/other") == [other]
+    assert ids("locked=true", "2.73") == [sid] and ids("locked=false", "2.73") == [other]
+    many = {
+        "server": {
+            "name": "m",
+            "flavorRef": "other",
+            "networks": "none",
+            "metadata": {str(i): "v" for i in range(129)},
+        }
+    }
+    r = stack.request("POST", "/v2.1/servers", at(stack, P1, "2.52"), json=many)
+    assert r.status_code == 403 and "metadata_items" in r.text, r.text
+
+
+def test_nova_image_proxy_until_2_35(stack: Stack) -> None:
+    """Nova's /v2.1/images, answered from Stratus's image service: shapes, filters, metadata, delete."""
+    image = upload(stack, b"disk", P1, name="proxied", min_ram=64)["id"]
+    other = upload(stack, b"disk", P2, name="theirs")["id"]
+    client = "images_client"
+    old = at(stack, P1, "2.35")
+    listed = stack.get("/v2.1/images", old)
+    nova_schemas.check(client, "list_images", "2.35", listed.status_code, listed.json)
+    assert image in [i["id"] for i in listed.json["images"]] and other not in [
+        i["id"] for i in listed.json["images"]
+    ]
+    detail = stack.get("/v2.1/images/detail?minRam=64&status=ACTIVE", old)
+    nova_schemas.check(
+        client,
+        "list_images",
+        "2.35",
+        detail.status_code,
+        {"images": [{k: i[k] for k in ("id", "links", "name")} for i in detail.json["images"]]},
+    )
+    assert [i["id"] for i in detail.json["images"]] == [image]
+    shown = stack.get(f"/v2.1/images/{image}", old)
+    nova_schemas.check(client, "get_image", "2.35", shown.status_code, shown.json)
+    assert (shown.json["image"]["status"], shown.json["image"]["minRam"]) == ("ACTIVE", 64)
+    assert stack.get(f"/v2.1/images/{other}", old).status_code == 404
+    r = stack.request("PUT", f"/v2.1/images/{image}/metadata", old, json={"metadata": {"a": "1", "b": "2"}})
+    nova_schemas.check(client, "image_metadata", "2.35", r.status_code, r.json)
+    r = stack.request("POST", f"/v2.1/images/{image}/metadata", old, json={"metadata": {"b": "3"}})
+    assert r.json == {"metadata": {"a": "1", "b": "3"}}
+    r = stack.request("PUT", f"/v2.1/images/{image}/metadata/c", old, json={"meta": {"c": "4"}})
+    nova_schemas.check(client, "image_meta_item", "2.35", r.status_code, r.json)
+    assert (
+        stack.request("PUT", f"/v2.1/images/{image}/metadata/c", old, json={"meta": {"d": "4"}}).status_code
+        == 400
+    )
+    assert stack.request("DELETE", f"/v2.1/images/{image}/metadata/a", old).status_code == 204
+    assert stack.get(f"/v2.1/images/{image}/metadata", old).json == {"metadata": {"b": "3", "c": "4"}}
+    assert stack.get(f"/v2.1/images/{image}/metadata/b", old).json == {"meta": {"b": "3"}}
+    assert stack.get("/v2.1/images", at(stack, P1, "2.36")).status_code == 404
+    assert stack.request("DELETE", f"/v2.1/images/{image}", old).status_code == 204
+    assert stack.get(f"/v2.1/images/{image}", old).status_code == 404
