@@ -126,7 +126,8 @@ def detail_view(
         "flavor": flavor_view(req, flavor),
         "created": isotime(row["created_at"]),
         "updated": isotime(row["updated_at"]),
-        "addresses": addresses_view(row.get("ports") or []),
+        # update's and rebuild's addresses lack the extension keys before 2.75, as their other fields
+        "addresses": addresses_view(row.get("ports") or [], extended=not basic or at_least(req, 75)),
         "accessIPv4": row.get("access_ip_v4") or "",
         "accessIPv6": row.get("access_ip_v6") or "",
         "links": resource_links(req, "servers", sid),
@@ -300,18 +301,15 @@ def read_user_data(blobs: BlobStore | None, filed: dict[str, Any] | None) -> str
         return None
 
 
-def addresses_view(ports: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Nova's ``addresses``: per network name, the fixed addresses with their MACs."""
+def addresses_view(ports: list[dict[str, Any]], *, extended: bool = True) -> dict[str, list[dict[str, Any]]]:
+    """Nova's ``addresses``: per network name, the fixed addresses (``extended``: with their type
+    and MAC, the extension keys)."""
     addresses: dict[str, list[dict[str, Any]]] = {}
     for port in ports:
-        addresses.setdefault(port["network_name"], []).append(
-            {
-                "addr": port["address"],
-                "version": 4,
-                "OS-EXT-IPS:type": "fixed",
-                "OS-EXT-IPS-MAC:mac_addr": port["mac"],
-            }
-        )
+        address: dict[str, Any] = {"addr": port["address"], "version": 4}
+        if extended:
+            address.update({"OS-EXT-IPS:type": "fixed", "OS-EXT-IPS-MAC:mac_addr": port["mac"]})
+        addresses.setdefault(port["network_name"], []).append(address)
     return addresses
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from commands.handlers import FinishSpawning, PlaceInstance, RegisterHost, StartSpawning
 from commands.lifecycle import FinishAction, LifecycleHandlers
+from commands.network import FixedNetwork
 from commands.states import PowerState
 from tests import nova_schemas
 from tests.test_api import ADMIN, P1, P2, Stack, projector, stack
@@ -45,11 +46,12 @@ def server(stack: Stack) -> tuple[str, int]:
     flavor_id, _ = stack.flavor(id="contract", vcpus=1, ram=512, disk=1)
     stack.request("POST", f"/v2.1/flavors/{flavor_id}/os-extra_specs", json={"extra_specs": {"hw:x": "1"}})
     stack.handlers.register_host(RegisterHost("cmp-contract", vcpus=8, memory_mb=16384, disk_gb=100))
+    stack.handlers.network = FixedNetwork("private", "10.0.0.0/24")  # an address, in every view
     body = {
         "server": {
             "name": "contract",
             "flavorRef": flavor_id,
-            "networks": "none",
+            "networks": "auto",
             "tags": ["t"],
             "description": "about",
             "metadata": {"k": "v"},
@@ -75,6 +77,7 @@ def test_server_bodies_at_every_microversion(stack: Stack, server: tuple[str, in
     for version in nova_schemas.boundaries("servers_client"):
         shown = stack.get(f"/v2.1/servers/{sid}", at(stack, who, version, after))
         nova_schemas.check("servers_client", "get_server", version, shown.status_code, shown.json)
+        assert shown.json["server"]["addresses"]["private"], "the fixture's server has an address"
         listed = stack.get("/v2.1/servers/detail", at(stack, who, version, after))
         nova_schemas.check("servers_client", "list_servers_detail", version, listed.status_code, listed.json)
         brief = stack.get("/v2.1/servers", at(stack, who, version, after))
