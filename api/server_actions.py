@@ -214,8 +214,24 @@ class ServerAction:
             resp.media = {"server": view}
 
     def _unshelve(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
+        """Unshelve; from 2.77 into a zone, from 2.91 unpinned (null) or onto a host (admins)."""
         actor: Actor = req.context.actor
-        command = UnshelveServer(server_id, auth.server_scope(actor), admin=auth.is_admin(actor))
+        spec = body["value"] or {}
+        servers.refuse_before(req, spec, {"availability_zone": 77, "host": 91}, "unshelve")
+        zone: tuple[str | None] | None = None
+        if "availability_zone" in spec:
+            if spec["availability_zone"] is None and not at_least(req, 91):
+                raise BadRequest(
+                    "Invalid input for field/attribute availability_zone: null needs microversion 2.91"
+                )
+            if self._read is not None:
+                servers.check_zone(self._read, req, spec["availability_zone"])
+            zone = (spec["availability_zone"],)
+        if "host" in spec:
+            auth.require_admin(actor, "os_compute_api:os-shelve:unshelve_to_host")
+        command = UnshelveServer(
+            server_id, auth.server_scope(actor), admin=auth.is_admin(actor), zone=zone, host=spec.get("host")
+        )
         with acting(req.context.command):
             result = self._lifecycle.unshelve(command)
         _accepted(resp, result.position)

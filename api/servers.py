@@ -39,6 +39,7 @@ from api.versions import at_least
 from commands.errors import NotFound
 from commands.handlers import CreateServer, DeleteServer, Handlers
 from commands.host_aggregate import DEFAULT_ZONE
+from commands.lifecycle import LifecycleHandlers, PinZone
 from commands.server_fields import ServerFieldHandlers, UpdateServer
 from commands.states import PowerState
 from projections import admin_queries, queries
@@ -464,6 +465,7 @@ class ServerCollection(_Servers):
             any_image=auth.is_admin(actor),
             any_flavor=auth.is_admin(actor),
             group=body.get("os:scheduler_hints", {}).get("group"),
+            requested_host=requested_destination(req, server),
             **_described(req, server),
         )
         if command.hostname is not None and max_count > 1:
@@ -484,13 +486,29 @@ class ServerCollection(_Servers):
         resp.media = {"server": {"id": result.id, "links": links, "OS-DCF:diskConfig": command.disk_config}}
 
     def _check_zone(self, req: falcon.Request, zone: str | None) -> None:
-        """A zone must be one that hosts are in, or that a host aggregate defines (Nova: 400)."""
-        if zone is None:
-            return
-        with self._read.connection(req) as conn:
-            zones = admin_queries.availability_zones(conn, DEFAULT_ZONE)
-        if zone not in zones:
-            raise BadRequest("The requested availability zone is not available")
+        check_zone(self._read, req, zone)
+
+
+def check_zone(read: ReadModel, req: falcon.Request, zone: str | None) -> None:
+    """A zone must be one that hosts are in, or that a host aggregate defines (Nova: 400)."""
+    if zone is None:
+        return
+    with read.connection(req) as conn:
+        zones = admin_queries.availability_zones(conn, DEFAULT_ZONE)
+    if zone not in zones:
+        raise BadRequest("The requested availability zone is not available")
+
+
+def requested_destination(req: falcon.Request, body: dict[str, Any]) -> str | None:
+    """2.74's ``host``/``hypervisor_hostname`` (a Stratus host is its own node): admins only."""
+    refuse_before(req, body, {"host": 74, "hypervisor_hostname": 74})
+    host, node = body.get("host"), body.get("hypervisor_hostname")
+    if host is None and node is None:
+        return None
+    auth.require_admin(req.context.actor, "compute:servers:create:requested_destination")
+    if host is not None and node is not None and host != node:
+        raise BadRequest(f"Compute host {host} has no node {node}.")
+    return str(host or node)
 
 
 class ServerDetailCollection(_Servers):
@@ -543,7 +561,8 @@ class ServerItem(_Servers):
         """Rename the server or change its description; the answer is the server after the change."""
         actor: Actor = req.context.actor
         changes = read_json(req, self._validators["servers.update"], self._max_body)["server"]
-        refuse_before(req, changes, {"description": 19})
+        refuse_before(req, changes, {"description": 19, "pinned_availability_zone": 104})
+        pin = changes.pop("pinned_availability_zone", ...)
         command = UpdateServer(
             server_id,
             auth.server_scope(actor),
@@ -554,6 +573,11 @@ class ServerItem(_Servers):
         )
         with acting(req.context.command):
             result = ServerFieldHandlers(self._handlers).update_server(command)
+            if pin is not ...:  # 2.104: unpin (null), or pin again to the zone it is in (else 409)
+                pinned = PinZone(server_id, auth.server_scope(actor), pin)
+                result = max(
+                    result, LifecycleHandlers(self._handlers).pin_zone(pinned), key=lambda r: r.position
+                )
         resp.set_header(POSITION_HEADER, str(result.position))
         with self._read.connection(req) as conn:
             if not queries.wait_for_position(conn, result.position, UPDATE_READ_WAIT_SECONDS):

@@ -94,6 +94,8 @@ class CreateServer:
     access_ip_v6: str | None = None
     hostname: str | None = None
     disk_config: str = "MANUAL"
+    # The host an admin asked for (2.74's host/hypervisor_hostname): the scheduler places only there.
+    requested_host: str | None = None
 
 
 @dataclass(frozen=True)
@@ -296,6 +298,11 @@ class Handlers(HandlerBase):
             raise NotFound(f"Flavor {cmd.flavor_ref} could not be found.")
         image = self._bootable_image(cmd, flavor.ram, flavor.disk) if cmd.image_ref else None
         keypair = self._server_keypair(cmd.user_id, cmd.key_name) if cmd.key_name else None
+        if cmd.requested_host is not None:
+            try:
+                self.host(cmd.requested_host)
+            except NotFound:
+                raise InvalidInput(f"Compute host {cmd.requested_host} could not be found.") from None
         if cmd.idempotency_key:
             first = uuid5(_REQUEST_NS, f"{cmd.project_id}\x00{cmd.idempotency_key}")
             ids = [first] + [uuid5(first, str(i)) for i in range(1, cmd.count)]
@@ -362,7 +369,8 @@ class Handlers(HandlerBase):
                     tags=list(dict.fromkeys(cmd.tags)),
                     reservation_id=cmd.reservation_id,
                     launch_index=index,
-                    scheduling={"num_instances": cmd.count, "group_id": cmd.group},
+                    scheduling={"num_instances": cmd.count, "group_id": cmd.group}
+                    | ({"host": cmd.requested_host} if cmd.requested_host else {}),
                     access_ip_v4=cmd.access_ip_v4,
                     access_ip_v6=cmd.access_ip_v6,
                     hostname=cmd.hostname,

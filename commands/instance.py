@@ -154,6 +154,7 @@ class Instance(Aggregate):
         self.reservation_id = reservation_id
         self.launch_index = launch_index
         self.scheduling = scheduling
+        self.unshelve_host: str | None = None
         self.access_ip_v4 = access_ip_v4
         self.access_ip_v6 = access_ip_v6
         self.hostname = hostname
@@ -200,7 +201,16 @@ class Instance(Aggregate):
         """A new server requested alone and in no server group, as recorded by its request (a
         scheduler may then place it in a batch with other such requests)."""
         s = self.scheduling
-        return s is not None and s.get("num_instances") == 1 and s.get("group_id") is None
+        return (
+            s is not None and s.get("num_instances") == 1 and s.get("group_id") is None and not s.get("host")
+        )
+
+    @property
+    def requested_host(self) -> str | None:
+        """The host an admin asked for: at creation (2.74) or at unshelve (2.91); None: any host."""
+        if self.vm_state == VmState.SHELVED_OFFLOADED:
+            return self.unshelve_host
+        return (self.scheduling or {}).get("host")
 
     @property
     def awaiting_host(self) -> bool:
@@ -420,19 +430,56 @@ class Instance(Aggregate):
     def _offloaded(self, host: str) -> None:
         self.host = None
 
-    def unshelve(self, *, admin: bool) -> None:
-        """Nova's unshelve of an offloaded server: the scheduler places it again, the host spawns it."""
+    def unshelve(
+        self, *, admin: bool, zone: tuple[str | None] | None = None, host: str | None = None
+    ) -> None:
+        """Nova's unshelve of an offloaded server: the scheduler places it again, the host spawns it.
+        ``zone``: the zone to pin it to (2.77; ``(None,)`` unpins, 2.91); ``host``: where (2.91)."""
         self._ensure_exists()
         self._check_lock(admin)
         if self.vm_state != VmState.SHELVED_OFFLOADED or self.task_state is not None:
             raise InvalidState(
                 f"Cannot 'unshelve' instance {self.id} while it is in vm_state {self.vm_state}"
             )
-        self._unshelve_requested()
+        pinned = zone[0] if zone is not None else self.availability_zone
+        self._unshelve_requested(zone is not None, pinned, host)
 
-    @event("UnshelveRequested")
-    def _unshelve_requested(self) -> None:
+    class UnshelveRequested(Aggregate.Event):
+        """Version 2: the zone the server is pinned to after (``repin``: the request named one;
+        2.77, and 2.91's null to unpin) and the host an admin asked for (2.91)."""
+
+        repin: bool
+        availability_zone: str | None
+        host: str | None
+
+        class_version = 2
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state.update(repin=False, availability_zone=None, host=None)  # asked for neither
+
+    @event(UnshelveRequested)
+    def _unshelve_requested(self, repin: bool, availability_zone: str | None, host: str | None) -> None:
         self.task_state = TaskState.UNSHELVING
+        if repin:
+            self.availability_zone = availability_zone
+        self.unshelve_host = host
+
+    def pin_zone(self, zone: str | None, current_zone: str) -> None:
+        """2.104: unpin (None), or pin again to the zone the server is in; Nova's 409 otherwise."""
+        self._ensure_exists()
+        if zone == self.availability_zone:
+            return
+        if zone is not None and (self.availability_zone is not None or zone != current_zone):
+            raise InvalidState(
+                f"Cannot pin instance {self.id} to availability zone {zone}: it is in {current_zone}"
+                + (f" and pinned to {self.availability_zone}" if self.availability_zone else "")
+            )
+        self._zone_pinned(zone)
+
+    @event("ZonePinned")
+    def _zone_pinned(self, availability_zone: str | None) -> None:
+        self.availability_zone = availability_zone
 
     def request_shelve_offload(self) -> None:
         """Nova's shelveOffload applies to SHELVED servers; Stratus offloads at shelve (Nova with

@@ -18,8 +18,9 @@ from eventsourcing.domain import Aggregate
 
 from commands.actions import ACTIONS
 from commands.census import GuestCensus, census_id
-from commands.errors import InvalidInput
+from commands.errors import InvalidInput, NotFound
 from commands.handlers import Handlers, Result
+from commands.host_aggregate import DEFAULT_ZONE
 from commands.instance import Instance
 
 
@@ -56,6 +57,15 @@ class UnshelveServer:
     server_id: str
     project_id: str | None
     admin: bool = False
+    zone: tuple[str | None] | None = None  # the zone to pin it to ((None,): unpin); None: as it was
+    host: str | None = None  # where an admin wants it (2.91)
+
+
+@dataclass(frozen=True)
+class PinZone:
+    server_id: str
+    project_id: str | None
+    zone: str | None  # None: unpin
 
 
 @dataclass(frozen=True)
@@ -140,7 +150,12 @@ class LifecycleHandlers:
     def unshelve(self, cmd: UnshelveServer) -> Result:
         def decide() -> Result:
             inst = self._h.instance(cmd.server_id, cmd.project_id)
-            inst.unshelve(admin=cmd.admin)
+            if cmd.host is not None:
+                try:
+                    self._h.host(cmd.host)
+                except NotFound:
+                    raise InvalidInput(f"Compute host {cmd.host} could not be found.") from None
+            inst.unshelve(admin=cmd.admin, zone=cmd.zone, host=cmd.host)
             return Result(cmd.server_id, self._h._save(inst))
 
         return self._h._retrying(decide)
@@ -180,6 +195,15 @@ class LifecycleHandlers:
                 power_state=cmd.power_state,
                 broken=cmd.broken,
             )
+            return Result(cmd.server_id, self._h._save(inst))
+
+        return self._h._retrying(decide)
+
+    def pin_zone(self, cmd: PinZone) -> Result:
+        def decide() -> Result:
+            inst = self._h.instance(cmd.server_id, cmd.project_id)
+            host = self._h.host(inst.host) if inst.host else None
+            inst.pin_zone(cmd.zone, host.availability_zone(DEFAULT_ZONE) if host is not None else "")
             return Result(cmd.server_id, self._h._save(inst))
 
         return self._h._retrying(decide)

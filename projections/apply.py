@@ -101,7 +101,15 @@ def instance_offloaded(row: Row, event: Any, position: int) -> Row:
 
 
 def instance_unshelve_requested(row: Row, event: Any, position: int) -> Row:
+    if getattr(event, "repin", False):
+        return _instance(
+            row, event, position, task_state=TaskState.UNSHELVING, availability_zone=event.availability_zone
+        )
     return _instance(row, event, position, task_state=TaskState.UNSHELVING)
+
+
+def instance_zone_pinned(row: Row, event: Any, position: int) -> Row:
+    return _instance(row, event, position, availability_zone=event.availability_zone)
 
 
 def instance_unshelve_failed(row: Row, event: Any, position: int) -> Row:

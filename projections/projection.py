@@ -87,6 +87,7 @@ InstanceLocked: type = Instance.Locked  # type: ignore[attr-defined]
 InstanceImageChanged: type = Instance.ImageChanged  # type: ignore[attr-defined]
 InstanceBootDataChanged: type = Instance.BootDataChanged  # type: ignore[attr-defined]
 InstanceStateReset: type = Instance.StateReset  # type: ignore[attr-defined]
+InstanceZonePinned: type = Instance.ZonePinned  # type: ignore[attr-defined]
 InstanceOffloaded: type = Instance.Offloaded  # type: ignore[attr-defined]
 InstanceUnshelveRequested: type = Instance.UnshelveRequested  # type: ignore[attr-defined]
 InstanceUnlocked: type = Instance.Unlocked  # type: ignore[attr-defined]
@@ -322,7 +323,7 @@ class ReadModels(Projection[ReadModelView]):
         InstanceUpdated, InstanceMetadataUpdated, InstanceTagsUpdated,
         InstanceActionRequested, InstanceActionFinished, InstanceActionFailed, InstancePowerStateSynced,
         InstanceLocked, InstanceUnlocked, InstanceImageChanged, InstanceBootDataChanged, InstanceOffloaded,
-        InstanceUnshelveRequested, InstanceUnshelveFailed, InstanceStateReset,
+        InstanceUnshelveRequested, InstanceUnshelveFailed, InstanceStateReset, InstanceZonePinned,
         *migrations.INSTANCE_EVENTS,
         HostRegistered, HostInstanceClaimed, HostInstanceReleased, *migrations.HOST_EVENTS,
         FlavorCreated, FlavorDeleted,
@@ -443,6 +444,10 @@ class ReadModels(Projection[ReadModelView]):
     @process_event.register(InstanceImageChanged)
     def _(self, e: Any, tracking: Tracking) -> None:
         self._instance(apply.instance_image_changed, e, tracking)
+
+    @process_event.register(InstanceZonePinned)
+    def _(self, e: Any, tracking: Tracking) -> None:
+        self._instance(apply.instance_zone_pinned, e, tracking)
 
     @process_event.register(InstanceStateReset)
     def _(self, e: Any, tracking: Tracking) -> None:

@@ -78,6 +78,7 @@ from commands.lifecycle import (
     FinishAction,
     LifecycleHandlers,
     LockServer,
+    PinZone,
     RebuildServer,
     ReconciliationHandlers,
     RecordStrayGuests,
@@ -274,7 +275,7 @@ def _catalog_scenario(handlers: Handlers) -> None:
     server = handlers.create_server(
         CreateServer(
             "vm4", "p1", "u1", "1", image_ref=root, key_name="k", description="d", tags=("a",),
-            user_data={"id": "e" * 64, "size": 10}, reservation_id="r-12345678",
+            user_data={"id": "e" * 64, "size": 10}, reservation_id="r-12345678", requested_host="c1",
         )
     ).id  # fmt: skip
     fields = ServerFieldHandlers(handlers)
@@ -293,12 +294,13 @@ def _catalog_scenario(handlers: Handlers) -> None:
     lifecycle.reset_state(ResetServerState(server, "active"))  # an admin frees it from the rebuild
     lifecycle.request_action(RequestAction(server, "p1", "shelve"))
     lifecycle.finish_offload(FinishAction(server, "shelve", PowerState.SHUTDOWN))
-    lifecycle.unshelve(UnshelveServer(server, "p1"))
+    lifecycle.unshelve(UnshelveServer(server, "p1", zone=(None,), host="c1"))
     handlers.fail_instance(FailInstance(server, "compute.no_valid_host", "No valid host was found. ", "none"))
     lifecycle.unshelve(UnshelveServer(server, "p1"))
     handlers.place_instance(PlaceInstance(server, "c1"))
     handlers.start_spawning(StartSpawning(server, "c1"))
     handlers.finish_spawning(FinishSpawning(server, PowerState.RUNNING))
+    lifecycle.pin_zone(PinZone(server, "p1", "nova"))
     handlers.delete_server(DeleteServer(server, "p1"))
     handlers.finish_deletion(FinishDeletion(server))
     catalog.delete_image(DeleteImage(root, "p1"))

@@ -426,3 +426,47 @@ def test_nova_image_proxy_until_2_35(stack: Stack) -> None:
     assert stack.get("/v2.1/images", at(stack, P1, "2.36")).status_code == 404
     assert stack.request("DELETE", f"/v2.1/images/{image}", old).status_code == 204
     assert stack.get(f"/v2.1/images/{image}", old).status_code == 404
+
+
+def test_destinations_and_zone_pins(stack: Stack, server: tuple[str, int]) -> None:
+    """2.74's host at create (admins), 2.77/2.91's zone and host at unshelve, 2.104's pin."""
+    sid, _ = server
+    body = {"server": {"name": "h", "flavorRef": "contract", "networks": "none", "host": "cmp-contract"}}
+    assert stack.request("POST", "/v2.1/servers", at(stack, ADMIN, "2.73"), json=body).status_code == 400
+    assert stack.request("POST", "/v2.1/servers", at(stack, P1, "2.74"), json=body).status_code == 403
+    r = stack.request("POST", "/v2.1/servers", at(stack, ADMIN, "2.74"), json=body)
+    assert r.status_code == 202, r.text
+    assert stack.handlers.instance(r.json["server"]["id"]).requested_host == "cmp-contract"
+    body["server"]["host"] = "nowhere"
+    assert stack.request("POST", "/v2.1/servers", at(stack, ADMIN, "2.74"), json=body).status_code == 400
+
+    stack.handlers.start_spawning(StartSpawning(sid, "cmp-contract"))
+    stack.handlers.finish_spawning(FinishSpawning(sid, PowerState.RUNNING))
+    assert stack.request("POST", f"/v2.1/servers/{sid}/action", P1, json={"unlock": None}).status_code == 202
+    lifecycle = LifecycleHandlers(stack.handlers)
+    # 2.104: the server is in the default zone, pinned to none
+    pin = {"server": {"pinned_availability_zone": "nova"}}
+    assert stack.request("PUT", f"/v2.1/servers/{sid}", at(stack, P1, "2.103"), json=pin).status_code == 400
+    r = stack.request("PUT", f"/v2.1/servers/{sid}", at(stack, P1, "2.104"), json=pin)
+    assert r.status_code == 200 and r.json["server"]["pinned_availability_zone"] == "nova", r.text
+    elsewhere = {"server": {"pinned_availability_zone": "elsewhere"}}
+    assert stack.request("PUT", f"/v2.1/servers/{sid}", at(stack, P1, "2.104"), json=elsewhere).status_code == 409
+    unpin = {"server": {"pinned_availability_zone": None}}
+    r = stack.request("PUT", f"/v2.1/servers/{sid}", at(stack, P1, "2.104"), json=unpin)
+    assert r.status_code == 200 and r.json["server"]["pinned_availability_zone"] is None
+
+    r = stack.request("POST", f"/v2.1/servers/{sid}/action", P1, json={"shelve": None})
+    assert r.status_code == 202, r.text
+    lifecycle.finish_offload(FinishAction(sid, "shelve", PowerState.SHUTDOWN))
+    action = f"/v2.1/servers/{sid}/action"
+    zoned = {"unshelve": {"availability_zone": "nova"}}
+    assert stack.request("POST", action, at(stack, P1, "2.76"), json=zoned).status_code == 400
+    hosted = {"unshelve": {"host": "cmp-contract"}}
+    assert stack.request("POST", action, at(stack, P1, "2.91"), json=hosted).status_code == 403
+    assert stack.request("POST", action, at(stack, ADMIN, "2.91"), json={"unshelve": {"host": "nowhere"}}).status_code == 400
+    r = stack.request("POST", action, at(stack, ADMIN, "2.91"), json={"unshelve": {"availability_zone": "nova", "host": "cmp-contract"}})
+    assert r.status_code == 202, r.text
+    inst = stack.handlers.instance(sid)
+    assert (inst.requested_host, inst.availability_zone) == ("cmp-contract", "nova")
+    shown = stack.get(f"/v2.1/servers/{sid}", at(stack, P1, "2.96", _position(r))).json["server"]
+    assert shown["pinned_availability_zone"] == "nova"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from commands.errors import GroupPolicyViolated, NotFound, QuotaExceeded
+from commands.errors import GroupPolicyViolated, InvalidInput, NotFound, QuotaExceeded
 from commands.handlers import (
     CreateFlavor,
     CreateServer,
@@ -200,3 +200,18 @@ def test_anti_affinity_with_max_server_per_host(handlers: Handlers, ops: Operati
         handlers.place_instance(PlaceInstance(third, "a"))
     handlers.place_instance(PlaceInstance(third, "b"))
     assert ops.server_group(group, "p1").rules == rules
+
+
+def test_a_requested_host_is_the_only_candidate(
+    handlers: Handlers, start_scheduler: Callable[..., Worker]
+) -> None:
+    """2.74 (create) and 2.91 (unshelve): an admin names the host; the scheduler places there
+    (the first host would win otherwise), or nowhere."""
+    hosts(handlers, "a", "b")
+    start_scheduler()
+    wanted = handlers.create_server(CreateServer("vm", "p1", "u1", "small", requested_host="b")).id
+    assert placed(handlers, wanted) == (VmState.BUILDING, "b")
+    anywhere = server(handlers)
+    assert placed(handlers, anywhere) == (VmState.BUILDING, "a")
+    with pytest.raises(InvalidInput):
+        handlers.create_server(CreateServer("vm", "p1", "u1", "small", requested_host="nowhere"))

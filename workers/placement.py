@@ -145,9 +145,11 @@ class Placement:
             if len(together) > 1 and together[0] == server_id:
                 return self._place_together(together, request)
         details = ""
+        target = inst.requested_host  # an admin's choice (2.74, 2.91): that host or none
         for _ in range(self._rounds):
             self._catch_up()
-            filtered = run_filters(self._view.hosts(), request, self._view.free_of)
+            hosts = [h for h in self._view.hosts() if target in (None, h.hostname)]
+            filtered = run_filters(hosts, request, self._view.free_of)
             if not filtered.hosts:
                 details = _why_none(request, filtered)
                 break
