@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from commands.identity import Project, Role, Token, User
+from projections import identity_directory as directory
 
 Statement = tuple[str, tuple[Any, ...]]  # SQL with ``{s}`` for the schema, and its parameters
 
@@ -31,6 +32,7 @@ TokenRevoked: type = Token.Revoked  # type: ignore[attr-defined]
 HANDLED: tuple[type, ...] = (
     ProjectCreated, ProjectUpdated, ProjectRoleGranted, ProjectRoleRevoked,
     UserCreated, UserUpdated, UserPasswordSet, RoleCreated, TokenRevoked, UserDeleted, ProjectDeleted,
+    *directory.HANDLED,
 )  # fmt: skip
 
 # Idempotent: a read-model schema made before identity existed gets these tables when next opened
@@ -42,9 +44,11 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("roles", ("id",)),
     ("role_assignments", ("project_id", "user_id", "role_id")),
     ("revoked_tokens", ("token_id",)),
+    *directory.TABLES,
 )
 
-DDL = """
+DDL = (
+    """
 CREATE TABLE IF NOT EXISTS {s}.projects (
     id text PRIMARY KEY,
     name text NOT NULL,
@@ -103,11 +107,23 @@ CREATE TABLE IF NOT EXISTS {s}.revoked_tokens (
     position bigint NOT NULL
 );
 """
+    + directory.DDL
+)
 
 
 # The user's tokens issued before the event end (never moved back: a later event cannot revive them).
 _END_TOKENS = (
     "UPDATE {s}.users SET tokens_valid_after = GREATEST(COALESCE(tokens_valid_after, %s), %s) WHERE id = %s"
+)
+
+
+# The rows that name a user and go with them.
+_USER_ROWS = (
+    "role_assignments",
+    "domain_assignments",
+    "group_members",
+    "application_credentials",
+    "access_rules",
 )
 
 
@@ -127,12 +143,14 @@ def statements(e: Any, position: int) -> list[Statement]:
         pid = e.originator_id.hex
         return [
             ("DELETE FROM {s}.role_assignments WHERE project_id = %s", (pid,)),
+            ("DELETE FROM {s}.group_assignments WHERE scope_type = 'project' AND scope_id = %s", (pid,)),
+            ("DELETE FROM {s}.application_credentials WHERE project_id = %s", (pid,)),
             ("DELETE FROM {s}.projects WHERE id = %s", (pid,)),
         ]
     if issubclass(kind, UserDeleted):
         uid = e.originator_id.hex
         return [
-            ("DELETE FROM {s}.role_assignments WHERE user_id = %s", (uid,)),
+            *((f"DELETE FROM {{s}}.{t} WHERE user_id = %s", (uid,)) for t in _USER_ROWS),
             ("DELETE FROM {s}.users WHERE id = %s", (uid,)),
         ]
     if issubclass(kind, ProjectUpdated):
@@ -212,4 +230,4 @@ def statements(e: Any, position: int) -> list[Statement]:
                 (e.token_id, e.user_id, e.project_id, e.expires_at, t, position),
             )
         ]
-    return []
+    return directory.statements(e, position)
