@@ -73,7 +73,12 @@ class Authenticator:
             ) from None
         with self._read.connection(req) as conn:
             subject = identity_queries.subject(
-                conn, claims.user_id, claims.project_id, (claims.token_id, claims.chain), claims.issued_at
+                conn,
+                claims.user_id,
+                claims.project_id,
+                (claims.token_id, claims.chain),
+                claims.issued_at,
+                claims.application_credential_id,
             )
         reason = _refused(subject)
         if reason:

@@ -30,7 +30,9 @@ class Subject:
     revoked: bool
 
 
-def _all(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> list[Row]:
+def _all(
+    conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] | dict[str, Any] = ()
+) -> list[Row]:
     try:
         with conn.cursor(row_factory=dict_row) as cur:
             cur.execute(query.format(s=_S), params)  # type: ignore[arg-type]
@@ -44,23 +46,55 @@ def _one(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()
     return rows[0] if rows else None
 
 
+# The roles of a live application credential (``%s``: its id).
+_CREDENTIAL_ROLES = (
+    "SELECT jsonb_array_elements_text(c.role_ids) FROM {s}.application_credentials c "
+    "WHERE c.id = %s AND (c.expires_at IS NULL OR c.expires_at > now())"
+)
+
+
+def _held(user: str, project: str) -> str:
+    """SQL for the ids of the roles ``user`` holds in ``project`` (SQL expressions): given to them,
+    or to a group of theirs."""
+    return (
+        f"SELECT a.role_id FROM {{s}}.role_assignments a "
+        f"WHERE a.user_id = {user} AND a.project_id = {project} "
+        f"UNION SELECT g.role_id FROM {{s}}.group_assignments g "
+        f"JOIN {{s}}.group_members m ON m.group_id = g.group_id "
+        f"WHERE m.user_id = {user} AND g.scope_type = 'project' AND g.scope_id = {project}"
+    )
+
+
 def subject(
-    conn: psycopg.Connection[Any], user_id: str, project_id: str, token_ids: tuple[str, ...], issued_at: Any
+    conn: psycopg.Connection[Any],
+    user_id: str,
+    project_id: str,
+    token_ids: tuple[str, ...],
+    issued_at: Any,
+    application_credential_id: str = "",
 ) -> Subject | None:
     """The token's subject now. ``revoked`` when one of ``token_ids`` (the token's own id and its
     chain's) was revoked, or when the user's tokens issued at ``issued_at`` were ended since (a
-    password change, a disable, a role removal: ``users.tokens_valid_after``)."""
+    password change, a disable, a role removal: ``users.tokens_valid_after``). A token of an
+    application credential holds only the credential's roles, and none once it is deleted or expired."""
     row = _one(
         conn,
-        """
+        f"""
         SELECT row_to_json(u) AS user, row_to_json(p) AS project,
-               ARRAY(SELECT r.name FROM {s}.role_assignments a JOIN {s}.roles r ON r.id = a.role_id
-                     WHERE a.user_id = u.id AND a.project_id = p.id) AS role_names,
-               (EXISTS (SELECT 1 FROM {s}.revoked_tokens t WHERE t.token_id = ANY(%s))
+               ARRAY(SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({_held("u.id", "p.id")})
+                     AND (%s = '' OR r.id IN ({_CREDENTIAL_ROLES}))) AS role_names,
+               (EXISTS (SELECT 1 FROM {{s}}.revoked_tokens t WHERE t.token_id = ANY(%s))
                 OR COALESCE(u.tokens_valid_after > %s, false)) AS revoked
-        FROM {s}.users u, {s}.projects p WHERE u.id = %s AND p.id = %s
+        FROM {{s}}.users u, {{s}}.projects p WHERE u.id = %s AND p.id = %s
         """,
-        (list(token_ids), issued_at, user_id, project_id),
+        (
+            application_credential_id,
+            application_credential_id,
+            list(token_ids),
+            issued_at,
+            user_id,
+            project_id,
+        ),
     )
     if row is None:
         return None
@@ -68,11 +102,11 @@ def subject(
 
 
 def user_role_names(conn: psycopg.Connection[Any], user_id: str, project_id: str) -> frozenset[str]:
+    held = _held("%(user)s", "%(project)s")
     rows = _all(
         conn,
-        "SELECT r.name FROM {s}.role_assignments a JOIN {s}.roles r ON r.id = a.role_id "
-        "WHERE a.user_id = %s AND a.project_id = %s",
-        (user_id, project_id),
+        f"SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({held})",
+        {"user": user_id, "project": project_id},
     )
     return frozenset(r["name"] for r in rows)
 
@@ -106,8 +140,11 @@ def user_projects(conn: psycopg.Connection[Any], user_id: str) -> list[Row]:
     return _all(
         conn,
         "SELECT * FROM {s}.projects WHERE id IN "
-        "(SELECT project_id FROM {s}.role_assignments WHERE user_id = %s) ORDER BY name, id",
-        (user_id,),
+        "(SELECT project_id FROM {s}.role_assignments WHERE user_id = %(user)s "
+        "UNION SELECT g.scope_id FROM {s}.group_assignments g "
+        "JOIN {s}.group_members m ON m.group_id = g.group_id "
+        "WHERE m.user_id = %(user)s AND g.scope_type = 'project') ORDER BY name, id",
+        {"user": user_id},
     )
 
 

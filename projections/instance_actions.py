@@ -67,8 +67,10 @@ def _data(envelope: Envelope) -> dict[str, Any]:
 
 def nova_time(rfc3339: str) -> str:
     """Nova prints action times as naive ISO 8601 in UTC with microseconds."""
-    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).replace(tzinfo=None).isoformat(
-        timespec="microseconds"
+    return (
+        datetime.fromisoformat(rfc3339.replace("Z", "+00:00"))
+        .replace(tzinfo=None)
+        .isoformat(timespec="microseconds")
     )
 
 
