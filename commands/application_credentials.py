@@ -82,13 +82,13 @@ class ApplicationCredentialHandlers(IdentityBase):
     def application_credential(self, credential_id: str) -> ApplicationCredential:
         return self._identity(ApplicationCredential, credential_id, "application credential")
 
-    def create_application_credential(self, cmd: CreateApplicationCredential) -> Result:
+    def create_application_credential(self, cmd: CreateApplicationCredential, credential_id: str) -> Result:
         self.user(cmd.user_id)
         self.project(cmd.project_id)
         for rid in cmd.role_ids:
             self.role(rid)
         credential, _ = ApplicationCredential.create(
-            application_credential_id=self._new_id(),
+            application_credential_id=credential_id,
             user_id=cmd.user_id,
             project_id=cmd.project_id,
             name=cmd.name,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from eventsourcing.domain import Aggregate
 
 from commands.base import Result
-from commands.identity import DEFAULT_DOMAIN_ID, Domain, Group, Project, Role
+from commands.identity import DEFAULT_DOMAIN_ID, Domain, Group, Project, Role, User
 from commands.identity_base import IdentityBase
 
 
@@ -99,13 +99,12 @@ class DomainHandlers(IdentityBase):
             domain = self.domain(cmd.domain_id)
             domain.delete()
             gone: list[Aggregate] = [domain, *self._release_name("domain", "", domain.name)]
-            members = [
-                *(("project", self.project, i) for i in cmd.projects),
-                *(("user", self.user, i) for i in cmd.users),
-                *(("group", self.group, i) for i in cmd.groups),
+            members: list[tuple[str, Project | User | Group]] = [
+                *(("project", self.project(i)) for i in cmd.projects),
+                *(("user", self.user(i)) for i in cmd.users),
+                *(("group", self.group(i)) for i in cmd.groups),
             ]
-            for kind, load, member_id in members:
-                member = load(member_id)
+            for kind, member in members:
                 member.delete()
                 gone += [member, *self._release_name(kind, cmd.domain_id, member.name)]
             return Result(cmd.domain_id, self._save(*gone))
