@@ -211,7 +211,6 @@ class LazyApp:
                 self._app = app
             return self._app
 
-
     def _extend(self, app: falcon.App, deps: Deps) -> None:
         """Routes a variant of the API adds to the composed app (``api.watch``); none here."""
 

@@ -129,4 +129,3 @@ class HostPowerAction:
         with self._read.connection(req) as conn:
             _compute_host(conn, host_name)
         raise NotImplementedByDriver("Virt driver does not implement host power management.")
-

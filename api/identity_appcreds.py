@@ -151,7 +151,7 @@ def scope(conn: Any, credential: Row, wanted: dict[str, Any] | None) -> Row:
 def restricted(conn: Any, credential: Row, role_names: frozenset[str]) -> frozenset[str]:
     """Of the roles the user holds in the project now, those the credential was given."""
     names = {r["id"]: r["name"] for r in q.list_roles(conn)}
-    return role_names & {names[r] for r in credential["role_ids"] if r in names}
+    return q.restricted(role_names, [names[r] for r in credential["role_ids"] if r in names])
 
 
 def of_token(conn: Any, claims: TokenClaims) -> Row | None:

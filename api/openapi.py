@@ -163,13 +163,11 @@ def _responses(path: str, method: str) -> dict[str, Any]:
     return {**responses, "default": {"$ref": "#/components/responses/Fault"}}
 
 
-def _created(
-    created: tuple[tuple[str, ...], str, str, str], table: dict[str, list[str]]
-) -> dict[str, Any]:
+def _created(created: tuple[tuple[str, ...], str, str, str], table: dict[str, list[str]]) -> dict[str, Any]:
     """A create's success responses, with OpenAPI links to every operation on the new resource."""
     statuses, item, param, pointer = created
     links = {
-        f"{method}{_link_name(path[len(item):])}": {
+        f"{method}{_link_name(path[len(item) :])}": {
             "operationId": _operation_id(path, method),
             "parameters": {param: f"$response.body#{pointer}"},
         }

@@ -91,9 +91,7 @@ class ReadModel:
         self._written = written
 
     @contextlib.contextmanager
-    def connection(
-        self, req: falcon.Request, after: int | None = None
-    ) -> Iterator[psycopg.Connection[Any]]:
+    def connection(self, req: falcon.Request, after: int | None = None) -> Iterator[psycopg.Connection[Any]]:
         """A connection to read with, once the read model has reached the request's minimum position
         (or ``after``: the position of a write the request itself just made)."""
         position = min_position(req) if after is None else after

@@ -281,9 +281,7 @@ def add_routes(
     action = ServerAction(handlers, validators, max_body_bytes, read=read)
     app.add_route("/v2.1/servers/{server_id}/action", action)
     app.add_route("/v2.1/servers/{server_id}/os-instance-actions", InstanceActionCollection(handlers))
-    app.add_route(
-        "/v2.1/servers/{server_id}/os-instance-actions/{request_id}", InstanceActionItem(handlers)
-    )
+    app.add_route("/v2.1/servers/{server_id}/os-instance-actions/{request_id}", InstanceActionItem(handlers))
 
 
 def _accepted(resp: falcon.Response, position: int) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from commands.identity import effective_roles
 from projections.queries import ReadModelUnavailable
 from projections.schema import LIVE_SCHEMA
 
@@ -81,24 +82,27 @@ def subject(
         conn,
         f"""
         SELECT row_to_json(u) AS user, row_to_json(p) AS project,
-               ARRAY(SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({_held("u.id", "p.id")})
-                     AND (%s = '' OR r.id IN ({_CREDENTIAL_ROLES}))) AS role_names,
+               ARRAY(SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({_held("u.id", "p.id")})) AS role_names,
+               ARRAY(SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({_CREDENTIAL_ROLES}))
+                   AS credential_roles,
                (EXISTS (SELECT 1 FROM {{s}}.revoked_tokens t WHERE t.token_id = ANY(%s))
                 OR COALESCE(u.tokens_valid_after > %s, false)) AS revoked
         FROM {{s}}.users u, {{s}}.projects p WHERE u.id = %s AND p.id = %s
         """,
-        (
-            application_credential_id,
-            application_credential_id,
-            list(token_ids),
-            issued_at,
-            user_id,
-            project_id,
-        ),
+        (application_credential_id, list(token_ids), issued_at, user_id, project_id),
     )
     if row is None:
         return None
-    return Subject(row["user"], row["project"], frozenset(row["role_names"]), bool(row["revoked"]))
+    roles = frozenset(row["role_names"])
+    if application_credential_id:
+        roles = restricted(roles, row["credential_roles"])
+    return Subject(row["user"], row["project"], roles, bool(row["revoked"]))
+
+
+def restricted(held: frozenset[str], credential_roles: list[str]) -> frozenset[str]:
+    """The roles of an application credential's token: those it was given that its user holds now
+    (directly or implied: a member holds reader)."""
+    return frozenset(credential_roles) & frozenset(effective_roles(held))
 
 
 def user_role_names(conn: psycopg.Connection[Any], user_id: str, project_id: str) -> frozenset[str]:
