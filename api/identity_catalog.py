@@ -233,9 +233,13 @@ class Endpoints(_CatalogResource):
         )
         with self._read.connection(req) as conn:
             self._service(conn, cmd.service_id)
-            if cmd.region_id is not None:
-                self._region(conn, cmd.region_id)
+            region = dq.get_region(conn, cmd.region_id) if cmd.region_id is not None else None
         with acting(req.context.command):
+            if cmd.region_id is not None and region is None:
+                if spec.get("region_id"):
+                    raise BadRequest(f"Invalid input for field 'region_id': no region {cmd.region_id}.")
+                # Keystone makes the region an endpoint names with the older ``region``.
+                self._handlers.create_region(CreateRegion(cmd.region_id))
             result = self._handlers.create_endpoint(cmd)
         row = self._after(req, result.position, lambda conn: self._endpoint(conn, result.id))
         resp.status = falcon.HTTP_201
