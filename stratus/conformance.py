@@ -388,8 +388,8 @@ api_v2 = False
 api_v3 = True
 security_compliance = False
 project_tags = False
-application_credentials = False
-access_rules = False
+application_credentials = True
+access_rules = True
 
 [compute]
 image_ref = {prepared.image}
