@@ -91,14 +91,17 @@ def token_view(
         "audit_ids": claims.audit_ids,
         "issued_at": isoformat(claims.issued_at),
         "expires_at": isoformat(claims.expires_at),
-        "project": {
+        "roles": roles,
+    }
+    if claims.project_id:
+        token["project"] = {
             "id": project["id"],
             "name": project["name"],
             "domain": domain_ref(project["domain_id"], domains),
-        },
-        "is_domain": False,
-        "roles": roles,
-    }
+        }
+        token["is_domain"] = False
+    else:
+        token["system"] = {"all": True}
     if credential is not None:
         token["application_credential"] = {
             "id": credential["id"],
@@ -164,14 +167,23 @@ class Tokens(Resource):
                 given = self._auth.authenticate(req, identity["token"]["id"])
                 parent = given.claims
                 user = q.get_user(conn, parent.user_id) or dict(given.subject.user)
+            scope = auth.get("scope")
+            system = "system" in (scope or {}) or (
+                scope is None and parent is not None and not parent.project_id
+            )
             if credential is not None:
-                project = appcreds.scope(conn, credential, auth.get("scope"))
+                project = appcreds.scope(conn, credential, scope)
+            elif system:
+                project = q.SYSTEM_PROJECT
             else:
-                project = self._scope(conn, auth.get("scope"), user, parent)
+                project = self._scope(conn, scope, user, parent)
             domains = dq.names(conn, "domains", [user["domain_id"], project["domain_id"]])
             if not all(r["enabled"] for r in (user, project, *domains.values())):
                 raise Unauthorized(_AUTH_FAILED)
-            role_names = q.user_role_names(conn, user["id"], project["id"])
+            if system:
+                role_names = q.system_role_names(conn, user["id"])
+            else:
+                role_names = q.user_role_names(conn, user["id"], project["id"])
             if credential is not None:
                 role_names = appcreds.restricted(conn, credential, role_names)
             if not role_names:

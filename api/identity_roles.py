@@ -15,7 +15,7 @@ import falcon
 from api import policy
 from api.errors import ItemNotFound
 from api.identity_common import Resource, Row, collection, domain_ref, flag, role_view, url
-from commands.identity import IMPLIED_ROLES
+from commands.identity import IMPLIED_ROLES, SYSTEM_SCOPE
 from commands.identity_domains import Assignment, CreateRole, UpdateRole
 from projections import directory_queries as dq
 from projections import identity_queries as q
@@ -74,15 +74,16 @@ class _Assignments(Resource):
 
     def __init__(self, scope: str, actor: str, **collaborators: Any) -> None:
         super().__init__(**collaborators)
-        self._scope = scope  # "project" or "domain"
+        self._scope = scope  # "project", "domain" or "system"
         self._actor = actor  # "user" or "group"
 
     def _ids(self, ids: dict[str, str]) -> tuple[str, str]:
         """The route's scope and actor ids (``project_id``/``domain_id``, ``user_id``/``group_id``)."""
-        return ids[f"{self._scope}_id"], ids[f"{self._actor}_id"]
+        return ids.get(f"{self._scope}_id", SYSTEM_SCOPE), ids[f"{self._actor}_id"]
 
     def _target(self, conn: Any, scope_id: str, actor_id: str) -> None:
-        (self._project if self._scope == "project" else self._domain)(conn, scope_id)
+        if self._scope != "system":
+            (self._project if self._scope == "project" else self._domain)(conn, scope_id)
         (self._user if self._actor == "user" else self._group)(conn, actor_id)
 
     def _held(self, conn: Any, scope_id: str, actor_id: str, role_id: str | None = None) -> list[Row]:
@@ -157,17 +158,18 @@ class RoleAssignments(Resource):
 
     @falcon.before(policy.require("identity:list_role_assignments"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        if req.get_param("scope.system") or req.get_param("scope.OS-INHERIT:inherited_to"):
-            resp.media = collection(req, "role_assignments", [])  # Stratus has no system or inherited roles
+        if req.get_param("scope.OS-INHERIT:inherited_to"):
+            resp.media = collection(req, "role_assignments", [])  # Stratus has no inherited roles
             return
         effective = flag(req, "effective") or False
         project, domain = req.get_param("scope.project.id"), req.get_param("scope.domain.id")
+        system = req.get_param("scope.system")
         user, group = req.get_param("user.id"), req.get_param("group.id")
         with self._read.connection(req) as conn:
             rows = dq.assignments(
                 conn,
-                scope_type="project" if project else "domain" if domain else None,
-                scope_id=project or domain,
+                scope_type="project" if project else "domain" if domain else "system" if system else None,
+                scope_id=project or domain or (SYSTEM_SCOPE if system else None),
                 actor_type=None if effective else "user" if user else "group" if group else None,
                 actor_id=None if effective else user or group,
             )
@@ -227,6 +229,7 @@ def _names(conn: Any, rows: list[Row], roles: dict[str, Row]) -> dict[str, dict[
         "user": dq.names(conn, "users", ids("user", "actor")),
         "group": dq.names(conn, "groups", ids("group", "actor")),
         "role": roles,
+        "system": {},
     }
     domain_ids = [row["domain_id"] for kind in ("project", "user", "group") for row in tables[kind].values()]
     tables["domain"].update(dq.names(conn, "domains", domain_ids))
@@ -239,17 +242,14 @@ def _view(req: falcon.Request, r: Row, named: dict[str, dict[str, Row]] | None) 
     item: dict[str, Any] = {
         "role": {"id": r["role_id"]},
         actor: {"id": r["actor_id"]},
-        "scope": {scope: {"id": r["scope_id"]}},
+        "scope": {scope: {"all": True} if scope == "system" else {"id": r["scope_id"]}},
     }
+    target = ["system"] if scope == "system" else [f"{scope}s", r["scope_id"]]
     if via:
-        link = url(req, f"{scope}s", r["scope_id"], "groups", via, "roles", r["role_id"])
+        link = url(req, *target, "groups", via, "roles", r["role_id"])
         item["links"] = {"assignment": link, "membership": url(req, "groups", via, "users", r["actor_id"])}
     else:
-        item["links"] = {
-            "assignment": url(
-                req, f"{scope}s", r["scope_id"], f"{actor}s", r["actor_id"], "roles", r["role_id"]
-            )
-        }
+        item["links"] = {"assignment": url(req, *target, f"{actor}s", r["actor_id"], "roles", r["role_id"])}
     if "prior_role" in r:
         item["links"]["prior_role"] = url(req, "roles", r["prior_role"])
     if named is not None:
@@ -269,9 +269,10 @@ def _view(req: falcon.Request, r: Row, named: dict[str, dict[str, Row]] | None) 
 def add_routes(app: falcon.App, v3: str, **collaborators: Any) -> None:
     app.add_route(f"{v3}/roles", Roles(**collaborators))
     app.add_route(f"{v3}/roles/{{role_id}}", RoleItem(**collaborators))
-    for scope in ("project", "domain"):
+    for scope in ("project", "domain", "system"):
         for actor in ("user", "group"):
-            base = f"{v3}/{scope}s/{{{scope}_id}}/{actor}s/{{{actor}_id}}/roles"
+            on = "system" if scope == "system" else f"{scope}s/{{{scope}_id}}"
+            base = f"{v3}/{on}/{actor}s/{{{actor}_id}}/roles"
             app.add_route(base, AssignedRoles(scope, actor, **collaborators))
             app.add_route(f"{base}/{{role_id}}", AssignedRole(scope, actor, **collaborators))
     app.add_route(f"{v3}/role_assignments", RoleAssignments(**collaborators))

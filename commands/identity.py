@@ -509,3 +509,55 @@ class Group(Aggregate):
     @event("UserRemoved")
     def _user_removed(self, user_id: str) -> None:
         self.members.discard(user_id)
+
+
+SYSTEM_SCOPE = "all"  # Keystone's one system: ``{"system": {"all": true}}``
+
+
+class System(Aggregate):
+    """The deployment itself, as a scope: roles given on it (a system reader reads every project's
+    identity data; a system admin administers the cloud). One aggregate, opened by its first grant."""
+
+    @staticmethod
+    def create_id() -> UUID:
+        return uuid5(_NS, "system")
+
+    @event("Opened")
+    def __init__(self) -> None:
+        self.grants: dict[str, set[str]] = {}  # "user:<id>" or "group:<id>" -> role ids
+
+    def holds(self, actor: str, actor_id: str, role: str) -> bool:
+        return role in self.grants.get(f"{actor}:{actor_id}", set())
+
+    def grant(self, actor: str, actor_id: str, role: str) -> None:
+        """Give the user or group (``actor``) the role on the system (again: no change)."""
+        if self.holds(actor, actor_id, role):
+            return
+        if actor == "user":
+            self._role_granted(user_id=actor_id, role_id=role)
+        else:
+            self._group_role_granted(group_id=actor_id, role_id=role)
+
+    def revoke(self, actor: str, actor_id: str, role: str) -> None:
+        if not self.holds(actor, actor_id, role):
+            raise NotFound(f"Could not find role assignment of role {role} to {actor} {actor_id}.")
+        if actor == "user":
+            self._role_revoked(user_id=actor_id, role_id=role)
+        else:
+            self._group_role_revoked(group_id=actor_id, role_id=role)
+
+    @event("RoleGranted")
+    def _role_granted(self, user_id: str, role_id: str) -> None:
+        self.grants.setdefault(f"user:{user_id}", set()).add(role_id)
+
+    @event("RoleRevoked")
+    def _role_revoked(self, user_id: str, role_id: str) -> None:
+        self.grants[f"user:{user_id}"].discard(role_id)
+
+    @event("GroupRoleGranted")
+    def _group_role_granted(self, group_id: str, role_id: str) -> None:
+        self.grants.setdefault(f"group:{group_id}", set()).add(role_id)
+
+    @event("GroupRoleRevoked")
+    def _group_role_revoked(self, group_id: str, role_id: str) -> None:
+        self.grants[f"group:{group_id}"].discard(role_id)

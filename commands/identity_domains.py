@@ -6,12 +6,13 @@ the same append (Keystone's cascade), so no project outlives the domain it was n
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from eventsourcing.domain import Aggregate
 
 from commands.base import Result
-from commands.identity import DEFAULT_DOMAIN_ID, Domain, Group, Project, Role, User
+from commands.identity import DEFAULT_DOMAIN_ID, SYSTEM_SCOPE, Domain, Group, Project, Role, System, User
 from commands.identity_base import IdentityBase
 
 
@@ -71,7 +72,7 @@ class UpdateRole:
 class Assignment:
     """A role given to a user or a group (``actor`` ``user``/``group``) on a project or a domain."""
 
-    scope: str  # "project" or "domain"
+    scope: str  # "project", "domain" or "system" (scope_id "all")
     scope_id: str
     actor: str  # "user" or "group"
     actor_id: str
@@ -183,6 +184,9 @@ class DomainHandlers(IdentityBase):
         (self.user if a.actor == "user" else self.group)(a.actor_id)
         self.role(a.role_id)
 
+        if a.scope == "system":
+            return self._on_system(lambda system: system.grant(a.actor, a.actor_id, a.role_id))
+
         def decide() -> Result:
             target = self._scope(a)
             if a.actor == "user":
@@ -194,6 +198,9 @@ class DomainHandlers(IdentityBase):
         return self._retrying(decide)
 
     def unassign(self, a: Assignment) -> Result:
+        if a.scope == "system":
+            return self._on_system(lambda system: system.revoke(a.actor, a.actor_id, a.role_id))
+
         def decide() -> Result:
             target = self._scope(a)
             if a.actor == "user":
@@ -201,6 +208,14 @@ class DomainHandlers(IdentityBase):
             else:
                 target.revoke_group(a.actor_id, a.role_id)
             return Result(a.scope_id, self._save(target))
+
+        return self._retrying(decide)
+
+    def _on_system(self, change: Callable[[System], None]) -> Result:
+        def decide() -> Result:
+            system = self._find(System, System.create_id()) or System()
+            change(system)
+            return Result(SYSTEM_SCOPE, self._save(system))
 
         return self._retrying(decide)
 

@@ -30,10 +30,14 @@ _V2_DEFAULTS: dict[str, Any] = {
 MAX_TAGS = 50
 # Where a placed server's guest may be spawned: a new server, or a shelved one the scheduler placed.
 _SPAWNABLE = (VmState.BUILDING, VmState.SHELVED_OFFLOADED)
+
+
 def check_metadata_items(total: int, limit: int) -> None:
     """A server may hold ``limit`` metadata items (-1: any number)."""
     if 0 <= limit < total:
         raise QuotaExceeded(f"Quota exceeded for metadata_items: Requested {total}, but the limit is {limit}")
+
+
 # Nova's migration types: a resize changes the flavor, a (cold) migration only the host.
 RESIZE = "resize"
 MIGRATION = "migration"

@@ -80,6 +80,8 @@ _ASSIGNMENTS = """
     SELECT 'domain', domain_id, 'user', user_id, role_id FROM {s}.domain_assignments
     UNION ALL
     SELECT scope_type, scope_id, 'group', group_id, role_id FROM {s}.group_assignments
+    UNION ALL
+    SELECT 'system', 'all', actor_type, actor_id, role_id FROM {s}.system_assignments
 """
 
 

@@ -151,6 +151,7 @@ def statements(e: Any, position: int) -> list[Statement]:
         uid = e.originator_id.hex
         return [
             *((f"DELETE FROM {{s}}.{t} WHERE user_id = %s", (uid,)) for t in _USER_ROWS),
+            ("DELETE FROM {s}.system_assignments WHERE actor_type = 'user' AND actor_id = %s", (uid,)),
             ("DELETE FROM {s}.users WHERE id = %s", (uid,)),
         ]
     if issubclass(kind, ProjectUpdated):

@@ -14,7 +14,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from commands.application_credentials import ApplicationCredential
-from commands.identity import Domain, Group, Project, Role
+from commands.identity import Domain, Group, Project, Role, System
 from commands.identity_catalog import Endpoint, Region, Service
 from stratus.serialization import dumps
 
@@ -26,6 +26,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("group_members", ("group_id", "user_id")),
     ("group_assignments", ("scope_type", "scope_id", "group_id", "role_id")),
     ("domain_assignments", ("domain_id", "user_id", "role_id")),
+    ("system_assignments", ("actor_type", "actor_id", "role_id")),
     ("regions", ("id",)),
     ("services", ("id",)),
     ("endpoints", ("id",)),
@@ -70,6 +71,13 @@ CREATE TABLE IF NOT EXISTS {s}.domain_assignments (
     user_id text NOT NULL,
     role_id text NOT NULL,
     PRIMARY KEY (domain_id, user_id, role_id)
+);
+-- Roles on the system (Keystone's system scope): actor_type 'user' or 'group'.
+CREATE TABLE IF NOT EXISTS {s}.system_assignments (
+    actor_type text NOT NULL,
+    actor_id text NOT NULL,
+    role_id text NOT NULL,
+    PRIMARY KEY (actor_type, actor_id, role_id)
 );
 CREATE TABLE IF NOT EXISTS {s}.regions (
     id text PRIMARY KEY,
@@ -237,6 +245,7 @@ def _group_updated(e: Any, at: int) -> list[Statement]:
 def _group_deleted(e: Any, at: int) -> list[Statement]:
     gid = _id(e)
     return [
+        ("DELETE FROM {s}.system_assignments WHERE actor_type = 'group' AND actor_id = %s", (gid,)),
         ("DELETE FROM {s}.group_members WHERE group_id = %s", (gid,)),
         ("DELETE FROM {s}.group_assignments WHERE group_id = %s", (gid,)),
         ("DELETE FROM {s}.groups WHERE id = %s", (gid,)),
@@ -249,6 +258,20 @@ def _member_added(e: Any, at: int) -> list[Statement]:
 
 def _member_removed(e: Any, at: int) -> list[Statement]:
     return [("DELETE FROM {s}.group_members WHERE group_id = %s AND user_id = %s", (_id(e), e.user_id))]
+
+
+def _system(actor: str, granted: bool) -> Callable[[Any, int], list[Statement]]:
+    def apply(e: Any, at: int) -> list[Statement]:
+        actor_id = e.user_id if actor == "user" else e.group_id
+        if granted:
+            sql = "INSERT INTO {s}.system_assignments VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
+        else:
+            sql = (
+                "DELETE FROM {s}.system_assignments WHERE actor_type = %s AND actor_id = %s AND role_id = %s"
+            )
+        return [(sql, (actor, actor_id, e.role_id))]
+
+    return apply
 
 
 def _role_updated(e: Any, at: int) -> list[Statement]:
@@ -268,7 +291,7 @@ def _role_deleted(e: Any, at: int) -> list[Statement]:
     ]
 
 
-_ASSIGNMENT_TABLES = ("role_assignments", "group_assignments", "domain_assignments")
+_ASSIGNMENT_TABLES = ("role_assignments", "group_assignments", "domain_assignments", "system_assignments")
 
 
 def _region(e: Any, at: int) -> list[Statement]:
@@ -354,6 +377,10 @@ APPLY: dict[type, Callable[[Any, int], list[Statement]]] = {
     _ev(Domain, "GroupRoleRevoked"): _domain_group(granted=False),
     _ev(Project, "GroupRoleGranted"): _project_group(granted=True),
     _ev(Project, "GroupRoleRevoked"): _project_group(granted=False),
+    _ev(System, "RoleGranted"): _system("user", granted=True),
+    _ev(System, "RoleRevoked"): _system("user", granted=False),
+    _ev(System, "GroupRoleGranted"): _system("group", granted=True),
+    _ev(System, "GroupRoleRevoked"): _system("group", granted=False),
     _ev(Group, "Created"): _group,
     _ev(Group, "Updated"): _group_updated,
     _ev(Group, "Deleted"): _group_deleted,

@@ -42,7 +42,9 @@ def _all(
         raise ReadModelUnavailable(f"the read models are not there yet: {e}") from e
 
 
-def _one(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> Row | None:
+def _one(
+    conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] | dict[str, Any] = ()
+) -> Row | None:
     rows = _all(conn, query, params)
     return rows[0] if rows else None
 
@@ -103,6 +105,41 @@ def restricted(held: frozenset[str], credential_roles: list[str]) -> frozenset[s
     """The roles of an application credential's token: those it was given that its user holds now
     (directly or implied: a member holds reader)."""
     return frozenset(credential_roles) & frozenset(effective_roles(held))
+
+
+# The system as a token's "project": Stratus's tokens name a project, and a system-scoped one names
+# this (id "", never a row); its roles are the user's on the system, given to them or a group of theirs.
+SYSTEM_PROJECT: Row = {"id": "", "name": "", "domain_id": "default", "enabled": True, "description": ""}
+_SYSTEM_HELD = (
+    "SELECT s.role_id FROM {s}.system_assignments s WHERE s.actor_type = 'user' AND s.actor_id = %(user)s "
+    "UNION SELECT s.role_id FROM {s}.system_assignments s JOIN {s}.group_members m "
+    "ON s.actor_type = 'group' AND s.actor_id = m.group_id WHERE m.user_id = %(user)s"
+)
+
+
+def system_subject(
+    conn: psycopg.Connection[Any], user_id: str, token_ids: tuple[str, ...], issued_at: Any
+) -> Subject | None:
+    """A system-scoped token's subject now (as ``subject``, with the system for a project)."""
+    row = _one(
+        conn,
+        f"""
+        SELECT row_to_json(u) AS user,
+               ARRAY(SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({_SYSTEM_HELD})) AS role_names,
+               (EXISTS (SELECT 1 FROM {{s}}.revoked_tokens t WHERE t.token_id = ANY(%(tokens)s))
+                OR COALESCE(u.tokens_valid_after > %(issued)s, false)) AS revoked
+        FROM {{s}}.users u WHERE u.id = %(user)s
+        """,
+        {"user": user_id, "tokens": list(token_ids), "issued": issued_at},
+    )
+    if row is None:
+        return None
+    return Subject(row["user"], SYSTEM_PROJECT, frozenset(row["role_names"]), bool(row["revoked"]))
+
+
+def system_role_names(conn: psycopg.Connection[Any], user_id: str) -> frozenset[str]:
+    rows = _all(conn, f"SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({_SYSTEM_HELD})", {"user": user_id})
+    return frozenset(r["name"] for r in rows)
 
 
 def user_role_names(conn: psycopg.Connection[Any], user_id: str, project_id: str) -> frozenset[str]:

@@ -242,7 +242,7 @@ def _directory_scenario(ident: IdentityHandlers) -> None:
     ident.add_group_user(group, user)
     role = ident.create_role(CreateRole("auditor")).id
     ident.update_role(UpdateRole(role, name="inspector"))
-    for scope, scope_id in (("project", project), ("domain", domain)):
+    for scope, scope_id in (("project", project), ("domain", domain), ("system", "all")):
         for actor, actor_id in (("user", user), ("group", group)):
             grant = Assignment(scope, scope_id, actor, actor_id, role)
             ident.assign(grant)

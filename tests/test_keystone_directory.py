@@ -283,3 +283,35 @@ def test_application_credentials(stack: Stack) -> None:
     assert stack.request("GET", "/v2.1/servers", cred_token).status_code == 401
     _error(_token(stack, auth), 401)
     assert ADMIN_PASSWORD  # (the admin persona's password is the fixture's)
+
+
+def test_system_scope(stack: Stack) -> None:
+    """A system reader (tempest's system_reader) reads identity data, changes nothing."""
+    uid = _ok(
+        stack.request("POST", f"{V3}/users", json={"user": {"name": "sysr", "password": "sysr-pw"}}), 201
+    )["user"]["id"]
+    reader = _role_id(stack, "reader")
+    _ok(stack.request("PUT", f"{V3}/system/users/{uid}/roles/{reader}"), 204)
+    _ok(stack.request("HEAD", f"{V3}/system/users/{uid}/roles/{reader}"), 204)
+    assert [r["id"] for r in _ok(stack.request("GET", f"{V3}/system/users/{uid}/roles"))["roles"]] == [reader]
+    listed = _ok(stack.request("GET", f"{V3}/role_assignments?scope.system=all&user.id={uid}"))
+    assert [a["scope"] for a in listed["role_assignments"]] == [{"system": {"all": True}}]
+    login = {
+        "identity": {"methods": ["password"], "password": {"user": {"id": uid, "password": "sysr-pw"}}},
+        "scope": {"system": {"all": True}},
+    }
+    r = _token(stack, login)
+    token = _ok(r, 201)["token"]
+    assert token["system"] == {"all": True} and "project" not in token
+    assert [x["name"] for x in token["roles"]] == ["reader"]
+    headers = {"X-Auth-Token": r.headers["X-Subject-Token"]}
+    assert _ok(stack.request("GET", f"{V3}/domains", headers))["domains"]
+    assert _ok(stack.request("GET", f"{V3}/users", headers))["users"]
+    _ok(stack.request("GET", f"{V3}/projects/{stack.project_id('p1')}", headers))
+    _error(stack.request("POST", f"{V3}/domains", headers, json={"domain": {"name": "nope"}}), 403)
+    validated = stack.request(
+        "GET", f"{V3}/auth/tokens", {**headers, "X-Subject-Token": headers["X-Auth-Token"]}
+    )
+    assert _ok(validated)["token"]["system"] == {"all": True}
+    _ok(stack.request("DELETE", f"{V3}/system/users/{uid}/roles/{reader}"), 204)
+    assert stack.request("GET", f"{V3}/domains", headers).status_code == 401  # no role left on the system
