@@ -44,7 +44,7 @@ from commands.identity_handlers import (
 )
 from projections import directory_queries as dq
 from projections import identity_queries as q
-from stratus.context import acting
+from stratus.context import Actor, CommandContext, acting
 
 log = logging.getLogger("stratus.api")
 
@@ -55,6 +55,7 @@ IDENTITY_SCHEMAS = (
     "identity.projects.update",
     "identity.users.create",
     "identity.users.update",
+    "identity.users.password",
     *identity_domains.SCHEMAS,
     *identity_roles.SCHEMAS,
     *identity_catalog.SCHEMAS,
@@ -438,12 +439,15 @@ class UserItem(Resource):
     @falcon.before(policy.require("identity:update_user"))
     def on_patch(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
         spec = self._body(req, "identity.users.update")["user"]
+        if spec.get("id", user_id) != user_id:
+            raise BadRequest("Invalid input for field 'id': a user's id cannot change.")
         with self._read.connection(req) as conn:
             self._user(conn, user_id)
             if spec.get("default_project_id") is not None:
                 self._project(conn, spec["default_project_id"])
         cmd = UpdateUser(
             user_id,
+            name=spec.get("name"),
             enabled=spec.get("enabled"),
             email=spec.get("email"),
             description=spec.get("description"),
@@ -463,6 +467,30 @@ class UserItem(Resource):
             result = self._handlers.delete_user(user_id)
         self._credentials.forget(user_id)  # after the deletion is recorded: a crash leaves a hash, not a lie
         self._after(req, result.position, lambda conn: None)
+        resp.status = falcon.HTTP_204
+
+
+class UserPassword(Resource):
+    """``POST /identity/v3/users/{u}/password``: a user changes their own password, proving the old
+    one (no token needed, as in Keystone: a user whose password expired can still change it)."""
+
+    public = frozenset({"POST"})
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
+        spec = self._body(req, "identity.users.password")["user"]
+        source = req.remote_addr or "-"
+        throttle = self._credentials.throttle
+        if throttle.retry_after(user_id, source):
+            raise Unauthorized(_AUTH_FAILED)
+        if not self._credentials.check(user_id, spec["original_password"]):
+            throttle.failed(user_id, source)
+            raise Unauthorized(_AUTH_FAILED)
+        throttle.succeeded(user_id)
+        # No token: the user, proven by their password, is the actor (in no project).
+        command = CommandContext(actor=Actor(user_id, ""), request_id=req.context.request_id)
+        with acting(command), self._credentials.setting(user_id, spec["password"]):
+            result = self._handlers.record_password_set(user_id)
+        self._written(req, result.position)
         resp.status = falcon.HTTP_204
 
 
@@ -512,5 +540,6 @@ def add_routes(app: falcon.App, **collaborators: Any) -> None:
     app.add_route(f"{V3}/users", Users(**collaborators))
     app.add_route(f"{V3}/users/{{user_id}}", UserItem(**collaborators))
     app.add_route(f"{V3}/users/{{user_id}}/projects", UserProjects(**collaborators))
+    app.add_route(f"{V3}/users/{{user_id}}/password", UserPassword(**collaborators))
     for module in (identity_domains, identity_roles, identity_catalog, appcreds):
         module.add_routes(app, V3, **collaborators)

@@ -27,6 +27,7 @@ REQUEST_BODIES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/identity/v3/projects/{project_id}", "PATCH"): ("identity.projects.update",),
     ("/identity/v3/users", "POST"): ("identity.users.create",),
     ("/identity/v3/users/{user_id}", "PATCH"): ("identity.users.update",),
+    ("/identity/v3/users/{user_id}/password", "POST"): ("identity.users.password",),
     ("/identity/v3/users/{user_id}/application_credentials", "POST"): (
         "identity.application_credentials.create",
     ),

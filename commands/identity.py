@@ -271,6 +271,14 @@ class User(Aggregate):
         self.description = description
         self.default_project_id = default_project_id
 
+    def rename(self, name: str) -> None:
+        if checked_name("name", name) != self.name:
+            self._renamed(name=name)
+
+    @event("Renamed")
+    def _renamed(self, name: str) -> None:
+        self.name = name
+
     def delete(self) -> None:
         """Keystone's user delete: the user, their role assignments and their tokens go."""
         self._deleted()

@@ -59,6 +59,7 @@ class CreateUser:
 @dataclass(frozen=True)
 class UpdateUser:
     user_id: str
+    name: str | None = None
     enabled: bool | None = None
     email: str | None = None
     description: str | None = None
@@ -144,13 +145,15 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
 
         def decide() -> Result:
             user = self.user(cmd.user_id)
+            names = self._renamed("user", user.domain_id, user.name, cmd.name or user.name, cmd.user_id)
+            user.rename(cmd.name or user.name)
             user.update(
                 enabled=cmd.enabled,
                 email=cmd.email,
                 description=cmd.description,
                 default_project_id=cmd.default_project_id,
             )
-            return Result(cmd.user_id, self._save(user))
+            return Result(cmd.user_id, self._save(user, *names))
 
         return self._retrying(decide)
 

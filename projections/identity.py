@@ -26,12 +26,14 @@ UserUpdated: type = User.Updated  # type: ignore[attr-defined]
 UserDeleted: type = User.Deleted  # type: ignore[attr-defined]
 ProjectDeleted: type = Project.Deleted  # type: ignore[attr-defined]
 UserPasswordSet: type = User.PasswordSet  # type: ignore[attr-defined]
+UserRenamed: type = User.Renamed  # type: ignore[attr-defined]
 RoleCreated: type = Role.Created  # type: ignore[attr-defined]
 TokenRevoked: type = Token.Revoked  # type: ignore[attr-defined]
 
 HANDLED: tuple[type, ...] = (
     ProjectCreated, ProjectUpdated, ProjectRoleGranted, ProjectRoleRevoked,
-    UserCreated, UserUpdated, UserPasswordSet, RoleCreated, TokenRevoked, UserDeleted, ProjectDeleted,
+    UserCreated, UserUpdated, UserPasswordSet, UserRenamed, RoleCreated, TokenRevoked, UserDeleted,
+    ProjectDeleted,
     *directory.HANDLED,
 )  # fmt: skip
 
@@ -206,6 +208,13 @@ def statements(e: Any, position: int) -> list[Statement]:
                 (e.enabled, e.email, e.description, e.default_project_id, t, position, e.originator_id.hex),
             ),
             *([] if e.enabled else [(_END_TOKENS, (t, t, e.originator_id.hex))]),
+        ]
+    if issubclass(kind, UserRenamed):
+        return [
+            (
+                "UPDATE {s}.users SET name = %s, updated_at = %s, position = %s WHERE id = %s",
+                (e.name, t, position, e.originator_id.hex),
+            )
         ]
     if issubclass(kind, UserPasswordSet):
         return [

@@ -307,6 +307,14 @@ class Client:
             account["types"] = ["admin"]
         return account
 
+    def make_system_account(self, name: str, role: str, role_ids: dict[str, str]) -> dict[str, Any]:
+        """A user with ``role`` on the system (tempest's ``system_reader``), in the accounts-file shape."""
+        password = secrets.token_urlsafe(12)
+        body = {"user": {"name": name, "password": password, "domain_id": "default"}}
+        user = self.call("POST", f"{self.identity}/users", body)
+        self.call("PUT", f"{self.identity}/system/users/{user['user']['id']}/roles/{role_ids[role]}")
+        return {"username": name, "password": password, "system": "all", "roles": [role]}
+
     def make_flavor(self, name: str, ram: int, vcpus: int, disk: int) -> str:
         body = {"flavor": {"name": name, "ram": ram, "vcpus": vcpus, "disk": disk}}
         return str(self.call("POST", f"{self.api}/v2.1/flavors", body)["flavor"]["id"])
@@ -346,6 +354,8 @@ def prepare(stack: Stack) -> Prepared:
         project = (name, client.make_project(name))
         for persona in PERSONAS:
             accounts.append(client.make_account(f"{name}-{persona}", project, persona, role_ids))
+        # Tempest's identity admin tests read with a system reader (Keystone's default policy).
+        accounts.append(client.make_system_account(f"{name}-system-reader", "reader", role_ids))
     image_data = b"\0" * (1024 * 1024)
     return Prepared(
         accounts=accounts,
@@ -464,9 +474,12 @@ def write_accounts(path: Path, accounts: list[dict[str, Any]]) -> None:
     for a in accounts:
         lines.append(f"- username: '{a['username']}'")
         lines.append(f"  password: '{a['password']}'")
-        lines.append(f"  project_name: '{a['project_name']}'")
         lines.append("  user_domain_name: 'Default'")
-        lines.append("  project_domain_name: 'Default'")
+        if "system" in a:
+            lines.append(f"  system: '{a['system']}'")
+        else:
+            lines.append(f"  project_name: '{a['project_name']}'")
+            lines.append("  project_domain_name: 'Default'")
         lines.append(f"  roles: [{', '.join(repr(r) for r in a['roles'])}]")
         if "types" in a:
             lines.append(f"  types: [{', '.join(repr(t) for t in a['types'])}]")

@@ -220,6 +220,8 @@ def _identity_scenario(handlers: Handlers) -> None:
     ident.update_project(UpdateProject(project, enabled=False))
     user = ident.create_user(CreateUser("alice", default_project_id=project, email="a@example.org")).id
     ident.update_user(UpdateUser(user, enabled=False))
+    ident.update_user(UpdateUser(user, name="alice2"))
+    ident.update_user(UpdateUser(user, name="alice"))
     ident.record_password_set(user)
     ident.grant_role(GrantRole(project, user, role_id("member")))
     ident.revoke_role(RevokeRole(project, user, role_id("member")))

@@ -315,3 +315,20 @@ def test_system_scope(stack: Stack) -> None:
     assert _ok(validated)["token"]["system"] == {"all": True}
     _ok(stack.request("DELETE", f"{V3}/system/users/{uid}/roles/{reader}"), 204)
     assert stack.request("GET", f"{V3}/domains", headers).status_code == 401  # no role left on the system
+
+
+def test_user_renamed_and_password_changed_by_its_user(stack: Stack) -> None:
+    pid = stack.project_id("p1")
+    body = {"user": {"name": "ren", "password": "ren-pw-1", "default_project_id": pid}}
+    uid = _ok(stack.request("POST", f"{V3}/users", json=body), 201)["user"]["id"]
+    _ok(stack.request("PUT", f"{V3}/projects/{pid}/users/{uid}/roles/{_role_id(stack, 'member')}"), 204)
+    renamed = _ok(stack.request("PATCH", f"{V3}/users/{uid}", json={"user": {"id": uid, "name": "ren2"}}))
+    assert renamed["user"]["name"] == "ren2"
+    _ok(stack.request("POST", f"{V3}/users", json={"user": {"name": "ren"}}), 201)  # the old name is free
+    _error(stack.request("PATCH", f"{V3}/users/{uid}", json={"user": {"name": "ren"}}), 409)
+    change = {"user": {"original_password": "wrong", "password": "ren-pw-2"}}
+    _error(stack.client.simulate_post(f"{V3}/users/{uid}/password", json=change), 401)
+    change["user"]["original_password"] = "ren-pw-1"
+    assert stack.client.simulate_post(f"{V3}/users/{uid}/password", json=change).status_code == 204
+    assert _token(stack, _password(uid, "ren-pw-1", pid)).status_code == 401
+    _ok(_token(stack, _password(uid, "ren-pw-2", pid)), 201)
