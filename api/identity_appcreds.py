@@ -304,6 +304,20 @@ class AccessRuleItem(_Owned):
             raise ItemNotFound(f"Could not find access rule: {rule_id}.")
         resp.media = {"access_rule": rule_view(req, rows[0])}
 
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, user_id: str, rule_id: str) -> None:
+        """Keystone: a rule a credential still uses cannot go (403)."""
+        self._owner_or_admin(req, user_id, "identity:delete_access_rule")
+        with self._read.connection(req) as conn:
+            if not dq.list_access_rules(conn, user_id, rule_id):
+                raise ItemNotFound(f"Could not find access rule: {rule_id}.")
+            users = dq.list_application_credentials(conn, user_id)
+        if any(rule["id"] == rule_id for c in users for rule in c["access_rules"]):
+            raise Forbidden(f"Access rule {rule_id} is in use by an application credential.")
+        with acting(req.context.command):
+            result = self._handlers.delete_access_rule(user_id, rule_id)
+        self._written(req, result.position)
+        resp.status = falcon.HTTP_204
+
 
 def add_routes(app: falcon.App, v3: str, **collaborators: Any) -> None:
     app.add_route(f"{v3}/users/{{user_id}}/application_credentials", ApplicationCredentials(**collaborators))

@@ -95,6 +95,18 @@ class AuthCatalog(Resource):
 
 
 class _CatalogResource(Resource):
+    def _region_for(self, req: falcon.Request, spec: dict[str, Any]) -> None:
+        """The endpoint's region must exist; Keystone makes one named by the older ``region``."""
+        region_id = _region_of(spec)
+        if region_id is None:
+            return
+        with self._read.connection(req) as conn:
+            if dq.get_region(conn, region_id) is not None:
+                return
+        if spec.get("region_id"):
+            raise BadRequest(f"Invalid input for field 'region_id': no region {region_id}.")
+        self._handlers.create_region(CreateRegion(region_id))
+
     def _region(self, conn: Any, region_id: str) -> Row:
         return self._found(dq.get_region(conn, region_id), "region", region_id)
 
@@ -233,13 +245,8 @@ class Endpoints(_CatalogResource):
         )
         with self._read.connection(req) as conn:
             self._service(conn, cmd.service_id)
-            region = dq.get_region(conn, cmd.region_id) if cmd.region_id is not None else None
         with acting(req.context.command):
-            if cmd.region_id is not None and region is None:
-                if spec.get("region_id"):
-                    raise BadRequest(f"Invalid input for field 'region_id': no region {cmd.region_id}.")
-                # Keystone makes the region an endpoint names with the older ``region``.
-                self._handlers.create_region(CreateRegion(cmd.region_id))
+            self._region_for(req, spec)
             result = self._handlers.create_endpoint(cmd)
         row = self._after(req, result.position, lambda conn: self._endpoint(conn, result.id))
         resp.status = falcon.HTTP_201
@@ -257,6 +264,7 @@ class EndpointItem(_CatalogResource):
         spec = dict(self._body(req, "identity.endpoints.update")["endpoint"])
         spec["region_id"] = _region_of(spec)
         with acting(req.context.command):
+            self._region_for(req, spec)
             result = self._handlers.update_endpoint(endpoint_id, spec)
         row = self._after(req, result.position, lambda conn: self._endpoint(conn, endpoint_id))
         resp.media = {"endpoint": endpoint_view(req, row)}

@@ -192,6 +192,7 @@ RULES: dict[str, Rule] = {
     ),
     "identity:delete_application_credential": Rule(ADMIN, "Delete an application credential (yours: always)"),
     "identity:list_access_rules": Rule(SYSTEM_READER_OR_ADMIN, "List a user's access rules (yours: always)"),
+    "identity:delete_access_rule": Rule(ADMIN, "Delete an unused access rule (yours: always)"),
     "identity:get_access_rule": Rule(SYSTEM_READER_OR_ADMIN, "Show an access rule (yours: always)"),
     "identity:validate_token": Rule(
         SYSTEM_READER_OR_ADMIN, "Validate another user's token (your own: always allowed)"

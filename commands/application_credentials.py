@@ -108,3 +108,11 @@ class ApplicationCredentialHandlers(IdentityBase):
             return Result(credential_id, self._save(credential, *name))
 
         return self._retrying(decide)
+
+    def delete_access_rule(self, user_id: str, rule_id: str) -> Result:
+        def decide() -> Result:
+            user = self.user(user_id)
+            user.delete_access_rule(rule_id)
+            return Result(rule_id, self._save(user))
+
+        return self._retrying(decide)

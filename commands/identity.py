@@ -287,6 +287,14 @@ class User(Aggregate):
     def _deleted(self) -> None:
         self.deleted = True
 
+    def delete_access_rule(self, rule_id: str) -> None:
+        """Forget one of the user's access rules (the API checks that no credential uses it)."""
+        self._access_rule_deleted(rule_id=rule_id)
+
+    @event("AccessRuleDeleted")
+    def _access_rule_deleted(self, rule_id: str) -> None:
+        pass
+
     def password_changed(self) -> None:
         """Record that the user's password changed (the hash itself is kept outside the log)."""
         self._password_set()

@@ -27,13 +27,14 @@ UserDeleted: type = User.Deleted  # type: ignore[attr-defined]
 ProjectDeleted: type = Project.Deleted  # type: ignore[attr-defined]
 UserPasswordSet: type = User.PasswordSet  # type: ignore[attr-defined]
 UserRenamed: type = User.Renamed  # type: ignore[attr-defined]
+UserAccessRuleDeleted: type = User.AccessRuleDeleted  # type: ignore[attr-defined]
 RoleCreated: type = Role.Created  # type: ignore[attr-defined]
 TokenRevoked: type = Token.Revoked  # type: ignore[attr-defined]
 
 HANDLED: tuple[type, ...] = (
     ProjectCreated, ProjectUpdated, ProjectRoleGranted, ProjectRoleRevoked,
     UserCreated, UserUpdated, UserPasswordSet, UserRenamed, RoleCreated, TokenRevoked, UserDeleted,
-    ProjectDeleted,
+    ProjectDeleted, UserAccessRuleDeleted,
     *directory.HANDLED,
 )  # fmt: skip
 
@@ -208,6 +209,10 @@ def statements(e: Any, position: int) -> list[Statement]:
                 (e.enabled, e.email, e.description, e.default_project_id, t, position, e.originator_id.hex),
             ),
             *([] if e.enabled else [(_END_TOKENS, (t, t, e.originator_id.hex))]),
+        ]
+    if issubclass(kind, UserAccessRuleDeleted):
+        return [
+            ("DELETE FROM {s}.access_rules WHERE id = %s AND user_id = %s", (e.rule_id, e.originator_id.hex))
         ]
     if issubclass(kind, UserRenamed):
         return [

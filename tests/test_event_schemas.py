@@ -256,6 +256,7 @@ def _directory_scenario(ident: IdentityHandlers) -> None:
     )
     ident.create_application_credential(credential, "cd" * 16)
     ident.delete_application_credential("cd" * 16)
+    ident.delete_access_rule(user, "r1")
     ident.delete_role(role)
     ident.remove_group_user(group, user)
     ident.delete_group(group)

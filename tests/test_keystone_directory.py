@@ -332,3 +332,19 @@ def test_user_renamed_and_password_changed_by_its_user(stack: Stack) -> None:
     assert stack.client.simulate_post(f"{V3}/users/{uid}/password", json=change).status_code == 204
     assert _token(stack, _password(uid, "ren-pw-1", pid)).status_code == 401
     _ok(_token(stack, _password(uid, "ren-pw-2", pid)), 201)
+
+
+def test_access_rules_outlive_their_credential_until_deleted(stack: Stack) -> None:
+    headers = stack.auth(P1)
+    uid = stack.user_id("bob")
+    rules = [{"service": "monitoring", "path": "/v2.1/servers/*/ips", "method": "GET"}]
+    body = {"application_credential": {"name": "mon", "access_rules": rules}}
+    made = _ok(stack.request("POST", f"{V3}/users/{uid}/application_credentials", headers, json=body), 201)
+    rule_id = made["application_credential"]["access_rules"][0]["id"]
+    path = f"{V3}/users/{uid}/access_rules/{rule_id}"
+    _error(stack.request("DELETE", path, headers), 403)  # in use
+    cred = made["application_credential"]["id"]
+    _ok(stack.request("DELETE", f"{V3}/users/{uid}/application_credentials/{cred}", headers), 204)
+    assert _ok(stack.request("GET", path, headers))["access_rule"]["service"] == "monitoring"
+    _ok(stack.request("DELETE", path, headers), 204)
+    _error(stack.request("GET", path, headers), 404)
