@@ -102,7 +102,63 @@ class Name(Aggregate):
         self.owner_id = owner_id
 
 
-class Project(Aggregate):
+class _Assignments:
+    """Roles given here to users (``grants``) and to groups (``group_grants``): a project, a
+    domain or the system. Each of those declares the four events itself, so that each records
+    its own (``project.rolegranted``, ``domain.rolegranted``...)."""
+
+    grants: dict[str, set[str]]
+    group_grants: dict[str, set[str]]
+
+    def holds(self, user_id: str, role: str) -> bool:
+        return role in self.grants.get(user_id, set())
+
+    def group_holds(self, group_id: str, role: str) -> bool:
+        # (a project cached or snapshotted before groups existed has no ``group_grants``)
+        return role in getattr(self, "group_grants", {}).get(group_id, set())
+
+    def grant(self, user_id: str, role: str) -> None:
+        """Give ``user_id`` the role ``role`` (a role id) here; granting it again changes nothing."""
+        if not self.holds(user_id, role):
+            self._role_granted(user_id=user_id, role_id=role)
+
+    def revoke(self, user_id: str, role: str) -> None:
+        if not self.holds(user_id, role):
+            raise NotFound(f"Could not find role assignment of role {role} to user {user_id}.")
+        self._role_revoked(user_id=user_id, role_id=role)
+
+    def grant_group(self, group_id: str, role: str) -> None:
+        """Give every member of ``group_id`` the role ``role`` here (again: no change)."""
+        if not self.group_holds(group_id, role):
+            self._group_role_granted(group_id=group_id, role_id=role)
+
+    def revoke_group(self, group_id: str, role: str) -> None:
+        if not self.group_holds(group_id, role):
+            raise NotFound(f"Could not find role assignment of role {role} to group {group_id}.")
+        self._group_role_revoked(group_id=group_id, role_id=role)
+
+    def assign(self, actor: str, actor_id: str, role: str) -> None:
+        """``grant`` or ``grant_group``, as ``actor`` (``user``, ``group``) says."""
+        (self.grant if actor == "user" else self.grant_group)(actor_id, role)
+
+    def unassign(self, actor: str, actor_id: str, role: str) -> None:
+        (self.revoke if actor == "user" else self.revoke_group)(actor_id, role)
+
+    # The events, declared by each class that takes this one in.
+    def _role_granted(self, user_id: str, role_id: str) -> None:
+        raise NotImplementedError
+
+    def _role_revoked(self, user_id: str, role_id: str) -> None:
+        raise NotImplementedError
+
+    def _group_role_granted(self, group_id: str, role_id: str) -> None:
+        raise NotImplementedError
+
+    def _group_role_revoked(self, group_id: str, role_id: str) -> None:
+        raise NotImplementedError
+
+
+class Project(_Assignments, Aggregate):
     @staticmethod
     def create_id(project_id: str, **_: object) -> UUID:
         return UUID(hex=project_id)
@@ -151,44 +207,18 @@ class Project(Aggregate):
         self.grants = {}
         self.group_grants = {}
 
-    def holds(self, user_id: str, role: str) -> bool:
-        return role in self.grants.get(user_id, set())
-
-    def grant(self, user_id: str, role: str) -> None:
-        """Give ``user_id`` the role ``role`` (a role id) here; granting it again changes nothing."""
-        if not self.holds(user_id, role):
-            self._role_granted(user_id=user_id, role_id=role)
-
     @event("RoleGranted")
     def _role_granted(self, user_id: str, role_id: str) -> None:
         self.grants.setdefault(user_id, set()).add(role_id)
-
-    def revoke(self, user_id: str, role: str) -> None:
-        if not self.holds(user_id, role):
-            raise NotFound(f"Could not find role assignment of role {role} to user {user_id}.")
-        self._role_revoked(user_id=user_id, role_id=role)
 
     @event("RoleRevoked")
     def _role_revoked(self, user_id: str, role_id: str) -> None:
         self.grants[user_id].discard(role_id)
 
-    def group_holds(self, group_id: str, role: str) -> bool:
-        return role in getattr(self, "group_grants", {}).get(group_id, set())
-
-    def grant_group(self, group_id: str, role: str) -> None:
-        """Give every member of ``group_id`` the role ``role`` here (again: no change)."""
-        if not self.group_holds(group_id, role):
-            self._group_role_granted(group_id=group_id, role_id=role)
-
     @event("GroupRoleGranted")
     def _group_role_granted(self, group_id: str, role_id: str) -> None:
         # (a project cached or snapshotted before groups existed has no ``group_grants``)
         self.__dict__.setdefault("group_grants", {}).setdefault(group_id, set()).add(role_id)
-
-    def revoke_group(self, group_id: str, role: str) -> None:
-        if not self.group_holds(group_id, role):
-            raise NotFound(f"Could not find role assignment of role {role} to group {group_id}.")
-        self._group_role_revoked(group_id=group_id, role_id=role)
 
     @event("GroupRoleRevoked")
     def _group_role_revoked(self, group_id: str, role_id: str) -> None:
@@ -371,7 +401,7 @@ def domain_aggregate_id(domain_id: str) -> UUID:
     return uuid5(_NS, f"domain\x00{domain_id}")
 
 
-class Domain(Aggregate):
+class Domain(_Assignments, Aggregate):
     """A domain: a namespace of projects, users and groups, and a scope for role assignments."""
 
     @staticmethod
@@ -427,41 +457,17 @@ class Domain(Aggregate):
         self.grants = {}
         self.group_grants = {}
 
-    def holds(self, user_id: str, role: str) -> bool:
-        return role in self.grants.get(user_id, set())
-
-    def grant(self, user_id: str, role: str) -> None:
-        if not self.holds(user_id, role):
-            self._role_granted(user_id=user_id, role_id=role)
-
     @event("RoleGranted")
     def _role_granted(self, user_id: str, role_id: str) -> None:
         self.grants.setdefault(user_id, set()).add(role_id)
-
-    def revoke(self, user_id: str, role: str) -> None:
-        if not self.holds(user_id, role):
-            raise NotFound(f"Could not find role assignment of role {role} to user {user_id}.")
-        self._role_revoked(user_id=user_id, role_id=role)
 
     @event("RoleRevoked")
     def _role_revoked(self, user_id: str, role_id: str) -> None:
         self.grants[user_id].discard(role_id)
 
-    def group_holds(self, group_id: str, role: str) -> bool:
-        return role in self.group_grants.get(group_id, set())
-
-    def grant_group(self, group_id: str, role: str) -> None:
-        if not self.group_holds(group_id, role):
-            self._group_role_granted(group_id=group_id, role_id=role)
-
     @event("GroupRoleGranted")
     def _group_role_granted(self, group_id: str, role_id: str) -> None:
         self.group_grants.setdefault(group_id, set()).add(role_id)
-
-    def revoke_group(self, group_id: str, role: str) -> None:
-        if not self.group_holds(group_id, role):
-            raise NotFound(f"Could not find role assignment of role {role} to group {group_id}.")
-        self._group_role_revoked(group_id=group_id, role_id=role)
 
     @event("GroupRoleRevoked")
     def _group_role_revoked(self, group_id: str, role_id: str) -> None:
@@ -530,7 +536,7 @@ class Group(Aggregate):
 SYSTEM_SCOPE = "all"  # Keystone's one system: ``{"system": {"all": true}}``
 
 
-class System(Aggregate):
+class System(_Assignments, Aggregate):
     """The deployment itself, as a scope: roles given on it (a system reader reads every project's
     identity data; a system admin administers the cloud). One aggregate, opened by its first grant."""
 
@@ -540,40 +546,21 @@ class System(Aggregate):
 
     @event("Opened")
     def __init__(self) -> None:
-        self.grants: dict[str, set[str]] = {}  # "user:<id>" or "group:<id>" -> role ids
-
-    def holds(self, actor: str, actor_id: str, role: str) -> bool:
-        return role in self.grants.get(f"{actor}:{actor_id}", set())
-
-    def grant(self, actor: str, actor_id: str, role: str) -> None:
-        """Give the user or group (``actor``) the role on the system (again: no change)."""
-        if self.holds(actor, actor_id, role):
-            return
-        if actor == "user":
-            self._role_granted(user_id=actor_id, role_id=role)
-        else:
-            self._group_role_granted(group_id=actor_id, role_id=role)
-
-    def revoke(self, actor: str, actor_id: str, role: str) -> None:
-        if not self.holds(actor, actor_id, role):
-            raise NotFound(f"Could not find role assignment of role {role} to {actor} {actor_id}.")
-        if actor == "user":
-            self._role_revoked(user_id=actor_id, role_id=role)
-        else:
-            self._group_role_revoked(group_id=actor_id, role_id=role)
+        self.grants: dict[str, set[str]] = {}
+        self.group_grants: dict[str, set[str]] = {}
 
     @event("RoleGranted")
     def _role_granted(self, user_id: str, role_id: str) -> None:
-        self.grants.setdefault(f"user:{user_id}", set()).add(role_id)
+        self.grants.setdefault(user_id, set()).add(role_id)
 
     @event("RoleRevoked")
     def _role_revoked(self, user_id: str, role_id: str) -> None:
-        self.grants[f"user:{user_id}"].discard(role_id)
+        self.grants[user_id].discard(role_id)
 
     @event("GroupRoleGranted")
     def _group_role_granted(self, group_id: str, role_id: str) -> None:
-        self.grants.setdefault(f"group:{group_id}", set()).add(role_id)
+        self.group_grants.setdefault(group_id, set()).add(role_id)
 
     @event("GroupRoleRevoked")
     def _group_role_revoked(self, group_id: str, role_id: str) -> None:
-        self.grants[f"group:{group_id}"].discard(role_id)
+        self.group_grants[group_id].discard(role_id)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from eventsourcing.domain import Aggregate
 
 from commands.base import Result
-from commands.identity import DEFAULT_DOMAIN_ID, SYSTEM_SCOPE, Domain, Group, Project, Role, System, User
+from commands.identity import DEFAULT_DOMAIN_ID, Domain, Group, Project, Role, System, User
 from commands.identity_base import IdentityBase
 
 
@@ -178,46 +178,24 @@ class DomainHandlers(IdentityBase):
 
         return self._retrying(decide)
 
-    # -- assignments of groups, and on domains --------------------------------------------------
+    # -- assignments of groups, and on domains and the system ---------------------------------
     def assign(self, a: Assignment) -> Result:
         """Give the role (again: no change); the user or group and the role must exist."""
         (self.user if a.actor == "user" else self.group)(a.actor_id)
         self.role(a.role_id)
-
-        if a.scope == "system":
-            return self._on_system(lambda system: system.grant(a.actor, a.actor_id, a.role_id))
-
-        def decide() -> Result:
-            target = self._scope(a)
-            if a.actor == "user":
-                target.grant(a.actor_id, a.role_id)
-            else:
-                target.grant_group(a.actor_id, a.role_id)
-            return Result(a.scope_id, self._save(target))
-
-        return self._retrying(decide)
+        return self._on_scope(a, lambda target: target.assign(a.actor, a.actor_id, a.role_id))
 
     def unassign(self, a: Assignment) -> Result:
-        if a.scope == "system":
-            return self._on_system(lambda system: system.revoke(a.actor, a.actor_id, a.role_id))
+        return self._on_scope(a, lambda target: target.unassign(a.actor, a.actor_id, a.role_id))
 
+    def _on_scope(self, a: Assignment, change: Callable[[Project | Domain | System], None]) -> Result:
         def decide() -> Result:
-            target = self._scope(a)
-            if a.actor == "user":
-                target.revoke(a.actor_id, a.role_id)
+            target: Project | Domain | System
+            if a.scope == "system":
+                target = self._find(System, System.create_id()) or System()
             else:
-                target.revoke_group(a.actor_id, a.role_id)
+                target = self.project(a.scope_id) if a.scope == "project" else self.domain(a.scope_id)
+            change(target)
             return Result(a.scope_id, self._save(target))
 
         return self._retrying(decide)
-
-    def _on_system(self, change: Callable[[System], None]) -> Result:
-        def decide() -> Result:
-            system = self._find(System, System.create_id()) or System()
-            change(system)
-            return Result(SYSTEM_SCOPE, self._save(system))
-
-        return self._retrying(decide)
-
-    def _scope(self, a: Assignment) -> Project | Domain:
-        return self.project(a.scope_id) if a.scope == "project" else self.domain(a.scope_id)
