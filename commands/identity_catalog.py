@@ -88,7 +88,7 @@ class Service(Aggregate):
             "description": self.description,
             "enabled": self.enabled,
         }
-        new = {**current, **{k: v for k, v in changes.items() if k in current and v is not None}}
+        new = _merged(current, changes)
         if new != current:
             self._updated(**new)
 
@@ -153,7 +153,7 @@ class Endpoint(Aggregate):
             "region_id": self.region_id,
             "enabled": self.enabled,
         }
-        new = {**current, **{k: v for k, v in changes.items() if k in current and v is not None}}
+        new = _merged(current, changes)
         _check_interface(new["interface"])
         if new != current:
             self._updated(**new)
@@ -174,6 +174,11 @@ class Endpoint(Aggregate):
     @event("Deleted")
     def _deleted(self) -> None:
         self.deleted = True
+
+
+def _merged(current: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``current`` with the fields ``changes`` gives (others, and None values, ignored)."""
+    return {**current, **{k: v for k, v in changes.items() if k in current and v is not None}}
 
 
 def _check_interface(interface: str) -> None:
