@@ -29,6 +29,7 @@ from api.identity_common import (
     Resource,
     collection,
     domain_ref,
+    domain_view,
     flag,
     project_view,
     user_view,
@@ -332,6 +333,24 @@ class AuthProjects(Resource):
         resp.media = collection(req, "projects", [project_view(req, r) for r in rows if r["enabled"]])
 
 
+class AuthDomains(Resource):
+    """``GET /identity/v3/auth/domains``: the domains the caller holds a role on."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        with self._read.connection(req) as conn:
+            rows = dq.user_domains(conn, req.context.actor.user_id)
+        resp.media = collection(req, "domains", [domain_view(req, r) for r in rows if r["enabled"]])
+
+
+class AuthSystem(Resource):
+    """``GET /identity/v3/auth/system``: the system, if the caller holds a role on it."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        with self._read.connection(req) as conn:
+            held = q.system_role_names(conn, req.context.actor.user_id)
+        resp.media = {"system": [{"all": True}] if held else [], "links": {"self": req.url}}
+
+
 # -- projects -------------------------------------------------------------------------------------
 class Projects(Resource):
     @falcon.before(policy.require("identity:list_projects"))
@@ -535,6 +554,8 @@ def add_routes(app: falcon.App, **collaborators: Any) -> None:
     app.add_route(V3, Version())
     app.add_route(f"{V3}/auth/tokens", Tokens(**collaborators))
     app.add_route(f"{V3}/auth/projects", AuthProjects(**collaborators))
+    app.add_route(f"{V3}/auth/domains", AuthDomains(**collaborators))
+    app.add_route(f"{V3}/auth/system", AuthSystem(**collaborators))
     app.add_route(f"{V3}/projects", Projects(**collaborators))
     app.add_route(f"{V3}/projects/{{project_id}}", ProjectItem(**collaborators))
     app.add_route(f"{V3}/users", Users(**collaborators))

@@ -36,6 +36,19 @@ def domain_members(conn: Conn, domain_id: str) -> dict[str, tuple[str, ...]]:
     }
 
 
+def user_domains(conn: Conn, user_id: str) -> list[Row]:
+    """The domains where ``user_id`` holds a role, given to them or to a group of theirs."""
+    return _all(
+        conn,
+        "SELECT * FROM {s}.domains WHERE id IN ("
+        "SELECT domain_id FROM {s}.domain_assignments WHERE user_id = %(user)s "
+        "UNION SELECT g.scope_id FROM {s}.group_assignments g JOIN {s}.group_members m "
+        "ON m.group_id = g.group_id WHERE m.user_id = %(user)s AND g.scope_type = 'domain') "
+        "ORDER BY name, id",
+        {"user": user_id},
+    )
+
+
 # -- groups ---------------------------------------------------------------------------------------
 def get_group(conn: Conn, group_id: str) -> Row | None:
     return _one(conn, "SELECT * FROM {s}.groups WHERE id = %s", (group_id,))

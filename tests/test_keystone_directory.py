@@ -136,6 +136,9 @@ def test_group_roles_reach_member_tokens(stack: Stack) -> None:
         "role_assignments"
     ]
     assert {next(k for k in a if k in ("user", "group")) for a in on_domain} == {"user", "group"}
+    gus = {"X-Auth-Token": _token(stack, _password(uid, "gus-pw", pid)).headers["X-Subject-Token"]}
+    assert [d["id"] for d in _ok(stack.request("GET", f"{V3}/auth/domains", gus))["domains"]] == ["default"]
+    assert _ok(stack.request("GET", f"{V3}/auth/system", gus))["system"] == []
     _ok(stack.request("DELETE", f"{V3}/domains/default/users/{uid}/roles/{member}"), 204)
     _error(stack.request("HEAD", f"{V3}/domains/default/users/{uid}/roles/{member}"), 404)
     # Leaving the group takes the role away.
@@ -305,6 +308,7 @@ def test_system_scope(stack: Stack) -> None:
     assert token["system"] == {"all": True} and "project" not in token
     assert [x["name"] for x in token["roles"]] == ["reader"]
     headers = {"X-Auth-Token": r.headers["X-Subject-Token"]}
+    assert _ok(stack.request("GET", f"{V3}/auth/system", headers))["system"] == [{"all": True}]
     assert _ok(stack.request("GET", f"{V3}/domains", headers))["domains"]
     assert _ok(stack.request("GET", f"{V3}/users", headers))["users"]
     _ok(stack.request("GET", f"{V3}/projects/{stack.project_id('p1')}", headers))
