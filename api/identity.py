@@ -279,8 +279,14 @@ class Tokens(Resource):
 
     @staticmethod
     def _roles(conn: Any, role_names: frozenset[str]) -> list[dict[str, Any]]:
-        by_name = {r["name"]: r["id"] for r in q.list_roles(conn)}
-        return [{"id": by_name.get(n, n), "name": n} for n in effective_roles(role_names)]
+        """The token's roles: those held, and those they imply (built in, and rules made by hand)."""
+        roles = {r["id"]: r for r in q.list_roles(conn)}
+        by_name = {r["name"]: r["id"] for r in roles.values()}
+        held = [{"role_id": by_name[n]} for n in effective_roles(role_names) if n in by_name]
+        ids = {
+            r["role_id"] for r in identity_roles.with_implied(held, identity_roles.implied_by(conn, roles))
+        }
+        return sorted(({"id": i, "name": roles[i]["name"]} for i in ids), key=lambda r: (r["name"], r["id"]))
 
     def _subject(self, req: falcon.Request) -> Authenticated:
         token = req.get_header(SUBJECT_TOKEN_HEADER)

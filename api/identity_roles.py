@@ -9,6 +9,7 @@ routes (``/{projects|domains}/{id}/{users|groups}/{id}/roles[/{role}]``): the ro
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qs
 
 import falcon
 
@@ -66,6 +67,85 @@ class RoleItem(Resource):
             result = self._handlers.delete_role(role_id)
         self._written(req, result.position)
         resp.status = falcon.HTTP_204
+
+
+# -- implied roles --------------------------------------------------------------------------------
+def _role_ref(req: falcon.Request, row: Row) -> dict[str, Any]:
+    return {"id": row["id"], "name": row["name"], "links": {"self": url(req, "roles", row["id"])}}
+
+
+class RoleImplies(Resource):
+    """``GET /identity/v3/roles/{prior}/implies``: the roles a role implies (rules made by hand)."""
+
+    @falcon.before(policy.require("identity:list_implied_roles"))
+    def on_get(self, req: falcon.Request, resp: falcon.Response, role_id: str) -> None:
+        with self._read.connection(req) as conn:
+            prior = self._role(conn, role_id)
+            implied = [self._role(conn, r["implied_role_id"]) for r in dq.implications(conn, role_id)]
+        inference = {"prior_role": _role_ref(req, prior), "implies": [_role_ref(req, r) for r in implied]}
+        resp.media = {"role_inference": inference, "links": {"self": req.url}}
+
+
+class RoleImply(Resource):
+    """``PUT``/``GET``/``HEAD``/``DELETE /identity/v3/roles/{prior}/implies/{implied}``."""
+
+    def _view(self, req: falcon.Request, conn: Any, prior: str, implied: str) -> dict[str, Any]:
+        inference = {
+            "prior_role": _role_ref(req, self._role(conn, prior)),
+            "implies": _role_ref(req, self._role(conn, implied)),
+        }
+        return {"role_inference": inference, "links": {"self": url(req, "roles", prior, "implies", implied)}}
+
+    def _rule(self, req: falcon.Request, prior: str, implied: str) -> dict[str, Any]:
+        with self._read.connection(req) as conn:
+            if not any(r["implied_role_id"] == implied for r in dq.implications(conn, prior)):
+                raise ItemNotFound(f"{prior} does not imply {implied}.")
+            return self._view(req, conn, prior, implied)
+
+    @falcon.before(policy.require("identity:create_implied_role"))
+    def on_put(self, req: falcon.Request, resp: falcon.Response, role_id: str, implied_role_id: str) -> None:
+        with acting(req.context.command):
+            result = self._handlers.imply_role(role_id, implied_role_id)
+        resp.status = falcon.HTTP_201
+        resp.media = self._after(
+            req, result.position, lambda conn: self._view(req, conn, role_id, implied_role_id)
+        )
+
+    @falcon.before(policy.require("identity:get_implied_role"))
+    def on_get(self, req: falcon.Request, resp: falcon.Response, role_id: str, implied_role_id: str) -> None:
+        resp.media = self._rule(req, role_id, implied_role_id)
+
+    @falcon.before(policy.require("identity:get_implied_role"))
+    def on_head(self, req: falcon.Request, resp: falcon.Response, role_id: str, implied_role_id: str) -> None:
+        self._rule(req, role_id, implied_role_id)
+        resp.status = falcon.HTTP_204
+
+    @falcon.before(policy.require("identity:delete_implied_role"))
+    def on_delete(
+        self, req: falcon.Request, resp: falcon.Response, role_id: str, implied_role_id: str
+    ) -> None:
+        with acting(req.context.command):
+            result = self._handlers.stop_implying_role(role_id, implied_role_id)
+        self._written(req, result.position)
+        resp.status = falcon.HTTP_204
+
+
+class RoleInferences(Resource):
+    """``GET /identity/v3/role_inferences``: every rule made by hand, by prior role."""
+
+    @falcon.before(policy.require("identity:list_role_inference_rules"))
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        with self._read.connection(req) as conn:
+            roles = {r["id"]: r for r in q.list_roles(conn)}
+            rules: dict[str, list[str]] = {}
+            for rule in dq.implications(conn):
+                rules.setdefault(rule["prior_role_id"], []).append(rule["implied_role_id"])
+        items = [
+            {"prior_role": _role_ref(req, roles[p]), "implies": [_role_ref(req, roles[i]) for i in implied]}
+            for p, implied in rules.items()
+            if p in roles
+        ]
+        resp.media = {"role_inferences": items, "links": {"self": req.url}}
 
 
 # -- assignments ----------------------------------------------------------------------------------
@@ -161,7 +241,7 @@ class RoleAssignments(Resource):
         if req.get_param("scope.OS-INHERIT:inherited_to"):
             resp.media = collection(req, "role_assignments", [])  # Stratus has no inherited roles
             return
-        effective = flag(req, "effective") or False
+        effective = _given(req, "effective")
         project, domain = req.get_param("scope.project.id"), req.get_param("scope.domain.id")
         system = req.get_param("scope.system")
         user, group = req.get_param("user.id"), req.get_param("group.id")
@@ -177,10 +257,10 @@ class RoleAssignments(Resource):
                 rows = _expanded(conn, rows, user, group)
             roles = {r["id"]: r for r in q.list_roles(conn)}
             if effective:
-                rows = _implied(rows, roles)
+                rows = with_implied(rows, implied_by(conn, roles))
             wanted = req.get_param("role.id")
             rows = [r for r in rows if r["role_id"] in roles and (not wanted or r["role_id"] == wanted)]
-            named = _names(conn, rows, roles) if flag(req, "include_names") else None
+            named = _names(conn, rows, roles) if _given(req, "include_names") else None
         resp.media = collection(req, "role_assignments", [_view(req, r, named) for r in rows])
 
 
@@ -204,18 +284,41 @@ def _expanded(conn: Any, rows: list[Row], user: str | None, group: str | None) -
     return [r for r in out if not user or r["actor_id"] == user]
 
 
-def _implied(rows: list[Row], roles: dict[str, Row]) -> list[Row]:
-    """Each assignment, and one per role its role implies (admin → manager → member → reader)."""
+def _given(req: falcon.Request, name: str) -> bool:
+    """Keystone's flags: present (``?effective``) or true (``?effective=true``), not false."""
+    if name not in parse_qs(req.query_string, keep_blank_values=True):
+        return False
+    return not (req.get_param(name) or "").strip() or flag(req, name) is True
+
+
+def implied_by(conn: Any, roles: dict[str, Row]) -> dict[str, list[str]]:
+    """Each role's id -> the ids of the roles it implies directly: the built-in chain (admin →
+    manager → member → reader) and the rules made with ``PUT /roles/{prior}/implies/{implied}``."""
     by_name = {r["name"]: r["id"] for r in roles.values()}
+    rules: dict[str, list[str]] = {}
+    for prior, implied in IMPLIED_ROLES.items():
+        if prior in by_name and implied in by_name:
+            rules.setdefault(by_name[prior], []).append(by_name[implied])
+    for rule in dq.implications(conn):
+        rules.setdefault(rule["prior_role_id"], []).append(rule["implied_role_id"])
+    return rules
+
+
+def with_implied(rows: list[Row], rules: dict[str, list[str]]) -> list[Row]:
+    """Each assignment, and one per role its role implies, however indirectly (with the role that
+    implied it, as Keystone's ``prior_role`` link)."""
     out = []
     for r in rows:
         out.append(r)
-        name = roles.get(r["role_id"], {}).get("name")
-        prior = r["role_id"]
-        while name in IMPLIED_ROLES:
-            name = IMPLIED_ROLES[name]
-            if name in by_name:
-                out.append({**r, "role_id": by_name[name], "prior_role": prior})
+        seen = {r["role_id"]}
+        todo = [(r["role_id"], implied) for implied in rules.get(r["role_id"], [])]
+        while todo:
+            prior, role = todo.pop(0)
+            if role in seen:
+                continue
+            seen.add(role)
+            out.append({**r, "role_id": role, "prior_role": prior})
+            todo += [(role, implied) for implied in rules.get(role, [])]
     return out
 
 
@@ -269,6 +372,9 @@ def _view(req: falcon.Request, r: Row, named: dict[str, dict[str, Row]] | None) 
 def add_routes(app: falcon.App, v3: str, **collaborators: Any) -> None:
     app.add_route(f"{v3}/roles", Roles(**collaborators))
     app.add_route(f"{v3}/roles/{{role_id}}", RoleItem(**collaborators))
+    app.add_route(f"{v3}/roles/{{role_id}}/implies", RoleImplies(**collaborators))
+    app.add_route(f"{v3}/roles/{{role_id}}/implies/{{implied_role_id}}", RoleImply(**collaborators))
+    app.add_route(f"{v3}/role_inferences", RoleInferences(**collaborators))
     for scope in ("project", "domain", "system"):
         for actor in ("user", "group"):
             on = "system" if scope == "system" else f"{scope}s/{{{scope}_id}}"

@@ -345,6 +345,7 @@ class Role(Aggregate):
         self.name = name
         self.description = description
         self.deleted = False
+        self.implies: set[str] = set()
 
     @classmethod
     def create(cls, role_id: str, name: str, description: str = "") -> tuple[Role, Name]:
@@ -379,6 +380,26 @@ class Role(Aggregate):
     @event("Deleted")
     def _deleted(self) -> None:
         self.deleted = True
+
+    def imply(self, implied_role_id: str) -> None:
+        """Whoever holds this role holds ``implied_role_id`` too (again: no change)."""
+        if implied_role_id == self.role_id:
+            raise InvalidInput("Invalid input for field 'implies': a role cannot imply itself.")
+        if implied_role_id not in self.__dict__.setdefault("implies", set()):
+            self._implication_added(implied_role_id=implied_role_id)
+
+    @event("ImplicationAdded")
+    def _implication_added(self, implied_role_id: str) -> None:
+        self.__dict__.setdefault("implies", set()).add(implied_role_id)
+
+    def stop_implying(self, implied_role_id: str) -> None:
+        if implied_role_id not in self.__dict__.get("implies", set()):
+            raise NotFound(f"{self.role_id} does not imply {implied_role_id}.")
+        self._implication_removed(implied_role_id=implied_role_id)
+
+    @event("ImplicationRemoved")
+    def _implication_removed(self, implied_role_id: str) -> None:
+        self.implies.discard(implied_role_id)
 
 
 class Token(Aggregate):

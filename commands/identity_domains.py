@@ -178,6 +178,24 @@ class DomainHandlers(IdentityBase):
 
         return self._retrying(decide)
 
+    def imply_role(self, prior_role_id: str, implied_role_id: str) -> Result:
+        self.role(implied_role_id)
+
+        def decide() -> Result:
+            prior = self.role(prior_role_id)
+            prior.imply(implied_role_id)
+            return Result(prior_role_id, self._save(prior))
+
+        return self._retrying(decide)
+
+    def stop_implying_role(self, prior_role_id: str, implied_role_id: str) -> Result:
+        def decide() -> Result:
+            prior = self.role(prior_role_id)
+            prior.stop_implying(implied_role_id)
+            return Result(prior_role_id, self._save(prior))
+
+        return self._retrying(decide)
+
     # -- assignments of groups, and on domains and the system ---------------------------------
     def assign(self, a: Assignment) -> Result:
         """Give the role (again: no change); the user or group and the role must exist."""

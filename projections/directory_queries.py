@@ -183,3 +183,13 @@ def list_access_rules(conn: Conn, user_id: str, rule_id: str | None = None) -> l
         f"SELECT * FROM {{s}}.access_rules{_where(where)} ORDER BY service, path, method, id",
         tuple(params),
     )
+
+
+# -- implied roles --------------------------------------------------------------------------------
+def implications(conn: Conn, prior_role_id: str | None = None) -> list[Row]:
+    where, params = _filters(prior_role_id=prior_role_id)
+    return _all(
+        conn,
+        f"SELECT * FROM {{s}}.role_implications{_where(where)} ORDER BY prior_role_id, implied_role_id",
+        tuple(params),
+    )

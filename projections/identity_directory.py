@@ -27,6 +27,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("group_assignments", ("scope_type", "scope_id", "group_id", "role_id")),
     ("domain_assignments", ("domain_id", "user_id", "role_id")),
     ("system_assignments", ("actor_type", "actor_id", "role_id")),
+    ("role_implications", ("prior_role_id", "implied_role_id")),
     ("regions", ("id",)),
     ("services", ("id",)),
     ("endpoints", ("id",)),
@@ -71,6 +72,12 @@ CREATE TABLE IF NOT EXISTS {s}.domain_assignments (
     user_id text NOT NULL,
     role_id text NOT NULL,
     PRIMARY KEY (domain_id, user_id, role_id)
+);
+-- Implied roles beyond the built-in chain (admin > manager > member > reader, in code).
+CREATE TABLE IF NOT EXISTS {s}.role_implications (
+    prior_role_id text NOT NULL,
+    implied_role_id text NOT NULL,
+    PRIMARY KEY (prior_role_id, implied_role_id)
 );
 -- Roles on the system (Keystone's system scope): actor_type 'user' or 'group'.
 CREATE TABLE IF NOT EXISTS {s}.system_assignments (
@@ -283,9 +290,21 @@ def _role_updated(e: Any, at: int) -> list[Statement]:
     ]
 
 
+def _implication(added: bool) -> Callable[[Any, int], list[Statement]]:
+    def apply(e: Any, at: int) -> list[Statement]:
+        if added:
+            sql = "INSERT INTO {s}.role_implications VALUES (%s, %s) ON CONFLICT DO NOTHING"
+        else:
+            sql = "DELETE FROM {s}.role_implications WHERE prior_role_id = %s AND implied_role_id = %s"
+        return [(sql, (_id(e), e.implied_role_id))]
+
+    return apply
+
+
 def _role_deleted(e: Any, at: int) -> list[Statement]:
     rid = _id(e)
     return [
+        ("DELETE FROM {s}.role_implications WHERE prior_role_id = %s OR implied_role_id = %s", (rid, rid)),
         *((f"DELETE FROM {{s}}.{t} WHERE role_id = %s", (rid,)) for t in _ASSIGNMENT_TABLES),
         ("DELETE FROM {s}.roles WHERE id = %s", (rid,)),
     ]
@@ -388,6 +407,8 @@ APPLY: dict[type, Callable[[Any, int], list[Statement]]] = {
     _ev(Group, "UserRemoved"): _member_removed,
     _ev(Role, "Updated"): _role_updated,
     _ev(Role, "Deleted"): _role_deleted,
+    _ev(Role, "ImplicationAdded"): _implication(added=True),
+    _ev(Role, "ImplicationRemoved"): _implication(added=False),
     _ev(Region, "Created"): _region,
     _ev(Region, "Updated"): _region_updated,
     _ev(Region, "Deleted"): _region_deleted,

@@ -244,6 +244,8 @@ def _directory_scenario(ident: IdentityHandlers) -> None:
     ident.add_group_user(group, user)
     role = ident.create_role(CreateRole("auditor")).id
     ident.update_role(UpdateRole(role, name="inspector"))
+    ident.imply_role(role, role_id("reader"))
+    ident.stop_implying_role(role, role_id("reader"))
     for scope, scope_id in (("project", project), ("domain", domain), ("system", "all")):
         for actor, actor_id in (("user", user), ("group", group)):
             grant = Assignment(scope, scope_id, actor, actor_id, role)

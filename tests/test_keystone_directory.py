@@ -352,3 +352,31 @@ def test_access_rules_outlive_their_credential_until_deleted(stack: Stack) -> No
     assert _ok(stack.request("GET", path, headers))["access_rule"]["service"] == "monitoring"
     _ok(stack.request("DELETE", path, headers), 204)
     _error(stack.request("GET", path, headers), 404)
+
+
+def test_implied_roles(stack: Stack) -> None:
+    ids = [
+        _ok(stack.request("POST", f"{V3}/roles", json={"role": {"name": n}}), 201)["role"]["id"]
+        for n in "xyz"
+    ]
+    x, y, z = ids
+    made = _ok(stack.request("PUT", f"{V3}/roles/{x}/implies/{y}"), 201)["role_inference"]
+    assert made["prior_role"]["id"] == x and made["implies"]["id"] == y and "links" in made["implies"]
+    _ok(stack.request("PUT", f"{V3}/roles/{y}/implies/{z}"), 201)
+    _ok(stack.request("HEAD", f"{V3}/roles/{x}/implies/{y}"), 204)
+    listed = _ok(stack.request("GET", f"{V3}/roles/{x}/implies"))["role_inference"]
+    assert [r["id"] for r in listed["implies"]] == [y]
+    rules = _ok(stack.request("GET", f"{V3}/role_inferences"))["role_inferences"]
+    assert {r["prior_role"]["id"] for r in rules} >= {x, y}
+    # Effective assignments and tokens: x brings y and z.
+    pid, uid = stack.project_id("p1"), stack.user_id("alice")
+    _ok(stack.request("PUT", f"{V3}/projects/{pid}/users/{uid}/roles/{x}"), 204)
+    query = f"{V3}/role_assignments?effective&user.id={uid}&scope.project.id={pid}"
+    held = {a["role"]["id"]: a for a in _ok(stack.request("GET", query))["role_assignments"]}
+    assert {x, y, z} <= set(held) and held[z]["links"]["prior_role"].endswith(f"/roles/{y}")
+    token = _ok(_token(stack, _password(uid, "alice-password", pid)), 201)["token"]
+    assert {x, y, z} <= {r["id"] for r in token["roles"]}
+    _ok(stack.request("DELETE", f"{V3}/roles/{x}/implies/{y}"), 204)
+    _error(stack.request("GET", f"{V3}/roles/{x}/implies/{y}"), 404)
+    held = {a["role"]["id"] for a in _ok(stack.request("GET", query))["role_assignments"]}
+    assert x in held and y not in held and z not in held
