@@ -262,10 +262,9 @@ class EndpointItem(_CatalogResource):
     @falcon.before(policy.require("identity:update_endpoint"))
     def on_patch(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
         spec = dict(self._body(req, "identity.endpoints.update")["endpoint"])
-        spec["region_id"] = _region_of(spec)
         with acting(req.context.command):
             self._region_for(req, spec)
-            result = self._handlers.update_endpoint(endpoint_id, spec)
+            result = self._handlers.update_endpoint(endpoint_id, {**spec, "region_id": _region_of(spec)})
         row = self._after(req, result.position, lambda conn: self._endpoint(conn, endpoint_id))
         resp.media = {"endpoint": endpoint_view(req, row)}
 

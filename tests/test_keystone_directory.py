@@ -214,8 +214,10 @@ def test_catalog_is_an_api(stack: Stack) -> None:
     catalog = _ok(stack.request("GET", f"{V3}/auth/catalog"))["catalog"]
     volume = next(s for s in catalog if s["type"] == "volumev3")
     assert [e["url"] for e in volume["endpoints"]] == ["http://vol:8776/v3"]
-    patched = _ok(stack.request("PATCH", f"{V3}/endpoints/{ep['id']}", json={"endpoint": {"enabled": False}}))
-    assert patched["endpoint"]["enabled"] is False
+    patch = {"endpoint": {"enabled": False, "region": "east"}}  # an older client's region: made
+    patched = _ok(stack.request("PATCH", f"{V3}/endpoints/{ep['id']}", json=patch))
+    assert patched["endpoint"]["enabled"] is False and patched["endpoint"]["region_id"] == "east"
+    _ok(stack.request("GET", f"{V3}/regions/east"))
     catalog = _ok(stack.request("GET", f"{V3}/auth/catalog"))["catalog"]
     assert next(s for s in catalog if s["type"] == "volumev3")["endpoints"] == []
     _ok(stack.request("PATCH", f"{V3}/services/{sid}", json={"service": {"description": "blocks"}}))
