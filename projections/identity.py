@@ -47,6 +47,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("roles", ("id",)),
     ("role_assignments", ("project_id", "user_id", "role_id")),
     ("revoked_tokens", ("token_id",)),
+    ("project_token_cutoffs", ("user_id", "project_id")),
     *directory.TABLES,
 )
 
@@ -81,6 +82,14 @@ CREATE INDEX IF NOT EXISTS users_domain_name ON {s}.users (domain_id, name);
 -- Tokens issued before this moment are no longer valid: set by a password change, a disable and a
 -- role removal (Keystone's revocation by user and issued_before); a later enable leaves it.
 ALTER TABLE {s}.users ADD COLUMN IF NOT EXISTS tokens_valid_after timestamptz;
+-- The same for the user's tokens on one project only: set by the removal of a role there (as
+-- Keystone revokes by user and project), so their tokens on other projects live on.
+CREATE TABLE IF NOT EXISTS {s}.project_token_cutoffs (
+    user_id text NOT NULL,
+    project_id text NOT NULL,
+    valid_after timestamptz NOT NULL,
+    PRIMARY KEY (user_id, project_id)
+);
 
 CREATE TABLE IF NOT EXISTS {s}.roles (
     id text PRIMARY KEY,
@@ -148,6 +157,7 @@ def statements(e: Any, position: int) -> list[Statement]:
             ("DELETE FROM {s}.role_assignments WHERE project_id = %s", (pid,)),
             ("DELETE FROM {s}.group_assignments WHERE scope_type = 'project' AND scope_id = %s", (pid,)),
             ("DELETE FROM {s}.application_credentials WHERE project_id = %s", (pid,)),
+            ("DELETE FROM {s}.project_token_cutoffs WHERE project_id = %s", (pid,)),
             ("DELETE FROM {s}.projects WHERE id = %s", (pid,)),
         ]
     if issubclass(kind, UserDeleted):
@@ -179,7 +189,12 @@ def statements(e: Any, position: int) -> list[Statement]:
                 "DELETE FROM {s}.role_assignments WHERE project_id = %s AND user_id = %s AND role_id = %s",
                 (e.originator_id.hex, e.user_id, e.role_id),
             ),
-            (_END_TOKENS, (t, t, e.user_id)),
+            (
+                "INSERT INTO {s}.project_token_cutoffs AS c VALUES (%s, %s, %s) "
+                "ON CONFLICT (user_id, project_id) "
+                "DO UPDATE SET valid_after = GREATEST(c.valid_after, EXCLUDED.valid_after)",
+                (e.user_id, e.originator_id.hex, t),
+            ),
         ]
     if issubclass(kind, UserCreated):
         return [

@@ -78,7 +78,8 @@ def subject(
 ) -> Subject | None:
     """The token's subject now. ``revoked`` when one of ``token_ids`` (the token's own id and its
     chain's) was revoked, or when the user's tokens issued at ``issued_at`` were ended since (a
-    password change, a disable, a role removal: ``users.tokens_valid_after``). A token of an
+    password change, a disable: ``users.tokens_valid_after``; a role removed in the token's project:
+    ``project_token_cutoffs``). A token of an
     application credential holds only the credential's roles, and none once it is deleted or expired."""
     row = _one(
         conn,
@@ -88,10 +89,12 @@ def subject(
                ARRAY(SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({_CREDENTIAL_ROLES}))
                    AS credential_roles,
                (EXISTS (SELECT 1 FROM {{s}}.revoked_tokens t WHERE t.token_id = ANY(%s))
-                OR COALESCE(u.tokens_valid_after > %s, false)) AS revoked
+                OR COALESCE(u.tokens_valid_after > %s, false)
+                OR EXISTS (SELECT 1 FROM {{s}}.project_token_cutoffs c
+                           WHERE c.user_id = u.id AND c.project_id = p.id AND c.valid_after > %s)) AS revoked
         FROM {{s}}.users u, {{s}}.projects p WHERE u.id = %s AND p.id = %s
         """,
-        (application_credential_id, list(token_ids), issued_at, user_id, project_id),
+        (application_credential_id, list(token_ids), issued_at, issued_at, user_id, project_id),
     )
     if row is None:
         return None
