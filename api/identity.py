@@ -399,7 +399,12 @@ class ProjectItem(Resource):
         spec = self._body(req, "identity.projects.update")["project"]
         with self._read.connection(req) as conn:
             self._project(conn, project_id)
-        cmd = UpdateProject(project_id, description=spec.get("description"), enabled=spec.get("enabled"))
+        cmd = UpdateProject(
+            project_id,
+            name=spec.get("name"),
+            description=spec.get("description"),
+            enabled=spec.get("enabled"),
+        )
         with acting(req.context.command):
             result = self._handlers.update_project(cmd)
         row = self._after(req, result.position, lambda conn: self._project(conn, project_id))

@@ -197,6 +197,14 @@ class Project(_Assignments, Aggregate):
         self.description = description
         self.enabled = enabled
 
+    def rename(self, name: str) -> None:
+        if checked_name("name", name) != self.name:
+            self._renamed(name=name)
+
+    @event("Renamed")
+    def _renamed(self, name: str) -> None:
+        self.name = name
+
     def delete(self) -> None:
         """Keystone's project delete: the project and its role assignments go (its servers stay)."""
         self._deleted()

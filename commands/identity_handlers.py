@@ -42,6 +42,7 @@ class CreateProject:
 @dataclass(frozen=True)
 class UpdateProject:
     project_id: str
+    name: str | None = None
     description: str | None = None
     enabled: bool | None = None
 
@@ -116,8 +117,11 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
     def update_project(self, cmd: UpdateProject) -> Result:
         def decide() -> Result:
             project = self.project(cmd.project_id)
+            new_name = cmd.name or project.name
+            names = self._renamed("project", project.domain_id, project.name, new_name, cmd.project_id)
+            project.rename(new_name)
             project.update(description=cmd.description, enabled=cmd.enabled)
-            return Result(cmd.project_id, self._save(project))
+            return Result(cmd.project_id, self._save(project, *names))
 
         return self._retrying(decide)
 

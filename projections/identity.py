@@ -27,6 +27,7 @@ UserDeleted: type = User.Deleted  # type: ignore[attr-defined]
 ProjectDeleted: type = Project.Deleted  # type: ignore[attr-defined]
 UserPasswordSet: type = User.PasswordSet  # type: ignore[attr-defined]
 UserRenamed: type = User.Renamed  # type: ignore[attr-defined]
+ProjectRenamed: type = Project.Renamed  # type: ignore[attr-defined]
 UserAccessRuleDeleted: type = User.AccessRuleDeleted  # type: ignore[attr-defined]
 RoleCreated: type = Role.Created  # type: ignore[attr-defined]
 TokenRevoked: type = Token.Revoked  # type: ignore[attr-defined]
@@ -34,7 +35,7 @@ TokenRevoked: type = Token.Revoked  # type: ignore[attr-defined]
 HANDLED: tuple[type, ...] = (
     ProjectCreated, ProjectUpdated, ProjectRoleGranted, ProjectRoleRevoked,
     UserCreated, UserUpdated, UserPasswordSet, UserRenamed, RoleCreated, TokenRevoked, UserDeleted,
-    ProjectDeleted, UserAccessRuleDeleted,
+    ProjectDeleted, UserAccessRuleDeleted, ProjectRenamed,
     *directory.HANDLED,
 )  # fmt: skip
 
@@ -228,6 +229,13 @@ def statements(e: Any, position: int) -> list[Statement]:
     if issubclass(kind, UserAccessRuleDeleted):
         return [
             ("DELETE FROM {s}.access_rules WHERE id = %s AND user_id = %s", (e.rule_id, e.originator_id.hex))
+        ]
+    if issubclass(kind, ProjectRenamed):
+        return [
+            (
+                "UPDATE {s}.projects SET name = %s, updated_at = %s, position = %s WHERE id = %s",
+                (e.name, t, position, e.originator_id.hex),
+            )
         ]
     if issubclass(kind, UserRenamed):
         return [

@@ -218,6 +218,7 @@ def _identity_scenario(handlers: Handlers) -> None:
     seeded = ident.bootstrap()
     project = ident.create_project(CreateProject("web", description="the web team")).id
     ident.update_project(UpdateProject(project, enabled=False))
+    ident.update_project(UpdateProject(project, name="web2"))
     user = ident.create_user(CreateUser("alice", default_project_id=project, email="a@example.org")).id
     ident.update_user(UpdateUser(user, enabled=False))
     ident.update_user(UpdateUser(user, name="alice2"))

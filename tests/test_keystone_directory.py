@@ -382,3 +382,13 @@ def test_implied_roles(stack: Stack) -> None:
     _error(stack.request("GET", f"{V3}/roles/{x}/implies/{y}"), 404)
     held = {a["role"]["id"] for a in _ok(stack.request("GET", query))["role_assignments"]}
     assert x in held and y not in held and z not in held
+
+
+def test_project_renamed(stack: Stack) -> None:
+    pid = _ok(stack.request("POST", f"{V3}/projects", json={"project": {"name": "old"}}), 201)["project"][
+        "id"
+    ]
+    renamed = _ok(stack.request("PATCH", f"{V3}/projects/{pid}", json={"project": {"name": "new"}}))
+    assert renamed["project"]["name"] == "new"
+    _ok(stack.request("POST", f"{V3}/projects", json={"project": {"name": "old"}}), 201)  # free again
+    _error(stack.request("PATCH", f"{V3}/projects/{pid}", json={"project": {"name": "old"}}), 409)
