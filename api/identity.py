@@ -446,6 +446,7 @@ class Users(Resource):
             enabled=spec.get("enabled", True),
             email=spec.get("email"),
             description=spec.get("description"),
+            extra=_extra(spec),
         )
         with acting(req.context.command):
             result = self._handlers.create_user(cmd)
@@ -455,6 +456,26 @@ class Users(Resource):
         row = self._after(req, result.position, lambda conn: self._user(conn, result.id))
         resp.status = falcon.HTTP_201
         resp.media = {"user": user_view(req, row)}
+
+
+# What a user body may say that is Keystone's own; anything else is an extra attribute, kept.
+_USER_FIELDS = frozenset(
+    {
+        "id",
+        "name",
+        "domain_id",
+        "default_project_id",
+        "password",
+        "enabled",
+        "email",
+        "description",
+        "options",
+    }
+)
+
+
+def _extra(spec: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in spec.items() if k not in _USER_FIELDS}
 
 
 class UserItem(Resource):
@@ -478,6 +499,7 @@ class UserItem(Resource):
         cmd = UpdateUser(
             user_id,
             name=spec.get("name"),
+            extra=_extra(spec),
             enabled=spec.get("enabled"),
             email=spec.get("email"),
             description=spec.get("description"),

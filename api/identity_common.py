@@ -76,7 +76,7 @@ def user_view(req: falcon.Request, row: Row) -> dict[str, Any]:
     for optional in ("default_project_id", "email", "description"):
         if row.get(optional) is not None:
             user[optional] = row[optional]
-    return user
+    return {**(row.get("extra") or {}), **user}  # Keystone's extra attributes, never over its own
 
 
 def role_view(req: falcon.Request, row: Row) -> dict[str, Any]:

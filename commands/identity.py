@@ -13,6 +13,7 @@ name: two concurrent creates of one name cannot both succeed.
 from __future__ import annotations
 
 import re
+from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
@@ -316,6 +317,16 @@ class User(Aggregate):
     @event("Renamed")
     def _renamed(self, name: str) -> None:
         self.name = name
+
+    def set_extra(self, changes: dict[str, Any]) -> None:
+        """Keystone's extra attributes (any it does not know): ``changes`` replace those named."""
+        extra = {**self.__dict__.get("extra", {}), **changes}
+        if extra != self.__dict__.get("extra", {}):
+            self._extra_set(extra=extra)
+
+    @event("ExtraSet")
+    def _extra_set(self, extra: dict[str, Any]) -> None:
+        self.extra = extra
 
     def delete(self) -> None:
         """Keystone's user delete: the user, their role assignments and their tokens go."""

@@ -7,7 +7,8 @@ and the API writes the hash to its credentials table in the same breath (``api/c
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from eventsourcing.persistence import IntegrityError
 
@@ -55,12 +56,14 @@ class CreateUser:
     enabled: bool = True
     email: str | None = None
     description: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class UpdateUser:
     user_id: str
     name: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
     enabled: bool | None = None
     email: str | None = None
     description: str | None = None
@@ -141,6 +144,7 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
             email=cmd.email,
             description=cmd.description,
         )
+        user.set_extra(cmd.extra)
         return self._create_named(user, "user", cmd.domain_id, cmd.name)
 
     def update_user(self, cmd: UpdateUser) -> Result:
@@ -151,6 +155,7 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
             user = self.user(cmd.user_id)
             names = self._renamed("user", user.domain_id, user.name, cmd.name or user.name, cmd.user_id)
             user.rename(cmd.name or user.name)
+            user.set_extra(cmd.extra)
             user.update(
                 enabled=cmd.enabled,
                 email=cmd.email,

@@ -28,6 +28,7 @@ ProjectDeleted: type = Project.Deleted  # type: ignore[attr-defined]
 UserPasswordSet: type = User.PasswordSet  # type: ignore[attr-defined]
 UserRenamed: type = User.Renamed  # type: ignore[attr-defined]
 ProjectRenamed: type = Project.Renamed  # type: ignore[attr-defined]
+UserExtraSet: type = User.ExtraSet  # type: ignore[attr-defined]
 UserAccessRuleDeleted: type = User.AccessRuleDeleted  # type: ignore[attr-defined]
 RoleCreated: type = Role.Created  # type: ignore[attr-defined]
 TokenRevoked: type = Token.Revoked  # type: ignore[attr-defined]
@@ -35,7 +36,7 @@ TokenRevoked: type = Token.Revoked  # type: ignore[attr-defined]
 HANDLED: tuple[type, ...] = (
     ProjectCreated, ProjectUpdated, ProjectRoleGranted, ProjectRoleRevoked,
     UserCreated, UserUpdated, UserPasswordSet, UserRenamed, RoleCreated, TokenRevoked, UserDeleted,
-    ProjectDeleted, UserAccessRuleDeleted, ProjectRenamed,
+    ProjectDeleted, UserAccessRuleDeleted, ProjectRenamed, UserExtraSet,
     *directory.HANDLED,
 )  # fmt: skip
 
@@ -83,6 +84,8 @@ CREATE INDEX IF NOT EXISTS users_domain_name ON {s}.users (domain_id, name);
 -- Tokens issued before this moment are no longer valid: set by a password change, a disable and a
 -- role removal (Keystone's revocation by user and issued_before); a later enable leaves it.
 ALTER TABLE {s}.users ADD COLUMN IF NOT EXISTS tokens_valid_after timestamptz;
+-- Keystone's extra attributes of a user (any it does not know), shown back as they were given.
+ALTER TABLE {s}.users ADD COLUMN IF NOT EXISTS extra jsonb;
 -- The same for the user's tokens on one project only: set by the removal of a role there (as
 -- Keystone revokes by user and project), so their tokens on other projects live on.
 CREATE TABLE IF NOT EXISTS {s}.project_token_cutoffs (
@@ -229,6 +232,13 @@ def statements(e: Any, position: int) -> list[Statement]:
     if issubclass(kind, UserAccessRuleDeleted):
         return [
             ("DELETE FROM {s}.access_rules WHERE id = %s AND user_id = %s", (e.rule_id, e.originator_id.hex))
+        ]
+    if issubclass(kind, UserExtraSet):
+        return [
+            (
+                "UPDATE {s}.users SET extra = %s, updated_at = %s, position = %s WHERE id = %s",
+                (directory.json_value(e.extra), t, position, e.originator_id.hex),
+            )
         ]
     if issubclass(kind, ProjectRenamed):
         return [

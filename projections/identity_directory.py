@@ -133,7 +133,7 @@ CREATE TABLE IF NOT EXISTS {s}.access_rules (
 """
 
 
-def _json(value: Any) -> Jsonb:
+def json_value(value: Any) -> Jsonb:
     return Jsonb(value, dumps=lambda obj: dumps(obj).decode())
 
 
@@ -373,8 +373,8 @@ def _application_credential(e: Any, at: int) -> list[Statement]:
                 e.description,
                 e.expires_at,
                 e.unrestricted,
-                _json(e.role_ids),
-                _json(e.access_rules),
+                json_value(e.role_ids),
+                json_value(e.access_rules),
                 at,
             ),
         ),

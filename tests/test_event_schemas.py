@@ -221,7 +221,7 @@ def _identity_scenario(handlers: Handlers) -> None:
     ident.update_project(UpdateProject(project, name="web2"))
     user = ident.create_user(CreateUser("alice", default_project_id=project, email="a@example.org")).id
     ident.update_user(UpdateUser(user, enabled=False))
-    ident.update_user(UpdateUser(user, name="alice2"))
+    ident.update_user(UpdateUser(user, name="alice2", extra={"project_id": project}))
     ident.update_user(UpdateUser(user, name="alice"))
     ident.record_password_set(user)
     ident.grant_role(GrantRole(project, user, role_id("member")))

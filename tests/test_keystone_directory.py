@@ -328,8 +328,12 @@ def test_user_renamed_and_password_changed_by_its_user(stack: Stack) -> None:
     body = {"user": {"name": "ren", "password": "ren-pw-1", "default_project_id": pid}}
     uid = _ok(stack.request("POST", f"{V3}/users", json=body), 201)["user"]["id"]
     _ok(stack.request("PUT", f"{V3}/projects/{pid}/users/{uid}/roles/{_role_id(stack, 'member')}"), 204)
-    renamed = _ok(stack.request("PATCH", f"{V3}/users/{uid}", json={"user": {"id": uid, "name": "ren2"}}))
+    update = {"user": {"id": uid, "name": "ren2", "project_id": pid, "team": {"on_call": True}}}
+    renamed = _ok(stack.request("PATCH", f"{V3}/users/{uid}", json=update))
     assert renamed["user"]["name"] == "ren2"
+    # Attributes Keystone does not know are kept as given (its "extra"), never over its own.
+    shown = _ok(stack.request("GET", f"{V3}/users/{uid}"))["user"]
+    assert shown["project_id"] == pid and shown["team"] == {"on_call": True} and shown["id"] == uid
     _ok(stack.request("POST", f"{V3}/users", json={"user": {"name": "ren"}}), 201)  # the old name is free
     _error(stack.request("PATCH", f"{V3}/users/{uid}", json={"user": {"name": "ren"}}), 409)
     change = {"user": {"original_password": "wrong", "password": "ren-pw-2"}}
