@@ -72,9 +72,19 @@ class Authenticator:
                 "The request you have made requires authentication.", headers=self.challenge(req)
             ) from None
         with self._read.connection(req) as conn:
-            subject = identity_queries.subject(
-                conn, claims.user_id, claims.project_id, (claims.token_id, claims.chain), claims.issued_at
-            )
+            if not claims.project_id:  # scoped to the system
+                subject = identity_queries.system_subject(
+                    conn, claims.user_id, (claims.token_id, claims.chain), claims.issued_at
+                )
+            else:
+                subject = identity_queries.subject(
+                    conn,
+                    claims.user_id,
+                    claims.project_id,
+                    (claims.token_id, claims.chain),
+                    claims.issued_at,
+                    claims.application_credential_id,
+                )
         reason = _refused(subject)
         if reason:
             log.info("token %s refused (request %s): %s", claims.token_id, req.context.request_id, reason)

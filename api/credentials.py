@@ -11,6 +11,9 @@ in the PHC string format that records its parameters. Hashes made by earlier rel
 ``scrypt$<n>$<r>$<p>$<salt>$<hash>``) still verify, and are replaced by an argon2id hash at the
 user's next successful login, as is any argon2id hash whose parameters are below today's.
 
+Application credentials' secrets are hashed the same way, in ``application_credential_secrets``:
+shown once when the credential is made, never logged, never in an event.
+
 Login throttling (``LoginThrottle``): failed password logins are counted per user and per source
 address in fixed windows, in PostgreSQL so that every API node sees the same counts. Past the limit,
 logins for that user (or from that address) answer 429 with ``Retry-After`` until the window ends,
@@ -44,6 +47,12 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.credentials (
     user_id text PRIMARY KEY,
     password_hash text NOT NULL,
     updated_at timestamptz NOT NULL DEFAULT now()
+);
+-- Application credentials' secrets, hashed as passwords are (their credentials are in the log).
+CREATE TABLE IF NOT EXISTS {SCHEMA}.application_credential_secrets (
+    credential_id text PRIMARY KEY,
+    secret_hash text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE TABLE IF NOT EXISTS {SCHEMA}.login_failures (
     key text PRIMARY KEY,
@@ -140,6 +149,38 @@ class Credentials:
         with self._connect() as conn, conn.transaction():
             self._upsert(conn, user_id, hashed)
             yield
+
+    @contextmanager
+    def secret_setting(self, credential_id: str, secret: str) -> Iterator[None]:
+        """Write an application credential's secret's hash; kept only if the block (which records
+        the credential) succeeds."""
+        hashed = hash_password(secret)
+        with self._connect() as conn, conn.transaction():
+            conn.execute(
+                f"INSERT INTO {SCHEMA}.application_credential_secrets (credential_id, secret_hash) "
+                "VALUES (%s, %s)",
+                (credential_id, hashed),
+            )
+            yield
+
+    def check_secret(self, credential_id: str, secret: str) -> bool:
+        with self._connect() as conn:
+            row = conn.execute(
+                f"SELECT secret_hash FROM {SCHEMA}.application_credential_secrets WHERE credential_id = %s",
+                (credential_id,),
+            ).fetchone()
+        if row is None:
+            verify_password(secret, _dummy_hash())
+            return False
+        stored = row["secret_hash"] if isinstance(row, dict) else row[0]
+        return verify_password(secret, str(stored))
+
+    def forget_secret(self, credential_id: str) -> None:
+        with self._connect() as conn:
+            conn.execute(
+                f"DELETE FROM {SCHEMA}.application_credential_secrets WHERE credential_id = %s",
+                (credential_id,),
+            )
 
     def forget(self, user_id: str) -> None:
         """Remove a deleted user's password hash."""

@@ -1,8 +1,10 @@
-"""``/identity``: the subset of Keystone's v3 API that the ``openstack`` CLI and openstacksdk need.
+"""``/identity``: Keystone's v3 API as operators use it; this module serves discovery, tokens,
+projects and users, and mounts the others (``identity_domains``: domains and groups;
+``identity_roles``: roles and every kind of role assignment; ``identity_catalog``: regions,
+services, endpoints and the catalog; ``identity_appcreds``: application credentials).
 
-Version discovery, password (and token) authentication scoped to a project, token validation and
-revocation, projects, users, roles, role grants and role assignments, and the one ``Default``
-domain. Writes are identity commands on the event log; reads come from the identity read model.
+Tokens are issued for a password, a token or an application credential, scoped to a project.
+Writes are identity commands on the event log; reads come from the identity read model.
 A write that clients read back at once (a created project, a disabled user, a revoked token)
 answers only once the read model has applied it, so the next request sees its effect.
 
@@ -13,45 +15,52 @@ Errors have Keystone's shape (``{"error": {"code", "title", "message"}}``) inste
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import falcon
-from jsonschema import Draft202012Validator
 
-from api import policy
-from api.auth import Authenticated, Authenticator
-from api.body import read_json
-from api.credentials import Credentials
+from api import identity_appcreds as appcreds
+from api import identity_catalog, identity_domains, identity_roles, policy
+from api.auth import Authenticated
 from api.errors import BadRequest, ItemNotFound, TooManyRequests, Unauthorized
-from api.readmodel import ReadModel
+from api.identity_common import (
+    PREFIX,
+    V3,
+    Resource,
+    collection,
+    domain_ref,
+    domain_view,
+    flag,
+    project_view,
+    user_view,
+)
 from api.tokens import TokenClaims, isoformat
 from commands.identity import DEFAULT_DOMAIN_ID, DEFAULT_DOMAIN_NAME, effective_roles
 from commands.identity_handlers import (
     CreateProject,
     CreateUser,
-    GrantRole,
-    IdentityHandlers,
-    RevokeRole,
     RevokeToken,
     UpdateProject,
     UpdateUser,
 )
+from projections import directory_queries as dq
 from projections import identity_queries as q
-from stratus.context import acting
+from stratus.context import Actor, CommandContext, acting
 
 log = logging.getLogger("stratus.api")
 
-PREFIX = "/identity"
-V3 = f"{PREFIX}/v3"
 SUBJECT_TOKEN_HEADER = "X-Subject-Token"
-REGION = "RegionOne"
 IDENTITY_SCHEMAS = (
     "identity.auth",
     "identity.projects.create",
     "identity.projects.update",
     "identity.users.create",
     "identity.users.update",
+    "identity.users.password",
+    *identity_domains.SCHEMAS,
+    *identity_roles.SCHEMAS,
+    *identity_catalog.SCHEMAS,
+    *appcreds.SCHEMAS,
 )
 _UPDATED = "2024-04-03T00:00:00Z"
 _AUTH_FAILED = "The request you have made requires authentication."
@@ -61,183 +70,49 @@ _TITLES = {
 }  # fmt: skip
 
 
-# -- the service catalog ------------------------------------------------------------------------
-# (service type, name, path under the API's base URL). Other services add themselves here.
-CATALOG: list[tuple[str, str, str]] = [
-    ("compute", "nova", "/v2.1"),
-    ("identity", "keystone", PREFIX),
-    ("image", "glance", "/image"),
-    ("placement", "placement", "/placement"),
-]
-
-
-def catalog(base: str) -> list[dict[str, Any]]:
-    services = []
-    for service_type, name, path in CATALOG:
-        endpoints = [
-            {
-                "id": f"{name}-{interface}",
-                "interface": interface,
-                "region": REGION,
-                "region_id": REGION,
-                "url": f"{base}{path}",
-            }
-            for interface in ("public", "internal", "admin")
-        ]
-        services.append({"id": name, "type": service_type, "name": name, "endpoints": endpoints})
-    return services
-
-
-# -- views ----------------------------------------------------------------------------------------
-def _url(req: falcon.Request, *parts: str) -> str:
-    return "/".join([f"{req.prefix}{V3}", *parts])
-
-
-def _domain_ref(domain_id: str) -> dict[str, str]:
-    return {"id": domain_id, "name": DEFAULT_DOMAIN_NAME if domain_id == DEFAULT_DOMAIN_ID else domain_id}
-
-
-def project_view(req: falcon.Request, row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "name": row["name"],
-        "domain_id": row["domain_id"],
-        "description": row["description"],
-        "enabled": row["enabled"],
-        "is_domain": False,
-        "parent_id": row["domain_id"],
-        "tags": [],
-        "options": {},
-        "links": {"self": _url(req, "projects", row["id"])},
-    }
-
-
-def user_view(req: falcon.Request, row: dict[str, Any]) -> dict[str, Any]:
-    user: dict[str, Any] = {
-        "id": row["id"],
-        "name": row["name"],
-        "domain_id": row["domain_id"],
-        "enabled": row["enabled"],
-        "password_expires_at": None,
-        "options": {},
-        "links": {"self": _url(req, "users", row["id"])},
-    }
-    for optional in ("default_project_id", "email", "description"):
-        if row.get(optional) is not None:
-            user[optional] = row[optional]
-    return user
-
-
-def role_view(req: falcon.Request, row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "name": row["name"],
-        "domain_id": None,
-        "description": row["description"],
-        "options": {},
-        "links": {"self": _url(req, "roles", row["id"])},
-    }
-
-
-def _collection(req: falcon.Request, key: str, items: list[dict[str, Any]]) -> dict[str, Any]:
-    return {key: items, "links": {"self": req.url, "previous": None, "next": None}}
-
-
-def _default_domain(req: falcon.Request) -> dict[str, Any]:
-    return {
-        "id": DEFAULT_DOMAIN_ID,
-        "name": DEFAULT_DOMAIN_NAME,
-        "description": "The default domain",
-        "enabled": True,
-        "tags": [],
-        "options": {},
-        "links": {"self": _url(req, "domains", DEFAULT_DOMAIN_ID)},
-    }
-
-
 def token_view(
     req: falcon.Request,
     claims: TokenClaims,
     subject: q.Subject,
     roles: list[dict[str, Any]],
-    with_catalog: bool,
+    services: list[dict[str, Any]] | None,
+    domains: dict[str, dict[str, Any]],
+    credential: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """Keystone's token body; ``services``: the catalog (None: asked for none); ``domains``: the
+    user's and project's domains by id; ``credential``: the application credential it was issued for."""
     user, project = subject.user, subject.project
     token: dict[str, Any] = {
         "methods": list(claims.methods),
         "user": {
             "id": user["id"],
             "name": user["name"],
-            "domain": _domain_ref(user["domain_id"]),
+            "domain": domain_ref(user["domain_id"], domains),
             "password_expires_at": None,
         },
         "audit_ids": claims.audit_ids,
         "issued_at": isoformat(claims.issued_at),
         "expires_at": isoformat(claims.expires_at),
-        "project": {
-            "id": project["id"],
-            "name": project["name"],
-            "domain": _domain_ref(project["domain_id"]),
-        },
-        "is_domain": False,
         "roles": roles,
     }
-    if with_catalog:
-        token["catalog"] = catalog(req.prefix)
+    if claims.project_id:
+        token["project"] = {
+            "id": project["id"],
+            "name": project["name"],
+            "domain": domain_ref(project["domain_id"], domains),
+        }
+        token["is_domain"] = False
+    else:
+        token["system"] = {"all": True}
+    if credential is not None:
+        token["application_credential"] = {
+            "id": credential["id"],
+            "name": credential["name"],
+            "restricted": not credential["unrestricted"],
+        }
+    if services is not None:
+        token["catalog"] = services
     return {"token": token}
-
-
-def _flag(req: falcon.Request, name: str) -> bool | None:
-    value = req.get_param(name)
-    if value is None:
-        return None
-    return value.strip().lower() not in ("0", "false", "no", "off", "")
-
-
-# -- shared plumbing ------------------------------------------------------------------------------
-class _Resource:
-    def __init__(
-        self,
-        handlers: IdentityHandlers,
-        read: ReadModel,
-        validators: dict[str, Draft202012Validator],
-        credentials: Credentials,
-        authenticator: Authenticator,
-        max_body_bytes: int,
-    ) -> None:
-        self._handlers = handlers
-        self._read = read
-        self._validators = validators
-        self._credentials = credentials
-        self._auth = authenticator
-        self._max_body = max_body_bytes
-
-    def _body(self, req: falcon.Request, schema: str) -> dict[str, Any]:
-        return read_json(req, self._validators[schema], self._max_body)
-
-    def _after(self, req: falcon.Request, position: int, fetch: Callable[[Any], Any]) -> Any:
-        """Read with ``fetch`` once the read model has applied ``position`` (the write just made)."""
-        req.context.written_position = position  # answered as X-Stratus-Position (api/positions.py)
-        with self._read.connection(req, after=position) as conn:
-            return fetch(conn)
-
-    def _project(self, conn: Any, project_id: str) -> dict[str, Any]:
-        row = q.get_project(conn, project_id)
-        if row is None:
-            raise ItemNotFound(f"Could not find project: {project_id}.")
-        return row
-
-    def _user(self, conn: Any, user_id: str) -> dict[str, Any]:
-        row = q.get_user(conn, user_id)
-        if row is None:
-            raise ItemNotFound(f"Could not find user: {user_id}.")
-        return row
-
-    def _role(self, conn: Any, role_id: str) -> dict[str, Any]:
-        row = q.get_role(conn, role_id)
-        if row is None:
-            raise ItemNotFound(f"Could not find role: {role_id}.")
-        return row
 
 
 # -- discovery ------------------------------------------------------------------------------------
@@ -271,7 +146,7 @@ class Version:
 
 
 # -- tokens ---------------------------------------------------------------------------------------
-class Tokens(_Resource):
+class Tokens(Resource):
     """``/identity/v3/auth/tokens``: issue (POST, no token needed), validate (GET, HEAD), revoke (DELETE)."""
 
     public = frozenset({"POST"})
@@ -281,9 +156,12 @@ class Tokens(_Resource):
         identity = auth["identity"]
         method = identity["methods"][0]
         parent: TokenClaims | None = None
-        # The password is checked holding no read-model connection: the check (and the throttle)
+        credential: dict[str, Any] | None = None
+        # Secrets are checked holding no read-model connection: the check (and the throttle)
         # take their own from the same pool, and concurrent logins must not exhaust it.
         user = self._password_user(req, identity.get("password")) if method == "password" else None
+        if method == "application_credential":
+            credential, user = appcreds.authenticate(self._read, self._credentials, req, identity)
         with self._read.connection(req) as conn:
             if user is None:
                 if "token" not in identity:
@@ -291,21 +169,43 @@ class Tokens(_Resource):
                 given = self._auth.authenticate(req, identity["token"]["id"])
                 parent = given.claims
                 user = q.get_user(conn, parent.user_id) or dict(given.subject.user)
-            project = self._scope(conn, auth.get("scope"), user, parent)
-            if not user["enabled"] or not project["enabled"]:
+            scope = auth.get("scope")
+            system = "system" in (scope or {}) or (
+                scope is None and parent is not None and not parent.project_id
+            )
+            if credential is not None:
+                project = appcreds.scope(conn, credential, scope)
+            elif system:
+                project = q.SYSTEM_PROJECT
+            else:
+                project = self._scope(conn, scope, user, parent)
+            domains = dq.names(conn, "domains", [user["domain_id"], project["domain_id"]])
+            if not all(r["enabled"] for r in (user, project, *domains.values())):
                 raise Unauthorized(_AUTH_FAILED)
-            role_names = q.user_role_names(conn, user["id"], project["id"])
+            if system:
+                role_names = q.system_role_names(conn, user["id"])
+            else:
+                role_names = q.user_role_names(conn, user["id"], project["id"])
+            if credential is not None:
+                role_names = appcreds.restricted(conn, credential, role_names)
             if not role_names:
                 raise Unauthorized(_AUTH_FAILED)
             # A token from a token keeps its parent's chain and expiry (never a longer life).
             token, claims = self._auth.signer.issue(
-                user["id"], project["id"], (method,), parent=parent
+                user["id"],
+                project["id"],
+                (method,),
+                parent=parent,
+                application_credential_id=credential["id"] if credential else "",
+                expires_at=credential["expires_at"] if credential else None,
             )
             roles = self._roles(conn, role_names)
+            services = identity_catalog.catalog(conn, req) if req.get_param("nocatalog") is None else None
+            credential = credential or appcreds.of_token(conn, claims)
         subject = q.Subject(user, project, role_names, revoked=False)
         resp.status = falcon.HTTP_201
         resp.set_header(SUBJECT_TOKEN_HEADER, token)
-        resp.media = token_view(req, claims, subject, roles, req.get_param("nocatalog") is None)
+        resp.media = token_view(req, claims, subject, roles, services, domains, credential)
 
     def _password_user(self, req: falcon.Request, password: dict[str, Any] | None) -> dict[str, Any]:
         if not password:
@@ -316,7 +216,7 @@ class Tokens(_Resource):
                 user = q.get_user(conn, given["id"])
                 who = str(given["id"])
             elif "name" in given and "domain" in given:
-                domain_id = self._domain_id(given["domain"])
+                domain_id = self._domain_id(conn, given["domain"])
                 user = q.user_by_name(conn, given["name"], domain_id)
                 who = f"{domain_id}/{given['name']}"
             else:
@@ -343,12 +243,15 @@ class Tokens(_Resource):
         return user
 
     @staticmethod
-    def _domain_id(domain: dict[str, str]) -> str:
-        if domain.get("id", DEFAULT_DOMAIN_ID) == DEFAULT_DOMAIN_ID and domain.get(
-            "name", DEFAULT_DOMAIN_NAME
-        ) in (DEFAULT_DOMAIN_NAME, DEFAULT_DOMAIN_ID):
-            return DEFAULT_DOMAIN_ID
-        raise Unauthorized(_AUTH_FAILED)
+    def _domain_id(conn: Any, domain: dict[str, str]) -> str:
+        """The id of the domain named by its id or name (401 when there is none)."""
+        row = dq.get_domain(conn, domain["id"]) if "id" in domain else dq.domain_by_name(conn, domain["name"])
+        default = (domain.get("id", DEFAULT_DOMAIN_ID), domain.get("name", DEFAULT_DOMAIN_NAME))
+        if row is None and default == (DEFAULT_DOMAIN_ID, DEFAULT_DOMAIN_NAME):
+            return DEFAULT_DOMAIN_ID  # a log from before domains were recorded
+        if row is None or ("name" in domain and row["name"] != domain["name"]):
+            raise Unauthorized(_AUTH_FAILED)
+        return str(row["id"])
 
     def _scope(
         self, conn: Any, scope: dict[str, Any] | None, user: dict[str, Any], parent: TokenClaims | None
@@ -367,7 +270,7 @@ class Tokens(_Resource):
         if "id" in wanted:
             project = q.get_project(conn, wanted["id"])
         elif "name" in wanted and "domain" in wanted:
-            project = q.project_by_name(conn, wanted["name"], self._domain_id(wanted["domain"]))
+            project = q.project_by_name(conn, wanted["name"], self._domain_id(conn, wanted["domain"]))
         else:
             raise BadRequest("Invalid input for field 'project': give its 'id', or its 'name' and 'domain'.")
         if project is None:
@@ -376,8 +279,14 @@ class Tokens(_Resource):
 
     @staticmethod
     def _roles(conn: Any, role_names: frozenset[str]) -> list[dict[str, Any]]:
-        by_name = {r["name"]: r["id"] for r in q.list_roles(conn)}
-        return [{"id": by_name.get(n, n), "name": n} for n in effective_roles(role_names)]
+        """The token's roles: those held, and those they imply (built in, and rules made by hand)."""
+        roles = {r["id"]: r for r in q.list_roles(conn)}
+        by_name = {r["name"]: r["id"] for r in roles.values()}
+        held = [{"role_id": by_name[n]} for n in effective_roles(role_names) if n in by_name]
+        ids = {
+            r["role_id"] for r in identity_roles.with_implied(held, identity_roles.implied_by(conn, roles))
+        }
+        return sorted(({"id": i, "name": roles[i]["name"]} for i in ids), key=lambda r: (r["name"], r["id"]))
 
     def _subject(self, req: falcon.Request) -> Authenticated:
         token = req.get_header(SUBJECT_TOKEN_HEADER)
@@ -395,12 +304,14 @@ class Tokens(_Resource):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         subject = self._subject(req)
+        user, project = subject.subject.user, subject.subject.project
         with self._read.connection(req) as conn:
             roles = self._roles(conn, subject.subject.role_names)
+            services = identity_catalog.catalog(conn, req) if req.get_param("nocatalog") is None else None
+            domains = dq.names(conn, "domains", [user["domain_id"], project["domain_id"]])
+            credential = appcreds.of_token(conn, subject.claims)
         resp.set_header(SUBJECT_TOKEN_HEADER, subject.token)
-        resp.media = token_view(
-            req, subject.claims, subject.subject, roles, req.get_param("nocatalog") is None
-        )
+        resp.media = token_view(req, subject.claims, subject.subject, roles, services, domains, credential)
 
     def on_head(self, req: falcon.Request, resp: falcon.Response) -> None:
         subject = self._subject(req)
@@ -419,49 +330,35 @@ class Tokens(_Resource):
         resp.status = falcon.HTTP_204
 
 
-class AuthProjects(_Resource):
+class AuthProjects(Resource):
     """``GET /identity/v3/auth/projects``: the projects the caller may scope a token to."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
             rows = q.user_projects(conn, req.context.actor.user_id)
-        resp.media = _collection(req, "projects", [project_view(req, r) for r in rows if r["enabled"]])
+        resp.media = collection(req, "projects", [project_view(req, r) for r in rows if r["enabled"]])
 
 
-class AuthCatalog:
-    """``GET /identity/v3/auth/catalog``."""
+class AuthDomains(Resource):
+    """``GET /identity/v3/auth/domains``: the domains the caller holds a role on."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = {"catalog": catalog(req.prefix), "links": {"self": req.url}}
+        with self._read.connection(req) as conn:
+            rows = dq.user_domains(conn, req.context.actor.user_id)
+        resp.media = collection(req, "domains", [domain_view(req, r) for r in rows if r["enabled"]])
 
 
-# -- domains --------------------------------------------------------------------------------------
-class Domains:
-    """``GET /identity/v3/domains``: Stratus has one domain, ``Default`` (id ``default``)."""
+class AuthSystem(Resource):
+    """``GET /identity/v3/auth/system``: the system, if the caller holds a role on it."""
 
-    @falcon.before(policy.require("identity:list_domains"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        name = req.get_param("name")
-        items = [] if name not in (None, DEFAULT_DOMAIN_NAME) else [_default_domain(req)]
-        resp.media = _collection(req, "domains", items)
-
-
-class Domain:
-    @falcon.before(policy.require("identity:get_domain"))
-    def on_get(self, req: falcon.Request, resp: falcon.Response, domain_id: str) -> None:
-        if domain_id not in (DEFAULT_DOMAIN_ID, DEFAULT_DOMAIN_NAME):
-            raise ItemNotFound(f"Could not find domain: {domain_id}.")
-        resp.media = {"domain": _default_domain(req)}
-
-
-def _domain_param(value: str | None) -> str:
-    if value in (None, DEFAULT_DOMAIN_ID, DEFAULT_DOMAIN_NAME):
-        return DEFAULT_DOMAIN_ID
-    raise BadRequest(f"Could not find domain: {value}; Stratus has one domain, {DEFAULT_DOMAIN_NAME}.")
+        with self._read.connection(req) as conn:
+            held = q.system_role_names(conn, req.context.actor.user_id)
+        resp.media = {"system": [{"all": True}] if held else [], "links": {"self": req.url}}
 
 
 # -- projects -------------------------------------------------------------------------------------
-class Projects(_Resource):
+class Projects(Resource):
     @falcon.before(policy.require("identity:list_projects"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
@@ -469,14 +366,15 @@ class Projects(_Resource):
                 conn,
                 name=req.get_param("name"),
                 domain_id=req.get_param("domain_id"),
-                enabled=_flag(req, "enabled"),
+                enabled=flag(req, "enabled"),
             )
-        resp.media = _collection(req, "projects", [project_view(req, r) for r in rows])
+        resp.media = collection(req, "projects", [project_view(req, r) for r in rows])
 
     @falcon.before(policy.require("identity:create_project"))
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         spec = self._body(req, "identity.projects.create")["project"]
-        domain_id = _domain_param(spec.get("domain_id"))
+        with self._read.connection(req) as conn:
+            domain_id = self._domain_param(conn, spec.get("domain_id"))
         if spec.get("parent_id") not in (None, domain_id):
             raise BadRequest("Invalid input for field 'parent_id': Stratus has no project hierarchy.")
         cmd = CreateProject(spec["name"], domain_id, spec.get("description") or "", spec.get("enabled", True))
@@ -487,7 +385,7 @@ class Projects(_Resource):
         resp.media = {"project": project_view(req, row)}
 
 
-class ProjectItem(_Resource):
+class ProjectItem(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
         actor = req.context.actor
         if not policy.allowed(actor, "identity:get_project", project_id=project_id):
@@ -501,7 +399,12 @@ class ProjectItem(_Resource):
         spec = self._body(req, "identity.projects.update")["project"]
         with self._read.connection(req) as conn:
             self._project(conn, project_id)
-        cmd = UpdateProject(project_id, description=spec.get("description"), enabled=spec.get("enabled"))
+        cmd = UpdateProject(
+            project_id,
+            name=spec.get("name"),
+            description=spec.get("description"),
+            enabled=spec.get("enabled"),
+        )
         with acting(req.context.command):
             result = self._handlers.update_project(cmd)
         row = self._after(req, result.position, lambda conn: self._project(conn, project_id))
@@ -516,7 +419,7 @@ class ProjectItem(_Resource):
 
 
 # -- users ----------------------------------------------------------------------------------------
-class Users(_Resource):
+class Users(Resource):
     @falcon.before(policy.require("identity:list_users"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
@@ -524,17 +427,17 @@ class Users(_Resource):
                 conn,
                 name=req.get_param("name"),
                 domain_id=req.get_param("domain_id"),
-                enabled=_flag(req, "enabled"),
+                enabled=flag(req, "enabled"),
             )
-        resp.media = _collection(req, "users", [user_view(req, r) for r in rows])
+        resp.media = collection(req, "users", [user_view(req, r) for r in rows])
 
     @falcon.before(policy.require("identity:create_user"))
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         spec = self._body(req, "identity.users.create")["user"]
-        domain_id = _domain_param(spec.get("domain_id"))
         default_project = spec.get("default_project_id")
-        if default_project is not None:
-            with self._read.connection(req) as conn:
+        with self._read.connection(req) as conn:
+            domain_id = self._domain_param(conn, spec.get("domain_id"))
+            if default_project is not None:
                 self._project(conn, default_project)
         cmd = CreateUser(
             spec["name"],
@@ -543,6 +446,7 @@ class Users(_Resource):
             enabled=spec.get("enabled", True),
             email=spec.get("email"),
             description=spec.get("description"),
+            extra=_extra(spec),
         )
         with acting(req.context.command):
             result = self._handlers.create_user(cmd)
@@ -554,7 +458,27 @@ class Users(_Resource):
         resp.media = {"user": user_view(req, row)}
 
 
-class UserItem(_Resource):
+# What a user body may say that is Keystone's own; anything else is an extra attribute, kept.
+_USER_FIELDS = frozenset(
+    {
+        "id",
+        "name",
+        "domain_id",
+        "default_project_id",
+        "password",
+        "enabled",
+        "email",
+        "description",
+        "options",
+    }
+)
+
+
+def _extra(spec: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in spec.items() if k not in _USER_FIELDS}
+
+
+class UserItem(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
         actor = req.context.actor
         if actor.user_id != user_id:
@@ -566,12 +490,16 @@ class UserItem(_Resource):
     @falcon.before(policy.require("identity:update_user"))
     def on_patch(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
         spec = self._body(req, "identity.users.update")["user"]
+        if spec.get("id", user_id) != user_id:
+            raise BadRequest("Invalid input for field 'id': a user's id cannot change.")
         with self._read.connection(req) as conn:
             self._user(conn, user_id)
             if spec.get("default_project_id") is not None:
                 self._project(conn, spec["default_project_id"])
         cmd = UpdateUser(
             user_id,
+            name=spec.get("name"),
+            extra=_extra(spec),
             enabled=spec.get("enabled"),
             email=spec.get("email"),
             description=spec.get("description"),
@@ -594,7 +522,31 @@ class UserItem(_Resource):
         resp.status = falcon.HTTP_204
 
 
-class UserProjects(_Resource):
+class UserPassword(Resource):
+    """``POST /identity/v3/users/{u}/password``: a user changes their own password, proving the old
+    one (no token needed, as in Keystone: a user whose password expired can still change it)."""
+
+    public = frozenset({"POST"})
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
+        spec = self._body(req, "identity.users.password")["user"]
+        source = req.remote_addr or "-"
+        throttle = self._credentials.throttle
+        if throttle.retry_after(user_id, source):
+            raise Unauthorized(_AUTH_FAILED)
+        if not self._credentials.check(user_id, spec["original_password"]):
+            throttle.failed(user_id, source)
+            raise Unauthorized(_AUTH_FAILED)
+        throttle.succeeded(user_id)
+        # No token: the user, proven by their password, is the actor (in no project).
+        command = CommandContext(actor=Actor(user_id, ""), request_id=req.context.request_id)
+        with acting(command), self._credentials.setting(user_id, spec["password"]):
+            result = self._handlers.record_password_set(user_id)
+        self._written(req, result.position)
+        resp.status = falcon.HTTP_204
+
+
+class UserProjects(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
         actor = req.context.actor
         if actor.user_id != user_id:
@@ -602,135 +554,7 @@ class UserProjects(_Resource):
         with self._read.connection(req) as conn:
             self._user(conn, user_id)
             rows = q.user_projects(conn, user_id)
-        resp.media = _collection(req, "projects", [project_view(req, r) for r in rows])
-
-
-# -- roles and grants -----------------------------------------------------------------------------
-class Roles(_Resource):
-    @falcon.before(policy.require("identity:list_roles"))
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        with self._read.connection(req) as conn:
-            rows = q.list_roles(conn, name=req.get_param("name"))
-        resp.media = _collection(req, "roles", [role_view(req, r) for r in rows])
-
-
-class RoleItem(_Resource):
-    @falcon.before(policy.require("identity:get_role"))
-    def on_get(self, req: falcon.Request, resp: falcon.Response, role_id: str) -> None:
-        with self._read.connection(req) as conn:
-            row = self._role(conn, role_id)
-        resp.media = {"role": role_view(req, row)}
-
-
-class Grants(_Resource):
-    """``GET /identity/v3/projects/{p}/users/{u}/roles``: a user's roles in a project."""
-
-    @falcon.before(policy.require("identity:list_grants"))
-    def on_get(self, req: falcon.Request, resp: falcon.Response, project_id: str, user_id: str) -> None:
-        with self._read.connection(req) as conn:
-            self._project(conn, project_id)
-            self._user(conn, user_id)
-            rows = q.list_assignments(conn, user_id=user_id, project_id=project_id)
-            roles = [role_view(req, self._role(conn, r["role_id"])) for r in rows]
-        resp.media = _collection(req, "roles", roles)
-
-
-class Grant(_Resource):
-    """``PUT``/``HEAD``/``DELETE /identity/v3/projects/{p}/users/{u}/roles/{r}``."""
-
-    def _check(self, req: falcon.Request, project_id: str, user_id: str, role_id: str) -> None:
-        with self._read.connection(req) as conn:
-            self._project(conn, project_id)
-            self._user(conn, user_id)
-            self._role(conn, role_id)
-
-    @falcon.before(policy.require("identity:create_grant"))
-    def on_put(
-        self, req: falcon.Request, resp: falcon.Response, project_id: str, user_id: str, role_id: str
-    ) -> None:
-        self._check(req, project_id, user_id, role_id)
-        with acting(req.context.command):
-            result = self._handlers.grant_role(GrantRole(project_id, user_id, role_id))
-        self._after(req, result.position, lambda conn: None)
-        resp.status = falcon.HTTP_204
-
-    @falcon.before(policy.require("identity:check_grant"))
-    def on_head(
-        self, req: falcon.Request, resp: falcon.Response, project_id: str, user_id: str, role_id: str
-    ) -> None:
-        with self._read.connection(req) as conn:
-            rows = q.list_assignments(conn, user_id=user_id, project_id=project_id, role_id=role_id)
-        if not rows:
-            raise ItemNotFound(f"Could not find role assignment of role {role_id} to user {user_id}.")
-        resp.status = falcon.HTTP_204
-
-    on_get = on_head
-
-    @falcon.before(policy.require("identity:revoke_grant"))
-    def on_delete(
-        self, req: falcon.Request, resp: falcon.Response, project_id: str, user_id: str, role_id: str
-    ) -> None:
-        self._check(req, project_id, user_id, role_id)
-        with acting(req.context.command):
-            result = self._handlers.revoke_role(RevokeRole(project_id, user_id, role_id))
-        self._after(req, result.position, lambda conn: None)
-        resp.status = falcon.HTTP_204
-
-
-class RoleAssignments(_Resource):
-    """``GET /identity/v3/role_assignments`` with ``user.id``, ``scope.project.id``, ``role.id``,
-    ``effective`` (implied roles listed too) and ``include_names``."""
-
-    @falcon.before(policy.require("identity:list_role_assignments"))
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        for unsupported in ("group.id", "scope.domain.id", "scope.system"):
-            if req.get_param(unsupported):
-                resp.media = _collection(
-                    req, "role_assignments", []
-                )  # Stratus has no groups, domain or system roles
-                return
-        names = _flag(req, "include_names") or False
-        with self._read.connection(req) as conn:
-            rows = q.list_assignments(
-                conn,
-                user_id=req.get_param("user.id"),
-                project_id=req.get_param("scope.project.id"),
-            )
-            roles = {r["name"]: r for r in q.list_roles(conn)}
-        wanted_role = req.get_param("role.id")
-        items = []
-        for row in rows:
-            granted = [row["role_name"]]
-            if _flag(req, "effective"):
-                granted = list(effective_roles(frozenset(granted)))
-            for role_name in granted:
-                role = roles.get(role_name)
-                if role is None or (wanted_role and role["id"] != wanted_role):
-                    continue
-                items.append(self._view(req, row, role, names))
-        resp.media = _collection(req, "role_assignments", items)
-
-    @staticmethod
-    def _view(req: falcon.Request, row: dict[str, Any], role: dict[str, Any], names: bool) -> dict[str, Any]:
-        item: dict[str, Any] = {
-            "role": {"id": role["id"]},
-            "user": {"id": row["user_id"]},
-            "scope": {"project": {"id": row["project_id"]}},
-            "links": {
-                "assignment": _url(
-                    req, "projects", row["project_id"], "users", row["user_id"], "roles", role["id"]
-                )
-            },
-        }
-        if names:
-            item["role"]["name"] = role["name"]
-            item["user"].update(
-                name=row["user_name"], domain=_domain_ref(row["user_domain_id"] or DEFAULT_DOMAIN_ID)
-            )
-            item["scope"]["project"].update(
-                name=row["project_name"], domain=_domain_ref(row["project_domain_id"] or DEFAULT_DOMAIN_ID)
-            )
-        return item
+        resp.media = collection(req, "projects", [project_view(req, r) for r in rows])
 
 
 # -- errors in Keystone's shape -------------------------------------------------------------------
@@ -756,21 +580,18 @@ class KeystoneErrors:
 
 
 def add_routes(app: falcon.App, **collaborators: Any) -> None:
-    """Mount the identity API under ``/identity`` (``collaborators``: see ``_Resource``)."""
+    """Mount the identity API under ``/identity`` (``collaborators``: see ``Resource``)."""
     app.add_route(PREFIX, Versions())
     app.add_route(V3, Version())
     app.add_route(f"{V3}/auth/tokens", Tokens(**collaborators))
     app.add_route(f"{V3}/auth/projects", AuthProjects(**collaborators))
-    app.add_route(f"{V3}/auth/catalog", AuthCatalog())
-    app.add_route(f"{V3}/domains", Domains())
-    app.add_route(f"{V3}/domains/{{domain_id}}", Domain())
+    app.add_route(f"{V3}/auth/domains", AuthDomains(**collaborators))
+    app.add_route(f"{V3}/auth/system", AuthSystem(**collaborators))
     app.add_route(f"{V3}/projects", Projects(**collaborators))
     app.add_route(f"{V3}/projects/{{project_id}}", ProjectItem(**collaborators))
-    app.add_route(f"{V3}/projects/{{project_id}}/users/{{user_id}}/roles", Grants(**collaborators))
-    app.add_route(f"{V3}/projects/{{project_id}}/users/{{user_id}}/roles/{{role_id}}", Grant(**collaborators))
     app.add_route(f"{V3}/users", Users(**collaborators))
     app.add_route(f"{V3}/users/{{user_id}}", UserItem(**collaborators))
     app.add_route(f"{V3}/users/{{user_id}}/projects", UserProjects(**collaborators))
-    app.add_route(f"{V3}/roles", Roles(**collaborators))
-    app.add_route(f"{V3}/roles/{{role_id}}", RoleItem(**collaborators))
-    app.add_route(f"{V3}/role_assignments", RoleAssignments(**collaborators))
+    app.add_route(f"{V3}/users/{{user_id}}/password", UserPassword(**collaborators))
+    for module in (identity_domains, identity_roles, identity_catalog, appcreds):
+        module.add_routes(app, V3, **collaborators)

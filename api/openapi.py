@@ -27,6 +27,23 @@ REQUEST_BODIES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/identity/v3/projects/{project_id}", "PATCH"): ("identity.projects.update",),
     ("/identity/v3/users", "POST"): ("identity.users.create",),
     ("/identity/v3/users/{user_id}", "PATCH"): ("identity.users.update",),
+    ("/identity/v3/users/{user_id}/password", "POST"): ("identity.users.password",),
+    ("/identity/v3/users/{user_id}/application_credentials", "POST"): (
+        "identity.application_credentials.create",
+    ),
+    ("/identity/v3/domains", "POST"): ("identity.domains.create",),
+    ("/identity/v3/domains/{domain_id}", "PATCH"): ("identity.domains.update",),
+    ("/identity/v3/groups", "POST"): ("identity.groups.create",),
+    ("/identity/v3/groups/{group_id}", "PATCH"): ("identity.groups.update",),
+    ("/identity/v3/roles", "POST"): ("identity.roles.create",),
+    ("/identity/v3/roles/{role_id}", "PATCH"): ("identity.roles.update",),
+    ("/identity/v3/regions", "POST"): ("identity.regions.create",),
+    ("/identity/v3/regions/{region_id}", "PUT"): ("identity.regions.create",),
+    ("/identity/v3/regions/{region_id}", "PATCH"): ("identity.regions.update",),
+    ("/identity/v3/services", "POST"): ("identity.services.create",),
+    ("/identity/v3/services/{service_id}", "PATCH"): ("identity.services.update",),
+    ("/identity/v3/endpoints", "POST"): ("identity.endpoints.create",),
+    ("/identity/v3/endpoints/{endpoint_id}", "PATCH"): ("identity.endpoints.update",),
     ("/image/v2/images", "POST"): ("images.create",),
     ("/v2.1/flavors", "POST"): ("flavors.create",),
     ("/v2.1/flavors/{flavor_id}/action", "POST"): ("flavors.action",),
@@ -76,6 +93,20 @@ CREATES: dict[tuple[str, str], tuple[tuple[str, ...], str, str, str]] = {
         ("201",), "/identity/v3/projects/{project_id}", "project_id", "/project/id"
     ),
     ("/identity/v3/users", "POST"): (("201",), "/identity/v3/users/{user_id}", "user_id", "/user/id"),
+    ("/identity/v3/domains", "POST"): (
+        ("201",), "/identity/v3/domains/{domain_id}", "domain_id", "/domain/id"
+    ),
+    ("/identity/v3/groups", "POST"): (("201",), "/identity/v3/groups/{group_id}", "group_id", "/group/id"),
+    ("/identity/v3/roles", "POST"): (("201",), "/identity/v3/roles/{role_id}", "role_id", "/role/id"),
+    ("/identity/v3/regions", "POST"): (
+        ("201",), "/identity/v3/regions/{region_id}", "region_id", "/region/id"
+    ),
+    ("/identity/v3/services", "POST"): (
+        ("201",), "/identity/v3/services/{service_id}", "service_id", "/service/id"
+    ),
+    ("/identity/v3/endpoints", "POST"): (
+        ("201",), "/identity/v3/endpoints/{endpoint_id}", "endpoint_id", "/endpoint/id"
+    ),
 }  # fmt: skip
 
 # Answers without a body: 204 anywhere (Keystone's grant checks, Glance's data of an image that has
@@ -167,13 +198,11 @@ def _responses(path: str, method: str) -> dict[str, Any]:
     return {**responses, "default": {"$ref": "#/components/responses/Fault"}}
 
 
-def _created(
-    created: tuple[tuple[str, ...], str, str, str], table: dict[str, list[str]]
-) -> dict[str, Any]:
+def _created(created: tuple[tuple[str, ...], str, str, str], table: dict[str, list[str]]) -> dict[str, Any]:
     """A create's success responses, with OpenAPI links to every operation on the new resource."""
     statuses, item, param, pointer = created
     links = {
-        f"{method}{_link_name(path[len(item):])}": {
+        f"{method}{_link_name(path[len(item) :])}": {
             "operationId": _operation_id(path, method),
             "parameters": {param: f"$response.body#{pointer}"},
         }

@@ -10,6 +10,8 @@ cloud, as Nova's legacy ``context_is_admin`` does.
 - ``PROJECT_MEMBER_OR_ADMIN``: admin, or ``member`` in the target's project.
 - ``PROJECT_MANAGER_OR_ADMIN``: admin, or ``manager`` in the target's project.
 - ``ANYONE``: any authenticated caller.
+- ``SYSTEM_READER_OR_ADMIN``: admin, or ``reader`` in a token scoped to the system (Keystone's
+  ``system_scope:all``); identity's reads.
 
 A resource declares a route's rule with a hook, checked before the responder runs, against the
 caller's own project (the resource then scopes what it reads to that project, so another project's
@@ -53,11 +55,22 @@ def _anyone(actor: Actor, project_id: str | None) -> bool:
     return True
 
 
+def _system_reader(actor: Actor, project_id: str | None) -> bool:
+    """Keystone's ``role:reader and system_scope:all`` (or any admin)."""
+    return _admin(actor, project_id) or (actor.system and "reader" in actor.roles)
+
+
+def _project_or_system_reader(actor: Actor, project_id: str | None) -> bool:
+    return _system_reader(actor, project_id) or _project("reader")(actor, project_id)
+
+
 ADMIN: Check = _admin
 PROJECT_READER_OR_ADMIN: Check = _project("reader")
 PROJECT_MEMBER_OR_ADMIN: Check = _project("member")
 PROJECT_MANAGER_OR_ADMIN: Check = _project("manager")
 ANYONE: Check = _anyone
+SYSTEM_READER_OR_ADMIN: Check = _system_reader
+PROJECT_OR_SYSTEM_READER: Check = _project_or_system_reader
 
 
 @dataclass(frozen=True)
@@ -112,27 +125,83 @@ RULES: dict[str, Rule] = {
     "os_compute_api:os-keypairs:delete": Rule(ANYONE, "Delete a key pair"),
     "os_compute_api:limits": Rule(ANYONE, "Show your limits"),
     # -- identity (Keystone's defaults, with admin in any project standing for system admin) ----
-    "identity:list_projects": Rule(ADMIN, "List projects"),
-    "identity:get_project": Rule(PROJECT_READER_OR_ADMIN, "Show a project (your own, or any as admin)"),
+    "identity:list_projects": Rule(SYSTEM_READER_OR_ADMIN, "List projects"),
+    "identity:get_project": Rule(PROJECT_OR_SYSTEM_READER, "Show a project (your own, or any as admin)"),
     "identity:create_project": Rule(ADMIN, "Create a project"),
     "identity:update_project": Rule(ADMIN, "Update (enable, disable) a project"),
     "identity:delete_project": Rule(ADMIN, "Delete a project (its grants go; its servers stay)"),
-    "identity:list_users": Rule(ADMIN, "List users"),
-    "identity:get_user": Rule(ADMIN, "Show a user (yourself: always allowed)"),
+    "identity:list_users": Rule(SYSTEM_READER_OR_ADMIN, "List users"),
+    "identity:get_user": Rule(SYSTEM_READER_OR_ADMIN, "Show a user (yourself: always allowed)"),
     "identity:create_user": Rule(ADMIN, "Create a user"),
     "identity:update_user": Rule(ADMIN, "Update (enable, disable, set the password of) a user"),
     "identity:delete_user": Rule(ADMIN, "Delete a user (their grants, tokens and password go)"),
-    "identity:list_user_projects": Rule(ADMIN, "List a user's projects (your own: always allowed)"),
-    "identity:list_roles": Rule(ADMIN, "List roles"),
-    "identity:get_role": Rule(ADMIN, "Show a role"),
-    "identity:create_grant": Rule(ADMIN, "Give a user a role in a project"),
-    "identity:revoke_grant": Rule(ADMIN, "Take a user's role in a project away"),
-    "identity:check_grant": Rule(ADMIN, "Check a user's role in a project"),
-    "identity:list_grants": Rule(ADMIN, "List a user's roles in a project"),
-    "identity:list_role_assignments": Rule(ADMIN, "List role assignments"),
-    "identity:list_domains": Rule(ADMIN, "List domains"),
+    "identity:list_user_projects": Rule(
+        SYSTEM_READER_OR_ADMIN, "List a user's projects (your own: always allowed)"
+    ),
+    "identity:list_roles": Rule(SYSTEM_READER_OR_ADMIN, "List roles"),
+    "identity:get_role": Rule(SYSTEM_READER_OR_ADMIN, "Show a role"),
+    "identity:create_grant": Rule(ADMIN, "Give a user or group a role in a project or domain"),
+    "identity:revoke_grant": Rule(ADMIN, "Take a user's or group's role in a project or domain away"),
+    "identity:check_grant": Rule(
+        SYSTEM_READER_OR_ADMIN, "Check a user's or group's role in a project or domain"
+    ),
+    "identity:list_grants": Rule(
+        SYSTEM_READER_OR_ADMIN, "List a user's or group's roles in a project or domain"
+    ),
+    "identity:list_role_assignments": Rule(SYSTEM_READER_OR_ADMIN, "List role assignments"),
+    "identity:create_role": Rule(ADMIN, "Create a role"),
+    "identity:update_role": Rule(ADMIN, "Rename or describe a role (not a built-in one)"),
+    "identity:delete_role": Rule(ADMIN, "Delete a role and its assignments (not a built-in one)"),
+    "identity:create_implied_role": Rule(ADMIN, "Make a role imply another"),
+    "identity:delete_implied_role": Rule(ADMIN, "Stop a role implying another"),
+    "identity:get_implied_role": Rule(SYSTEM_READER_OR_ADMIN, "Show or check a role inference rule"),
+    "identity:list_implied_roles": Rule(SYSTEM_READER_OR_ADMIN, "List the roles a role implies"),
+    "identity:list_role_inference_rules": Rule(SYSTEM_READER_OR_ADMIN, "List every role inference rule"),
+    "identity:list_domains": Rule(SYSTEM_READER_OR_ADMIN, "List domains"),
     "identity:get_domain": Rule(ANYONE, "Show a domain"),
-    "identity:validate_token": Rule(ADMIN, "Validate another user's token (your own: always allowed)"),
+    "identity:create_domain": Rule(ADMIN, "Create a domain"),
+    "identity:update_domain": Rule(ADMIN, "Rename, describe, enable or disable a domain"),
+    "identity:delete_domain": Rule(ADMIN, "Delete a disabled domain with its projects, users and groups"),
+    "identity:list_groups": Rule(SYSTEM_READER_OR_ADMIN, "List groups"),
+    "identity:get_group": Rule(SYSTEM_READER_OR_ADMIN, "Show a group"),
+    "identity:create_group": Rule(ADMIN, "Create a group"),
+    "identity:update_group": Rule(ADMIN, "Rename or describe a group"),
+    "identity:delete_group": Rule(ADMIN, "Delete a group (its members' roles through it go)"),
+    "identity:list_users_in_group": Rule(SYSTEM_READER_OR_ADMIN, "List a group's members"),
+    "identity:add_user_to_group": Rule(ADMIN, "Add a user to a group"),
+    "identity:remove_user_from_group": Rule(ADMIN, "Remove a user from a group"),
+    "identity:check_user_in_group": Rule(SYSTEM_READER_OR_ADMIN, "Check that a user is in a group"),
+    "identity:list_groups_for_user": Rule(
+        SYSTEM_READER_OR_ADMIN, "List a user's groups (your own: always allowed)"
+    ),
+    "identity:list_regions": Rule(ANYONE, "List regions"),
+    "identity:get_region": Rule(ANYONE, "Show a region"),
+    "identity:create_region": Rule(ADMIN, "Create a region"),
+    "identity:update_region": Rule(ADMIN, "Update a region"),
+    "identity:delete_region": Rule(ADMIN, "Delete a region"),
+    "identity:list_services": Rule(SYSTEM_READER_OR_ADMIN, "List the catalog's services"),
+    "identity:get_service": Rule(SYSTEM_READER_OR_ADMIN, "Show a service"),
+    "identity:create_service": Rule(ADMIN, "Add a service to the catalog"),
+    "identity:update_service": Rule(ADMIN, "Update a service"),
+    "identity:delete_service": Rule(ADMIN, "Delete a service and its endpoints"),
+    "identity:list_endpoints": Rule(SYSTEM_READER_OR_ADMIN, "List endpoints"),
+    "identity:get_endpoint": Rule(SYSTEM_READER_OR_ADMIN, "Show an endpoint"),
+    "identity:create_endpoint": Rule(ADMIN, "Add an endpoint to the catalog"),
+    "identity:update_endpoint": Rule(ADMIN, "Update an endpoint"),
+    "identity:delete_endpoint": Rule(ADMIN, "Delete an endpoint"),
+    "identity:list_application_credentials": Rule(
+        SYSTEM_READER_OR_ADMIN, "List a user's application credentials (yours: always)"
+    ),
+    "identity:get_application_credential": Rule(
+        SYSTEM_READER_OR_ADMIN, "Show an application credential (yours: always)"
+    ),
+    "identity:delete_application_credential": Rule(ADMIN, "Delete an application credential (yours: always)"),
+    "identity:list_access_rules": Rule(SYSTEM_READER_OR_ADMIN, "List a user's access rules (yours: always)"),
+    "identity:delete_access_rule": Rule(ADMIN, "Delete an unused access rule (yours: always)"),
+    "identity:get_access_rule": Rule(SYSTEM_READER_OR_ADMIN, "Show an access rule (yours: always)"),
+    "identity:validate_token": Rule(
+        SYSTEM_READER_OR_ADMIN, "Validate another user's token (your own: always allowed)"
+    ),
     "identity:revoke_token": Rule(ADMIN, "Revoke another user's token (your own: always allowed)"),
 }
 

@@ -56,6 +56,8 @@ class TokenClaims:
     expires_at: dt.datetime
     methods: tuple[str, ...] = ("password",)
     chain_id: str = ""  # the first token of the chain's id ("" for a token that starts a chain)
+    # The application credential it was issued for: its roles only, and only while it exists.
+    application_credential_id: str = ""
 
     @property
     def chain(self) -> str:
@@ -116,13 +118,19 @@ class TokenSigner:
         methods: tuple[str, ...] = ("password",),
         *,
         parent: TokenClaims | None = None,
+        application_credential_id: str = "",
+        expires_at: dt.datetime | None = None,
     ) -> tuple[str, TokenClaims]:
-        """A new token; from ``parent`` (a token exchanged for this one) it inherits the chain and
-        the expiry, so that exchanging tokens never extends their life."""
+        """A new token; from ``parent`` (a token exchanged for this one) it inherits the chain, the
+        expiry and the application credential, so that exchanging tokens never extends their life
+        or their power. ``expires_at``: an earlier end (the application credential's)."""
         now = self._clock()
         expires = parent.expires_at if parent is not None else now + self.ttl
+        if expires_at is not None:
+            expires = min(expires, expires_at)
         chain = parent.chain if parent is not None else ""
-        claims = TokenClaims(self._new_id(), user_id, project_id, now, expires, methods, chain)
+        credential = parent.application_credential_id if parent is not None else application_credential_id
+        claims = TokenClaims(self._new_id(), user_id, project_id, now, expires, methods, chain, credential)
         payload = {
             "v": VERSION,
             "id": claims.token_id,
@@ -133,6 +141,8 @@ class TokenSigner:
             "exp": _micros(expires),
             "m": list(methods),
         }
+        if credential:
+            payload["a"] = credential
         return self._fernet.encrypt(orjson.dumps(payload)).decode(), claims
 
     def verify(self, token: str) -> TokenClaims:
@@ -170,6 +180,9 @@ def _claims(doc: Any) -> TokenClaims:
     if not all(isinstance(m, str) for m in methods):
         raise TypeError("methods of the wrong type")
     token_id, chain, user_id, project_id = texts
+    credential = doc.get("a", "")
+    if not isinstance(credential, str):
+        raise TypeError("claims of the wrong type")
     bytes.fromhex(token_id)  # ValueError unless hex
     return TokenClaims(
         token_id=token_id,
@@ -179,6 +192,7 @@ def _claims(doc: Any) -> TokenClaims:
         expires_at=_from_micros(doc["exp"]),
         methods=tuple(methods),
         chain_id=chain,
+        application_credential_id=credential,
     )
 
 

@@ -144,9 +144,7 @@ class Host(Aggregate):
 
     def free(self) -> Resources:
         cap, used = self.capacity(), self.used()
-        return Resources(
-            cap.vcpus - used.vcpus, cap.memory_mb - used.memory_mb, cap.disk_gb - used.disk_gb
-        )
+        return Resources(cap.vcpus - used.vcpus, cap.memory_mb - used.memory_mb, cap.disk_gb - used.disk_gb)
 
     def fits(self, need: Resources) -> str | None:
         """None when ``need`` fits, else the name of the first resource that does not."""

@@ -13,11 +13,12 @@ name: two concurrent creates of one name cannot both succeed.
 from __future__ import annotations
 
 import re
+from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from commands.errors import AlreadyExists, InvalidInput, NotFound
+from commands.errors import AlreadyExists, Forbidden, InvalidInput, NotFound
 
 _NS = uuid5(NAMESPACE_URL, "urn:stratus:identity")
 DEFAULT_DOMAIN_ID = "default"
@@ -60,7 +61,7 @@ def effective_roles(names: set[str] | frozenset[str]) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def _checked_name(what: str, name: str) -> str:
+def checked_name(what: str, name: str) -> str:
     if not isinstance(name, str) or not name.strip() or len(name) > _NAME_MAX:
         raise InvalidInput(f"Invalid input for field '{what}': 1-{_NAME_MAX} characters, not blank.")
     if any(ord(c) < 32 for c in name):
@@ -102,7 +103,63 @@ class Name(Aggregate):
         self.owner_id = owner_id
 
 
-class Project(Aggregate):
+class _Assignments:
+    """Roles given here to users (``grants``) and to groups (``group_grants``): a project, a
+    domain or the system. Each of those declares the four events itself, so that each records
+    its own (``project.rolegranted``, ``domain.rolegranted``...)."""
+
+    grants: dict[str, set[str]]
+    group_grants: dict[str, set[str]]
+
+    def holds(self, user_id: str, role: str) -> bool:
+        return role in self.grants.get(user_id, set())
+
+    def group_holds(self, group_id: str, role: str) -> bool:
+        # (a project cached or snapshotted before groups existed has no ``group_grants``)
+        return role in getattr(self, "group_grants", {}).get(group_id, set())
+
+    def grant(self, user_id: str, role: str) -> None:
+        """Give ``user_id`` the role ``role`` (a role id) here; granting it again changes nothing."""
+        if not self.holds(user_id, role):
+            self._role_granted(user_id=user_id, role_id=role)
+
+    def revoke(self, user_id: str, role: str) -> None:
+        if not self.holds(user_id, role):
+            raise NotFound(f"Could not find role assignment of role {role} to user {user_id}.")
+        self._role_revoked(user_id=user_id, role_id=role)
+
+    def grant_group(self, group_id: str, role: str) -> None:
+        """Give every member of ``group_id`` the role ``role`` here (again: no change)."""
+        if not self.group_holds(group_id, role):
+            self._group_role_granted(group_id=group_id, role_id=role)
+
+    def revoke_group(self, group_id: str, role: str) -> None:
+        if not self.group_holds(group_id, role):
+            raise NotFound(f"Could not find role assignment of role {role} to group {group_id}.")
+        self._group_role_revoked(group_id=group_id, role_id=role)
+
+    def assign(self, actor: str, actor_id: str, role: str) -> None:
+        """``grant`` or ``grant_group``, as ``actor`` (``user``, ``group``) says."""
+        (self.grant if actor == "user" else self.grant_group)(actor_id, role)
+
+    def unassign(self, actor: str, actor_id: str, role: str) -> None:
+        (self.revoke if actor == "user" else self.revoke_group)(actor_id, role)
+
+    # The events, declared by each class that takes this one in.
+    def _role_granted(self, user_id: str, role_id: str) -> None:
+        raise NotImplementedError
+
+    def _role_revoked(self, user_id: str, role_id: str) -> None:
+        raise NotImplementedError
+
+    def _group_role_granted(self, group_id: str, role_id: str) -> None:
+        raise NotImplementedError
+
+    def _group_role_revoked(self, group_id: str, role_id: str) -> None:
+        raise NotImplementedError
+
+
+class Project(_Assignments, Aggregate):
     @staticmethod
     def create_id(project_id: str, **_: object) -> UUID:
         return UUID(hex=project_id)
@@ -117,12 +174,14 @@ class Project(Aggregate):
         self.deleted = False
         # user id -> role ids held in this project
         self.grants: dict[str, set[str]] = {}
+        # group id -> role ids its members hold in this project
+        self.group_grants: dict[str, set[str]] = {}
 
     @classmethod
     def create(
         cls, project_id: str, name: str, domain_id: str, description: str = "", enabled: bool = True
     ) -> tuple[Project, Name]:
-        _checked_name("name", name)
+        checked_name("name", name)
         project = cls(
             project_id=project_id, name=name, domain_id=domain_id, description=description, enabled=enabled
         )
@@ -139,6 +198,14 @@ class Project(Aggregate):
         self.description = description
         self.enabled = enabled
 
+    def rename(self, name: str) -> None:
+        if checked_name("name", name) != self.name:
+            self._renamed(name=name)
+
+    @event("Renamed")
+    def _renamed(self, name: str) -> None:
+        self.name = name
+
     def delete(self) -> None:
         """Keystone's project delete: the project and its role assignments go (its servers stay)."""
         self._deleted()
@@ -147,27 +214,24 @@ class Project(Aggregate):
     def _deleted(self) -> None:
         self.deleted = True
         self.grants = {}
-
-    def holds(self, user_id: str, role: str) -> bool:
-        return role in self.grants.get(user_id, set())
-
-    def grant(self, user_id: str, role: str) -> None:
-        """Give ``user_id`` the role ``role`` (a role id) here; granting it again changes nothing."""
-        if not self.holds(user_id, role):
-            self._role_granted(user_id=user_id, role_id=role)
+        self.group_grants = {}
 
     @event("RoleGranted")
     def _role_granted(self, user_id: str, role_id: str) -> None:
         self.grants.setdefault(user_id, set()).add(role_id)
 
-    def revoke(self, user_id: str, role: str) -> None:
-        if not self.holds(user_id, role):
-            raise NotFound(f"Could not find role assignment of role {role} to user {user_id}.")
-        self._role_revoked(user_id=user_id, role_id=role)
-
     @event("RoleRevoked")
     def _role_revoked(self, user_id: str, role_id: str) -> None:
         self.grants[user_id].discard(role_id)
+
+    @event("GroupRoleGranted")
+    def _group_role_granted(self, group_id: str, role_id: str) -> None:
+        # (a project cached or snapshotted before groups existed has no ``group_grants``)
+        self.__dict__.setdefault("group_grants", {}).setdefault(group_id, set()).add(role_id)
+
+    @event("GroupRoleRevoked")
+    def _group_role_revoked(self, group_id: str, role_id: str) -> None:
+        self.group_grants[group_id].discard(role_id)
 
 
 class User(Aggregate):
@@ -208,7 +272,7 @@ class User(Aggregate):
         email: str | None = None,
         description: str | None = None,
     ) -> tuple[User, Name]:
-        _checked_name("name", name)
+        checked_name("name", name)
         user = cls(
             user_id=user_id,
             name=name,
@@ -246,6 +310,24 @@ class User(Aggregate):
         self.description = description
         self.default_project_id = default_project_id
 
+    def rename(self, name: str) -> None:
+        if checked_name("name", name) != self.name:
+            self._renamed(name=name)
+
+    @event("Renamed")
+    def _renamed(self, name: str) -> None:
+        self.name = name
+
+    def set_extra(self, changes: dict[str, Any]) -> None:
+        """Keystone's extra attributes (any it does not know): ``changes`` replace those named."""
+        extra = {**self.__dict__.get("extra", {}), **changes}
+        if extra != self.__dict__.get("extra", {}):
+            self._extra_set(extra=extra)
+
+    @event("ExtraSet")
+    def _extra_set(self, extra: dict[str, Any]) -> None:
+        self.extra = extra
+
     def delete(self) -> None:
         """Keystone's user delete: the user, their role assignments and their tokens go."""
         self._deleted()
@@ -253,6 +335,14 @@ class User(Aggregate):
     @event("Deleted")
     def _deleted(self) -> None:
         self.deleted = True
+
+    def delete_access_rule(self, rule_id: str) -> None:
+        """Forget one of the user's access rules (the API checks that no credential uses it)."""
+        self._access_rule_deleted(rule_id=rule_id)
+
+    @event("AccessRuleDeleted")
+    def _access_rule_deleted(self, rule_id: str) -> None:
+        pass
 
     def password_changed(self) -> None:
         """Record that the user's password changed (the hash itself is kept outside the log)."""
@@ -273,6 +363,62 @@ class Role(Aggregate):
         self.role_id = role_id
         self.name = name
         self.description = description
+        self.deleted = False
+        self.implies: set[str] = set()
+
+    @classmethod
+    def create(cls, role_id: str, name: str, description: str = "") -> tuple[Role, Name]:
+        checked_name("name", name)
+        role = cls(role_id=role_id, name=name, description=description)
+        return role, Name(kind="role", domain_id="", name=name, owner_id=role_id)
+
+    @property
+    def builtin(self) -> bool:
+        return self.role_id in {role_id(n) for n in ROLE_NAMES}
+
+    def update(self, *, name: str | None = None, description: str | None = None) -> None:
+        """Rename or describe the role; the built-in roles keep their names (policy names them)."""
+        new_name = self.name if name is None else checked_name("name", name)
+        if new_name != self.name and self.builtin:
+            raise Forbidden(f"The built-in role {self.name} cannot be renamed.")
+        new_description = self.description if description is None else description
+        if (new_name, new_description) != (self.name, self.description):
+            self._updated(name=new_name, description=new_description)
+
+    @event("Updated")
+    def _updated(self, name: str, description: str) -> None:
+        self.name = name
+        self.description = description
+
+    def delete(self) -> None:
+        """Keystone's role delete: the role and every assignment of it go; the built-in roles stay."""
+        if self.builtin:
+            raise Forbidden(f"The built-in role {self.name} cannot be deleted.")
+        self._deleted()
+
+    @event("Deleted")
+    def _deleted(self) -> None:
+        self.deleted = True
+
+    def imply(self, implied_role_id: str) -> None:
+        """Whoever holds this role holds ``implied_role_id`` too (again: no change)."""
+        if implied_role_id == self.role_id:
+            raise InvalidInput("Invalid input for field 'implies': a role cannot imply itself.")
+        if implied_role_id not in self.__dict__.setdefault("implies", set()):
+            self._implication_added(implied_role_id=implied_role_id)
+
+    @event("ImplicationAdded")
+    def _implication_added(self, implied_role_id: str) -> None:
+        self.__dict__.setdefault("implies", set()).add(implied_role_id)
+
+    def stop_implying(self, implied_role_id: str) -> None:
+        if implied_role_id not in self.__dict__.get("implies", set()):
+            raise NotFound(f"{self.role_id} does not imply {implied_role_id}.")
+        self._implication_removed(implied_role_id=implied_role_id)
+
+    @event("ImplicationRemoved")
+    def _implication_removed(self, implied_role_id: str) -> None:
+        self.implies.discard(implied_role_id)
 
 
 class Token(Aggregate):
@@ -288,3 +434,173 @@ class Token(Aggregate):
         self.user_id = user_id
         self.project_id = project_id
         self.expires_at = expires_at
+
+
+def domain_aggregate_id(domain_id: str) -> UUID:
+    """Domains' ids are Keystone's (``default``, or 32 hex digits): the aggregate's is derived from it."""
+    return uuid5(_NS, f"domain\x00{domain_id}")
+
+
+class Domain(_Assignments, Aggregate):
+    """A domain: a namespace of projects, users and groups, and a scope for role assignments."""
+
+    @staticmethod
+    def create_id(domain_id: str, **_: object) -> UUID:
+        return domain_aggregate_id(domain_id)
+
+    @event("Created")
+    def __init__(self, domain_id: str, name: str, description: str, enabled: bool) -> None:
+        self.domain_id = domain_id
+        self.name = name
+        self.description = description
+        self.enabled = enabled
+        self.deleted = False
+        self.grants: dict[str, set[str]] = {}  # user id -> role ids
+        self.group_grants: dict[str, set[str]] = {}  # group id -> role ids
+
+    @classmethod
+    def create(
+        cls, domain_id: str, name: str, description: str = "", enabled: bool = True
+    ) -> tuple[Domain, Name]:
+        checked_name("name", name)
+        domain = cls(domain_id=domain_id, name=name, description=description, enabled=enabled)
+        return domain, Name(kind="domain", domain_id="", name=name, owner_id=domain_id)
+
+    def update(
+        self, *, name: str | None = None, description: str | None = None, enabled: bool | None = None
+    ) -> None:
+        new = (
+            self.name if name is None else checked_name("name", name),
+            self.description if description is None else description,
+            self.enabled if enabled is None else enabled,
+        )
+        if self.domain_id == DEFAULT_DOMAIN_ID and not new[2]:
+            raise Forbidden("The default domain cannot be disabled.")
+        if new != (self.name, self.description, self.enabled):
+            self._updated(name=new[0], description=new[1], enabled=new[2])
+
+    @event("Updated")
+    def _updated(self, name: str, description: str, enabled: bool) -> None:
+        self.name = name
+        self.description = description
+        self.enabled = enabled
+
+    def delete(self) -> None:
+        """Keystone deletes only a disabled domain (its projects, users and groups go with it)."""
+        if self.enabled:
+            raise Forbidden("Cannot delete a domain that is enabled, please disable it first.")
+        self._deleted()
+
+    @event("Deleted")
+    def _deleted(self) -> None:
+        self.deleted = True
+        self.grants = {}
+        self.group_grants = {}
+
+    @event("RoleGranted")
+    def _role_granted(self, user_id: str, role_id: str) -> None:
+        self.grants.setdefault(user_id, set()).add(role_id)
+
+    @event("RoleRevoked")
+    def _role_revoked(self, user_id: str, role_id: str) -> None:
+        self.grants[user_id].discard(role_id)
+
+    @event("GroupRoleGranted")
+    def _group_role_granted(self, group_id: str, role_id: str) -> None:
+        self.group_grants.setdefault(group_id, set()).add(role_id)
+
+    @event("GroupRoleRevoked")
+    def _group_role_revoked(self, group_id: str, role_id: str) -> None:
+        self.group_grants[group_id].discard(role_id)
+
+
+class Group(Aggregate):
+    """A group of users in a domain: a role given to the group is held by each of its members."""
+
+    @staticmethod
+    def create_id(group_id: str, **_: object) -> UUID:
+        return UUID(hex=group_id)
+
+    @event("Created")
+    def __init__(self, group_id: str, name: str, domain_id: str, description: str) -> None:
+        self.group_id = group_id
+        self.name = name
+        self.domain_id = domain_id
+        self.description = description
+        self.members: set[str] = set()
+        self.deleted = False
+
+    @classmethod
+    def create(cls, group_id: str, name: str, domain_id: str, description: str = "") -> tuple[Group, Name]:
+        checked_name("name", name)
+        group = cls(group_id=group_id, name=name, domain_id=domain_id, description=description)
+        return group, Name(kind="group", domain_id=domain_id, name=name, owner_id=group_id)
+
+    def update(self, *, name: str | None = None, description: str | None = None) -> None:
+        new_name = self.name if name is None else checked_name("name", name)
+        new_description = self.description if description is None else description
+        if (new_name, new_description) != (self.name, self.description):
+            self._updated(name=new_name, description=new_description)
+
+    @event("Updated")
+    def _updated(self, name: str, description: str) -> None:
+        self.name = name
+        self.description = description
+
+    def delete(self) -> None:
+        self._deleted()
+
+    @event("Deleted")
+    def _deleted(self) -> None:
+        self.deleted = True
+        self.members = set()
+
+    def add(self, user_id: str) -> None:
+        if user_id not in self.members:
+            self._user_added(user_id=user_id)
+
+    @event("UserAdded")
+    def _user_added(self, user_id: str) -> None:
+        self.members.add(user_id)
+
+    def remove(self, user_id: str) -> None:
+        if user_id not in self.members:
+            raise NotFound(f"Could not find user {user_id} in group {self.group_id}.")
+        self._user_removed(user_id=user_id)
+
+    @event("UserRemoved")
+    def _user_removed(self, user_id: str) -> None:
+        self.members.discard(user_id)
+
+
+SYSTEM_SCOPE = "all"  # Keystone's one system: ``{"system": {"all": true}}``
+
+
+class System(_Assignments, Aggregate):
+    """The deployment itself, as a scope: roles given on it (a system reader reads every project's
+    identity data; a system admin administers the cloud). One aggregate, opened by its first grant."""
+
+    @staticmethod
+    def create_id() -> UUID:
+        return uuid5(_NS, "system")
+
+    @event("Opened")
+    def __init__(self) -> None:
+        self.grants: dict[str, set[str]] = {}
+        self.group_grants: dict[str, set[str]] = {}
+
+    @event("RoleGranted")
+    def _role_granted(self, user_id: str, role_id: str) -> None:
+        self.grants.setdefault(user_id, set()).add(role_id)
+
+    @event("RoleRevoked")
+    def _role_revoked(self, user_id: str, role_id: str) -> None:
+        self.grants[user_id].discard(role_id)
+
+    @event("GroupRoleGranted")
+    def _group_role_granted(self, group_id: str, role_id: str) -> None:
+        self.group_grants.setdefault(group_id, set()).add(role_id)
+
+    @event("GroupRoleRevoked")
+    def _group_role_revoked(self, group_id: str, role_id: str) -> None:
+        self.group_grants[group_id].discard(role_id)

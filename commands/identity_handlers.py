@@ -7,34 +7,29 @@ and the API writes the hash to its credentials table in the same breath (``api/c
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar
-from uuid import uuid4
+from dataclasses import dataclass, field
+from typing import Any
 
-from eventsourcing.application import AggregateNotFoundError
-from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
-from commands.app import Stratus
-from commands.base import HandlerBase, Result
-from commands.errors import AlreadyExists, NotFound
+from commands.application_credentials import ApplicationCredentialHandlers
+from commands.base import Result
+from commands.errors import AlreadyExists
 from commands.identity import (
     DEFAULT_DOMAIN_ID,
+    DEFAULT_DOMAIN_NAME,
     ROLE_NAMES,
+    Domain,
     Name,
     Project,
     Role,
     Token,
     User,
-    aggregate_id,
     bootstrap_id,
-    name_id,
     role_id,
 )
-
-A = TypeVar("A", bound=Aggregate)
-T = TypeVar("T")
+from commands.identity_catalog_handlers import ServiceCatalogHandlers
+from commands.identity_domains import DomainHandlers
 
 
 @dataclass(frozen=True)
@@ -48,6 +43,7 @@ class CreateProject:
 @dataclass(frozen=True)
 class UpdateProject:
     project_id: str
+    name: str | None = None
     description: str | None = None
     enabled: bool | None = None
 
@@ -60,11 +56,14 @@ class CreateUser:
     enabled: bool = True
     email: str | None = None
     description: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class UpdateUser:
     user_id: str
+    name: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
     enabled: bool | None = None
     email: str | None = None
     description: str | None = None
@@ -100,66 +99,14 @@ class Bootstrapped:
     position: int
 
 
-class IdentityHandlers(HandlerBase):
-    def __init__(self, app: Stratus, *, new_id: Callable[[], str] = lambda: uuid4().hex, attempts: int = 5):
-        super().__init__(app, attempts=attempts)
-        self._new_id = new_id
-
-    # -- plumbing -------------------------------------------------------------------------------
-    def _identity(self, cls: type[A], identity_id: str, what: str) -> A:
-        try:
-            agg: Aggregate = self.app.repository.get(aggregate_id(identity_id))
-        except (AggregateNotFoundError, NotFound):
-            raise NotFound(f"Could not find {what}: {identity_id}.") from None
-        if not isinstance(agg, cls) or getattr(agg, "deleted", False):
-            raise NotFound(f"Could not find {what}: {identity_id}.")
-        return agg
-
-    def _claim_name(self, owner: Aggregate, kind: str, domain_id: str, name: str) -> int:
-        """Save ``owner`` with its name: a new reservation, or a released one reclaimed (the name of
-        a deleted project or user may be given again)."""
-        owner_id = str(getattr(owner, f"{kind}_id"))
-        try:
-            released: Name = self.app.repository.get(name_id(kind, domain_id, name))
-        except AggregateNotFoundError:
-            return self._save(owner, Name(kind=kind, domain_id=domain_id, name=name, owner_id=owner_id))
-        released.reclaim(owner_id)
-        return self._save(owner, released)
-
-    def _release_name(self, kind: str, domain_id: str, name: str) -> list[Name]:
-        try:
-            held: Name = self.app.repository.get(name_id(kind, domain_id, name))
-        except AggregateNotFoundError:
-            return []
-        held.release()
-        return [held]
-
-    def _name_taken(self, kind: str, domain_id: str, name: str) -> bool:
-        try:
-            held: object = self.app.repository.get(name_id(kind, domain_id, name))
-        except AggregateNotFoundError:
-            return False
-        return getattr(held, "owner_id", None) is not None
-
-    def project(self, project_id: str) -> Project:
-        return self._identity(Project, project_id, "project")
-
-    def user(self, user_id: str) -> User:
-        return self._identity(User, user_id, "user")
-
-    def role(self, rid: str) -> Role:
-        return self._identity(Role, rid, "role")
-
+class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCredentialHandlers):
     # -- projects -------------------------------------------------------------------------------
     def create_project(self, cmd: CreateProject, project_id: str | None = None) -> Result:
         pid = project_id or self._new_id()
+        if cmd.domain_id != DEFAULT_DOMAIN_ID:
+            self.domain(cmd.domain_id)
         project, _ = Project.create(pid, cmd.name, cmd.domain_id, cmd.description, cmd.enabled)
-        try:
-            return Result(pid, self._claim_name(project, "project", cmd.domain_id, cmd.name))
-        except (IntegrityError, AlreadyExists):
-            if self._name_taken("project", cmd.domain_id, cmd.name):
-                raise AlreadyExists(f"Conflict occurred attempting to store project - {cmd.name}.") from None
-            raise
+        return self._create_named(project, "project", cmd.domain_id, cmd.name)
 
     def delete_project(self, project_id: str) -> Result:
         def decide() -> Result:
@@ -173,8 +120,11 @@ class IdentityHandlers(HandlerBase):
     def update_project(self, cmd: UpdateProject) -> Result:
         def decide() -> Result:
             project = self.project(cmd.project_id)
+            new_name = cmd.name or project.name
+            names = self._renamed("project", project.domain_id, project.name, new_name, cmd.project_id)
+            project.rename(new_name)
             project.update(description=cmd.description, enabled=cmd.enabled)
-            return Result(cmd.project_id, self._save(project))
+            return Result(cmd.project_id, self._save(project, *names))
 
         return self._retrying(decide)
 
@@ -182,6 +132,8 @@ class IdentityHandlers(HandlerBase):
     def create_user(self, cmd: CreateUser, user_id: str | None = None) -> Result:
         if cmd.default_project_id is not None:
             self.project(cmd.default_project_id)
+        if cmd.domain_id != DEFAULT_DOMAIN_ID:
+            self.domain(cmd.domain_id)
         uid = user_id or self._new_id()
         user, _ = User.create(
             uid,
@@ -192,12 +144,8 @@ class IdentityHandlers(HandlerBase):
             email=cmd.email,
             description=cmd.description,
         )
-        try:
-            return Result(uid, self._claim_name(user, "user", cmd.domain_id, cmd.name))
-        except (IntegrityError, AlreadyExists):
-            if self._name_taken("user", cmd.domain_id, cmd.name):
-                raise AlreadyExists(f"Conflict occurred attempting to store user - {cmd.name}.") from None
-            raise
+        user.set_extra(cmd.extra)
+        return self._create_named(user, "user", cmd.domain_id, cmd.name)
 
     def update_user(self, cmd: UpdateUser) -> Result:
         if cmd.default_project_id is not None:
@@ -205,13 +153,16 @@ class IdentityHandlers(HandlerBase):
 
         def decide() -> Result:
             user = self.user(cmd.user_id)
+            names = self._renamed("user", user.domain_id, user.name, cmd.name or user.name, cmd.user_id)
+            user.rename(cmd.name or user.name)
+            user.set_extra(cmd.extra)
             user.update(
                 enabled=cmd.enabled,
                 email=cmd.email,
                 description=cmd.description,
                 default_project_id=cmd.default_project_id,
             )
-            return Result(cmd.user_id, self._save(user))
+            return Result(cmd.user_id, self._save(user, *names))
 
         return self._retrying(decide)
 
@@ -265,11 +216,23 @@ class IdentityHandlers(HandlerBase):
 
     # -- the first run --------------------------------------------------------------------------
     def bootstrap(self, admin_project: str = "admin", admin_user: str = "admin") -> Bootstrapped:
-        """The default roles, an admin project and an admin user holding ``admin`` there.
+        """The default domain, the catalog, the default roles, an admin project and an admin user
+        holding ``admin`` there.
 
         Idempotent: every id is derived from a name, so a second run (or two API workers at once)
         finds everything in place and appends nothing.
         """
+        with contextlib.suppress(IntegrityError):  # seeded before
+            self._save(
+                Domain(
+                    domain_id=DEFAULT_DOMAIN_ID,
+                    name=DEFAULT_DOMAIN_NAME,
+                    description="The default domain",
+                    enabled=True,
+                ),
+                Name(kind="domain", domain_id="", name=DEFAULT_DOMAIN_NAME, owner_id=DEFAULT_DOMAIN_ID),
+            )
+        self.seed_catalog()
         for name in ROLE_NAMES:
             rid = role_id(name)
             with contextlib.suppress(IntegrityError):  # seeded before

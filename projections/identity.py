@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from commands.identity import Project, Role, Token, User
+from projections import identity_directory as directory
 
 Statement = tuple[str, tuple[Any, ...]]  # SQL with ``{s}`` for the schema, and its parameters
 
@@ -25,12 +26,18 @@ UserUpdated: type = User.Updated  # type: ignore[attr-defined]
 UserDeleted: type = User.Deleted  # type: ignore[attr-defined]
 ProjectDeleted: type = Project.Deleted  # type: ignore[attr-defined]
 UserPasswordSet: type = User.PasswordSet  # type: ignore[attr-defined]
+UserRenamed: type = User.Renamed  # type: ignore[attr-defined]
+ProjectRenamed: type = Project.Renamed  # type: ignore[attr-defined]
+UserExtraSet: type = User.ExtraSet  # type: ignore[attr-defined]
+UserAccessRuleDeleted: type = User.AccessRuleDeleted  # type: ignore[attr-defined]
 RoleCreated: type = Role.Created  # type: ignore[attr-defined]
 TokenRevoked: type = Token.Revoked  # type: ignore[attr-defined]
 
 HANDLED: tuple[type, ...] = (
     ProjectCreated, ProjectUpdated, ProjectRoleGranted, ProjectRoleRevoked,
-    UserCreated, UserUpdated, UserPasswordSet, RoleCreated, TokenRevoked, UserDeleted, ProjectDeleted,
+    UserCreated, UserUpdated, UserPasswordSet, UserRenamed, RoleCreated, TokenRevoked, UserDeleted,
+    ProjectDeleted, UserAccessRuleDeleted, ProjectRenamed, UserExtraSet,
+    *directory.HANDLED,
 )  # fmt: skip
 
 # Idempotent: a read-model schema made before identity existed gets these tables when next opened
@@ -42,9 +49,12 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("roles", ("id",)),
     ("role_assignments", ("project_id", "user_id", "role_id")),
     ("revoked_tokens", ("token_id",)),
+    ("project_token_cutoffs", ("user_id", "project_id")),
+    *directory.TABLES,
 )
 
-DDL = """
+DDL = (
+    """
 CREATE TABLE IF NOT EXISTS {s}.projects (
     id text PRIMARY KEY,
     name text NOT NULL,
@@ -74,6 +84,16 @@ CREATE INDEX IF NOT EXISTS users_domain_name ON {s}.users (domain_id, name);
 -- Tokens issued before this moment are no longer valid: set by a password change, a disable and a
 -- role removal (Keystone's revocation by user and issued_before); a later enable leaves it.
 ALTER TABLE {s}.users ADD COLUMN IF NOT EXISTS tokens_valid_after timestamptz;
+-- Keystone's extra attributes of a user (any it does not know), shown back as they were given.
+ALTER TABLE {s}.users ADD COLUMN IF NOT EXISTS extra jsonb;
+-- The same for the user's tokens on one project only: set by the removal of a role there (as
+-- Keystone revokes by user and project), so their tokens on other projects live on.
+CREATE TABLE IF NOT EXISTS {s}.project_token_cutoffs (
+    user_id text NOT NULL,
+    project_id text NOT NULL,
+    valid_after timestamptz NOT NULL,
+    PRIMARY KEY (user_id, project_id)
+);
 
 CREATE TABLE IF NOT EXISTS {s}.roles (
     id text PRIMARY KEY,
@@ -103,11 +123,23 @@ CREATE TABLE IF NOT EXISTS {s}.revoked_tokens (
     position bigint NOT NULL
 );
 """
+    + directory.DDL
+)
 
 
 # The user's tokens issued before the event end (never moved back: a later event cannot revive them).
 _END_TOKENS = (
     "UPDATE {s}.users SET tokens_valid_after = GREATEST(COALESCE(tokens_valid_after, %s), %s) WHERE id = %s"
+)
+
+
+# The rows that name a user and go with them.
+_USER_ROWS = (
+    "role_assignments",
+    "domain_assignments",
+    "group_members",
+    "application_credentials",
+    "access_rules",
 )
 
 
@@ -127,12 +159,16 @@ def statements(e: Any, position: int) -> list[Statement]:
         pid = e.originator_id.hex
         return [
             ("DELETE FROM {s}.role_assignments WHERE project_id = %s", (pid,)),
+            ("DELETE FROM {s}.group_assignments WHERE scope_type = 'project' AND scope_id = %s", (pid,)),
+            ("DELETE FROM {s}.application_credentials WHERE project_id = %s", (pid,)),
+            ("DELETE FROM {s}.project_token_cutoffs WHERE project_id = %s", (pid,)),
             ("DELETE FROM {s}.projects WHERE id = %s", (pid,)),
         ]
     if issubclass(kind, UserDeleted):
         uid = e.originator_id.hex
         return [
-            ("DELETE FROM {s}.role_assignments WHERE user_id = %s", (uid,)),
+            *((f"DELETE FROM {{s}}.{t} WHERE user_id = %s", (uid,)) for t in _USER_ROWS),
+            ("DELETE FROM {s}.system_assignments WHERE actor_type = 'user' AND actor_id = %s", (uid,)),
             ("DELETE FROM {s}.users WHERE id = %s", (uid,)),
         ]
     if issubclass(kind, ProjectUpdated):
@@ -157,7 +193,12 @@ def statements(e: Any, position: int) -> list[Statement]:
                 "DELETE FROM {s}.role_assignments WHERE project_id = %s AND user_id = %s AND role_id = %s",
                 (e.originator_id.hex, e.user_id, e.role_id),
             ),
-            (_END_TOKENS, (t, t, e.user_id)),
+            (
+                "INSERT INTO {s}.project_token_cutoffs AS c VALUES (%s, %s, %s) "
+                "ON CONFLICT (user_id, project_id) "
+                "DO UPDATE SET valid_after = GREATEST(c.valid_after, EXCLUDED.valid_after)",
+                (e.user_id, e.originator_id.hex, t),
+            ),
         ]
     if issubclass(kind, UserCreated):
         return [
@@ -188,6 +229,31 @@ def statements(e: Any, position: int) -> list[Statement]:
             ),
             *([] if e.enabled else [(_END_TOKENS, (t, t, e.originator_id.hex))]),
         ]
+    if issubclass(kind, UserAccessRuleDeleted):
+        return [
+            ("DELETE FROM {s}.access_rules WHERE id = %s AND user_id = %s", (e.rule_id, e.originator_id.hex))
+        ]
+    if issubclass(kind, UserExtraSet):
+        return [
+            (
+                "UPDATE {s}.users SET extra = %s, updated_at = %s, position = %s WHERE id = %s",
+                (directory.json_value(e.extra), t, position, e.originator_id.hex),
+            )
+        ]
+    if issubclass(kind, ProjectRenamed):
+        return [
+            (
+                "UPDATE {s}.projects SET name = %s, updated_at = %s, position = %s WHERE id = %s",
+                (e.name, t, position, e.originator_id.hex),
+            )
+        ]
+    if issubclass(kind, UserRenamed):
+        return [
+            (
+                "UPDATE {s}.users SET name = %s, updated_at = %s, position = %s WHERE id = %s",
+                (e.name, t, position, e.originator_id.hex),
+            )
+        ]
     if issubclass(kind, UserPasswordSet):
         return [
             (
@@ -212,4 +278,4 @@ def statements(e: Any, position: int) -> list[Statement]:
                 (e.token_id, e.user_id, e.project_id, e.expires_at, t, position),
             )
         ]
-    return []
+    return directory.statements(e, position)

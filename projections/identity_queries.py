@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from commands.identity import effective_roles
 from projections.queries import ReadModelUnavailable
 from projections.schema import LIVE_SCHEMA
 
@@ -30,7 +31,9 @@ class Subject:
     revoked: bool
 
 
-def _all(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> list[Row]:
+def _all(
+    conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] | dict[str, Any] = ()
+) -> list[Row]:
     try:
         with conn.cursor(row_factory=dict_row) as cur:
             cur.execute(query.format(s=_S), params)  # type: ignore[arg-type]
@@ -39,40 +42,115 @@ def _all(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()
         raise ReadModelUnavailable(f"the read models are not there yet: {e}") from e
 
 
-def _one(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] = ()) -> Row | None:
+def _one(
+    conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] | dict[str, Any] = ()
+) -> Row | None:
     rows = _all(conn, query, params)
     return rows[0] if rows else None
 
 
+# The roles of a live application credential (``%s``: its id).
+_CREDENTIAL_ROLES = (
+    "SELECT jsonb_array_elements_text(c.role_ids) FROM {s}.application_credentials c "
+    "WHERE c.id = %s AND (c.expires_at IS NULL OR c.expires_at > now())"
+)
+
+
+def _held(user: str, project: str) -> str:
+    """SQL for the ids of the roles ``user`` holds in ``project`` (SQL expressions): given to them,
+    or to a group of theirs."""
+    return (
+        f"SELECT a.role_id FROM {{s}}.role_assignments a "
+        f"WHERE a.user_id = {user} AND a.project_id = {project} "
+        f"UNION SELECT g.role_id FROM {{s}}.group_assignments g "
+        f"JOIN {{s}}.group_members m ON m.group_id = g.group_id "
+        f"WHERE m.user_id = {user} AND g.scope_type = 'project' AND g.scope_id = {project}"
+    )
+
+
 def subject(
-    conn: psycopg.Connection[Any], user_id: str, project_id: str, token_ids: tuple[str, ...], issued_at: Any
+    conn: psycopg.Connection[Any],
+    user_id: str,
+    project_id: str,
+    token_ids: tuple[str, ...],
+    issued_at: Any,
+    application_credential_id: str = "",
 ) -> Subject | None:
     """The token's subject now. ``revoked`` when one of ``token_ids`` (the token's own id and its
     chain's) was revoked, or when the user's tokens issued at ``issued_at`` were ended since (a
-    password change, a disable, a role removal: ``users.tokens_valid_after``)."""
+    password change, a disable: ``users.tokens_valid_after``; a role removed in the token's project:
+    ``project_token_cutoffs``). A token of an
+    application credential holds only the credential's roles, and none once it is deleted or expired."""
     row = _one(
         conn,
-        """
+        f"""
         SELECT row_to_json(u) AS user, row_to_json(p) AS project,
-               ARRAY(SELECT r.name FROM {s}.role_assignments a JOIN {s}.roles r ON r.id = a.role_id
-                     WHERE a.user_id = u.id AND a.project_id = p.id) AS role_names,
-               (EXISTS (SELECT 1 FROM {s}.revoked_tokens t WHERE t.token_id = ANY(%s))
-                OR COALESCE(u.tokens_valid_after > %s, false)) AS revoked
-        FROM {s}.users u, {s}.projects p WHERE u.id = %s AND p.id = %s
+               ARRAY(SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({_held("u.id", "p.id")})) AS role_names,
+               ARRAY(SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({_CREDENTIAL_ROLES}))
+                   AS credential_roles,
+               (EXISTS (SELECT 1 FROM {{s}}.revoked_tokens t WHERE t.token_id = ANY(%s))
+                OR COALESCE(u.tokens_valid_after > %s, false)
+                OR EXISTS (SELECT 1 FROM {{s}}.project_token_cutoffs c
+                           WHERE c.user_id = u.id AND c.project_id = p.id AND c.valid_after > %s)) AS revoked
+        FROM {{s}}.users u, {{s}}.projects p WHERE u.id = %s AND p.id = %s
         """,
-        (list(token_ids), issued_at, user_id, project_id),
+        (application_credential_id, list(token_ids), issued_at, issued_at, user_id, project_id),
     )
     if row is None:
         return None
-    return Subject(row["user"], row["project"], frozenset(row["role_names"]), bool(row["revoked"]))
+    roles = frozenset(row["role_names"])
+    if application_credential_id:
+        roles = restricted(roles, row["credential_roles"])
+    return Subject(row["user"], row["project"], roles, bool(row["revoked"]))
+
+
+def restricted(held: frozenset[str], credential_roles: list[str]) -> frozenset[str]:
+    """The roles of an application credential's token: those it was given that its user holds now
+    (directly or implied: a member holds reader)."""
+    return frozenset(credential_roles) & frozenset(effective_roles(held))
+
+
+# The system as a token's "project": Stratus's tokens name a project, and a system-scoped one names
+# this (id "", never a row); its roles are the user's on the system, given to them or a group of theirs.
+SYSTEM_PROJECT: Row = {"id": "", "name": "", "domain_id": "default", "enabled": True, "description": ""}
+_SYSTEM_HELD = (
+    "SELECT s.role_id FROM {s}.system_assignments s WHERE s.actor_type = 'user' AND s.actor_id = %(user)s "
+    "UNION SELECT s.role_id FROM {s}.system_assignments s JOIN {s}.group_members m "
+    "ON s.actor_type = 'group' AND s.actor_id = m.group_id WHERE m.user_id = %(user)s"
+)
+
+
+def system_subject(
+    conn: psycopg.Connection[Any], user_id: str, token_ids: tuple[str, ...], issued_at: Any
+) -> Subject | None:
+    """A system-scoped token's subject now (as ``subject``, with the system for a project)."""
+    row = _one(
+        conn,
+        f"""
+        SELECT row_to_json(u) AS user,
+               ARRAY(SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({_SYSTEM_HELD})) AS role_names,
+               (EXISTS (SELECT 1 FROM {{s}}.revoked_tokens t WHERE t.token_id = ANY(%(tokens)s))
+                OR COALESCE(u.tokens_valid_after > %(issued)s, false)) AS revoked
+        FROM {{s}}.users u WHERE u.id = %(user)s
+        """,
+        {"user": user_id, "tokens": list(token_ids), "issued": issued_at},
+    )
+    if row is None:
+        return None
+    return Subject(row["user"], SYSTEM_PROJECT, frozenset(row["role_names"]), bool(row["revoked"]))
+
+
+def system_role_names(conn: psycopg.Connection[Any], user_id: str) -> frozenset[str]:
+    rows = _all(conn, f"SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({_SYSTEM_HELD})", {"user": user_id})
+    return frozenset(r["name"] for r in rows)
 
 
 def user_role_names(conn: psycopg.Connection[Any], user_id: str, project_id: str) -> frozenset[str]:
+    held = _held("%(user)s", "%(project)s")
     rows = _all(
         conn,
-        "SELECT r.name FROM {s}.role_assignments a JOIN {s}.roles r ON r.id = a.role_id "
-        "WHERE a.user_id = %s AND a.project_id = %s",
-        (user_id, project_id),
+        f"SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({held})",
+        {"user": user_id, "project": project_id},
     )
     return frozenset(r["name"] for r in rows)
 
@@ -106,8 +184,11 @@ def user_projects(conn: psycopg.Connection[Any], user_id: str) -> list[Row]:
     return _all(
         conn,
         "SELECT * FROM {s}.projects WHERE id IN "
-        "(SELECT project_id FROM {s}.role_assignments WHERE user_id = %s) ORDER BY name, id",
-        (user_id,),
+        "(SELECT project_id FROM {s}.role_assignments WHERE user_id = %(user)s "
+        "UNION SELECT g.scope_id FROM {s}.group_assignments g "
+        "JOIN {s}.group_members m ON m.group_id = g.group_id "
+        "WHERE m.user_id = %(user)s AND g.scope_type = 'project') ORDER BY name, id",
+        {"user": user_id},
     )
 
 

@@ -47,7 +47,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 TEMPEST_VERSION = "47.0.0"
 PASSING_LIST = ROOT / "tests" / "conformance" / "passing.txt"
-DEFAULT_REGEX = r"^tempest\.api\.(compute|identity\.v3|image\.v2)\."
+DEFAULT_REGEX = r"^tempest\.api\.(compute|identity\.(v3|admin\.v3)|image\.v2)\."
 ADMIN_PASSWORD_ENV = "STRATUS_ADMIN_PASSWORD"
 # Accounts per persona in tempest's pre-provisioned accounts file: tempest locks one per test class
 # running at a time, so there must be at least as many as workers (and primary + alt per class).
@@ -307,6 +307,14 @@ class Client:
             account["types"] = ["admin"]
         return account
 
+    def make_system_account(self, name: str, role: str, role_ids: dict[str, str]) -> dict[str, Any]:
+        """A user with ``role`` on the system (tempest's ``system_reader``), in the accounts-file shape."""
+        password = secrets.token_urlsafe(12)
+        body = {"user": {"name": name, "password": password, "domain_id": "default"}}
+        user = self.call("POST", f"{self.identity}/users", body)
+        self.call("PUT", f"{self.identity}/system/users/{user['user']['id']}/roles/{role_ids[role]}")
+        return {"username": name, "password": password, "system": "all", "roles": [role]}
+
     def make_flavor(self, name: str, ram: int, vcpus: int, disk: int) -> str:
         body = {"flavor": {"name": name, "ram": ram, "vcpus": vcpus, "disk": disk}}
         return str(self.call("POST", f"{self.api}/v2.1/flavors", body)["flavor"]["id"])
@@ -346,6 +354,8 @@ def prepare(stack: Stack) -> Prepared:
         project = (name, client.make_project(name))
         for persona in PERSONAS:
             accounts.append(client.make_account(f"{name}-{persona}", project, persona, role_ids))
+        # Tempest's identity admin tests read with a system reader (Keystone's default policy).
+        accounts.append(client.make_system_account(f"{name}-system-reader", "reader", role_ids))
     image_data = b"\0" * (1024 * 1024)
     return Prepared(
         accounts=accounts,
@@ -388,8 +398,8 @@ api_v2 = False
 api_v3 = True
 security_compliance = False
 project_tags = False
-application_credentials = False
-access_rules = False
+application_credentials = True
+access_rules = True
 
 [compute]
 image_ref = {prepared.image}
@@ -464,9 +474,12 @@ def write_accounts(path: Path, accounts: list[dict[str, Any]]) -> None:
     for a in accounts:
         lines.append(f"- username: '{a['username']}'")
         lines.append(f"  password: '{a['password']}'")
-        lines.append(f"  project_name: '{a['project_name']}'")
         lines.append("  user_domain_name: 'Default'")
-        lines.append("  project_domain_name: 'Default'")
+        if "system" in a:
+            lines.append(f"  system: '{a['system']}'")
+        else:
+            lines.append(f"  project_name: '{a['project_name']}'")
+            lines.append("  project_domain_name: 'Default'")
         lines.append(f"  roles: [{', '.join(repr(r) for r in a['roles'])}]")
         if "types" in a:
             lines.append(f"  types: [{', '.join(repr(t) for t in a['types'])}]")

@@ -17,8 +17,12 @@ from dataclasses import dataclass, field, replace
 @dataclass(frozen=True)
 class Actor:
     user_id: str
-    project_id: str
+    project_id: str  # "" for a token scoped to the system (Keystone's system scope)
     roles: tuple[str, ...] = ()
+
+    @property
+    def system(self) -> bool:
+        return self.project_id == ""
 
 
 SYSTEM = Actor(user_id="stratus", project_id="service", roles=("service",))

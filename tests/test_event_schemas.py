@@ -14,11 +14,13 @@ from eventsourcing.domain import Aggregate, CanMutateAggregate, _created_event_c
 
 import schemas
 from commands import (
+    application_credentials,
     census,
     flavor,
     host,
     host_aggregate,
     identity,
+    identity_catalog,
     image,
     image_usage,
     instance,
@@ -34,6 +36,7 @@ from commands import (
     usage,
 )
 from commands.app import Stratus
+from commands.application_credentials import CreateApplicationCredential
 from commands.catalog import (
     CatalogHandlers,
     CreateImage,
@@ -55,6 +58,17 @@ from commands.handlers import (
     StartSpawning,
 )
 from commands.identity import role_id
+from commands.identity_catalog_handlers import CreateEndpoint, CreateRegion, CreateService
+from commands.identity_domains import (
+    Assignment,
+    CreateDomain,
+    CreateGroup,
+    CreateRole,
+    DeleteDomain,
+    UpdateDomain,
+    UpdateGroup,
+    UpdateRole,
+)
 from commands.identity_handlers import (
     CreateProject,
     CreateUser,
@@ -127,6 +141,8 @@ def _event_classes() -> list[tuple[str, str]]:
         census,
         identity,
         task,
+        identity_catalog,
+        application_credentials,
     )
     for module in modules:
         for _, agg in inspect.getmembers(module, inspect.isclass):
@@ -219,8 +235,11 @@ def _identity_scenario(handlers: Handlers) -> None:
     seeded = ident.bootstrap()
     project = ident.create_project(CreateProject("web", description="the web team")).id
     ident.update_project(UpdateProject(project, enabled=False))
+    ident.update_project(UpdateProject(project, name="web2"))
     user = ident.create_user(CreateUser("alice", default_project_id=project, email="a@example.org")).id
     ident.update_user(UpdateUser(user, enabled=False))
+    ident.update_user(UpdateUser(user, name="alice2", extra={"project_id": project}))
+    ident.update_user(UpdateUser(user, name="alice"))
     ident.record_password_set(user)
     ident.grant_role(GrantRole(project, user, role_id("member")))
     ident.revoke_role(RevokeRole(project, user, role_id("member")))
@@ -229,6 +248,50 @@ def _identity_scenario(handlers: Handlers) -> None:
     ident.delete_user(user)
     ident.delete_project(project)
     ident.create_user(CreateUser("alice"))  # the deleted user's name, given again
+    _directory_scenario(ident)
+
+
+def _directory_scenario(ident: IdentityHandlers) -> None:
+    """Domains, groups, roles, grants to groups and on domains, the catalog, application credentials."""
+    domain = ident.create_domain(CreateDomain("eng", "engineering")).id
+    ident.update_domain(UpdateDomain(domain, name="eng2"))
+    project = ident.create_project(CreateProject("api", domain)).id
+    user = ident.create_user(CreateUser("bob", domain)).id
+    group = ident.create_group(CreateGroup("ops", domain)).id
+    ident.update_group(UpdateGroup(group, description="on call"))
+    ident.add_group_user(group, user)
+    role = ident.create_role(CreateRole("auditor")).id
+    ident.update_role(UpdateRole(role, name="inspector"))
+    ident.imply_role(role, role_id("reader"))
+    ident.stop_implying_role(role, role_id("reader"))
+    for scope, scope_id in (("project", project), ("domain", domain), ("system", "all")):
+        for actor, actor_id in (("user", user), ("group", group)):
+            grant = Assignment(scope, scope_id, actor, actor_id, role)
+            ident.assign(grant)
+            ident.unassign(grant)
+    ident.assign(Assignment("project", project, "user", user, role))
+    rules = ({"id": "r1", "service": "compute", "path": "/v2.1/servers", "method": "GET"},)
+    credential = CreateApplicationCredential(
+        user, project, "ci", (role,), expires_at="2030-01-01T00:00:00+00:00", access_rules=rules
+    )
+    ident.create_application_credential(credential, "cd" * 16)
+    ident.delete_application_credential("cd" * 16)
+    ident.delete_access_rule(user, "r1")
+    ident.delete_role(role)
+    ident.remove_group_user(group, user)
+    ident.delete_group(group)
+    ident.create_group(CreateGroup("ops2", domain))
+    ident.update_domain(UpdateDomain(domain, enabled=False))
+    ident.delete_domain(DeleteDomain(domain, (project,), (user,), ()))
+    ident.create_region(CreateRegion("west", "w"))
+    ident.update_region("west", "west coast", None)
+    service = ident.create_service(CreateService("volumev3", "cinder")).id
+    ident.update_service(service, {"enabled": False})
+    endpoint = ident.create_endpoint(CreateEndpoint(service, "public", "http://vol/v3", "west")).id
+    ident.update_endpoint(endpoint, {"url": "http://vol:8776/v3"})
+    ident.delete_endpoint(endpoint)
+    ident.delete_service(service)
+    ident.delete_region("west")
 
 
 def _operator_scenario(handlers: Handlers) -> None:

@@ -450,7 +450,10 @@ def test_destinations_and_zone_pins(stack: Stack, server: tuple[str, int]) -> No
     r = stack.request("PUT", f"/v2.1/servers/{sid}", at(stack, P1, "2.104"), json=pin)
     assert r.status_code == 200 and r.json["server"]["pinned_availability_zone"] == "nova", r.text
     elsewhere = {"server": {"pinned_availability_zone": "elsewhere"}}
-    assert stack.request("PUT", f"/v2.1/servers/{sid}", at(stack, P1, "2.104"), json=elsewhere).status_code == 409
+    assert (
+        stack.request("PUT", f"/v2.1/servers/{sid}", at(stack, P1, "2.104"), json=elsewhere).status_code
+        == 409
+    )
     unpin = {"server": {"pinned_availability_zone": None}}
     r = stack.request("PUT", f"/v2.1/servers/{sid}", at(stack, P1, "2.104"), json=unpin)
     assert r.status_code == 200 and r.json["server"]["pinned_availability_zone"] is None
@@ -463,8 +466,18 @@ def test_destinations_and_zone_pins(stack: Stack, server: tuple[str, int]) -> No
     assert stack.request("POST", action, at(stack, P1, "2.76"), json=zoned).status_code == 400
     hosted = {"unshelve": {"host": "cmp-contract"}}
     assert stack.request("POST", action, at(stack, P1, "2.91"), json=hosted).status_code == 403
-    assert stack.request("POST", action, at(stack, ADMIN, "2.91"), json={"unshelve": {"host": "nowhere"}}).status_code == 400
-    r = stack.request("POST", action, at(stack, ADMIN, "2.91"), json={"unshelve": {"availability_zone": "nova", "host": "cmp-contract"}})
+    assert (
+        stack.request(
+            "POST", action, at(stack, ADMIN, "2.91"), json={"unshelve": {"host": "nowhere"}}
+        ).status_code
+        == 400
+    )
+    r = stack.request(
+        "POST",
+        action,
+        at(stack, ADMIN, "2.91"),
+        json={"unshelve": {"availability_zone": "nova", "host": "cmp-contract"}},
+    )
     assert r.status_code == 202, r.text
     inst = stack.handlers.instance(sid)
     assert (inst.requested_host, inst.availability_zone) == ("cmp-contract", "nova")

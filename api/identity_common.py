@@ -1,0 +1,171 @@
+"""What every module of the identity API shares: its paths, Keystone's views of its resources,
+collections with their links, and the ``Resource`` base (collaborators, bodies, reads after writes,
+lookups that answer Keystone's 404)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import falcon
+from jsonschema import Draft202012Validator
+
+from api.auth import Authenticator
+from api.body import read_json
+from api.credentials import Credentials
+from api.errors import ItemNotFound
+from api.readmodel import ReadModel
+from commands.identity import DEFAULT_DOMAIN_ID, DEFAULT_DOMAIN_NAME
+from commands.identity_handlers import IdentityHandlers
+from projections import directory_queries as dq
+from projections import identity_queries as q
+
+PREFIX = "/identity"
+V3 = f"{PREFIX}/v3"
+Row = dict[str, Any]
+
+
+def url(req: falcon.Request, *parts: str) -> str:
+    return "/".join([f"{req.prefix}{V3}", *parts])
+
+
+def domain_ref(domain_id: str, names: dict[str, Row] | None = None) -> dict[str, str]:
+    """``{"id", "name"}`` of a domain; ``names``: domain rows by id, when the caller has them."""
+    row = (names or {}).get(domain_id)
+    name = row["name"] if row else (DEFAULT_DOMAIN_NAME if domain_id == DEFAULT_DOMAIN_ID else domain_id)
+    return {"id": domain_id, "name": name}
+
+
+def collection(req: falcon.Request, key: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {key: items, "links": {"self": req.url, "previous": None, "next": None}}
+
+
+def flag(req: falcon.Request, name: str) -> bool | None:
+    value = req.get_param(name)
+    if value is None:
+        return None
+    return value.strip().lower() not in ("0", "false", "no", "off", "")
+
+
+# -- views ----------------------------------------------------------------------------------------
+def project_view(req: falcon.Request, row: Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "domain_id": row["domain_id"],
+        "description": row["description"],
+        "enabled": row["enabled"],
+        "is_domain": False,
+        "parent_id": row["domain_id"],
+        "tags": [],
+        "options": {},
+        "links": {"self": url(req, "projects", row["id"])},
+    }
+
+
+def user_view(req: falcon.Request, row: Row) -> dict[str, Any]:
+    user: dict[str, Any] = {
+        "id": row["id"],
+        "name": row["name"],
+        "domain_id": row["domain_id"],
+        "enabled": row["enabled"],
+        "password_expires_at": None,
+        "options": {},
+        "links": {"self": url(req, "users", row["id"])},
+    }
+    for optional in ("default_project_id", "email", "description"):
+        if row.get(optional) is not None:
+            user[optional] = row[optional]
+    return {**(row.get("extra") or {}), **user}  # Keystone's extra attributes, never over its own
+
+
+def role_view(req: falcon.Request, row: Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "domain_id": None,
+        "description": row["description"],
+        "options": {},
+        "links": {"self": url(req, "roles", row["id"])},
+    }
+
+
+def domain_view(req: falcon.Request, row: Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "description": row["description"],
+        "enabled": row["enabled"],
+        "tags": [],
+        "options": {},
+        "links": {"self": url(req, "domains", row["id"])},
+    }
+
+
+def group_view(req: falcon.Request, row: Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "domain_id": row["domain_id"],
+        "description": row["description"],
+        "links": {"self": url(req, "groups", row["id"])},
+    }
+
+
+# -- the base of every identity resource ----------------------------------------------------------
+class Resource:
+    def __init__(
+        self,
+        handlers: IdentityHandlers,
+        read: ReadModel,
+        validators: dict[str, Draft202012Validator],
+        credentials: Credentials,
+        authenticator: Authenticator,
+        max_body_bytes: int,
+    ) -> None:
+        self._handlers = handlers
+        self._read = read
+        self._validators = validators
+        self._credentials = credentials
+        self._auth = authenticator
+        self._max_body = max_body_bytes
+
+    def _body(self, req: falcon.Request, schema: str) -> dict[str, Any]:
+        return read_json(req, self._validators[schema], self._max_body)
+
+    def _after(self, req: falcon.Request, position: int, fetch: Callable[[Any], Any]) -> Any:
+        """Read with ``fetch`` once the read model has applied ``position`` (the write just made)."""
+        req.context.written_position = position  # answered as X-Stratus-Position (api/positions.py)
+        with self._read.connection(req, after=position) as conn:
+            return fetch(conn)
+
+    def _written(self, req: falcon.Request, position: int) -> None:
+        """Answer once the read model has applied ``position`` (the client's next read sees it)."""
+        self._after(req, position, lambda conn: None)
+
+    @staticmethod
+    def _found(row: Row | None, what: str, given: str) -> Row:
+        if row is None:
+            raise ItemNotFound(f"Could not find {what}: {given}.")
+        return row
+
+    def _project(self, conn: Any, project_id: str) -> Row:
+        return self._found(q.get_project(conn, project_id), "project", project_id)
+
+    def _user(self, conn: Any, user_id: str) -> Row:
+        return self._found(q.get_user(conn, user_id), "user", user_id)
+
+    def _role(self, conn: Any, role_id: str) -> Row:
+        return self._found(q.get_role(conn, role_id), "role", role_id)
+
+    def _domain(self, conn: Any, domain_id: str) -> Row:
+        return self._found(dq.get_domain(conn, domain_id), "domain", domain_id)
+
+    def _group(self, conn: Any, group_id: str) -> Row:
+        return self._found(dq.get_group(conn, group_id), "group", group_id)
+
+    def _domain_param(self, conn: Any, value: str | None) -> str:
+        """The domain a new project, user or group goes in (``default`` when none is named)."""
+        if value is None or (value == DEFAULT_DOMAIN_ID and dq.get_domain(conn, value) is None):
+            return DEFAULT_DOMAIN_ID  # (a log from before domains were recorded has no row for it)
+        return str(self._domain(conn, value)["id"])

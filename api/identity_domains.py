@@ -1,0 +1,186 @@
+"""``/identity/v3/domains`` and ``/identity/v3/groups``: Keystone's domains, groups and membership.
+
+A domain is deleted only once disabled (403 otherwise, as Keystone answers), and its projects,
+users and groups go with it in the same append. The ``default`` domain is seeded on the first run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from api import policy
+from api.errors import ItemNotFound
+from api.identity_common import Resource, collection, domain_view, flag, group_view, user_view
+from commands.identity_domains import CreateDomain, CreateGroup, DeleteDomain, UpdateDomain, UpdateGroup
+from projections import directory_queries as dq
+from stratus.context import acting
+
+SCHEMAS = (
+    "identity.domains.create",
+    "identity.domains.update",
+    "identity.groups.create",
+    "identity.groups.update",
+)
+
+
+# -- domains --------------------------------------------------------------------------------------
+class Domains(Resource):
+    @falcon.before(policy.require("identity:list_domains"))
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        with self._read.connection(req) as conn:
+            rows = dq.list_domains(conn, name=req.get_param("name"), enabled=flag(req, "enabled"))
+        resp.media = collection(req, "domains", [domain_view(req, r) for r in rows])
+
+    @falcon.before(policy.require("identity:create_domain"))
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        spec = self._body(req, "identity.domains.create")["domain"]
+        cmd = CreateDomain(spec["name"], spec.get("description") or "", spec.get("enabled", True))
+        with acting(req.context.command):
+            result = self._handlers.create_domain(cmd)
+        row = self._after(req, result.position, lambda conn: self._domain(conn, result.id))
+        resp.status = falcon.HTTP_201
+        resp.media = {"domain": domain_view(req, row)}
+
+
+class DomainItem(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, domain_id: str) -> None:
+        policy.authorize(req.context.actor, "identity:get_domain")
+        with self._read.connection(req) as conn:
+            resp.media = {"domain": domain_view(req, self._domain(conn, domain_id))}
+
+    @falcon.before(policy.require("identity:update_domain"))
+    def on_patch(self, req: falcon.Request, resp: falcon.Response, domain_id: str) -> None:
+        spec = self._body(req, "identity.domains.update")["domain"]
+        cmd = UpdateDomain(domain_id, spec.get("name"), spec.get("description"), spec.get("enabled"))
+        with acting(req.context.command):
+            result = self._handlers.update_domain(cmd)
+        row = self._after(req, result.position, lambda conn: self._domain(conn, domain_id))
+        resp.media = {"domain": domain_view(req, row)}
+
+    @falcon.before(policy.require("identity:delete_domain"))
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, domain_id: str) -> None:
+        with self._read.connection(req) as conn:
+            self._domain(conn, domain_id)
+            members = dq.domain_members(conn, domain_id)
+        cmd = DeleteDomain(domain_id, members["projects"], members["users"], members["groups"])
+        with acting(req.context.command):
+            result = self._handlers.delete_domain(cmd)
+        for user_id in members["users"]:
+            self._credentials.forget(user_id)
+        self._written(req, result.position)
+        resp.status = falcon.HTTP_204
+
+
+# -- groups ---------------------------------------------------------------------------------------
+class Groups(Resource):
+    @falcon.before(policy.require("identity:list_groups"))
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        with self._read.connection(req) as conn:
+            rows = dq.list_groups(conn, name=req.get_param("name"), domain_id=req.get_param("domain_id"))
+        resp.media = collection(req, "groups", [group_view(req, r) for r in rows])
+
+    @falcon.before(policy.require("identity:create_group"))
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        spec = self._body(req, "identity.groups.create")["group"]
+        with self._read.connection(req) as conn:
+            domain_id = self._domain_param(conn, spec.get("domain_id"))
+        cmd = CreateGroup(spec["name"], domain_id, spec.get("description") or "")
+        with acting(req.context.command):
+            result = self._handlers.create_group(cmd)
+        row = self._after(req, result.position, lambda conn: self._group(conn, result.id))
+        resp.status = falcon.HTTP_201
+        resp.media = {"group": group_view(req, row)}
+
+
+class GroupItem(Resource):
+    @falcon.before(policy.require("identity:get_group"))
+    def on_get(self, req: falcon.Request, resp: falcon.Response, group_id: str) -> None:
+        with self._read.connection(req) as conn:
+            resp.media = {"group": group_view(req, self._group(conn, group_id))}
+
+    @falcon.before(policy.require("identity:update_group"))
+    def on_patch(self, req: falcon.Request, resp: falcon.Response, group_id: str) -> None:
+        spec = self._body(req, "identity.groups.update")["group"]
+        with acting(req.context.command):
+            result = self._handlers.update_group(
+                UpdateGroup(group_id, spec.get("name"), spec.get("description"))
+            )
+        row = self._after(req, result.position, lambda conn: self._group(conn, group_id))
+        resp.media = {"group": group_view(req, row)}
+
+    @falcon.before(policy.require("identity:delete_group"))
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, group_id: str) -> None:
+        with acting(req.context.command):
+            result = self._handlers.delete_group(group_id)
+        self._written(req, result.position)
+        resp.status = falcon.HTTP_204
+
+
+class GroupUsers(Resource):
+    """``GET /identity/v3/groups/{g}/users``."""
+
+    @falcon.before(policy.require("identity:list_users_in_group"))
+    def on_get(self, req: falcon.Request, resp: falcon.Response, group_id: str) -> None:
+        with self._read.connection(req) as conn:
+            self._group(conn, group_id)
+            rows = dq.group_users(conn, group_id)
+        resp.media = collection(req, "users", [user_view(req, r) for r in rows])
+
+
+class GroupUser(Resource):
+    """``PUT``/``HEAD``/``DELETE /identity/v3/groups/{g}/users/{u}``."""
+
+    def _check(self, req: falcon.Request, group_id: str, user_id: str) -> Any:
+        with self._read.connection(req) as conn:
+            self._group(conn, group_id)
+            self._user(conn, user_id)
+            return dq.is_member(conn, group_id, user_id)
+
+    @falcon.before(policy.require("identity:add_user_to_group"))
+    def on_put(self, req: falcon.Request, resp: falcon.Response, group_id: str, user_id: str) -> None:
+        self._check(req, group_id, user_id)
+        with acting(req.context.command):
+            result = self._handlers.add_group_user(group_id, user_id)
+        self._written(req, result.position)
+        resp.status = falcon.HTTP_204
+
+    @falcon.before(policy.require("identity:check_user_in_group"))
+    def on_head(self, req: falcon.Request, resp: falcon.Response, group_id: str, user_id: str) -> None:
+        if not self._check(req, group_id, user_id):
+            raise ItemNotFound(f"User {user_id} is not a member of group {group_id}.")
+        resp.status = falcon.HTTP_204
+
+    on_get = on_head
+
+    @falcon.before(policy.require("identity:remove_user_from_group"))
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, group_id: str, user_id: str) -> None:
+        self._check(req, group_id, user_id)
+        with acting(req.context.command):
+            result = self._handlers.remove_group_user(group_id, user_id)
+        self._written(req, result.position)
+        resp.status = falcon.HTTP_204
+
+
+class UserGroups(Resource):
+    """``GET /identity/v3/users/{u}/groups``: the groups a user is in (yourself: always allowed)."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
+        if req.context.actor.user_id != user_id:
+            policy.authorize(req.context.actor, "identity:list_groups_for_user")
+        with self._read.connection(req) as conn:
+            self._user(conn, user_id)
+            rows = dq.user_groups(conn, user_id)
+        items = [{**group_view(req, r), "membership_expires_at": None} for r in rows]
+        resp.media = collection(req, "groups", items)
+
+
+def add_routes(app: falcon.App, v3: str, **collaborators: Any) -> None:
+    app.add_route(f"{v3}/domains", Domains(**collaborators))
+    app.add_route(f"{v3}/domains/{{domain_id}}", DomainItem(**collaborators))
+    app.add_route(f"{v3}/groups", Groups(**collaborators))
+    app.add_route(f"{v3}/groups/{{group_id}}", GroupItem(**collaborators))
+    app.add_route(f"{v3}/groups/{{group_id}}/users", GroupUsers(**collaborators))
+    app.add_route(f"{v3}/groups/{{group_id}}/users/{{user_id}}", GroupUser(**collaborators))
+    app.add_route(f"{v3}/users/{{user_id}}/groups", UserGroups(**collaborators))
