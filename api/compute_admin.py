@@ -41,6 +41,7 @@ REQUEST_SCHEMAS = (
     "aggregates.images",
     "server_groups.create",
     "quota_sets.update",
+    "quota_class_sets.update",
 )
 
 
@@ -76,7 +77,8 @@ def add_routes(
     app.add_route(f"{v}/os-server-groups/{{group_id}}", server_groups.ServerGroup(*args))
     app.add_route(f"{v}/os-quota-sets/{{project_id}}", quotas.QuotaSet(*args))
     app.add_route(f"{v}/os-quota-sets/{{project_id}}/detail", quotas.QuotaSetDetail(*args))
-    app.add_route(f"{v}/os-quota-sets/{{project_id}}/defaults", quotas.QuotaSetDefaults())
+    app.add_route(f"{v}/os-quota-sets/{{project_id}}/defaults", quotas.QuotaSetDefaults(*args))
+    app.add_route(f"{v}/os-quota-class-sets/{{class_id}}", quotas.QuotaClassSet(*args))
     app.add_route(f"{v}/limits", quotas.Limits(*args))
     app.add_route(f"{v}/os-floating-ip-pools", FloatingIpPools())
     app.add_route(f"{v}/os-hosts", hosts.Hosts(read))

@@ -19,9 +19,12 @@ from api.errors import BadRequest
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
 from commands.operations import Operations
-from commands.quota import DEFAULT_LIMITS
+from commands.quota import DEFAULT_CLASS, DEFAULT_LIMITS
 from projections import admin_queries
 from stratus.context import Actor, acting
+
+# Every project's quota reads wait for the last change of the defaults through this process.
+QUOTA_DEFAULTS = "quotas:defaults"
 
 
 def _may_read(actor: Actor, project_id: str) -> None:
@@ -48,10 +51,15 @@ class _Quotas:
         user_id = req.get_param("user_id") or actor.user_id
         if user_id != actor.user_id:  # another user's usage (their key pairs) is for admins to see
             auth.require_admin(actor, "os_compute_api:os-quota-sets:show")
-        with self._read.connection(req) as conn:
-            limits = {**DEFAULT_LIMITS, **admin_queries.quota_overrides(conn, project_id)}
+        with self._read.connection(req, concerning=(QUOTA_DEFAULTS,)) as conn:
+            defaults = {**DEFAULT_LIMITS, **admin_queries.quota_class(conn, DEFAULT_CLASS)}
+            limits = {**defaults, **admin_queries.quota_overrides(conn, project_id)}
             used = admin_queries.project_usage(conn, project_id, user_id)
         return limits, used
+
+    def _defaults(self, req: falcon.Request, name: str = DEFAULT_CLASS) -> dict[str, int]:
+        with self._read.connection(req, concerning=(QUOTA_DEFAULTS,)) as conn:
+            return {**DEFAULT_LIMITS, **admin_queries.quota_class(conn, name)}
 
 
 class QuotaSet(_Quotas):
@@ -78,7 +86,7 @@ class QuotaSet(_Quotas):
         with acting(req.context.command):
             result = self._ops.set_quota(project_id, spec, used, force)
         resp.set_header(POSITION_HEADER, str(result.position))
-        resp.media = {"quota_set": shown(req, dict(self._ops.quota(project_id).limits))}
+        resp.media = {"quota_set": shown(req, dict(self._ops.limits(project_id)))}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-quota-sets:delete")
@@ -101,11 +109,38 @@ class QuotaSetDetail(_Quotas):
         resp.media = {"quota_set": {"id": project_id, **detail}}
 
 
-class QuotaSetDefaults:
-    """``GET /v2.1/os-quota-sets/{project_id}/defaults``."""
+class QuotaSetDefaults(_Quotas):
+    """``GET /v2.1/os-quota-sets/{project_id}/defaults``: the default quota class's limits."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
-        resp.media = {"quota_set": {"id": project_id, **shown(req, dict(DEFAULT_LIMITS))}}
+        resp.media = {"quota_set": {"id": project_id, **shown(req, self._defaults(req))}}
+
+
+class QuotaClassSet(_Quotas):
+    """``GET`` and ``PUT`` (admin) ``/v2.1/os-quota-class-sets/{id}``. As in Nova, any class name is
+    kept, and only ``default``'s limits mean anything: they are every project's defaults."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, class_id: str) -> None:
+        auth.require_admin(req.context.actor, "os_compute_api:os-quota-class-sets:show")
+        resp.media = {"quota_class_set": {"id": class_id, **class_shown(req, self._defaults(req, class_id))}}
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, class_id: str) -> None:
+        auth.require_admin(req.context.actor, "os_compute_api:os-quota-class-sets:update")
+        spec = dict(
+            read_json(req, self._validators["quota_class_sets.update"], self._max_body)["quota_class_set"]
+        )
+        unknown = sorted(set(spec) - set(class_shown(req, dict(DEFAULT_LIMITS))))
+        if unknown:
+            raise BadRequest(
+                f"Invalid input for field/attribute quota_class_set. Additional properties are not allowed "
+                f"({', '.join(map(repr, unknown))} unexpected at this microversion)"
+            )
+        limits = {k: as_int(v, f"quota_class_set.{k}", -1) for k, v in spec.items()}
+        with acting(req.context.command):
+            result = self._ops.set_quota_class(class_id, limits)
+        self._read.note(QUOTA_DEFAULTS, result.position)
+        resp.set_header(POSITION_HEADER, str(result.position))
+        resp.media = {"quota_class_set": class_shown(req, self._ops.quota_class(class_id))}
 
 
 # What Nova stopped showing, by the microversion that removed it: the proxied network quotas (2.36),
@@ -135,6 +170,22 @@ def _at_version(req: falcon.Request, values: dict[str, int], removed: Removed) -
 def shown(req: falcon.Request, limits: dict[str, int]) -> dict[str, int]:
     """The quota set as the request's microversion shows it."""
     return _at_version(req, limits, _QUOTAS_REMOVED)
+
+
+# A quota class set has no server group quotas before 2.50, which also drops the network ones.
+_CLASS_REMOVED: Removed = {
+    50: _QUOTAS_REMOVED[36],
+    57: _QUOTAS_REMOVED[57],
+}
+_CLASS_ADDED_AT_50 = ("server_groups", "server_group_members")
+
+
+def class_shown(req: falcon.Request, limits: dict[str, int]) -> dict[str, int]:
+    """A quota class set as the request's microversion shows it (its own history: 2.50, 2.57)."""
+    values = _at_version(req, limits, _CLASS_REMOVED)
+    if not at_least(req, 50):
+        values = {k: v for k, v in values.items() if k not in _CLASS_ADDED_AT_50}
+    return values
 
 
 class Limits(_Quotas):

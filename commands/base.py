@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -20,6 +20,14 @@ from eventsourcing.persistence import IntegrityError
 from commands.app import Stratus
 from commands.errors import Conflict, DomainError, NotFound
 from commands.ledger import Ledger, ledger_id
+from commands.quota import (
+    DEFAULT_CLASS,
+    DEFAULT_LIMITS,
+    ProjectQuota,
+    QuotaClass,
+    quota_aggregate_id,
+    quota_class_id,
+)
 
 A = TypeVar("A", bound=Aggregate)
 T = TypeVar("T")
@@ -77,6 +85,13 @@ class HandlerBase:
         except AggregateNotFoundError:
             return None
         return agg if isinstance(agg, cls) else None
+
+    def limits(self, project_id: str) -> Mapping[str, int]:
+        """The project's quota limits: its own where an admin set them, else the default quota
+        class's, else Nova's built-in defaults."""
+        defaults = self._find(QuotaClass, quota_class_id(DEFAULT_CLASS))
+        project = self._find(ProjectQuota, quota_aggregate_id(project_id))
+        return {**(defaults.limits if defaults else DEFAULT_LIMITS), **(project.overrides if project else {})}
 
     def ledger(self, resource: str, owner: str) -> Ledger:
         """What ``resource`` counts for ``owner`` (``commands.ledger``), as the log has it."""

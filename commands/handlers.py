@@ -26,8 +26,8 @@ from commands.image import ACTIVE, Image, canonical_image_id, image_aggregate_id
 from commands.instance import Instance, check_metadata_items
 from commands.keypair import KeyPair, keypair_aggregate_id
 from commands.network import FixedNetwork, Network
-from commands.quota import DEFAULT_LIMITS, ProjectQuota, quota_aggregate_id
 from commands.quota import check as quota_check
+from commands.quota import quota_aggregate_id
 from commands.server_group import GroupMembership, ServerGroup, membership_id
 from commands.states import VmState
 from commands.usage import ProjectUsage, usage_aggregate_id
@@ -408,14 +408,6 @@ class Handlers(HandlerBase):
         """``usage`` and, once its epoch is full, the next epoch it is carried into (its changes then
         move there: the caller charges or releases on the last element)."""
         return [usage, usage.carry_forward()] if usage.full and not usage.closed else [usage]
-
-    def limits(self, project_id: str) -> Mapping[str, int]:
-        """The project's quota limits (os-quota-sets), Nova's defaults where none were set."""
-        try:
-            agg: Aggregate = self.app.repository.get(quota_aggregate_id(project_id))
-        except AggregateNotFoundError:
-            return DEFAULT_LIMITS
-        return agg.limits if isinstance(agg, ProjectQuota) else DEFAULT_LIMITS
 
     def _exists(self, aggregate_id: UUID) -> bool:
         try:

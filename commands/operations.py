@@ -23,7 +23,7 @@ from commands.handlers import CreateFlavor
 from commands.host import Host, host_aggregate_id
 from commands.host_aggregate import AZ_KEY, HostAggregate
 from commands.ledger import SERVER_GROUPS
-from commands.quota import ProjectQuota, quota_aggregate_id
+from commands.quota import DEFAULT_LIMITS, ProjectQuota, QuotaClass, quota_aggregate_id, quota_class_id
 from commands.registry import AGGREGATE_NAMES, FLAVOR_NAMES, Registry, registry_id
 from commands.server_group import ServerGroup
 
@@ -276,7 +276,7 @@ class Operations(HandlerBase):
             # made anew each time: a save that lost the race took the pending events of the last one
             group = ServerGroup.create(cmd.name, cmd.project_id, cmd.user_id, cmd.policy, cmd.rules)
             ledger = self.ledger(SERVER_GROUPS, cmd.project_id)
-            ledger.admit(str(group.id), self.quota(cmd.project_id).limits)
+            ledger.admit(str(group.id), self.limits(cmd.project_id))
             return Result(str(group.id), self._save(group, ledger))
 
         return self._retrying(decide)
@@ -294,6 +294,20 @@ class Operations(HandlerBase):
     # -- quotas ---------------------------------------------------------------------------------
     def quota(self, project_id: str) -> ProjectQuota:
         return self._find(ProjectQuota, quota_aggregate_id(project_id)) or ProjectQuota(project_id)
+
+    def set_quota_class(self, name: str, limits: Mapping[str, int]) -> Result:
+        """Nova's quota class update; the ``default`` class's limits are every project's defaults."""
+
+        def decide() -> Result:
+            quota_class = self._find(QuotaClass, quota_class_id(name)) or QuotaClass(name)
+            quota_class.set_limits(limits)
+            return Result(name, self._save(quota_class))
+
+        return self._retrying(decide)
+
+    def quota_class(self, name: str) -> dict[str, int]:
+        found = self._find(QuotaClass, quota_class_id(name))
+        return found.limits if found is not None else dict(DEFAULT_LIMITS)
 
     def set_quota(
         self, project_id: str, limits: Mapping[str, int], used: Mapping[str, int], force: bool = False

@@ -41,6 +41,20 @@ def quota_aggregate_id(project_id: str) -> UUID:
     return uuid5(_NS, project_id)
 
 
+def quota_class_id(name: str) -> UUID:
+    return uuid5(_NS, f"class:{name}")
+
+
+DEFAULT_CLASS = "default"
+
+
+def _check_limit(resource: str, limit: int, body: str) -> None:
+    if resource not in DEFAULT_LIMITS:
+        raise InvalidInput(f"Bad key(s) {resource} in {body}")
+    if not -1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"Quota limit {limit} for {resource} must be -1 or 0 to {MAX_LIMIT}.")
+
+
 def check(limits: Mapping[str, int], used: Mapping[str, int], requested: Mapping[str, int]) -> None:
     """Raise ``QuotaExceeded`` (Nova's wording) if adding ``requested`` to ``used`` passes a limit."""
     over = [r for r, n in requested.items() if 0 <= limits[r] < used.get(r, 0) + n]
@@ -69,10 +83,7 @@ class ProjectQuota(Aggregate):
     def set_limits(self, limits: Mapping[str, int], used: Mapping[str, int], force: bool = False) -> None:
         """Nova's update: -1 is unlimited; below what is in use only with ``force``."""
         for resource, limit in limits.items():
-            if resource not in DEFAULT_LIMITS:
-                raise InvalidInput(f"Bad key(s) {resource} in quota_set")
-            if not -1 <= limit <= MAX_LIMIT:
-                raise InvalidInput(f"Quota limit {limit} for {resource} must be -1 or 0 to {MAX_LIMIT}.")
+            _check_limit(resource, limit, "quota_set")
             minimum = used.get(resource, 0)
             if not force and limit != -1 and limit < minimum:
                 raise InvalidInput(
@@ -98,3 +109,33 @@ class ProjectQuota(Aggregate):
 
     def check(self, used: Mapping[str, int], requested: Mapping[str, int]) -> None:
         check(self.limits, used, requested)
+
+
+class QuotaClass(Aggregate):
+    """A quota class (``os-quota-class-sets``). As in Nova, only ``default`` means anything: its limits
+    replace the built-in defaults (``DEFAULT_LIMITS``) for every project that has not set its own."""
+
+    @staticmethod
+    def create_id(name: str) -> UUID:
+        return quota_class_id(name)
+
+    @event("Created")
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.overrides: dict[str, int] = {}
+
+    @property
+    def limits(self) -> dict[str, int]:
+        return {**DEFAULT_LIMITS, **self.overrides}
+
+    def set_limits(self, limits: Mapping[str, int]) -> None:
+        """Nova's quota class update: -1 is unlimited; what is in use does not matter."""
+        for resource, limit in limits.items():
+            _check_limit(resource, limit, "quota_class_set")
+        changed = {r: v for r, v in limits.items() if self.limits[r] != v or r not in self.overrides}
+        if changed:
+            self._limits_set(changed)
+
+    @event("LimitsSet")
+    def _limits_set(self, limits: dict[str, int]) -> None:
+        self.overrides = {**self.overrides, **limits}

@@ -119,6 +119,12 @@ def quota_overrides(conn: psycopg.Connection[Any], project_id: str) -> dict[str,
     return dict(row["limits"]) if row else {}
 
 
+def quota_class(conn: psycopg.Connection[Any], name: str) -> dict[str, int]:
+    """The limits set on quota class ``name`` (``default``: every project's defaults)."""
+    row = _fetchone(conn, sql.SQL("SELECT limits FROM {}.quota_classes WHERE name = %s").format(_S), (name,))
+    return dict(row["limits"]) if row else {}
+
+
 def project_usage(
     conn: psycopg.Connection[Any], project_id: str, user_id: str | None = None
 ) -> dict[str, int]:

@@ -15,7 +15,7 @@ from typing import Any
 from commands.flavor import Flavor
 from commands.host import Host
 from commands.host_aggregate import HostAggregate
-from commands.quota import ProjectQuota
+from commands.quota import ProjectQuota, QuotaClass
 from commands.server_group import ServerGroup
 from stratus.serialization import dumps
 
@@ -46,6 +46,8 @@ GroupDeleted: type = ServerGroup.Deleted  # type: ignore[attr-defined]
 QuotaCreated: type = ProjectQuota.Created  # type: ignore[attr-defined]
 QuotaLimitsSet: type = ProjectQuota.LimitsSet  # type: ignore[attr-defined]
 QuotaReset: type = ProjectQuota.Reset  # type: ignore[attr-defined]
+QuotaClassCreated: type = QuotaClass.Created  # type: ignore[attr-defined]
+QuotaClassLimitsSet: type = QuotaClass.LimitsSet  # type: ignore[attr-defined]
 
 HANDLED: tuple[type, ...] = (
     FlavorExtraSpecsSet, FlavorExtraSpecDeleted, FlavorAccessAdded, FlavorAccessRemoved,
@@ -55,7 +57,7 @@ HANDLED: tuple[type, ...] = (
     AggregateCreated, AggregateRenamed, AggregateMetadataSet, AggregateHostAdded, AggregateHostRemoved,
     AggregateDeleted,
     GroupCreated, GroupMemberAdded, GroupMemberPlaced, GroupMemberRemoved, GroupDeleted,
-    QuotaCreated, QuotaLimitsSet, QuotaReset,
+    QuotaCreated, QuotaLimitsSet, QuotaReset, QuotaClassCreated, QuotaClassLimitsSet,
 )  # fmt: skip
 
 # Each table and its key, for the row-for-row comparison of a rebuild.
@@ -63,6 +65,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("host_aggregates", ("id",)),
     ("server_groups", ("id",)),
     ("quotas", ("id",)),
+    ("quota_classes", ("id",)),
     ("migrations", ("id",)),
 )
 
@@ -118,6 +121,15 @@ CREATE INDEX IF NOT EXISTS server_groups_project ON {s}.server_groups (project_i
 CREATE TABLE IF NOT EXISTS {s}.quotas (
     id uuid PRIMARY KEY,
     project_id text NOT NULL UNIQUE,
+    limits jsonb NOT NULL DEFAULT '{{}}',
+    updated_at timestamptz NOT NULL,
+    position bigint NOT NULL
+);
+
+-- Quota classes (os-quota-class-sets): the "default" class's limits are every project's defaults.
+CREATE TABLE IF NOT EXISTS {s}.quota_classes (
+    id uuid PRIMARY KEY,
+    name text NOT NULL UNIQUE,
     limits jsonb NOT NULL DEFAULT '{{}}',
     updated_at timestamptz NOT NULL,
     position bigint NOT NULL
@@ -283,4 +295,14 @@ def statements(e: Any, position: int) -> list[Statement]:
         return [_row("quotas", e, position, "limits = limits || %s::jsonb", _json(e.limits))]
     if _is(e, QuotaReset):
         return [_row("quotas", e, position, "limits = '{{}}'::jsonb")]
+    if _is(e, QuotaClassCreated):
+        return [
+            (
+                "INSERT INTO {s}.quota_classes (id, name, updated_at, position) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (id) DO NOTHING",
+                (e.originator_id, e.name, t, position),
+            )
+        ]
+    if _is(e, QuotaClassLimitsSet):
+        return [_row("quota_classes", e, position, "limits = limits || %s::jsonb", _json(e.limits))]
     return []

@@ -312,6 +312,7 @@ def _operator_scenario(handlers: Handlers) -> None:
     ops.delete_host_aggregate(agg)
     ops.set_quota("p1", {"instances": 20, "server_group_members": -1}, {})
     ops.reset_quota("p1")
+    ops.set_quota_class("default", {"instances": 12})
     group = ops.create_server_group(CreateServerGroup("web", "p1", "u1", "anti-affinity")).id
     member = handlers.create_server(CreateServer("vm3", "p1", "u1", "1", group=group))
     handlers.place_instance(PlaceInstance(member.id, "c1"))

@@ -483,3 +483,31 @@ def test_destinations_and_zone_pins(stack: Stack, server: tuple[str, int]) -> No
     assert (inst.requested_host, inst.availability_zone) == ("cmp-contract", "nova")
     shown = stack.get(f"/v2.1/servers/{sid}", at(stack, P1, "2.96", _position(r))).json["server"]
     assert shown["pinned_availability_zone"] == "nova"
+
+
+def test_quota_class_sets_are_every_projects_defaults(stack: Stack) -> None:
+    client = "quota_classes_client"
+    p1 = stack.project_id("p1")
+    for version in nova_schemas.boundaries(client):
+        shown = stack.get("/v2.1/os-quota-class-sets/default", at(stack, ADMIN, version))
+        nova_schemas.check(client, "get_quota_class_set", version, shown.status_code, shown.json)
+        body = {"quota_class_set": {"instances": 7, "cores": 30}}
+        updated = stack.request(
+            "PUT", "/v2.1/os-quota-class-sets/default", at(stack, ADMIN, version), json=body
+        )
+        nova_schemas.check(client, "update_quota_class_set", version, updated.status_code, updated.json)
+    assert stack.get("/v2.1/os-quota-class-sets/default", P1).status_code == 403
+    old_keys = {"quota_class_set": {"injected_files": 3}}
+    r = stack.request("PUT", "/v2.1/os-quota-class-sets/default", at(stack, ADMIN, "2.57"), json=old_keys)
+    assert r.status_code == 400
+    # the default class's limits are the defaults of every project that has not set its own
+    quota = stack.get(f"/v2.1/os-quota-sets/{p1}", P1).json["quota_set"]
+    assert (quota["instances"], quota["cores"]) == (7, 30)
+    assert stack.get(f"/v2.1/os-quota-sets/{p1}/defaults", P1).json["quota_set"]["instances"] == 7
+    assert stack.get("/v2.1/limits", P1).json["limits"]["absolute"]["maxTotalInstances"] == 7
+    assert stack.handlers.limits(p1)["instances"] == 7  # what a create is checked against
+    own = {"quota_set": {"instances": 9}}
+    assert (
+        stack.request("PUT", f"/v2.1/os-quota-sets/{p1}", ADMIN, json=own).json["quota_set"]["instances"] == 9
+    )
+    assert stack.handlers.limits(p1)["instances"] == 9 and stack.handlers.limits(p1)["cores"] == 30
