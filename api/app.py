@@ -31,6 +31,7 @@ from api import (
     flavors,
     hypervisors,
     identity,
+    networks,
     positions,
     servers,
     versions,
@@ -131,6 +132,7 @@ def create_app(deps: Deps) -> falcon.App:
     compute_admin.add_routes(
         app, Operations(deps.handlers.app), read, deps.max_body_bytes, alive, scheduler_beats(deps)
     )
+    networks.add_routes(app, lambda: deps.handlers.network)
     app.add_route("/v2.1/stratus/history/{kind}/{resource_id}", audit.History(deps.handlers))
     app.add_route("/v2.1/stratus/state/{kind}/{resource_id}", audit.State(deps.handlers))
     app.add_route("/v2.1/stratus/usage/{project_id}", audit.Usage(deps.handlers))

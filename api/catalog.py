@@ -69,6 +69,7 @@ def add_routes(
     app.add_route(f"{images.IMAGE_ROOT}/v2/tasks", image_tasks.TaskCollection(tasks, read, max_body_bytes))
     app.add_route(f"{images.IMAGE_ROOT}/v2/tasks/{{task_id}}", image_tasks.TaskItem(tasks))
     app.add_route(f"{images.IMAGE_ROOT}/v2/schemas/{{name}}", image_schemas.Schema())
+    app.add_route(f"{images.IMAGE_ROOT}/v2/info/import", image_schemas.ImportInfo())
     app.add_route(f"{images.IMAGE_ROOT}/v2/schemas/metadefs/{{name}}", image_schemas.MetadefSchema())
     _add_metadefs(app, MetadefHandlers(handlers.app), read, max_body_bytes)
     nova_images.add_routes(app, catalog, read, max_body_bytes)

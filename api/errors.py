@@ -107,6 +107,13 @@ class TooManyRequests(ApiError):
     code = "api.too_many_requests"
 
 
+class Gone(ApiError):
+    """What went with nova-network (Nova answers 410 with its generic compute fault)."""
+
+    status = 410
+    code = "api.gone"
+
+
 class PayloadTooLarge(ApiError):
     status = 413
     code = "api.request_too_large"

@@ -45,3 +45,14 @@ class Schema:
 class MetadefSchema:
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         _answer(resp, METADEF_SCHEMAS, name, "metadefs.")
+
+
+class ImportInfo:
+    """``GET /v2/info/import``: the interoperable image import methods this cloud offers. Stratus
+    takes images by upload (``PUT /v2/images/{id}/file``) only, so it names none, as a Glance with
+    ``enabled_import_methods = []``."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {
+            "import-methods": {"description": "Import methods available.", "type": "array", "value": []}
+        }

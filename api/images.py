@@ -202,6 +202,10 @@ class ImageCollection(_Images):
             body["next"] = f"{API}/images?{urlencode(params, doseq=True)}"
         resp.media = body
 
+    def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """``DELETE /v2/images/`` names no image: Glance has no such route (404, not 405)."""
+        raise ItemNotFound("The resource could not be found.")
+
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         actor: Actor = req.context.actor
         body = read_json(req, self._create_validator, self._max_body)

@@ -10,15 +10,17 @@ themselves; a resource may instead leave the position it wrote at in
 A client reads its own write back by sending the position as ``X-Stratus-Min-Position`` (or
 ``?min_position=``) on a read (api/readmodel.py). A client that does not (tempest, the stock CLI
 and SDKs know nothing of it) still reads its own writes from the API process it wrote through: the
-process remembers each user's last written position (``Written``) and a read without a position of
-its own waits for that one, as Nova's clients expect of a database they read after writing.
+process remembers each user's and each project's last written position (``Written``), and a read
+without a position of its own waits for the later of its user's and its project's (and the
+project an admin's write concerned: ``req.context.written_project``), as Nova's clients expect of a
+database they read after writing.
 """
 
 from __future__ import annotations
 
 import falcon
 
-from api.readmodel import POSITION_HEADER, Written
+from api.readmodel import POSITION_HEADER, Written, project_key
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -41,3 +43,8 @@ class PositionHeader:
         actor = getattr(req.context, "actor", None)
         if self._written is not None and actor is not None:
             self._written.record(actor.user_id, position)
+            # the project's other users (a reader, tempest's alt member) read it too, as in Nova
+            self._written.record(project_key(actor.project_id), position)
+            concerned = getattr(req.context, "written_project", None)
+            if concerned:  # an admin wrote to another project's resource
+                self._written.record(project_key(concerned), position)

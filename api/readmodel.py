@@ -62,6 +62,11 @@ def min_position(req: falcon.Request) -> int | None:
         raise BadRequest(f"{source} must be a log position: a non-negative integer.") from None
 
 
+def project_key(project_id: str) -> str:
+    """Whose reads wait for a write to a project's resources: every user of that project."""
+    return f"project:{project_id}"
+
+
 class Written:
     """The last log position each user wrote at through this process (the most recent users kept)."""
 
@@ -105,10 +110,9 @@ class ReadModel:
         position = min_position(req) if after is None else after
         if position is None and self._written is not None:
             actor = getattr(req.context, "actor", None)
-            position = self._written.of(actor.user_id) if actor is not None else None
-            noted = [p for p in (self._written.of(key) for key in concerning) if p is not None]
-            if noted:
-                position = max([*noted, *([position] if position is not None else [])])
+            own = (actor.user_id, project_key(actor.project_id)) if actor is not None else ()
+            noted = [p for p in (self._written.of(key) for key in (*own, *concerning)) if p is not None]
+            position = max(noted) if noted else None
         try:
             with self._pool.connection() as conn:
                 if position is not None and not queries.wait_for_position(conn, position, self._wait):

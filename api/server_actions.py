@@ -113,6 +113,8 @@ class ServerAction:
         if act is None:
             raise BadRequest(f"There is no such action: {name[:100]}")
         act(req, resp, server_id, {"name": name, "value": value})
+        if auth.is_admin(req.context.actor):  # its project's users read an admin's action at once
+            req.context.written_project = self._handlers.instance(server_id, deleted_too=True).project_id
 
     def _power(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         actor: Actor = req.context.actor
@@ -209,7 +211,8 @@ class ServerAction:
             # a rebuild's answer also has the key pair from 2.54 and the user data from 2.57
             if at_least(req, 54):
                 view["key_name"] = row.get("key_name")
-            if at_least(req, 57):
+            if at_least(req, 57):  # in place of the admins' OS-EXT-SRV-ATTR:user_data
+                view.pop("OS-EXT-SRV-ATTR:user_data", None)
                 view["user_data"] = servers.read_user_data(self._user_data, row.get("user_data"))
             resp.media = {"server": view}
 

@@ -587,6 +587,7 @@ class ServerItem(_Servers):
                 raise ItemNotFound(f"Instance {server_id} could not be found.")
             extras = self._extras(req, conn, [row])
             group = _groups(req, conn, [row]).get(server_id)
+        req.context.written_project = row["project_id"]  # its project's users read it at once
         view = detail_view(req, row, actor, extras, group=group, single=True, basic=True)
         resp.media = {"server": view}
 
@@ -595,6 +596,8 @@ class ServerItem(_Servers):
         actor: Actor = req.context.actor
         with acting(req.context.command):
             result = self._handlers.delete_server(DeleteServer(server_id, auth.server_scope(actor)))
+        if auth.is_admin(actor):  # the server's project's users read its deletion at once
+            req.context.written_project = self._handlers.instance(server_id, deleted_too=True).project_id
         resp.status = falcon.HTTP_204
         resp.set_header(POSITION_HEADER, str(result.position))
 

@@ -641,7 +641,7 @@ SWEEP: list[tuple[str, str, str, dict[str, Any], int, tuple[str, ...]]] = [
     ("delete unknown", "DELETE", f"{S}/{uuid.uuid4()}", {}, 404, ("could not be found",)),
     ("unknown flavor id", "GET", f"{F}/nope", {}, 404, ("nope",)),
     ("unknown hypervisor", "GET", "/v2.1/os-hypervisors/nope", {}, 404, ("nope",)),
-    ("unknown path", "GET", "/v2.1/os-networks", {}, 404, ("os-networks",)),
+    ("unknown path", "GET", "/v2.1/os-nothing-here", {}, 404, ("os-nothing-here",)),
     ("put servers", "PUT", S, {"json": {}}, 405, ("PUT",)),
     ("patch server", "PATCH", f"{S}/{uuid.uuid4()}", {}, 405, ("PATCH",)),
     ("delete flavors", "DELETE", F, {}, 405, ("DELETE",)),

@@ -300,6 +300,13 @@ def test_rebuild_bodies_and_what_a_rebuild_changes(stack: Stack, server: tuple[s
             "v": version
         }
         lifecycle.finish_action(FinishAction(sid, "rebuild", PowerState.RUNNING))
+    for version in ("2.1", "2.57", "2.75", "2.100"):  # an admin's answer has the extended attributes
+        spec = {"imageRef": image}
+        r = stack.request(
+            "POST", f"/v2.1/servers/{sid}/action", at(stack, ADMIN, version), json={"rebuild": spec}
+        )
+        nova_schemas.check("servers_client", "rebuild_server", version, r.status_code, r.json)
+        lifecycle.finish_action(FinishAction(sid, "rebuild", PowerState.RUNNING))
     shown = stack.get(f"/v2.1/servers/{sid}", at(stack, ADMIN, "2.57", _position(r))).json["server"]
     assert (
         shown["key_name"] == "k" and shown["OS-EXT-SRV-ATTR:user_data"] == base64.b64encode(b"again").decode()
@@ -511,3 +518,28 @@ def test_quota_class_sets_are_every_projects_defaults(stack: Stack) -> None:
         stack.request("PUT", f"/v2.1/os-quota-sets/{p1}", ADMIN, json=own).json["quota_set"]["instances"] == 9
     )
     assert stack.handlers.limits(p1)["instances"] == 9 and stack.handlers.limits(p1)["cores"] == 30
+
+
+def test_os_networks_until_2_35(stack: Stack) -> None:
+    stack.handlers.network = FixedNetwork("private", "10.0.0.0/24")
+    listed = stack.get("/v2.1/os-networks", at(stack, P1, "2.35")).json["networks"]
+    assert [(n["label"], n["cidr"]) for n in listed] == [("private", None)] and "vlan" not in listed[0]
+    nid = listed[0]["id"]
+    admin = stack.get(f"/v2.1/os-networks/{nid}", at(stack, ADMIN, "2.35")).json["network"]
+    assert admin["label"] == "private" and "vlan" in admin
+    assert stack.get("/v2.1/os-networks/nope", at(stack, P1, "2.35")).status_code == 404
+    assert stack.get("/v2.1/os-networks", at(stack, P1, "2.36")).status_code == 404
+    assert stack.request("DELETE", f"/v2.1/os-networks/{nid}", at(stack, ADMIN, "2.35")).status_code == 410
+
+
+def test_a_projects_users_read_each_others_and_an_admins_writes(
+    stack: Stack, server: tuple[str, int]
+) -> None:
+    """Nova's users of one project share a database: Stratus's read of any of them waits for the
+    project's last write through this process, and for an admin's write to one of its servers."""
+    sid, _ = server
+    for n in range(3):
+        reset = {"os-resetState": {"state": "error" if n % 2 == 0 else "active"}}
+        assert stack.request("POST", f"/v2.1/servers/{sid}/action", ADMIN, json=reset).status_code == 202
+        shown = stack.get(f"/v2.1/servers/{sid}", P1).json["server"]  # no position named
+        assert shown["status"] == ("ERROR" if n % 2 == 0 else "ACTIVE")

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from commands.handlers import CreateFlavor, CreateServer, DeleteServer, Handlers
 from commands.lifecycle import LifecycleHandlers, RequestAction
 from commands.migration import MigrationHandlers, ResizeDecision, ResizeServer
 from commands.states import VmState
+from stratus import hostrpc
 from stratus.cli import _parser as build_parser
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge
@@ -95,6 +97,7 @@ def test_hundreds_of_simulated_hosts_boot_and_delete_servers(
 
 def test_simulated_hosts_carry_out_actions_and_moves(
     app: Stratus,  # noqa: F811
+    bridge: NatsBridge,
     cloud: SimulatedCloud,
     start_scheduler: Callable[..., Worker],  # noqa: F811
 ) -> None:
@@ -108,6 +111,11 @@ def test_simulated_hosts_carry_out_actions_and_moves(
     server = h.create_server(CreateServer("vm", "p1", "u", "one")).id
     eventually(lambda: h.instance(server).vm_state == VmState.ACTIVE, timeout=30)
     source = h.instance(server).host
+    # its console, as the API asks a host for it (os-getConsoleOutput), is a simulated boot log
+    output = hostrpc.ask(bridge, str(source), hostrpc.CONSOLE, {"server_id": server, "length": 2})["output"]
+    assert output.splitlines() == [f"Welcome to a simulated guest ({server})", "login: "]
+    with pytest.raises(hostrpc.HostRefused):
+        hostrpc.ask(bridge, str(source), hostrpc.CONSOLE, {"server_id": str(uuid.uuid4())})
 
     LifecycleHandlers(h).request_action(RequestAction(server, "p1", "stop"))
     eventually(

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import libvirt
 
@@ -26,6 +27,8 @@ from commands.handlers import Handlers
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
+from stratus.hostrpc import CONSOLE, NOT_FOUND, HostRefused, Responder
+from workers.console import tail
 from workers.consumer import Delivery, DurableConsumer, serve_concurrently, stop_on_signals
 from workers.libvirt_driver import LibvirtDriver
 from workers.outcome import DONE, Outcome
@@ -102,9 +105,45 @@ class SimulatedCloud:
             return DONE
         return steps.handle(d)
 
+    def console(self, name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """Host ``name``'s answer to ``os-getConsoleOutput``: libvirt's test driver runs no guest, so a
+        simulated guest's console is a boot transcript of its own (marked as simulated), for as long
+        as the host holds its domain."""
+        driver = self._drivers[list(self.hosts).index(name)]
+
+        def answer(body: dict[str, Any]) -> dict[str, Any]:
+            raw = str(body.get("server_id"))
+            if raw not in {d.uuid for d in driver.list_domains()}:
+                raise HostRefused(NOT_FOUND, f"No guest {raw:.40} on this host")
+            length = body.get("length")
+            return {
+                "output": tail(
+                    simulated_boot_log(raw, name).encode(), length if isinstance(length, int) else None
+                )
+            }
+
+        return answer
+
     def close(self) -> None:
         for driver in self._drivers:
             driver.close()
+
+
+def simulated_boot_log(server_id: str, host: str) -> str:
+    """The console of a simulated guest: what a small Linux guest prints at boot, said to be simulated."""
+    lines = [
+        f"[    0.000000] Stratus simulated guest {server_id} on simulated host {host}",
+        "[    0.000000] Linux version 6.1.0-simulated (no guest runs under libvirt's test driver)",
+        "[    0.010000] Command line: console=ttyS0",
+        "[    0.120000] Memory: available",
+        "[    0.240000] smpboot: CPU0: simulated",
+        "[    0.480000] Run /init as init process",
+        "Starting network: OK",
+        "Starting sshd: OK",
+        f"Welcome to a simulated guest ({server_id})",
+        "login: ",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _connector(
@@ -125,15 +164,24 @@ def run(
 ) -> None:
     """Register the hosts, then serve their instances from ``threads`` threads until ``stop``."""
     log.info("simulator: %d hosts registered", cloud.register())
+    responders = []
+    for name in cloud.hosts:  # each simulated host answers os-getConsoleOutput, as a worker does
+        responder = Responder(bridge, name)
+        responder.serve(CONSOLE, cloud.console(name))
+        responders.append(responder)
 
     def open_consumer() -> DurableConsumer:
         return DurableConsumer(
             bridge, stream=settings.stream, durable=durable, filter_subjects=subjects(settings)
         ).open()
 
-    serve_concurrently(
-        open_consumer, cloud.handle, stop, actor=SIMULATOR, threads=threads, poll=poll, name="simulator"
-    )
+    try:
+        serve_concurrently(
+            open_consumer, cloud.handle, stop, actor=SIMULATOR, threads=threads, poll=poll, name="simulator"
+        )
+    finally:
+        for responder in responders:
+            responder.close()
 
 
 def main(
