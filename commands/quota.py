@@ -66,7 +66,20 @@ def check(limits: Mapping[str, int], used: Mapping[str, int], requested: Mapping
         )
 
 
-class ProjectQuota(Aggregate):
+class _Overrides:
+    """Limits that differ from Nova's built-in defaults (a project's, or a quota class's)."""
+
+    overrides: dict[str, int]
+
+    @property
+    def limits(self) -> dict[str, int]:
+        return {**DEFAULT_LIMITS, **self.overrides}
+
+    def _changed(self, limits: Mapping[str, int]) -> dict[str, int]:
+        return {r: v for r, v in limits.items() if self.limits[r] != v or r not in self.overrides}
+
+
+class ProjectQuota(_Overrides, Aggregate):
     @staticmethod
     def create_id(project_id: str) -> UUID:
         return quota_aggregate_id(project_id)
@@ -75,10 +88,6 @@ class ProjectQuota(Aggregate):
     def __init__(self, project_id: str) -> None:
         self.project_id = project_id
         self.overrides: dict[str, int] = {}
-
-    @property
-    def limits(self) -> dict[str, int]:
-        return {**DEFAULT_LIMITS, **self.overrides}
 
     def set_limits(self, limits: Mapping[str, int], used: Mapping[str, int], force: bool = False) -> None:
         """Nova's update: -1 is unlimited; below what is in use only with ``force``."""
@@ -90,7 +99,7 @@ class ProjectQuota(Aggregate):
                     f"Quota limit {limit} for {resource} must be greater than or equal to already used "
                     f"and reserved {minimum}."
                 )
-        changed = {r: v for r, v in limits.items() if self.limits[r] != v or r not in self.overrides}
+        changed = self._changed(limits)
         if changed:
             self._limits_set(changed)
 
@@ -111,7 +120,7 @@ class ProjectQuota(Aggregate):
         check(self.limits, used, requested)
 
 
-class QuotaClass(Aggregate):
+class QuotaClass(_Overrides, Aggregate):
     """A quota class (``os-quota-class-sets``). As in Nova, only ``default`` means anything: its limits
     replace the built-in defaults (``DEFAULT_LIMITS``) for every project that has not set its own."""
 
@@ -124,15 +133,11 @@ class QuotaClass(Aggregate):
         self.name = name
         self.overrides: dict[str, int] = {}
 
-    @property
-    def limits(self) -> dict[str, int]:
-        return {**DEFAULT_LIMITS, **self.overrides}
-
     def set_limits(self, limits: Mapping[str, int]) -> None:
         """Nova's quota class update: -1 is unlimited; what is in use does not matter."""
         for resource, limit in limits.items():
             _check_limit(resource, limit, "quota_class_set")
-        changed = {r: v for r, v in limits.items() if self.limits[r] != v or r not in self.overrides}
+        changed = self._changed(limits)
         if changed:
             self._limits_set(changed)
 
