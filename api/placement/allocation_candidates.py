@@ -1,9 +1,10 @@
 """``GET /placement/allocation_candidates`` (1.10+): providers that can hold a request, with summaries.
 
 Single-provider candidates (no tree or sharing combinations): each provider, a compute host or
-another, with every requested resource class in its inventory, room for the amount within min_unit/max_unit/step_size and its
-capacity, the ``required`` traits, none of the forbidden ones (``!T``, 1.22+), and a Placement
-aggregate in each ``member_of``. Ordered by provider name; ``limit`` (1.16+) keeps the first N.
+another, with every requested resource class in its inventory, room for the amount within
+min_unit/max_unit/step_size and its capacity, the ``required`` traits, none of the forbidden ones
+(``!T``, 1.22+), and a Placement aggregate in each ``member_of``. Ordered by provider name;
+``limit`` (1.16+) keeps the first N.
 """
 
 from __future__ import annotations
