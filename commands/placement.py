@@ -21,6 +21,7 @@ from eventsourcing.domain import Aggregate, event
 from eventsourcing.persistence import IntegrityError
 
 from commands.app import Stratus
+from commands.base import exists
 from commands.errors import Conflict, ConflictingState, InvalidInput, NotFound
 from commands.host import Host, host_aggregate_id
 from commands.provider import CannotDeleteParent, DuplicateProvider, ResourceProvider
@@ -203,13 +204,6 @@ class PlacementHandlers:
             return agg
         raise NotFound(f"No resource provider with uuid {provider_uuid} found")
 
-    def _exists(self, aggregate_id: UUID) -> bool:
-        try:
-            self.app.repository.get(aggregate_id)
-        except AggregateNotFoundError:
-            return False
-        return True
-
     def _names(self) -> Registry:
         try:
             agg: Aggregate = self.app.repository.get(registry_id(PROVIDER_NAMES))
@@ -220,7 +214,7 @@ class PlacementHandlers:
 
     def _take_name(self, names: Registry, name: str, owner: str) -> None:
         """A provider's name is unique among providers, compute hosts' included."""
-        if names.names.get(name, owner) != owner or self._exists(host_aggregate_id(name)):
+        if names.names.get(name, owner) != owner or exists(self.app, host_aggregate_id(name)):
             raise DuplicateProvider(f"Conflicting resource provider name: {name} already exists.")
         names.take(name, owner, "Resource provider")
 
@@ -246,7 +240,7 @@ class PlacementHandlers:
         """Placement's POST /resource_providers: one atomic append of the provider and its name."""
 
         def decide() -> ResourceProvider:
-            if self._exists(provider_uuid):
+            if exists(self.app, provider_uuid):
                 raise DuplicateProvider(
                     f"Conflicting resource provider uuid: {provider_uuid} already exists."
                 )

@@ -29,6 +29,22 @@ from stratus.eventstore.envelope import decode_message
 _BATCH = 1000
 
 
+def read(app: Stratus, subject_filter: str, after: int, head: int, batch: int) -> Iterator[tuple[Any, Any]]:
+    """The (notification, envelope) of every event matching ``subject_filter`` after position
+    ``after`` up to ``head``, read in batches."""
+    position = after
+    while position < head:
+        msgs = app.recorder.read_messages(  # type: ignore[attr-defined]
+            position + 1, batch, stop=head, subject_filter=subject_filter
+        )
+        for msg in msgs:
+            notification, envelope = decode_message(msg)
+            position = notification.id
+            yield notification, envelope
+        if len(msgs) < batch:
+            return
+
+
 class ProviderView:
     def __init__(self, app: Stratus, batch: int = _BATCH) -> None:
         self._app = app
@@ -46,17 +62,8 @@ class ProviderView:
         with self._lock:
             head = self._app.recorder.max_notification_id() or 0
             for subject_filter in self._filters:
-                position = self.position
-                while position < head:
-                    msgs = self._app.recorder.read_messages(  # type: ignore[attr-defined]
-                        position + 1, self._batch, stop=head, subject_filter=subject_filter
-                    )
-                    for msg in msgs:
-                        notification, _ = decode_message(msg)
-                        self._apply(self._app.mapper.to_domain_event(notification))
-                        position = notification.id
-                    if len(msgs) < self._batch:
-                        break
+                for notification, _ in read(self._app, subject_filter, self.position, head, self._batch):
+                    self._apply(self._app.mapper.to_domain_event(notification))
             self.position = max(self.position, head)
             return {k: p for k, p in self._providers.items() if not getattr(p, "deleted", False)}
 
@@ -137,7 +144,10 @@ class ConsumerOwners:
         with self._lock:
             head = self._app.recorder.max_notification_id() or 0
             for subject_filter in (self._servers, self._consumers):
-                for envelope, payload in self._read(subject_filter, head):
+                for notification, envelope in read(
+                    self._app, subject_filter, self._position, head, self._batch
+                ):
+                    payload = orjson.loads(notification.state)
                     aggregate = str(envelope.originator_id)
                     if subject_filter == self._servers:
                         consumer, kind = aggregate, "INSTANCE"  # a server is its own consumer
@@ -148,16 +158,3 @@ class ConsumerOwners:
                         self._owners[consumer] = (payload["project_id"], payload["user_id"], kind)
             self._position = max(self._position, head)
             return dict(self._owners)
-
-    def _read(self, subject_filter: str, head: int) -> Iterator[tuple[Any, dict[str, Any]]]:
-        position = self._position
-        while position < head:
-            msgs = self._app.recorder.read_messages(  # type: ignore[attr-defined]
-                position + 1, self._batch, stop=head, subject_filter=subject_filter
-            )
-            for msg in msgs:
-                notification, envelope = decode_message(msg)
-                position = notification.id
-                yield envelope, orjson.loads(notification.state)
-            if len(msgs) < self._batch:
-                return
