@@ -33,6 +33,17 @@ def create(st: Stack, name: str, version: str = "1.39", **fields: Any) -> dict[s
     return r.json  # type: ignore[no-any-return]
 
 
+def allocate(st: Stack, provider: str, resources: dict[str, int]) -> str:
+    """A new consumer of project ``p`` holding ``resources`` on ``provider``; its uuid."""
+    consumer = str(uuid.uuid4())
+    body = {
+        "allocations": {provider: {"resources": resources}},
+        "project_id": "p", "user_id": "u", "consumer_generation": None,
+    }  # fmt: skip
+    assert call(st, "PUT", f"/allocations/{consumer}", json=body).status_code == 204
+    return consumer
+
+
 @pytest.fixture
 def host(stack: Stack) -> str:  # noqa: F811
     stack.handlers.register_host(RegisterHost("cmp-a", vcpus=4, memory_mb=4096, disk_gb=100))
@@ -181,12 +192,7 @@ def test_delete_refused_while_in_use_or_a_parent(stack: Stack, host: str) -> Non
     rp = f"/resource_providers/{child['uuid']}"
     inv = {"resource_provider_generation": 0, "inventories": {"SRIOV_NET_VF": {"total": 8}}}
     assert call(stack, "PUT", f"{rp}/inventories", json=inv).status_code == 200
-    consumer = str(uuid.uuid4())
-    alloc = {
-        "allocations": {child["uuid"]: {"resources": {"SRIOV_NET_VF": 2}}},
-        "project_id": "p", "user_id": "u", "consumer_generation": None,
-    }  # fmt: skip
-    assert call(stack, "PUT", f"/allocations/{consumer}", json=alloc).status_code == 204
+    consumer = allocate(stack, child["uuid"], {"SRIOV_NET_VF": 2})
     assert_error(call(stack, "DELETE", rp), 409, "placement.resource_provider.inuse", "has allocations")
     assert call(stack, "DELETE", f"/allocations/{consumer}").status_code == 204
     assert call(stack, "DELETE", rp).status_code == 204
@@ -213,12 +219,7 @@ def test_providers_take_what_hosts_take(stack: Stack, host: str) -> None:  # noq
     aggs = {"resource_provider_generation": 2, "aggregates": [agg]}
     assert call(stack, "PUT", f"{rp}/aggregates", json=aggs).json["resource_provider_generation"] == 3
 
-    consumer = str(uuid.uuid4())
-    alloc = {
-        "allocations": {pool["uuid"]: {"resources": {"DISK_GB": 300}}},
-        "project_id": "p", "user_id": "u", "consumer_generation": None,
-    }  # fmt: skip
-    assert call(stack, "PUT", f"/allocations/{consumer}", json=alloc).status_code == 204
+    consumer = allocate(stack, pool["uuid"], {"DISK_GB": 300})
     assert call(stack, "GET", f"{rp}/usages").json == {
         "resource_provider_generation": 4,
         "usages": {"DISK_GB": 300},
@@ -228,11 +229,12 @@ def test_providers_take_what_hosts_take(stack: Stack, host: str) -> None:  # noq
     }
     assert call(stack, "GET", "/usages?project_id=p", "1.37").json == {"usages": {"DISK_GB": 300}}
     too_much = {
-        **alloc,
         "allocations": {pool["uuid"]: {"resources": {"DISK_GB": 901}}},
-        "consumer_generation": 1,
-    }
-    assert call(stack, "PUT", f"/allocations/{consumer}", json=too_much).status_code == 409
+        "project_id": "p", "user_id": "u", "consumer_generation": 1,
+    }  # fmt: skip
+    assert_error(
+        call(stack, "PUT", f"/allocations/{consumer}", json=too_much), 409, "placement.undefined_code"
+    )
 
     # listed and filtered like a host
     def names(query: str) -> list[str]:
