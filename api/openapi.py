@@ -107,6 +107,10 @@ CREATES: dict[tuple[str, str], tuple[tuple[str, ...], str, str, str]] = {
     ("/identity/v3/endpoints", "POST"): (
         ("201",), "/identity/v3/endpoints/{endpoint_id}", "endpoint_id", "/endpoint/id"
     ),
+    # from placement 1.20 (201 without a body before)
+    ("/placement/resource_providers", "POST"): (
+        ("200",), "/placement/resource_providers/{uuid}", "uuid", "/uuid"
+    ),
 }  # fmt: skip
 
 # Answers without a body: 204 anywhere (Keystone's grant checks, Glance's data of an image that has
@@ -121,6 +125,7 @@ _EMPTY_201 = {
     ("/v2.1/servers/{server_id}/tags/{tag}", "PUT"),
     ("/placement/resource_classes/{name}", "PUT"),
     ("/placement/traits/{name}", "PUT"),
+    ("/placement/resource_providers", "POST"),  # before placement 1.20
 }
 _OCTETS = {("/image/v2/images/{image_id}/file", "GET")}
 # Nova's own answer where its libvirt driver has no such feature: 501 (documented, not a failure).

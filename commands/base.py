@@ -65,6 +65,15 @@ class Result:
     position: int
 
 
+def exists(app: Stratus, aggregate_id: UUID) -> bool:
+    """Whether the log has an aggregate with this id (of any kind, deleted or not)."""
+    try:
+        app.repository.get(aggregate_id)
+    except AggregateNotFoundError:
+        return False
+    return True
+
+
 class HandlerBase:
     def __init__(self, app: Stratus, *, attempts: int = 5) -> None:
         self.app = app

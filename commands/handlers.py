@@ -17,7 +17,7 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
 from commands.app import Stratus
-from commands.base import HandlerBase, Result
+from commands.base import HandlerBase, Result, exists
 from commands.errors import AlreadyExists, DomainError, InvalidInput, NotFound
 from commands.flavor import Flavor, flavor_aggregate_id
 from commands.group_commit import GroupCommit
@@ -335,7 +335,9 @@ class Handlers(HandlerBase):
             with acting_per_event(contexts):
                 position = self._save(*shared, *aggregates)
         except IntegrityError:
-            repeated = {i: c for i, c in creates.items() if c.cmd.idempotency_key and self._exists(c.ids[0])}
+            repeated = {
+                i: c for i, c in creates.items() if c.cmd.idempotency_key and exists(self.app, c.ids[0])
+            }
             if repeated:  # a retried create (only ever decided alone)
                 return {i: self._repeated_create(c.cmd, c.ids) for i, c in repeated.items()}
             raise  # lost a race for the usage or an address: decide again
@@ -409,12 +411,6 @@ class Handlers(HandlerBase):
         move there: the caller charges or releases on the last element)."""
         return [usage, usage.carry_forward()] if usage.full and not usage.closed else [usage]
 
-    def _exists(self, aggregate_id: UUID) -> bool:
-        try:
-            self.app.repository.get(aggregate_id)
-        except AggregateNotFoundError:
-            return False
-        return True
 
     def _repeated_create(self, cmd: CreateServer, ids: list[UUID]) -> ServersCreated:
         existing = self._get(Instance, ids[0], f"Instance {ids[0]}")

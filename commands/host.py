@@ -18,12 +18,13 @@ from commands.resource_provider import (
     DISK_GB,
     MEMORY_MB,
     VCPU,
-    Inventory,
-    InventoryInUse,
-    ProviderGenerationConflict,
-    check_fits,
-    check_traits,
+    Provider,
+    allocated,
+    allocation_removed,
     host_inventories,
+    inventories_set,
+    provider_aggregates_set,
+    traits_set,
 )
 
 _NS = uuid5(NAMESPACE_URL, "urn:stratus:host")
@@ -45,7 +46,7 @@ class Resources:
         return cls(int(flavor["vcpus"]), int(flavor["ram"]), disk)  # type: ignore[call-overload]
 
 
-class Host(Aggregate):
+class Host(Provider, Aggregate):
     @staticmethod
     def create_id(hostname: str) -> UUID:
         return host_aggregate_id(hostname)
@@ -118,17 +119,6 @@ class Host(Aggregate):
             return int((i["total"] - i["reserved"]) * i["allocation_ratio"]) if i else 0
 
         return Resources(cap(VCPU), cap(MEMORY_MB), cap(DISK_GB))
-
-    def usages(self) -> dict[str, int]:
-        """Used amount per resource class: instance claims and other consumers' allocations."""
-        used = dict.fromkeys(self.inventories, 0)
-        for claim in self.claims.values():
-            for rc, name in CLAIM_FIELDS.items():
-                used[rc] = used.get(rc, 0) + claim[name]
-        for allocation in self.allocations.values():
-            for rc, amount in allocation.items():
-                used[rc] = used.get(rc, 0) + amount
-        return used
 
     def used(self) -> Resources:
         vcpus = memory_mb = disk_gb = 0
@@ -220,83 +210,33 @@ class Host(Aggregate):
         self.migrations = {k: v for k, v in self.migrations.items() if k != migration_id}
         self.generation += 1
 
-    # -- the resource provider (Placement) --------------------------------------------------------
-    def _check_generation(self, generation: int | None) -> None:
-        if generation is not None and generation != self.generation:
-            raise ProviderGenerationConflict(
-                f"resource provider generation conflict: {generation} is not the current "
-                f"generation {self.generation} of {self.id}"
-            )
+    # -- the resource provider (Placement): ``Provider``'s rules, recorded as Host events ------------
+    @property
+    def provider_name(self) -> str:
+        return self.hostname
 
-    def set_inventories(self, generation: int | None, inventories: dict[str, dict[str, Any]]) -> None:
-        """Replace every inventory (Placement's PUT); a class with allocations cannot be removed."""
-        self._check_generation(generation)
-        parsed = {rc: Inventory.parse(rc, fields).as_dict() for rc, fields in inventories.items()}
-        used = {rc: n for rc, n in self.usages().items() if n}
-        gone = sorted(rc for rc in used if rc not in parsed)
-        if gone:
-            raise InventoryInUse(
-                f"Inventory for '{', '.join(gone)}' on resource provider '{self.id}' in use."
-            )
-        if parsed != self.inventories:
-            self._inventories_set(parsed)
+    def consumers(self) -> set[str]:
+        return {*self.claims, *self.allocations}
 
-    @event("InventoriesSet")
-    def _inventories_set(self, inventories: dict[str, dict[str, Any]]) -> None:
-        self.inventories = inventories
-        self.generation += 1
+    def held(self, consumer: str) -> dict[str, int] | None:
+        claim = self.claims.get(consumer)
+        if claim is not None:
+            return {rc: claim[name] for rc, name in CLAIM_FIELDS.items() if claim[name]}
+        return self.allocations.get(consumer)
 
-    def set_traits(self, generation: int | None, traits: list[str]) -> None:
-        self._check_generation(generation)
-        found = check_traits(traits)
-        if found != self.traits:
-            self._traits_set(found)
-
-    @event("TraitsSet")
-    def _traits_set(self, traits: list[str]) -> None:
-        self.traits = traits
-        self.generation += 1
-
-    def set_provider_aggregates(self, generation: int | None, aggregates: list[str]) -> None:
-        self._check_generation(generation)
-        found = sorted(set(aggregates))
-        if found != self.provider_aggregates:
-            self._provider_aggregates_set(found)
-
-    @event("ProviderAggregatesSet")
-    def _provider_aggregates_set(self, aggregates: list[str]) -> None:
-        self.provider_aggregates = aggregates
-        self.generation += 1
+    def moving(self, consumer: str) -> str | None:
+        return self.migrations.get(consumer)
 
     def allocate(self, consumer_id: str, resources: dict[str, int]) -> None:
-        """Set ``consumer_id``'s allocation here (Placement's PUT /allocations), within capacity."""
         if consumer_id in self.claims:
             raise ConflictingState(f"Consumer {consumer_id} is an instance placed by the scheduler")
-        wanted = {rc: n for rc, n in resources.items() if n}
-        if wanted == self.allocations.get(consumer_id):
-            return
-        others = self.usages()
-        for rc, n in self.allocations.get(consumer_id, {}).items():
-            others[rc] -= n
-        check_fits(str(self.id), self.inventories, others, wanted)
-        if wanted:
-            self._allocated(consumer_id, wanted)
-        elif consumer_id in self.allocations:
-            self._allocation_removed(consumer_id)
+        super().allocate(consumer_id, resources)
 
-    @event("ResourcesAllocated")
-    def _allocated(self, consumer_id: str, resources: dict[str, int]) -> None:
-        self.allocations = {**self.allocations, consumer_id: resources}
-        self.generation += 1
-
-    def deallocate(self, consumer_id: str) -> None:
-        if consumer_id in self.allocations:
-            self._allocation_removed(consumer_id)
-
-    @event("AllocationRemoved")
-    def _allocation_removed(self, consumer_id: str) -> None:
-        self.allocations = {k: v for k, v in self.allocations.items() if k != consumer_id}
-        self.generation += 1
+    _inventories_set = event("InventoriesSet")(inventories_set)
+    _traits_set = event("TraitsSet")(traits_set)
+    _provider_aggregates_set = event("ProviderAggregatesSet")(provider_aggregates_set)
+    _allocated = event("ResourcesAllocated")(allocated)
+    _allocation_removed = event("AllocationRemoved")(allocation_removed)
 
     # -- the compute service (os-services) ------------------------------------------------------
     @property

@@ -180,6 +180,7 @@ class Image(Aggregate):
         if fields["visibility"] not in VISIBILITIES:
             raise InvalidInput(f"Invalid visibility value: {fields['visibility']}")
         canonical = canonical_image_id(str(image_id))
+        fields.setdefault("os_hidden", False)  # listed unless asked otherwise, as Glance
         return cls._create(  # type: ignore[no-any-return]
             cls.Created, id=image_aggregate_id(canonical), image_id=canonical, **fields
         )

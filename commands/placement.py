@@ -1,8 +1,9 @@
 """Placement's commands: inventories, traits and aggregates of providers, and consumers' allocations.
 
-A provider is a compute host (``commands.host.Host``): the scheduler's claims and these allocations
+A provider is a compute host (``commands.host.Host``) or any other provider operators created
+(``commands.provider.ResourceProvider``); on a host, the scheduler's claims and these allocations
 are events on the same aggregate, checked against the same inventories. A consumer's allocations
-across providers are one atomic append (the ``Consumer`` and every ``Host`` it touches), each under
+across providers are one atomic append (the ``Consumer`` and every provider it touches), each under
 its aggregate's optimistic-concurrency check: Placement's generations, enforced by the log.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import EllipsisType
 from typing import Any, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -19,9 +21,18 @@ from eventsourcing.domain import Aggregate, event
 from eventsourcing.persistence import IntegrityError
 
 from commands.app import Stratus
+from commands.base import exists
 from commands.errors import Conflict, ConflictingState, InvalidInput, NotFound
-from commands.host import Host
-from commands.resource_provider import STANDARD_CLASSES, InventoryInUse, ProviderGenerationConflict
+from commands.host import Host, host_aggregate_id
+from commands.provider import CannotDeleteParent, DuplicateProvider, ResourceProvider
+from commands.registry import PROVIDER_NAMES, Registry, registry_id
+from commands.resource_provider import (
+    STANDARD_CLASSES,
+    InventoryInUse,
+    Provider,
+    ProviderGenerationConflict,
+    ProviderInUse,
+)
 
 _NS = uuid5(NAMESPACE_URL, "urn:stratus:placement-consumer")
 T = TypeVar("T")
@@ -184,14 +195,116 @@ class PlacementHandlers:
         recordings = self.app.save(*aggregates)
         return recordings[-1].notification.id if recordings else self.app.recorder.max_notification_id() or 0
 
-    def provider(self, provider_uuid: str) -> Host:
+    def provider(self, provider_uuid: str) -> Host | ResourceProvider:
         try:
             agg: Aggregate = self.app.repository.get(UUID(provider_uuid))
         except (AggregateNotFoundError, ValueError):
             raise NotFound(f"No resource provider with uuid {provider_uuid} found") from None
-        if not isinstance(agg, Host):
-            raise NotFound(f"No resource provider with uuid {provider_uuid} found")
+        if isinstance(agg, Host) or (isinstance(agg, ResourceProvider) and not agg.deleted):
+            return agg
+        raise NotFound(f"No resource provider with uuid {provider_uuid} found")
+
+    def _names(self) -> Registry:
+        try:
+            agg: Aggregate = self.app.repository.get(registry_id(PROVIDER_NAMES))
+        except AggregateNotFoundError:
+            return Registry(PROVIDER_NAMES)  # type: ignore[call-arg]
+        assert isinstance(agg, Registry)
         return agg
+
+    def _take_name(self, names: Registry, name: str, owner: str) -> None:
+        """A provider's name is unique among providers, compute hosts' included."""
+        if names.names.get(name, owner) != owner or exists(self.app, host_aggregate_id(name)):
+            raise DuplicateProvider(f"Conflicting resource provider name: {name} already exists.")
+        names.take(name, owner, "Resource provider")
+
+    def _check_parent(self, provider_uuid: str, parent_uuid: str, action: str) -> None:
+        """The parent exists and is not ``provider_uuid`` nor one of its descendants (a loop)."""
+        seen: str | None = parent_uuid
+        while seen is not None:
+            if seen == provider_uuid:
+                raise InvalidInput(
+                    f"Unable to save resource provider {provider_uuid}: creating loop in the provider "
+                    "tree is not allowed."
+                )
+            try:
+                seen = self.provider(seen).parent_provider_uuid
+            except NotFound:
+                raise InvalidInput(
+                    f"Unable to {action} resource provider {provider_uuid}: parent provider UUID does not "
+                    "exist."
+                ) from None
+
+    # -- providers that are not compute hosts -----------------------------------------------------
+    def create_provider(self, provider_uuid: UUID, name: str, parent_uuid: str | None) -> ResourceProvider:
+        """Placement's POST /resource_providers: one atomic append of the provider and its name."""
+
+        def decide() -> ResourceProvider:
+            if exists(self.app, provider_uuid):
+                raise DuplicateProvider(
+                    f"Conflicting resource provider uuid: {provider_uuid} already exists."
+                )
+            rp = ResourceProvider.create(provider_uuid, name, parent_uuid)
+            if parent_uuid is not None:
+                self._check_parent(str(provider_uuid), parent_uuid, "create")
+            names = self._names()
+            self._take_name(names, name, str(provider_uuid))
+            self._save(rp, names)
+            return rp
+
+        return self._retrying(decide)
+
+    def update_provider(
+        self, provider_uuid: str, name: str, parent_uuid: str | EllipsisType | None, *, reparenting: bool
+    ) -> Provider:
+        """Placement's PUT /resource_providers/{uuid} (``parent_uuid`` ``...``: not given, kept). A
+        compute host's provider is named by its host and is a root: only its own name and no parent are
+        accepted (nothing changes)."""
+
+        def decide() -> Provider:
+            p = self.provider(provider_uuid)
+            parent = p.parent_provider_uuid if parent_uuid is ... else parent_uuid
+            if isinstance(p, Host):
+                if (name, parent) != (p.hostname, None):
+                    raise InvalidInput(
+                        f"Unable to save resource provider {provider_uuid}: it is compute host "
+                        f"{p.hostname}'s provider, named by its host and a root."
+                    )
+                return p
+            names = self._names()
+            if name != p.name:
+                self._take_name(names, name, provider_uuid)
+                names.release(p.name, provider_uuid)
+            if parent is not None and parent != p.parent_provider_uuid:
+                self._check_parent(provider_uuid, parent, "save")
+            p.update(name, parent, reparenting=reparenting)
+            self._save(p, names)
+            return p
+
+        return self._retrying(decide)
+
+    def delete_provider(self, provider_uuid: str, has_children: Callable[[str], bool]) -> None:
+        """Placement's DELETE: refused while it has allocations or children. A compute host's provider
+        is deleted with its host, never here (answered as a provider in use)."""
+
+        def decide() -> None:
+            p = self.provider(provider_uuid)
+            if isinstance(p, Host):
+                raise ProviderInUse(
+                    f"Unable to delete resource provider {provider_uuid}: it is compute host {p.hostname}'s "
+                    "provider."
+                )
+            if has_children(provider_uuid):
+                raise CannotDeleteParent(
+                    f"Unable to delete parent resource provider {provider_uuid}: It has child resource "
+                    "providers."
+                )
+            p.delete()
+            names = self._names()
+            names.release(p.name, provider_uuid)
+            self._save(p, names)
+
+        self._retrying(decide)
 
     def consumer(self, consumer_uuid: str) -> Consumer | None:
         try:
@@ -201,8 +314,8 @@ class PlacementHandlers:
         return agg if isinstance(agg, Consumer) else None
 
     # -- providers ------------------------------------------------------------------------------
-    def _change(self, provider_uuid: str, change: Callable[[Host], None]) -> tuple[Host, int]:
-        def decide() -> tuple[Host, int]:
+    def _change(self, provider_uuid: str, change: Callable[[Provider], None]) -> tuple[Provider, int]:
+        def decide() -> tuple[Provider, int]:
             host = self.provider(provider_uuid)
             change(host)
             return host, self._save(host)
@@ -222,13 +335,13 @@ class PlacementHandlers:
 
     def set_inventories(
         self, provider_uuid: str, generation: int | None, inventories: dict[str, dict[str, Any]]
-    ) -> tuple[Host, int]:
+    ) -> tuple[Provider, int]:
         self._known_classes(provider_uuid, inventories)
         return self._change(provider_uuid, lambda h: h.set_inventories(generation, inventories))
 
     def set_inventory(
         self, provider_uuid: str, generation: int | None, resource_class: str, fields: dict[str, Any]
-    ) -> tuple[Host, int]:
+    ) -> tuple[Provider, int]:
         self._known_classes(provider_uuid, [resource_class])
         return self._change(
             provider_uuid,
@@ -237,8 +350,8 @@ class PlacementHandlers:
 
     def delete_inventory(
         self, provider_uuid: str, generation: int | None, resource_class: str
-    ) -> tuple[Host, int]:
-        def change(h: Host) -> None:
+    ) -> tuple[Provider, int]:
+        def change(h: Provider) -> None:
             if resource_class not in h.inventories:
                 raise NotFound(
                     f"No inventory of class {resource_class} found for resource provider {provider_uuid}"
@@ -247,7 +360,9 @@ class PlacementHandlers:
 
         return self._change(provider_uuid, change)
 
-    def set_traits(self, provider_uuid: str, generation: int | None, traits: list[str]) -> tuple[Host, int]:
+    def set_traits(
+        self, provider_uuid: str, generation: int | None, traits: list[str]
+    ) -> tuple[Provider, int]:
         """A custom trait must have been created first (``PUT /traits/{name}``), as in Placement."""
         created = self.catalog().traits
         unknown = sorted({t for t in traits if t.startswith("CUSTOM_") and t not in created})
@@ -257,7 +372,7 @@ class PlacementHandlers:
 
     def set_aggregates(
         self, provider_uuid: str, generation: int | None, aggregates: list[str]
-    ) -> tuple[Host, int]:
+    ) -> tuple[Provider, int]:
         for a in aggregates:
             try:
                 UUID(a)
@@ -343,7 +458,7 @@ class PlacementHandlers:
         its optimistic-concurrency check (a provider several consumers touch is loaded once)."""
 
         def decide() -> int:
-            hosts: dict[str, Host] = {}
+            hosts: dict[str, Host | ResourceProvider] = {}
             consumers: list[Consumer] = []
             for c in changes:
                 consumer = self.consumer(c.consumer_uuid)

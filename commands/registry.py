@@ -19,6 +19,7 @@ _NS = uuid5(NAMESPACE_URL, "urn:stratus:registry")
 
 FLAVOR_NAMES = "flavor-names"
 AGGREGATE_NAMES = "aggregate-names"
+PROVIDER_NAMES = "provider-names"  # Placement providers that are not compute hosts
 
 
 def registry_id(kind: str) -> UUID:

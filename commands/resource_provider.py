@@ -1,9 +1,11 @@
-"""Placement's vocabulary for a Host: inventories per resource class, traits, capacity and fit.
+"""Placement's vocabulary for a provider: inventories per resource class, traits, capacity and fit.
 
 Every compute host is one Placement resource provider (its uuid is the Host aggregate's id), so the
 scheduler's claims and the Placement API's allocations are the same events on the same aggregate:
-there is one source of truth for what a host has and what is used on it. This module holds the pure
-rules (Placement's validation and arithmetic); ``commands.host.Host`` records the facts.
+there is one source of truth for what a host has and what is used on it. Providers that are not hosts
+(sharing pools, bandwidth, nested children) are ``commands.provider.ResourceProvider`` aggregates.
+This module holds the rules both share (Placement's validation and arithmetic, the ``Provider`` mixin);
+the aggregates record the facts.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from commands.errors import Conflict, DomainError, InsufficientResources, InvalidInput
+from commands.errors import Conflict, ConflictingState, DomainError, InsufficientResources, InvalidInput
 
 VCPU, MEMORY_MB, DISK_GB = "VCPU", "MEMORY_MB", "DISK_GB"
 # The Host's claim fields (Nova's names) per resource class.
@@ -145,3 +147,132 @@ def check_fits(
                 f"Unable to allocate inventory: Unable to create allocation for '{rc}' on resource provider "
                 f"'{provider}'. The requested amount would exceed the capacity."
             )
+
+
+class ProviderInUse(ConflictingState):
+    """A provider with allocations (or a compute host's) cannot be deleted (Placement: 409)."""
+
+    code = "placement.resource_provider.inuse"
+
+
+class Provider:
+    """What any resource provider is to Placement, whichever aggregate records it (``Host`` for a
+    compute host, ``ResourceProvider`` for any other): inventories, traits, Placement aggregates,
+    allocations and the generation, with Placement's rules for changing them.
+
+    The facts are each aggregate's own events (``Host.InventoriesSet``, ``ResourceProvider.InventoriesSet``),
+    declared in its class body from the apply functions below, so each keeps its own event topics."""
+
+    id: Any
+    inventories: dict[str, dict[str, Any]]
+    traits: list[str]
+    provider_aggregates: list[str]
+    allocations: dict[str, dict[str, int]]
+    generation: int
+    parent_provider_uuid: str | None = None
+
+    @property
+    def provider_name(self) -> str:
+        raise NotImplementedError
+
+    def consumers(self) -> set[str]:
+        return set(self.allocations)
+
+    def held(self, consumer: str) -> dict[str, int] | None:
+        """What ``consumer`` holds here per resource class (None: nothing)."""
+        return self.allocations.get(consumer)
+
+    def moving(self, consumer: str) -> str | None:
+        """The server whose move ``consumer`` (a migration) is; None for any other consumer."""
+        return None
+
+    def usages(self) -> dict[str, int]:
+        """Used amount per resource class, over every consumer."""
+        used = dict.fromkeys(self.inventories, 0)
+        for consumer in self.consumers():
+            for rc, amount in (self.held(consumer) or {}).items():
+                used[rc] = used.get(rc, 0) + amount
+        return used
+
+    def check_generation(self, generation: int | None) -> None:
+        if generation is not None and generation != self.generation:
+            raise ProviderGenerationConflict(
+                f"resource provider generation conflict: {generation} is not the current "
+                f"generation {self.generation} of {self.id}"
+            )
+
+    def set_inventories(self, generation: int | None, inventories: dict[str, dict[str, Any]]) -> None:
+        """Replace every inventory (Placement's PUT); a class with allocations cannot be removed."""
+        self.check_generation(generation)
+        parsed = {rc: Inventory.parse(rc, fields).as_dict() for rc, fields in inventories.items()}
+        used = {rc: n for rc, n in self.usages().items() if n}
+        gone = sorted(rc for rc in used if rc not in parsed)
+        if gone:
+            raise InventoryInUse(
+                f"Inventory for '{', '.join(gone)}' on resource provider '{self.id}' in use."
+            )
+        if parsed != self.inventories:
+            self._inventories_set(parsed)
+
+    def set_traits(self, generation: int | None, traits: list[str]) -> None:
+        self.check_generation(generation)
+        found = check_traits(traits)
+        if found != self.traits:
+            self._traits_set(found)
+
+    def set_provider_aggregates(self, generation: int | None, aggregates: list[str]) -> None:
+        self.check_generation(generation)
+        found = sorted(set(aggregates))
+        if found != self.provider_aggregates:
+            self._provider_aggregates_set(found)
+
+    def allocate(self, consumer_id: str, resources: dict[str, int]) -> None:
+        """Set ``consumer_id``'s allocation here (Placement's PUT /allocations), within capacity."""
+        wanted = {rc: n for rc, n in resources.items() if n}
+        if wanted == self.allocations.get(consumer_id):
+            return
+        others = self.usages()
+        for rc, n in self.allocations.get(consumer_id, {}).items():
+            others[rc] -= n
+        check_fits(str(self.id), self.inventories, others, wanted)
+        if wanted:
+            self._allocated(consumer_id, wanted)
+        elif consumer_id in self.allocations:
+            self._allocation_removed(consumer_id)
+
+    def deallocate(self, consumer_id: str) -> None:
+        if consumer_id in self.allocations:
+            self._allocation_removed(consumer_id)
+
+    # The recorded facts: each aggregate binds them to its own events, e.g.
+    # ``_inventories_set = event("InventoriesSet")(inventories_set)``.
+    _inventories_set: Any
+    _traits_set: Any
+    _provider_aggregates_set: Any
+    _allocated: Any
+    _allocation_removed: Any
+
+
+def inventories_set(self: Provider, inventories: dict[str, dict[str, Any]]) -> None:
+    self.inventories = inventories
+    self.generation += 1
+
+
+def traits_set(self: Provider, traits: list[str]) -> None:
+    self.traits = traits
+    self.generation += 1
+
+
+def provider_aggregates_set(self: Provider, aggregates: list[str]) -> None:
+    self.provider_aggregates = aggregates
+    self.generation += 1
+
+
+def allocated(self: Provider, consumer_id: str, resources: dict[str, int]) -> None:
+    self.allocations = {**self.allocations, consumer_id: resources}
+    self.generation += 1
+
+
+def allocation_removed(self: Provider, consumer_id: str) -> None:
+    self.allocations = {k: v for k, v in self.allocations.items() if k != consumer_id}
+    self.generation += 1

@@ -8,6 +8,7 @@ of its type and version. A second test makes sure no event class lacks a schema.
 from __future__ import annotations
 
 import inspect
+import uuid
 
 import pytest
 from eventsourcing.domain import Aggregate, CanMutateAggregate, _created_event_classes
@@ -29,6 +30,7 @@ from commands import (
     metadef,
     network,
     placement,
+    provider,
     quota,
     registry,
     server_group,
@@ -138,6 +140,7 @@ def _event_classes() -> list[tuple[str, str]]:
         metadef,
         network,
         placement,
+        provider,
         census,
         identity,
         task,
@@ -431,6 +434,18 @@ def _placement_scenario(handlers: Handlers) -> None:
     p.delete_resource_class("CUSTOM_FPGA_X", lambda _rc: False)
     p.create_trait("CUSTOM_RACK_1")
     p.delete_trait("CUSTOM_RACK_1", lambda _t: False)
+    # a provider that is not a compute host: created under the host, renamed, given the same facts,
+    # deleted
+    pool = uuid.UUID("3f0c4c5e-8d0a-4f9e-9a55-1b2c3d4e5f60")
+    p.create_provider(pool, "pool", rp)
+    p.update_provider(str(pool), "pool-2", None, reparenting=True)
+    p.set_inventories(str(pool), None, {"DISK_GB": {"total": 100}})
+    p.set_traits(str(pool), None, ["CUSTOM_FAST"])
+    p.set_aggregates(str(pool), None, ["5a6ec1d4-0f05-4a49-8a0d-1ab4e3c5f6a7"])
+    p.put_allocations(consumer, {str(pool): {"DISK_GB": 10}}, consumer_generation=None, project_id="p1",
+                      user_id="u1")  # fmt: skip
+    p.delete_allocations(consumer)
+    p.delete_provider(str(pool), lambda _u: False)
     # a project's usage closes its books after EPOCH_EVENTS events and carries them forward
     Operations(handlers.app).set_quota("p-epoch", {"instances": -1, "cores": -1}, {})
     handlers.create_server(CreateServer("many", "p-epoch", "u1", "1", count=usage.EPOCH_EVENTS - 1))

@@ -1,6 +1,7 @@
 """The Placement API subset under ``/placement``: one handler module per resource, as Placement has.
 
-Providers are the compute hosts (``commands.host.Host``); reads come from ``ProviderView`` (the
+Providers are the compute hosts (``commands.host.Host``) and the providers operators create
+(``commands.provider.ResourceProvider``); reads come from ``ProviderView`` (the
 hosts' events folded in this process, caught up with the log before every request), writes from
 ``commands.placement.PlacementHandlers``. See docs/placement.md.
 """
@@ -30,8 +31,8 @@ def add_routes(app: falcon.App, handlers: PlacementHandlers, view: ProviderView)
     p = PREFIX
     rp = f"{p}/resource_providers/{{uuid}}"
     app.add_route(p, root.Root())
-    app.add_route(f"{p}/resource_providers", resource_providers.Collection(view))
-    app.add_route(rp, resource_providers.Item(view))
+    app.add_route(f"{p}/resource_providers", resource_providers.Collection(handlers, view))
+    app.add_route(rp, resource_providers.Item(handlers, view))
     app.add_route(f"{rp}/inventories", inventories.Collection(handlers, view))
     app.add_route(f"{rp}/inventories/{{resource_class}}", inventories.Item(handlers, view))
     app.add_route(f"{rp}/traits", traits.ProviderTraits(handlers, view))

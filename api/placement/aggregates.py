@@ -9,11 +9,11 @@ import falcon
 from api.placement.common import PlacementError, generation_of, json_body, ok, placement_call
 from api.placement.resource_providers import provider
 from api.placement.view import ProviderView
-from commands.host import Host
 from commands.placement import PlacementHandlers
+from commands.resource_provider import Provider
 
 
-def aggregates_doc(host: Host, req: falcon.Request) -> dict[str, Any]:
+def aggregates_doc(host: Provider, req: falcon.Request) -> dict[str, Any]:
     doc: dict[str, Any] = {"aggregates": list(host.provider_aggregates)}
     if req.context.placement_version.at_least(19):
         doc["resource_provider_generation"] = host.generation

@@ -1,25 +1,27 @@
 """``GET /placement/allocation_candidates`` (1.10+): providers that can hold a request, with summaries.
 
-Single-provider candidates (no nested or sharing providers): each provider with every requested
-resource class in its inventory, room for the amount within min_unit/max_unit/step_size and its
-capacity, the ``required`` traits, none of the forbidden ones (``!T``, 1.22+), and a Placement
-aggregate in each ``member_of``. Ordered by provider name; ``limit`` (1.16+) keeps the first N.
+Single-provider candidates (no tree or sharing combinations): each provider, a compute host or
+another, with every requested resource class in its inventory, room for the amount within
+min_unit/max_unit/step_size and its capacity, the ``required`` traits, none of the forbidden ones
+(``!T``, 1.22+), and a Placement aggregate in each ``member_of``. Ordered by provider name;
+``limit`` (1.16+) keeps the first N.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+from uuid import UUID
 
 import falcon
 
 from api.placement.common import PlacementError, ok, params, placement_call
 from api.placement.resource_providers import matches, parse_member_of, parse_resources, parse_traits
-from api.placement.view import ProviderView
-from commands.host import Host
-from commands.resource_provider import Inventory
+from api.placement.view import ProviderView, root_of
+from commands.resource_provider import Inventory, Provider
 
 
-def summary(host: Host, version: Any) -> dict[str, Any]:
+def summary(host: Provider, version: Any, providers: Mapping[UUID, Provider]) -> dict[str, Any]:
     usages = host.usages()
     doc: dict[str, Any] = {
         "resources": {
@@ -30,8 +32,8 @@ def summary(host: Host, version: Any) -> dict[str, Any]:
     if version.at_least(17):
         doc["traits"] = list(host.traits)
     if version.at_least(29):
-        doc["parent_provider_uuid"] = None
-        doc["root_provider_uuid"] = str(host.id)
+        doc["parent_provider_uuid"] = host.parent_provider_uuid
+        doc["root_provider_uuid"] = root_of(providers, host)
     return doc
 
 
@@ -51,9 +53,10 @@ class Candidates:
         required, forbidden = parse_traits(params(req, "required"), version)
         member_of = parse_member_of(params(req, "member_of"))
         limit = req.get_param_as_int("limit", min_value=1) if version.at_least(16) else None
+        providers = self._view.refresh()
         found = [
             h
-            for h in sorted(self._view.refresh().values(), key=lambda h: h.hostname)
+            for h in sorted(providers.values(), key=lambda h: h.provider_name)
             if matches(h, resources=resources, required=required, forbidden=forbidden, member_of=member_of)
         ]
         if limit is not None:
@@ -67,5 +70,5 @@ class Candidates:
             ]
         ok(resp, {
             "allocation_requests": requests,
-            "provider_summaries": {str(h.id): summary(h, version) for h in found},
+            "provider_summaries": {str(h.id): summary(h, version, providers) for h in found},
         })  # fmt: skip

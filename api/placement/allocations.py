@@ -17,18 +17,9 @@ import falcon
 from api.placement.common import PlacementError, Version, body, ok, placement_call
 from api.placement.resource_providers import provider
 from api.placement.view import ProviderView
-from commands.host import Host
 from commands.placement import ConsumerChange, PlacementHandlers
-from commands.resource_provider import CLAIM_FIELDS
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
-
-
-def held_by(host: Host, consumer: str) -> dict[str, int] | None:
-    claim = host.claims.get(consumer)
-    if claim is not None:
-        return {rc: claim[name] for rc, name in CLAIM_FIELDS.items() if claim[name]}
-    return host.allocations.get(consumer)
 
 
 class ProviderAllocations:
@@ -38,8 +29,7 @@ class ProviderAllocations:
     @placement_call()
     def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         host = provider(self._view, uuid)
-        consumers = {*host.claims, *host.allocations}
-        allocations = {c: {"resources": held_by(host, c)} for c in sorted(consumers)}
+        allocations = {c: {"resources": host.held(c)} for c in sorted(host.consumers())}
         ok(resp, {"resource_provider_generation": host.generation, "allocations": allocations})
 
 
@@ -52,7 +42,7 @@ class ConsumerAllocations:
         version = req.context.placement_version
         allocations: dict[str, Any] = {}
         for host in self._view.refresh().values():
-            held = held_by(host, consumer)
+            held = host.held(consumer)
             if held:
                 allocations[str(host.id)] = {"generation": host.generation, "resources": held}
         doc: dict[str, Any] = {"allocations": allocations}

@@ -13,15 +13,15 @@ import falcon
 from api.placement.common import PlacementError, body, generation_of, ok, placement_call
 from api.placement.resource_providers import provider
 from api.placement.view import ProviderView
-from commands.host import Host
 from commands.placement import PlacementHandlers
+from commands.resource_provider import Provider
 
 
-def inventories_doc(host: Host) -> dict[str, Any]:
+def inventories_doc(host: Provider) -> dict[str, Any]:
     return {"resource_provider_generation": host.generation, "inventories": dict(host.inventories)}
 
 
-def inventory_doc(host: Host, resource_class: str) -> dict[str, Any]:
+def inventory_doc(host: Provider, resource_class: str) -> dict[str, Any]:
     inv = host.inventories.get(resource_class)
     if inv is None:
         raise PlacementError(

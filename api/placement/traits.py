@@ -8,8 +8,8 @@ import falcon
 from api.placement.common import PlacementError, body, generation_of, ok, placement_call
 from api.placement.resource_providers import provider
 from api.placement.view import ProviderView
-from commands.host import Host
 from commands.placement import PlacementHandlers
+from commands.resource_provider import Provider
 
 
 def _need_1_6(req: falcon.Request) -> None:
@@ -17,7 +17,7 @@ def _need_1_6(req: falcon.Request) -> None:
         raise PlacementError(404, "The resource could not be found.")
 
 
-def traits_doc(host: Host) -> dict[str, object]:
+def traits_doc(host: Provider) -> dict[str, object]:
     return {"traits": list(host.traits), "resource_provider_generation": host.generation}
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import falcon
 
-from api.placement.allocations import held_by
 from api.placement.common import PlacementError, ok, placement_call
 from api.placement.resource_providers import provider
 from api.placement.view import ConsumerOwners, ProviderView
@@ -42,14 +41,14 @@ class ProjectUsages:
         by_type: dict[str, dict[str, int]] = {}
         consumers: dict[str, set[str]] = {}
         for host in self._view.refresh().values():
-            for consumer in {*host.claims, *host.allocations}:
-                server = host.migrations.get(consumer, consumer)  # a migration belongs to its server
+            for consumer in host.consumers():
+                server = host.moving(consumer) or consumer  # a migration belongs to its server
                 owner = owners.get(server)
                 if owner is None or owner[0] != project or (user and owner[1] != user):
                     continue
-                kind = "MIGRATION" if consumer in host.migrations else (owner[2] or "unknown")
+                kind = "MIGRATION" if host.moving(consumer) else (owner[2] or "unknown")
                 sums = by_type.setdefault(kind, {})
-                for rc, amount in (held_by(host, consumer) or {}).items():
+                for rc, amount in (host.held(consumer) or {}).items():
                     sums[rc] = sums.get(rc, 0) + amount
                 consumers.setdefault(kind, set()).add(consumer)
         if not version.at_least(38):

@@ -1,15 +1,17 @@
-"""Every resource provider (compute host) as the log has it, folded in this process.
+"""Every resource provider (compute hosts and the providers operators created) as the log has it,
+folded in this process.
 
-Before each request ``refresh()`` reads the Host events appended since the last one (one batched
-read filtered to ``<prefix>.host.>``) and folds them into ``Host`` aggregates with the domain's own
-code, so "capacity" and "used" mean here exactly what they mean when a claim is decided. A read
-therefore sees every write acknowledged before it started: no read-model lag.
+Before each request ``refresh()`` reads the Host and ResourceProvider events appended since the last
+one (batched reads filtered to ``<prefix>.host.>`` and ``<prefix>.resourceprovider.>``) and folds
+them into aggregates with the domain's own code, so "capacity" and "used" mean here exactly what they
+mean when a claim is decided. A read therefore sees every write acknowledged before it started: no
+read-model lag.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 from uuid import UUID
 
@@ -20,53 +22,62 @@ from eventsourcing.utils import get_topic
 from commands.app import Stratus
 from commands.host import Host
 from commands.instance import Instance
+from commands.provider import ResourceProvider
+from commands.resource_provider import Provider
 from stratus.eventstore.envelope import decode_message
 
 _BATCH = 1000
+
+
+def read(app: Stratus, subject_filter: str, after: int, head: int, batch: int) -> Iterator[tuple[Any, Any]]:
+    """The (notification, envelope) of every event matching ``subject_filter`` after position
+    ``after`` up to ``head``, read in batches."""
+    position = after
+    while position < head:
+        msgs = app.recorder.read_messages(  # type: ignore[attr-defined]
+            position + 1, batch, stop=head, subject_filter=subject_filter
+        )
+        for msg in msgs:
+            notification, envelope = decode_message(msg)
+            position = notification.id
+            yield notification, envelope
+        if len(msgs) < batch:
+            return
 
 
 class ProviderView:
     def __init__(self, app: Stratus, batch: int = _BATCH) -> None:
         self._app = app
         self._batch = batch
-        recorder = app.recorder
-        self._filter = recorder.layout.kind_filter("host")  # type: ignore[attr-defined]
+        layout = app.recorder.layout  # type: ignore[attr-defined]
+        self._filters = (layout.kind_filter("host"), layout.kind_filter("resourceprovider"))
         self._lock = threading.Lock()
-        self._hosts: dict[UUID, Host] = {}
+        self._providers: dict[UUID, Host | ResourceProvider] = {}
         # How many times the claims of each server (or migration) changed: its consumer generation.
         self._generations: dict[str, int] = {}
         self.position = 0  # the log position of the last event read (any kind)
 
-    def refresh(self) -> dict[UUID, Host]:
-        """Catch up with the log; a snapshot of every provider (do not mutate the hosts)."""
+    def refresh(self) -> dict[UUID, Host | ResourceProvider]:
+        """Catch up with the log; a snapshot of every provider (do not mutate them)."""
         with self._lock:
             head = self._app.recorder.max_notification_id() or 0
-            while self.position < head:
-                msgs = self._app.recorder.read_messages(  # type: ignore[attr-defined]
-                    self.position + 1, self._batch, stop=head, subject_filter=self._filter
-                )
-                last = self.position
-                for msg in msgs:
-                    notification, _ = decode_message(msg)
+            for subject_filter in self._filters:
+                for notification, _ in read(self._app, subject_filter, self.position, head, self._batch):
                     self._apply(self._app.mapper.to_domain_event(notification))
-                    last = notification.id
-                if len(msgs) < self._batch:
-                    break
-                self.position = last
             self.position = max(self.position, head)
-            return dict(self._hosts)
+            return {k: p for k, p in self._providers.items() if not getattr(p, "deleted", False)}
 
     def _apply(self, event: object) -> None:
         if not isinstance(event, CanMutateAggregate):
             return
-        current = self._hosts.get(event.originator_id)
+        current = self._providers.get(event.originator_id)
         if current is not None and event.originator_version <= current.version:
             return  # read already
         if current is None and not isinstance(event, Aggregate.Created):
-            return  # cannot happen when reading from the start: every host begins with Registered
-        host = event.mutate(current)  # type: ignore[arg-type]
-        if isinstance(host, Host):
-            self._hosts[event.originator_id] = host
+            return  # cannot happen when reading from the start: every provider begins created
+        provider = event.mutate(current)  # type: ignore[arg-type]
+        if isinstance(provider, Host | ResourceProvider):
+            self._providers[event.originator_id] = provider
         for consumer in _claim_consumers(event):
             self._generations[consumer] = self._generations.get(consumer, 0) + 1
 
@@ -76,12 +87,26 @@ class ProviderView:
         with self._lock:
             return self._generations.get(consumer)
 
-    def get(self, provider_uuid: str) -> Host | None:
+    def get(self, provider_uuid: str) -> Host | ResourceProvider | None:
         try:
             uid = UUID(provider_uuid)
         except ValueError:
             return None
         return self.refresh().get(uid)
+
+
+def root_of(providers: Mapping[UUID, Provider], provider: Provider) -> str:
+    """The uuid of the root of ``provider``'s tree (itself when it has no parent)."""
+    while provider.parent_provider_uuid is not None:
+        parent = providers.get(UUID(provider.parent_provider_uuid))
+        if parent is None:
+            break
+        provider = parent
+    return str(provider.id)
+
+
+def has_children(providers: Mapping[UUID, Provider], provider_uuid: str) -> bool:
+    return any(p.parent_provider_uuid == provider_uuid for p in providers.values())
 
 
 # The Host events that change a server's or a migration's claims, and the fields naming them.
@@ -119,7 +144,10 @@ class ConsumerOwners:
         with self._lock:
             head = self._app.recorder.max_notification_id() or 0
             for subject_filter in (self._servers, self._consumers):
-                for envelope, payload in self._read(subject_filter, head):
+                for notification, envelope in read(
+                    self._app, subject_filter, self._position, head, self._batch
+                ):
+                    payload = orjson.loads(notification.state)
                     aggregate = str(envelope.originator_id)
                     if subject_filter == self._servers:
                         consumer, kind = aggregate, "INSTANCE"  # a server is its own consumer
@@ -130,16 +158,3 @@ class ConsumerOwners:
                         self._owners[consumer] = (payload["project_id"], payload["user_id"], kind)
             self._position = max(self._position, head)
             return dict(self._owners)
-
-    def _read(self, subject_filter: str, head: int) -> Iterator[tuple[Any, dict[str, Any]]]:
-        position = self._position
-        while position < head:
-            msgs = self._app.recorder.read_messages(  # type: ignore[attr-defined]
-                position + 1, self._batch, stop=head, subject_filter=subject_filter
-            )
-            for msg in msgs:
-                notification, envelope = decode_message(msg)
-                position = notification.id
-                yield envelope, orjson.loads(notification.state)
-            if len(msgs) < self._batch:
-                return
