@@ -113,7 +113,7 @@ def test_simulated_hosts_carry_out_actions_and_moves(
     source = h.instance(server).host
     # its console, as the API asks a host for it (os-getConsoleOutput), is a simulated boot log
     output = hostrpc.ask(bridge, str(source), hostrpc.CONSOLE, {"server_id": server, "length": 2})["output"]
-    assert output.splitlines() == [f"Welcome to a simulated guest ({server})", "login: "]
+    assert output.split("\n") == [f"Welcome to a simulated guest ({server})", "login: "]
     with pytest.raises(hostrpc.HostRefused):
         hostrpc.ask(bridge, str(source), hostrpc.CONSOLE, {"server_id": str(uuid.uuid4())})
 

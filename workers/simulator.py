@@ -143,7 +143,7 @@ def simulated_boot_log(server_id: str, host: str) -> str:
         f"Welcome to a simulated guest ({server_id})",
         "login: ",
     ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)  # ends at the login prompt, as a guest's console does
 
 
 def _connector(
