@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import falcon
 
-from api import auth, versions
+from api import auth, query_params, versions
 from api.body import unstorable
 from api.errors import BadRequest, Forbidden
 from stratus.context import CommandContext
@@ -79,6 +79,8 @@ class RequestContext:
         req.context.command = CommandContext(
             actor=actor, request_id=req.context.request_id, correlation_id=correlation
         )
+        if req.context.microversion is not None:
+            query_params.check(req)  # 2.102: unknown query parameters refused
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, req_succeeded: bool

@@ -390,6 +390,7 @@ class _Servers:
         the page's hosts in one call (``_as_known`` then asks nothing per row)."""
         actor: Actor = req.context.actor
         admin = auth.is_admin(actor)
+        _check_list_params(req)
         limit, marker = page_params(req)
         all_tenants = _flag(req, "all_tenants")
         project_id = auth.project_scope(actor, all_tenants)
@@ -406,11 +407,12 @@ class _Servers:
                 project_id=project_id,
                 limit=limit,
                 marker=marker,
-                name=req.get_param("name") or None,
+                name=req.get_param("name") or req.get_param("display_name") or None,
                 status=status or None,
                 host=req.get_param("host") if admin else None,
                 include_deleted=include_deleted,
                 **_field_filters(req),
+                **_column_filters(req, admin),
             )
             extras = self._extras(req, conn, rows)
             groups = _groups(req, conn, rows)
@@ -726,6 +728,75 @@ def _image_ref(server: dict[str, Any]) -> str:
     return image_ref
 
 
+# Nova's list query parameters (its ``index_query``), by the microversion that added them; unknown
+# ones are ignored before 2.75 and refused from it.
+_LIST_PARAMS: dict[int, frozenset[str]] = {
+    1: frozenset((
+        "user_id", "project_id", "tenant_id", "launch_index", "image_ref", "image", "kernel_id", "ramdisk_id",
+        "hostname", "key_name", "power_state", "vm_state", "task_state", "host", "node", "flavor",
+        "reservation_id", "launched_at", "terminated_at", "availability_zone", "name", "display_name",
+        "description", "display_description", "locked_by", "uuid", "root_device_name", "config_drive",
+        "access_ip_v4", "access_ip_v6", "auto_disk_config", "progress", "sort_key", "sort_dir", "all_tenants",
+        "soft_deleted", "deleted", "status", "changes-since", "ip", "ip6", "created_at", "limit", "marker",
+        "block_device_mapping", "services", "metadata", "system_metadata", "info_cache", "security_groups",
+        "pci_devices",
+    )),
+    26: frozenset(("tags", "tags-any", "not-tags", "not-tags-any")),
+    66: frozenset(("changes-before",)),
+    73: frozenset(("locked",)),
+}  # fmt: skip
+# Filters on joined tables: Nova refuses them (400) at every version.
+_JOINED = ("block_device_mapping", "services", "metadata", "system_metadata", "info_cache", "security_groups",
+           "pci_devices")  # fmt: skip
+# What a member may filter on (Nova removes the others for non-admins); from 2.83 also these.
+_MEMBER_FILTERS = frozenset((
+    "reservation_id", "name", "display_name", "status", "image", "image_ref", "flavor", "ip", "changes-since",
+    "changes-before", "ip6", "tags", "tags-any", "not-tags", "not-tags-any", "locked", "all_tenants",
+))  # fmt: skip
+_MEMBER_FILTERS_283 = frozenset((
+    "availability_zone", "config_drive", "key_name", "created_at", "launched_at", "terminated_at",
+    "power_state", "task_state", "vm_state", "progress", "user_id",
+))  # fmt: skip
+# Sorting is Stratus's own: newest first; Nova's sort keys are accepted and that order is kept.
+_IGNORED = ("sort_key", "sort_dir", "soft_deleted")
+
+
+def _check_list_params(req: falcon.Request) -> None:
+    joined = [p for p in _JOINED if p in req.params]
+    if joined:
+        raise BadRequest(f"Invalid filter field: {joined[0]}.")
+    if not at_least(req, 75):
+        return
+    known = set().union(*(names for minor, names in _LIST_PARAMS.items() if at_least(req, minor)))
+    unknown = sorted(set(req.params) - known)
+    if unknown:
+        raise BadRequest(
+            f"Invalid input for query parameters {unknown[0][:64]}. Additional properties are not allowed."
+        )
+
+
+def _column_filters(req: falcon.Request, admin: bool) -> dict[str, Any]:
+    """Nova's filters on a server's columns, as far as the caller may use them (Nova drops the
+    others for members: before 2.83 nearly all of them)."""
+    allowed = None if admin else _MEMBER_FILTERS | (_MEMBER_FILTERS_283 if at_least(req, 83) else frozenset())
+    given = {k: v for k, v in req.params.items() if isinstance(v, str)}
+    equal = {k: given[k] for k in queries.LIST_EQUAL if k in given}
+    matching = {k: given[k] for k in queries.LIST_MATCHING if k in given}
+    if "display_description" in given and "description" not in matching:
+        matching["description"] = given["display_description"]
+    if allowed is not None:
+        equal = {k: v for k, v in equal.items() if k in allowed}
+        matching = {k: v for k, v in matching.items() if k in allowed}
+    if "power_state" in matching and not matching["power_state"].isdigit():
+        names = {"nostate": 0, "running": 1, "paused": 3, "shutdown": 4, "crashed": 6, "suspended": 7}
+        matching["power_state"] = str(names.get(matching["power_state"].lower(), -1))
+    filters: dict[str, Any] = {"equal": equal, "matching": matching}
+    before = time_param(req, "changes-before") if at_least(req, 66) else None
+    if before is not None:
+        filters["changes_before"] = before
+    return filters
+
+
 def _field_filters(req: falcon.Request) -> dict[str, Any]:
     """Nova's list filters on a server's own fields: ``changes-since``, ``tags``, ``ip``, reservations."""
     filters: dict[str, Any] = {}
@@ -748,7 +819,7 @@ def _field_filters(req: falcon.Request) -> dict[str, Any]:
     if reservation:
         filters["reservation_id"] = reservation
     for param in ("flavor", "image"):  # Nova takes an id or a link ending in it
-        value = req.get_param(param)
+        value = req.get_param(param) or (req.get_param("image_ref") if param == "image" else None)
         if value:
             filters[param] = _id_from_ref(value)
     locked = req.get_param("locked")

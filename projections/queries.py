@@ -121,6 +121,21 @@ def _poll(conn: psycopg.Connection[Any], position: int, deadline: float) -> bool
 
 
 # -- servers --------------------------------------------------------------------------------------
+# Nova's list filters on a server's own columns: exact (``equal``) and regular expressions (``matching``).
+LIST_EQUAL = {
+    "uuid": "id", "user_id": "user_id", "vm_state": "vm_state", "task_state": "task_state",
+    "launch_index": "launch_index",
+}  # fmt: skip
+LIST_MATCHING = {
+    "key_name": "key_name", "availability_zone": "availability_zone", "description": "description",
+    "hostname": "coalesce(hostname, lower(name))", "access_ip_v4": "access_ip_v4",
+    "access_ip_v6": "access_ip_v6", "locked_by": "locked_by", "power_state": "power_state",
+    "node": "host", "kernel_id": "image->>'kernel_id'", "ramdisk_id": "image->>'ramdisk_id'",
+    "created_at": "created_at", "launched_at": "launched_at", "terminated_at": "deleted_at",
+    "config_drive": "''", "root_device_name": "''", "progress": "''", "auto_disk_config": "disk_config",
+}  # fmt: skip
+
+
 def list_servers(
     conn: psycopg.Connection[Any],
     *,
@@ -141,6 +156,9 @@ def list_servers(
     flavor: str | None = None,
     image: str | None = None,
     locked: bool | None = None,
+    changes_before: datetime | None = None,
+    equal: dict[str, Any] | None = None,
+    matching: dict[str, str] | None = None,
 ) -> list[Row]:
     """A page of servers, newest first (created_at desc, id desc), as Nova pages them.
 
@@ -150,7 +168,9 @@ def list_servers(
     ``changes_since`` keeps servers updated at or after it, deleted ones included (as Nova does);
     ``tags`` (all of them), ``tags_any``, ``not_tags`` (not all of them), ``not_tags_any`` (none of
     them) filter on tags; ``ip`` is a regular expression matched against the fixed addresses;
-    ``flavor`` and ``image`` are the flavor's and image's ids; ``locked`` (2.73) whether it is locked.
+    ``flavor`` and ``image`` are the flavor's and image's ids; ``locked`` (2.73) whether it is locked;
+    ``changes_before`` keeps servers updated at or before it (2.66); ``equal`` maps columns of
+    ``LIST_EQUAL`` to values, ``matching`` columns of ``LIST_MATCHING`` to POSIX regular expressions.
     """
     where: list[sql.Composable] = []
     params: list[Any] = []
@@ -189,6 +209,15 @@ def list_servers(
     if locked is not None:
         where.append(sql.SQL("(locked_by IS NOT NULL) = %s"))
         params.append(locked)
+    if changes_before is not None:
+        where.append(sql.SQL("updated_at <= %s"))
+        params.append(changes_before)
+    for column, value in (equal or {}).items():
+        where.append(sql.SQL("{}::text = %s").format(sql.SQL(LIST_EQUAL[column])))
+        params.append(str(value))
+    for column, pattern in (matching or {}).items():
+        where.append(sql.SQL("coalesce({}::text, '') ~ %s").format(sql.SQL(LIST_MATCHING[column])))
+        params.append(pattern)
     if name is not None:
         where.append(sql.SQL("name ~ %s"))
         params.append(name)

@@ -543,3 +543,36 @@ def test_a_projects_users_read_each_others_and_an_admins_writes(
         assert stack.request("POST", f"/v2.1/servers/{sid}/action", ADMIN, json=reset).status_code == 202
         shown = stack.get(f"/v2.1/servers/{sid}", P1).json["server"]  # no position named
         assert shown["status"] == ("ERROR" if n % 2 == 0 else "ACTIVE")
+
+
+def test_list_query_parameters_as_nova_takes_them(stack: Stack, server: tuple[str, int]) -> None:
+    """Nova's list filters on a server's columns (members only some before 2.83); unknown
+    parameters ignored before 2.75 and refused from it; joined-table filters refused always."""
+    sid, after = server
+
+    def ids(who: str, query: str, version: str = "2.1") -> list[str]:
+        found = stack.get(f"/v2.1/servers/detail?{query}", at(stack, who, version, after))
+        assert found.status_code == 200, found.text
+        return [s["id"] for s in found.json["servers"]]
+
+    assert ids(ADMIN, "all_tenants=1&vm_state=building") == [sid]
+    assert ids(ADMIN, "all_tenants=1&vm_state=active") == []
+    assert ids(ADMIN, f"all_tenants=1&uuid={sid}") == [sid]
+    assert ids(ADMIN, "all_tenants=1&access_ip_v4=^1\\.1") == [sid]
+    assert ids(ADMIN, "all_tenants=1&node=cmp-contract") == [sid]
+    assert ids(P1, "vm_state=active", "2.82") == [sid]  # a member's vm_state filter is dropped before 2.83
+    assert ids(P1, "vm_state=active", "2.83") == []
+    assert ids(P1, "bogus=1", "2.74") == [sid]
+    assert stack.get("/v2.1/servers?bogus=1", at(stack, P1, "2.75")).status_code == 400
+    assert stack.get("/v2.1/servers?metadata=x", at(stack, P1, "2.1")).status_code == 400
+    assert ids(ADMIN, "all_tenants=1&changes-before=2000-01-01T00:00:00Z", "2.66") == []
+
+
+def test_unknown_query_parameters_are_refused_from_2_102(stack: Stack) -> None:
+    p1 = stack.project_id("p1")
+    for path in ("/v2.1/os-keypairs", "/v2.1/limits", f"/v2.1/os-quota-sets/{p1}", "/v2.1/os-server-groups"):
+        assert stack.get(f"{path}?bogus=1", at(stack, P1, "2.101")).status_code == 200, path
+        refused = stack.get(f"{path}?bogus=1", at(stack, P1, "2.102"))
+        assert refused.status_code == 400 and "bogus" in refused.text, path
+    assert stack.get("/v2.1/os-keypairs?limit=1&min_position=0", at(stack, P1, "2.102")).status_code == 200
+    assert stack.get("/v2.1/os-services?binary=nova-compute", at(stack, ADMIN, "2.102")).status_code == 200
