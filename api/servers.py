@@ -32,7 +32,7 @@ from jsonschema import Draft202012Validator
 
 from api import auth, policy
 from api.body import read_json
-from api.errors import BadRequest, ItemNotFound, ReadModelBehind, ServiceUnavailable
+from api.errors import BadRequest, Forbidden, ItemNotFound, ReadModelBehind, ServiceUnavailable
 from api.links import bookmark, next_links, page_params, resource_links, time_param
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
@@ -757,8 +757,6 @@ _MEMBER_FILTERS_283 = frozenset((
     "availability_zone", "config_drive", "key_name", "created_at", "launched_at", "terminated_at",
     "power_state", "task_state", "vm_state", "progress", "user_id",
 ))  # fmt: skip
-# Sorting is Stratus's own: newest first; Nova's sort keys are accepted and that order is kept.
-_IGNORED = ("sort_key", "sort_dir", "soft_deleted")
 
 
 def _check_list_params(req: falcon.Request) -> None:
@@ -773,6 +771,35 @@ def _check_list_params(req: falcon.Request) -> None:
         raise BadRequest(
             f"Invalid input for query parameters {unknown[0][:64]}. Additional properties are not allowed."
         )
+
+
+# Sort keys Nova ignores rather than refuse (its SERVER_LIST_IGNORE_SORT_KEY); locked counts from 2.73.
+_IGNORED_SORT_KEYS = frozenset((
+    "architecture", "cell_name", "cleaned", "default_ephemeral_device", "default_swap_device", "deleted",
+    "deleted_at", "disable_terminate", "ephemeral_gb", "ephemeral_key_uuid", "id", "key_data", "launched_on",
+    "memory_mb", "os_type", "reservation_id", "root_gb", "shutdown_terminate", "user_data", "vcpus",
+    "vm_mode",
+))  # fmt: skip
+
+
+def _sort(req: falcon.Request, admin: bool) -> list[tuple[str, bool]]:
+    """Nova's ``sort_key``/``sort_dir`` pairs (repeatable; a key without a direction sorts
+    descending); ``host`` and ``node`` are admins' keys (403), an unknown key a 400."""
+    keys = req.get_param_as_list("sort_key") or []
+    dirs = [d.lower() for d in req.get_param_as_list("sort_dir") or []]
+    sort: list[tuple[str, bool]] = []
+    for i, key in enumerate(keys):
+        direction = dirs[i] if i < len(dirs) else "desc"
+        if direction not in ("asc", "desc"):
+            raise BadRequest(f"Invalid input for query parameters sort_dir. Value: {direction[:16]}.")
+        if key in _IGNORED_SORT_KEYS or (key == "locked" and not at_least(req, 73)):
+            continue
+        if key not in queries.SORT_KEYS:
+            raise BadRequest(f"Invalid input for query parameters sort_key. Value: {key[:64]}.")
+        if key in ("host", "node") and not admin:
+            raise Forbidden(f"Only administrators can sort servers by {key}")
+        sort.append((key, direction == "desc"))
+    return sort
 
 
 def _column_filters(req: falcon.Request, admin: bool) -> dict[str, Any]:
@@ -790,7 +817,7 @@ def _column_filters(req: falcon.Request, admin: bool) -> dict[str, Any]:
     if "power_state" in matching and not matching["power_state"].isdigit():
         names = {"nostate": 0, "running": 1, "paused": 3, "shutdown": 4, "crashed": 6, "suspended": 7}
         matching["power_state"] = str(names.get(matching["power_state"].lower(), -1))
-    filters: dict[str, Any] = {"equal": equal, "matching": matching}
+    filters: dict[str, Any] = {"equal": equal, "matching": matching, "sort": _sort(req, admin)}
     before = time_param(req, "changes-before") if at_least(req, 66) else None
     if before is not None:
         filters["changes_before"] = before

@@ -159,6 +159,7 @@ def list_servers(
     changes_before: datetime | None = None,
     equal: dict[str, Any] | None = None,
     matching: dict[str, str] | None = None,
+    sort: list[tuple[str, bool]] | None = None,
 ) -> list[Row]:
     """A page of servers, newest first (created_at desc, id desc), as Nova pages them.
 
@@ -171,6 +172,8 @@ def list_servers(
     ``flavor`` and ``image`` are the flavor's and image's ids; ``locked`` (2.73) whether it is locked;
     ``changes_before`` keeps servers updated at or before it (2.66); ``equal`` maps columns of
     ``LIST_EQUAL`` to values, ``matching`` columns of ``LIST_MATCHING`` to POSIX regular expressions.
+    ``sort``: Nova's sort keys (``SORT_KEYS``) with ``True`` for descending; created_at and id break
+    ties, and the marker pages through the same order.
     """
     where: list[sql.Composable] = []
     params: list[Any] = []
@@ -227,18 +230,70 @@ def list_servers(
     if host is not None:
         where.append(sql.SQL("host = %s"))
         params.append(host)
+    first = [(SORT_KEYS[k], desc) for k, desc in (sort or []) if k in SORT_KEYS]
+    keys = _unique_columns([*first, ("created_at", True), ("id", True)])
     if marker is not None:
-        mark = _marker_row(conn, marker, project_id)
-        where.append(sql.SQL("(created_at, id) < (%s, %s)"))
-        params.extend((mark["created_at"], mark["id"]))
-    query = sql.SQL("SELECT * FROM {}.instances {} ORDER BY created_at DESC, id DESC LIMIT %s").format(
-        _S, sql.SQL("WHERE ") + sql.SQL(" AND ").join(where) if where else sql.SQL("")
+        mark = _marker_row(conn, marker, project_id, [c for c, _ in keys])
+        where.append(_after(keys, params, mark))
+    order = sql.SQL(", ").join(
+        sql.SQL("{} {}").format(sql.SQL(_sortable(c)), sql.SQL("DESC" if d else "ASC")) for c, d in keys
     )
-    query = sql.SQL("SELECT page.*, {} FROM ({}) page ORDER BY created_at DESC, id DESC").format(
-        _host_zone("page"), query
+    query = sql.SQL("SELECT * FROM {}.instances {} ORDER BY {} LIMIT %s").format(
+        _S, sql.SQL("WHERE ") + sql.SQL(" AND ").join(where) if where else sql.SQL(""), order
     )
+    query = sql.SQL("SELECT page.*, {} FROM ({}) page ORDER BY {}").format(_host_zone("page"), query, order)
     params.append(max(0, limit))
     return _fetchall(conn, query, params)
+
+
+# Nova's server sort keys and the read model's columns for them.
+SORT_KEYS = {
+    "access_ip_v4": "access_ip_v4", "access_ip_v6": "access_ip_v6", "auto_disk_config": "disk_config",
+    "availability_zone": "availability_zone", "created_at": "created_at",
+    "display_description": "description",
+    "display_name": "name", "host": "host", "hostname": "hostname", "image_ref": "image_ref",
+    "instance_type_id": "flavor_id", "kernel_id": "kernel_id", "key_name": "key_name",
+    "launch_index": "launch_index", "launched_at": "launched_at", "locked": "locked",
+    "locked_by": "locked_by",
+    "node": "host", "power_state": "power_state", "progress": "created_at", "project_id": "project_id",
+    "ramdisk_id": "ramdisk_id", "task_state": "task_state", "terminated_at": "deleted_at",
+    "updated_at": "updated_at", "user_id": "user_id", "uuid": "id", "vm_state": "vm_state",
+    "config_drive": "created_at", "root_device_name": "created_at",
+}  # fmt: skip
+# How each column sorts: NULLs as the smallest value of their type (Nova sorts NULLs first ascending).
+_SORTABLE = {
+    "created_at": "created_at", "updated_at": "updated_at", "id": "id",
+    "launched_at": "coalesce(launched_at, '-infinity'::timestamptz)",
+    "deleted_at": "coalesce(deleted_at, '-infinity'::timestamptz)",
+    "power_state": "power_state", "launch_index": "launch_index",
+    "locked": "(locked_by IS NOT NULL)", "flavor_id": "coalesce(flavor->>'id', '')",
+    "kernel_id": "coalesce(image->>'kernel_id', '')", "ramdisk_id": "coalesce(image->>'ramdisk_id', '')",
+}  # fmt: skip
+
+
+def _sortable(column: str) -> str:
+    return _SORTABLE.get(column, f"coalesce({column}::text, '')")
+
+
+def _unique_columns(keys: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    seen: set[str] = set()
+    unique = []
+    for column, desc in keys:
+        if column not in seen:
+            seen.add(column)
+            unique.append((column, desc))
+    return unique
+
+
+def _after(keys: list[tuple[str, bool]], params: list[Any], mark: Row) -> sql.Composable:
+    """Rows after the marker in the order ``keys``: any key decides once the ones before it tie."""
+    ors = []
+    for i, (column, desc) in enumerate(keys):
+        ties = [sql.SQL("{} = %s").format(sql.SQL(_sortable(c))) for c, _ in keys[:i]]
+        step = sql.SQL("{} {} %s").format(sql.SQL(_sortable(column)), sql.SQL("<" if desc else ">"))
+        ors.append(sql.SQL("(") + sql.SQL(" AND ").join([*ties, step]) + sql.SQL(")"))
+        params.extend([*(mark[f"k{j}"] for j in range(i)), mark[f"k{i}"]])
+    return sql.SQL("(") + sql.SQL(" OR ").join(ors) + sql.SQL(")")
 
 
 def _host_zone(alias: str) -> sql.Composed:
@@ -252,11 +307,18 @@ def _json_list(values: list[str]) -> str:
     return dumps(list(values)).decode()
 
 
-def _marker_row(conn: psycopg.Connection[Any], marker: str, project_id: str | None) -> Row:
+def _marker_row(
+    conn: psycopg.Connection[Any], marker: str, project_id: str | None, columns: list[str]
+) -> Row:
+    """The marker's values of the sort ``columns`` (``k0``, ``k1``...), if the caller may see it."""
     uid = _as_uuid(marker)
     row = None
     if uid is not None:
-        query = sql.SQL("SELECT id, created_at FROM {}.instances WHERE id = %s").format(_S)
+        values = sql.SQL(", ").join(
+            sql.SQL("{} AS {}").format(sql.SQL(_sortable(c)), sql.Identifier(f"k{i}"))
+            for i, c in enumerate(columns)
+        )
+        query = sql.SQL("SELECT {} FROM {}.instances WHERE id = %s").format(values, _S)
         params: list[Any] = [uid]
         if project_id is not None:
             query = query + sql.SQL(" AND project_id = %s")

@@ -576,3 +576,30 @@ def test_unknown_query_parameters_are_refused_from_2_102(stack: Stack) -> None:
         assert refused.status_code == 400 and "bogus" in refused.text, path
     assert stack.get("/v2.1/os-keypairs?limit=1&min_position=0", at(stack, P1, "2.102")).status_code == 200
     assert stack.get("/v2.1/os-services?binary=nova-compute", at(stack, ADMIN, "2.102")).status_code == 200
+
+
+def test_servers_sorted_and_paged_by_nova_sort_keys(stack: Stack) -> None:
+    stack.flavor(id="s1", name="s1")
+    after = 0
+    for name in ("b", "c", "a", "c"):
+        body = {"server": {"name": name, "flavorRef": "s1", "networks": "none"}}
+        r = stack.request("POST", "/v2.1/servers", at(stack, P1, "2.52"), json=body)
+        assert r.status_code == 202, r.text
+        after = _position(r)
+
+    def names(query: str, who: str = P1) -> list[str]:
+        r = stack.get(f"/v2.1/servers/detail?{query}", at(stack, who, "2.1", after))
+        assert r.status_code == 200, r.text
+        return [s["name"] for s in r.json["servers"]]
+
+    assert names("sort_key=display_name&sort_dir=asc") == ["a", "b", "c", "c"]
+    assert names("sort_key=display_name") == ["c", "c", "b", "a"]  # descending without a direction
+    first = stack.get(
+        "/v2.1/servers?sort_key=display_name&sort_dir=asc&limit=2", at(stack, P1, "2.1", after)
+    ).json
+    marker = first["servers"][-1]["id"]
+    rest = names(f"sort_key=display_name&sort_dir=asc&marker={marker}")
+    assert [s["name"] for s in first["servers"]] + rest == ["a", "b", "c", "c"]
+    assert stack.get("/v2.1/servers?sort_key=bogus", at(stack, P1, "2.1", after)).status_code == 400
+    assert stack.get("/v2.1/servers?sort_key=host", at(stack, P1, "2.1", after)).status_code == 403
+    assert names("sort_key=vcpus&sort_dir=asc") == names("")  # ignored, as Nova ignores it
