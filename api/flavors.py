@@ -19,7 +19,7 @@ from api import auth
 from api.body import as_bool, as_int, read_json
 from api.errors import BadRequest, ItemNotFound, ReadModelBehind
 from api.flavor_extras import FLAVORS, can_see
-from api.links import next_links, page_params, resource_links
+from api.links import int_filter, next_links, page_params, resource_links
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.servers import UPDATE_READ_WAIT_SECONDS
 from api.versions import at_least, since
@@ -75,16 +75,6 @@ def _check_params(req: falcon.Request, known: frozenset[str], strict_from: int) 
         raise BadRequest(
             f"Invalid input for query parameters {unknown[0][:64]}. Additional properties are not allowed."
         )
-
-
-def _min_filter(req: falcon.Request, name: str) -> int | None:
-    value = req.get_param(name)
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise BadRequest(f"Invalid {name} filter [{value[:64]}]") from None
 
 
 def _visibility(req: falcon.Request, admin: bool) -> tuple[bool, bool | None]:
@@ -151,8 +141,8 @@ class _Flavors:
                 marker=marker,
                 include_private=include_private,
                 project_id=req.context.actor.project_id,
-                min_ram=_min_filter(req, "minRam"),
-                min_disk=_min_filter(req, "minDisk"),
+                min_ram=int_filter(req, "minRam"),
+                min_disk=int_filter(req, "minDisk"),
                 name=req.get_param("name"),
                 sort_key=sort_key,
                 descending=sort_dir == "desc",

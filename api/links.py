@@ -64,3 +64,14 @@ def time_param(req: falcon.Request, name: str) -> datetime | None:
     except ValueError:
         raise BadRequest(f"Invalid input for query parameters {name}. Value: {value[:64]}.") from None
     return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def int_filter(req: falcon.Request, name: str) -> int | None:
+    """An integer filter (``minRam``, ``minDisk``): Nova's 400 ``Invalid <name> filter`` otherwise."""
+    value = req.get_param(name)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise BadRequest(f"Invalid {name} filter [{value[:64]}]") from None

@@ -18,7 +18,7 @@ from api import auth
 from api.body import load_validators, read_json
 from api.errors import BadRequest, ItemNotFound
 from api.images import EVERYONES, IMAGE_ROOT, member_key, row_of
-from api.links import next_links, page_params, resource_links, time_param
+from api.links import int_filter, next_links, page_params, resource_links, time_param
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
 from commands.catalog import CatalogHandlers, DeleteImage
@@ -96,7 +96,7 @@ class _NovaImages:
         limit, marker = page_params(req)
         status = req.get_param("status")
         since = time_param(req, "changes-since")
-        least = {name: _integer(req, name) for name in ("minRam", "minDisk")}
+        least = {name: int_filter(req, name) for name in ("minRam", "minDisk")}
         with self._read.connection(req, concerning=(member_key(actor.project_id), EVERYONES)) as conn:
             rows = catalog_queries.list_images(
                 conn,
@@ -128,16 +128,6 @@ class _NovaImages:
 
     def _metadata_body(self, req: falcon.Request, key: str) -> dict[str, str]:
         return dict(read_json(req, self._validators[f"images.{key}"], self._max_body)[key])
-
-
-def _integer(req: falcon.Request, name: str) -> int | None:
-    value = req.get_param(name)
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise BadRequest(f"Invalid {name} filter [{value[:64]}]") from None
 
 
 @falcon.before(_proxy)
