@@ -110,5 +110,6 @@ def test_resize_and_migrate_with_the_cli(cloud: Cloud) -> None:
     actions = [e["Action"] for e in cloud.openstack("server", "event", "list", "vm")]
     assert actions == ["revertResize", "migrate", "confirmResize", "resize", "create"], actions
     cloud.openstack_quiet("server", "delete", "--wait", "vm")
-    hypervisors = cloud.openstack("hypervisor", "list", "--long")
+    # the usage left the hypervisor's body at 2.88 (placement has it): the last version with it
+    hypervisors = cloud.openstack("--os-compute-api-version", "2.87", "hypervisor", "list", "--long")
     assert all(h["vCPUs Used"] == 0 for h in hypervisors), hypervisors
