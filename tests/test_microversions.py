@@ -1,5 +1,6 @@
-"""Microversions 2.1 to 2.52: every shape that changes inside the range follows the requested version
-(docs/api.md, "Microversions"), against the real services through ``create_app``."""
+"""Microversions 2.1 to 2.52 in detail (2.53 to 2.104: tests/test_nova_shapes.py): every shape that
+changes follows the requested version (docs/api.md, "Microversions"), against the real services
+through ``create_app``."""
 
 from __future__ import annotations
 
