@@ -75,3 +75,9 @@ def int_filter(req: falcon.Request, name: str) -> int | None:
         return int(value)
     except ValueError:
         raise BadRequest(f"Invalid {name} filter [{value[:64]}]") from None
+
+
+def id_from_ref(ref: str | int) -> str:
+    """Nova accepts an id or a URL ending in it (``http://.../flavors/1``) for flavorRef and imageRef."""
+    text = str(ref).strip()
+    return text.rstrip("/").rsplit("/", 1)[-1] if "/" in text else text

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 import schemas
-from api.servers import host_id
+from api.server_views import host_id
 from stratus.audit.history import Entry
 from stratus.eventstore.envelope import UNDECODABLE_TOPIC
 

@@ -22,7 +22,7 @@ from uuid import UUID
 import falcon
 from jsonschema import Draft202012Validator
 
-from api import auth, policy, servers
+from api import auth, policy, server_views, servers
 from api.body import load_validators, read_json
 from api.errors import ApiError, BadRequest, ItemNotFound, ReadModelBehind
 from api.links import next_links, page_params, time_param
@@ -207,13 +207,13 @@ class ServerAction:
             row = queries.get_server(conn, server_id, scope)
             group = admin_queries.groups_of(conn, [server_id]).get(server_id) if row is not None else None
         if row is not None:
-            view = servers.detail_view(req, row, actor, group=group, single=True, basic=True)
+            view = server_views.detail_view(req, row, actor, group=group, single=True, basic=True)
             # a rebuild's answer also has the key pair from 2.54 and the user data from 2.57
             if at_least(req, 54):
                 view["key_name"] = row.get("key_name")
             if at_least(req, 57):  # in place of the admins' OS-EXT-SRV-ATTR:user_data
                 view.pop("OS-EXT-SRV-ATTR:user_data", None)
-                view["user_data"] = servers.read_user_data(self._user_data, row.get("user_data"))
+                view["user_data"] = server_views.read_user_data(self._user_data, row.get("user_data"))
             resp.media = {"server": view}
 
     def _unshelve(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
@@ -401,7 +401,7 @@ def _event_view(
     if at_least(req, 62):
         if admin:
             view["host"] = event.host or ""
-        view["hostId"] = servers.host_id(project_id, event.host)
+        view["hostId"] = server_views.host_id(project_id, event.host)
     if at_least(req, 84):
         view["details"] = event.message
     return view

@@ -11,7 +11,7 @@ workers, ``api.app:get_app()``) and then measures, in each of R interleaved roun
 - the floor: a psycopg loop over the same pages (100 rows, newest first, keyset paging on
   ``(created_at, id)``, the read model's own index), the rows fetched as tuples;
 - the same query through ``projections.queries.list_servers`` with the API's views applied
-  (``api.servers.detail_view``) in this process, no HTTP: what the API's Python costs;
+  (``api.server_views.detail_view``) in this process, no HTTP: what the API's Python costs;
 - every page of ``GET /v2.1/servers/detail?limit=100`` following the ``servers_links`` ``next``
   marker, over HTTP to gunicorn (one request at a time), bodies parsed;
 - the first page alone, repeated (a user's typical request: latency, not throughput).
@@ -39,7 +39,7 @@ from falcon import testing
 from psycopg.rows import dict_row
 
 from api import bootstrap
-from api.servers import detail_view
+from api.server_views import detail_view
 from commands.app import Stratus
 from commands.flavor import Flavor
 from commands.host import Host, Resources
