@@ -200,21 +200,17 @@ def list_servers(
     if ip is not None:
         where.append(sql.SQL("EXISTS (SELECT 1 FROM jsonb_array_elements(ports) p WHERE p->>'address' ~ %s)"))
         params.append(ip)
-    if reservation_id is not None:
-        where.append(sql.SQL("reservation_id = %s"))
-        params.append(reservation_id)
-    if flavor is not None:
-        where.append(sql.SQL("flavor->>'id' = %s"))
-        params.append(flavor)
-    if image is not None:
-        where.append(sql.SQL("image_ref = %s"))
-        params.append(image)
-    if locked is not None:
-        where.append(sql.SQL("(locked_by IS NOT NULL) = %s"))
-        params.append(locked)
-    if changes_before is not None:
-        where.append(sql.SQL("updated_at <= %s"))
-        params.append(changes_before)
+    for condition, value in (
+        ("reservation_id = %s", reservation_id),
+        ("flavor->>'id' = %s", flavor),
+        ("image_ref = %s", image),
+        ("(locked_by IS NOT NULL) = %s", locked),
+        ("updated_at <= %s", changes_before),
+        ("host = %s", host),
+    ):
+        if value is not None:
+            where.append(sql.SQL(condition))
+            params.append(value)
     for column, value in (equal or {}).items():
         where.append(sql.SQL("{}::text = %s").format(sql.SQL(LIST_EQUAL[column])))
         params.append(str(value))
@@ -227,9 +223,6 @@ def list_servers(
     if status is not None:
         where.append(sql.SQL("status = %s"))
         params.append(status.upper())
-    if host is not None:
-        where.append(sql.SQL("host = %s"))
-        params.append(host)
     first = [(SORT_KEYS[k], desc) for k, desc in (sort or []) if k in SORT_KEYS]
     keys = _unique_columns([*first, ("created_at", True), ("id", True)])
     if marker is not None:
