@@ -92,11 +92,16 @@ class InMemoryRecorder(POPOApplicationRecorder):
 
 class InMemoryFactory(InfrastructureFactory[TrackingRecorder]):
     """Builds the in-memory log: one ``InMemoryRecorder`` per factory, shared by every application
-    built on it. Snapshots, if enabled, go to a recorder of their own (as on JetStream)."""
+    built on it. Snapshots, if enabled, go to a recorder of their own (as on JetStream).
 
-    def __init__(self, env: Environment | EnvType | None = None) -> None:
+    ``recorder``: the log to use (one several factories share, or a test's subclass of it).
+    """
+
+    def __init__(
+        self, env: Environment | EnvType | None = None, *, recorder: InMemoryRecorder | None = None
+    ) -> None:
         super().__init__(env)
-        self._recorder = InMemoryRecorder()
+        self._recorder = recorder if recorder is not None else InMemoryRecorder()
         self._snapshots = POPOAggregateRecorder()
 
     def transcoder(self) -> Transcoder:
