@@ -4,9 +4,9 @@
 (``eventsourcing.popo``) with what Stratus's commands ask of a recorder beyond it
 (``commands.ports.RecorderPort``: ``prefetched``, ``known_version``) and the JetStream recorder's
 rules for an append: at most ``MAX_EVENTS_PER_APPEND`` events, each aggregate's versions increasing
-within it, ``ConcurrentAppendError`` (an ``IntegrityError``) when an aggregate already has one of
-the versions, and nothing of a refused append stored. It passes the same conformance test case as
-the JetStream recorder (``tests/fixtures/recorder_port.py``).
+within it, ``ConcurrentAppendError`` (an ``IntegrityError``) when a version is not above the
+aggregate's last stored one, and nothing of a refused append stored. It passes the same conformance
+test case as the JetStream recorder (``tests/fixtures/recorder_port.py``).
 
 A unit test builds the application on it: ``Stratus(InMemoryFactory())``. Two applications built on
 one factory share its log, as two processes share a stream. ``PERSISTENCE_MODULE=
@@ -69,9 +69,11 @@ class InMemoryRecorder(POPOApplicationRecorder):
         return super().insert_events(stored_events, **kwargs)
 
     def _assert_uniqueness(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
+        # As on JetStream: an append is checked against each aggregate's last stored version, so a
+        # version at or below it is a conflict even where that exact version is missing.
         for e in stored_events:
-            versions = self._stored_events_index[str(e.originator_id)]
-            if e.originator_version in versions:
+            versions = self._stored_events_index.get(str(e.originator_id))
+            if versions and e.originator_version <= max(versions):
                 raise ConcurrentAppendError(
                     f"{e.originator_id} is at version {max(versions)}; "
                     f"cannot append version {e.originator_version}"
