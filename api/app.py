@@ -56,6 +56,8 @@ from commands.operations import Operations
 from commands.placement import PlacementHandlers
 from stratus import serialization
 from stratus.config import Settings
+from stratus.hostrpc import HostRPC
+from stratus.liveness import Heartbeats, LivenessReader
 
 log = logging.getLogger("stratus.api")
 
@@ -89,6 +91,25 @@ class Deps:
     new_flavor_id: Callable[[], str] = _new_uuid
     new_request_id: Callable[[], str] = _new_request_id
     max_body_bytes: int = MAX_BODY_BYTES
+    # Beside the log, on the process's NATS bridge: questions to compute hosts (a console's output)
+    # and the hosts' and schedulers' heartbeats. None: on the bridge the event store uses
+    # (``beside_the_log``), for a test that builds Deps around its own Handlers.
+    host_rpc: HostRPC | None = None
+    heartbeats: LivenessReader | None = None
+
+
+def beside_the_log(deps: Deps) -> tuple[HostRPC, LivenessReader]:
+    """The host RPC client and the heartbeats reader ``deps`` names; those it leaves out are built on
+    the NATS bridge of its event store."""
+    if deps.host_rpc is not None and deps.heartbeats is not None:
+        return deps.host_rpc, deps.heartbeats
+    bridge = getattr(deps.handlers.app.recorder, "bridge", None)
+    if bridge is None:
+        raise TypeError("Deps names no host_rpc or heartbeats, and its event store has no NATS bridge")
+    return (
+        deps.host_rpc or HostRPC(bridge),
+        deps.heartbeats or Heartbeats.beside(bridge, deps.settings),
+    )
 
 
 def create_app(deps: Deps) -> falcon.App:
@@ -105,6 +126,8 @@ def create_app(deps: Deps) -> falcon.App:
     errors.install(app)
 
     validators = load_validators(REQUEST_SCHEMAS)
+    host_rpc, heartbeats = beside_the_log(deps)
+    down_after = deps.settings.host_down_after_seconds
     server_args = (deps.handlers, read, validators, deps.max_body_bytes)
     flavor_args = (*server_args, deps.new_flavor_id)
 
@@ -114,23 +137,28 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/openapi.json", OpenAPIDocument())
     user_data = catalog_api.user_data_store(deps.settings.data_dir)
     app.add_route("/v2.1/servers", servers.ServerCollection(*server_args, user_data))
-    alive = host_liveness(deps)
+    alive = host_liveness(heartbeats, down_after)
     app.add_route(
         "/v2.1/servers/detail", servers.ServerDetailCollection(*server_args, user_data, liveness=alive)
     )
     app.add_route("/v2.1/servers/{server_id}", servers.ServerItem(*server_args, user_data, liveness=alive))
-    add_server_action_routes(app, deps.handlers, deps.max_body_bytes, read, user_data)
+    add_server_action_routes(app, deps.handlers, deps.max_body_bytes, read, user_data, host_rpc=host_rpc)
     app.add_route("/v2.1/flavors", flavors.FlavorCollection(*flavor_args))
     app.add_route("/v2.1/flavors/detail", flavors.FlavorDetailCollection(*flavor_args))
     app.add_route("/v2.1/flavors/{flavor_id}", flavors.FlavorItem(*flavor_args))
-    hypervisors.add_routes(app, read, alive, hypervisors.host_reports(deps))
+    hypervisors.add_routes(app, read, alive, heartbeats.reports)
     extensions.add_routes(app)
     image_limits = ImageLimits(deps.settings.image_count_total, deps.settings.image_size_total_mb)
     catalog_api.add_routes(
         app, deps.handlers, read, deps.settings.data_dir, deps.max_body_bytes, image_limits
     )
     compute_admin.add_routes(
-        app, Operations(deps.handlers.app), read, deps.max_body_bytes, alive, scheduler_beats(deps)
+        app,
+        Operations(deps.handlers.app),
+        read,
+        deps.max_body_bytes,
+        alive,
+        scheduler_beats(heartbeats, down_after),
     )
     networks.add_routes(app, lambda: deps.handlers.network)
     app.add_route("/v2.1/stratus/history/{kind}/{resource_id}", audit.History(deps.handlers))
@@ -190,7 +218,15 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
         pool.close()
         bridge.close()
 
-    return Deps(handlers=handlers, pool=pool, settings=settings, token_signer=signer), close
+    deps = Deps(
+        handlers=handlers,
+        pool=pool,
+        settings=settings,
+        token_signer=signer,
+        host_rpc=HostRPC(bridge),
+        heartbeats=Heartbeats.beside(bridge, settings),
+    )
+    return deps, close
 
 
 class LazyApp:

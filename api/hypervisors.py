@@ -31,7 +31,6 @@ from api.readmodel import ReadModel
 from api.services import integer_id
 from api.versions import at_least
 from projections import admin_queries, queries
-from stratus.liveness import Heartbeats, bucket_for
 
 _POLICY = "os_compute_api:os-hypervisors:%s"
 UUID_IDS = 53  # the microversion from which ids are UUIDs and search/servers are query parameters
@@ -322,16 +321,6 @@ class HypervisorUptime(_Hypervisors):
         if line is None:
             raise BadRequest(f"Compute service of {host['hostname']} is unavailable at this time.")
         resp.media = {"hypervisor": {**view, "uptime": line}}
-
-
-def host_reports(deps: Any) -> Reports:
-    """The hosts' last heartbeats as their workers put them (address, uptime, load)."""
-    heartbeats = Heartbeats(
-        deps.handlers.app.recorder.bridge,
-        bucket=bucket_for(deps.settings.stream),
-        replicas=deps.settings.stream_replicas,
-    )
-    return heartbeats.reports
 
 
 def add_routes(app: falcon.App, read: ReadModel, liveness: Liveness | None, reports: Reports | None) -> None:

@@ -45,7 +45,7 @@ from stratus import hostrpc
 from stratus.audit import history
 from stratus.context import Actor, acting
 from stratus.imagestore import BlobStore
-from stratus.liveness import SCHEDULER_BINARY, Heartbeats, bucket_for
+from stratus.liveness import SCHEDULER_BINARY, LivenessReader
 
 # The body's member → our action key (``reboot`` picks soft or hard from its ``type``).
 _POWER_ACTIONS = {
@@ -76,10 +76,13 @@ class ServerAction:
         read: ReadModel | None = None,
         console_timeout: float = CONSOLE_TIMEOUT,
         user_data: BlobStore | None = None,
+        host_rpc: hostrpc.HostRPC,
     ) -> None:
         """``read``: the read model a rebuild's answer (the server, as Nova answers) is read from;
-        ``user_data``: where a rebuild's new user data is filed."""
+        ``user_data``: where a rebuild's new user data is filed; ``host_rpc``: how a console's output
+        is asked of its host."""
         self._handlers = handlers
+        self._host_rpc = host_rpc
         self._read = read
         self._user_data = user_data
         self._lifecycle = LifecycleHandlers(handlers)
@@ -299,10 +302,9 @@ class ServerAction:
             raise ConflictingState(f"Instance {server_id} is not ready")
         raw = (body["value"] or {}).get("length")
         length = int(raw) if raw is not None else None
-        bridge = self._handlers.app.recorder.bridge  # type: ignore[attr-defined]
         question = {"server_id": server_id, "length": None if length in (None, -1) else length}
         try:
-            answer = hostrpc.ask(bridge, inst.host, hostrpc.CONSOLE, question, self._console_timeout)
+            answer = self._host_rpc.ask(inst.host, hostrpc.CONSOLE, question, self._console_timeout)
         except hostrpc.HostUnavailable as e:
             raise ConflictingState(f"Instance {server_id} is not ready: {e}") from e
         except hostrpc.HostRefused as e:
@@ -312,39 +314,14 @@ class ServerAction:
         resp.media = {"output": answer["output"]}
 
 
-def host_liveness(deps: Any) -> Callable[[list[str]], dict[str, bool]]:
+def host_liveness(heartbeats: LivenessReader, down_after: float) -> Callable[[list[str]], dict[str, bool]]:
     """Which hosts are alive, from their heartbeats beside the log (``stratus.liveness``)."""
-    settings = deps.settings
-    heartbeats = Heartbeats(
-        deps.handlers.app.recorder.bridge,
-        bucket=bucket_for(settings.stream),
-        replicas=settings.stream_replicas,
-    )
-
-    def alive(hosts: list[str]) -> dict[str, bool]:
-        return heartbeats.up(hosts, settings.host_down_after_seconds)
-
-    return alive
+    return lambda hosts: heartbeats.up(hosts, down_after)
 
 
-def scheduler_beats(deps: Any) -> Callable[[], list[dict[str, Any]]]:
+def scheduler_beats(heartbeats: LivenessReader, down_after: float) -> Callable[[], list[dict[str, Any]]]:
     """The schedulers that beat, each up or down by the deployment's ``host_down_after_seconds``."""
-    heartbeats = Heartbeats(
-        deps.handlers.app.recorder.bridge,
-        bucket=bucket_for(deps.settings.stream),
-        replicas=deps.settings.stream_replicas,
-    )
-    return lambda: heartbeats.services(SCHEDULER_BINARY, deps.settings.host_down_after_seconds)
-
-
-def host_report(deps: Any) -> Callable[[str], dict[str, Any] | None]:
-    """A host's last heartbeat as its worker put it (uptime, load), None when it never beat."""
-    heartbeats = Heartbeats(
-        deps.handlers.app.recorder.bridge,
-        bucket=bucket_for(deps.settings.stream),
-        replicas=deps.settings.stream_replicas,
-    )
-    return lambda host: heartbeats.reports([host])[host]
+    return lambda: heartbeats.services(SCHEDULER_BINARY, down_after)
 
 
 def add_routes(
@@ -353,10 +330,14 @@ def add_routes(
     max_body_bytes: int,
     read: ReadModel | None = None,
     user_data: BlobStore | None = None,
+    *,
+    host_rpc: hostrpc.HostRPC,
 ) -> None:
     """The action and instance-action routes of ``/v2.1/servers/{server_id}``."""
     validators = load_validators(("servers.action",))
-    action = ServerAction(handlers, validators, max_body_bytes, read=read, user_data=user_data)
+    action = ServerAction(
+        handlers, validators, max_body_bytes, read=read, user_data=user_data, host_rpc=host_rpc
+    )
     app.add_route("/v2.1/servers/{server_id}/action", action)
     app.add_route("/v2.1/servers/{server_id}/os-instance-actions", InstanceActionCollection(handlers))
     app.add_route("/v2.1/servers/{server_id}/os-instance-actions/{request_id}", InstanceActionItem(handlers))

@@ -271,7 +271,7 @@ class Handlers(HandlerBase):
             usage_aggregate_id(project, self._usage_epochs.get(project, 0)),
             quota_aggregate_id(project),
         }
-        with self.app.recorder.prefetched(reads):  # type: ignore[attr-defined]  # one hop for them all
+        with self.app.recorder.prefetched(reads):  # one hop for them all
             prepared: dict[int, _Create] = {}
             for i, (cmd, context) in enumerate(requests):
                 try:
@@ -550,8 +550,7 @@ class Handlers(HandlerBase):
 
     def known_version(self, aggregate_id: UUID) -> int | None:
         """The version of the aggregate the event store last saw stored (a hint; None: not known)."""
-        version: int | None = self.app.recorder.known_version(aggregate_id)  # type: ignore[attr-defined]
-        return version
+        return self.app.recorder.known_version(aggregate_id)
 
     def fail_instance(self, cmd: FailInstance) -> Result:
         """Record a fault; any resources the instance holds on its host are released with it."""

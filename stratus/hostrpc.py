@@ -5,6 +5,9 @@ output changes every second. The API asks ``_STRATUS.HOST.<host>.console`` and t
 hypervisor worker answers from its disk, with no database and no log involved. Nothing here is
 persisted; a host that does not answer within the timeout is reported as unavailable.
 
+A process that asks hosts holds one ``HostRPC`` on its NATS bridge, built by its composition root and
+given to what asks (the API's server actions); ``Responder`` is the host's side.
+
 Requests and answers are small JSON documents:
 ``{"server_id": "<uuid>", "length": <lines or null>}`` →
 ``{"output": "..."}`` or ``{"error": "<code>", "message": "..."}``.
@@ -35,6 +38,8 @@ class HostUnavailable(Exception):
 
 
 class HostRefused(Exception):
+    """The host answered with an error (``code``: ``NOT_FOUND``, ``UNAVAILABLE``, ...)."""
+
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
@@ -61,6 +66,17 @@ def ask(bridge: NatsBridge, host: str, question: str, body: dict[str, Any], time
     if isinstance(answer, dict) and "error" in answer:
         raise HostRefused(str(answer["error"]), str(answer.get("message", "")))
     return answer
+
+
+class HostRPC:
+    """The asking side, one per process: questions to compute hosts over ``bridge``."""
+
+    def __init__(self, bridge: NatsBridge) -> None:
+        self._bridge = bridge
+
+    def ask(self, host: str, question: str, body: dict[str, Any], timeout: float = 5.0) -> Any:
+        """The host's answer; ``HostUnavailable`` when none comes, ``HostRefused`` for its errors."""
+        return ask(self._bridge, host, question, body, timeout)
 
 
 class Responder:

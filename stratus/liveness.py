@@ -11,6 +11,9 @@ output, and its address (Nova's ``my_ip``, shown as the hypervisor's ``host_ip``
 host as up while its last beat is younger than ``down_after`` seconds. A host never seen, or whose
 entry is older, is down.
 
+Workers beat through ``Heartbeats``; the API reads through the same class, built once by its
+composition root and given to its resources as a ``LivenessReader``.
+
 Clocks: ``at`` is the worker's clock and the age is computed with the reader's; hosts and API
 nodes are expected to run NTP (skew well under ``down_after``).
 """
@@ -24,13 +27,14 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import nats.errors
 import nats.js.errors
 import orjson
 from nats.js.api import KeyValueConfig, StorageType
 
+from stratus.config import Settings
 from stratus.eventstore.bridge import NatsBridge
 from stratus.eventstore.subjects import encode_token
 
@@ -49,7 +53,20 @@ DOWN_AFTER = 60.0
 _TIMEOUT = 5.0
 
 
+class LivenessReader(Protocol):
+    """What a reader of heartbeats asks (the API: hosts' and schedulers' states, a host's uptime)."""
+
+    def up(self, hosts: Iterable[str], down_after: float = DOWN_AFTER) -> dict[str, bool]: ...
+
+    def services(self, binary: str, down_after: float = DOWN_AFTER) -> list[dict[str, Any]]: ...
+
+    def reports(self, hosts: Iterable[str]) -> dict[str, dict[str, Any] | None]: ...
+
+
 class Heartbeats:
+    """The heartbeats bucket beside a log: workers ``beat``, readers ask who is ``up`` (see the
+    module's docstring). One per process, on its NATS bridge."""
+
     def __init__(
         self,
         bridge: NatsBridge,
@@ -63,6 +80,11 @@ class Heartbeats:
         self._replicas = replicas
         self._clock = clock
         self._kv: Any = None
+
+    @classmethod
+    def beside(cls, bridge: NatsBridge, settings: Settings) -> Heartbeats:
+        """The bucket beside ``settings``' log, replicated as the log is."""
+        return cls(bridge, bucket=bucket_for(settings.stream), replicas=settings.stream_replicas)
 
     async def _store(self) -> Any:
         if self._kv is None:

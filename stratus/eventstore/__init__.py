@@ -8,6 +8,7 @@ See docs/eventstore.md for subjects, envelope, and guarantees.
 from stratus.eventstore.bridge import NatsBridge
 from stratus.eventstore.envelope import Envelope, decode, decode_message, event_id
 from stratus.eventstore.errors import (
+    MAX_EVENTS_PER_APPEND,
     ConcurrentAppendError,
     EventStoreUnavailable,
     TooManyEventsError,
@@ -15,7 +16,6 @@ from stratus.eventstore.errors import (
 )
 from stratus.eventstore.factory import Factory
 from stratus.eventstore.recorder import (
-    MAX_EVENTS_PER_APPEND,
     JetStreamAggregateRecorder,
     JetStreamApplicationRecorder,
     JetStreamSubscription,

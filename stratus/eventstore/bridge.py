@@ -69,6 +69,7 @@ def redacted(url: str) -> str:
     netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit(parts._replace(netloc=netloc))
 
+
 T = TypeVar("T")
 
 

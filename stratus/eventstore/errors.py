@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from eventsourcing.persistence import DataError, IntegrityError, OperationalError, ProgrammingError
 
+# The most events one append may hold: NATS's atomic batch limit, kept by every recorder (the
+# in-memory one too, so that a unit test finds a decision too large for the log).
+MAX_EVENTS_PER_APPEND = 1000
+
 __all__ = [
+    "MAX_EVENTS_PER_APPEND",
     "ConcurrentAppendError",
     "EventStoreUnavailable",
     "TooManyEventsError",

@@ -39,12 +39,16 @@ from stratus.context import CommandContext, current, event_contexts
 from stratus.eventstore import chain
 from stratus.eventstore import envelope as env
 from stratus.eventstore.bridge import NatsBridge
-from stratus.eventstore.errors import ConcurrentAppendError, EventStoreUnavailable, TooManyEventsError
+from stratus.eventstore.errors import (
+    MAX_EVENTS_PER_APPEND,
+    ConcurrentAppendError,
+    EventStoreUnavailable,
+    TooManyEventsError,
+)
 from stratus.eventstore.subjects import SubjectLayout
 
 log = logging.getLogger(__name__)
 
-MAX_EVENTS_PER_APPEND = 1000  # NATS atomic batch limit
 _READ_BATCH = 1000
 _EARLIER_HEADS = 8  # earlier heads remembered per aggregate (see _Head.earlier)
 
