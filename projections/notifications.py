@@ -43,7 +43,7 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 
 from commands.instance import Instance
 from commands.states import PowerState, VmState
-from projections.projection import LINGER_SECONDS
+from projections.projector import LINGER_SECONDS
 from stratus.audit import history
 from stratus.config import Settings
 from stratus.eventstore import (

@@ -22,7 +22,7 @@ import psycopg
 from eventsourcing.persistence import Mapper
 from psycopg import sql
 
-from projections.projection import EventLog, Projector
+from projections.projector import EventLog, Projector
 from projections.schema import (
     LIVE_SCHEMA,
     POSITION_CHANNEL,
