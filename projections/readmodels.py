@@ -86,51 +86,47 @@ def _host_registered(view: ReadModelView, e: Host.Registered, tracking: Tracking
     view.put_host(apply.host_registered(e, tracking.notification_id), tracking)
 
 
-def _instance_claimed(view: ReadModelView, e: Host.InstanceClaimed, tracking: Tracking) -> None:
-    host = view.host(e.originator_id)
-    if host is None:
-        view.insert_tracking(tracking)
-        return
-    host, claim = apply.instance_claimed(host, e, tracking.notification_id)
+def _host(change: Callable[[ReadModelView, Row, Any, int], Row]) -> Apply:
+    """A host event: the host's row as ``change`` makes it (``change`` moves the host's claims in the
+    view too). An event of a host the log never registered changes nothing but the position."""
+
+    def apply_(view: ReadModelView, e: Any, tracking: Tracking) -> None:
+        host = view.host(e.originator_id)
+        if host is None:
+            view.insert_tracking(tracking)
+            return
+        view.put_host(change(view, host, e, tracking.notification_id), tracking)
+
+    return apply_
+
+
+def _instance_claimed(view: ReadModelView, host: Row, e: Host.InstanceClaimed, at: int) -> Row:
+    host, claim = apply.instance_claimed(host, e, at)
     view.put_claim(claim)
-    view.put_host(host, tracking)
+    return host
 
 
-def _instance_released(view: ReadModelView, e: Host.InstanceReleased, tracking: Tracking) -> None:
-    host = view.host(e.originator_id)
-    if host is None:
-        view.insert_tracking(tracking)
-        return
+def _instance_released(view: ReadModelView, host: Row, e: Host.InstanceReleased, at: int) -> Row:
     claim = view.claim(e.originator_id, e.instance_id)
     view.drop_claim(e.originator_id, e.instance_id)
-    view.put_host(apply.instance_released(host, claim, e, tracking.notification_id), tracking)
+    return apply.instance_released(host, claim, e, at)
 
 
-def _claim_moved(view: ReadModelView, e: Any, tracking: Tracking) -> None:
+def _claim_moved(view: ReadModelView, host: Row, e: Any, at: int) -> Row:
     """A claim handed from an instance to its migration, or taken back (``Host.ClaimHandedToMigration``,
     ``Host.ClaimTakenBack``): the claim row under its new consumer id."""
-    host = view.host(e.originator_id)
-    if host is None:
-        view.insert_tracking(tracking)
-        return
     old = e.instance_id if isinstance(e, Host.ClaimHandedToMigration) else e.migration_id
-    host, moved, left = migrations.moved_claim(
-        host, view.claim(e.originator_id, old), e, tracking.notification_id
-    )
+    host, moved, left = migrations.moved_claim(host, view.claim(e.originator_id, old), e, at)
     view.drop_claim(e.originator_id, left)
     if moved is not None:
         view.put_claim(moved)
-    view.put_host(host, tracking)
+    return host
 
 
-def _migration_released(view: ReadModelView, e: Host.MigrationReleased, tracking: Tracking) -> None:
-    host = view.host(e.originator_id)
-    if host is None:
-        view.insert_tracking(tracking)
-        return
+def _migration_released(view: ReadModelView, host: Row, e: Host.MigrationReleased, at: int) -> Row:
     claim = view.claim(e.originator_id, e.migration_id)
     view.drop_claim(e.originator_id, e.migration_id)
-    view.put_host(migrations.migration_released(host, claim, e, tracking.notification_id), tracking)
+    return migrations.migration_released(host, claim, e, at)
 
 
 def _host_and_claims(*consumers: str) -> Callable[[Any], Iterable[RowKey]]:
@@ -190,11 +186,11 @@ RULES: dict[type, Rule] = {
     **{cls: _moved(move) for cls, move in migrations.INSTANCE_MOVES.items()},
     # hosts and their claims
     Host.Registered: Rule(_host_registered),
-    Host.InstanceClaimed: Rule(_instance_claimed, _own("hosts")),
-    Host.InstanceReleased: Rule(_instance_released, _host_and_claims("instance_id")),
-    Host.ClaimHandedToMigration: Rule(_claim_moved, _host_and_claims("instance_id", "migration_id")),
-    Host.ClaimTakenBack: Rule(_claim_moved, _host_and_claims("instance_id", "migration_id")),
-    Host.MigrationReleased: Rule(_migration_released, _host_and_claims("migration_id")),
+    Host.InstanceClaimed: Rule(_host(_instance_claimed), _own("hosts")),
+    Host.InstanceReleased: Rule(_host(_instance_released), _host_and_claims("instance_id")),
+    Host.ClaimHandedToMigration: Rule(_host(_claim_moved), _host_and_claims("instance_id", "migration_id")),
+    Host.ClaimTakenBack: Rule(_host(_claim_moved), _host_and_claims("instance_id", "migration_id")),
+    Host.MigrationReleased: Rule(_host(_migration_released), _host_and_claims("migration_id")),
     # flavors
     Flavor.Created: Rule(_flavor_created),
     Flavor.Deleted: Rule(_flavor_deleted, _own("flavors")),
