@@ -62,6 +62,8 @@ class EventLog(Protocol):
 
 @dataclass(frozen=True)
 class BatchResult:
+    """What applying one batch did: whether it was applied, and where the tracking position is."""
+
     applied: bool  # False: the tracking position was not where the batch starts; nothing written
     position: int  # the tracking position after the call (where to read the log from next)
     events: int = 0  # log entries the batch covered

@@ -48,6 +48,8 @@ class RebuildInProgress(RebuildError):
 
 @dataclass(frozen=True)
 class RebuildResult:
+    """What a rebuild did: the position swapped in, the one its replay reached, how long it took."""
+
     position: int  # the log position the swapped-in read models had reached at the swap
     replayed: int  # the position the replay reached before taking the lock for the swap
     seconds: float
