@@ -35,7 +35,7 @@ class GuestCensus(Aggregate):
 
     @classmethod
     def open(cls, hostname: str) -> GuestCensus:
-        return cls._create(cls.Opened, id=census_id(hostname), hostname=hostname)  # type: ignore[attr-defined]
+        return cls._create(cls.Opened, id=census_id(hostname), hostname=hostname)
 
     def found_stray(self, uuid: str, name: str, power_state: int, action: str) -> bool:
         """Record a stray guest; False when it was recorded already with the same outcome."""

@@ -54,12 +54,12 @@ class HostAggregate(Aggregate):
         _check_name(AZ_KEY, availability_zone)
         if availability_zone == INTERNAL_ZONE:
             raise InvalidInput(f"Invalid input for field/attribute {AZ_KEY}: {INTERNAL_ZONE} is reserved")
-        return cls._create(  # type: ignore[attr-defined, no-any-return]
+        return cls._create(
             cls.Created,
             id=aggregate_id,
             name=name,
             number=number,
-            availability_zone=availability_zone,  # type: ignore[attr-defined]
+            availability_zone=availability_zone,
         )
 
     @property

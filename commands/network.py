@@ -65,8 +65,8 @@ class Network(Aggregate):
         if net.num_addresses < 4:
             raise InvalidInput(f"Fixed network {config.cidr} is too small (a /30 at least)")
         gateway = str(next(net.hosts()))
-        return cls._create(  # type: ignore[attr-defined, no-any-return]
-            cls.Defined,  # type: ignore[attr-defined]
+        return cls._create(
+            cls.Defined,
             id=network_aggregate_id(config.name),
             name=config.name,
             cidr=str(net),
