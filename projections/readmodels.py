@@ -11,7 +11,7 @@ are computed from it, so declaring a projection is adding a line to the table.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,7 +86,10 @@ def _host_registered(view: ReadModelView, e: Host.Registered, tracking: Tracking
     view.put_host(apply.host_registered(e, tracking.notification_id), tracking)
 
 
-def _host(change: Callable[[ReadModelView, Row, Any, int], Row]) -> Apply:
+HostChange = Callable[[ReadModelView, Row, Any, int], Row]  # (view, host row, event, position) -> row
+
+
+def _host(change: HostChange) -> Apply:
     """A host event: the host's row as ``change`` makes it (``change`` moves the host's claims in the
     view too). An event of a host the log never registered changes nothing but the position."""
 
@@ -106,10 +109,17 @@ def _instance_claimed(view: ReadModelView, host: Row, e: Host.InstanceClaimed, a
     return host
 
 
-def _instance_released(view: ReadModelView, host: Row, e: Host.InstanceReleased, at: int) -> Row:
-    claim = view.claim(e.originator_id, e.instance_id)
-    view.drop_claim(e.originator_id, e.instance_id)
-    return apply.instance_released(host, claim, e, at)
+def _released(consumer: str, release: Callable[[Row, Row | None, Any, int], Row]) -> HostChange:
+    """A claim given up by the consumer the event's field ``consumer`` names (an instance, or a
+    migration): its row goes, and ``release`` counts it off the host."""
+
+    def change(view: ReadModelView, host: Row, e: Any, at: int) -> Row:
+        consumer_id = getattr(e, consumer)
+        claim = view.claim(e.originator_id, consumer_id)
+        view.drop_claim(e.originator_id, consumer_id)
+        return release(host, claim, e, at)
+
+    return change
 
 
 def _claim_moved(view: ReadModelView, host: Row, e: Any, at: int) -> Row:
@@ -121,12 +131,6 @@ def _claim_moved(view: ReadModelView, host: Row, e: Any, at: int) -> Row:
     if moved is not None:
         view.put_claim(moved)
     return host
-
-
-def _migration_released(view: ReadModelView, host: Row, e: Host.MigrationReleased, at: int) -> Row:
-    claim = view.claim(e.originator_id, e.migration_id)
-    view.drop_claim(e.originator_id, e.migration_id)
-    return migrations.migration_released(host, claim, e, at)
 
 
 def _host_and_claims(*consumers: str) -> Callable[[Any], Iterable[RowKey]]:
@@ -157,7 +161,18 @@ def _statements(statements: Statements) -> Rule:
     return Rule(apply_)
 
 
-RULES: dict[type, Rule] = {
+def _one_rule_each(*tables: Mapping[type, Rule]) -> dict[type, Rule]:
+    """The tables merged into one; an event class in two of them is a mistake (one would win)."""
+    merged: dict[type, Rule] = {}
+    for table in tables:
+        twice = merged.keys() & table.keys()
+        if twice:
+            raise TypeError(f"event classes with two rules: {sorted(c.__qualname__ for c in twice)}")
+        merged.update(table)
+    return merged
+
+
+_ROWS: dict[type, Rule] = {
     # instances
     Instance.Requested: Rule(_instance_requested),
     Instance.Scheduled: _instance(apply.instance_scheduled),
@@ -182,25 +197,29 @@ RULES: dict[type, Rule] = {
     Instance.UnshelveFailed: _instance(apply.instance_unshelve_failed),
     Instance.StateReset: _instance(apply.instance_state_reset),
     Instance.ZonePinned: _instance(apply.instance_zone_pinned),
-    # resizes and migrations
-    **{cls: _moved(move) for cls, move in migrations.INSTANCE_MOVES.items()},
     # hosts and their claims
     Host.Registered: Rule(_host_registered),
     Host.InstanceClaimed: Rule(_host(_instance_claimed), _own("hosts")),
-    Host.InstanceReleased: Rule(_host(_instance_released), _host_and_claims("instance_id")),
+    Host.InstanceReleased: Rule(
+        _host(_released("instance_id", apply.instance_released)), _host_and_claims("instance_id")
+    ),
     Host.ClaimHandedToMigration: Rule(_host(_claim_moved), _host_and_claims("instance_id", "migration_id")),
     Host.ClaimTakenBack: Rule(_host(_claim_moved), _host_and_claims("instance_id", "migration_id")),
-    Host.MigrationReleased: Rule(_host(_migration_released), _host_and_claims("migration_id")),
+    Host.MigrationReleased: Rule(
+        _host(_released("migration_id", migrations.migration_released)), _host_and_claims("migration_id")
+    ),
     # flavors
     Flavor.Created: Rule(_flavor_created),
     Flavor.Deleted: Rule(_flavor_deleted, _own("flavors")),
-    # the tables written by statements
-    **{
-        cls: _statements(statements)
-        for table in (identity.APPLY, images.APPLY, keypairs.APPLY, operations.APPLY, metadefs.APPLY)
-        for cls, statements in table.items()
-    },
 }
+RULES: dict[type, Rule] = _one_rule_each(
+    _ROWS,
+    {cls: _moved(move) for cls, move in migrations.INSTANCE_MOVES.items()},  # resizes and migrations
+    *(
+        {cls: _statements(statements) for cls, statements in table.items()}
+        for table in (identity.APPLY, images.APPLY, keypairs.APPLY, operations.APPLY, metadefs.APPLY)
+    ),
+)
 _TRACK_ONLY = Rule(lambda view, e, tracking: view.insert_tracking(tracking))
 
 
