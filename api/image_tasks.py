@@ -23,7 +23,7 @@ from api.links import page_params
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.task import TIME_TO_LIVE, TYPES, Task
 from commands.tasks import RecordTask, TaskHandlers
-from projections import catalog_queries
+from projections import image_queries
 from stratus.context import acting
 
 API = "/v2"
@@ -143,7 +143,7 @@ class TaskCollection:
             raise BadRequest(f"Invalid type value: {task_type[:64]}")
         since = datetime.now(UTC) - TIME_TO_LIVE
         with self._read.connection(req) as conn:
-            rows = catalog_queries.list_tasks(
+            rows = image_queries.list_tasks(
                 conn, limit=limit, marker=marker, since=since, status=status, task_type=task_type
             )
         params = {k: v for k, v in req.params.items() if k != "marker"}

@@ -36,7 +36,7 @@ from commands.errors import NotFound, QuotaExceeded
 from commands.image import ACTIVE, DEACTIVATED, Image, canonical_image_id
 from commands.image_updates import ImageUpdates
 from commands.image_usage import ImageLimits
-from projections import catalog_queries
+from projections import image_queries
 from stratus.context import Actor, acting
 from stratus.eventstore.errors import EventStoreUnavailable
 from stratus.imagestore import CHUNK, ImageStore, StoreError, TooLarge
@@ -178,7 +178,7 @@ class ImageCollection(_Images):
         if hidden not in ("true", "false"):
             raise BadRequest(f"Invalid value for os_hidden: {hidden[:64]}")
         with self._read.connection(req, concerning=(member_key(actor.project_id), EVERYONES)) as conn:
-            rows = catalog_queries.list_images(
+            rows = image_queries.list_images(
                 conn,
                 project_id=_scope(actor),
                 limit=limit,

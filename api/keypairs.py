@@ -29,7 +29,7 @@ from api.readmodel import POSITION_HEADER, ReadModel
 from commands.catalog import CatalogHandlers, CreateKeyPair, DeleteKeyPair
 from commands.errors import NotFound
 from commands.keypair import SSH, KeyPair
-from projections import catalog_queries
+from projections import keypair_queries
 from stratus.context import Actor, acting
 
 _POLICY = "os_compute_api:os-keypairs:%s"
@@ -96,7 +96,7 @@ class KeyPairCollection(_KeyPairs):
         paged = versions.at_least(req, 35)
         limit, marker = page_params(req) if paged else (MAX_LIMIT, None)  # Nova pages from 2.35
         with self._read.connection(req) as conn:
-            rows = catalog_queries.list_keypairs(conn, user_id, limit=limit, marker=marker)
+            rows = keypair_queries.list_keypairs(conn, user_id, limit=limit, marker=marker)
         shown = [
             {
                 "name": r["name"],

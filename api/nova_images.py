@@ -23,7 +23,7 @@ from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
 from commands.catalog import CatalogHandlers, DeleteImage
 from commands.image_updates import ImageUpdates, UpdateImage
-from projections import catalog_queries
+from projections import image_queries
 from stratus.context import Actor, acting
 
 LAST_MICROVERSION = 35  # the proxies left Nova at 2.36
@@ -98,7 +98,7 @@ class _NovaImages:
         since = time_param(req, "changes-since")
         least = {name: int_filter(req, name) for name in ("minRam", "minDisk")}
         with self._read.connection(req, concerning=(member_key(actor.project_id), EVERYONES)) as conn:
-            rows = catalog_queries.list_images(
+            rows = image_queries.list_images(
                 conn,
                 project_id=_scope(actor),
                 limit=limit,

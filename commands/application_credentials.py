@@ -23,7 +23,21 @@ class ApplicationCredential(Aggregate):
     def create_id(application_credential_id: str, **_: object) -> UUID:
         return UUID(hex=application_credential_id)
 
-    @event("Created")
+    class Created(Aggregate.Created):
+        """A user made an application credential: a program may act as them in project_id with role_ids
+        until expires_at. The secret is not in the event: only its hash is kept, outside the log."""
+
+        application_credential_id: str
+        user_id: str
+        project_id: str
+        name: str
+        description: str | None
+        expires_at: str | None
+        unrestricted: bool
+        role_ids: list[str]
+        access_rules: list[dict[str, Any]]
+
+    @event(Created)
     def __init__(
         self,
         application_credential_id: str,
@@ -61,7 +75,10 @@ class ApplicationCredential(Aggregate):
     def delete(self) -> None:
         self._deleted()
 
-    @event("Deleted")
+    class Deleted(Aggregate.Event):
+        """The application credential was deleted: its tokens end."""
+
+    @event(Deleted)
     def _deleted(self) -> None:
         self.deleted = True
 

@@ -23,14 +23,19 @@ def census_id(hostname: str) -> UUID:
 
 
 class GuestCensus(Aggregate):
-    @event("Opened")
+    class Opened(Aggregate.Created):
+        """The census of one compute host's stray guests was opened (once per host)."""
+
+        hostname: str
+
+    @event(Opened)
     def __init__(self, hostname: str) -> None:
         self.hostname = hostname
         self.strays: dict[str, str] = {}  # domain uuid -> what was done
 
     @classmethod
     def open(cls, hostname: str) -> GuestCensus:
-        return cls._create(cls.Opened, id=census_id(hostname), hostname=hostname)  # type: ignore[attr-defined]
+        return cls._create(cls.Opened, id=census_id(hostname), hostname=hostname)
 
     def found_stray(self, uuid: str, name: str, power_state: int, action: str) -> bool:
         """Record a stray guest; False when it was recorded already with the same outcome."""
@@ -39,7 +44,17 @@ class GuestCensus(Aggregate):
         self._stray_guest_found(uuid, name, power_state, action)
         return True
 
-    @event("StrayGuestFound")
+    class StrayGuestFound(Aggregate.Event):
+        """The host runs a guest named like an instance that no live instance on this host accounts for:
+        its domain uuid and name, power state, and what the worker did (destroyed: its instance is
+        deleted, an orphan; left alone: not known to be ours)."""
+
+        uuid: str
+        name: str
+        power_state: int
+        action: str
+
+    @event(StrayGuestFound)
     def _stray_guest_found(self, uuid: str, name: str, power_state: int, action: str) -> None:
         self.strays[uuid] = action
 
@@ -51,7 +66,12 @@ class GuestCensus(Aggregate):
         self._strays_gone(gone)
         return True
 
-    @event("StraysGone")
+    class StraysGone(Aggregate.Event):
+        """Stray guests recorded earlier are no longer on the host."""
+
+        uuids: list[str]
+
+    @event(StraysGone)
     def _strays_gone(self, uuids: list[str]) -> None:
         for u in uuids:
             self.strays.pop(u, None)

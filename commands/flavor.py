@@ -21,7 +21,21 @@ class Flavor(Aggregate):
     def create_id(flavorid: str) -> UUID:
         return flavor_aggregate_id(flavorid)
 
-    @event("Created")
+    class Created(Aggregate.Created):
+        """A flavor (a named size for servers) was created."""
+
+        flavorid: str
+        name: str
+        vcpus: int
+        ram: int
+        disk: int
+        ephemeral: int
+        swap: int
+        rxtx_factor: float
+        is_public: bool
+        description: str | None
+
+    @event(Created)
     def __init__(
         self,
         flavorid: str,
@@ -71,7 +85,10 @@ class Flavor(Aggregate):
         self.ensure_usable()
         self._deleted()
 
-    @event("Deleted")
+    class Deleted(Aggregate.Event):
+        """A flavor was deleted; servers built from it keep their copy."""
+
+    @event(Deleted)
     def _deleted(self) -> None:
         self.deleted = True
 
@@ -85,7 +102,13 @@ class Flavor(Aggregate):
         if description != self.description:
             self._description_updated(description)
 
-    @event("DescriptionUpdated")
+    class DescriptionUpdated(Aggregate.Event):
+        """A flavor's description was changed (Nova's PUT /flavors/{id}, microversion 2.55); null clears
+        it."""
+
+        description: str | None
+
+    @event(DescriptionUpdated)
     def _description_updated(self, description: str | None) -> None:
         self.description = description
 
@@ -101,7 +124,12 @@ class Flavor(Aggregate):
         if changed:
             self._extra_specs_set(changed)
 
-    @event("ExtraSpecsSet")
+    class ExtraSpecsSet(Aggregate.Event):
+        """Extra specs of a flavor were set (merged into the existing ones)."""
+
+        extra_specs: dict[str, str]
+
+    @event(ExtraSpecsSet)
     def _extra_specs_set(self, extra_specs: dict[str, str]) -> None:
         self.extra_specs = {**self.extra_specs, **extra_specs}
 
@@ -111,7 +139,12 @@ class Flavor(Aggregate):
             raise NotFound(f"Flavor {self.flavorid} has no extra specs with key {key}.")
         self._extra_spec_deleted(key)
 
-    @event("ExtraSpecDeleted")
+    class ExtraSpecDeleted(Aggregate.Event):
+        """An extra spec of a flavor was deleted."""
+
+        key: str
+
+    @event(ExtraSpecDeleted)
     def _extra_spec_deleted(self, key: str) -> None:
         self.extra_specs = {k: v for k, v in self.extra_specs.items() if k != key}
 
@@ -127,7 +160,12 @@ class Flavor(Aggregate):
             )
         self._access_added(project_id)
 
-    @event("AccessAdded")
+    class AccessAdded(Aggregate.Event):
+        """A project was given access to a private flavor."""
+
+        project_id: str
+
+    @event(AccessAdded)
     def _access_added(self, project_id: str) -> None:
         self.projects = [*self.projects, project_id]
 
@@ -137,7 +175,12 @@ class Flavor(Aggregate):
             raise NotFound(f"Flavor access not found for {self.flavorid} / {project_id} combination.")
         self._access_removed(project_id)
 
-    @event("AccessRemoved")
+    class AccessRemoved(Aggregate.Event):
+        """A project's access to a private flavor was removed."""
+
+        project_id: str
+
+    @event(AccessRemoved)
     def _access_removed(self, project_id: str) -> None:
         self.projects = [p for p in self.projects if p != project_id]
 

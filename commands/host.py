@@ -51,7 +51,19 @@ class Host(Provider, Aggregate):
     def create_id(hostname: str) -> UUID:
         return host_aggregate_id(hostname)
 
-    @event("Registered")
+    class Registered(Aggregate.Created):
+        """A hypervisor host registered itself with its inventory."""
+
+        hostname: str
+        vcpus: int
+        memory_mb: int
+        disk_gb: int
+        hypervisor_type: str
+        cpu_allocation_ratio: float
+        ram_allocation_ratio: float
+        disk_allocation_ratio: float
+
+    @event(Registered)
     def __init__(
         self,
         hostname: str,
@@ -155,7 +167,15 @@ class Host(Provider, Aggregate):
             )
         self._claimed(instance_id, need.vcpus, need.memory_mb, need.disk_gb)
 
-    @event("InstanceClaimed")
+    class InstanceClaimed(Aggregate.Event):
+        """Resources on the host were claimed for an instance (a placement)."""
+
+        instance_id: str
+        vcpus: int
+        memory_mb: int
+        disk_gb: int
+
+    @event(InstanceClaimed)
     def _claimed(self, instance_id: str, vcpus: int, memory_mb: int, disk_gb: int) -> None:
         self.claims[instance_id] = {"vcpus": vcpus, "memory_mb": memory_mb, "disk_gb": disk_gb}
         self.generation += 1
@@ -164,7 +184,12 @@ class Host(Provider, Aggregate):
         if instance_id in self.claims:
             self._released(instance_id)
 
-    @event("InstanceReleased")
+    class InstanceReleased(Aggregate.Event):
+        """An instance's claim on the host was released."""
+
+        instance_id: str
+
+    @event(InstanceReleased)
     def _released(self, instance_id: str) -> None:
         self.claims.pop(instance_id, None)
         self.generation += 1
@@ -178,7 +203,14 @@ class Host(Provider, Aggregate):
             raise ConflictingState(f"Host {self.hostname} holds no claim of instance {instance_id}")
         self._claim_handed_to_migration(instance_id, migration_id)
 
-    @event("ClaimHandedToMigration")
+    class ClaimHandedToMigration(Aggregate.Event):
+        """An instance is moving away: its claim on this host is held by the migration (Nova's migration
+        consumer) until the move is confirmed, reverted or fails."""
+
+        instance_id: str
+        migration_id: str
+
+    @event(ClaimHandedToMigration)
     def _claim_handed_to_migration(self, instance_id: str, migration_id: str) -> None:
         claims = dict(self.claims)
         claims[migration_id] = claims.pop(instance_id)
@@ -191,7 +223,13 @@ class Host(Provider, Aggregate):
         if migration_id in self.migrations:
             self._claim_taken_back(migration_id, self.migrations[migration_id])
 
-    @event("ClaimTakenBack")
+    class ClaimTakenBack(Aggregate.Event):
+        """The move was reverted or failed: the migration's claim on this host is the instance's again."""
+
+        migration_id: str
+        instance_id: str
+
+    @event(ClaimTakenBack)
     def _claim_taken_back(self, migration_id: str, instance_id: str) -> None:
         claims = dict(self.claims)
         claims[instance_id] = claims.pop(migration_id)
@@ -204,7 +242,12 @@ class Host(Provider, Aggregate):
         if migration_id in self.migrations:
             self._migration_released(migration_id)
 
-    @event("MigrationReleased")
+    class MigrationReleased(Aggregate.Event):
+        """The move was confirmed (or its server deleted): the migration's claim on this host is released."""
+
+        migration_id: str
+
+    @event(MigrationReleased)
     def _migration_released(self, migration_id: str) -> None:
         self.claims = {k: v for k, v in self.claims.items() if k != migration_id}
         self.migrations = {k: v for k, v in self.migrations.items() if k != migration_id}
@@ -232,11 +275,46 @@ class Host(Provider, Aggregate):
             raise ConflictingState(f"Consumer {consumer_id} is an instance placed by the scheduler")
         super().allocate(consumer_id, resources)
 
-    _inventories_set = event("InventoriesSet")(inventories_set)
-    _traits_set = event("TraitsSet")(traits_set)
-    _provider_aggregates_set = event("ProviderAggregatesSet")(provider_aggregates_set)
-    _allocated = event("ResourcesAllocated")(allocated)
-    _allocation_removed = event("AllocationRemoved")(allocation_removed)
+    class InventoriesSet(Aggregate.Event):
+        """The host's inventories as a Placement resource provider were replaced: per resource class,
+        total, reserved, min_unit, max_unit, step_size and allocation_ratio (capacity = int((total -
+        reserved) * allocation_ratio)). Bumps the provider generation."""
+
+        inventories: dict[str, dict[str, Any]]
+
+    _inventories_set = event(InventoriesSet)(inventories_set)
+
+    class TraitsSet(Aggregate.Event):
+        """The host's traits (as a resource provider) were replaced. Bumps the provider generation."""
+
+        traits: list[str]
+
+    _traits_set = event(TraitsSet)(traits_set)
+
+    class ProviderAggregatesSet(Aggregate.Event):
+        """The Placement aggregates (uuids) the host's resource provider is a member of were replaced.
+        Bumps the provider generation."""
+
+        aggregates: list[str]
+
+    _provider_aggregates_set = event(ProviderAggregatesSet)(provider_aggregates_set)
+
+    class ResourcesAllocated(Aggregate.Event):
+        """A Placement consumer (not one of the host's instances, whose claims are InstanceClaimed) holds
+        these amounts per resource class on the host, replacing what it held. Appended atomically with
+        the consumer's own event. Bumps the provider generation."""
+
+        consumer_id: str
+        resources: dict[str, int]
+
+    _allocated = event(ResourcesAllocated)(allocated)
+
+    class AllocationRemoved(Aggregate.Event):
+        """A Placement consumer no longer holds anything on the host. Bumps the provider generation."""
+
+        consumer_id: str
+
+    _allocation_removed = event(AllocationRemoved)(allocation_removed)
 
     # -- the compute service (os-services) ------------------------------------------------------
     @property
@@ -250,7 +328,12 @@ class Host(Provider, Aggregate):
         if not self.disabled or self.disabled_reason != reason:
             self._service_disabled(reason)
 
-    @event("ServiceDisabled")
+    class ServiceDisabled(Aggregate.Event):
+        """The host's compute service was disabled: the scheduler places nothing new on it."""
+
+        reason: str | None
+
+    @event(ServiceDisabled)
     def _service_disabled(self, reason: str | None) -> None:
         self.disabled = True
         self.disabled_reason = reason
@@ -259,7 +342,10 @@ class Host(Provider, Aggregate):
         if self.disabled:
             self._service_enabled()
 
-    @event("ServiceEnabled")
+    class ServiceEnabled(Aggregate.Event):
+        """The host's compute service was enabled again."""
+
+    @event(ServiceEnabled)
     def _service_enabled(self) -> None:
         self.disabled = False
         self.disabled_reason = None
@@ -268,7 +354,12 @@ class Host(Provider, Aggregate):
         if self.forced_down != forced_down:
             self._forced_down_set(forced_down)
 
-    @event("ForcedDownSet")
+    class ForcedDownSet(Aggregate.Event):
+        """An operator marked the host's compute service as down (or no longer)."""
+
+        forced_down: bool
+
+    @event(ForcedDownSet)
     def _forced_down_set(self, forced_down: bool) -> None:
         self.forced_down = forced_down
 
@@ -288,7 +379,13 @@ class Host(Provider, Aggregate):
         if aggregate_id not in self.aggregate_zones or self.aggregate_zones[aggregate_id] != zone:
             self._zone_assigned(aggregate_id, zone)
 
-    @event("ZoneAssigned")
+    class ZoneAssigned(Aggregate.Event):
+        """The host joined a host aggregate, or its aggregate's availability zone changed (null: none)."""
+
+        aggregate_id: str
+        zone: str | None
+
+    @event(ZoneAssigned)
     def _zone_assigned(self, aggregate_id: str, zone: str | None) -> None:
         self.aggregate_zones = {**self.aggregate_zones, aggregate_id: zone}
 
@@ -296,6 +393,11 @@ class Host(Provider, Aggregate):
         if aggregate_id in self.aggregate_zones:
             self._aggregate_left(aggregate_id)
 
-    @event("AggregateLeft")
+    class AggregateLeft(Aggregate.Event):
+        """The host left a host aggregate (and the zone it gave)."""
+
+        aggregate_id: str
+
+    @event(AggregateLeft)
     def _aggregate_left(self, aggregate_id: str) -> None:
         self.aggregate_zones = {a: z for a, z in self.aggregate_zones.items() if a != aggregate_id}

@@ -30,7 +30,14 @@ def _check_name(field: str, value: str | None) -> None:
 
 
 class HostAggregate(Aggregate):
-    @event("Created")
+    class Created(Aggregate.Created):
+        """A host aggregate was created (with an availability zone, or none)."""
+
+        name: str
+        number: int
+        availability_zone: str | None
+
+    @event(Created)
     def __init__(self, name: str, number: int, availability_zone: str | None) -> None:
         self.name = name
         self.number = number
@@ -47,12 +54,12 @@ class HostAggregate(Aggregate):
         _check_name(AZ_KEY, availability_zone)
         if availability_zone == INTERNAL_ZONE:
             raise InvalidInput(f"Invalid input for field/attribute {AZ_KEY}: {INTERNAL_ZONE} is reserved")
-        return cls._create(  # type: ignore[attr-defined, no-any-return]
+        return cls._create(
             cls.Created,
             id=aggregate_id,
             name=name,
             number=number,
-            availability_zone=availability_zone,  # type: ignore[attr-defined]
+            availability_zone=availability_zone,
         )
 
     @property
@@ -69,7 +76,12 @@ class HostAggregate(Aggregate):
         if name != self.name:
             self._renamed(name)
 
-    @event("Renamed")
+    class Renamed(Aggregate.Event):
+        """A host aggregate was renamed."""
+
+        name: str
+
+    @event(Renamed)
     def _renamed(self, name: str) -> None:
         self.name = name
 
@@ -87,7 +99,12 @@ class HostAggregate(Aggregate):
         if changed:
             self._metadata_set(changed)
 
-    @event("MetadataSet")
+    class MetadataSet(Aggregate.Event):
+        """Metadata keys of a host aggregate were set (null: the key was removed)."""
+
+        metadata: dict[str, str | None]
+
+    @event(MetadataSet)
     def _metadata_set(self, metadata: dict[str, str | None]) -> None:
         merged = {**self.metadata, **metadata}
         self.metadata = {k: v for k, v in merged.items() if v is not None}
@@ -98,7 +115,12 @@ class HostAggregate(Aggregate):
             raise AlreadyExists(f"Aggregate {self.number} already has host {hostname}.")
         self._host_added(hostname)
 
-    @event("HostAdded")
+    class HostAdded(Aggregate.Event):
+        """A compute host was added to a host aggregate."""
+
+        host: str
+
+    @event(HostAdded)
     def _host_added(self, host: str) -> None:
         self.hosts = [*self.hosts, host]
 
@@ -108,7 +130,12 @@ class HostAggregate(Aggregate):
             raise NotFound(f"Cannot remove host {hostname} in aggregate {self.number}")
         self._host_removed(hostname)
 
-    @event("HostRemoved")
+    class HostRemoved(Aggregate.Event):
+        """A compute host was removed from a host aggregate."""
+
+        host: str
+
+    @event(HostRemoved)
     def _host_removed(self, host: str) -> None:
         self.hosts = [h for h in self.hosts if h != host]
 
@@ -120,6 +147,9 @@ class HostAggregate(Aggregate):
             )
         self._deleted()
 
-    @event("Deleted")
+    class Deleted(Aggregate.Event):
+        """A host aggregate was deleted."""
+
+    @event(Deleted)
     def _deleted(self) -> None:
         self.deleted = True

@@ -76,7 +76,18 @@ class Name(Aggregate):
     def create_id(kind: str, domain_id: str, name: str, owner_id: str) -> UUID:
         return name_id(kind, domain_id, name)
 
-    @event("Reserved")
+    class Reserved(Aggregate.Created):
+        """A name was taken in a domain by a project, user or role; reserved in the same atomic append that
+        creates its owner, so names stay unique. Kinds domain, group and application_credential (whose
+        names are unique per user: domain_id is the user's id) were added without a new version: every
+        earlier event still validates."""
+
+        kind: str
+        domain_id: str
+        name: str
+        owner_id: str
+
+    @event(Reserved)
     def __init__(self, kind: str, domain_id: str, name: str, owner_id: str) -> None:
         self.kind = kind
         self.domain_id = domain_id
@@ -88,7 +99,10 @@ class Name(Aggregate):
         if self.owner_id is not None:
             self._released()
 
-    @event("Released")
+    class Released(Aggregate.Event):
+        """The name's owner (a project or user) was deleted: the name may be given again."""
+
+    @event(Released)
     def _released(self) -> None:
         self.owner_id = None
 
@@ -98,7 +112,12 @@ class Name(Aggregate):
             raise AlreadyExists(f"The {self.kind} name {self.name} is taken.")
         self._reclaimed(owner_id=owner_id)
 
-    @event("Reclaimed")
+    class Reclaimed(Aggregate.Event):
+        """A released name was given to a new owner."""
+
+        owner_id: str
+
+    @event(Reclaimed)
     def _reclaimed(self, owner_id: str) -> None:
         self.owner_id = owner_id
 
@@ -164,7 +183,17 @@ class Project(_Assignments, Aggregate):
     def create_id(project_id: str, **_: object) -> UUID:
         return UUID(hex=project_id)
 
-    @event("Created")
+    class Created(Aggregate.Created):
+        """A project (Keystone's unit of ownership and isolation) was created. The aggregate id is the
+        project id."""
+
+        project_id: str
+        name: str
+        domain_id: str
+        description: str
+        enabled: bool
+
+    @event(Created)
     def __init__(self, project_id: str, name: str, domain_id: str, description: str, enabled: bool) -> None:
         self.project_id = project_id
         self.name = name
@@ -193,7 +222,13 @@ class Project(_Assignments, Aggregate):
         if (new_description, new_enabled) != (self.description, self.enabled):
             self._updated(description=new_description, enabled=new_enabled)
 
-    @event("Updated")
+    class Updated(Aggregate.Event):
+        """A project's description or enabled flag changed (the event carries the values after the change)."""
+
+        description: str
+        enabled: bool
+
+    @event(Updated)
     def _updated(self, description: str, enabled: bool) -> None:
         self.description = description
         self.enabled = enabled
@@ -202,7 +237,12 @@ class Project(_Assignments, Aggregate):
         if checked_name("name", name) != self.name:
             self._renamed(name=name)
 
-    @event("Renamed")
+    class Renamed(Aggregate.Event):
+        """The project's name changed (the old name is released, the new one reserved, in the same append)."""
+
+        name: str
+
+    @event(Renamed)
     def _renamed(self, name: str) -> None:
         self.name = name
 
@@ -210,26 +250,54 @@ class Project(_Assignments, Aggregate):
         """Keystone's project delete: the project and its role assignments go (its servers stay)."""
         self._deleted()
 
-    @event("Deleted")
+    class Deleted(Aggregate.Event):
+        """The project was deleted (Keystone's DELETE /v3/projects/{id}): its role assignments and tokens
+        end; its servers stay."""
+
+    @event(Deleted)
     def _deleted(self) -> None:
         self.deleted = True
         self.grants = {}
         self.group_grants = {}
 
-    @event("RoleGranted")
+    class RoleGranted(Aggregate.Event):
+        """A user was given a role in this project. The envelope's actor is who granted it."""
+
+        user_id: str
+        role_id: str
+
+    @event(RoleGranted)
     def _role_granted(self, user_id: str, role_id: str) -> None:
         self.grants.setdefault(user_id, set()).add(role_id)
 
-    @event("RoleRevoked")
+    class RoleRevoked(Aggregate.Event):
+        """A user's role in this project was taken away. The envelope's actor is who revoked it."""
+
+        user_id: str
+        role_id: str
+
+    @event(RoleRevoked)
     def _role_revoked(self, user_id: str, role_id: str) -> None:
         self.grants[user_id].discard(role_id)
 
-    @event("GroupRoleGranted")
+    class GroupRoleGranted(Aggregate.Event):
+        """A group was given a role in this project: each of its members holds it there."""
+
+        group_id: str
+        role_id: str
+
+    @event(GroupRoleGranted)
     def _group_role_granted(self, group_id: str, role_id: str) -> None:
         # (a project cached or snapshotted before groups existed has no ``group_grants``)
         self.__dict__.setdefault("group_grants", {}).setdefault(group_id, set()).add(role_id)
 
-    @event("GroupRoleRevoked")
+    class GroupRoleRevoked(Aggregate.Event):
+        """A group's role in this project was taken away."""
+
+        group_id: str
+        role_id: str
+
+    @event(GroupRoleRevoked)
     def _group_role_revoked(self, group_id: str, role_id: str) -> None:
         self.group_grants[group_id].discard(role_id)
 
@@ -239,7 +307,18 @@ class User(Aggregate):
     def create_id(user_id: str, **_: object) -> UUID:
         return UUID(hex=user_id)
 
-    @event("Created")
+    class Created(Aggregate.Created):
+        """A user was created. Never carries a password or its hash."""
+
+        user_id: str
+        name: str
+        domain_id: str
+        default_project_id: str | None
+        enabled: bool
+        email: str | None
+        description: str | None
+
+    @event(Created)
     def __init__(
         self,
         user_id: str,
@@ -301,7 +380,16 @@ class User(Aggregate):
         if new != (self.enabled, self.email, self.description, self.default_project_id):
             self._updated(enabled=new[0], email=new[1], description=new[2], default_project_id=new[3])
 
-    @event("Updated")
+    class Updated(Aggregate.Event):
+        """A user's enabled flag, email, description or default project changed (values after the change).
+        A disabled user's tokens stop working."""
+
+        enabled: bool
+        email: str | None
+        description: str | None
+        default_project_id: str | None
+
+    @event(Updated)
     def _updated(
         self, enabled: bool, email: str | None, description: str | None, default_project_id: str | None
     ) -> None:
@@ -314,7 +402,12 @@ class User(Aggregate):
         if checked_name("name", name) != self.name:
             self._renamed(name=name)
 
-    @event("Renamed")
+    class Renamed(Aggregate.Event):
+        """The user's name changed (the old name is released, the new one reserved, in the same append)."""
+
+        name: str
+
+    @event(Renamed)
     def _renamed(self, name: str) -> None:
         self.name = name
 
@@ -324,7 +417,13 @@ class User(Aggregate):
         if extra != self.__dict__.get("extra", {}):
             self._extra_set(extra=extra)
 
-    @event("ExtraSet")
+    class ExtraSet(Aggregate.Event):
+        """The user's extra attributes (any Keystone does not know, such as an older client's project_id),
+        whole after the change."""
+
+        extra: dict[str, Any]
+
+    @event(ExtraSet)
     def _extra_set(self, extra: dict[str, Any]) -> None:
         self.extra = extra
 
@@ -332,7 +431,11 @@ class User(Aggregate):
         """Keystone's user delete: the user, their role assignments and their tokens go."""
         self._deleted()
 
-    @event("Deleted")
+    class Deleted(Aggregate.Event):
+        """The user was deleted (Keystone's DELETE /v3/users/{id}): their role assignments and tokens end;
+        their password hash is removed outside the log."""
+
+    @event(Deleted)
     def _deleted(self) -> None:
         self.deleted = True
 
@@ -340,7 +443,12 @@ class User(Aggregate):
         """Forget one of the user's access rules (the API checks that no credential uses it)."""
         self._access_rule_deleted(rule_id=rule_id)
 
-    @event("AccessRuleDeleted")
+    class AccessRuleDeleted(Aggregate.Event):
+        """One of the user's application-credential access rules was deleted (no credential used it)."""
+
+        rule_id: str
+
+    @event(AccessRuleDeleted)
     def _access_rule_deleted(self, rule_id: str) -> None:
         pass
 
@@ -348,7 +456,11 @@ class User(Aggregate):
         """Record that the user's password changed (the hash itself is kept outside the log)."""
         self._password_set()
 
-    @event("PasswordSet")
+    class PasswordSet(Aggregate.Event):
+        """A user's password was set or changed. The password and its hash are deliberately absent: the
+        hash is kept in the API's credentials table, outside the log."""
+
+    @event(PasswordSet)
     def _password_set(self) -> None:
         self.has_password = True
 
@@ -358,7 +470,15 @@ class Role(Aggregate):
     def create_id(role_id: str, **_: object) -> UUID:
         return UUID(hex=role_id)
 
-    @event("Created")
+    class Created(Aggregate.Created):
+        """A role was created (the default roles admin, manager, member, reader are seeded on the first
+        run)."""
+
+        role_id: str
+        name: str
+        description: str
+
+    @event(Created)
     def __init__(self, role_id: str, name: str, description: str) -> None:
         self.role_id = role_id
         self.name = name
@@ -385,7 +505,13 @@ class Role(Aggregate):
         if (new_name, new_description) != (self.name, self.description):
             self._updated(name=new_name, description=new_description)
 
-    @event("Updated")
+    class Updated(Aggregate.Event):
+        """The role's name or description changed (the built-in roles keep their names)."""
+
+        name: str
+        description: str
+
+    @event(Updated)
     def _updated(self, name: str, description: str) -> None:
         self.name = name
         self.description = description
@@ -396,7 +522,10 @@ class Role(Aggregate):
             raise Forbidden(f"The built-in role {self.name} cannot be deleted.")
         self._deleted()
 
-    @event("Deleted")
+    class Deleted(Aggregate.Event):
+        """The role was deleted, and every assignment of it with it (never a built-in role)."""
+
+    @event(Deleted)
     def _deleted(self) -> None:
         self.deleted = True
 
@@ -407,7 +536,12 @@ class Role(Aggregate):
         if implied_role_id not in self.__dict__.setdefault("implies", set()):
             self._implication_added(implied_role_id=implied_role_id)
 
-    @event("ImplicationAdded")
+    class ImplicationAdded(Aggregate.Event):
+        """Whoever holds this role now holds implied_role_id too (Keystone's implied roles)."""
+
+        implied_role_id: str
+
+    @event(ImplicationAdded)
     def _implication_added(self, implied_role_id: str) -> None:
         self.__dict__.setdefault("implies", set()).add(implied_role_id)
 
@@ -416,7 +550,12 @@ class Role(Aggregate):
             raise NotFound(f"{self.role_id} does not imply {implied_role_id}.")
         self._implication_removed(implied_role_id=implied_role_id)
 
-    @event("ImplicationRemoved")
+    class ImplicationRemoved(Aggregate.Event):
+        """This role no longer implies implied_role_id."""
+
+        implied_role_id: str
+
+    @event(ImplicationRemoved)
     def _implication_removed(self, implied_role_id: str) -> None:
         self.implies.discard(implied_role_id)
 
@@ -428,7 +567,15 @@ class Token(Aggregate):
     def create_id(token_id: str, **_: object) -> UUID:
         return UUID(hex=token_id)
 
-    @event("Revoked")
+    class Revoked(Aggregate.Created):
+        """A token was revoked before it expired. Carries the token's id, never the token itself."""
+
+        token_id: str
+        user_id: str
+        project_id: str
+        expires_at: str
+
+    @event(Revoked)
     def __init__(self, token_id: str, user_id: str, project_id: str, expires_at: str) -> None:
         self.token_id = token_id
         self.user_id = user_id
@@ -448,7 +595,16 @@ class Domain(_Assignments, Aggregate):
     def create_id(domain_id: str, **_: object) -> UUID:
         return domain_aggregate_id(domain_id)
 
-    @event("Created")
+    class Created(Aggregate.Created):
+        """A domain was created (the default domain, id 'default', is seeded on the first run). Its
+        aggregate's id is derived from domain_id."""
+
+        domain_id: str
+        name: str
+        description: str
+        enabled: bool
+
+    @event(Created)
     def __init__(self, domain_id: str, name: str, description: str, enabled: bool) -> None:
         self.domain_id = domain_id
         self.name = name
@@ -479,7 +635,14 @@ class Domain(_Assignments, Aggregate):
         if new != (self.name, self.description, self.enabled):
             self._updated(name=new[0], description=new[1], enabled=new[2])
 
-    @event("Updated")
+    class Updated(Aggregate.Event):
+        """The domain's name, description or enabled flag changed (its whole new state)."""
+
+        name: str
+        description: str
+        enabled: bool
+
+    @event(Updated)
     def _updated(self, name: str, description: str, enabled: bool) -> None:
         self.name = name
         self.description = description
@@ -491,25 +654,52 @@ class Domain(_Assignments, Aggregate):
             raise Forbidden("Cannot delete a domain that is enabled, please disable it first.")
         self._deleted()
 
-    @event("Deleted")
+    class Deleted(Aggregate.Event):
+        """The disabled domain was deleted; its projects, users and groups were deleted in the same append."""
+
+    @event(Deleted)
     def _deleted(self) -> None:
         self.deleted = True
         self.grants = {}
         self.group_grants = {}
 
-    @event("RoleGranted")
+    class RoleGranted(Aggregate.Event):
+        """A user was given a role on this domain. The envelope's actor is who granted it."""
+
+        user_id: str
+        role_id: str
+
+    @event(RoleGranted)
     def _role_granted(self, user_id: str, role_id: str) -> None:
         self.grants.setdefault(user_id, set()).add(role_id)
 
-    @event("RoleRevoked")
+    class RoleRevoked(Aggregate.Event):
+        """A user's role on this domain was taken away."""
+
+        user_id: str
+        role_id: str
+
+    @event(RoleRevoked)
     def _role_revoked(self, user_id: str, role_id: str) -> None:
         self.grants[user_id].discard(role_id)
 
-    @event("GroupRoleGranted")
+    class GroupRoleGranted(Aggregate.Event):
+        """A group was given a role on this domain (each member holds it)."""
+
+        group_id: str
+        role_id: str
+
+    @event(GroupRoleGranted)
     def _group_role_granted(self, group_id: str, role_id: str) -> None:
         self.group_grants.setdefault(group_id, set()).add(role_id)
 
-    @event("GroupRoleRevoked")
+    class GroupRoleRevoked(Aggregate.Event):
+        """A group's role on this domain was taken away."""
+
+        group_id: str
+        role_id: str
+
+    @event(GroupRoleRevoked)
     def _group_role_revoked(self, group_id: str, role_id: str) -> None:
         self.group_grants[group_id].discard(role_id)
 
@@ -521,7 +711,15 @@ class Group(Aggregate):
     def create_id(group_id: str, **_: object) -> UUID:
         return UUID(hex=group_id)
 
-    @event("Created")
+    class Created(Aggregate.Created):
+        """A group of users was created in a domain."""
+
+        group_id: str
+        name: str
+        domain_id: str
+        description: str
+
+    @event(Created)
     def __init__(self, group_id: str, name: str, domain_id: str, description: str) -> None:
         self.group_id = group_id
         self.name = name
@@ -542,7 +740,13 @@ class Group(Aggregate):
         if (new_name, new_description) != (self.name, self.description):
             self._updated(name=new_name, description=new_description)
 
-    @event("Updated")
+    class Updated(Aggregate.Event):
+        """The group's name or description changed (its whole new state)."""
+
+        name: str
+        description: str
+
+    @event(Updated)
     def _updated(self, name: str, description: str) -> None:
         self.name = name
         self.description = description
@@ -550,7 +754,10 @@ class Group(Aggregate):
     def delete(self) -> None:
         self._deleted()
 
-    @event("Deleted")
+    class Deleted(Aggregate.Event):
+        """The group was deleted: its memberships and role assignments end."""
+
+    @event(Deleted)
     def _deleted(self) -> None:
         self.deleted = True
         self.members = set()
@@ -559,7 +766,12 @@ class Group(Aggregate):
         if user_id not in self.members:
             self._user_added(user_id=user_id)
 
-    @event("UserAdded")
+    class UserAdded(Aggregate.Event):
+        """A user joined the group."""
+
+        user_id: str
+
+    @event(UserAdded)
     def _user_added(self, user_id: str) -> None:
         self.members.add(user_id)
 
@@ -568,7 +780,12 @@ class Group(Aggregate):
             raise NotFound(f"Could not find user {user_id} in group {self.group_id}.")
         self._user_removed(user_id=user_id)
 
-    @event("UserRemoved")
+    class UserRemoved(Aggregate.Event):
+        """A user left the group."""
+
+        user_id: str
+
+    @event(UserRemoved)
     def _user_removed(self, user_id: str) -> None:
         self.members.discard(user_id)
 
@@ -584,23 +801,51 @@ class System(_Assignments, Aggregate):
     def create_id() -> UUID:
         return uuid5(_NS, "system")
 
-    @event("Opened")
+    class Opened(Aggregate.Created):
+        """The system scope's aggregate was opened (by the first role given on the system)."""
+
+    @event(Opened)
     def __init__(self) -> None:
         self.grants: dict[str, set[str]] = {}
         self.group_grants: dict[str, set[str]] = {}
 
-    @event("RoleGranted")
+    class RoleGranted(Aggregate.Event):
+        """A user was given a role on the system (Keystone's system scope): a system reader reads all
+        identity data."""
+
+        user_id: str
+        role_id: str
+
+    @event(RoleGranted)
     def _role_granted(self, user_id: str, role_id: str) -> None:
         self.grants.setdefault(user_id, set()).add(role_id)
 
-    @event("RoleRevoked")
+    class RoleRevoked(Aggregate.Event):
+        """A user's role on the system was taken away."""
+
+        user_id: str
+        role_id: str
+
+    @event(RoleRevoked)
     def _role_revoked(self, user_id: str, role_id: str) -> None:
         self.grants[user_id].discard(role_id)
 
-    @event("GroupRoleGranted")
+    class GroupRoleGranted(Aggregate.Event):
+        """A group was given a role on the system (each member holds it)."""
+
+        group_id: str
+        role_id: str
+
+    @event(GroupRoleGranted)
     def _group_role_granted(self, group_id: str, role_id: str) -> None:
         self.group_grants.setdefault(group_id, set()).add(role_id)
 
-    @event("GroupRoleRevoked")
+    class GroupRoleRevoked(Aggregate.Event):
+        """A group's role on the system was taken away."""
+
+        group_id: str
+        role_id: str
+
+    @event(GroupRoleRevoked)
     def _group_role_revoked(self, group_id: str, role_id: str) -> None:
         self.group_grants[group_id].discard(role_id)

@@ -36,7 +36,14 @@ class Region(Aggregate):
     def create_id(region_id: str, **_: object) -> UUID:
         return region_aggregate_id(region_id)
 
-    @event("Created")
+    class Created(Aggregate.Created):
+        """A region of the service catalog was created. Its aggregate's id is derived from region_id."""
+
+        region_id: str
+        description: str
+        parent_region_id: str | None
+
+    @event(Created)
     def __init__(self, region_id: str, description: str, parent_region_id: str | None) -> None:
         self.region_id = region_id
         self.description = description
@@ -53,7 +60,13 @@ class Region(Aggregate):
         if new != (self.description, self.parent_region_id):
             self._updated(description=new[0], parent_region_id=new[1])
 
-    @event("Updated")
+    class Updated(Aggregate.Event):
+        """The region's description or parent changed (its whole new state)."""
+
+        description: str
+        parent_region_id: str | None
+
+    @event(Updated)
     def _updated(self, description: str, parent_region_id: str | None) -> None:
         self.description = description
         self.parent_region_id = parent_region_id
@@ -61,7 +74,10 @@ class Region(Aggregate):
     def delete(self) -> None:
         self._deleted()
 
-    @event("Deleted")
+    class Deleted(Aggregate.Event):
+        """The region was deleted."""
+
+    @event(Deleted)
     def _deleted(self) -> None:
         self.deleted = True
 
@@ -71,7 +87,16 @@ class Service(Aggregate):
     def create_id(service_id: str, **_: object) -> UUID:
         return UUID(hex=service_id)
 
-    @event("Created")
+    class Created(Aggregate.Created):
+        """A service was added to the catalog."""
+
+        service_id: str
+        type: str
+        name: str
+        description: str
+        enabled: bool
+
+    @event(Created)
     def __init__(self, service_id: str, type: str, name: str, description: str, enabled: bool) -> None:
         self.service_id = service_id
         self.type = type
@@ -92,7 +117,15 @@ class Service(Aggregate):
         if new != current:
             self._updated(**new)
 
-    @event("Updated")
+    class Updated(Aggregate.Event):
+        """The service changed (its whole new state)."""
+
+        type: str
+        name: str
+        description: str
+        enabled: bool
+
+    @event(Updated)
     def _updated(self, type: str, name: str, description: str, enabled: bool) -> None:
         self.type = type
         self.name = name
@@ -102,7 +135,10 @@ class Service(Aggregate):
     def delete(self) -> None:
         self._deleted()
 
-    @event("Deleted")
+    class Deleted(Aggregate.Event):
+        """The service was deleted (its endpoints in the same append)."""
+
+    @event(Deleted)
     def _deleted(self) -> None:
         self.deleted = True
 
@@ -112,7 +148,18 @@ class Endpoint(Aggregate):
     def create_id(endpoint_id: str, **_: object) -> UUID:
         return UUID(hex=endpoint_id)
 
-    @event("Created")
+    class Created(Aggregate.Created):
+        """An endpoint of a service was added to the catalog. A url that is a path (/v2.1) is completed
+        with the address the client called."""
+
+        endpoint_id: str
+        service_id: str
+        interface: str
+        url: str
+        region_id: str | None
+        enabled: bool
+
+    @event(Created)
     def __init__(
         self,
         endpoint_id: str,
@@ -158,7 +205,16 @@ class Endpoint(Aggregate):
         if new != current:
             self._updated(**new)
 
-    @event("Updated")
+    class Updated(Aggregate.Event):
+        """The endpoint changed (its whole new state)."""
+
+        service_id: str
+        interface: str
+        url: str
+        region_id: str | None
+        enabled: bool
+
+    @event(Updated)
     def _updated(
         self, service_id: str, interface: str, url: str, region_id: str | None, enabled: bool
     ) -> None:
@@ -171,7 +227,10 @@ class Endpoint(Aggregate):
     def delete(self) -> None:
         self._deleted()
 
-    @event("Deleted")
+    class Deleted(Aggregate.Event):
+        """The endpoint was deleted."""
+
+    @event(Deleted)
     def _deleted(self) -> None:
         self.deleted = True
 

@@ -85,6 +85,10 @@ def legacy_aggregate_id(image_id: str) -> UUID:
 
 class Image(Aggregate):
     class Created(Aggregate.Created):
+        """An image was registered (status queued): its id and metadata, no data yet. Version 3 adds
+        os_hidden (Glance's hidden images, left out of lists unless asked for); version 2 added
+        image_id."""
+
         image_id: str
         name: str | None
         owner: str
@@ -135,6 +139,8 @@ class Image(Aggregate):
             }
 
     class MemberRemoved(Aggregate.Event):
+        """The owner stopped sharing the image with the project."""
+
         member_id: str
 
         def apply(self, aggregate: Any) -> None:
@@ -229,7 +235,15 @@ class Image(Aggregate):
         self.ensure_uploadable()
         self._uploaded(size, checksum, os_hash_algo, os_hash_value)
 
-    @event("Uploaded")
+    class Uploaded(Aggregate.Event):
+        """The image's data was stored (status active): its size and digests, never the data."""
+
+        size: int
+        checksum: str
+        os_hash_algo: str
+        os_hash_value: str
+
+    @event(Uploaded)
     def _uploaded(self, size: int, checksum: str, os_hash_algo: str, os_hash_value: str) -> None:
         self.status = ACTIVE
         self.size = size
@@ -261,13 +275,20 @@ class Image(Aggregate):
         if changed or props or removed:
             self._updated(changed, props, list(removed))
 
-    @event("Updated")
+    class Updated(Aggregate.Event):
+        """The owner (or an admin) changed the image's metadata, as one JSON patch or a tag change: the new
+        values of the base properties that changed (fields), the additional properties set (properties)
+        and those removed (removed)."""
+
+        fields: dict[str, Any]
+        properties: dict[str, Any]
+        removed: list[str]
+
+    @event(Updated)
     def _updated(self, fields: dict[str, Any], properties: dict[str, Any], removed: list[str]) -> None:
         for key, value in fields.items():
             setattr(self, key, list(value) if key == "tags" else value)
-        self.properties = {
-            k: v for k, v in {**self.properties, **properties}.items() if k not in removed
-        }
+        self.properties = {k: v for k, v in {**self.properties, **properties}.items() if k not in removed}
 
     def deactivate(self) -> None:
         """Glance: only an active image may be deactivated (again: nothing to do)."""
@@ -277,7 +298,11 @@ class Image(Aggregate):
             raise Forbidden(f"Not allowed to deactivate image in status '{self.status}'")
         self._deactivated()
 
-    @event("Deactivated")
+    class Deactivated(Aggregate.Event):
+        """An admin or the owner deactivated the active image: its data cannot be downloaded (except by an
+        admin) until it is reactivated."""
+
+    @event(Deactivated)
     def _deactivated(self) -> None:
         self.status = DEACTIVATED
 
@@ -288,7 +313,10 @@ class Image(Aggregate):
             raise Forbidden(f"Not allowed to reactivate image in status '{self.status}'")
         self._reactivated()
 
-    @event("Reactivated")
+    class Reactivated(Aggregate.Event):
+        """The deactivated image is active again."""
+
+    @event(Reactivated)
     def _reactivated(self) -> None:
         self.status = ACTIVE
 
@@ -334,7 +362,10 @@ class Image(Aggregate):
             raise Forbidden(f"Image {self.image_id} is protected and cannot be deleted.")
         self._deleted()
 
-    @event("Deleted")
+    class Deleted(Aggregate.Event):
+        """The image is gone (status deleted); its data is removed from the store."""
+
+    @event(Deleted)
     def _deleted(self) -> None:
         self.status = DELETED
 

@@ -42,7 +42,12 @@ class ImageUsage(Aggregate):
     def create_id(project_id: str) -> UUID:
         return image_usage_id(project_id)
 
-    @event("Opened")
+    class Opened(Aggregate.Created):
+        """A project's image quota usage began to be counted (commands/image_usage.py)."""
+
+        project_id: str
+
+    @event(Opened)
     def __init__(self, project_id: str) -> None:
         self.project_id = project_id
         self.images: dict[str, int] = {}
@@ -59,7 +64,13 @@ class ImageUsage(Aggregate):
         check({IMAGE_COUNT: limits.image_count_total}, {IMAGE_COUNT: len(self.images)}, {IMAGE_COUNT: 1})
         self._admitted(image_id)
 
-    @event("ImageAdmitted")
+    class ImageAdmitted(Aggregate.Event):
+        """An image was counted against the project's image_count_total, in the same atomic append as its
+        creation."""
+
+        image_id: str
+
+    @event(ImageAdmitted)
     def _admitted(self, image_id: str) -> None:
         self.images = {**self.images, image_id: 0}
 
@@ -80,7 +91,14 @@ class ImageUsage(Aggregate):
             )
         self._charged(image_id, size)
 
-    @event("ImageCharged")
+    class ImageCharged(Aggregate.Event):
+        """An image's uploaded bytes were counted against the project's image_size_total, in the same
+        atomic append as the upload."""
+
+        image_id: str
+        size: int
+
+    @event(ImageCharged)
     def _charged(self, image_id: str, size: int) -> None:
         self.images = {**self.images, image_id: size}
 
@@ -88,6 +106,11 @@ class ImageUsage(Aggregate):
         if image_id in self.images:
             self._released(image_id)
 
-    @event("ImageReleased")
+    class ImageReleased(Aggregate.Event):
+        """An image stopped counting (deleted), in the same atomic append as its deletion."""
+
+        image_id: str
+
+    @event(ImageReleased)
     def _released(self, image_id: str) -> None:
         self.images = {k: v for k, v in self.images.items() if k != image_id}

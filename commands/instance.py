@@ -226,7 +226,12 @@ class Instance(Aggregate):
             self._guard("schedule", (VmState.BUILDING,), (TaskState.SCHEDULING,))
         self._scheduled(host)
 
-    @event("Scheduled")
+    class Scheduled(Aggregate.Event):
+        """The scheduler placed the instance on a host."""
+
+        host: str
+
+    @event(Scheduled)
     def _scheduled(self, host: str) -> None:
         self.host = host
         self.task_state = None
@@ -244,12 +249,27 @@ class Instance(Aggregate):
             return
         self._faulted(code, message, details)
 
-    @event("UnshelveFailed")
+    class UnshelveFailed(Aggregate.Event):
+        """The scheduler found no host for an unshelve: the server stays SHELVED_OFFLOADED with no task
+        (Nova's conductor), with the fault recorded; its quota stays charged."""
+
+        code: str
+        message: str
+        details: str
+
+    @event(UnshelveFailed)
     def _unshelve_failed(self, code: str, message: str, details: str) -> None:
         self.task_state = None
         self.fault = {"code": code, "message": message, "details": details}
 
-    @event("Faulted")
+    class Faulted(Aggregate.Event):
+        """The instance went to ERROR with a fault."""
+
+        code: str
+        message: str
+        details: str
+
+    @event(Faulted)
     def _faulted(self, code: str, message: str, details: str) -> None:
         self.vm_state = VmState.ERROR
         self.task_state = None
@@ -262,7 +282,10 @@ class Instance(Aggregate):
             raise InvalidState(f"Instance {self.id} is placed on {self.host}, not on {host}")
         self._spawning_started()
 
-    @event("SpawningStarted")
+    class SpawningStarted(Aggregate.Event):
+        """The host began spawning the guest (task_state spawning)."""
+
+    @event(SpawningStarted)
     def _spawning_started(self) -> None:
         self.task_state = TaskState.SPAWNING
 
@@ -270,7 +293,12 @@ class Instance(Aggregate):
         self._guard("spawn", _SPAWNABLE, (TaskState.SPAWNING,))
         self._spawned(power_state)
 
-    @event("Spawned")
+    class Spawned(Aggregate.Event):
+        """The guest is running: vm_state active."""
+
+        power_state: int
+
+    @event(Spawned)
     def _spawned(self, power_state: int) -> None:
         self.vm_state = VmState.ACTIVE
         self.task_state = None
@@ -355,7 +383,13 @@ class Instance(Aggregate):
             raise NotFound("Metadata item was not found")
         self._metadata_updated({}, [key])
 
-    @event("MetadataUpdated")
+    class MetadataUpdated(Aggregate.Event):
+        """Metadata items were set (changed) and/or removed."""
+
+        changed: dict[str, str]
+        removed: list[str]
+
+    @event(MetadataUpdated)
     def _metadata_updated(self, changed: dict[str, str], removed: list[str]) -> None:
         metadata = {k: v for k, v in self.metadata.items() if k not in removed}
         metadata.update(changed)
@@ -384,7 +418,12 @@ class Instance(Aggregate):
             raise NotFound(f"Tag {tag} could not be found.")
         self._tags_updated([t for t in self.tags if t != tag])
 
-    @event("TagsUpdated")
+    class TagsUpdated(Aggregate.Event):
+        """The server's tags are now exactly these."""
+
+        tags: list[str]
+
+    @event(TagsUpdated)
     def _tags_updated(self, tags: list[str]) -> None:
         self.tags = list(tags)
 
@@ -415,7 +454,14 @@ class Instance(Aggregate):
             raise InvalidState(f"Cannot '{action.name}' instance {self.id} while it is on no host")
         self._action_requested(key, action.task_state)
 
-    @event("ActionRequested")
+    class ActionRequested(Aggregate.Event):
+        """A user asked for a power action (start, stop, reboot, pause, unpause, suspend, resume); the
+        server's host carries it out. task_state is the task while it does."""
+
+        action: str
+        task_state: str
+
+    @event(ActionRequested)
     def _action_requested(self, action: str, task_state: str) -> None:
         self.task_state = task_state
 
@@ -426,7 +472,13 @@ class Instance(Aggregate):
             raise InvalidState(f"Instance {self.id} is not a shelved server on a host")
         self._offloaded(self.host)
 
-    @event("Offloaded")
+    class Offloaded(Aggregate.Event):
+        """A shelved server's guest was removed from its host (recorded with the shelve's ActionFinished
+        and the host's InstanceReleased): the server is on no host; its quota stays charged."""
+
+        host: str
+
+    @event(Offloaded)
     def _offloaded(self, host: str) -> None:
         self.host = None
 
@@ -477,7 +529,13 @@ class Instance(Aggregate):
             )
         self._zone_pinned(zone)
 
-    @event("ZonePinned")
+    class ZonePinned(Aggregate.Event):
+        """The availability zone the server is pinned to changed (microversion 2.104's PUT): null unpins
+        it, so that a move may take it to any zone."""
+
+        availability_zone: str | None
+
+    @event(ZonePinned)
     def _zone_pinned(self, availability_zone: str | None) -> None:
         self.availability_zone = availability_zone
 
@@ -493,7 +551,14 @@ class Instance(Aggregate):
         self.request_action("rebuild", admin=admin)
         self._image_changed(image_ref, image)
 
-    @event("ImageChanged")
+    class ImageChanged(Aggregate.Event):
+        """A rebuild gave the server a new image (recorded with the rebuild's ActionRequested, as Nova
+        records the image at the API); the host then redefines the guest from it."""
+
+        image_ref: str
+        image: dict[str, Any] | None
+
+    @event(ImageChanged)
     def _image_changed(self, image_ref: str, image: dict[str, Any] | None) -> None:
         self.image_ref = image_ref
         self.image = image
@@ -508,7 +573,15 @@ class Instance(Aggregate):
         if (key_name, key_data, filed) != (self.key_name, self.key_data, self.user_data):
             self._boot_data_changed(key_name, key_data, filed)
 
-    @event("BootDataChanged")
+    class BootDataChanged(Aggregate.Event):
+        """A rebuild changed the key pair (microversion 2.54) or the user data (2.57) the server boots
+        with: the values after the change (user data only as where it is filed, never the data)."""
+
+        key_name: str | None
+        key_data: str | None
+        user_data: dict[str, Any] | None
+
+    @event(BootDataChanged)
     def _boot_data_changed(
         self, key_name: str | None, key_data: str | None, user_data: dict[str, Any] | None
     ) -> None:
@@ -531,7 +604,15 @@ class Instance(Aggregate):
             vm_state = VmState.STOPPED  # Nova: a stopped server is rebuilt stopped
         self._action_finished(key, vm_state, power_state)
 
-    @event("ActionFinished")
+    class ActionFinished(Aggregate.Event):
+        """The host carried the action out: the server's new vm_state and the power state the guest
+        reported; no task."""
+
+        action: str
+        vm_state: str
+        power_state: int
+
+    @event(ActionFinished)
     def _action_finished(self, action: str, vm_state: str, power_state: int) -> None:
         self.vm_state = vm_state
         self.task_state = None
@@ -547,7 +628,19 @@ class Instance(Aggregate):
         observed = self.power_state if power_state is None else power_state
         self._action_failed(key, code, message[:255], details[:65535], vm_state, observed)
 
-    @event("ActionFailed")
+    class ActionFailed(Aggregate.Event):
+        """The host could not carry the action out: no task, the vm_state the server is left in (error when
+        the guest is gone or unusable), the power state the host saw, and the fault (code, message,
+        details; never secrets)."""
+
+        action: str
+        code: str
+        message: str
+        details: str
+        vm_state: str
+        power_state: int
+
+    @event(ActionFailed)
     def _action_failed(
         self, action: str, code: str, message: str, details: str, vm_state: str, power_state: int
     ) -> None:
@@ -567,7 +660,12 @@ class Instance(Aggregate):
             )
         self._state_reset(vm_state)
 
-    @event("StateReset")
+    class StateReset(Aggregate.Event):
+        """An admin forced the server's state (Nova's os-resetState): active or error, no task under way."""
+
+        vm_state: str
+
+    @event(StateReset)
     def _state_reset(self, vm_state: str) -> None:
         self.vm_state = vm_state
         self.task_state = None
@@ -578,7 +676,14 @@ class Instance(Aggregate):
         if not self.locked:
             self._locked(LOCKED_BY_ADMIN if admin else LOCKED_BY_OWNER, reason)
 
-    @event("Locked")
+    class Locked(Aggregate.Event):
+        """The server was locked: actions by non-admins are refused until it is unlocked. locked_by is
+        owner or admin (then only an admin unlocks it)."""
+
+        locked_by: str
+        reason: str | None
+
+    @event(Locked)
     def _locked(self, locked_by: str, reason: str | None) -> None:
         self.locked_by = locked_by
         self.locked_reason = reason
@@ -594,7 +699,10 @@ class Instance(Aggregate):
             )
         self._unlocked()
 
-    @event("Unlocked")
+    class Unlocked(Aggregate.Event):
+        """The server was unlocked."""
+
+    @event(Unlocked)
     def _unlocked(self) -> None:
         self.locked_by = None
         self.locked_reason = None
@@ -630,7 +738,20 @@ class Instance(Aggregate):
             self.vm_state == VmState.STOPPED,
         )  # fmt: skip
 
-    @event("MigrationRequested")
+    class MigrationRequested(Aggregate.Event):
+        """A resize (a new flavor) or cold migration (another host, the same flavor) was requested: the
+        server is RESIZE/resize_prep until the scheduler places it. For a resize, the project's usage
+        holds the larger flavor from now on (ProjectUsage.HoldingChanged in the same append)."""
+
+        migration_id: str
+        migration_type: str
+        source: str
+        old_flavor: dict[str, Any]
+        new_flavor: dict[str, Any]
+        target_host: str | None
+        stopped: bool
+
+    @event(MigrationRequested)
     def _migration_requested(
         self,
         migration_id: str,
@@ -672,7 +793,16 @@ class Instance(Aggregate):
             raise InvalidState(f"Instance {self.id} is on {dest} already")
         self._migration_scheduled(m["id"], m["source"], dest)
 
-    @event("MigrationScheduled")
+    class MigrationScheduled(Aggregate.Event):
+        """The scheduler placed the move on dest (appended with the destination's InstanceClaimed and the
+        source's ClaimHandedToMigration): task_state resize_migrating; the source host stops and removes
+        the guest next."""
+
+        migration_id: str
+        source: str
+        dest: str
+
+    @event(MigrationScheduled)
     def _migration_scheduled(self, migration_id: str, source: str, dest: str) -> None:
         self.task_state = TaskState.RESIZE_MIGRATING
         self.migration = {**(self.migration or {}), "dest": dest}
@@ -682,7 +812,14 @@ class Instance(Aggregate):
         m = self._moving(TaskState.RESIZE_MIGRATING, "leave the source")
         self._migrated_from_source(m["id"], m["dest"])
 
-    @event("MigratedFromSource")
+    class MigratedFromSource(Aggregate.Event):
+        """The source host stopped and removed the guest: task_state resize_migrated; the destination host
+        defines and starts it next."""
+
+        migration_id: str
+        dest: str
+
+    @event(MigratedFromSource)
     def _migrated_from_source(self, migration_id: str, dest: str) -> None:
         self.task_state = TaskState.RESIZE_MIGRATED
 
@@ -692,7 +829,16 @@ class Instance(Aggregate):
         m = self._moving(TaskState.RESIZE_MIGRATED, "finish")
         self._migration_finished(m["id"], m["dest"], m["new_flavor"], power_state)
 
-    @event("MigrationFinished")
+    class MigrationFinished(Aggregate.Event):
+        """The destination host runs the guest with the new flavor (shut off if the server was stopped):
+        the server is VERIFY_RESIZE on dest until confirmed or reverted."""
+
+        migration_id: str
+        dest: str
+        flavor: dict[str, Any]
+        power_state: int
+
+    @event(MigrationFinished)
     def _migration_finished(
         self, migration_id: str, dest: str, flavor: dict[str, Any], power_state: int
     ) -> None:
@@ -724,7 +870,20 @@ class Instance(Aggregate):
             m["id"], m["source"], m["old_flavor"], vm_state, code, message[:255], details[:65535]
         )
 
-    @event("MigrationFailed")
+    class MigrationFailed(Aggregate.Event):
+        """The move failed before VERIFY_RESIZE (no valid host, or a hypervisor error): the server is back
+        on its source with its old flavor and the fault; vm_state error when its guest is gone. Appended
+        with the claims' return to the source."""
+
+        migration_id: str
+        source: str
+        flavor: dict[str, Any]
+        vm_state: str
+        code: str
+        message: str
+        details: str
+
+    @event(MigrationFailed)
     def _migration_failed(
         self,
         migration_id: str,
@@ -756,7 +915,15 @@ class Instance(Aggregate):
         m = self._resized("confirmResize", admin)
         self._resize_confirmed(m["id"], m["source"], VmState.STOPPED if m["stopped"] else VmState.ACTIVE)
 
-    @event("ResizeConfirmed")
+    class ResizeConfirmed(Aggregate.Event):
+        """The user kept the moved server (confirmResize): appended with the source's MigrationReleased and
+        the usage settling on the new flavor."""
+
+        migration_id: str
+        source: str
+        vm_state: str
+
+    @event(ResizeConfirmed)
     def _resize_confirmed(self, migration_id: str, source: str, vm_state: str) -> None:
         self.vm_state = vm_state
         self.migration = None
@@ -766,7 +933,13 @@ class Instance(Aggregate):
         m = self._resized("revertResize", admin)
         self._revert_requested(m["id"], m["dest"])
 
-    @event("RevertRequested")
+    class RevertRequested(Aggregate.Event):
+        """The user asked to go back (revertResize): REVERT_RESIZE; the destination removes the guest next."""
+
+        migration_id: str
+        dest: str
+
+    @event(RevertRequested)
     def _revert_requested(self, migration_id: str, dest: str) -> None:
         self.task_state = TaskState.RESIZE_REVERTING
 
@@ -777,7 +950,16 @@ class Instance(Aggregate):
             raise InvalidState(f"Instance {self.id} has left {m['dest']} already")
         self._reverted_on_dest(m["id"], m["source"], m["old_flavor"])
 
-    @event("RevertedOnDest")
+    class RevertedOnDest(Aggregate.Event):
+        """The destination removed the guest: the server is on its source again with its old flavor
+        (appended with the destination's InstanceReleased and the source's ClaimTakenBack); the source
+        starts the guest next."""
+
+        migration_id: str
+        source: str
+        flavor: dict[str, Any]
+
+    @event(RevertedOnDest)
     def _reverted_on_dest(self, migration_id: str, source: str, flavor: dict[str, Any]) -> None:
         self.host = source
         self.flavor = flavor
@@ -789,7 +971,15 @@ class Instance(Aggregate):
         vm_state = VmState.STOPPED if m["stopped"] else VmState.ACTIVE
         self._resize_reverted(m["id"], vm_state, power_state)
 
-    @event("ResizeReverted")
+    class ResizeReverted(Aggregate.Event):
+        """The source runs the guest again with the old flavor: the revert is done (appended with the usage
+        settling on the old flavor)."""
+
+        migration_id: str
+        vm_state: str
+        power_state: int
+
+    @event(ResizeReverted)
     def _resize_reverted(self, migration_id: str, vm_state: str, power_state: int) -> None:
         self.vm_state = vm_state
         self.task_state = None
@@ -821,7 +1011,16 @@ class Instance(Aggregate):
         self._power_state_synced(vm_state, observed, reason)
         return True
 
-    @event("PowerStateSynced")
+    class PowerStateSynced(Aggregate.Event):
+        """The host's hypervisor reported a power state the log did not have (reconciliation, as Nova's
+        power-state sync): the server's vm_state and power_state as recorded from then on (stopped for a
+        guest that stopped or crashed on its own, error for a guest missing from its host), and why."""
+
+        vm_state: str
+        power_state: int
+        reason: str
+
+    @event(PowerStateSynced)
     def _power_state_synced(self, vm_state: str, power_state: int, reason: str) -> None:
         self.vm_state = vm_state
         self.power_state = power_state
@@ -836,7 +1035,10 @@ class Instance(Aggregate):
         self._deletion_requested()
         return True
 
-    @event("DeletionRequested")
+    class DeletionRequested(Aggregate.Event):
+        """Deletion was requested (task_state deleting)."""
+
+    @event(DeletionRequested)
     def _deletion_requested(self) -> None:
         self.task_state = TaskState.DELETING
 
@@ -849,7 +1051,10 @@ class Instance(Aggregate):
         self._ensure_exists()
         self._deleted()
 
-    @event("Deleted")
+    class Deleted(Aggregate.Event):
+        """The instance is gone (vm_state deleted); its host resources are released with it."""
+
+    @event(Deleted)
     def _deleted(self) -> None:
         self.vm_state = VmState.DELETED
         self.task_state = None

@@ -82,6 +82,10 @@ def _all_ssh(state: dict[str, Any]) -> None:
 
 class KeyPair(Aggregate):
     class Created(Aggregate.Created):
+        """A user's key pair was created (imported, or generated: only its public key is recorded). Version
+        2: the key pair may be an X.509 certificate (type x509, microversion 2.2); version 1 events are
+        all ssh."""
+
         name: str
         user_id: str
         public_key: str
@@ -91,6 +95,9 @@ class KeyPair(Aggregate):
         upcast_v1_v2 = staticmethod(_all_ssh)
 
     class Recreated(Aggregate.Event):
+        """A deleted key pair's name was taken again, with this key. Version 2: the key pair may be an
+        X.509 certificate (type x509, microversion 2.2); version 1 events are all ssh."""
+
         public_key: str
         fingerprint: str
         type: str
@@ -141,6 +148,9 @@ class KeyPair(Aggregate):
         self.ensure_exists()
         self._deleted()
 
-    @event("Deleted")
+    class Deleted(Aggregate.Event):
+        """The key pair was deleted (servers keep the key they were built with)."""
+
+    @event(Deleted)
     def _deleted(self) -> None:
         self.deleted = True

@@ -29,7 +29,14 @@ class Ledger(Aggregate):
     def create_id(resource: str, owner: str) -> UUID:
         return ledger_id(resource, owner)
 
-    @event("Opened")
+    class Opened(Aggregate.Created):
+        """A quota ledger was opened: what a quota counts outside a project's usage (a project's server
+        groups, a user's key pairs), appended to with the thing it counts."""
+
+        resource: str
+        owner: str
+
+    @event(Opened)
     def __init__(self, resource: str, owner: str) -> None:
         self.resource = resource
         self.owner = owner
@@ -42,7 +49,13 @@ class Ledger(Aggregate):
         check(limits, {self.resource: len(self.members)}, {self.resource: 1})
         self._added(member)
 
-    @event("MemberAdded")
+    class MemberAdded(Aggregate.Event):
+        """A member was counted: a server group created (its id) or a key pair created (its name), in the
+        same atomic append."""
+
+        member: str
+
+    @event(MemberAdded)
     def _added(self, member: str) -> None:
         self.members = self.members | {member}
 
@@ -50,6 +63,12 @@ class Ledger(Aggregate):
         if member in self.members:
             self._removed(member)
 
-    @event("MemberRemoved")
+    class MemberRemoved(Aggregate.Event):
+        """A member was no longer counted: its server group or key pair was deleted, in the same atomic
+        append."""
+
+        member: str
+
+    @event(MemberRemoved)
     def _removed(self, member: str) -> None:
         self.members = self.members - {member}

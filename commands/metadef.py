@@ -96,10 +96,14 @@ class MetadefNamespace(Aggregate):
             aggregate.fields_updated_at = self.timestamp
 
     class Deleted(Aggregate.Event):
+        """The namespace was deleted, with everything defined in it; its name is free again."""
+
         def apply(self, aggregate: Any) -> None:
             aggregate.deleted = True
 
     class ObjectAdded(Aggregate.Event):
+        """An object (a named group of properties) was defined in the namespace."""
+
         name: str
         description: str | None
         required: list[str]
@@ -129,12 +133,16 @@ class MetadefNamespace(Aggregate):
             aggregate.objects = {**rest, self.new_name: obj}
 
     class ObjectRemoved(Aggregate.Event):
+        """An object was removed from the namespace."""
+
         name: str
 
         def apply(self, aggregate: Any) -> None:
             aggregate.objects = _without(aggregate.objects, self.name)
 
     class PropertyAdded(Aggregate.Event):
+        """A property was defined in the namespace."""
+
         name: str
         schema: dict[str, Any]
 
@@ -142,6 +150,8 @@ class MetadefNamespace(Aggregate):
             aggregate.properties = {**aggregate.properties, self.name: dict(self.schema)}
 
     class PropertyUpdated(Aggregate.Event):
+        """The property called name was replaced by this definition, called new_name."""
+
         name: str
         new_name: str
         schema: dict[str, Any]
@@ -151,6 +161,8 @@ class MetadefNamespace(Aggregate):
             aggregate.properties = {**rest, self.new_name: dict(self.schema)}
 
     class PropertyRemoved(Aggregate.Event):
+        """A property was removed from the namespace."""
+
         name: str
 
         def apply(self, aggregate: Any) -> None:
@@ -167,6 +179,8 @@ class MetadefNamespace(Aggregate):
             aggregate.tags = {**kept, **{n: Stamped(self.timestamp, self.timestamp) for n in self.names}}
 
     class TagRenamed(Aggregate.Event):
+        """A tag of the namespace was renamed."""
+
         name: str
         new_name: str
 
@@ -176,6 +190,8 @@ class MetadefNamespace(Aggregate):
             aggregate.tags = {**rest, self.new_name: Stamped(old.created_at, self.timestamp)}
 
     class TagRemoved(Aggregate.Event):
+        """A tag was removed from the namespace."""
+
         name: str
 
         def apply(self, aggregate: Any) -> None:
@@ -190,6 +206,8 @@ class MetadefNamespace(Aggregate):
             setattr(aggregate, self.kind, {})
 
     class ResourceTypeAssociated(Aggregate.Event):
+        """The namespace was associated with a resource type (its properties apply to it)."""
+
         name: str
         prefix: str | None
         properties_target: str | None
@@ -199,6 +217,8 @@ class MetadefNamespace(Aggregate):
             aggregate.associations = {**aggregate.associations, self.name: association}
 
     class ResourceTypeDissociated(Aggregate.Event):
+        """The namespace no longer applies to a resource type."""
+
         name: str
 
         def apply(self, aggregate: Any) -> None:

@@ -41,7 +41,14 @@ class FixedNetwork:
 
 
 class Network(Aggregate):
-    @event("Defined")
+    class Defined(Aggregate.Created):
+        """A fixed network came into use (its first allocation)."""
+
+        name: str
+        cidr: str
+        gateway: str
+
+    @event(Defined)
     def __init__(self, name: str, cidr: str, gateway: str) -> None:
         self.name = name
         self.cidr = cidr
@@ -58,8 +65,8 @@ class Network(Aggregate):
         if net.num_addresses < 4:
             raise InvalidInput(f"Fixed network {config.cidr} is too small (a /30 at least)")
         gateway = str(next(net.hosts()))
-        return cls._create(  # type: ignore[attr-defined, no-any-return]
-            cls.Defined,  # type: ignore[attr-defined]
+        return cls._create(
+            cls.Defined,
             id=network_aggregate_id(config.name),
             name=config.name,
             cidr=str(net),
@@ -109,7 +116,14 @@ class Network(Aggregate):
                 return mac
         raise NoMoreFixedIps(f"No free MAC address on network {self.name}.")
 
-    @event("AddressAllocated")
+    class AddressAllocated(Aggregate.Event):
+        """An address (and MAC) of the network was given to an instance."""
+
+        instance_id: str
+        address: str
+        mac: str
+
+    @event(AddressAllocated)
     def _address_allocated(self, instance_id: str, address: str, mac: str) -> None:
         self.allocations[address] = instance_id
         self.macs[instance_id] = mac
@@ -122,7 +136,13 @@ class Network(Aggregate):
         self._address_released(instance_id, address)
         return True
 
-    @event("AddressReleased")
+    class AddressReleased(Aggregate.Event):
+        """An instance's address returned to the network (the instance was deleted)."""
+
+        instance_id: str
+        address: str
+
+    @event(AddressReleased)
     def _address_released(self, instance_id: str, address: str) -> None:
         self.allocations.pop(address, None)
         self.macs.pop(instance_id, None)

@@ -60,7 +60,15 @@ class Consumer(Aggregate):
     def create_id(consumer_uuid: str, project_id: str, user_id: str, consumer_type: str) -> UUID:
         return consumer_aggregate_id(consumer_uuid)
 
-    @event("Created")
+    class Created(Aggregate.Created):
+        """A Placement consumer (one that is not an instance of this cloud) first allocated resources."""
+
+        consumer_uuid: str
+        project_id: str
+        user_id: str
+        consumer_type: str
+
+    @event(Created)
     def __init__(self, consumer_uuid: str, project_id: str, user_id: str, consumer_type: str) -> None:
         self.consumer_uuid = consumer_uuid
         self.project_id = project_id
@@ -83,7 +91,15 @@ class Consumer(Aggregate):
     def replace(self, allocations: dict[str, dict[str, int]], project_id: str, user_id: str) -> None:
         self._replaced(allocations, project_id, user_id)
 
-    @event("AllocationsReplaced")
+    class AllocationsReplaced(Aggregate.Event):
+        """The consumer's allocations were replaced (empty: all removed), appended atomically with the
+        providers' ResourcesAllocated/AllocationRemoved. Bumps the consumer generation."""
+
+        allocations: dict[str, dict[str, int]]
+        project_id: str
+        user_id: str
+
+    @event(AllocationsReplaced)
     def _replaced(self, allocations: dict[str, dict[str, int]], project_id: str, user_id: str) -> None:
         self.allocations = allocations
         self.project_id = project_id
@@ -102,7 +118,10 @@ class PlacementCatalog(Aggregate):
     def create_id() -> UUID:
         return _CATALOG_ID
 
-    @event("Opened")
+    class Opened(Aggregate.Created):
+        """The catalogue of custom resource classes and traits was opened (its first change)."""
+
+    @event(Opened)
     def __init__(self) -> None:
         self.resource_classes: list[str] = []
         self.traits: list[str] = []
@@ -119,7 +138,12 @@ class PlacementCatalog(Aggregate):
         self._resource_class_created(name)
         return True
 
-    @event("ResourceClassCreated")
+    class ResourceClassCreated(Aggregate.Event):
+        """An operator created a custom resource class (PUT or POST /placement/resource_classes)."""
+
+        name: str
+
+    @event(ResourceClassCreated)
     def _resource_class_created(self, name: str) -> None:
         self.resource_classes = sorted({*self.resource_classes, name})
 
@@ -130,7 +154,12 @@ class PlacementCatalog(Aggregate):
             raise NotFound(f"No such resource class {name}.")
         self._resource_class_deleted(name)
 
-    @event("ResourceClassDeleted")
+    class ResourceClassDeleted(Aggregate.Event):
+        """An operator deleted a custom resource class no inventory used."""
+
+        name: str
+
+    @event(ResourceClassDeleted)
     def _resource_class_deleted(self, name: str) -> None:
         self.resource_classes = [c for c in self.resource_classes if c != name]
 
@@ -146,7 +175,12 @@ class PlacementCatalog(Aggregate):
         self._trait_created(name)
         return True
 
-    @event("TraitCreated")
+    class TraitCreated(Aggregate.Event):
+        """An operator created a custom trait (PUT /placement/traits/{name})."""
+
+        name: str
+
+    @event(TraitCreated)
     def _trait_created(self, name: str) -> None:
         self.traits = sorted({*self.traits, name})
 
@@ -157,7 +191,12 @@ class PlacementCatalog(Aggregate):
             raise NotFound(f"No such trait(s): {name}.")
         self._trait_deleted(name)
 
-    @event("TraitDeleted")
+    class TraitDeleted(Aggregate.Event):
+        """An operator deleted a custom trait no provider had."""
+
+        name: str
+
+    @event(TraitDeleted)
     def _trait_deleted(self, name: str) -> None:
         self.traits = [t for t in self.traits if t != name]
 

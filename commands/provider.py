@@ -49,7 +49,15 @@ def check_name(name: str) -> None:
 
 
 class ResourceProvider(Provider, Aggregate):
-    @event("Created")
+    class Created(Aggregate.Created):
+        """A Placement resource provider that is not a compute host was created (POST /resource_providers):
+        its uuid is the aggregate's id, its name unique among providers, its parent (null: a root)
+        another provider. It starts with no inventories, traits or aggregates, at generation 0."""
+
+        name: str
+        parent_provider_uuid: str | None
+
+    @event(Created)
     def __init__(self, name: str, parent_provider_uuid: str | None) -> None:
         self.name = name
         self.parent_provider_uuid = parent_provider_uuid
@@ -88,7 +96,14 @@ class ResourceProvider(Provider, Aggregate):
         if (name, parent_provider_uuid) != (self.name, parent):
             self._updated(name, parent_provider_uuid)
 
-    @event("Updated")
+    class Updated(Aggregate.Event):
+        """The provider was renamed or (re)parented (PUT /resource_providers/{uuid}); the generation is
+        unchanged, as in Placement."""
+
+        name: str
+        parent_provider_uuid: str | None
+
+    @event(Updated)
     def _updated(self, name: str, parent_provider_uuid: str | None) -> None:
         self.name = name
         self.parent_provider_uuid = parent_provider_uuid
@@ -102,13 +117,51 @@ class ResourceProvider(Provider, Aggregate):
             )
         self._deleted()
 
-    @event("Deleted")
+    class Deleted(Aggregate.Event):
+        """The provider was deleted (DELETE /resource_providers/{uuid}) with its inventories, traits and
+        aggregates; it had no allocations and no children."""
+
+    @event(Deleted)
     def _deleted(self) -> None:
         self.deleted = True
         self.inventories, self.traits, self.provider_aggregates = {}, [], []
 
-    _inventories_set = event("InventoriesSet")(inventories_set)
-    _traits_set = event("TraitsSet")(traits_set)
-    _provider_aggregates_set = event("ProviderAggregatesSet")(provider_aggregates_set)
-    _allocated = event("ResourcesAllocated")(allocated)
-    _allocation_removed = event("AllocationRemoved")(allocation_removed)
+    class InventoriesSet(Aggregate.Event):
+        """The provider's inventories were replaced: per resource class, total, reserved, min_unit,
+        max_unit, step_size and allocation_ratio (capacity = int((total - reserved) *
+        allocation_ratio)). Bumps the provider generation."""
+
+        inventories: dict[str, dict[str, Any]]
+
+    _inventories_set = event(InventoriesSet)(inventories_set)
+
+    class TraitsSet(Aggregate.Event):
+        """The provider's traits were replaced. Bumps the provider generation."""
+
+        traits: list[str]
+
+    _traits_set = event(TraitsSet)(traits_set)
+
+    class ProviderAggregatesSet(Aggregate.Event):
+        """The Placement aggregates (uuids) the provider is a member of were replaced. Bumps the provider
+        generation."""
+
+        aggregates: list[str]
+
+    _provider_aggregates_set = event(ProviderAggregatesSet)(provider_aggregates_set)
+
+    class ResourcesAllocated(Aggregate.Event):
+        """A Placement consumer holds these amounts per resource class on the provider, replacing what it
+        held. Appended atomically with the consumer's own event. Bumps the provider generation."""
+
+        consumer_id: str
+        resources: dict[str, int]
+
+    _allocated = event(ResourcesAllocated)(allocated)
+
+    class AllocationRemoved(Aggregate.Event):
+        """A Placement consumer no longer holds anything on the provider. Bumps the provider generation."""
+
+        consumer_id: str
+
+    _allocation_removed = event(AllocationRemoved)(allocation_removed)

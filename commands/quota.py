@@ -84,7 +84,12 @@ class ProjectQuota(_Overrides, Aggregate):
     def create_id(project_id: str) -> UUID:
         return quota_aggregate_id(project_id)
 
-    @event("Created")
+    class Created(Aggregate.Created):
+        """A project's quota record was created (its limits start at the defaults)."""
+
+        project_id: str
+
+    @event(Created)
     def __init__(self, project_id: str) -> None:
         self.project_id = project_id
         self.overrides: dict[str, int] = {}
@@ -103,7 +108,12 @@ class ProjectQuota(_Overrides, Aggregate):
         if changed:
             self._limits_set(changed)
 
-    @event("LimitsSet")
+    class LimitsSet(Aggregate.Event):
+        """Some of a project's quota limits were set (-1: unlimited)."""
+
+        limits: dict[str, int]
+
+    @event(LimitsSet)
     def _limits_set(self, limits: dict[str, int]) -> None:
         self.overrides = {**self.overrides, **limits}
 
@@ -112,7 +122,10 @@ class ProjectQuota(_Overrides, Aggregate):
         if self.overrides:
             self._reset()
 
-    @event("Reset")
+    class Reset(Aggregate.Event):
+        """A project's quota limits went back to the defaults."""
+
+    @event(Reset)
     def _reset(self) -> None:
         self.overrides = {}
 
@@ -128,7 +141,12 @@ class QuotaClass(_Overrides, Aggregate):
     def create_id(name: str) -> UUID:
         return quota_class_id(name)
 
-    @event("Created")
+    class Created(Aggregate.Created):
+        """A quota class was created (os-quota-class-sets); its limits follow."""
+
+        name: str
+
+    @event(Created)
     def __init__(self, name: str) -> None:
         self.name = name
         self.overrides: dict[str, int] = {}
@@ -141,6 +159,12 @@ class QuotaClass(_Overrides, Aggregate):
         if changed:
             self._limits_set(changed)
 
-    @event("LimitsSet")
+    class LimitsSet(Aggregate.Event):
+        """Limits of a quota class were set (-1: unlimited); the default class's are every project's
+        defaults."""
+
+        limits: dict[str, int]
+
+    @event(LimitsSet)
     def _limits_set(self, limits: dict[str, int]) -> None:
         self.overrides = {**self.overrides, **limits}

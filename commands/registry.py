@@ -31,7 +31,12 @@ class Registry(Aggregate):
     def create_id(kind: str) -> UUID:
         return registry_id(kind)
 
-    @event("Opened")
+    class Opened(Aggregate.Created):
+        """A registry of unique names for one kind of resource was opened."""
+
+        kind: str
+
+    @event(Opened)
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.names: dict[str, str] = {}  # name -> owner (the resource's id)
@@ -47,7 +52,14 @@ class Registry(Aggregate):
         self._name_taken(name, owner, self.last_number + 1)
         return self.last_number
 
-    @event("NameTaken")
+    class NameTaken(Aggregate.Event):
+        """A name was registered for a resource, with the number the registry gave it."""
+
+        name: str
+        owner: str
+        number: int
+
+    @event(NameTaken)
     def _name_taken(self, name: str, owner: str, number: int) -> None:
         self.names = {**self.names, name: owner}
         self.last_number = number
@@ -56,6 +68,11 @@ class Registry(Aggregate):
         if self.names.get(name) == owner:
             self._name_released(name)
 
-    @event("NameReleased")
+    class NameReleased(Aggregate.Event):
+        """A name was released (its resource was deleted or renamed)."""
+
+        name: str
+
+    @event(NameReleased)
     def _name_released(self, name: str) -> None:
         self.names = {k: v for k, v in self.names.items() if k != name}

@@ -21,6 +21,8 @@ POLICIES = ("affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity")
 
 class ServerGroup(Aggregate):
     class Created(Aggregate.Created):
+        """A server group was created with its policy."""
+
         name: str
         project_id: str
         user_id: str
@@ -90,7 +92,12 @@ class ServerGroup(Aggregate):
         if instance_id not in self.members:
             self._member_added(instance_id)
 
-    @event("MemberAdded")
+    class MemberAdded(Aggregate.Event):
+        """A server was created as a member of the group."""
+
+        instance_id: str
+
+    @event(MemberAdded)
     def _member_added(self, instance_id: str) -> None:
         self.members = {**self.members, instance_id: None}
 
@@ -103,7 +110,13 @@ class ServerGroup(Aggregate):
             )
         self._member_placed(instance_id, host)
 
-    @event("MemberPlaced")
+    class MemberPlaced(Aggregate.Event):
+        """A member was placed on a host (the group's policy allowed it)."""
+
+        instance_id: str
+        host: str
+
+    @event(MemberPlaced)
     def _member_placed(self, instance_id: str, host: str) -> None:
         self.members = {**self.members, instance_id: host}
 
@@ -117,7 +130,12 @@ class ServerGroup(Aggregate):
         if instance_id in self.members:
             self._member_removed(instance_id)
 
-    @event("MemberRemoved")
+    class MemberRemoved(Aggregate.Event):
+        """A member left the group (it was deleted)."""
+
+        instance_id: str
+
+    @event(MemberRemoved)
     def _member_removed(self, instance_id: str) -> None:
         self.members = {m: h for m, h in self.members.items() if m != instance_id}
 
@@ -125,7 +143,10 @@ class ServerGroup(Aggregate):
         self.ensure_visible(None)
         self._deleted()
 
-    @event("Deleted")
+    class Deleted(Aggregate.Event):
+        """A server group was deleted."""
+
+    @event(Deleted)
     def _deleted(self) -> None:
         self.deleted = True
 
@@ -144,7 +165,13 @@ class GroupMembership(Aggregate):
     def create_id(instance_id: str) -> UUID:
         return membership_id(instance_id)
 
-    @event("Recorded")
+    class Recorded(Aggregate.Created):
+        """An instance joined a server group when it was created (the index the scheduler looks it up by)."""
+
+        instance_id: str
+        group_id: str
+
+    @event(Recorded)
     def __init__(self, instance_id: str, group_id: str) -> None:
         self.instance_id = instance_id
         self.group_id = group_id

@@ -21,7 +21,16 @@ TIME_TO_LIVE = timedelta(hours=48)
 
 
 class Task(Aggregate):
-    @event("Created")
+    class Created(Aggregate.Created):
+        """An admin created a Glance task (status pending): its type, input as given, and who asked."""
+
+        task_type: str
+        owner: str
+        task_input: dict[str, Any]
+        user_id: str
+        request_id: str
+
+    @event(Created)
     def __init__(
         self, task_type: str, owner: str, task_input: dict[str, Any], user_id: str, request_id: str
     ) -> None:
@@ -45,7 +54,12 @@ class Task(Aggregate):
     def fail(self, message: str) -> None:
         self._failed(message)
 
-    @event("Failed")
+    class Failed(Aggregate.Event):
+        """The task failed (status failure) for the reason given; it expires 48 hours later."""
+
+        message: str
+
+    @event(Failed)
     def _failed(self, message: str) -> None:
         self.status = FAILURE
         self.message = message

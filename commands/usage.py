@@ -48,7 +48,15 @@ class ProjectUsage(Aggregate):
     def create_id(project_id: str, epoch: int = 0, holdings: object = None) -> UUID:
         return usage_aggregate_id(project_id, epoch)
 
-    @event("Opened")
+    class Opened(Aggregate.Created):
+        """A project's quota usage was opened: its first epoch (with its first server), or the next epoch,
+        carrying the live holdings of the epoch just closed."""
+
+        project_id: str
+        epoch: int
+        holdings: dict[str, dict[str, int]] | None
+
+    @event(Opened)
     def __init__(
         self, project_id: str, epoch: int = 0, holdings: dict[str, dict[str, int]] | None = None
     ) -> None:
@@ -89,7 +97,13 @@ class ProjectUsage(Aggregate):
             project_id=self.project_id, epoch=self.epoch + 1, holdings=dict(self.holdings)
         )
 
-    @event("BooksClosed")
+    class BooksClosed(Aggregate.Event):
+        """This epoch of the project's usage is closed; its live holdings were carried into epoch
+        next_epoch, appended atomically with this event."""
+
+        next_epoch: int
+
+    @event(BooksClosed)
     def _books_closed(self, next_epoch: int) -> None:
         self.closed = True
 
@@ -123,7 +137,15 @@ class ProjectUsage(Aggregate):
         for instance_id in new:
             self._charged(instance_id, cores, ram)
 
-    @event("InstanceCharged")
+    class InstanceCharged(Aggregate.Event):
+        """A new server counts against its project's quota: one instance, its cores and RAM (MiB). Appended
+        atomically with the server's Instance.Requested, after the limits were checked."""
+
+        instance_id: str
+        cores: int
+        ram: int
+
+    @event(InstanceCharged)
     def _charged(self, instance_id: str, cores: int, ram: int) -> None:
         self._set_holding(instance_id, {"cores": cores, "ram": ram})
 
@@ -139,7 +161,15 @@ class ProjectUsage(Aggregate):
         self._held(instance_id, cores, ram)
         return True
 
-    @event("HoldingChanged")
+    class HoldingChanged(Aggregate.Event):
+        """A resize changed what the instance holds against the project's quota: the larger flavor while
+        the resize is under way, then the kept one."""
+
+        instance_id: str
+        cores: int
+        ram: int
+
+    @event(HoldingChanged)
     def _held(self, instance_id: str, cores: int, ram: int) -> None:
         self._set_holding(instance_id, {"cores": cores, "ram": ram})
 
@@ -151,7 +181,13 @@ class ProjectUsage(Aggregate):
         self._resources_released(instance_id)
         return True
 
-    @event("ResourcesReleased")
+    class ResourcesReleased(Aggregate.Event):
+        """A server failed: its cores and RAM no longer count against the quota (it still counts as an
+        instance until deleted)."""
+
+        instance_id: str
+
+    @event(ResourcesReleased)
     def _resources_released(self, instance_id: str) -> None:
         self._set_holding(instance_id, {"cores": 0, "ram": 0})
 
@@ -162,6 +198,11 @@ class ProjectUsage(Aggregate):
         self._instance_released(instance_id)
         return True
 
-    @event("InstanceReleased")
+    class InstanceReleased(Aggregate.Event):
+        """A server was deleted: nothing of it counts against the quota any more."""
+
+        instance_id: str
+
+    @event(InstanceReleased)
     def _instance_released(self, instance_id: str) -> None:
         self._set_holding(instance_id, None)

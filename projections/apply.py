@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from commands.flavor import Flavor
+from commands.host import Host
+from commands.instance import Instance
 from commands.states import PowerState, TaskState, VmState, api_status
 
 Row = dict[str, Any]
@@ -34,7 +37,7 @@ def _instance(row: Row, event: Any, position: int, **changes: Any) -> Row:
     return new
 
 
-def instance_requested(event: Any, position: int) -> Row:
+def instance_requested(event: Instance.Requested, position: int) -> Row:
     row: Row = {
         "id": event.originator_id,
         "name": event.name,
@@ -72,7 +75,7 @@ def instance_requested(event: Any, position: int) -> Row:
     return _instance(row, event, position)
 
 
-def instance_updated(row: Row, event: Any, position: int) -> Row:
+def instance_updated(row: Row, event: Instance.Updated, position: int) -> Row:
     return _instance(
         row,
         event,
@@ -86,21 +89,21 @@ def instance_updated(row: Row, event: Any, position: int) -> Row:
     )
 
 
-def instance_metadata_updated(row: Row, event: Any, position: int) -> Row:
+def instance_metadata_updated(row: Row, event: Instance.MetadataUpdated, position: int) -> Row:
     metadata = {k: v for k, v in (row["metadata"] or {}).items() if k not in event.removed}
     metadata.update(event.changed)
     return _instance(row, event, position, metadata=metadata)
 
 
-def instance_tags_updated(row: Row, event: Any, position: int) -> Row:
+def instance_tags_updated(row: Row, event: Instance.TagsUpdated, position: int) -> Row:
     return _instance(row, event, position, tags=list(event.tags))
 
 
-def instance_offloaded(row: Row, event: Any, position: int) -> Row:
+def instance_offloaded(row: Row, event: Instance.Offloaded, position: int) -> Row:
     return _instance(row, event, position, host=None)
 
 
-def instance_unshelve_requested(row: Row, event: Any, position: int) -> Row:
+def instance_unshelve_requested(row: Row, event: Instance.UnshelveRequested, position: int) -> Row:
     if getattr(event, "repin", False):
         return _instance(
             row, event, position, task_state=TaskState.UNSHELVING, availability_zone=event.availability_zone
@@ -108,49 +111,49 @@ def instance_unshelve_requested(row: Row, event: Any, position: int) -> Row:
     return _instance(row, event, position, task_state=TaskState.UNSHELVING)
 
 
-def instance_zone_pinned(row: Row, event: Any, position: int) -> Row:
+def instance_zone_pinned(row: Row, event: Instance.ZonePinned, position: int) -> Row:
     return _instance(row, event, position, availability_zone=event.availability_zone)
 
 
-def instance_unshelve_failed(row: Row, event: Any, position: int) -> Row:
+def instance_unshelve_failed(row: Row, event: Instance.UnshelveFailed, position: int) -> Row:
     fault = fault_of(event)
     return _instance(row, event, position, task_state=None, fault=fault)
 
 
-def instance_image_changed(row: Row, event: Any, position: int) -> Row:
+def instance_image_changed(row: Row, event: Instance.ImageChanged, position: int) -> Row:
     return _instance(row, event, position, image_ref=event.image_ref or "", image=event.image)
 
 
-def instance_state_reset(row: Row, event: Any, position: int) -> Row:
+def instance_state_reset(row: Row, event: Instance.StateReset, position: int) -> Row:
     return _instance(row, event, position, vm_state=event.vm_state, task_state=None)
 
 
-def instance_boot_data_changed(row: Row, event: Any, position: int) -> Row:
+def instance_boot_data_changed(row: Row, event: Instance.BootDataChanged, position: int) -> Row:
     return _instance(row, event, position, key_name=event.key_name, user_data=event.user_data)
 
 
-def instance_locked(row: Row, event: Any, position: int) -> Row:
+def instance_locked(row: Row, event: Instance.Locked, position: int) -> Row:
     return _instance(row, event, position, locked_by=event.locked_by, locked_reason=event.reason)
 
 
-def instance_unlocked(row: Row, event: Any, position: int) -> Row:
+def instance_unlocked(row: Row, event: Instance.Unlocked, position: int) -> Row:
     return _instance(row, event, position, locked_by=None, locked_reason=None)
 
 
-def instance_scheduled(row: Row, event: Any, position: int) -> Row:
+def instance_scheduled(row: Row, event: Instance.Scheduled, position: int) -> Row:
     return _instance(row, event, position, host=event.host, task_state=None)
 
 
-def instance_faulted(row: Row, event: Any, position: int) -> Row:
+def instance_faulted(row: Row, event: Instance.Faulted, position: int) -> Row:
     fault = fault_of(event)
     return _instance(row, event, position, vm_state=VmState.ERROR, task_state=None, fault=fault)
 
 
-def instance_spawning_started(row: Row, event: Any, position: int) -> Row:
+def instance_spawning_started(row: Row, event: Instance.SpawningStarted, position: int) -> Row:
     return _instance(row, event, position, task_state=TaskState.SPAWNING)
 
 
-def instance_spawned(row: Row, event: Any, position: int) -> Row:
+def instance_spawned(row: Row, event: Instance.Spawned, position: int) -> Row:
     return _instance(
         row,
         event,
@@ -162,11 +165,11 @@ def instance_spawned(row: Row, event: Any, position: int) -> Row:
     )
 
 
-def instance_deletion_requested(row: Row, event: Any, position: int) -> Row:
+def instance_deletion_requested(row: Row, event: Instance.DeletionRequested, position: int) -> Row:
     return _instance(row, event, position, task_state=TaskState.DELETING)
 
 
-def instance_deleted(row: Row, event: Any, position: int) -> Row:
+def instance_deleted(row: Row, event: Instance.Deleted, position: int) -> Row:
     return _instance(
         row,
         event,
@@ -180,7 +183,7 @@ def instance_deleted(row: Row, event: Any, position: int) -> Row:
 
 
 # -- hosts ----------------------------------------------------------------------------------------
-def host_registered(event: Any, position: int) -> Row:
+def host_registered(event: Host.Registered, position: int) -> Row:
     row: Row = {
         "id": event.originator_id,
         "hostname": event.hostname,
@@ -201,7 +204,7 @@ def host_registered(event: Any, position: int) -> Row:
     return _touched(row, event, position)
 
 
-def instance_claimed(host: Row, event: Any, position: int) -> tuple[Row, Row]:
+def instance_claimed(host: Row, event: Host.InstanceClaimed, position: int) -> tuple[Row, Row]:
     """The host's usage grows by the claim; the claim is kept to be subtracted on release."""
     claim: Row = {
         "host_id": host["id"],
@@ -224,7 +227,7 @@ def instance_claimed(host: Row, event: Any, position: int) -> tuple[Row, Row]:
     return new, claim
 
 
-def instance_released(host: Row, claim: Row | None, event: Any, position: int) -> Row:
+def instance_released(host: Row, claim: Row | None, event: Host.InstanceReleased, position: int) -> Row:
     """The host's usage shrinks by what the instance had claimed (nothing if it held no claim)."""
     if claim is None:
         return _touched(host, event, position)
@@ -240,7 +243,7 @@ def instance_released(host: Row, claim: Row | None, event: Any, position: int) -
 
 
 # -- flavors --------------------------------------------------------------------------------------
-def flavor_created(event: Any, position: int) -> Row:
+def flavor_created(event: Flavor.Created, position: int) -> Row:
     row: Row = {
         "flavorid": event.flavorid,
         "id": event.originator_id,
@@ -260,22 +263,22 @@ def flavor_created(event: Any, position: int) -> Row:
     return _touched(row, event, position)
 
 
-def flavor_deleted(row: Row, event: Any, position: int) -> Row:
+def flavor_deleted(row: Row, event: Flavor.Deleted, position: int) -> Row:
     return _touched(row, event, position, deleted=True, deleted_at=event.timestamp)
 
 
 # -- power actions --------------------------------------------------------------------------------
-def instance_action_requested(row: Row, event: Any, position: int) -> Row:
+def instance_action_requested(row: Row, event: Instance.ActionRequested, position: int) -> Row:
     return _instance(row, event, position, task_state=event.task_state)
 
 
-def instance_action_finished(row: Row, event: Any, position: int) -> Row:
+def instance_action_finished(row: Row, event: Instance.ActionFinished, position: int) -> Row:
     return _instance(
         row, event, position, vm_state=event.vm_state, task_state=None, power_state=event.power_state
     )
 
 
-def instance_action_failed(row: Row, event: Any, position: int) -> Row:
+def instance_action_failed(row: Row, event: Instance.ActionFailed, position: int) -> Row:
     fault = fault_of(event)
     return _instance(
         row,
@@ -288,7 +291,7 @@ def instance_action_failed(row: Row, event: Any, position: int) -> Row:
     )
 
 
-def instance_power_state_synced(row: Row, event: Any, position: int) -> Row:
+def instance_power_state_synced(row: Row, event: Instance.PowerStateSynced, position: int) -> Row:
     """What the host found; a guest missing from its host leaves the server in ERROR with a fault."""
     changes: dict[str, Any] = {"vm_state": event.vm_state, "power_state": event.power_state}
     if event.vm_state == VmState.ERROR:

@@ -33,6 +33,9 @@ class InvalidAsOf(ValueError):
 
 @dataclass(frozen=True)
 class AsOf:
+    """A moment of the log to read a past state at: a log position, or a time (the last event at or
+    before it); ``as_of`` of the audit API."""
+
     position: int | None = None
     time: datetime | None = None
 
@@ -65,6 +68,8 @@ class AsOf:
 
 @dataclass(frozen=True)
 class PastState:
+    """An aggregate as it was at an ``AsOf``: its state after the last event up to that moment."""
+
     aggregate_id: str
     version: int
     position: int  # the position of the last event applied

@@ -10,35 +10,9 @@ Password hashes are not here: they are not derived from the log (see ``api/crede
 
 from __future__ import annotations
 
-from typing import Any
-
 from commands.identity import Project, Role, Token, User
 from projections import identity_directory as directory
-
-Statement = tuple[str, tuple[Any, ...]]  # SQL with ``{s}`` for the schema, and its parameters
-
-ProjectCreated: type = Project.Created  # type: ignore[attr-defined]
-ProjectUpdated: type = Project.Updated  # type: ignore[attr-defined]
-ProjectRoleGranted: type = Project.RoleGranted  # type: ignore[attr-defined]
-ProjectRoleRevoked: type = Project.RoleRevoked  # type: ignore[attr-defined]
-UserCreated: type = User.Created  # type: ignore[attr-defined]
-UserUpdated: type = User.Updated  # type: ignore[attr-defined]
-UserDeleted: type = User.Deleted  # type: ignore[attr-defined]
-ProjectDeleted: type = Project.Deleted  # type: ignore[attr-defined]
-UserPasswordSet: type = User.PasswordSet  # type: ignore[attr-defined]
-UserRenamed: type = User.Renamed  # type: ignore[attr-defined]
-ProjectRenamed: type = Project.Renamed  # type: ignore[attr-defined]
-UserExtraSet: type = User.ExtraSet  # type: ignore[attr-defined]
-UserAccessRuleDeleted: type = User.AccessRuleDeleted  # type: ignore[attr-defined]
-RoleCreated: type = Role.Created  # type: ignore[attr-defined]
-TokenRevoked: type = Token.Revoked  # type: ignore[attr-defined]
-
-HANDLED: tuple[type, ...] = (
-    ProjectCreated, ProjectUpdated, ProjectRoleGranted, ProjectRoleRevoked,
-    UserCreated, UserUpdated, UserPasswordSet, UserRenamed, RoleCreated, TokenRevoked, UserDeleted,
-    ProjectDeleted, UserAccessRuleDeleted, ProjectRenamed, UserExtraSet,
-    *directory.HANDLED,
-)  # fmt: skip
+from projections.statements import Statement, Statements, jsonb
 
 # Idempotent: a read-model schema made before identity existed gets these tables when next opened
 # (its log holds no identity event, so they start empty and correct).
@@ -143,139 +117,192 @@ _USER_ROWS = (
 )
 
 
-def statements(e: Any, position: int) -> list[Statement]:
-    """The writes an identity event makes to the read model; none for any other event."""
-    kind = type(e)  # (issubclass, not isinstance: mypy would narrow ``e`` to ``object``)
+def _project_created(e: Project.Created, position: int) -> list[Statement]:
     t = e.timestamp
-    if issubclass(kind, ProjectCreated):
-        return [
+    return [
+        (
+            "INSERT INTO {s}.projects (id, name, domain_id, description, enabled, created_at, "
+            "updated_at, position) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+            (e.project_id, e.name, e.domain_id, e.description, e.enabled, t, t, position),
+        )
+    ]
+
+
+def _project_deleted(e: Project.Deleted, position: int) -> list[Statement]:
+    pid = e.originator_id.hex
+    return [
+        ("DELETE FROM {s}.role_assignments WHERE project_id = %s", (pid,)),
+        ("DELETE FROM {s}.group_assignments WHERE scope_type = 'project' AND scope_id = %s", (pid,)),
+        ("DELETE FROM {s}.application_credentials WHERE project_id = %s", (pid,)),
+        ("DELETE FROM {s}.project_token_cutoffs WHERE project_id = %s", (pid,)),
+        ("DELETE FROM {s}.projects WHERE id = %s", (pid,)),
+    ]
+
+
+def _user_deleted(e: User.Deleted, position: int) -> list[Statement]:
+    uid = e.originator_id.hex
+    return [
+        *((f"DELETE FROM {{s}}.{t} WHERE user_id = %s", (uid,)) for t in _USER_ROWS),
+        ("DELETE FROM {s}.system_assignments WHERE actor_type = 'user' AND actor_id = %s", (uid,)),
+        ("DELETE FROM {s}.users WHERE id = %s", (uid,)),
+    ]
+
+
+def _project_updated(e: Project.Updated, position: int) -> list[Statement]:
+    t = e.timestamp
+    return [
+        (
+            "UPDATE {s}.projects SET description = %s, enabled = %s, updated_at = %s, position = %s "
+            "WHERE id = %s",
+            (e.description, e.enabled, t, position, e.originator_id.hex),
+        )
+    ]
+
+
+def _project_role_granted(e: Project.RoleGranted, position: int) -> list[Statement]:
+    t = e.timestamp
+    return [
+        (
+            "INSERT INTO {s}.role_assignments (project_id, user_id, role_id, granted_at, position) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            (e.originator_id.hex, e.user_id, e.role_id, t, position),
+        )
+    ]
+
+
+def _project_role_revoked(e: Project.RoleRevoked, position: int) -> list[Statement]:
+    t = e.timestamp
+    return [
+        (
+            "DELETE FROM {s}.role_assignments WHERE project_id = %s AND user_id = %s AND role_id = %s",
+            (e.originator_id.hex, e.user_id, e.role_id),
+        ),
+        (
+            "INSERT INTO {s}.project_token_cutoffs AS c VALUES (%s, %s, %s) "
+            "ON CONFLICT (user_id, project_id) "
+            "DO UPDATE SET valid_after = GREATEST(c.valid_after, EXCLUDED.valid_after)",
+            (e.user_id, e.originator_id.hex, t),
+        ),
+    ]
+
+
+def _user_created(e: User.Created, position: int) -> list[Statement]:
+    t = e.timestamp
+    return [
+        (
+            "INSERT INTO {s}.users (id, name, domain_id, default_project_id, enabled, email, "
+            "description, created_at, updated_at, position) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
             (
-                "INSERT INTO {s}.projects (id, name, domain_id, description, enabled, created_at, "
-                "updated_at, position) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
-                (e.project_id, e.name, e.domain_id, e.description, e.enabled, t, t, position),
-            )
-        ]
-    if issubclass(kind, ProjectDeleted):
-        pid = e.originator_id.hex
-        return [
-            ("DELETE FROM {s}.role_assignments WHERE project_id = %s", (pid,)),
-            ("DELETE FROM {s}.group_assignments WHERE scope_type = 'project' AND scope_id = %s", (pid,)),
-            ("DELETE FROM {s}.application_credentials WHERE project_id = %s", (pid,)),
-            ("DELETE FROM {s}.project_token_cutoffs WHERE project_id = %s", (pid,)),
-            ("DELETE FROM {s}.projects WHERE id = %s", (pid,)),
-        ]
-    if issubclass(kind, UserDeleted):
-        uid = e.originator_id.hex
-        return [
-            *((f"DELETE FROM {{s}}.{t} WHERE user_id = %s", (uid,)) for t in _USER_ROWS),
-            ("DELETE FROM {s}.system_assignments WHERE actor_type = 'user' AND actor_id = %s", (uid,)),
-            ("DELETE FROM {s}.users WHERE id = %s", (uid,)),
-        ]
-    if issubclass(kind, ProjectUpdated):
-        return [
-            (
-                "UPDATE {s}.projects SET description = %s, enabled = %s, updated_at = %s, position = %s "
-                "WHERE id = %s",
-                (e.description, e.enabled, t, position, e.originator_id.hex),
-            )
-        ]
-    if issubclass(kind, ProjectRoleGranted):
-        return [
-            (
-                "INSERT INTO {s}.role_assignments (project_id, user_id, role_id, granted_at, position) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (e.originator_id.hex, e.user_id, e.role_id, t, position),
-            )
-        ]
-    if issubclass(kind, ProjectRoleRevoked):
-        return [
-            (
-                "DELETE FROM {s}.role_assignments WHERE project_id = %s AND user_id = %s AND role_id = %s",
-                (e.originator_id.hex, e.user_id, e.role_id),
+                e.user_id,
+                e.name,
+                e.domain_id,
+                e.default_project_id,
+                e.enabled,
+                e.email,
+                e.description,
+                t,
+                t,
+                position,
             ),
-            (
-                "INSERT INTO {s}.project_token_cutoffs AS c VALUES (%s, %s, %s) "
-                "ON CONFLICT (user_id, project_id) "
-                "DO UPDATE SET valid_after = GREATEST(c.valid_after, EXCLUDED.valid_after)",
-                (e.user_id, e.originator_id.hex, t),
-            ),
-        ]
-    if issubclass(kind, UserCreated):
-        return [
-            (
-                "INSERT INTO {s}.users (id, name, domain_id, default_project_id, enabled, email, "
-                "description, created_at, updated_at, position) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
-                (
-                    e.user_id,
-                    e.name,
-                    e.domain_id,
-                    e.default_project_id,
-                    e.enabled,
-                    e.email,
-                    e.description,
-                    t,
-                    t,
-                    position,
-                ),
-            )
-        ]
-    if issubclass(kind, UserUpdated):
-        return [
-            (
-                "UPDATE {s}.users SET enabled = %s, email = %s, description = %s, default_project_id = %s, "
-                "updated_at = %s, position = %s WHERE id = %s",
-                (e.enabled, e.email, e.description, e.default_project_id, t, position, e.originator_id.hex),
-            ),
-            *([] if e.enabled else [(_END_TOKENS, (t, t, e.originator_id.hex))]),
-        ]
-    if issubclass(kind, UserAccessRuleDeleted):
-        return [
-            ("DELETE FROM {s}.access_rules WHERE id = %s AND user_id = %s", (e.rule_id, e.originator_id.hex))
-        ]
-    if issubclass(kind, UserExtraSet):
-        return [
-            (
-                "UPDATE {s}.users SET extra = %s, updated_at = %s, position = %s WHERE id = %s",
-                (directory.json_value(e.extra), t, position, e.originator_id.hex),
-            )
-        ]
-    if issubclass(kind, ProjectRenamed):
-        return [
-            (
-                "UPDATE {s}.projects SET name = %s, updated_at = %s, position = %s WHERE id = %s",
-                (e.name, t, position, e.originator_id.hex),
-            )
-        ]
-    if issubclass(kind, UserRenamed):
-        return [
-            (
-                "UPDATE {s}.users SET name = %s, updated_at = %s, position = %s WHERE id = %s",
-                (e.name, t, position, e.originator_id.hex),
-            )
-        ]
-    if issubclass(kind, UserPasswordSet):
-        return [
-            (
-                "UPDATE {s}.users SET password_set_at = %s, updated_at = %s, position = %s WHERE id = %s",
-                (t, t, position, e.originator_id.hex),
-            ),
-            (_END_TOKENS, (t, t, e.originator_id.hex)),
-        ]
-    if issubclass(kind, RoleCreated):
-        return [
-            (
-                "INSERT INTO {s}.roles (id, name, description, created_at, position) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
-                (e.role_id, e.name, e.description, t, position),
-            )
-        ]
-    if issubclass(kind, TokenRevoked):
-        return [
-            (
-                "INSERT INTO {s}.revoked_tokens (token_id, user_id, project_id, expires_at, revoked_at, "
-                "position) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (token_id) DO NOTHING",
-                (e.token_id, e.user_id, e.project_id, e.expires_at, t, position),
-            )
-        ]
-    return directory.statements(e, position)
+        )
+    ]
+
+
+def _user_updated(e: User.Updated, position: int) -> list[Statement]:
+    t = e.timestamp
+    return [
+        (
+            "UPDATE {s}.users SET enabled = %s, email = %s, description = %s, default_project_id = %s, "
+            "updated_at = %s, position = %s WHERE id = %s",
+            (e.enabled, e.email, e.description, e.default_project_id, t, position, e.originator_id.hex),
+        ),
+        *([] if e.enabled else [(_END_TOKENS, (t, t, e.originator_id.hex))]),
+    ]
+
+
+def _user_access_rule_deleted(e: User.AccessRuleDeleted, position: int) -> list[Statement]:
+    return [("DELETE FROM {s}.access_rules WHERE id = %s AND user_id = %s", (e.rule_id, e.originator_id.hex))]
+
+
+def _user_extra_set(e: User.ExtraSet, position: int) -> list[Statement]:
+    t = e.timestamp
+    return [
+        (
+            "UPDATE {s}.users SET extra = %s, updated_at = %s, position = %s WHERE id = %s",
+            (jsonb(e.extra), t, position, e.originator_id.hex),
+        )
+    ]
+
+
+def _project_renamed(e: Project.Renamed, position: int) -> list[Statement]:
+    t = e.timestamp
+    return [
+        (
+            "UPDATE {s}.projects SET name = %s, updated_at = %s, position = %s WHERE id = %s",
+            (e.name, t, position, e.originator_id.hex),
+        )
+    ]
+
+
+def _user_renamed(e: User.Renamed, position: int) -> list[Statement]:
+    t = e.timestamp
+    return [
+        (
+            "UPDATE {s}.users SET name = %s, updated_at = %s, position = %s WHERE id = %s",
+            (e.name, t, position, e.originator_id.hex),
+        )
+    ]
+
+
+def _user_password_set(e: User.PasswordSet, position: int) -> list[Statement]:
+    t = e.timestamp
+    return [
+        (
+            "UPDATE {s}.users SET password_set_at = %s, updated_at = %s, position = %s WHERE id = %s",
+            (t, t, position, e.originator_id.hex),
+        ),
+        (_END_TOKENS, (t, t, e.originator_id.hex)),
+    ]
+
+
+def _role_created(e: Role.Created, position: int) -> list[Statement]:
+    t = e.timestamp
+    return [
+        (
+            "INSERT INTO {s}.roles (id, name, description, created_at, position) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+            (e.role_id, e.name, e.description, t, position),
+        )
+    ]
+
+
+def _token_revoked(e: Token.Revoked, position: int) -> list[Statement]:
+    t = e.timestamp
+    return [
+        (
+            "INSERT INTO {s}.revoked_tokens (token_id, user_id, project_id, expires_at, revoked_at, "
+            "position) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (token_id) DO NOTHING",
+            (e.token_id, e.user_id, e.project_id, e.expires_at, t, position),
+        )
+    ]
+
+
+APPLY: dict[type, Statements] = {
+    Project.Created: _project_created,
+    Project.Deleted: _project_deleted,
+    User.Deleted: _user_deleted,
+    Project.Updated: _project_updated,
+    Project.RoleGranted: _project_role_granted,
+    Project.RoleRevoked: _project_role_revoked,
+    User.Created: _user_created,
+    User.Updated: _user_updated,
+    User.AccessRuleDeleted: _user_access_rule_deleted,
+    User.ExtraSet: _user_extra_set,
+    Project.Renamed: _project_renamed,
+    User.Renamed: _user_renamed,
+    User.PasswordSet: _user_password_set,
+    Role.Created: _role_created,
+    Token.Revoked: _token_revoked,
+    **directory.APPLY,
+}

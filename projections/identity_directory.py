@@ -8,17 +8,12 @@ the batch's view in order; one function per event class, found in ``APPLY``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
-
-from psycopg.types.json import Jsonb
 
 from commands.application_credentials import ApplicationCredential
 from commands.identity import Domain, Group, Project, Role, System
 from commands.identity_catalog import Endpoint, Region, Service
-from stratus.serialization import dumps
-
-Statement = tuple[str, tuple[Any, ...]]  # SQL with ``{s}`` for the schema, and its parameters
+from projections.statements import Statement, Statements, jsonb
 
 TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("domains", ("id",)),
@@ -133,10 +128,6 @@ CREATE TABLE IF NOT EXISTS {s}.access_rules (
 """
 
 
-def json_value(value: Any) -> Jsonb:
-    return Jsonb(value, dumps=lambda obj: dumps(obj).decode())
-
-
 def _id(e: Any) -> str:
     return str(e.originator_id.hex)
 
@@ -203,7 +194,7 @@ def _domain_user_revoked(e: Any, at: int) -> list[Statement]:
     ]
 
 
-def _domain_group(granted: bool) -> Callable[[Any, int], list[Statement]]:
+def _domain_group(granted: bool) -> Statements:
     def apply(e: Any, at: int) -> list[Statement]:
         agg = str(e.originator_id)
         if granted:
@@ -221,7 +212,7 @@ def _domain_group(granted: bool) -> Callable[[Any, int], list[Statement]]:
     return apply
 
 
-def _project_group(granted: bool) -> Callable[[Any, int], list[Statement]]:
+def _project_group(granted: bool) -> Statements:
     def apply(e: Any, at: int) -> list[Statement]:
         if granted:
             sql = "INSERT INTO {s}.group_assignments VALUES ('project', %s, %s, %s) ON CONFLICT DO NOTHING"
@@ -267,7 +258,7 @@ def _member_removed(e: Any, at: int) -> list[Statement]:
     return [("DELETE FROM {s}.group_members WHERE group_id = %s AND user_id = %s", (_id(e), e.user_id))]
 
 
-def _system(actor: str, granted: bool) -> Callable[[Any, int], list[Statement]]:
+def _system(actor: str, granted: bool) -> Statements:
     def apply(e: Any, at: int) -> list[Statement]:
         actor_id = e.user_id if actor == "user" else e.group_id
         if granted:
@@ -290,7 +281,7 @@ def _role_updated(e: Any, at: int) -> list[Statement]:
     ]
 
 
-def _implication(added: bool) -> Callable[[Any, int], list[Statement]]:
+def _implication(added: bool) -> Statements:
     def apply(e: Any, at: int) -> list[Statement]:
         if added:
             sql = "INSERT INTO {s}.role_implications VALUES (%s, %s) ON CONFLICT DO NOTHING"
@@ -346,7 +337,7 @@ def _endpoint(e: Any, at: int) -> list[Statement]:
     ]
 
 
-def _deleted(table: str) -> Callable[[Any, int], list[Statement]]:
+def _deleted(table: str) -> Statements:
     def apply(e: Any, at: int) -> list[Statement]:
         return [(f"DELETE FROM {{s}}.{table} WHERE id = %s", (_id(e),))]
 
@@ -373,8 +364,8 @@ def _application_credential(e: Any, at: int) -> list[Statement]:
                 e.description,
                 e.expires_at,
                 e.unrestricted,
-                json_value(e.role_ids),
-                json_value(e.access_rules),
+                jsonb(e.role_ids),
+                jsonb(e.access_rules),
                 at,
             ),
         ),
@@ -382,48 +373,38 @@ def _application_credential(e: Any, at: int) -> list[Statement]:
     ]
 
 
-def _ev(cls: type, name: str) -> type:
-    return getattr(cls, name)  # type: ignore[no-any-return]
-
-
-APPLY: dict[type, Callable[[Any, int], list[Statement]]] = {
-    _ev(Domain, "Created"): _domain,
-    _ev(Domain, "Updated"): _domain_updated,
-    _ev(Domain, "Deleted"): _domain_deleted,
-    _ev(Domain, "RoleGranted"): _domain_user_granted,
-    _ev(Domain, "RoleRevoked"): _domain_user_revoked,
-    _ev(Domain, "GroupRoleGranted"): _domain_group(granted=True),
-    _ev(Domain, "GroupRoleRevoked"): _domain_group(granted=False),
-    _ev(Project, "GroupRoleGranted"): _project_group(granted=True),
-    _ev(Project, "GroupRoleRevoked"): _project_group(granted=False),
-    _ev(System, "RoleGranted"): _system("user", granted=True),
-    _ev(System, "RoleRevoked"): _system("user", granted=False),
-    _ev(System, "GroupRoleGranted"): _system("group", granted=True),
-    _ev(System, "GroupRoleRevoked"): _system("group", granted=False),
-    _ev(Group, "Created"): _group,
-    _ev(Group, "Updated"): _group_updated,
-    _ev(Group, "Deleted"): _group_deleted,
-    _ev(Group, "UserAdded"): _member_added,
-    _ev(Group, "UserRemoved"): _member_removed,
-    _ev(Role, "Updated"): _role_updated,
-    _ev(Role, "Deleted"): _role_deleted,
-    _ev(Role, "ImplicationAdded"): _implication(added=True),
-    _ev(Role, "ImplicationRemoved"): _implication(added=False),
-    _ev(Region, "Created"): _region,
-    _ev(Region, "Updated"): _region_updated,
-    _ev(Region, "Deleted"): _region_deleted,
-    _ev(Service, "Created"): _service,
-    _ev(Service, "Updated"): _service,
-    _ev(Service, "Deleted"): _deleted("services"),
-    _ev(Endpoint, "Created"): _endpoint,
-    _ev(Endpoint, "Updated"): _endpoint,
-    _ev(Endpoint, "Deleted"): _deleted("endpoints"),
-    _ev(ApplicationCredential, "Created"): _application_credential,
-    _ev(ApplicationCredential, "Deleted"): _deleted("application_credentials"),
+APPLY: dict[type, Statements] = {
+    Domain.Created: _domain,
+    Domain.Updated: _domain_updated,
+    Domain.Deleted: _domain_deleted,
+    Domain.RoleGranted: _domain_user_granted,
+    Domain.RoleRevoked: _domain_user_revoked,
+    Domain.GroupRoleGranted: _domain_group(granted=True),
+    Domain.GroupRoleRevoked: _domain_group(granted=False),
+    Project.GroupRoleGranted: _project_group(granted=True),
+    Project.GroupRoleRevoked: _project_group(granted=False),
+    System.RoleGranted: _system("user", granted=True),
+    System.RoleRevoked: _system("user", granted=False),
+    System.GroupRoleGranted: _system("group", granted=True),
+    System.GroupRoleRevoked: _system("group", granted=False),
+    Group.Created: _group,
+    Group.Updated: _group_updated,
+    Group.Deleted: _group_deleted,
+    Group.UserAdded: _member_added,
+    Group.UserRemoved: _member_removed,
+    Role.Updated: _role_updated,
+    Role.Deleted: _role_deleted,
+    Role.ImplicationAdded: _implication(added=True),
+    Role.ImplicationRemoved: _implication(added=False),
+    Region.Created: _region,
+    Region.Updated: _region_updated,
+    Region.Deleted: _region_deleted,
+    Service.Created: _service,
+    Service.Updated: _service,
+    Service.Deleted: _deleted("services"),
+    Endpoint.Created: _endpoint,
+    Endpoint.Updated: _endpoint,
+    Endpoint.Deleted: _deleted("endpoints"),
+    ApplicationCredential.Created: _application_credential,
+    ApplicationCredential.Deleted: _deleted("application_credentials"),
 }
-HANDLED: tuple[type, ...] = tuple(APPLY)
-
-
-def statements(e: Any, position: int) -> list[Statement]:
-    apply = APPLY.get(type(e))
-    return apply(e, position) if apply is not None else []

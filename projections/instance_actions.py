@@ -10,6 +10,7 @@ replaying the log.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import orjson
 
 from commands.actions import ACTIONS
+from commands.instance import Instance
 from stratus.eventstore.envelope import Envelope
 
 SUCCESS = "Success"
@@ -28,6 +30,8 @@ DELETE_EVENT = "compute_terminate_instance"
 
 @dataclass
 class ActionEvent:
+    """One step of an action (Nova's instance action event): what ran, when, how it ended, where."""
+
     event: str
     start_time: str
     finish_time: str | None = None
@@ -39,6 +43,9 @@ class ActionEvent:
 
 @dataclass
 class InstanceAction:
+    """One user request on a server and its steps (Nova's instance action), as ``os-instance-actions``
+    shows it."""
+
     action: str
     request_id: str
     user_id: str
@@ -76,21 +83,95 @@ def nova_time(rfc3339: str) -> str:
     )
 
 
-_STARTERS = {
-    "requested": "create",
-    "deletionrequested": "delete",
-    "locked": "lock",
-    "unlocked": "unlock",
-    "unshelverequested": "unshelve",
-    "resizeconfirmed": "confirmResize",
-    "revertrequested": "revertResize",
-}
-# A move's steps as Nova's action events: (the step's own event, the event that opens the next step).
+def _kind(event_class: type) -> str:
+    """The name an event class goes by in its envelope's type (``stratus.instance.<name>``)."""
+    return event_class.__name__.lower()
+
+
+Step = Callable[[InstanceAction, dict[str, Any], str], None]  # (the action, the event's data, when)
+
+
+def _open(event: str, finished: bool = False) -> Step:
+    """The step opens Nova's action event ``event`` (``finished``: one that ends as it starts)."""
+
+    def step(action: InstanceAction, data: dict[str, Any], when: str) -> None:
+        if finished:
+            action.events.append(ActionEvent(event, when, when, SUCCESS))
+        else:
+            action.events.append(ActionEvent(event, when))
+
+    return step
+
+
+def _close(event: str, following: str | None = None) -> Step:
+    """The step ends the open action event ``event`` well (and opens ``following``, the next)."""
+
+    def step(action: InstanceAction, data: dict[str, Any], when: str) -> None:
+        _finish(action.open_event(event), when, SUCCESS)
+        if following is not None:
+            action.events.append(ActionEvent(following, when))
+
+    return step
+
+
+def _succeeded(action: InstanceAction, data: dict[str, Any], when: str) -> None:
+    for event in action.events:
+        _finish(event, when, SUCCESS)
+
+
+def _failed(action: InstanceAction, data: dict[str, Any], when: str) -> None:
+    details = str(data.get("details") or data.get("message") or "")
+    for event in action.events:
+        _finish(event, when, ERROR, details, str(data.get("message") or "") or None)
+
+
+def _power_action(action: InstanceAction, data: dict[str, Any], when: str) -> None:
+    action.events.append(ActionEvent(ACTIONS[data["action"]].event, when))
+
+
+# The events a user's request appended: each starts an action, named here (or from its data), and
+# opens its first step.
 MIGRATE_EVENT = "conductor_migrate_server"
-_MOVE_STEPS = {
-    "migrationscheduled": (MIGRATE_EVENT, "compute_resize_instance"),
-    "migratedfromsource": ("compute_resize_instance", "compute_finish_resize"),
-    "revertedondest": ("compute_revert_resize", "compute_finish_revert_resize"),
+_STARTERS: dict[str, tuple[Callable[[dict[str, Any]], str], Step]] = {
+    _kind(Instance.Requested): (lambda data: "create", _open(SCHEDULE_EVENT)),
+    _kind(Instance.DeletionRequested): (lambda data: "delete", _open(DELETE_EVENT)),
+    _kind(Instance.Locked): (lambda data: "lock", lambda action, data, when: None),
+    _kind(Instance.Unlocked): (lambda data: "unlock", lambda action, data, when: None),
+    _kind(Instance.UnshelveRequested): (lambda data: "unshelve", _open(SCHEDULE_EVENT)),
+    _kind(Instance.ResizeConfirmed): (
+        lambda data: "confirmResize",
+        _open("compute_confirm_resize", finished=True),
+    ),
+    _kind(Instance.RevertRequested): (lambda data: "revertResize", _open("compute_revert_resize")),
+    _kind(Instance.ActionRequested): (lambda data: ACTIONS[data["action"]].name, _power_action),
+    _kind(Instance.MigrationRequested): (
+        lambda data: "resize" if data.get("migration_type") == "resize" else "migrate",
+        _open(MIGRATE_EVENT),
+    ),
+}
+# The events appended in reaction (same correlation id): how each moves its action on. A move's
+# steps close their own event and open the next one.
+_STEPS: dict[str, Step] = {
+    _kind(Instance.Scheduled): _close(SCHEDULE_EVENT),
+    _kind(Instance.SpawningStarted): _open(BUILD_EVENT),
+    _kind(Instance.Spawned): _close(BUILD_EVENT),
+    _kind(Instance.MigrationScheduled): _close(MIGRATE_EVENT, "compute_resize_instance"),
+    _kind(Instance.MigratedFromSource): _close("compute_resize_instance", "compute_finish_resize"),
+    _kind(Instance.RevertedOnDest): _close("compute_revert_resize", "compute_finish_revert_resize"),
+    **dict.fromkeys(
+        map(
+            _kind,
+            (Instance.ActionFinished, Instance.Deleted, Instance.MigrationFinished, Instance.ResizeReverted),
+        ),
+        _succeeded,
+    ),
+    **dict.fromkeys(
+        map(
+            _kind,
+            (Instance.Faulted, Instance.ActionFailed, Instance.MigrationFailed, Instance.UnshelveFailed),
+        ),
+        _failed,
+    ),
 }
 
 
@@ -103,23 +184,22 @@ def fold(envelopes: list[Envelope]) -> list[InstanceAction]:
         kind, data, when = _type(env), _data(env), nova_time(env.time)
         if isinstance(data.get("host"), str):
             host = data["host"]
-        name = _STARTERS.get(kind)
-        if kind == "actionrequested":
-            name = ACTIONS[data["action"]].name
-        elif kind == "migrationrequested":
-            name = "resize" if data.get("migration_type") == "resize" else "migrate"
-        if name is not None:
-            action = InstanceAction(name, env.requestid, env.actoruser, env.actorproject, when, when)
+        starter = _STARTERS.get(kind)
+        if starter is not None:
+            name, first = starter
+            action = InstanceAction(name(data), env.requestid, env.actoruser, env.actorproject, when, when)
             actions.append(action)
             by_correlation[env.correlationid or env.requestid] = action
-            _started(action, kind, data, when)
+            first(action, data, when)
             _at(action, host)
             continue
         found = by_correlation.get(env.correlationid)
         if found is None:
             continue  # not caused by a user's request (none such yet): no action to file it under
         found.updated_at = when
-        _progressed(found, kind, data, when)
+        step = _STEPS.get(kind)
+        if step is not None:
+            step(found, data, when)
         _at(found, host)
     return actions
 
@@ -129,41 +209,6 @@ def _at(action: InstanceAction, host: str | None) -> None:
     for event in action.events:
         if event.host is None:
             event.host = host
-
-
-def _started(action: InstanceAction, kind: str, data: dict[str, Any], when: str) -> None:
-    if kind in ("requested", "unshelverequested"):
-        action.events.append(ActionEvent(SCHEDULE_EVENT, when))
-    elif kind == "deletionrequested":
-        action.events.append(ActionEvent(DELETE_EVENT, when))
-    elif kind == "actionrequested":
-        action.events.append(ActionEvent(ACTIONS[data["action"]].event, when))
-    elif kind == "migrationrequested":
-        action.events.append(ActionEvent(MIGRATE_EVENT, when))
-    elif kind == "resizeconfirmed":
-        action.events.append(ActionEvent("compute_confirm_resize", when, when, SUCCESS))
-    elif kind == "revertrequested":
-        action.events.append(ActionEvent("compute_revert_resize", when))
-
-
-def _progressed(action: InstanceAction, kind: str, data: dict[str, Any], when: str) -> None:
-    if kind == "scheduled":
-        _finish(action.open_event(SCHEDULE_EVENT), when, SUCCESS)
-    elif kind == "spawningstarted":
-        action.events.append(ActionEvent(BUILD_EVENT, when))
-    elif kind == "spawned":
-        _finish(action.open_event(BUILD_EVENT), when, SUCCESS)
-    elif kind in _MOVE_STEPS:
-        done, following = _MOVE_STEPS[kind]
-        _finish(action.open_event(done), when, SUCCESS)
-        action.events.append(ActionEvent(following, when))
-    elif kind in ("actionfinished", "deleted", "migrationfinished", "resizereverted"):
-        for event in action.events:
-            _finish(event, when, SUCCESS)
-    elif kind in ("faulted", "actionfailed", "migrationfailed", "unshelvefailed"):
-        details = str(data.get("details") or data.get("message") or "")
-        for event in action.events:
-            _finish(event, when, ERROR, details, str(data.get("message") or "") or None)
 
 
 def _finish(

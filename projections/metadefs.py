@@ -3,7 +3,7 @@
 
 A namespace's own content (objects, properties, tags) is read from its aggregate, as an image's
 show is; the lists need the namespaces' fields and resource type associations (a list filters by
-them and shows them), and the resource types ever named. As in ``projections.catalog``, each event
+them and shows them), and the resource types ever named. As in ``projections.images``, each event
 becomes SQL statements computed without I/O, and the tables live in each read-model schema.
 """
 
@@ -12,22 +12,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from psycopg.types.json import Jsonb
-
 from commands.metadef import MetadefNamespace
-from stratus.serialization import dumps
-
-Statement = tuple[str, tuple[Any, ...]]  # SQL with ``{s}`` for the schema, and its parameters
-
-NamespaceCreated: type = MetadefNamespace.Created
-NamespaceUpdated: type = MetadefNamespace.Updated
-NamespaceDeleted: type = MetadefNamespace.Deleted
-ResourceTypeAssociated: type = MetadefNamespace.ResourceTypeAssociated
-ResourceTypeDissociated: type = MetadefNamespace.ResourceTypeDissociated
-
-HANDLED: tuple[type, ...] = (
-    NamespaceCreated, NamespaceUpdated, NamespaceDeleted, ResourceTypeAssociated, ResourceTypeDissociated,
-)  # fmt: skip
+from projections.statements import Statement, Statements, jsonb
 
 TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("metadef_namespaces", ("id",)),
@@ -78,10 +64,6 @@ INSERT INTO {{s}}.metadef_resource_types (name, created_at, updated_at) VALUES {
 """
 
 
-def _json(value: Any) -> Jsonb:
-    return Jsonb(value, dumps=lambda obj: dumps(obj).decode())
-
-
 def _time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -104,60 +86,71 @@ def _resource_type(name: str, at: datetime) -> Statement:
     )
 
 
-def statements(event: Any, position: int) -> list[Statement]:
-    """The writes one event makes to the metadefs tables (none for other events)."""
-    e: Any = event
-    version = e.originator_version
-    if isinstance(event, NamespaceCreated):
-        associations = [_association(n, a, e.timestamp) for n, a in e.resource_type_associations.items()]
-        return [
+def _namespace_created(e: MetadefNamespace.Created, position: int) -> list[Statement]:
+    associations = [_association(n, a, e.timestamp) for n, a in e.resource_type_associations.items()]
+    return [
+        (
+            "INSERT INTO {s}.metadef_namespaces (id, namespace, display_name, description, visibility,"
+            " protected, owner, resource_type_associations, created_at, updated_at, version, position)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
             (
-                "INSERT INTO {s}.metadef_namespaces (id, namespace, display_name, description, visibility,"
-                " protected, owner, resource_type_associations, created_at, updated_at, version, position)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
-                (
-                    e.originator_id, e.namespace, e.display_name, e.description, e.visibility,
-                    e.protected, e.owner, _json(associations), e.timestamp, e.timestamp, version, position,
-                ),
+                e.originator_id, e.namespace, e.display_name, e.description, e.visibility,
+                e.protected, e.owner, jsonb(associations), e.timestamp, e.timestamp,
+                e.originator_version, position,
             ),
-            *(_resource_type(name, e.timestamp) for name in e.resource_type_associations),
-        ]  # fmt: skip
-    if isinstance(event, NamespaceUpdated):
-        return [
+        ),
+        *(_resource_type(name, e.timestamp) for name in e.resource_type_associations),
+    ]  # fmt: skip
+
+
+def _namespace_updated(e: MetadefNamespace.Updated, position: int) -> list[Statement]:
+    return [
+        (
+            "UPDATE {s}.metadef_namespaces SET namespace = %s, display_name = %s, description = %s,"
+            " visibility = %s, protected = %s, owner = %s, updated_at = %s, version = %s, position = %s"
+            " WHERE id = %s",
             (
-                "UPDATE {s}.metadef_namespaces SET namespace = %s, display_name = %s, description = %s,"
-                " visibility = %s, protected = %s, owner = %s, updated_at = %s, version = %s, position = %s"
-                " WHERE id = %s",
-                (
-                    e.namespace, e.display_name, e.description, e.visibility, e.protected, e.owner,
-                    e.timestamp, version, position, e.originator_id,
-                ),
-            )
-        ]  # fmt: skip
-    if isinstance(event, NamespaceDeleted):
-        return [("DELETE FROM {s}.metadef_namespaces WHERE id = %s", (e.originator_id,))]
-    if isinstance(event, ResourceTypeAssociated):
-        added = _association(
-            e.name, {"prefix": e.prefix, "properties_target": e.properties_target}, e.timestamp
+                e.namespace, e.display_name, e.description, e.visibility, e.protected, e.owner,
+                e.timestamp, e.originator_version, position, e.originator_id,
+            ),
         )
-        return [
-            (
-                "UPDATE {s}.metadef_namespaces"
-                " SET resource_type_associations = resource_type_associations || %s,"
-                " version = %s, position = %s WHERE id = %s",
-                (_json([added]), version, position, e.originator_id),
-            ),
-            _resource_type(e.name, e.timestamp),
-        ]
-    if isinstance(event, ResourceTypeDissociated):
-        return [
-            (
-                "UPDATE {s}.metadef_namespaces SET resource_type_associations ="
-                " (SELECT coalesce(jsonb_agg(a ORDER BY i), '[]')"
-                " FROM jsonb_array_elements(resource_type_associations) WITH ORDINALITY AS t (a, i)"
-                " WHERE a->>'name' <> %s),"
-                " version = %s, position = %s WHERE id = %s",
-                (e.name, version, position, e.originator_id),
-            )
-        ]
-    return []
+    ]  # fmt: skip
+
+
+def _namespace_deleted(e: MetadefNamespace.Deleted, position: int) -> list[Statement]:
+    return [("DELETE FROM {s}.metadef_namespaces WHERE id = %s", (e.originator_id,))]
+
+
+def _resource_type_associated(e: MetadefNamespace.ResourceTypeAssociated, position: int) -> list[Statement]:
+    added = _association(e.name, {"prefix": e.prefix, "properties_target": e.properties_target}, e.timestamp)
+    return [
+        (
+            "UPDATE {s}.metadef_namespaces"
+            " SET resource_type_associations = resource_type_associations || %s,"
+            " version = %s, position = %s WHERE id = %s",
+            (jsonb([added]), e.originator_version, position, e.originator_id),
+        ),
+        _resource_type(e.name, e.timestamp),
+    ]
+
+
+def _resource_type_dissociated(e: MetadefNamespace.ResourceTypeDissociated, position: int) -> list[Statement]:
+    return [
+        (
+            "UPDATE {s}.metadef_namespaces SET resource_type_associations ="
+            " (SELECT coalesce(jsonb_agg(a ORDER BY i), '[]')"
+            " FROM jsonb_array_elements(resource_type_associations) WITH ORDINALITY AS t (a, i)"
+            " WHERE a->>'name' <> %s),"
+            " version = %s, position = %s WHERE id = %s",
+            (e.name, e.originator_version, position, e.originator_id),
+        )
+    ]
+
+
+APPLY: dict[type, Statements] = {
+    MetadefNamespace.Created: _namespace_created,
+    MetadefNamespace.Updated: _namespace_updated,
+    MetadefNamespace.Deleted: _namespace_deleted,
+    MetadefNamespace.ResourceTypeAssociated: _resource_type_associated,
+    MetadefNamespace.ResourceTypeDissociated: _resource_type_dissociated,
+}

@@ -30,7 +30,7 @@ import logging
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -43,7 +43,7 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 
 from commands.instance import Instance
 from commands.states import PowerState, VmState
-from projections.projection import LINGER_SECONDS
+from projections.projector import LINGER_SECONDS
 from stratus.audit import history
 from stratus.config import Settings
 from stratus.eventstore import (
@@ -80,15 +80,15 @@ NOVA_ACTIONS = {
     "resume": "resume",
 }
 # A move's events → Nova's resize notifications (a cold migration sends the same ones, as Nova's).
-MOVES = {
-    "migrationrequested": ("instance.resize_prep.start",),
-    "migrationscheduled": ("instance.resize_prep.end", "instance.resize.start"),
-    "migratedfromsource": ("instance.resize.end", "instance.resize_finish.start"),
-    "migrationfinished": ("instance.resize_finish.end",),
-    "migrationfailed": ("instance.resize.error",),
-    "resizeconfirmed": ("instance.resize_confirm.start", "instance.resize_confirm.end"),
-    "revertrequested": ("instance.resize_revert.start",),
-    "resizereverted": ("instance.resize_revert.end",),
+MOVES: dict[type, tuple[str, ...]] = {
+    Instance.MigrationRequested: ("instance.resize_prep.start",),
+    Instance.MigrationScheduled: ("instance.resize_prep.end", "instance.resize.start"),
+    Instance.MigratedFromSource: ("instance.resize.end", "instance.resize_finish.start"),
+    Instance.MigrationFinished: ("instance.resize_finish.end",),
+    Instance.MigrationFailed: ("instance.resize.error",),
+    Instance.ResizeConfirmed: ("instance.resize_confirm.start", "instance.resize_confirm.end"),
+    Instance.RevertRequested: ("instance.resize_revert.start",),
+    Instance.ResizeReverted: ("instance.resize_revert.end",),
 }
 RESIZE_PREP = ("InstanceActionResizePrepPayload", "1.3")
 CREATE = ("InstanceCreatePayload", "1.11")
@@ -128,6 +128,8 @@ class _Times:
 
 @dataclass(frozen=True)
 class Notification:
+    """One Nova versioned notification: its type, priority, oslo.messaging body and message id."""
+
     event_type: str
     priority: str
     body: dict[str, Any]
@@ -217,63 +219,100 @@ def _fault(i: Instance) -> dict[str, Any] | None:
     )
 
 
-def derive(
-    before: Instance | None, after: Instance, event_name: str, event: Any, envelope: Any, times: _Times
-) -> list[Notification]:
-    """The notifications one instance event gives (pure: no I/O)."""
-    when = _nova_time(envelope.time)
-    if event_name == "spawned":
-        times.launched_at = when
-    if event_name == "deleted":
-        times.terminated_at = when
-    deleted = after.vm_state == VmState.DELETED
-    base = instance_data(after, times, envelope, when, deleted)
-    out: list[tuple[str, str, tuple[str, str], dict[str, Any]]] = []
+_Message = tuple[str, str, tuple[str, str], dict[str, Any]]  # (event type, priority, payload class, data)
 
-    def action(event_type: str, priority: str = "INFO", fault: bool = False) -> None:
-        out.append((event_type, priority, ACTION, {**base, "fault": _fault(after) if fault else None}))
 
-    def create(event_type: str, priority: str = "INFO", fault: bool = False) -> None:
+@dataclass(frozen=True)
+class _Derivation:
+    """One instance event, folded: the instance before and after it, and the payload's common fields."""
+
+    before: Instance | None
+    after: Instance
+    event: Any
+    base: dict[str, Any]
+
+    def action(self, event_type: str, priority: str = "INFO", fault: bool = False) -> _Message:
+        return (event_type, priority, ACTION, {**self.base, "fault": _fault(self.after) if fault else None})
+
+    def create(self, event_type: str, priority: str = "INFO", fault: bool = False) -> _Message:
         data = {
-            **base,
-            "fault": _fault(after) if fault else None,
+            **self.base,
+            "fault": _fault(self.after) if fault else None,
             "keypairs": [],
-            "tags": list(getattr(after, "tags", []) or []),
+            "tags": list(getattr(self.after, "tags", []) or []),
             "trusted_image_certificates": None,
-            "instance_name": after.name,
+            "instance_name": self.after.name,
         }
-        out.append((event_type, priority, CREATE, data))
+        return (event_type, priority, CREATE, data)
 
-    if event_name == "requested":
-        create("instance.create.start")
-    elif event_name == "spawned":
-        create("instance.create.end")
-    elif event_name == "faulted" and before is not None and before.vm_state == VmState.BUILDING:
-        create("instance.create.error", "ERROR", fault=True)
-    elif event_name == "deletionrequested":
-        action("instance.delete.start")
-    elif event_name == "deleted":
-        action("instance.delete.end")
-    elif event_name == "locked":
-        action("instance.lock")
-    elif event_name == "unlocked":
-        action("instance.unlock")
-    elif event_name in MOVES:
-        for event_type in MOVES[event_name]:
+
+Announce = Callable[[_Derivation], list[_Message]]
+
+
+def _create_error(d: _Derivation) -> list[_Message]:
+    """A fault while building fails the creation; a fault later is only a change of state."""
+    building = d.before is not None and d.before.vm_state == VmState.BUILDING
+    return [d.create("instance.create.error", "ERROR", fault=True)] if building else []
+
+
+def _moved(event_types: tuple[str, ...]) -> Announce:
+    def announce(d: _Derivation) -> list[_Message]:
+        out: list[_Message] = []
+        for event_type in event_types:
             if event_type.startswith("instance.resize_prep."):
-                new = (after.migration or {}).get("new_flavor") or after.flavor
-                data = {**base, "fault": None, "new_flavor": flavor_payload(dict(new))}
+                new = (d.after.migration or {}).get("new_flavor") or d.after.flavor
+                data = {**d.base, "fault": None, "new_flavor": flavor_payload(dict(new))}
                 out.append((event_type, "INFO", RESIZE_PREP, data))
             else:
                 error = event_type.endswith(".error")
-                action(event_type, "ERROR" if error else "INFO", fault=error)
-    elif event_name in ("actionrequested", "actionfinished", "actionfailed"):
-        nova = NOVA_ACTIONS.get(getattr(event, "action", ""))
-        if nova is not None:
-            phase = {"actionrequested": "start", "actionfinished": "end", "actionfailed": "error"}[event_name]
-            action(
-                f"instance.{nova}.{phase}", "ERROR" if phase == "error" else "INFO", fault=phase == "error"
-            )
+                out.append(d.action(event_type, "ERROR" if error else "INFO", fault=error))
+        return out
+
+    return announce
+
+
+def _power(phase: str) -> Announce:
+    """A power action's ``.start``, ``.end`` or ``.error``, for the actions Nova notifies."""
+
+    def announce(d: _Derivation) -> list[_Message]:
+        nova = NOVA_ACTIONS.get(getattr(d.event, "action", ""))
+        if nova is None:
+            return []
+        error = phase == "error"
+        return [d.action(f"instance.{nova}.{phase}", "ERROR" if error else "INFO", fault=error)]
+
+    return announce
+
+
+# What each instance event announces besides ``instance.update`` (which any change of state sends).
+ANNOUNCE: dict[type, Announce] = {
+    Instance.Requested: lambda d: [d.create("instance.create.start")],
+    Instance.Spawned: lambda d: [d.create("instance.create.end")],
+    Instance.Faulted: _create_error,
+    Instance.DeletionRequested: lambda d: [d.action("instance.delete.start")],
+    Instance.Deleted: lambda d: [d.action("instance.delete.end")],
+    Instance.Locked: lambda d: [d.action("instance.lock")],
+    Instance.Unlocked: lambda d: [d.action("instance.unlock")],
+    **{cls: _moved(event_types) for cls, event_types in MOVES.items()},
+    Instance.ActionRequested: _power("start"),
+    Instance.ActionFinished: _power("end"),
+    Instance.ActionFailed: _power("error"),
+}
+
+
+def derive(
+    before: Instance | None, after: Instance, event: Any, envelope: Any, times: _Times
+) -> list[Notification]:
+    """The notifications one instance event gives (pure: no I/O)."""
+    when = _nova_time(envelope.time)
+    if isinstance(event, Instance.Spawned):
+        times.launched_at = when
+    if isinstance(event, Instance.Deleted):
+        times.terminated_at = when
+    deleted = after.vm_state == VmState.DELETED
+    base = instance_data(after, times, envelope, when, deleted)
+    announce = ANNOUNCE.get(type(event))
+    out = announce(_Derivation(before, after, event, base)) if announce is not None else []
 
     old = (before.vm_state, before.task_state, before.power_state, before.name) if before else None
     new = (after.vm_state, after.task_state, after.power_state, after.name)
@@ -408,7 +447,6 @@ class Notifier:
         return out
 
     def _derive(self, entry: history.Entry, msg: Any) -> list[tuple[int, Notification]]:
-        topic = entry.envelope.topic
         notification, _ = decode_message(msg)
         event: Any = self.app.mapper.to_domain_event(notification)
         instance_id = UUID(str(entry.envelope.originator_id))
@@ -416,8 +454,7 @@ class Notifier:
         after = event.mutate(_copy(before))  # a copy: an event that fails halfway leaves ``before`` whole
         if not isinstance(after, Instance):
             raise TypeError(f"{type(event).__name__} did not yield an instance")
-        name = topic.rsplit(".", 1)[1].lower()
-        notes = [(entry.position, n) for n in derive(before, after, name, event, entry.envelope, times)]
+        notes = [(entry.position, n) for n in derive(before, after, event, entry.envelope, times)]
         self._instances[instance_id] = (after, times)
         self._instances.move_to_end(instance_id)
         while len(self._instances) > self._cache_size:

@@ -5,7 +5,7 @@ None of these rows needs reading before it is written (an event sets the fields 
 merges a JSON value), so each event becomes SQL statements, computed here without I/O, that the
 batch's view runs in order after the batch's row writes, as ``projections.identity`` does. Columns
 added to ``hosts`` and ``flavors`` are written only here, never by the whole-row upserts of
-``projections.projection``, so the two never overwrite each other.
+``projections.readmodels``, so the two never overwrite each other.
 """
 
 from __future__ import annotations
@@ -17,48 +17,8 @@ from commands.host import Host
 from commands.host_aggregate import HostAggregate
 from commands.quota import ProjectQuota, QuotaClass
 from commands.server_group import ServerGroup
+from projections.statements import Statement, Statements
 from stratus.serialization import dumps
-
-Statement = tuple[str, tuple[Any, ...]]  # SQL with ``{s}`` for the schema, and its parameters
-
-FlavorExtraSpecsSet: type = Flavor.ExtraSpecsSet  # type: ignore[attr-defined]
-FlavorExtraSpecDeleted: type = Flavor.ExtraSpecDeleted  # type: ignore[attr-defined]
-FlavorDescriptionUpdated: type = Flavor.DescriptionUpdated  # type: ignore[attr-defined]
-FlavorAccessAdded: type = Flavor.AccessAdded  # type: ignore[attr-defined]
-FlavorAccessRemoved: type = Flavor.AccessRemoved  # type: ignore[attr-defined]
-HostServiceDisabled: type = Host.ServiceDisabled  # type: ignore[attr-defined]
-HostServiceEnabled: type = Host.ServiceEnabled  # type: ignore[attr-defined]
-HostForcedDownSet: type = Host.ForcedDownSet  # type: ignore[attr-defined]
-HostZoneAssigned: type = Host.ZoneAssigned  # type: ignore[attr-defined]
-HostAggregateLeft: type = Host.AggregateLeft  # type: ignore[attr-defined]
-HostInventoriesSet: type = Host.InventoriesSet  # type: ignore[attr-defined]
-AggregateCreated: type = HostAggregate.Created  # type: ignore[attr-defined]
-AggregateRenamed: type = HostAggregate.Renamed  # type: ignore[attr-defined]
-AggregateMetadataSet: type = HostAggregate.MetadataSet  # type: ignore[attr-defined]
-AggregateHostAdded: type = HostAggregate.HostAdded  # type: ignore[attr-defined]
-AggregateHostRemoved: type = HostAggregate.HostRemoved  # type: ignore[attr-defined]
-AggregateDeleted: type = HostAggregate.Deleted  # type: ignore[attr-defined]
-GroupCreated: type = ServerGroup.Created  # type: ignore[attr-defined]
-GroupMemberAdded: type = ServerGroup.MemberAdded  # type: ignore[attr-defined]
-GroupMemberPlaced: type = ServerGroup.MemberPlaced  # type: ignore[attr-defined]
-GroupMemberRemoved: type = ServerGroup.MemberRemoved  # type: ignore[attr-defined]
-GroupDeleted: type = ServerGroup.Deleted  # type: ignore[attr-defined]
-QuotaCreated: type = ProjectQuota.Created  # type: ignore[attr-defined]
-QuotaLimitsSet: type = ProjectQuota.LimitsSet  # type: ignore[attr-defined]
-QuotaReset: type = ProjectQuota.Reset  # type: ignore[attr-defined]
-QuotaClassCreated: type = QuotaClass.Created  # type: ignore[attr-defined]
-QuotaClassLimitsSet: type = QuotaClass.LimitsSet  # type: ignore[attr-defined]
-
-HANDLED: tuple[type, ...] = (
-    FlavorExtraSpecsSet, FlavorExtraSpecDeleted, FlavorAccessAdded, FlavorAccessRemoved,
-    FlavorDescriptionUpdated,
-    HostServiceDisabled, HostServiceEnabled, HostForcedDownSet, HostZoneAssigned, HostAggregateLeft,
-    HostInventoriesSet,
-    AggregateCreated, AggregateRenamed, AggregateMetadataSet, AggregateHostAdded, AggregateHostRemoved,
-    AggregateDeleted,
-    GroupCreated, GroupMemberAdded, GroupMemberPlaced, GroupMemberRemoved, GroupDeleted,
-    QuotaCreated, QuotaLimitsSet, QuotaReset, QuotaClassCreated, QuotaClassLimitsSet,
-)  # fmt: skip
 
 # Each table and its key, for the row-for-row comparison of a rebuild.
 TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -160,11 +120,6 @@ CREATE INDEX IF NOT EXISTS migrations_instance ON {s}.migrations (instance_uuid)
 """
 
 
-def _is(e: Any, cls: type) -> bool:
-    """``isinstance`` without narrowing ``e`` (the event classes are made at run time)."""
-    return isinstance(e, cls)
-
-
 def _json(value: Any) -> str:
     return dumps(value).decode()
 
@@ -196,113 +151,198 @@ _ZONES = "(aggregate_zones {op} %s::{cast})"
 _ZONE_OF = "(SELECT min(value) FROM jsonb_each_text(aggregate_zones {op} %s::{cast}))"
 
 
-def statements(e: Any, position: int) -> list[Statement]:
-    """The writes an operator-side event makes to the read model; none for any other event."""
+# -- flavors ---------------------------------------------------------------------------------
+def _flavor_extra_specs_set(e: Flavor.ExtraSpecsSet, position: int) -> list[Statement]:
+    return [_flavor(e, position, "extra_specs = extra_specs || %s::jsonb", _json(e.extra_specs))]
+
+
+def _flavor_extra_spec_deleted(e: Flavor.ExtraSpecDeleted, position: int) -> list[Statement]:
+    return [_flavor(e, position, "extra_specs = extra_specs - %s::text", e.key)]
+
+
+def _flavor_description_updated(e: Flavor.DescriptionUpdated, position: int) -> list[Statement]:
+    return [_flavor(e, position, "description = %s", e.description)]
+
+
+def _flavor_access_added(e: Flavor.AccessAdded, position: int) -> list[Statement]:
+    return [_flavor(e, position, "projects = projects || %s::jsonb", _json([e.project_id]))]
+
+
+def _flavor_access_removed(e: Flavor.AccessRemoved, position: int) -> list[Statement]:
+    return [_flavor(e, position, "projects = projects - %s::text", e.project_id)]
+
+
+# -- compute services and zones ----------------------------------------------------------------
+def _host_service_disabled(e: Host.ServiceDisabled, position: int) -> list[Statement]:
+    return [_host(e, position, "disabled = true, disabled_reason = %s", e.reason)]
+
+
+def _host_service_enabled(e: Host.ServiceEnabled, position: int) -> list[Statement]:
+    return [_host(e, position, "disabled = false, disabled_reason = NULL")]
+
+
+def _host_forced_down_set(e: Host.ForcedDownSet, position: int) -> list[Statement]:
+    return [_host(e, position, "forced_down = %s", bool(e.forced_down))]
+
+
+def _host_inventories_set(e: Host.InventoriesSet, position: int) -> list[Statement]:
+    inv = e.inventories
+    reserved = {rc: int(inv.get(rc, {}).get("reserved", 0)) for rc in ("VCPU", "MEMORY_MB", "DISK_GB")}
+    return [_host(e, position, "vcpus_reserved = %s, memory_mb_reserved = %s, disk_gb_reserved = %s",
+                  reserved["VCPU"], reserved["MEMORY_MB"], reserved["DISK_GB"])]  # fmt: skip
+
+
+def _host_zone_assigned(e: Host.ZoneAssigned, position: int) -> list[Statement]:
+    value = _json({e.aggregate_id: e.zone})
+    zones, zone = _ZONES.format(op="||", cast="jsonb"), _ZONE_OF.format(op="||", cast="jsonb")
+    return [_host(e, position, f"aggregate_zones = {zones}, availability_zone = {zone}", value, value)]
+
+
+def _host_aggregate_left(e: Host.AggregateLeft, position: int) -> list[Statement]:
+    zones, zone = _ZONES.format(op="-", cast="text"), _ZONE_OF.format(op="-", cast="text")
+    assignments = f"aggregate_zones = {zones}, availability_zone = {zone}"
+    return [_host(e, position, assignments, e.aggregate_id, e.aggregate_id)]
+
+
+# -- host aggregates ---------------------------------------------------------------------------
+def _aggregate_created(e: HostAggregate.Created, position: int) -> list[Statement]:
     t = e.timestamp
-    # -- flavors ---------------------------------------------------------------------------------
-    if _is(e, FlavorExtraSpecsSet):
-        return [_flavor(e, position, "extra_specs = extra_specs || %s::jsonb", _json(e.extra_specs))]
-    if _is(e, FlavorExtraSpecDeleted):
-        return [_flavor(e, position, "extra_specs = extra_specs - %s::text", e.key)]
-    if _is(e, FlavorDescriptionUpdated):
-        return [_flavor(e, position, "description = %s", e.description)]
-    if _is(e, FlavorAccessAdded):
-        return [_flavor(e, position, "projects = projects || %s::jsonb", _json([e.project_id]))]
-    if _is(e, FlavorAccessRemoved):
-        return [_flavor(e, position, "projects = projects - %s::text", e.project_id)]
-    # -- compute services and zones ----------------------------------------------------------------
-    if _is(e, HostServiceDisabled):
-        return [_host(e, position, "disabled = true, disabled_reason = %s", e.reason)]
-    if _is(e, HostServiceEnabled):
-        return [_host(e, position, "disabled = false, disabled_reason = NULL")]
-    if _is(e, HostForcedDownSet):
-        return [_host(e, position, "forced_down = %s", bool(e.forced_down))]
-    if _is(e, HostInventoriesSet):
-        inv = e.inventories
-        reserved = {rc: int(inv.get(rc, {}).get("reserved", 0)) for rc in ("VCPU", "MEMORY_MB", "DISK_GB")}
-        return [_host(e, position, "vcpus_reserved = %s, memory_mb_reserved = %s, disk_gb_reserved = %s",
-                      reserved["VCPU"], reserved["MEMORY_MB"], reserved["DISK_GB"])]  # fmt: skip
-    if _is(e, HostZoneAssigned):
-        value = _json({e.aggregate_id: e.zone})
-        zones, zone = _ZONES.format(op="||", cast="jsonb"), _ZONE_OF.format(op="||", cast="jsonb")
-        return [_host(e, position, f"aggregate_zones = {zones}, availability_zone = {zone}", value, value)]
-    if _is(e, HostAggregateLeft):
-        zones, zone = _ZONES.format(op="-", cast="text"), _ZONE_OF.format(op="-", cast="text")
-        assignments = f"aggregate_zones = {zones}, availability_zone = {zone}"
-        return [_host(e, position, assignments, e.aggregate_id, e.aggregate_id)]
-    # -- host aggregates ---------------------------------------------------------------------------
-    if _is(e, AggregateCreated):
-        metadata = {"availability_zone": e.availability_zone} if e.availability_zone else {}
-        return [
-            (
-                "INSERT INTO {s}.host_aggregates (id, number, name, availability_zone, metadata, "
-                "created_at, updated_at, position) VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s, %s) "
-                "ON CONFLICT (id) DO NOTHING",
-                (e.originator_id, e.number, e.name, e.availability_zone, _json(metadata), t, t, position),
-            )
-        ]
-    if _is(e, AggregateRenamed):
-        return [_row("host_aggregates", e, position, "name = %s", e.name)]
-    if _is(e, AggregateMetadataSet):
-        merged = "jsonb_strip_nulls(metadata || %s::jsonb)"
-        value = _json(e.metadata)
-        return [
-            _row(
-                "host_aggregates",
-                e,
-                position,
-                f"metadata = {merged}, availability_zone = {merged} ->> 'availability_zone'",
-                value,
-                value,
-            )
-        ]
-    if _is(e, AggregateHostAdded):
-        return [_row("host_aggregates", e, position, "hosts = hosts || %s::jsonb", _json([e.host]))]
-    if _is(e, AggregateHostRemoved):
-        return [_row("host_aggregates", e, position, "hosts = hosts - %s::text", e.host)]
-    if _is(e, AggregateDeleted):
-        return [_row("host_aggregates", e, position, "deleted = true, deleted_at = %s", t)]
-    # -- server groups -----------------------------------------------------------------------------
-    if _is(e, GroupCreated):
-        return [
-            (
-                "INSERT INTO {s}.server_groups (id, name, project_id, user_id, policy, rules, created_at, "
-                "updated_at, position) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s) "
-                "ON CONFLICT (id) DO NOTHING",
-                (e.originator_id, e.name, e.project_id, e.user_id, e.policy, _json(e.rules), t, t, position),
-            )
-        ]
-    if _is(e, GroupMemberAdded):
-        value = _json({e.instance_id: None})
-        return [_row("server_groups", e, position, "members = members || %s::jsonb", value)]
-    if _is(e, GroupMemberPlaced):
-        value = _json({e.instance_id: e.host})
-        return [_row("server_groups", e, position, "members = members || %s::jsonb", value)]
-    if _is(e, GroupMemberRemoved):
-        return [_row("server_groups", e, position, "members = members - %s::text", e.instance_id)]
-    if _is(e, GroupDeleted):
-        return [_row("server_groups", e, position, "deleted = true, deleted_at = %s", t)]
-    # -- quotas ------------------------------------------------------------------------------------
-    if _is(e, QuotaCreated):
-        return [
-            (
-                "INSERT INTO {s}.quotas (id, project_id, updated_at, position) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (id) DO NOTHING",
-                (e.originator_id, e.project_id, t, position),
-            )
-        ]
-    if _is(e, QuotaLimitsSet):
-        return [_row("quotas", e, position, "limits = limits || %s::jsonb", _json(e.limits))]
-    if _is(e, QuotaReset):
-        return [_row("quotas", e, position, "limits = '{{}}'::jsonb")]
-    if _is(e, QuotaClassCreated):
-        return [
-            (
-                "INSERT INTO {s}.quota_classes (id, name, updated_at, position) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (id) DO NOTHING",
-                (e.originator_id, e.name, t, position),
-            )
-        ]
-    if _is(e, QuotaClassLimitsSet):
-        return [_row("quota_classes", e, position, "limits = limits || %s::jsonb", _json(e.limits))]
-    return []
+    metadata = {"availability_zone": e.availability_zone} if e.availability_zone else {}
+    return [
+        (
+            "INSERT INTO {s}.host_aggregates (id, number, name, availability_zone, metadata, "
+            "created_at, updated_at, position) VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s, %s) "
+            "ON CONFLICT (id) DO NOTHING",
+            (e.originator_id, e.number, e.name, e.availability_zone, _json(metadata), t, t, position),
+        )
+    ]
+
+
+def _aggregate_renamed(e: HostAggregate.Renamed, position: int) -> list[Statement]:
+    return [_row("host_aggregates", e, position, "name = %s", e.name)]
+
+
+def _aggregate_metadata_set(e: HostAggregate.MetadataSet, position: int) -> list[Statement]:
+    merged = "jsonb_strip_nulls(metadata || %s::jsonb)"
+    value = _json(e.metadata)
+    return [
+        _row(
+            "host_aggregates",
+            e,
+            position,
+            f"metadata = {merged}, availability_zone = {merged} ->> 'availability_zone'",
+            value,
+            value,
+        )
+    ]
+
+
+def _aggregate_host_added(e: HostAggregate.HostAdded, position: int) -> list[Statement]:
+    return [_row("host_aggregates", e, position, "hosts = hosts || %s::jsonb", _json([e.host]))]
+
+
+def _aggregate_host_removed(e: HostAggregate.HostRemoved, position: int) -> list[Statement]:
+    return [_row("host_aggregates", e, position, "hosts = hosts - %s::text", e.host)]
+
+
+def _aggregate_deleted(e: HostAggregate.Deleted, position: int) -> list[Statement]:
+    t = e.timestamp
+    return [_row("host_aggregates", e, position, "deleted = true, deleted_at = %s", t)]
+
+
+# -- server groups -----------------------------------------------------------------------------
+def _group_created(e: ServerGroup.Created, position: int) -> list[Statement]:
+    t = e.timestamp
+    return [
+        (
+            "INSERT INTO {s}.server_groups (id, name, project_id, user_id, policy, rules, created_at, "
+            "updated_at, position) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s) "
+            "ON CONFLICT (id) DO NOTHING",
+            (e.originator_id, e.name, e.project_id, e.user_id, e.policy, _json(e.rules), t, t, position),
+        )
+    ]
+
+
+def _group_member_added(e: ServerGroup.MemberAdded, position: int) -> list[Statement]:
+    value = _json({e.instance_id: None})
+    return [_row("server_groups", e, position, "members = members || %s::jsonb", value)]
+
+
+def _group_member_placed(e: ServerGroup.MemberPlaced, position: int) -> list[Statement]:
+    value = _json({e.instance_id: e.host})
+    return [_row("server_groups", e, position, "members = members || %s::jsonb", value)]
+
+
+def _group_member_removed(e: ServerGroup.MemberRemoved, position: int) -> list[Statement]:
+    return [_row("server_groups", e, position, "members = members - %s::text", e.instance_id)]
+
+
+def _group_deleted(e: ServerGroup.Deleted, position: int) -> list[Statement]:
+    t = e.timestamp
+    return [_row("server_groups", e, position, "deleted = true, deleted_at = %s", t)]
+
+
+# -- quotas ------------------------------------------------------------------------------------
+def _quota_created(e: ProjectQuota.Created, position: int) -> list[Statement]:
+    t = e.timestamp
+    return [
+        (
+            "INSERT INTO {s}.quotas (id, project_id, updated_at, position) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (id) DO NOTHING",
+            (e.originator_id, e.project_id, t, position),
+        )
+    ]
+
+
+def _quota_limits_set(e: ProjectQuota.LimitsSet, position: int) -> list[Statement]:
+    return [_row("quotas", e, position, "limits = limits || %s::jsonb", _json(e.limits))]
+
+
+def _quota_reset(e: ProjectQuota.Reset, position: int) -> list[Statement]:
+    return [_row("quotas", e, position, "limits = '{{}}'::jsonb")]
+
+
+def _quota_class_created(e: QuotaClass.Created, position: int) -> list[Statement]:
+    t = e.timestamp
+    return [
+        (
+            "INSERT INTO {s}.quota_classes (id, name, updated_at, position) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (id) DO NOTHING",
+            (e.originator_id, e.name, t, position),
+        )
+    ]
+
+
+def _quota_class_limits_set(e: QuotaClass.LimitsSet, position: int) -> list[Statement]:
+    return [_row("quota_classes", e, position, "limits = limits || %s::jsonb", _json(e.limits))]
+
+
+APPLY: dict[type, Statements] = {
+    Flavor.ExtraSpecsSet: _flavor_extra_specs_set,
+    Flavor.ExtraSpecDeleted: _flavor_extra_spec_deleted,
+    Flavor.DescriptionUpdated: _flavor_description_updated,
+    Flavor.AccessAdded: _flavor_access_added,
+    Flavor.AccessRemoved: _flavor_access_removed,
+    Host.ServiceDisabled: _host_service_disabled,
+    Host.ServiceEnabled: _host_service_enabled,
+    Host.ForcedDownSet: _host_forced_down_set,
+    Host.InventoriesSet: _host_inventories_set,
+    Host.ZoneAssigned: _host_zone_assigned,
+    Host.AggregateLeft: _host_aggregate_left,
+    HostAggregate.Created: _aggregate_created,
+    HostAggregate.Renamed: _aggregate_renamed,
+    HostAggregate.MetadataSet: _aggregate_metadata_set,
+    HostAggregate.HostAdded: _aggregate_host_added,
+    HostAggregate.HostRemoved: _aggregate_host_removed,
+    HostAggregate.Deleted: _aggregate_deleted,
+    ServerGroup.Created: _group_created,
+    ServerGroup.MemberAdded: _group_member_added,
+    ServerGroup.MemberPlaced: _group_member_placed,
+    ServerGroup.MemberRemoved: _group_member_removed,
+    ServerGroup.Deleted: _group_deleted,
+    ProjectQuota.Created: _quota_created,
+    ProjectQuota.LimitsSet: _quota_limits_set,
+    ProjectQuota.Reset: _quota_reset,
+    QuotaClass.Created: _quota_class_created,
+    QuotaClass.LimitsSet: _quota_class_limits_set,
+}

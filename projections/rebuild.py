@@ -22,7 +22,7 @@ import psycopg
 from eventsourcing.persistence import Mapper
 from psycopg import sql
 
-from projections.projection import EventLog, Projector
+from projections.projector import EventLog, Projector
 from projections.schema import (
     LIVE_SCHEMA,
     POSITION_CHANNEL,
@@ -48,6 +48,8 @@ class RebuildInProgress(RebuildError):
 
 @dataclass(frozen=True)
 class RebuildResult:
+    """What a rebuild did: the position swapped in, the one its replay reached, how long it took."""
+
     position: int  # the log position the swapped-in read models had reached at the swap
     replayed: int  # the position the replay reached before taking the lock for the swap
     seconds: float

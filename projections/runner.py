@@ -27,7 +27,7 @@ import psycopg
 from eventsourcing.persistence import Mapper
 
 from commands.app import Stratus
-from projections.projection import EventLog, Projector
+from projections.projector import EventLog, Projector
 from projections.schema import ensure_live_schema
 from stratus.config import Settings
 from stratus.eventstore import EventStoreUnavailable, Factory, NatsBridge

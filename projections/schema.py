@@ -15,9 +15,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from projections import identity, metadefs, operations
-from projections.catalog import DDL as CATALOG_DDL
-from projections.catalog import TABLES as CATALOG_TABLES
+from projections import identity, images, keypairs, metadefs, operations
 
 LIVE_SCHEMA = "stratus_rm"
 # The NOTIFY channel on which each committed batch announces the position it reached.
@@ -57,7 +55,8 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("host_claims", ("host_id", "instance_id")),
     ("flavors", ("flavorid",)),
     *identity.TABLES,
-    *CATALOG_TABLES,
+    *images.TABLES,
+    *keypairs.TABLES,
     *metadefs.TABLES,
     *operations.TABLES,
     ("tracking", ("singleton",)),
@@ -199,7 +198,8 @@ def create_schema(conn: psycopg.Connection[Any], schema: str) -> None:
     conn.execute(sql.SQL("CREATE SCHEMA {}").format(s))
     conn.execute(sql.SQL(_DDL).format(s=s))  # type: ignore[arg-type]
     conn.execute(sql.SQL(identity.DDL).format(s=s))  # type: ignore[arg-type]
-    conn.execute(sql.SQL(CATALOG_DDL).format(s=s))  # type: ignore[arg-type]
+    conn.execute(sql.SQL(images.DDL).format(s=s))  # type: ignore[arg-type]
+    conn.execute(sql.SQL(keypairs.DDL).format(s=s))  # type: ignore[arg-type]
     conn.execute(sql.SQL(operations.DDL).format(s=s))  # type: ignore[arg-type]
     conn.execute(sql.SQL(metadefs.DDL).format(s=s))  # type: ignore[arg-type]
 
@@ -218,6 +218,7 @@ def ensure_live_schema(conn: psycopg.Connection[Any]) -> None:
         else:  # a schema made before the identity tables existed gets them, and newer columns
             conn.execute(sql.SQL(_COLUMNS_ADDED).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]
             conn.execute(sql.SQL(identity.DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]
-            conn.execute(sql.SQL(CATALOG_DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]
+            conn.execute(sql.SQL(images.DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]
+            conn.execute(sql.SQL(keypairs.DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]
             conn.execute(sql.SQL(operations.DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]
             conn.execute(sql.SQL(metadefs.DDL).format(s=sql.Identifier(LIVE_SCHEMA)))  # type: ignore[arg-type]

@@ -37,7 +37,7 @@ from commands.host import Host, Resources
 from commands.image import Image
 from commands.instance import Instance
 from projections import queries
-from projections.projection import Projector
+from projections.projector import Projector
 from projections.runner import run
 from projections.schema import LIVE_SCHEMA, POSITION_CHANNEL, TABLES, ensure_live_schema
 from stratus.config import Settings

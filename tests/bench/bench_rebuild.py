@@ -45,7 +45,7 @@ from commands.flavor import Flavor
 from commands.host import Host, Resources
 from commands.instance import Instance
 from projections import apply
-from projections.projection import Projector
+from projections.projector import Projector
 from projections.rebuild import rebuild
 from projections.schema import INSTANCE_COLUMNS, LIVE_SCHEMA, create_schema
 from stratus.config import Settings

@@ -1,4 +1,4 @@
-"""What the API reads of images and key pairs (tables of ``projections.catalog``).
+"""What the API reads of images, their members and Glance's tasks (tables of ``projections.images``).
 
 Same conventions as ``projections.queries``: an open connection in, plain dicts out, tables named
 ``stratus_rm.<table>``.
@@ -87,32 +87,6 @@ def get_image(conn: psycopg.Connection[Any], image_id: str) -> Row | None:
     if uid is None:
         return None
     return _fetchone(conn, sql.SQL("SELECT * FROM {}.images WHERE id = %s").format(_S), (uid,))
-
-
-def list_keypairs(
-    conn: psycopg.Connection[Any], user_id: str, *, limit: int, marker: str | None = None
-) -> list[Row]:
-    """A user's key pairs by name (Nova's order); ``marker`` is the last name of the previous page."""
-    where = [sql.SQL("user_id = %s"), sql.SQL("NOT deleted")]
-    params: list[Any] = [user_id]
-    if marker is not None:
-        if get_keypair(conn, user_id, marker) is None:
-            raise MarkerNotFound(marker)
-        where.append(sql.SQL("name > %s"))
-        params.append(marker)
-    query = sql.SQL("SELECT * FROM {}.keypairs WHERE {} ORDER BY name LIMIT %s").format(
-        _S, sql.SQL(" AND ").join(where)
-    )
-    params.append(max(0, limit))
-    return _fetchall(conn, query, params)
-
-
-def get_keypair(conn: psycopg.Connection[Any], user_id: str, name: str) -> Row | None:
-    return _fetchone(
-        conn,
-        sql.SQL("SELECT * FROM {}.keypairs WHERE user_id = %s AND name = %s AND NOT deleted").format(_S),
-        (user_id, name),
-    )
 
 
 def list_tasks(

@@ -1,0 +1,337 @@
+"""The follower: applies the log to the read models exactly once, one PostgreSQL transaction per batch.
+
+What each event does is ``projections.readmodels``' table (``RULES``); the rows a batch touches are
+held by its view, ``projections.view.ReadModelView``. This module is the loop around them.
+
+``Projector.apply`` is the unit of exactly-once: in one transaction it takes the writers' advisory
+lock, re-reads the tracking position, and applies the batch only if the batch starts right after
+that position (otherwise another runner or a rebuild's swap moved it: nothing is written and the
+caller re-seeks). The changed rows, the new tracking position (the batch's last log position,
+whether or not the projection cared about the events) and a NOTIFY commit together.
+
+No event stops the projector. A failure of PostgreSQL itself (the connection lost, a serialization
+failure, a deadlock, a cancelled statement, a disk full, a table missing) is not an event's: the
+batch is retried in place, then the runner backs off and reconnects. A batch that PostgreSQL refuses
+for what its events carry (``EVENT_CAUSED``: a NUL in a text value, a constraint an event breaks),
+or that an apply function fails, is taken for one an event causes: the batch is bisected, each half
+in its own transaction under the same rules, down to the single event(s) that fail; those are
+quarantined (``stratus.quarantine``: recorded, alerted) and skipped in a transaction that only
+advances the tracking position, and every other event is applied once. An event that cannot even be
+decoded is quarantined before its batch is applied.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+from uuid import UUID
+
+import psycopg
+from eventsourcing.persistence import Mapper, Tracking
+from psycopg import sql
+
+from projections.readmodels import ReadModels
+from projections.schema import LIVE_SCHEMA, WRITER_LOCK
+from projections.view import ReadModelView
+from stratus.eventstore import EventStoreUnavailable
+from stratus.eventstore.envelope import decode_message
+from stratus.quarantine import Quarantine, described
+
+log = logging.getLogger("stratus.projector")
+
+# How long a projector following the log lets commits gather after being woken by one (``run``).
+LINGER_SECONDS = 0.02
+
+
+class EventLog(Protocol):
+    """What the projector needs of the event store (``stratus.eventstore``'s recorder)."""
+
+    def read_messages(
+        self, start: int, limit: int, *, stop: int | None = None, subject_filter: str | None = None
+    ) -> list[Any]: ...
+
+    def max_notification_id(self) -> int | None: ...
+
+    def wait_for_position(self, gt: int, timeout: float) -> int: ...
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What applying one batch did: whether it was applied, and where the tracking position is."""
+
+    applied: bool  # False: the tracking position was not where the batch starts; nothing written
+    position: int  # the tracking position after the call (where to read the log from next)
+    events: int = 0  # log entries the batch covered
+    processed: int = 0  # of which domain events the read models show
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One log entry of a batch: its decoded domain event if the read models show it, or why it
+    could not be decoded (then it is quarantined, never applied)."""
+
+    position: int
+    topic: str
+    originator_id: str
+    event: Any = None
+    error: Exception | None = None
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Log entries right after position ``after``, and the domain events among them, decoded."""
+
+    after: int
+    entries: Sequence[Entry]
+    name: str = ReadModels.name
+
+    @property
+    def notifications(self) -> Sequence[Entry]:
+        return self.entries
+
+    @property
+    def events(self) -> list[tuple[Any, Tracking]]:
+        return [(e.event, Tracking(self.name, e.position)) for e in self.entries if e.event is not None]
+
+    @property
+    def last(self) -> int:
+        return self.entries[-1].position if self.entries else self.after
+
+    def halves(self) -> tuple[Batch, Batch]:
+        middle = len(self.entries) // 2
+        left = Batch(self.after, self.entries[:middle], self.name)
+        return left, Batch(left.last, self.entries[middle:], self.name)
+
+
+# Failures of PostgreSQL itself that a retry of the same batch on the same connection may not meet.
+RETRY_IN_PLACE: tuple[type[Exception], ...] = (
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.LockNotAvailable,
+    psycopg.errors.QueryCanceled,
+)
+# What PostgreSQL answers when a value or a change an event carries cannot be stored (a NUL in text,
+# a constraint, a value too large for an index); the batch is then bisected to find the event.
+EVENT_CAUSED: tuple[type[Exception], ...] = (
+    psycopg.DataError,
+    psycopg.IntegrityError,
+    psycopg.errors.ProgramLimitExceeded,
+    psycopg.errors.PipelineAborted,  # what follows such an error inside the batch's pipeline
+)
+# Failures of the event store: the runner reconnects and re-seeks.
+LOG_TEMPORARY: tuple[type[Exception], ...] = (EventStoreUnavailable, TimeoutError)
+# How often a batch failing in passing (``RETRY_IN_PLACE``) is tried on the same connection before
+# the runner takes over (backoff, reconnect), and the pause before the first retry (doubling).
+ATTEMPTS = 5
+FIRST_DELAY = 0.1
+
+
+class PoisonEvent(Exception):
+    """An event the projector cannot apply, met with no quarantine to record it in."""
+
+
+class Projector:
+    """Reads the log in batches and applies each batch to one schema's read models, exactly once.
+
+    ``lock=True`` (the live schema) takes the writers' advisory lock in every batch transaction;
+    a rebuild filling its own schema runs without it until its swap. ``conn`` must be an
+    autocommit connection: the projector opens one transaction per batch. While a batch is being
+    applied, a reader thread already fetches and decodes the next one.
+    """
+
+    def __init__(
+        self,
+        log: EventLog,
+        mapper: Mapper[UUID],
+        conn: psycopg.Connection[Any],
+        *,
+        schema: str = LIVE_SCHEMA,
+        batch_size: int = 500,
+        lock: bool = True,
+        quarantine: Quarantine | None = None,
+        part: str = "projector",
+    ) -> None:
+        if not conn.autocommit:
+            raise ValueError("the projector needs an autocommit connection (one transaction per batch)")
+        self.log = log
+        self.mapper = mapper
+        self.conn = conn
+        self.schema = schema
+        self.batch_size = batch_size
+        self.lock = lock
+        self.view = ReadModelView(conn, schema)
+        self.projection = ReadModels(self.view)
+        self._topics = frozenset(ReadModels.topics)
+        self.quarantine = quarantine
+        self.part = part
+
+    def position(self) -> int:
+        return self.view.max_tracking_id(self.projection.name) or 0
+
+    def read(self, after: int, limit: int | None = None) -> list[Any]:
+        """The log's messages after position ``after`` (as stored: decoded by ``fetch``)."""
+        return self.log.read_messages(after + 1, limit or self.batch_size)
+
+    def fetch(self, after: int) -> Batch:
+        """Read the next batch after ``after`` and decode the events the read models show (pure)."""
+        return self._decoded(after, self.read(after))
+
+    def _decoded(self, after: int, msgs: Sequence[Any]) -> Batch:
+        return Batch(after, [self._entry(m) for m in msgs], self.projection.name)
+
+    def _entry(self, msg: Any) -> Entry:
+        """One message as an entry; one that cannot be decoded is kept with its error (to quarantine)."""
+        try:
+            notification, envelope = decode_message(msg)
+        except Exception as e:  # a garbled envelope: whatever decoding raises is this event's fault
+            position, topic, originator = described(msg)
+            return Entry(position, topic, originator, error=e)
+        entry = Entry(notification.id, envelope.topic, str(envelope.originator_id))
+        if notification.topic not in self._topics:
+            return entry
+        try:
+            event = self.mapper.to_domain_event(notification)
+        except Exception as e:  # decoding and upcasting are pure: a failure is the event's own
+            return Entry(entry.position, entry.topic, entry.originator_id, error=e)
+        return Entry(entry.position, entry.topic, entry.originator_id, event=event)
+
+    def apply(self, msgs: Sequence[Any], after: int) -> BatchResult:
+        """Apply ``msgs`` (the log's entries right after position ``after``) in one transaction."""
+        return self.apply_batch(self._decoded(after, msgs))
+
+    def apply_batch(self, batch: Batch) -> BatchResult:
+        """Apply ``batch``; an event that fails it is quarantined and skipped, the rest applied once.
+
+        Raises only what the runner recovers from: PostgreSQL or the event store away."""
+        if not batch.entries:
+            return BatchResult(True, batch.after)
+        for entry in batch.entries:
+            if entry.error is not None:
+                self._quarantine(entry, entry.error)
+        return self._bisecting(batch)
+
+    def _bisecting(self, batch: Batch) -> BatchResult:
+        failure = self._attempt(batch)
+        if isinstance(failure, BatchResult):
+            return failure
+        if len(batch.entries) == 1:
+            self._quarantine(batch.entries[0], failure)
+            return self._skip(batch)
+        left_half, right_half = batch.halves()
+        left = self._bisecting(left_half)
+        if not left.applied:
+            return left
+        right = self._bisecting(right_half)
+        if not right.applied:
+            return right
+        return BatchResult(True, right.position, left.events + right.events, left.processed + right.processed)
+
+    def _attempt(self, batch: Batch) -> BatchResult | Exception:
+        """One transaction for ``batch``, retried in place while PostgreSQL fails it in passing.
+
+        Returns the error that failed it if an event may be its cause (then the batch is bisected);
+        raises what is PostgreSQL's or the event store's own failure (the runner backs off)."""
+        delay = FIRST_DELAY
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                return self._apply_once(batch)
+            except LOG_TEMPORARY:
+                raise
+            except psycopg.Error as e:
+                if self.conn.closed or self.conn.broken or not isinstance(e, EVENT_CAUSED + RETRY_IN_PLACE):
+                    raise  # PostgreSQL away, out of disk, a table missing: not an event's fault
+                if isinstance(e, EVENT_CAUSED):
+                    return e
+                if attempt == ATTEMPTS:
+                    raise
+                log.warning("%s: batch after %d failed (%s), retrying in %.1f s", self.part, batch.after,
+                            type(e).__name__, delay)  # fmt: skip
+                time.sleep(delay)
+                delay *= 2
+            except Exception as e:  # decoding is done: an apply function failed on this batch's events
+                return e
+        raise AssertionError("unreachable")
+
+    def _quarantine(self, entry: Entry, error: Exception) -> None:
+        if self.quarantine is None:
+            raise PoisonEvent(f"event at position {entry.position} cannot be applied") from error
+        at, topic, originator = entry.position, entry.topic, entry.originator_id
+        self.quarantine.record(self.part, position=at, topic=topic, originator_id=originator, error=error)
+
+    def _skip(self, batch: Batch) -> BatchResult:
+        """Advance the tracking position over ``batch`` (one quarantined event), applying nothing."""
+        entries = [Entry(e.position, e.topic, e.originator_id) for e in batch.entries]
+        result = self._apply_once(Batch(batch.after, entries, batch.name))
+        return BatchResult(result.applied, result.position, result.events, 0)
+
+    def _apply_once(self, batch: Batch) -> BatchResult:
+        # Pipeline mode groups the statements into a few round trips (BEGIN with the lock and the
+        # tracking read, the loads, the writes with COMMIT). The server still runs them in order: the
+        # tracking table's name is resolved only once the lock is held.
+        with self.conn.pipeline(), self.conn.transaction():
+            if self.lock:
+                self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
+            row = self.conn.execute(
+                sql.SQL("SELECT position FROM {}.tracking FOR UPDATE").format(sql.Identifier(self.schema))
+            ).fetchone()
+            current = int(row[0]) if row else 0
+            if current != batch.after:
+                return BatchResult(False, current)
+            try:
+                self.view.load(ReadModels.keys(e for e, _ in batch.events))
+                for event, tracking in batch.events:
+                    self.projection.process_event(event, tracking)
+                self.view.flush(batch.last)
+            finally:
+                self.view.discard()
+        return BatchResult(True, batch.last, len(batch.entries), len(batch.events))
+
+    def step(self, after: int) -> BatchResult:
+        """Read the next batch after ``after`` and apply it."""
+        return self.apply_batch(self.fetch(after))
+
+    def catch_up(self, until: int | None = None) -> int:
+        """Apply batches until the log has nothing more (or ``until`` is reached); the final position."""
+        stop = threading.Event()
+        return self._follow(stop, until=until)
+
+    def run(self, stop: threading.Event, *, idle_wait: float = 0.5, linger: float = LINGER_SECONDS) -> int:
+        """Follow the log until ``stop`` is set: batches while behind, a blocking wait when caught up.
+
+        ``linger``: once woken by a commit, how long to let further commits gather before reading, so
+        that one read and one transaction cover several commits (a boot makes four) instead of each
+        paying its own; it is what the read model may lag behind the log when the log is busy."""
+        return self._follow(stop, idle_wait=idle_wait, linger=linger)
+
+    def _follow(
+        self,
+        stop: threading.Event,
+        *,
+        until: int | None = None,
+        idle_wait: float | None = None,
+        linger: float = 0.0,
+    ) -> int:
+        position = self.position()
+        with ThreadPoolExecutor(1, thread_name_prefix=f"{self.schema}-read") as reader:
+            ahead: Future[Batch] = reader.submit(self.fetch, position)
+            while not stop.is_set() and (until is None or position < until):
+                batch = ahead.result()
+                if batch.after != position:  # read ahead from a position that did not hold
+                    ahead = reader.submit(self.fetch, position)
+                    continue
+                if not batch.entries:
+                    if idle_wait is None:
+                        break
+                    if self.log.wait_for_position(position, idle_wait) > position and linger:
+                        stop.wait(linger)
+                    ahead = reader.submit(self.fetch, position)
+                    continue
+                ahead = reader.submit(self.fetch, batch.last)
+                position = self.apply_batch(batch).position
+            ahead.cancel()
+        return position

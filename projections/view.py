@@ -1,0 +1,236 @@
+"""The view a batch of events is applied to: the read-model tables of one schema, seen through the
+rows the batch touches.
+
+``ReadModelView`` is an eventsourcing ``TrackingRecorder``. ``load`` fetches, inside the batch's
+transaction, the rows the batch's events read (``Keys``: one query per table, in one round trip);
+the projection (``projections.readmodels``) reads and replaces them in memory and queues the
+statements of the tables written without reading; ``flush`` writes the changed rows, the statements,
+the tracking position and its NOTIFY, all committed together by the projector
+(``projections.projector``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from eventsourcing.persistence import Tracking, TrackingRecorder
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from projections.schema import (
+    CLAIM_COLUMNS,
+    FLAVOR_COLUMNS,
+    HOST_COLUMNS,
+    INSTANCE_COLUMNS,
+    LIVE_SCHEMA,
+    POSITION_CHANNEL,
+)
+from projections.statements import Statement
+from stratus.serialization import dumps
+
+Row = dict[str, Any]
+ClaimKey = tuple[UUID, str]
+
+
+@dataclass
+class _WorkingSet:
+    instances: dict[UUID, Row] = field(default_factory=dict)
+    hosts: dict[UUID, Row] = field(default_factory=dict)
+    claims: dict[ClaimKey, Row | None] = field(default_factory=dict)
+    flavors: dict[UUID, Row] = field(default_factory=dict)
+    dirty_instances: set[UUID] = field(default_factory=set)
+    dirty_hosts: set[UUID] = field(default_factory=set)
+    dirty_claims: set[ClaimKey] = field(default_factory=set)
+    dirty_flavors: set[UUID] = field(default_factory=set)
+    # Writes that need no row read first (the identity tables), run in order after the others.
+    statements: list[Statement] = field(default_factory=list)
+    position: int | None = None
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The rows a batch of events may read, loaded in one query per table before it is applied."""
+
+    instances: frozenset[UUID] = frozenset()
+    hosts: frozenset[UUID] = frozenset()
+    claims: frozenset[ClaimKey] = frozenset()
+    flavors: frozenset[UUID] = frozenset()
+
+
+class ReadModelView(TrackingRecorder):
+    """The read-model tables of one schema, seen through the rows of the batch being applied.
+
+    ``load`` fills the working set inside the batch's transaction, the projection reads and
+    replaces rows in memory, and ``flush`` writes the changed ones and the tracking position.
+    """
+
+    def __init__(self, conn: psycopg.Connection[Any], schema: str = LIVE_SCHEMA) -> None:
+        self.conn = conn
+        self.schema = schema
+        self._s = sql.Identifier(schema)
+        self._ws: _WorkingSet | None = None
+
+    # -- TrackingRecorder ---------------------------------------------------------------------
+    def max_tracking_id(self, application_name: str) -> int | None:
+        row = self.conn.execute(sql.SQL("SELECT position FROM {}.tracking").format(self._s)).fetchone()
+        return int(row[0]) if row else None
+
+    def insert_tracking(self, tracking: Tracking) -> None:
+        """Within a batch, the position is written by ``flush``; outside one, at once."""
+        if self._ws is not None:
+            self._ws.position = max(self._ws.position or 0, tracking.notification_id)
+            return
+        self.conn.execute(
+            sql.SQL("UPDATE {}.tracking SET position = %s, updated_at = now() WHERE position < %s").format(
+                self._s
+            ),
+            (tracking.notification_id, tracking.notification_id),
+        )
+
+    # -- the batch's working set --------------------------------------------------------------
+    def load(self, keys: Keys) -> None:
+        """Fetch the rows ``keys`` names: one query per table, all sent in one round trip."""
+        ws = self._ws = _WorkingSet()
+        with self.conn.pipeline():
+            instances = self._select("instances", INSTANCE_COLUMNS, "id = ANY(%s)", keys.instances)
+            hosts = self._select("hosts", HOST_COLUMNS, "id = ANY(%s)", keys.hosts)
+            pairs = list(keys.claims)
+            where = "(host_id, instance_id) IN (SELECT * FROM unnest(%s::uuid[], %s::text[]))"
+            by_pair = ([h for h, _ in pairs], [i for _, i in pairs])
+            claims = self._select("host_claims", CLAIM_COLUMNS, where, keys.claims, *by_pair)
+            flavors = self._select("flavors", FLAVOR_COLUMNS, "id = ANY(%s)", keys.flavors)
+        ws.instances = {row["id"]: row for row in _rows(instances)}
+        ws.hosts = {row["id"]: row for row in _rows(hosts)}
+        ws.claims = {(row["host_id"], row["instance_id"]): row for row in _rows(claims)}
+        ws.flavors = {row["id"]: row for row in _rows(flavors)}
+
+    def _select(
+        self, table: str, columns: Sequence[str], where: str, keys: frozenset[Any], *params: Any
+    ) -> psycopg.Cursor[Row] | None:
+        """Send the query (in pipeline mode its rows are fetched later); None when no key asks for it."""
+        if not keys:
+            return None
+        query = sql.SQL("SELECT {} FROM {}.{} WHERE {}").format(
+            sql.SQL(", ").join(map(sql.Identifier, columns)),
+            self._s,
+            sql.Identifier(table),
+            sql.SQL(where),  # type: ignore[arg-type]
+        )
+        cur = self.conn.cursor(row_factory=psycopg.rows.dict_row)
+        cur.execute(query, params or (list(keys),))
+        return cur
+
+    @property
+    def ws(self) -> _WorkingSet:
+        if self._ws is None:
+            raise RuntimeError("the view is used outside a batch")
+        return self._ws
+
+    def instance(self, instance_id: UUID) -> Row | None:
+        return self.ws.instances.get(instance_id)
+
+    def put_instance(self, row: Row, tracking: Tracking) -> None:
+        self.ws.instances[row["id"]] = row
+        self.ws.dirty_instances.add(row["id"])
+        self.insert_tracking(tracking)
+
+    def host(self, host_id: UUID) -> Row | None:
+        return self.ws.hosts.get(host_id)
+
+    def put_host(self, row: Row, tracking: Tracking) -> None:
+        self.ws.hosts[row["id"]] = row
+        self.ws.dirty_hosts.add(row["id"])
+        self.insert_tracking(tracking)
+
+    def claim(self, host_id: UUID, instance_id: str) -> Row | None:
+        return self.ws.claims.get((host_id, instance_id))
+
+    def put_claim(self, row: Row) -> None:
+        key = (row["host_id"], row["instance_id"])
+        self.ws.claims[key] = row
+        self.ws.dirty_claims.add(key)
+
+    def drop_claim(self, host_id: UUID, instance_id: str) -> None:
+        key = (host_id, instance_id)
+        self.ws.claims[key] = None
+        self.ws.dirty_claims.add(key)
+
+    def flavor(self, flavor_uuid: UUID) -> Row | None:
+        return self.ws.flavors.get(flavor_uuid)
+
+    def put_flavor(self, row: Row, tracking: Tracking) -> None:
+        self.ws.flavors[row["id"]] = row
+        self.ws.dirty_flavors.add(row["id"])
+        self.insert_tracking(tracking)
+
+    def execute(self, statements: Iterable[Statement], tracking: Tracking) -> None:
+        self.ws.statements.extend(statements)
+        self.insert_tracking(tracking)
+
+    def flush(self, position: int) -> None:
+        """Write every changed row, then the tracking position and its NOTIFY (delivered at commit)."""
+        with self.conn.pipeline():
+            self._write(position)
+        self._ws = None
+
+    def _write(self, position: int) -> None:
+        ws = self.ws
+        self._upsert("instances", INSTANCE_COLUMNS, ("id",), [ws.instances[k] for k in ws.dirty_instances])
+        self._upsert("hosts", HOST_COLUMNS, ("id",), [ws.hosts[k] for k in ws.dirty_hosts])
+        self._upsert("flavors", FLAVOR_COLUMNS, ("flavorid",), [ws.flavors[k] for k in ws.dirty_flavors])
+        kept = [row for k in ws.dirty_claims if (row := ws.claims[k]) is not None]
+        gone = [k for k in ws.dirty_claims if ws.claims[k] is None]
+        self._upsert("host_claims", CLAIM_COLUMNS, ("host_id", "instance_id"), kept)
+        if gone:
+            with self.conn.cursor() as cur:
+                cur.executemany(
+                    sql.SQL("DELETE FROM {}.host_claims WHERE host_id = %s AND instance_id = %s").format(
+                        self._s
+                    ),
+                    gone,
+                )
+        for statement, params in ws.statements:
+            self.conn.execute(sql.SQL(statement).format(s=self._s), params)  # type: ignore[arg-type]
+        self.conn.execute(
+            sql.SQL("UPDATE {}.tracking SET position = %s, updated_at = now()").format(self._s), (position,)
+        )
+        self.conn.execute("SELECT pg_notify(%s, %s)", (POSITION_CHANNEL, str(position)))
+
+    def discard(self) -> None:
+        self._ws = None
+
+    def _upsert(self, table: str, columns: Sequence[str], key: Sequence[str], rows: list[Row]) -> None:
+        if not rows:
+            return
+        updates = [c for c in columns if c not in key]
+        query = sql.SQL("INSERT INTO {}.{} ({}) VALUES ({}) ON CONFLICT ({}) DO UPDATE SET {}").format(
+            self._s,
+            sql.Identifier(table),
+            sql.SQL(", ").join(map(sql.Identifier, columns)),
+            sql.SQL(", ").join(sql.Placeholder() * len(columns)),
+            sql.SQL(", ").join(map(sql.Identifier, key)),
+            sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in updates),
+        )
+        with self.conn.cursor() as cur:
+            cur.executemany(query, [tuple(_adapt(row[c]) for c in columns) for row in rows])
+
+
+def _rows(cur: psycopg.Cursor[Row] | None) -> list[Row]:
+    if cur is None:
+        return []
+    with cur:
+        return cur.fetchall()
+
+
+def _adapt(value: Any) -> Any:
+    if isinstance(value, (dict, list)):
+        return Jsonb(value, dumps=_dumps_str)
+    return value
+
+
+def _dumps_str(obj: Any) -> str:
+    return dumps(obj).decode()
