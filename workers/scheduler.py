@@ -37,15 +37,15 @@ from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_b
 from workers.host_feed import HostFeed
 from workers.host_view import HostView
 from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
-from workers.placement import EVERY_HOST, Placement, Shard
+from workers.scheduling import EVERY_HOST, Scheduling, Shard
 from workers.weighers import Multipliers
 
 log = logging.getLogger(__name__)
 
 SCHEDULER = Actor(user_id="stratus-scheduler", project_id="service", roles=("service",))
 DURABLE = "scheduler"
-# Requests placed in one pass at most: one atomic append carries their claims and placements (two
-# events each; a JetStream atomic batch takes at most 1000 messages).
+# Requests placed in one pass at most: one atomic append carries their claims and their servers'
+# hosts (two events each; a JetStream atomic batch takes at most 1000 messages).
 BATCH = 400
 BATCH_ENV = "STRATUS_SCHEDULER_BATCH"
 # ``i/n``: with n schedulers, this one places its batches on the i-th n-th of the hosts first.
@@ -97,7 +97,7 @@ def run(
 
     view = HostView(reload)
     feed = HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts).open()
-    placement = Placement(
+    scheduling = Scheduling(
         Handlers(app),
         view,
         feed.catch_up,
@@ -117,23 +117,25 @@ def run(
 
     def handle(d: Delivery) -> Outcome:
         created = d.event_type == "requested"
-        return placement.handle(d.originator_id, d.attempt, d.notification.id, created=created)
+        return scheduling.handle(d.originator_id, d.attempt, d.notification.id, created=created)
 
     def handle_batch(deliveries: list[Delivery]) -> list[Outcome]:
-        """Plain new servers go together (``Placement.place_batch``); the rest one by one, in order."""
+        """Plain new servers go together (``Scheduling.place_batch``); the rest one by one, in order."""
         alone: dict[str, tuple[Instance, CommandContext]] = {}
         for d in deliveries:
             inst = requested_alone(app, d)
             if inst is not None:
                 alone[inst.server_id] = (inst, d.context(SCHEDULER))
-        left = {inst.server_id for inst, _ in placement.place_batch(list(alone.values()))} if alone else set()
-        placement.settled.clear()
+        left = (
+            {inst.server_id for inst, _ in scheduling.place_batch(list(alone.values()))} if alone else set()
+        )
+        scheduling.settled.clear()
         outcomes: list[Outcome] = []
         for d in deliveries:
             if d.originator_id in alone and d.originator_id not in left:
                 outcomes.append(DONE)
                 continue
-            if d.event_type == "requested" and d.originator_id in placement.settled:
+            if d.event_type == "requested" and d.originator_id in scheduling.settled:
                 outcomes.append(DONE)  # placed (or failed) with the first server of its multi-create
                 continue
             try:
@@ -149,7 +151,7 @@ def run(
             f"The scheduler could not handle this request ({type(error).__name__}); the event at log "
             f"position {d.notification.id} was quarantined."
         )
-        placement.give_up(d.originator_id, details, created=d.event_type == "requested")
+        scheduling.give_up(d.originator_id, details, created=d.event_type == "requested")
 
     # os-services shows the schedulers that beat (one row per machine, as Nova's per host)
     heartbeats = Heartbeats(bridge, bucket=bucket_for(settings.stream), replicas=settings.stream_replicas)
@@ -175,7 +177,7 @@ def requested_alone(app: Stratus, d: Delivery) -> Instance | None:
     inst = event.mutate(None) if isinstance(event, Instance.Requested) else None
     if not isinstance(inst, Instance) or not inst.placed_alone:
         return None
-    app.recorder.observe(d.message)  # type: ignore[attr-defined]  # what its placement must expect
+    app.recorder.observe(d.message)  # type: ignore[attr-defined]  # what scheduling it must expect
     return inst
 
 
