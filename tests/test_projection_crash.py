@@ -48,7 +48,7 @@ def _start(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, **settings.to_env()}
     with log_path.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "projections.runner", "--batch-size", str(BATCH)],
+            [sys.executable, "-m", "processes.cli", "projector", "--batch-size", str(BATCH)],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
 
