@@ -35,8 +35,6 @@ class HostUnavailable(Exception):
 
 
 class HostRefused(Exception):
-    """The host answered with an error (``code``, ``message``) instead of a result."""
-
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code

@@ -50,9 +50,6 @@ _TIMEOUT = 5.0
 
 
 class Heartbeats:
-    """The hosts' and schedulers' last beats in a JetStream key-value bucket beside the log: beat, and
-    read who is up."""
-
     def __init__(
         self,
         bridge: NatsBridge,
