@@ -1,7 +1,7 @@
 """The API's composition root: ``create_app(deps)`` wires resources to their collaborators;
-``get_app()`` is what gunicorn loads (``api.app:get_app()``).
+``processes.api:get_app()`` is what gunicorn loads: a ``LazyApp``.
 
-``get_app()`` connects to nothing. It returns a WSGI callable that builds the real collaborators
+``LazyApp`` connects to nothing when made. It is a WSGI callable that builds the real collaborators
 (Settings from the environment, the NATS bridge, the JetStream event store, the ``Stratus``
 application and its command ``Handlers``, the read model's connection pool) on the first request
 it serves, in the worker process, after gunicorn has forked, and closes them when the worker
@@ -278,10 +278,3 @@ def _unavailable(start_response: Callable[..., Any], request_id: str) -> list[by
     ]
     start_response("503 Service Unavailable", headers)
     return [body]
-
-
-def get_app() -> LazyApp:
-    """gunicorn's entry point: ``gunicorn 'api.app:get_app()'``."""
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    return LazyApp()

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -56,7 +55,6 @@ from stratus.eventstore.envelope import UNDECODABLE_TOPIC
 log = logging.getLogger("stratus.watch")
 
 ROUTE = "/v2.1/stratus/events"
-THREADS_ENV = "STRATUS_WATCH_THREADS"
 DEFAULT_THREADS = 64
 HEARTBEAT_SECONDS = 15.0
 _PAGE = 500
@@ -359,16 +357,6 @@ class WatchApp(LazyApp):
         limits = StreamLimits.for_pool(settings, self._threads)
         events = Events(deps.handlers.app.recorder, authenticator=authenticator, limits=limits)  # type: ignore[arg-type]
         app.add_route(ROUTE, events)
-
-
-def get_app() -> WatchApp:
-    """gunicorn's entry point for ``stratus watch``: ``gunicorn -k gthread 'api.watch:get_app()'``."""
-    import logging
-
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    # gunicorn's thread pool, as ``stratus watch`` sized it (its --threads or STRATUS_WATCH_THREADS)
-    return WatchApp(int(os.environ.get(THREADS_ENV) or DEFAULT_THREADS))
 
 
 def add_route(

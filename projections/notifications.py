@@ -543,22 +543,3 @@ def open_notifier(settings: Settings, *, prefix: str = DEFAULT_PREFIX) -> Iterat
         )
     finally:
         bridge.close()
-
-
-def main(settings: Settings, **_: object) -> int:
-    """Entry point of ``stratus notifier``: runs until SIGTERM/SIGINT."""
-    import signal
-
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    while not stop.is_set():
-        try:
-            with open_notifier(settings) as notifier:
-                notifier.run(stop)
-        except EventStoreUnavailable as e:
-            log.warning("notifier: %s; retrying", e)
-            stop.wait(1.0)
-    return 0

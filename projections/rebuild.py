@@ -7,12 +7,11 @@ runner is between batches), it applies the last few events and renames the schem
 transaction. Readers name ``stratus_rm.<table>`` and see either the old or the new generation,
 never neither; the live runner's next batch finds the tracking position moved and re-seeks.
 
-Run it as ``stratus rebuild`` (or ``python -m projections.rebuild``); tests call ``rebuild``.
+Run it as ``stratus rebuild`` (its composition root: ``processes/rebuild.py``); tests call ``rebuild``.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +30,6 @@ from projections.schema import (
     create_schema,
     schema_exists,
 )
-from stratus.config import Settings
 from stratus.quarantine import Quarantine
 
 NEW_SCHEMA = f"{LIVE_SCHEMA}_new"
@@ -119,37 +117,3 @@ def rebuild(
 
 def _head(log: EventLog) -> int:
     return log.max_notification_id() or 0
-
-
-def main(settings: Settings, *, batch_size: int = 2000, keep_old: bool = False) -> int:
-    """Composition root of ``stratus rebuild``: open the log and PostgreSQL, rebuild, report."""
-    from projections.runner import open_event_log, read_models_url
-
-    url = read_models_url(settings)
-    with open_event_log(settings) as (log, mapper, quarantine), psycopg.connect(url, autocommit=True) as conn:
-        try:
-            result = rebuild(
-                conn, log, mapper, batch_size=batch_size, keep_old=keep_old, quarantine=quarantine
-            )
-        except RebuildInProgress as e:
-            print(f"stratus rebuild: {e}", file=sys.stderr)
-            return 1
-    print(
-        f"stratus rebuild: read models rebuilt up to position {result.position} "
-        f"(replayed to {result.replayed} first, the rest at the swap) in {result.seconds:.1f} s"
-    )
-    return 0
-
-
-def _cli(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m projections.rebuild", description=__doc__)
-    parser.add_argument("--batch-size", type=int, default=2000)
-    parser.add_argument("--keep-old", action="store_true", help="keep the previous tables as stratus_rm_old")
-    args = parser.parse_args(argv)
-    return main(Settings.from_env(), batch_size=args.batch_size, keep_old=args.keep_old)
-
-
-if __name__ == "__main__":
-    sys.exit(_cli())

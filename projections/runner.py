@@ -1,6 +1,6 @@
 """The projector process: follows the log and keeps the read models in PostgreSQL up to date.
 
-This is its composition root: it opens the NATS bridge, the event store and one PostgreSQL
+``run`` opens the NATS bridge, the event store and one PostgreSQL
 connection, then runs ``Projector.run`` until SIGTERM/SIGINT. Losing PostgreSQL or NATS is
 temporary: the runner reconnects with backoff and re-seeks from the tracking row, which the failed
 batch (rolled back) never moved; so is any other PostgreSQL error that no event explains (a table
@@ -8,19 +8,16 @@ missing, a disk full: logged at ERROR, retried with the same backoff). An event 
 decode or apply is quarantined on JetStream (``stratus.quarantine``, part ``projector``) and
 skipped: no event stops the process.
 
-Run it as ``stratus projector`` or ``python -m projections.runner [--batch-size N]``.
+Run it as ``stratus projector`` (its composition root: ``processes/projector.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import signal
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from types import FrameType
 from uuid import UUID
 
 import psycopg
@@ -66,24 +63,6 @@ def open_event_log(
         bridge.close()
 
 
-@contextlib.contextmanager
-def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        log.info("signal %s: stopping after the current batch", signum)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
 def run(
     settings: Settings,
     stop: threading.Event,
@@ -115,27 +94,3 @@ def run(
                 backoff = 0.2  # it ran a while since the last failure: start the backoff over
             stop.wait(backoff)
             backoff = min(backoff * 2, max_backoff)
-
-
-def main(settings: Settings, *, batch_size: int = 500) -> int:
-    """Entry point of ``stratus projector``: runs until SIGTERM/SIGINT, then closes cleanly."""
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    stop = threading.Event()
-    with _stopped_by_signals(stop):
-        run(settings, stop, batch_size=batch_size)
-    log.info("projector stopped")
-    return 0
-
-
-def _cli(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m projections.runner", description=__doc__)
-    parser.add_argument("--batch-size", type=int, default=500, help="log entries per transaction")
-    args = parser.parse_args(argv)
-    return main(Settings.from_env(), batch_size=args.batch_size)
-
-
-if __name__ == "__main__":
-    sys.exit(_cli())

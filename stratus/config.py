@@ -1,6 +1,8 @@
 """Settings for every Stratus process, read once from the environment by a composition root.
 
-Each process receives a ``Settings`` object; nothing reads ``os.environ`` elsewhere.
+Each process receives a ``Settings`` object; nothing reads ``os.environ`` elsewhere (the entry points
+in ``processes/`` only copy it into the environment of the processes they start).
+tests/unit/test_settings_reader.py holds every module to that.
 """
 
 from __future__ import annotations
@@ -10,9 +12,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# The first run's admin password: read by ``stratus run`` and ``stratus bootstrap`` for the seeding,
+# never passed on to the parts (``Settings.to_env`` leaves it out).
+ADMIN_PASSWORD_ENV = "STRATUS_ADMIN_PASSWORD"
+# Where ``stratus run`` finds the log's servers; without it, it starts its own.
+NATS_URL_ENV = "STRATUS_NATS_URL"
+# The scheduler's largest batch: 400 placements are 800 events, within JetStream's 1000-message
+# atomic append.
+SCHEDULER_MAX_BATCH = 400
+
 
 @dataclass(frozen=True)
 class Settings:
+    """One process's configuration: every setting of docs/operations.md, with its default."""
+
     # NATS JetStream: comma-separated server URLs; the stream holding the log and its subject prefix.
     nats_urls: tuple[str, ...] = ("nats://127.0.0.1:4222",)
     stream: str = "STRATUS"
@@ -59,6 +72,27 @@ class Settings:
     # The event stream (``stratus watch``): open streams at most per user and in all.
     watch_max_streams_per_user: int = 4
     watch_max_streams: int = 60
+    # ``stratus watch``'s address (None: 127.0.0.1:8775 alone, the API's port + 1 under ``stratus run``)
+    # and gunicorn's threads there (the app caps its streams under that pool).
+    watch_bind: str | None = None
+    watch_threads: int = 64
+    # The scheduler: ``i/n`` of n schedulers, this one ranks the i-th n-th of the hosts first ("":
+    # every host); the most requests placed in one pass; seconds before the requests a dead
+    # scheduler took go to another; the weighers' multipliers (Nova's ``*_weight_multiplier``).
+    scheduler_shard: str = ""
+    scheduler_batch: int = SCHEDULER_MAX_BATCH
+    scheduler_ack_wait_seconds: float = 60.0
+    ram_weight_multiplier: float = 1.0
+    cpu_weight_multiplier: float = 1.0
+    disk_weight_multiplier: float = 1.0
+    # ``stratus run``: simulated hosts beside the one on libvirt.
+    simulated_hosts: int = 0
+    # ``stratus run``: whether the log's servers were named (STRATUS_NATS_URL or ``--nats-url``);
+    # if not, ``run`` starts its own JetStream server.
+    nats_urls_given: bool = field(default=False, compare=False)
+    # The seeded admin's password (STRATUS_ADMIN_PASSWORD; None: generated on the first run). A secret
+    # for the seeding only: never in ``to_env``, never printed.
+    admin_password: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def token_key_path(self) -> Path:
@@ -70,7 +104,7 @@ class Settings:
         d = cls()
         return cls(
             nats_urls=tuple(
-                u.strip() for u in e.get("STRATUS_NATS_URL", ",".join(d.nats_urls)).split(",") if u.strip()
+                u.strip() for u in e.get(NATS_URL_ENV, ",".join(d.nats_urls)).split(",") if u.strip()
             ),
             stream=e.get("STRATUS_STREAM", d.stream),
             subject_prefix=e.get("STRATUS_SUBJECT_PREFIX", d.subject_prefix),
@@ -99,12 +133,25 @@ class Settings:
             ),
             watch_max_streams=int(e.get("STRATUS_WATCH_MAX_STREAMS", d.watch_max_streams)),
             token_key_file=Path(e["STRATUS_TOKEN_KEY_FILE"]) if e.get("STRATUS_TOKEN_KEY_FILE") else None,
+            watch_bind=e.get("STRATUS_WATCH_BIND") or None,
+            watch_threads=_at_least_one(e, "WATCH_THREADS", d.watch_threads),
+            scheduler_shard=e.get("STRATUS_SCHEDULER_SHARD", d.scheduler_shard),
+            scheduler_batch=int(_between(e, "SCHEDULER_BATCH", d.scheduler_batch, 1, SCHEDULER_MAX_BATCH)),
+            scheduler_ack_wait_seconds=_between(
+                e, "SCHEDULER_ACK_WAIT", d.scheduler_ack_wait_seconds, 1, 3600
+            ),
+            ram_weight_multiplier=float(e.get("STRATUS_RAM_WEIGHT_MULTIPLIER", d.ram_weight_multiplier)),
+            cpu_weight_multiplier=float(e.get("STRATUS_CPU_WEIGHT_MULTIPLIER", d.cpu_weight_multiplier)),
+            disk_weight_multiplier=float(e.get("STRATUS_DISK_WEIGHT_MULTIPLIER", d.disk_weight_multiplier)),
+            simulated_hosts=int(e.get("STRATUS_SIMULATED_HOSTS") or d.simulated_hosts),
+            nats_urls_given=NATS_URL_ENV in e,
+            admin_password=e.get(ADMIN_PASSWORD_ENV) or None,
         )
 
     def to_env(self) -> dict[str, str]:
         """The environment that reproduces these settings in a child process."""
         env = {
-            "STRATUS_NATS_URL": ",".join(self.nats_urls),
+            NATS_URL_ENV: ",".join(self.nats_urls),
             "STRATUS_STREAM": self.stream,
             "STRATUS_SUBJECT_PREFIX": self.subject_prefix,
             "STRATUS_STREAM_REPLICAS": str(self.stream_replicas),
@@ -128,7 +175,17 @@ class Settings:
             "STRATUS_IMAGE_SIZE_TOTAL_MB": str(self.image_size_total_mb),
             "STRATUS_WATCH_MAX_STREAMS_PER_USER": str(self.watch_max_streams_per_user),
             "STRATUS_WATCH_MAX_STREAMS": str(self.watch_max_streams),
+            "STRATUS_WATCH_THREADS": str(self.watch_threads),
+            "STRATUS_SCHEDULER_SHARD": self.scheduler_shard,
+            "STRATUS_SCHEDULER_BATCH": str(self.scheduler_batch),
+            "STRATUS_SCHEDULER_ACK_WAIT": str(self.scheduler_ack_wait_seconds),
+            "STRATUS_RAM_WEIGHT_MULTIPLIER": str(self.ram_weight_multiplier),
+            "STRATUS_CPU_WEIGHT_MULTIPLIER": str(self.cpu_weight_multiplier),
+            "STRATUS_DISK_WEIGHT_MULTIPLIER": str(self.disk_weight_multiplier),
+            "STRATUS_SIMULATED_HOSTS": str(self.simulated_hosts),
         }
+        if self.watch_bind is not None:
+            env["STRATUS_WATCH_BIND"] = self.watch_bind
         if self.token_key_file is not None:
             env["STRATUS_TOKEN_KEY_FILE"] = str(self.token_key_file)
         if self.database_url:
@@ -163,4 +220,17 @@ def _at_least_one(env: Mapping[str, str], setting: str, default: int) -> int:
         raise ValueError(f"{name} must be a whole number, not {text[:40]!r}") from None
     if value < 1:
         raise ValueError(f"{name} must be at least 1")
+    return value
+
+
+def _between(env: Mapping[str, str], setting: str, default: float, low: float, high: float) -> float:
+    """``STRATUS_<setting>``, a number from ``low`` to ``high``, or an error naming it."""
+    name = f"STRATUS_{setting}"
+    text = env.get(name, "")
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        raise ValueError(f"{name} must be a number, not {text!r}") from None
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be between {low:g} and {high:g}, not {text!r}")
     return value

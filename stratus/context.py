@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 
 @dataclass(frozen=True)
 class Actor:
+    """Who asks: a user, the project the token is scoped to ("" for the system scope), their roles."""
+
     user_id: str
     project_id: str  # "" for a token scoped to the system (Keystone's system scope)
     roles: tuple[str, ...] = ()
@@ -30,6 +32,9 @@ SYSTEM = Actor(user_id="stratus", project_id="service", roles=("service",))
 
 @dataclass(frozen=True)
 class CommandContext:
+    """Who asks and in which conversation: the actor and the request, correlation and causation ids
+    every event it leads to records."""
+
     actor: Actor = SYSTEM
     request_id: str = field(default_factory=lambda: f"req-{uuid.uuid4()}")
     # The conversation this command belongs to (the first request's id, carried through workers).

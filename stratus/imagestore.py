@@ -37,6 +37,8 @@ class StoreError(Exception):
 
 
 class TooLarge(StoreError):
+    """An upload went past its limit (the quota left, or the store's largest image)."""
+
     def __init__(self, limit: int) -> None:
         super().__init__(f"Image exceeds the storage quota of {limit} bytes.")
         self.limit = limit
@@ -44,6 +46,8 @@ class TooLarge(StoreError):
 
 @dataclass(frozen=True)
 class StoredData:
+    """Data written in place: its size, MD5 and SHA-256, and the file that holds it."""
+
     size: int
     md5: str
     sha256: str
@@ -57,6 +61,8 @@ def _checked_id(image_id: str) -> str:
 
 
 class ImageStore:
+    """Image and user data as files under ``root``, named by image id and content hash."""
+
     def __init__(self, root: Path, *, max_size: int = 1 << 40) -> None:
         self.root = root
         self.max_size = max_size

@@ -32,7 +32,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from stratus.supervisor import die_with_parent
+from stratus.parentdeath import die_with_parent
 
 DEFAULT_HOST = "127.0.0.1"
 

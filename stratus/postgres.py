@@ -31,7 +31,7 @@ import psycopg
 from psycopg import sql
 
 from stratus.config import Settings
-from stratus.supervisor import die_with_parent
+from stratus.parentdeath import die_with_parent
 
 # As root, PostgreSQL refuses to run; the server then runs as this system user (the name the
 # pgserver wheel itself uses, so a machine that ran either has one user, not two).

@@ -35,6 +35,8 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
 
 
 class OrjsonTranscoder(Transcoder):
+    """eventsourcing's transcoder on orjson: events as plain JSON, timestamps as RFC 3339."""
+
     def encode(self, obj: Any) -> bytes:
         return dumps(obj)
 

@@ -5,7 +5,7 @@ microversion (``additionalProperties: false``), as strict clients do. Its servic
 schema module holds for which range (``schema_versions_info``); this module reads that table from
 the clients' source (no hand-copied shapes) and the schemas themselves from tempest's package,
 installed once by the conformance runner into a virtualenv of its own
-(``stratus.conformance.ensure_tempest``). Only ``tempest.lib.api_schema`` is imported: its modules
+(``processes.conformance.ensure_tempest``). Only ``tempest.lib.api_schema`` is imported: its modules
 need nothing but ``copy``.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 
 import jsonschema
 
-from stratus import conformance
+from processes import conformance
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".stratus" / "conformance" / "venv"

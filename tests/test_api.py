@@ -27,9 +27,7 @@ import psycopg
 import pytest
 from falcon import testing
 
-from api import bootstrap
 from api.app import Deps, LazyApp, create_app
-from api.bootstrap import seed
 from api.credentials import Credentials, ensure_schema
 from api.readmodel import open_pool
 from api.tokens import TokenSigner, load_or_create_key
@@ -37,6 +35,8 @@ from commands.app import Stratus
 from commands.handlers import FailInstance, Handlers, PlaceInstance, RegisterHost
 from commands.identity_handlers import IdentityHandlers
 from commands.placement import PlacementHandlers
+from processes import bootstrap
+from processes.bootstrap import seed
 from projections import runner
 from projections.schema import ensure_live_schema
 from stratus import serialization
@@ -731,7 +731,7 @@ def _http(
 
 
 def test_under_gunicorn(api_settings: Settings, projector: None, tmp_path: Path) -> None:
-    """``gunicorn 'api.app:get_app()'`` with two workers, composed after the fork, spoken to over HTTP."""
+    """``gunicorn 'processes.api:get_app()'`` with two workers, composed after the fork, over HTTP."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     seeded = bootstrap.main(api_settings, ADMIN_PASSWORD)
@@ -741,7 +741,7 @@ def test_under_gunicorn(api_settings: Settings, projector: None, tmp_path: Path)
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "2",
-             "--graceful-timeout", "5", "api.app:get_app()"],
+             "--graceful-timeout", "5", "processes.api:get_app()"],
             cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:

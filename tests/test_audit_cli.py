@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def audit(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **settings.to_env()}
     return subprocess.run(
-        [sys.executable, "-m", "stratus.cli", "audit", *args],
+        [sys.executable, "-m", "processes.cli", "audit", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

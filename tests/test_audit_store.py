@@ -102,7 +102,7 @@ def test_the_cli_verifies_a_store_copy(stored: tuple[Settings, Path, verify.Repo
     s, copy, online = stored
     env = {k: v for k, v in os.environ.items() if not k.startswith("STRATUS_")}
     env.update(STRATUS_STREAM=s.stream, STRATUS_SUBJECT_PREFIX=s.subject_prefix)
-    stratus = [sys.executable, "-m", "stratus.cli", "audit", "verify", "--store", str(copy)]
+    stratus = [sys.executable, "-m", "processes.cli", "audit", "verify", "--store", str(copy)]
     done = subprocess.run(stratus, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "OK: 9 events" in done.stdout and f"anchor: 9:{online.global_hash}" in done.stdout

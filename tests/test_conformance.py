@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from stratus import conformance
+from processes import conformance
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,7 +45,7 @@ def test_every_listed_tempest_test_passes() -> None:
     """Installs tempest into .stratus/conformance/venv (once), starts a stack, makes the accounts,
     image and flavors, runs the whole set (about 80 s); fails on any listed test not passing."""
     done = subprocess.run(
-        [sys.executable, "-m", "stratus.cli", "conformance", "--concurrency", "2"],
+        [sys.executable, "-m", "processes.cli", "conformance", "--concurrency", "2"],
         cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, check=False,
     )  # fmt: skip
     summary = [line for line in done.stdout.splitlines() if line.startswith(("conformance:", "  tempest."))]

@@ -24,8 +24,8 @@ import libvirt
 import orjson
 import pytest
 
-from api import bootstrap
 from commands.app import Stratus
+from processes import bootstrap
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from tests.fixtures.identity import ADMIN_PASSWORD, Identities

@@ -246,7 +246,7 @@ def test_stratus_bootstrap_seeds_once_and_shows_a_generated_password_once(
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STRATUS_")}
     env.update(dataclasses.replace(settings, database_url=database_url, data_dir=tmp_path).to_env())
-    argv = [sys.executable, "-m", "stratus.cli", "bootstrap"]
+    argv = [sys.executable, "-m", "processes.cli", "bootstrap"]
     first = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stderr
     assert "identity seeded: user admin" in first.stdout

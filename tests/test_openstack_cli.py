@@ -29,7 +29,7 @@ import openstack
 import pytest
 from openstack.connection import Connection
 
-from api import bootstrap
+from processes import bootstrap
 from stratus.config import Settings
 from tests.fixtures.identity import ADMIN_PASSWORD
 from tests.fixtures.processes import free_port
@@ -139,10 +139,11 @@ def cloud(settings: Settings, database_url: str, tmp_path: Path) -> Iterator[Clo
     bootstrap.main(s, ADMIN_PASSWORD)  # what `stratus run` does before starting the API
     env = {k: v for k, v in os.environ.items() if k != "STRATUS_ADMIN_PASSWORD"}
     env.update(s.to_env())
-    stratus = str(Path(sys.executable).parent / "stratus")
+    # the `stratus` command of this tree (the console script runs `processes.cli:main` too)
+    stratus = [sys.executable, "-m", "processes.cli"]
     procs = [
         subprocess.Popen(
-            [stratus, part],
+            [*stratus, part],
             env=env,
             cwd=ROOT,
             stdout=(tmp_path / f"{part}.log").open("wb"),

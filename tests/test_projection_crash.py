@@ -1,6 +1,6 @@
 """kill -9 of the projector process in the middle of a batch loses no event and applies none twice.
 
-The projector runs as a real process (``python -m projections.runner``) over a log of tens of
+The projector runs as a real process (``stratus projector``) over a log of tens of
 thousands of events, with large batches. It is killed with SIGKILL whenever PostgreSQL shows it
 inside a batch transaction (holding the writers' lock), restarted, killed again, and finally
 allowed to finish and stopped with SIGTERM. The read models must then equal a fresh rebuild row
@@ -48,7 +48,7 @@ def _start(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, **settings.to_env()}
     with log_path.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "projections.runner", "--batch-size", str(BATCH)],
+            [sys.executable, "-m", "processes.cli", "projector", "--batch-size", str(BATCH)],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
 

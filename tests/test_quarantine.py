@@ -186,7 +186,7 @@ def test_the_projector_quarantines_poison_events_applies_the_rest_and_resumes_af
 def stratus_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **settings.to_env()}
     return subprocess.run(
-        [sys.executable, "-m", "stratus.cli", *args], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "processes.cli", *args], env=env, capture_output=True, text=True, timeout=120
     )
 
 

@@ -13,8 +13,9 @@ import pytest
 from commands.app import Stratus
 from commands.handlers import CreateServer, Handlers, PlaceInstance
 from commands.operations import Operations
+from processes.rebuild import main
 from projections import queries
-from projections.rebuild import NEW_SCHEMA, OLD_SCHEMA, RebuildInProgress, main, rebuild
+from projections.rebuild import NEW_SCHEMA, OLD_SCHEMA, RebuildInProgress, rebuild
 from projections.schema import LIVE_SCHEMA, REBUILD_LOCK, schema_exists
 from stratus.config import Settings
 from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge

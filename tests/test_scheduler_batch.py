@@ -25,7 +25,7 @@ from tests.test_scheduler import app, handlers, settled  # noqa: F401  (fixtures
 from workers import scheduler
 from workers.host_feed import HostFeed
 from workers.host_view import HostView
-from workers.placement import Placement, Shard
+from workers.scheduling import Scheduling, Shard
 from workers.weighers import Multipliers, Ranking, weigh
 
 
@@ -160,7 +160,7 @@ def test_the_standing_ranking_follows_the_hosts_between_batches(
     view = HostView()
     feed = HostFeed(bridge, app, view, stream=settings.stream, subject_filter=scheduler.subjects(settings)[1])
     request.addfinalizer(feed.close)
-    placement = Placement(handlers, view, feed.open().catch_up)
+    placement = Scheduling(handlers, view, feed.open().catch_up)
 
     def place(name: str) -> str | None:
         inst = handlers.instance(handlers.create_server(CreateServer(name, "p1", "u1", "small")).id)
@@ -191,13 +191,13 @@ def test_schedulers_with_shards_place_on_their_own_hosts_first(
     owned = [[n for n in names if s.owns(n)] for s in shards]
     assert all(owned) and sorted(owned[0] + owned[1]) == names  # a partition of the hosts
 
-    def scheduler_with(shard: Shard) -> Placement:
+    def scheduler_with(shard: Shard) -> Scheduling:
         view, hosts_filter = HostView(), scheduler.subjects(settings)[1]
         feed = HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts_filter)
         request.addfinalizer(feed.close)
-        return Placement(handlers, view, feed.open().catch_up, shard=shard)
+        return Scheduling(handlers, view, feed.open().catch_up, shard=shard)
 
-    def place(placement: Placement, count: int) -> list[str]:
+    def place(placement: Scheduling, count: int) -> list[str]:
         created = handlers.create_server(CreateServer("vm", "p1", "u1", "small", count=count)).ids
         assert placement.place_batch([(handlers.instance(s), CommandContext()) for s in created]) == []
         return [str(handlers.instance(s).host) for s in created]

@@ -4,6 +4,7 @@ no server is left waiting (real JetStream, a real ``stratus scheduler`` process)
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -44,10 +45,11 @@ def test_a_scheduler_killed_mid_backlog_loses_and_doubles_nothing(
     servers = [h.create_server(CreateServer(f"vm-{i}", "p1", "u1", "small")).id for i in range(SERVERS)]
 
     # small batches, so that the kill finds some placed and some not; a short ack wait for the rescue
-    env = {**os.environ, **settings.to_env(), scheduler.ACK_WAIT_ENV: "2", scheduler.BATCH_ENV: "10"}
+    quick = dataclasses.replace(settings, scheduler_ack_wait_seconds=2, scheduler_batch=10)
+    env = {**os.environ, **quick.to_env()}
     with (tmp_path / "scheduler.log").open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "stratus.cli", "scheduler"], cwd=ROOT, env=env, stdout=out, stderr=out
+            [sys.executable, "-m", "processes.cli", "scheduler"], cwd=ROOT, env=env, stdout=out, stderr=out
         )
     try:
         eventually(lambda: h.instance(servers[0]).host, timeout=60)

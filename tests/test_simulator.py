@@ -21,8 +21,8 @@ from commands.handlers import CreateFlavor, CreateServer, DeleteServer, Handlers
 from commands.lifecycle import LifecycleHandlers, RequestAction
 from commands.migration import MigrationHandlers, ResizeDecision, ResizeServer
 from commands.states import VmState
+from processes.cli import _parser as build_parser
 from stratus import hostrpc
-from stratus.cli import _parser as build_parser
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge
 from tests.fixtures.processes import ROOT
@@ -165,7 +165,7 @@ def test_stratus_simulate_runs_hosts_of_the_size_asked(
     argv = [
         sys.executable,
         "-m",
-        "stratus.cli",
+        "processes.cli",
         "simulate",
         "--hosts",
         "2",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from stratus.supervisor import ChildProcess, Part, PartFailed, ServicePart, Supervisor, tcp_listening
+from processes.supervisor import ChildProcess, Part, PartFailed, ServicePart, Supervisor, tcp_listening
 from tests.fixtures.processes import free_port
 
 PY = sys.executable
@@ -270,7 +270,7 @@ def test_a_missing_executable_is_a_start_failure() -> None:
 GROUP = """
     import sys
     from pathlib import Path
-    from stratus.supervisor import ChildProcess, Supervisor
+    from processes.supervisor import ChildProcess, Supervisor
     journal = Path(sys.argv[1])
     serve = sys.argv[2]
     names = ("nats", "api", "worker")

@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from stratus import cli
+from processes import cli, devrun
 from stratus.natsserver import binary
 from stratus.postgres import EmbeddedPostgres
 from tests.fixtures.identity import password_auth
 from tests.fixtures.processes import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-STRATUS = [sys.executable, "-m", "stratus.cli"]
+STRATUS = [sys.executable, "-m", "processes.cli"]
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -63,9 +63,9 @@ def test_flags_override_the_environment(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_client_address_of_a_wildcard_bind() -> None:
-    assert cli._client_address("0.0.0.0:8774") == "127.0.0.1:8774"
-    assert cli._client_address("[::]:8774") == "[::1]:8774"
-    assert cli._client_address("10.0.0.5:8774") == "10.0.0.5:8774"
+    assert devrun.client_address("0.0.0.0:8774") == "127.0.0.1:8774"
+    assert devrun.client_address("[::]:8774") == "[::1]:8774"
+    assert devrun.client_address("10.0.0.5:8774") == "10.0.0.5:8774"
 
 
 def test_test_command_hands_every_argument_to_pytest() -> None:

@@ -78,7 +78,7 @@ def test_every_unit_runs_a_stratus_command_that_exists() -> None:
         commands.add(match.group(1))
     assert commands == {"nats", "api", "projector", "rebuild", "scheduler", "hypervisor"}
     help_text = subprocess.run(
-        [sys.executable, "-m", "stratus.cli", "--help"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "processes.cli", "--help"], capture_output=True, text=True, check=True
     ).stdout
     assert all(command in help_text for command in commands)
 
@@ -113,7 +113,7 @@ def loopback_cluster(
         local.write_text(text)
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "stratus.cli", "nats", "--config", str(local)],
+                [sys.executable, "-m", "processes.cli", "nats", "--config", str(local)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 env={**os.environ, "STRATUS_NATS_PASSWORD": PASSWORD},
             )
@@ -225,7 +225,7 @@ def test_stratus_nats_alone_listens_on_loopback_only(tmp_path: Path) -> None:
     127.0.0.1 unless told otherwise: an open log is never the default."""
     client, monitor = free_ports(2)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stratus.cli", "nats", "--port", str(client), "--monitor-port", str(monitor),
+        [sys.executable, "-m", "processes.cli", "nats", "--port", str(client), "--monitor-port", str(monitor),
          "--store-dir", str(tmp_path / "store")],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

@@ -73,7 +73,7 @@ def http_server(
 
 def _stratus_watch(settings: Settings, tmp_path: Path) -> Iterator[Http]:
     port = free_port()
-    argv = [sys.executable, "-m", "stratus.cli", "watch", "--bind", f"127.0.0.1:{port}", "--threads", "8"]
+    argv = [sys.executable, "-m", "processes.cli", "watch", "--bind", f"127.0.0.1:{port}", "--threads", "8"]
     with serving(argv, settings, port, tmp_path / "watch.log"):
         yield Http(port)
 

@@ -283,13 +283,14 @@ def test_a_stream_ends_when_its_token_cannot_be_checked(stack: Stack, at_once: R
 
 # -- a global cap under the thread pool -----------------------------------------------------------
 def test_stratus_watch_leaves_threads_to_the_api(
-    stack: Stack, api_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    stack: Stack, api_settings: Settings, tmp_path: Path
 ) -> None:
     """``stratus watch`` with 4 threads let 4 streams (of one user: the per-user cap is 4) take every
     thread: the process answered nothing else."""
-    monkeypatch.setenv("STRATUS_WATCH_THREADS", "4")  # read by `stratus watch` and by its app
+    # STRATUS_WATCH_THREADS=4, read by `stratus watch` and by its app
+    four = dataclasses.replace(api_settings, watch_threads=4)
     mine = stack.headers(P1)
-    for http in _stratus_watch_as_set(api_settings, tmp_path):
+    for http in _stratus_watch_as_set(four, tmp_path):
         opened = []
         for _ in range(4):
             resp = http.open("/v2.1/stratus/events", mine)
@@ -310,7 +311,7 @@ def test_stratus_watch_leaves_threads_to_the_api(
 def _stratus_watch_as_set(settings: Settings, tmp_path: Path) -> Iterator[Http]:
     """``stratus watch`` as the environment sets it up (no --threads)."""
     port = free_port()
-    argv = [sys.executable, "-m", "stratus.cli", "watch", "--bind", f"127.0.0.1:{port}"]
+    argv = [sys.executable, "-m", "processes.cli", "watch", "--bind", f"127.0.0.1:{port}"]
     with serving(argv, settings, port, tmp_path / "watch.log"):
         yield Http(port)
 

@@ -87,6 +87,9 @@ class BootImages:
 
 
 class Compute:
+    """One host's spawn and delete steps: each reads the instance first, acts through the virt driver,
+    and records the outcome (or a fault) through the command handlers."""
+
     def __init__(
         self,
         handlers: Handlers,

@@ -47,6 +47,8 @@ def traits_of(extra_specs: dict[str, str]) -> tuple[frozenset[str], frozenset[st
 
 @dataclass
 class Filtered:
+    """What the filters left of the hosts for one request, and which filter removed the last of them."""
+
     hosts: list[Host]
     free: dict[str, Resources] = field(default_factory=dict)  # of the hosts the resources were checked on
     results: list[str] = field(default_factory=list)

@@ -38,6 +38,8 @@ class _Stalled(EventStoreUnavailable):
 
 
 class HostFeed:
+    """An ordered consumer of every Host event, folding them into the scheduler's ``HostView``."""
+
     def __init__(
         self,
         bridge: NatsBridge,

@@ -57,7 +57,7 @@ def ranked_for_group(selection: Selection, group: ServerGroup, instance_id: str)
     """The soft policies' preference: hosts with members first (soft-affinity) or last (soft-anti-affinity).
 
     The hard policies filter hosts before selection (``ServerGroup.allows``) and are checked again
-    when the placement is appended.
+    when the claim is appended.
     """
     with_members = group.member_hosts(excluding=instance_id)
     if group.policy == "soft-affinity":

@@ -2,7 +2,7 @@
 
 The view replays ``Host`` events into ``Host`` aggregates with the domain's own code, so that
 "free" means here exactly what it means when the claim is checked. It is advisory: it may lag the
-log, and a placement it suggests is checked again by the Host aggregate under optimistic
+log, and a host it suggests is checked again by the Host aggregate under optimistic
 concurrency when the claim is appended.
 """
 
@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 
 
 class HostView:
+    """Every host's aggregate and free resources, as far as the log was folded in; advisory."""
+
     def __init__(self, reload: Callable[[UUID], Host | None] = lambda _id: None) -> None:
         """``reload`` reads one host from the log, to repair the view after a gap in its feed."""
         self._reload = reload

@@ -2,13 +2,13 @@
 
 On start it registers the host with the inventory libvirt reports and finishes what a killed run
 left under way (``workers.recovery``). It then consumes the events a host acts on
-(``workers.steps.EVENTS``: placements, deletions, power actions, a resize's or migration's steps)
+(``workers.steps.EVENTS``: servers scheduled, deletions, power actions, a resize's or migration's steps)
 with the durable pull consumer ``hypervisor-<host>`` from ``STRATUS_HOST_CONCURRENCY`` threads, acts
 on its own servers (``workers.steps.HostSteps``) and acknowledges the rest. It also answers the API's
 questions for this host over core NATS (console output). It reads and appends to the event log
 only: it holds no database credentials.
 
-``main(settings)`` is the composition root; ``run`` takes its collaborators, for tests.
+``run`` takes its collaborators; the process's composition root is ``processes/hypervisor.py``.
 """
 
 from __future__ import annotations
@@ -23,15 +23,14 @@ from commands.handlers import Handlers
 from commands.instance import Instance
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
-from stratus.eventstore import Factory, NatsBridge
+from stratus.eventstore import NatsBridge
 from stratus.eventstore.subjects import encode_token
 from stratus.hostrpc import CONSOLE, Responder
 from stratus.imagestore import ImageStore
 from stratus.liveness import Heartbeats, beat_periodically, bucket_for
 from workers.compute import SCHEDULED, BootImages, Compute
 from workers.console import answerer
-from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_concurrently, stop_on_signals
-from workers.libvirt_driver import EventLoop, LibvirtDriver
+from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_concurrently
 from workers.migration import ACTING_HOST
 from workers.outcome import DONE, Outcome, RetryPolicy
 from workers.reconcile import Reconciler, run_periodically
@@ -108,7 +107,7 @@ def run(
 
     def handle(d: Delivery) -> Outcome:
         if d.event_type in (SCHEDULED, *ACTING_HOST) and host_of(d, handlers) != host:
-            return DONE  # another host's placement or step: no need to load the server
+            return DONE  # another host's server or step: no need to load the server
         return steps.handle(d)
 
     def settle(d: Delivery, error: Exception) -> None:
@@ -157,29 +156,3 @@ def _register(compute: Compute, stop: threading.Event) -> bool:
         log.info("host %s registered", compute.hostname)
         return True
     return False
-
-
-def main(settings: Settings) -> int:
-    stop = threading.Event()
-    instances_path = settings.data_dir / "instances" / encode_token(settings.host_name)
-    instances_path.mkdir(parents=True, exist_ok=True)
-    EventLoop.start()  # before the connection opens, so that it delivers domain events
-    timeout = settings.shutdown_timeout_seconds
-    driver = LibvirtDriver.open(settings.libvirt_uri, instances_path=instances_path, shutdown_timeout=timeout)
-    try:
-        with (
-            stop_on_signals(stop),
-            NatsBridge(settings.nats_urls, name=f"stratus-hypervisor-{settings.host_name}") as bridge,
-        ):
-            app = Stratus(Factory(bridge=bridge, settings=settings))
-            run(
-                settings,
-                bridge=bridge,
-                app=app,
-                driver=driver,
-                stop=stop,
-                instances_path=instances_path,
-            )
-    finally:
-        driver.close()
-    return 0

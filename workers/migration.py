@@ -49,6 +49,8 @@ ACTING_HOST = {
 
 
 class Moves:
+    """One host's steps of a resize or cold migration, as the source or the destination."""
+
     def __init__(
         self,
         handlers: Handlers,

@@ -49,6 +49,8 @@ def remove_guest(driver: VirtDriver | PowerDriver, server_id: str) -> None:
 
 
 class PowerActions:
+    """One host's power actions (start, stop, reboot, pause, suspend ...) and how each ended."""
+
     def __init__(
         self,
         handlers: Handlers,

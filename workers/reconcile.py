@@ -40,6 +40,8 @@ _TEMPORARY: tuple[type[Exception], ...] = (TemporaryVirtError, *STORE_TEMPORARY)
 
 
 class Reconciler:
+    """Compares one host's guests with what the log places there and records the differences."""
+
     def __init__(self, handlers: Handlers, driver: VirtDriver, hostname: str) -> None:
         self._handlers = handlers
         self._rec = ReconciliationHandlers(handlers)

@@ -6,17 +6,16 @@ from ``<prefix>.host.>``, and appends through ``Handlers.place_instance`` / ``fa
 Several schedulers may run at once; the Host aggregate's optimistic concurrency keeps them from
 overcommitting a host.
 
-``main(settings)`` is the composition root; ``run`` takes its collaborators, for tests.
+``run`` takes its collaborators; the process's composition root is ``processes/scheduler.py``.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import os
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from uuid import UUID
 
 import orjson
@@ -27,32 +26,28 @@ from commands.app import Stratus
 from commands.handlers import Handlers
 from commands.host import Host
 from commands.instance import Instance
-from stratus.config import Settings
+from stratus.config import SCHEDULER_MAX_BATCH, Settings
 from stratus.context import Actor, CommandContext, acting
-from stratus.eventstore import Factory, NatsBridge
+from stratus.eventstore import NatsBridge
 from stratus.eventstore.envelope import decode_message
 from stratus.eventstore.subjects import SubjectLayout
 from stratus.liveness import SCHEDULER_BINARY, Heartbeats, beat_periodically, bucket_for
-from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_batches, stop_on_signals
+from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_batches
 from workers.host_feed import HostFeed
 from workers.host_view import HostView
 from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
-from workers.placement import EVERY_HOST, Placement, Shard
+from workers.scheduling import EVERY_HOST, Scheduling, Shard
 from workers.weighers import Multipliers
 
 log = logging.getLogger(__name__)
 
 SCHEDULER = Actor(user_id="stratus-scheduler", project_id="service", roles=("service",))
 DURABLE = "scheduler"
-# Requests placed in one pass at most: one atomic append carries their claims and placements (two
-# events each; a JetStream atomic batch takes at most 1000 messages).
-BATCH = 400
-BATCH_ENV = "STRATUS_SCHEDULER_BATCH"
-# ``i/n``: with n schedulers, this one places its batches on the i-th n-th of the hosts first.
-SHARD_ENV = "STRATUS_SCHEDULER_SHARD"
+# Requests placed in one pass at most: one atomic append carries their claims and their servers'
+# hosts (two events each; a JetStream atomic batch takes at most 1000 messages).
+BATCH = SCHEDULER_MAX_BATCH
 # Seconds before requests a scheduler took and did not settle (it died) go to another scheduler.
-ACK_WAIT = 60.0
-ACK_WAIT_ENV = "STRATUS_SCHEDULER_ACK_WAIT"
+ACK_WAIT = Settings.scheduler_ack_wait_seconds
 
 
 def subjects(settings: Settings) -> tuple[str, str]:
@@ -97,12 +92,12 @@ def run(
 
     view = HostView(reload)
     feed = HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts).open()
-    placement = Placement(
+    scheduling = Scheduling(
         Handlers(app),
         view,
         feed.catch_up,
         retry=retry,
-        multipliers=Multipliers.from_env(),
+        multipliers=Multipliers.of(settings),
         siblings=siblings_reader(app),
         shard=shard,
     )
@@ -117,23 +112,25 @@ def run(
 
     def handle(d: Delivery) -> Outcome:
         created = d.event_type == "requested"
-        return placement.handle(d.originator_id, d.attempt, d.notification.id, created=created)
+        return scheduling.handle(d.originator_id, d.attempt, d.notification.id, created=created)
 
     def handle_batch(deliveries: list[Delivery]) -> list[Outcome]:
-        """Plain new servers go together (``Placement.place_batch``); the rest one by one, in order."""
+        """Plain new servers go together (``Scheduling.place_batch``); the rest one by one, in order."""
         alone: dict[str, tuple[Instance, CommandContext]] = {}
         for d in deliveries:
             inst = requested_alone(app, d)
             if inst is not None:
                 alone[inst.server_id] = (inst, d.context(SCHEDULER))
-        left = {inst.server_id for inst, _ in placement.place_batch(list(alone.values()))} if alone else set()
-        placement.settled.clear()
+        left = (
+            {inst.server_id for inst, _ in scheduling.place_batch(list(alone.values()))} if alone else set()
+        )
+        scheduling.settled.clear()
         outcomes: list[Outcome] = []
         for d in deliveries:
             if d.originator_id in alone and d.originator_id not in left:
                 outcomes.append(DONE)
                 continue
-            if d.event_type == "requested" and d.originator_id in placement.settled:
+            if d.event_type == "requested" and d.originator_id in scheduling.settled:
                 outcomes.append(DONE)  # placed (or failed) with the first server of its multi-create
                 continue
             try:
@@ -149,7 +146,7 @@ def run(
             f"The scheduler could not handle this request ({type(error).__name__}); the event at log "
             f"position {d.notification.id} was quarantined."
         )
-        placement.give_up(d.originator_id, details, created=d.event_type == "requested")
+        scheduling.give_up(d.originator_id, details, created=d.event_type == "requested")
 
     # os-services shows the schedulers that beat (one row per machine, as Nova's per host)
     heartbeats = Heartbeats(bridge, bucket=bucket_for(settings.stream), replicas=settings.stream_replicas)
@@ -175,7 +172,7 @@ def requested_alone(app: Stratus, d: Delivery) -> Instance | None:
     inst = event.mutate(None) if isinstance(event, Instance.Requested) else None
     if not isinstance(inst, Instance) or not inst.placed_alone:
         return None
-    app.recorder.observe(d.message)  # type: ignore[attr-defined]  # what its placement must expect
+    app.recorder.observe(d.message)  # type: ignore[attr-defined]  # what scheduling it must expect
     return inst
 
 
@@ -213,25 +210,3 @@ def siblings_reader(app: Stratus, window: int = 100, chunk: int = 16) -> Callabl
 
 
 _REQUESTED = get_topic(Instance.Requested)
-
-
-def main(settings: Settings) -> int:
-    stop = threading.Event()
-    with stop_on_signals(stop), NatsBridge(settings.nats_urls, name="stratus-scheduler") as bridge:
-        app = Stratus(Factory(bridge=bridge, settings=settings))
-        shard = Shard.parse(os.environ.get(SHARD_ENV, ""))
-        ack_wait = _number(os.environ, ACK_WAIT_ENV, ACK_WAIT, 1, 3600)
-        batch = int(_number(os.environ, BATCH_ENV, BATCH, 1, BATCH))
-        run(settings, bridge=bridge, app=app, stop=stop, shard=shard, ack_wait=ack_wait, batch=batch)
-    return 0
-
-
-def _number(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
-    text = env.get(name, "")
-    try:
-        value = float(text) if text else default
-    except ValueError:
-        raise ValueError(f"{name} must be a number, not {text!r}") from None
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low:g} and {high:g}, not {text!r}")
-    return value

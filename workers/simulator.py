@@ -5,10 +5,11 @@ actions, a resize's or migration's steps) on its own libvirt test driver connect
 host definition of its own (``test:///<dir>/<host>.xml``: CPUs, memory and a storage pool), so it
 registers the inventory libvirt reports and spawns, runs, moves and destroys domains exactly as a
 one-host worker does. Where a fleet of workers would need one
-consumer per host (each seeing every placement), the simulator has one shared durable consumer,
+consumer per host (each seeing every server scheduled), the simulator has one shared durable consumer,
 ``simulator``, and hands each event to the host it names; several threads may serve it.
 
-``stratus simulate --hosts N`` runs it (``main``); ``SimulatedCloud`` is the composable part.
+``stratus simulate --hosts N`` runs it (``processes/simulator.py``); ``SimulatedCloud`` is the
+composable part.
 """
 
 from __future__ import annotations
@@ -22,14 +23,13 @@ from typing import Any
 
 import libvirt
 
-from commands.app import Stratus
 from commands.handlers import Handlers
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
-from stratus.eventstore import Factory, NatsBridge
+from stratus.eventstore import NatsBridge
 from stratus.hostrpc import CONSOLE, NOT_FOUND, HostRefused, Responder
 from workers.console import tail
-from workers.consumer import Delivery, DurableConsumer, serve_concurrently, stop_on_signals
+from workers.consumer import Delivery, DurableConsumer, serve_concurrently
 from workers.libvirt_driver import LibvirtDriver
 from workers.outcome import DONE, Outcome
 from workers.steps import HostSteps, host_of, subjects
@@ -42,6 +42,8 @@ DURABLE = "simulator"
 
 @dataclass(frozen=True)
 class HostShape:
+    """The size of each simulated host: CPUs, memory, disk."""
+
     vcpus: int = 32
     memory_mb: int = 131072
     disk_gb: int = 2000
@@ -66,6 +68,8 @@ def host_names(count: int, prefix: str = "sim") -> list[str]:
 
 
 class SimulatedCloud:
+    """Many simulated hosts, each a ``HostSteps`` on its own libvirt test driver connection."""
+
     def __init__(
         self,
         handlers: Handlers,
@@ -182,27 +186,3 @@ def run(
     finally:
         for responder in responders:
             responder.close()
-
-
-def main(
-    settings: Settings,
-    hosts: int,
-    vcpus: int = HostShape.vcpus,
-    memory_mb: int = HostShape.memory_mb,
-    disk_gb: int = HostShape.disk_gb,
-    threads: int = 8,
-    prefix: str = "sim",
-) -> int:
-    """``stratus simulate``: ``hosts`` hosts of the given size until stopped."""
-    shape = HostShape(vcpus=vcpus, memory_mb=memory_mb, disk_gb=disk_gb)
-    stop = threading.Event()
-    libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
-    directory = settings.data_dir / "simulator"
-    with stop_on_signals(stop), NatsBridge(settings.nats_urls, name="stratus-simulator") as bridge:
-        handlers = Handlers(Stratus(Factory(bridge=bridge, settings=settings)))
-        cloud = SimulatedCloud(handlers, directory, host_names(hosts, prefix), shape)
-        try:
-            run(settings, cloud, bridge=bridge, stop=stop, threads=threads)
-        finally:
-            cloud.close()
-    return 0

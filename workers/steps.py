@@ -23,7 +23,7 @@ from workers.outcome import DONE, Outcome, RetryPolicy
 from workers.power import ACTION_REQUESTED, PowerActions
 from workers.virt import BootImage, VirtDriver
 
-# What a host acts on (besides nothing else): placements, deletions, power actions, moves' steps.
+# What a host acts on (besides nothing else): servers scheduled, deletions, power actions, moves' steps.
 EVENTS = (
     Instance.Scheduled,  # type: ignore[attr-defined]
     Instance.DeletionRequested,  # type: ignore[attr-defined]
@@ -46,7 +46,7 @@ def payload(d: Delivery) -> dict[str, object]:
 
 
 def host_of(d: Delivery, handlers: Handlers) -> str | None:
-    """The host an event is for: named in its payload (a placement, a move's step), else the host
+    """The host an event is for: named in its payload (a server scheduled, a move's step), else the host
     its server is on now (a deletion, a power action); None when the server is gone."""
     if d.event_type == SCHEDULED:
         return str(payload(d).get("host") or "") or None
@@ -59,6 +59,8 @@ def host_of(d: Delivery, handlers: Handlers) -> str | None:
 
 
 class HostSteps:
+    """Everything one compute host does for the events it consumes, and which of them are its own."""
+
     def __init__(
         self,
         handlers: Handlers,

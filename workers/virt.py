@@ -62,6 +62,8 @@ class GuestSpec:
 
 @dataclass(frozen=True)
 class HostInventory:
+    """What a hypervisor reports it has: CPUs, memory, disk, and its type."""
+
     vcpus: int
     memory_mb: int
     disk_gb: int
@@ -70,12 +72,17 @@ class HostInventory:
 
 @dataclass(frozen=True)
 class DomainInfo:
+    """One guest the hypervisor runs: its uuid, name and power state."""
+
     uuid: str
     name: str
     power_state: int
 
 
 class VirtDriver(Protocol):
+    """The virtualization port: what the hypervisor worker asks of a hypervisor (libvirt's driver,
+    or a test double in tests)."""
+
     def inventory(self) -> HostInventory: ...
 
     def spawn(self, guest: GuestSpec) -> int:

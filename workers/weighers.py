@@ -9,27 +9,33 @@ resource. Nova's defaults: every multiplier 1.0. Ties go to the host name, for s
 from __future__ import annotations
 
 import heapq
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from commands.host import Resources
+from stratus.config import Settings
 
 
 @dataclass(frozen=True)
 class Multipliers:
+    """Each weigher's multiplier (Nova's ``[filter_scheduler] *_weight_multiplier``): positive spreads,
+    negative packs, 0 ignores the resource."""
+
     ram: float = 1.0
     cpu: float = 1.0
     disk: float = 1.0
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> Multipliers:
-        """``STRATUS_RAM_WEIGHT_MULTIPLIER`` etc. (Nova's ``[filter_scheduler] *_weight_multiplier``)."""
+    def of(cls, settings: Settings) -> Multipliers:
+        """``STRATUS_RAM_WEIGHT_MULTIPLIER`` etc., as ``settings`` read them."""
         return cls(
-            float(env.get("STRATUS_RAM_WEIGHT_MULTIPLIER", cls.ram)),
-            float(env.get("STRATUS_CPU_WEIGHT_MULTIPLIER", cls.cpu)),
-            float(env.get("STRATUS_DISK_WEIGHT_MULTIPLIER", cls.disk)),
+            settings.ram_weight_multiplier, settings.cpu_weight_multiplier, settings.disk_weight_multiplier
         )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Multipliers:
+        """The multipliers an environment sets (read through ``Settings``, the one reader of settings)."""
+        return cls.of(Settings.from_env(env))
 
 
 _RESOURCES = ("memory_mb", "vcpus", "disk_gb")
@@ -73,7 +79,7 @@ class Ranking:
 
     Each resource is normalized once, over the candidates as they were at the start of the pass (Nova
     normalizes once per request); a host's weight then changes only when it is taken from. A pass
-    costs one sort and a heap operation per placement instead of filtering and weighing every host
+    costs one sort and a heap operation per server scheduled instead of filtering and weighing every host
     for every request."""
 
     def __init__(self, free: Mapping[str, Resources], multipliers: Multipliers = Multipliers()) -> None:

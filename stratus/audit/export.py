@@ -88,6 +88,8 @@ def export_lines(
 
 @dataclass(frozen=True)
 class ExportedEvent:
+    """One line of an export: the event's log position, subject, NATS headers and body."""
+
     position: int
     subject: str
     headers: dict[str, str]

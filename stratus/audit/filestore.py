@@ -39,6 +39,8 @@ class FileStoreError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
+    """One message as nats-server's store files hold it: position, subject, raw headers, body."""
+
     position: int
     subject: bytes
     header_block: bytes  # "NATS/1.0\r\nName: value\r\n...\r\n\r\n" (empty without headers)

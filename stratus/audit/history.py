@@ -22,6 +22,8 @@ MAX_PAGE = 1000
 
 
 class LogReader(Protocol):
+    """What the audit tools need of a log: its subject layout and pages of messages by position."""
+
     layout: SubjectLayout
 
     def read_messages(

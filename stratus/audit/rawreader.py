@@ -25,6 +25,8 @@ class RawReaderError(EventStoreUnavailable):
 
 @dataclass(frozen=True)
 class RawMessage:
+    """One message read from the stream without decoding: position, subject, raw headers, body."""
+
     position: int
     subject: str
     header_block: bytes  # "NATS/1.0\r\nName: value\r\n...\r\n\r\n"

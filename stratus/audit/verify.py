@@ -54,6 +54,8 @@ class Break:
 
 @dataclass
 class Report:
+    """What a verification of the hash chain found: how far it checked, the chain's value, the first break."""
+
     ok: bool
     checked: int  # events checked
     last_position: int

@@ -39,7 +39,7 @@ from typing import Any
 
 import libvirt
 
-from api import bootstrap
+from processes import bootstrap
 from stratus import serialization
 from stratus.config import Settings
 from stratus.postgres import create_database, drop_database
@@ -215,7 +215,7 @@ def control_plane(name: str, tmp: Path, workers: list[list[str]], **fields: Any)
         try:
             bootstrap.main(settings, PASSWORD)
             env = {**os.environ, **settings.to_env(), "PYTHONPATH": str(ROOT)}
-            stratus = [sys.executable, "-m", "stratus.cli"]
+            stratus = [sys.executable, "-m", "processes.cli"]
             with contextlib.ExitStack() as stack:
                 stack.enter_context(process([*stratus, "projector"], env, tmp / "projector.log"))
                 for i, args in enumerate(workers):

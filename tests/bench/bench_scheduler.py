@@ -41,7 +41,6 @@ from stratus.eventstore.envelope import APPEND_ID, decode_message
 from stratus.eventstore.subjects import SubjectLayout
 from tests.bench.bench_placement import process
 from tests.bench.harness import TreeCpu, loadavg, machine_lines, nats_server
-from workers.scheduler import SHARD_ENV
 from workers.simulator import host_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,11 +159,11 @@ def main(argv: list[str] | None = None) -> int:
         after_requests = app.recorder.max_notification_id() or 0
 
         env = {**os.environ, **settings.to_env(), "PYTHONPATH": str(ROOT)}
-        cmd = [sys.executable, "-m", "stratus.cli", "scheduler"]
+        cmd = [sys.executable, "-m", "processes.cli", "scheduler"]
         cpu = TreeCpu(server.pid or 0, os.getpid())
         with contextlib.ExitStack() as stack:
             for i in range(args.schedulers):
-                shard = {SHARD_ENV: f"{i}/{args.schedulers}"} if args.schedulers > 1 else {}
+                shard = {"STRATUS_SCHEDULER_SHARD": f"{i}/{args.schedulers}"} if args.schedulers > 1 else {}
                 stack.enter_context(process(cmd, {**env, **shard}, Path(tmp) / f"scheduler-{i}.log"))
             seen = follow(settings, app, after_requests, len(servers), timeout=600, first_seen=cpu)
             spent = cpu.stop()

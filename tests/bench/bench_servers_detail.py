@@ -3,10 +3,10 @@
 Run: ``python -m tests.bench.bench_servers_detail [--servers 10000] [--rounds 3]`` (a few minutes).
 It starts its own nats-server (temporary store, free port) and uses PostgreSQL from ``DATABASE_URL``,
 else 127.0.0.1:5432 (user postgres), else an embedded one, in a database of its own that it drops at
-the end. It seeds identity (``api.bootstrap``), appends N servers of the admin's project through
+the end. It seeds identity (``processes.bootstrap``), appends N servers of the admin's project through
 their real lifecycle events (requested, claimed on one of 50 hosts, scheduled, spawning, spawned:
 all ACTIVE), rebuilds the read models from that log, starts the API as deployed (gunicorn, two
-workers, ``api.app:get_app()``) and then measures, in each of R interleaved rounds:
+workers, ``processes.api:get_app()``) and then measures, in each of R interleaved rounds:
 
 - the floor: a psycopg loop over the same pages (100 rows, newest first, keyset paging on
   ``(created_at, id)``, the read model's own index), the rows fetched as tuples;
@@ -38,12 +38,12 @@ import psycopg
 from falcon import testing
 from psycopg.rows import dict_row
 
-from api import bootstrap
 from api.server_views import detail_view
 from commands.app import Stratus
 from commands.flavor import Flavor
 from commands.host import Host, Resources
 from commands.instance import Instance
+from processes import bootstrap
 from projections import queries
 from projections.rebuild import rebuild
 from projections.schema import LIVE_SCHEMA
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             port = free_port()
             actor = Actor(seeded.user_id, seeded.project_id, ("admin", "member", "reader"))
             argv = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "2",
-                    "--graceful-timeout", "5", "api.app:get_app()"]  # fmt: skip
+                    "--graceful-timeout", "5", "processes.api:get_app()"]  # fmt: skip
             with serving(argv, settings, port, Path(tmp) / "gunicorn.log") as proc:
                 token = login(port)
                 bench = Bench(CpuMeter(proc.pid))

@@ -118,8 +118,8 @@ def _role(pid: int) -> str:
             argv = [a.decode() for a in f.read().split(b"\0") if a]
     except OSError:
         return "?"
-    if "stratus.cli" in argv:
-        rest = argv[argv.index("stratus.cli") + 1 :]
+    if "processes.cli" in argv:
+        rest = argv[argv.index("processes.cli") + 1 :]
         return f"stratus {rest[0]}" if rest else "stratus"
     if any("gunicorn" in a for a in argv):
         return "API (gunicorn)"

@@ -1,9 +1,10 @@
 """The first run: Keystone's default roles, an ``admin`` project and an ``admin`` user holding ``admin``.
 
-``stratus run`` (and ``stratus bootstrap``) call ``main`` before the API starts. Seeding twice
-changes nothing. The admin's password is ``STRATUS_ADMIN_PASSWORD`` when that is set (a changed value
-replaces the old password, as ``keystone-manage bootstrap`` does); otherwise one is generated the
-first time, returned to the caller to print once, and never written anywhere but as a hash.
+``stratus bootstrap``'s composition root; ``stratus run`` calls ``main`` before the API starts.
+Seeding twice changes nothing. The admin's password is ``STRATUS_ADMIN_PASSWORD`` when that is set
+(a changed value replaces the old password, as ``keystone-manage bootstrap`` does); otherwise one is
+generated the first time, returned to the caller to print once, and never written anywhere but as a
+hash.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ ADMIN_USER = "admin"
 
 @dataclass(frozen=True)
 class Seeded:
+    """What the seeding made: the admin's project and user, the log's position after it."""
+
     project_id: str
     user_id: str
     position: int

@@ -1,21 +1,20 @@
 """``stratus audit``: verify the log, read a resource's history or past state, export and import.
 
 Every subcommand reads the log directly from JetStream (``STRATUS_NATS_URL``, ``STRATUS_STREAM``,
-``STRATUS_SUBJECT_PREFIX``); none needs PostgreSQL or the API. The domain (resource kinds, replaying
-aggregates) is imported by name when a subcommand needs it, as the ``stratus`` command does for
-its parts, so that the shared kernel does not depend on the layers above it.
+``STRATUS_SUBJECT_PREFIX``); none needs PostgreSQL or the API. The reading machinery is the kernel's
+(``stratus.audit``); the domain (resource kinds, replaying aggregates, past state) is imported when a
+subcommand needs it, so that ``stratus --help`` loads none of it.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from stratus.audit import export, history, verify
 from stratus.audit.filestore import FileStoreError
@@ -97,8 +96,8 @@ def run(settings: Settings, args: argparse.Namespace, out: IO[str] = sys.stdout)
 
 
 def _aggregate_id(kind: str, resource_id: str) -> Any:
-    resources = importlib.import_module("commands.resources")
-    errors = importlib.import_module("commands.errors")
+    from commands import errors, resources
+
     try:
         return resources.aggregate_id(kind, resource_id)
     except errors.InvalidInput as e:
@@ -107,13 +106,13 @@ def _aggregate_id(kind: str, resource_id: str) -> Any:
 
 @contextmanager
 def _app(settings: Settings) -> Iterator[tuple[Any, history.LogReader]]:
+    from commands.app import Stratus
     from stratus.eventstore import Factory, NatsBridge
 
-    stratus_app = importlib.import_module("commands.app").Stratus
     bridge = NatsBridge(settings.nats_urls, name="stratus-audit").start()
     try:
-        app = stratus_app(Factory(bridge=bridge, settings=settings, ensure_stream=False))
-        yield app, app.recorder
+        app = Stratus(Factory(bridge=bridge, settings=settings, ensure_stream=False))
+        yield app, cast(history.LogReader, app.recorder)  # the JetStream recorder, which reads the log
     finally:
         bridge.close()
 
@@ -191,7 +190,8 @@ def _history(reader: history.LogReader, args: argparse.Namespace, out: IO[str]) 
 
 
 def _as_of(value: str) -> Any:
-    asof = importlib.import_module("projections.asof")
+    from projections import asof
+
     try:
         return asof.AsOf.parse(value)
     except asof.InvalidAsOf as e:
@@ -199,8 +199,9 @@ def _as_of(value: str) -> Any:
 
 
 def _state(app: Any, reader: history.LogReader, args: argparse.Namespace, out: IO[str]) -> int:
-    asof = importlib.import_module("projections.asof")
     from uuid import UUID
+
+    from projections import asof
 
     aggregate_id = _aggregate_id(args.kind, args.id)
     as_of = _as_of(args.as_of)
@@ -224,7 +225,8 @@ def _state(app: Any, reader: history.LogReader, args: argparse.Namespace, out: I
 
 
 def _usage(app: Any, reader: history.LogReader, args: argparse.Namespace, out: IO[str]) -> int:
-    asof = importlib.import_module("projections.asof")
+    from projections import asof
+
     as_of = _as_of(args.as_of)
     usage = asof.project_usage(app, reader, args.project_id, as_of)
     _print(out, {"usage": {**usage.to_dict(), "as_of": as_of.describe()}})

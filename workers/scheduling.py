@@ -80,7 +80,10 @@ class _Standing:
     built: float
 
 
-class Placement:
+class Scheduling:
+    """The scheduler's step for each request: filter and weigh the hosts of the view, claim on the
+    best one under the Host aggregate's concurrency check, or fault the server with "No valid host"."""
+
     def __init__(
         self,
         handlers: Handlers,
@@ -314,7 +317,7 @@ class Placement:
             pass  # deleted, or placed after all
         return DONE
 
-    def _scheduling(self, server_ids: list[str]) -> list[str]:
+    def _waiting_for_host(self, server_ids: list[str]) -> list[str]:
         """Those of ``server_ids`` that still wait for a host."""
         waiting = []
         for s in server_ids:
@@ -336,7 +339,7 @@ class Placement:
     def _settle_together(self, server_ids: list[str], request: Request) -> Outcome:
         need, details = request.need, ""
         for _ in range(self._rounds):
-            waiting = self._scheduling(server_ids)
+            waiting = self._waiting_for_host(server_ids)
             if not waiting:
                 return DONE
             self._catch_up()
@@ -368,14 +371,14 @@ class Placement:
             except (InvalidState, NotFound):
                 continue  # one of them was deleted or placed meanwhile: the others still go together
             return DONE
-        for server_id in self._scheduling(server_ids):
+        for server_id in self._waiting_for_host(server_ids):
             self._fail(server_id, details)
         return DONE
 
     @staticmethod
     def _extra_specs(flavor: dict[str, object]) -> dict[str, str]:
         """The extra specs of the flavor as the request recorded it (Nova's request spec keeps the
-        flavor too): nothing to read per placement, and a flavor changed since does not move it."""
+        flavor too): nothing to read per server scheduled, and a flavor changed since does not move it."""
         specs = flavor.get("extra_specs")
         return {str(k): str(v) for k, v in specs.items()} if isinstance(specs, dict) else {}
 

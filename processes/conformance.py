@@ -17,8 +17,9 @@ of that contract. This runner:
 5. compares the results with the list of tests known to pass (``tests/conformance/passing.txt``):
    the run fails when one of them does not pass. ``--update`` rewrites the list from this run.
 
-It talks to Stratus only through subprocesses and HTTP, so the shared kernel imports nothing above
-it. Results: ``<workdir>/results.json`` (every test's status) and the summary printed at the end.
+It talks to Stratus only through subprocesses (``stratus run``, ``stratus simulate``) and HTTP, as an
+operator's tools do. Results: ``<workdir>/results.json`` (every test's status) and the summary printed
+at the end.
 """
 
 from __future__ import annotations
@@ -44,11 +45,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stratus.config import ADMIN_PASSWORD_ENV
+
 ROOT = Path(__file__).resolve().parent.parent
 TEMPEST_VERSION = "47.0.0"
 PASSING_LIST = ROOT / "tests" / "conformance" / "passing.txt"
 DEFAULT_REGEX = r"^tempest\.api\.(compute|identity\.(v3|admin\.v3)|image\.v2)\."
-ADMIN_PASSWORD_ENV = "STRATUS_ADMIN_PASSWORD"
 # Accounts per persona in tempest's pre-provisioned accounts file: tempest locks one per test class
 # running at a time, so there must be at least as many as workers (and primary + alt per class).
 ACCOUNTS_PER_PERSONA = 10
@@ -137,7 +139,7 @@ def running_stack(workdir: Path, *, hosts: int) -> Iterator[Stack]:
             "STRATUS_WATCH_BIND": f"127.0.0.1:{free_port()}",
             "PYTHONUNBUFFERED": "1",
         }
-        stratus = [sys.executable, "-m", "stratus.cli"]
+        stratus = [sys.executable, "-m", "processes.cli"]
         with open(log_dir / "run.log", "wb") as out:
             processes.append(
                 subprocess.Popen(
@@ -336,6 +338,8 @@ class Client:
 
 @dataclass(frozen=True)
 class Prepared:
+    """What the stack was given for tempest: its accounts, two images and two flavors."""
+
     accounts: list[dict[str, Any]]
     image: str
     image_alt: str
@@ -591,8 +595,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hosts", type=int, default=4, help="simulated compute hosts besides compute-1")
     parser.add_argument("--list", type=Path, default=PASSING_LIST, help="the tests expected to pass")
     parser.add_argument("--update", action="store_true", help="rewrite the list from this run's passes")
-    parser.add_argument("--only-listed", action="store_true",
-                        help="run only the tests of the list (CI: minutes instead of the whole set's)")
+    parser.add_argument(
+        "--only-listed",
+        action="store_true",
+        help="run only the tests of the list (CI: minutes instead of the whole set's)",
+    )
     args = parser.parse_args(argv)
     if args.only_listed:
         listed = read_list(args.list)

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import re
 import signal
@@ -33,12 +31,13 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
+from stratus.parentdeath import die_with_parent
+
 TAIL_LINES = 30
 # Lines kept per child, searched for the first error when the tail alone would not show it.
 KEPT_LINES = 500
 # A Python exception line, e.g. `ModuleNotFoundError: No module named 'api.app'`.
 _ERROR_LINE = re.compile(r"^\s*[A-Za-z_][\w.]*(Error|Exception): ")
-
 
 
 class PartFailed(Exception):
@@ -107,22 +106,6 @@ class _OutputPump:
 
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
-
-
-def die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` asking Linux to SIGTERM the child when its parent dies (None elsewhere)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-    prctl = libc.prctl
-    pr_set_pdeathsig = 1
-    sigterm = int(signal.SIGTERM)
-
-    def preexec() -> None:
-        # Runs in the forked child: only the already-resolved C call, nothing that takes locks.
-        prctl(pr_set_pdeathsig, sigterm, 0, 0, 0)
-
-    return preexec
 
 
 class ChildProcess(Part):
@@ -385,9 +368,7 @@ class Supervisor:
         for part in self._started:
             status = part.exit_status()
             if status is not None:
-                raise PartFailed(
-                    part.name, f"{describe_status(status)} unexpectedly", part.output_tail()
-                )
+                raise PartFailed(part.name, f"{describe_status(status)} unexpectedly", part.output_tail())
 
     def _report(self, failure: PartFailed) -> None:
         lines = [f"stratus: {failure.name} {failure.reason}; stopping the other parts."]

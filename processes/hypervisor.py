@@ -1,0 +1,40 @@
+"""``stratus hypervisor``: one compute host's composition root (the loop is ``workers.hypervisor.run``)."""
+
+from __future__ import annotations
+
+import threading
+
+from commands.app import Stratus
+from stratus.config import Settings
+from stratus.eventstore import Factory, NatsBridge
+from stratus.eventstore.subjects import encode_token
+from workers.consumer import stop_on_signals
+from workers.hypervisor import run
+from workers.libvirt_driver import EventLoop, LibvirtDriver
+
+
+def main(settings: Settings) -> int:
+    """Serve the host ``settings.host_name`` on ``settings.libvirt_uri`` until SIGTERM/SIGINT."""
+    stop = threading.Event()
+    instances_path = settings.data_dir / "instances" / encode_token(settings.host_name)
+    instances_path.mkdir(parents=True, exist_ok=True)
+    EventLoop.start()  # before the connection opens, so that it delivers domain events
+    timeout = settings.shutdown_timeout_seconds
+    driver = LibvirtDriver.open(settings.libvirt_uri, instances_path=instances_path, shutdown_timeout=timeout)
+    try:
+        with (
+            stop_on_signals(stop),
+            NatsBridge(settings.nats_urls, name=f"stratus-hypervisor-{settings.host_name}") as bridge,
+        ):
+            app = Stratus(Factory(bridge=bridge, settings=settings))
+            run(
+                settings,
+                bridge=bridge,
+                app=app,
+                driver=driver,
+                stop=stop,
+                instances_path=instances_path,
+            )
+    finally:
+        driver.close()
+    return 0

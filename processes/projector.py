@@ -1,0 +1,23 @@
+"""``stratus projector``: the read models' composition root (the loop is ``projections.runner.run``)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from processes import logs
+from projections.runner import run
+from stratus.config import Settings
+from workers.consumer import stop_on_signals
+
+log = logging.getLogger("stratus.projector")
+
+
+def main(settings: Settings, *, batch_size: int = 500) -> int:
+    """Follow the log until SIGTERM/SIGINT (the batch under way is finished), then close cleanly."""
+    logs.configure()
+    stop = threading.Event()
+    with stop_on_signals(stop):
+        run(settings, stop, batch_size=batch_size)
+    log.info("projector stopped")
+    return 0

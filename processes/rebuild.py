@@ -1,0 +1,30 @@
+"""``stratus rebuild``: open the log and PostgreSQL, rebuild the read models, report (the replay and the
+swap are ``projections.rebuild``)."""
+
+from __future__ import annotations
+
+import sys
+
+import psycopg
+
+from projections.rebuild import RebuildInProgress, rebuild
+from projections.runner import open_event_log, read_models_url
+from stratus.config import Settings
+
+
+def main(settings: Settings, *, batch_size: int = 2000, keep_old: bool = False) -> int:
+    """Rebuild, swap the new tables in, and say up to which position; 1 when another rebuild runs."""
+    url = read_models_url(settings)
+    with open_event_log(settings) as (log, mapper, quarantine), psycopg.connect(url, autocommit=True) as conn:
+        try:
+            result = rebuild(
+                conn, log, mapper, batch_size=batch_size, keep_old=keep_old, quarantine=quarantine
+            )
+        except RebuildInProgress as e:
+            print(f"stratus rebuild: {e}", file=sys.stderr)
+            return 1
+    print(
+        f"stratus rebuild: read models rebuilt up to position {result.position} "
+        f"(replayed to {result.replayed} first, the rest at the swap) in {result.seconds:.1f} s"
+    )
+    return 0

@@ -1,0 +1,30 @@
+"""``stratus scheduler``: the scheduler's composition root (the loop is ``workers.scheduler.run``)."""
+
+from __future__ import annotations
+
+import threading
+
+from commands.app import Stratus
+from stratus.config import Settings
+from stratus.eventstore import Factory, NatsBridge
+from workers.consumer import stop_on_signals
+from workers.scheduler import run
+from workers.scheduling import Shard
+
+
+def main(settings: Settings) -> int:
+    """Schedule until SIGTERM/SIGINT, sharded and batched as ``settings`` say."""
+    shard = Shard.parse(settings.scheduler_shard)  # a bad value stops it here, naming the variable
+    stop = threading.Event()
+    with stop_on_signals(stop), NatsBridge(settings.nats_urls, name="stratus-scheduler") as bridge:
+        app = Stratus(Factory(bridge=bridge, settings=settings))
+        run(
+            settings,
+            bridge=bridge,
+            app=app,
+            stop=stop,
+            shard=shard,
+            ack_wait=settings.scheduler_ack_wait_seconds,
+            batch=settings.scheduler_batch,
+        )
+    return 0
