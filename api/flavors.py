@@ -24,7 +24,8 @@ from api.readmodel import POSITION_HEADER, ReadModel
 from api.servers import UPDATE_READ_WAIT_SECONDS
 from api.versions import at_least, since
 from commands.errors import DomainError
-from commands.handlers import CreateFlavor, Handlers
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
 from commands.operations import Operations
 from projections import queries
 from stratus.context import acting

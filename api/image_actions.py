@@ -14,8 +14,8 @@ from api.errors import BadRequest, ItemNotFound, PayloadTooLarge
 from api.readmodel import POSITION_HEADER
 from commands.catalog import CatalogHandlers
 from commands.errors import Forbidden, QuotaExceeded
-from commands.handlers import Result
 from commands.image_updates import ImageUpdates, SetImageActive, UpdateImage
+from commands.unit_of_work import Result
 from stratus.context import acting
 
 MAX_TAG = 255

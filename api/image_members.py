@@ -20,9 +20,9 @@ from api.readmodel import POSITION_HEADER, ReadModel
 from commands.catalog import CatalogHandlers
 from commands.errors import Forbidden as DomainForbidden
 from commands.errors import QuotaExceeded
-from commands.handlers import Result
 from commands.image import Member
 from commands.image_updates import AddImageMember, ImageUpdates, RemoveImageMember, SetImageMemberStatus
+from commands.unit_of_work import Result
 from stratus.context import acting
 
 API = "/v2"

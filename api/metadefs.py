@@ -23,9 +23,9 @@ from api.body import read_document, unstorable
 from api.errors import BadRequest, Forbidden, ItemNotFound
 from api.image_schemas import glance_document
 from api.readmodel import POSITION_HEADER, ReadModel
-from commands.handlers import Result
 from commands.metadef import MetadefNamespace, MetadefObject
 from commands.metadef_handlers import ChangeNamespace, CreateNamespace, MetadefHandlers, UpdateNamespace
+from commands.unit_of_work import Result
 from projections import metadef_queries
 from projections.queries import MarkerNotFound
 from stratus.context import Actor, acting

@@ -29,7 +29,7 @@ from api.links import next_links, page_params, time_param
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
 from commands.errors import ConflictingState, InvalidState, NotFound
-from commands.handlers import DeleteServer, Handlers
+from commands.handlers import Handlers
 from commands.lifecycle import (
     LifecycleHandlers,
     LockServer,
@@ -40,6 +40,7 @@ from commands.lifecycle import (
     UnshelveServer,
 )
 from commands.migration import MigrateServer, MigrationHandlers, ResizeDecision, ResizeServer
+from commands.servers.delete import DeleteServer
 from projections import admin_queries, instance_actions, queries
 from stratus import hostrpc
 from stratus.audit import history

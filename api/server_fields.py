@@ -17,7 +17,7 @@ from api.body import read_json
 from api.errors import BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER
 from api.versions import since
-from commands.handlers import Handlers, Result
+from commands.handlers import Handlers
 from commands.instance import Instance
 from commands.server_fields import (
     AddServerTag,
@@ -27,6 +27,7 @@ from commands.server_fields import (
     SetServerMetadata,
     SetServerTags,
 )
+from commands.unit_of_work import Result
 from stratus.context import Actor, acting
 
 MAX_TAG_LENGTH = 60

@@ -20,14 +20,14 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from eventsourcing.persistence import IntegrityError
 
-from commands.base import HandlerBase
 from commands.errors import AlreadyExists, NotFound
-from commands.handlers import Handlers, Result
+from commands.handlers import Handlers
 from commands.image import Image
 from commands.image_usage import ImageLimits, ImageUsage, image_usage_id
 from commands.keypair import X509, KeyPair, keypair_aggregate_id
 from commands.ledger import KEY_PAIRS
 from commands.quota import DEFAULT_LIMITS
+from commands.unit_of_work import Result, UnitOfWork
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def _der_utf8(text: str) -> bytes:
     return b"\x0c" + length + data
 
 
-class CatalogHandlers(HandlerBase):
+class CatalogHandlers(UnitOfWork):
     def __init__(
         self,
         handlers: Handlers,
@@ -162,7 +162,7 @@ class CatalogHandlers(HandlerBase):
 
     def image_usage(self, project_id: str) -> ImageUsage:
         """The project's image quota usage, as the log has it."""
-        return self._find(ImageUsage, image_usage_id(project_id)) or ImageUsage(project_id)
+        return self.find(ImageUsage, image_usage_id(project_id)) or ImageUsage(project_id)
 
     def create_image(self, cmd: CreateImage) -> Result:
         image_id = str(cmd.image_id or self._new_id())
@@ -172,16 +172,16 @@ class CatalogHandlers(HandlerBase):
         def decide() -> Result:
             image = Image.create(image_id, **fields)
             conflict = AlreadyExists(f"Image with identifier {image.image_id} already exists!")
-            if self._find(Image, image.id) is not None:
+            if self.find(Image, image.id) is not None:
                 raise conflict
             with contextlib.suppress(NotFound):
                 self._handlers.image(image.image_id)  # an image kept where version 1 put it
                 raise conflict
             usage = self.image_usage(cmd.owner)
             usage.admit(image.image_id, self.image_limits)
-            return Result(image.image_id, self._save(image, usage))
+            return Result(image.image_id, self.save(image, usage))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def record_image_upload(self, cmd: RecordImageUpload) -> Result:
         def decide() -> Result:
@@ -190,9 +190,9 @@ class CatalogHandlers(HandlerBase):
             image.record_upload(cmd.size, cmd.checksum, cmd.os_hash_algo, cmd.os_hash_value)
             usage = self.image_usage(image.owner)  # charged to the image's owner, whoever uploads
             usage.charge(image.image_id, cmd.size, self.image_limits)
-            return Result(image.image_id, self._save(image, usage))
+            return Result(image.image_id, self.save(image, usage))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def delete_image(self, cmd: DeleteImage) -> Result:
         def decide() -> Result:
@@ -201,9 +201,9 @@ class CatalogHandlers(HandlerBase):
             image.delete()
             usage = self.image_usage(image.owner)
             usage.release(image.image_id)
-            return Result(image.image_id, self._save(image, usage))
+            return Result(image.image_id, self.save(image, usage))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     # -- key pairs ------------------------------------------------------------------------------
     def keypair(self, user_id: str, name: str) -> KeyPair:
@@ -217,7 +217,7 @@ class CatalogHandlers(HandlerBase):
         if public_key is None:
             # Refuse what would be refused anyway before paying for a 2048-bit RSA key generation:
             # a name in use, or no room in the user's key pair quota.
-            existing = self._find(KeyPair, keypair_id)
+            existing = self.find(KeyPair, keypair_id)
             if existing is not None and not existing.deleted:
                 raise AlreadyExists(f"Key pair '{cmd.name}' already exists.")
             self.ledger(KEY_PAIRS, cmd.user_id).admit(cmd.name, limits)
@@ -226,7 +226,7 @@ class CatalogHandlers(HandlerBase):
             )
 
         def decide() -> KeyPairCreated:
-            keypair = self._find(KeyPair, keypair_id)
+            keypair = self.find(KeyPair, keypair_id)
             if keypair is None:
                 keypair = KeyPair.create(cmd.user_id, cmd.name, public_key, cmd.type)
             else:
@@ -234,15 +234,15 @@ class CatalogHandlers(HandlerBase):
             ledger = self.ledger(KEY_PAIRS, cmd.user_id)
             ledger.admit(cmd.name, limits)  # the user's key pairs, counted where they are appended
             try:
-                position = self._save(keypair, ledger)
+                position = self.save(keypair, ledger)
             except IntegrityError:
-                again = self._find(KeyPair, keypair_id)
+                again = self.find(KeyPair, keypair_id)
                 if again is not None and not again.deleted:
                     raise AlreadyExists(f"Key pair '{cmd.name}' already exists.") from None
                 raise  # another of the user's key pairs was added or removed meanwhile: count again
             return KeyPairCreated(str(keypair.id), position, private_key)
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def delete_keypair(self, cmd: DeleteKeyPair) -> Result:
         def decide() -> Result:
@@ -250,6 +250,6 @@ class CatalogHandlers(HandlerBase):
             keypair.delete()
             ledger = self.ledger(KEY_PAIRS, cmd.user_id)
             ledger.release(cmd.name)
-            return Result(cmd.name, self._save(keypair, ledger))
+            return Result(cmd.name, self.save(keypair, ledger))
 
-        return self._retrying(decide)
+        return self.retrying(decide)

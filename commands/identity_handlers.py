@@ -13,7 +13,6 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError
 
 from commands.application_credentials import ApplicationCredentialHandlers
-from commands.base import Result
 from commands.errors import AlreadyExists
 from commands.identity import (
     DEFAULT_DOMAIN_ID,
@@ -30,6 +29,7 @@ from commands.identity import (
 )
 from commands.identity_catalog_handlers import ServiceCatalogHandlers
 from commands.identity_domains import DomainHandlers
+from commands.unit_of_work import Result
 
 
 @dataclass(frozen=True)
@@ -113,9 +113,9 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
             project = self.project(project_id)
             project.delete()
             name = self._release_name("project", project.domain_id, project.name)
-            return Result(project_id, self._save(project, *name))
+            return Result(project_id, self.save(project, *name))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def update_project(self, cmd: UpdateProject) -> Result:
         def decide() -> Result:
@@ -124,9 +124,9 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
             names = self._renamed("project", project.domain_id, project.name, new_name, cmd.project_id)
             project.rename(new_name)
             project.update(description=cmd.description, enabled=cmd.enabled)
-            return Result(cmd.project_id, self._save(project, *names))
+            return Result(cmd.project_id, self.save(project, *names))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     # -- users ----------------------------------------------------------------------------------
     def create_user(self, cmd: CreateUser, user_id: str | None = None) -> Result:
@@ -162,26 +162,26 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
                 description=cmd.description,
                 default_project_id=cmd.default_project_id,
             )
-            return Result(cmd.user_id, self._save(user, *names))
+            return Result(cmd.user_id, self.save(user, *names))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def delete_user(self, user_id: str) -> Result:
         def decide() -> Result:
             user = self.user(user_id)
             user.delete()
             name = self._release_name("user", user.domain_id, user.name)
-            return Result(user_id, self._save(user, *name))
+            return Result(user_id, self.save(user, *name))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def record_password_set(self, user_id: str) -> Result:
         def decide() -> Result:
             user = self.user(user_id)
             user.password_changed()
-            return Result(user_id, self._save(user))
+            return Result(user_id, self.save(user))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     # -- role assignments -----------------------------------------------------------------------
     def grant_role(self, cmd: GrantRole) -> Result:
@@ -191,17 +191,17 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
         def decide() -> Result:
             project = self.project(cmd.project_id)
             project.grant(cmd.user_id, cmd.role_id)
-            return Result(cmd.project_id, self._save(project))
+            return Result(cmd.project_id, self.save(project))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def revoke_role(self, cmd: RevokeRole) -> Result:
         def decide() -> Result:
             project = self.project(cmd.project_id)
             project.revoke(cmd.user_id, cmd.role_id)
-            return Result(cmd.project_id, self._save(project))
+            return Result(cmd.project_id, self.save(project))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     # -- tokens ---------------------------------------------------------------------------------
     def revoke_token(self, cmd: RevokeToken) -> Result:
@@ -210,7 +210,7 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
             token_id=cmd.token_id, user_id=cmd.user_id, project_id=cmd.project_id, expires_at=cmd.expires_at
         )
         try:
-            return Result(cmd.token_id, self._save(token))
+            return Result(cmd.token_id, self.save(token))
         except IntegrityError:
             return Result(cmd.token_id, self.app.recorder.max_notification_id() or 0)
 
@@ -223,7 +223,7 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
         finds everything in place and appends nothing.
         """
         with contextlib.suppress(IntegrityError):  # seeded before
-            self._save(
+            self.save(
                 Domain(
                     domain_id=DEFAULT_DOMAIN_ID,
                     name=DEFAULT_DOMAIN_NAME,
@@ -236,7 +236,7 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
         for name in ROLE_NAMES:
             rid = role_id(name)
             with contextlib.suppress(IntegrityError):  # seeded before
-                self._save(
+                self.save(
                     Role(role_id=rid, name=name, description=f"Keystone's default role {name}"),
                     Name(kind="role", domain_id="", name=name, owner_id=rid),
                 )

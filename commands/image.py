@@ -265,9 +265,7 @@ class Image(Aggregate):
     def _updated(self, fields: dict[str, Any], properties: dict[str, Any], removed: list[str]) -> None:
         for key, value in fields.items():
             setattr(self, key, list(value) if key == "tags" else value)
-        self.properties = {
-            k: v for k, v in {**self.properties, **properties}.items() if k not in removed
-        }
+        self.properties = {k: v for k, v in {**self.properties, **properties}.items() if k not in removed}
 
     def deactivate(self) -> None:
         """Glance: only an active image may be deactivated (again: nothing to do)."""

@@ -12,11 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from commands.base import HandlerBase
 from commands.catalog import CatalogHandlers
 from commands.errors import Forbidden
-from commands.handlers import Result
 from commands.image import Image
+from commands.unit_of_work import Result, UnitOfWork
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ class RemoveImageMember:
     member_id: str
 
 
-class ImageUpdates(HandlerBase):
+class ImageUpdates(UnitOfWork):
     def __init__(self, catalog: CatalogHandlers) -> None:
         super().__init__(catalog.app)
         self._catalog = catalog
@@ -69,9 +68,9 @@ class ImageUpdates(HandlerBase):
             image = self._catalog.image(image_id, project_id)
             image.ensure_owned_by(project_id)
             change(image)
-            return Result(image.image_id, self._save(image))
+            return Result(image.image_id, self.save(image))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def update_image(self, cmd: UpdateImage) -> Result:
         return self._owned(
@@ -109,6 +108,6 @@ class ImageUpdates(HandlerBase):
             if cmd.project_id is not None and cmd.project_id != cmd.member_id:
                 raise denied
             image.set_member_status(cmd.member_id, cmd.status)
-            return Result(image.image_id, self._save(image))
+            return Result(image.image_id, self.save(image))
 
-        return self._retrying(decide)
+        return self.retrying(decide)

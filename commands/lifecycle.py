@@ -16,12 +16,14 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.domain import Aggregate
 
+from commands import loaders
 from commands.actions import ACTIONS
 from commands.census import GuestCensus, census_id
 from commands.errors import InvalidInput, NotFound
-from commands.handlers import Handlers, Result
+from commands.handlers import Handlers
 from commands.host_aggregate import DEFAULT_ZONE
 from commands.instance import Instance
+from commands.unit_of_work import Result
 
 
 @dataclass(frozen=True)
@@ -118,9 +120,9 @@ class LifecycleHandlers:
         def decide() -> Result:
             inst = self._h.instance(cmd.server_id, cmd.project_id)
             inst.request_action(cmd.action, admin=cmd.admin)
-            return Result(cmd.server_id, self._h._save(inst))
+            return Result(cmd.server_id, self._h.uow.save(inst))
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
     def rebuild(self, cmd: RebuildServer) -> Result:
         """Rebuild the server from ``image_ref`` (visible to its project, active, fits its flavor)."""
@@ -129,7 +131,7 @@ class LifecycleHandlers:
             inst = self._h.instance(cmd.server_id, cmd.project_id)
             scope = None if cmd.admin else inst.project_id
             ram, disk = int(inst.flavor["ram"]), int(inst.flavor["disk"])
-            image = self._h.bootable_image(cmd.image_ref, scope, ram, disk)
+            image = loaders.bootable_image(self._h.uow, cmd.image_ref, scope, ram, disk)
             inst.rebuild(image.image_id, image.boot_snapshot(), admin=cmd.admin)
             inst.update(cmd.name, cmd.description, clear_description=cmd.clear_description, fields=cmd.fields)
             if cmd.metadata is not None:
@@ -140,12 +142,12 @@ class LifecycleHandlers:
             if cmd.key_name == "":
                 key = (None, None)
             elif cmd.key_name is not None:
-                keypair = self._h._server_keypair(cmd.user_id, cmd.key_name)
+                keypair = loaders.server_keypair(self._h.uow, cmd.user_id, cmd.key_name)
                 key = (keypair.name, keypair.public_key)
             inst.change_boot_data(key, cmd.user_data)
-            return Result(cmd.server_id, self._h._save(inst))
+            return Result(cmd.server_id, self._h.uow.save(inst))
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
     def unshelve(self, cmd: UnshelveServer) -> Result:
         def decide() -> Result:
@@ -156,9 +158,9 @@ class LifecycleHandlers:
                 except NotFound:
                     raise InvalidInput(f"Compute host {cmd.host} could not be found.") from None
             inst.unshelve(admin=cmd.admin, zone=cmd.zone, host=cmd.host)
-            return Result(cmd.server_id, self._h._save(inst))
+            return Result(cmd.server_id, self._h.uow.save(inst))
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
     def finish_offload(self, cmd: FinishAction) -> Result:
         """The host shelved and removed the guest: the shelve is done, the server leaves the host and
@@ -170,19 +172,19 @@ class LifecycleHandlers:
             host = self._h.host(inst.host) if inst.host else None
             inst.offload()
             if host is None:
-                return Result(cmd.server_id, self._h._save(inst))
+                return Result(cmd.server_id, self._h.uow.save(inst))
             host.release(inst.server_id)
-            return Result(cmd.server_id, self._h._save(inst, host))
+            return Result(cmd.server_id, self._h.uow.save(inst, host))
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
     def finish_action(self, cmd: FinishAction) -> Result:
         def decide() -> Result:
             inst = self._h.instance(cmd.server_id)
             inst.finish_action(cmd.action, cmd.power_state)
-            return Result(cmd.server_id, self._h._save(inst))
+            return Result(cmd.server_id, self._h.uow.save(inst))
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
     def fail_action(self, cmd: FailAction) -> Result:
         def decide() -> Result:
@@ -195,42 +197,42 @@ class LifecycleHandlers:
                 power_state=cmd.power_state,
                 broken=cmd.broken,
             )
-            return Result(cmd.server_id, self._h._save(inst))
+            return Result(cmd.server_id, self._h.uow.save(inst))
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
     def pin_zone(self, cmd: PinZone) -> Result:
         def decide() -> Result:
             inst = self._h.instance(cmd.server_id, cmd.project_id)
             host = self._h.host(inst.host) if inst.host else None
             inst.pin_zone(cmd.zone, host.availability_zone(DEFAULT_ZONE) if host is not None else "")
-            return Result(cmd.server_id, self._h._save(inst))
+            return Result(cmd.server_id, self._h.uow.save(inst))
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
     def reset_state(self, cmd: ResetServerState) -> Result:
         def decide() -> Result:
             inst = self._h.instance(cmd.server_id)
             inst.reset_state(cmd.state)
-            return Result(cmd.server_id, self._h._save(inst))
+            return Result(cmd.server_id, self._h.uow.save(inst))
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
     def lock(self, cmd: LockServer) -> Result:
         def decide() -> Result:
             inst = self._h.instance(cmd.server_id, cmd.project_id)
             inst.lock(admin=cmd.admin, reason=cmd.reason)
-            return Result(cmd.server_id, self._h._save(inst))
+            return Result(cmd.server_id, self._h.uow.save(inst))
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
     def unlock(self, cmd: UnlockServer) -> Result:
         def decide() -> Result:
             inst = self._h.instance(cmd.server_id, cmd.project_id)
             inst.unlock(admin=cmd.admin)
-            return Result(cmd.server_id, self._h._save(inst))
+            return Result(cmd.server_id, self._h.uow.save(inst))
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
 
 # -- reconciliation: what the host found --------------------------------------------------------
@@ -266,10 +268,10 @@ class ReconciliationHandlers:
             observed, missing = cmd.observe() if cmd.observe is not None else (cmd.observed, cmd.missing)
             if not inst.sync_power_state(observed, missing=missing):
                 return False
-            self._h._save(inst)
+            self._h.uow.save(inst)
             return True
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
     def deleted_instance(self, server_id: str) -> bool:
         """The log holds this instance, deleted (its guest, if any, is an orphan)."""
@@ -290,7 +292,7 @@ class ReconciliationHandlers:
             for uuid, (name, power_state, action) in sorted(cmd.strays.items()):
                 changed = census.found_stray(uuid, name, power_state, action) or changed
             if changed:
-                self._h._save(census)
+                self._h.uow.save(census)
             return changed
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)

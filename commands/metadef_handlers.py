@@ -14,11 +14,10 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from commands.app import Stratus
-from commands.base import HandlerBase
 from commands.errors import AlreadyExists, NotFound
-from commands.handlers import Result
 from commands.metadef import MetadefNamespace
 from commands.registry import Registry, registry_id
+from commands.unit_of_work import Result, UnitOfWork
 
 METADEF_NAMESPACES = "metadef-namespaces"
 
@@ -50,18 +49,18 @@ def not_found(name: str) -> NotFound:
     return NotFound(f"Metadata definition namespace={name} was not found.")
 
 
-class MetadefHandlers(HandlerBase):
+class MetadefHandlers(UnitOfWork):
     def __init__(self, app: Stratus, *, new_id: Callable[[], UUID] = uuid4) -> None:
         super().__init__(app)
         self._new_id = new_id
 
     def registry(self) -> Registry:
-        return self._find(Registry, registry_id(METADEF_NAMESPACES)) or Registry(METADEF_NAMESPACES)
+        return self.find(Registry, registry_id(METADEF_NAMESPACES)) or Registry(METADEF_NAMESPACES)
 
     def namespace(self, name: str, project_id: str | None) -> MetadefNamespace:
         """The namespace called ``name`` if ``project_id`` may see it (None: an admin); 404 otherwise."""
         owner = self.registry().names.get(name)
-        found = self._find(MetadefNamespace, UUID(owner), appended=True) if owner else None
+        found = self.find(MetadefNamespace, UUID(owner), appended=True) if owner else None
         if found is None or not found.visible_to(project_id):
             raise not_found(name)
         return found
@@ -73,22 +72,22 @@ class MetadefHandlers(HandlerBase):
             )
             names = self.registry()
             self._take(names, namespace.namespace, namespace.id)
-            return Result(namespace.namespace, self._save(names, namespace))
+            return Result(namespace.namespace, self.save(names, namespace))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def update_namespace(self, cmd: UpdateNamespace) -> Result:
         def decide() -> Result:
             namespace = self.namespace(cmd.namespace, None)
             namespace.update(cmd.fields)
             if namespace.namespace == cmd.namespace:
-                return Result(namespace.namespace, self._save(namespace))
+                return Result(namespace.namespace, self.save(namespace))
             names = self.registry()
             self._take(names, namespace.namespace, namespace.id)
             names.release(cmd.namespace, str(namespace.id))
-            return Result(namespace.namespace, self._save(names, namespace))
+            return Result(namespace.namespace, self.save(names, namespace))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def delete_namespace(self, name: str) -> Result:
         def decide() -> Result:
@@ -96,17 +95,17 @@ class MetadefHandlers(HandlerBase):
             namespace.delete()
             names = self.registry()
             names.release(name, str(namespace.id))
-            return Result(name, self._save(namespace, names))
+            return Result(name, self.save(namespace, names))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def change(self, cmd: ChangeNamespace) -> Result:
         def decide() -> Result:
             namespace = self.namespace(cmd.namespace, None)
             cmd.change(namespace)
-            return Result(namespace.namespace, self._save(namespace))
+            return Result(namespace.namespace, self.save(namespace))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     @staticmethod
     def _take(names: Registry, name: str, aggregate_id: UUID) -> None:

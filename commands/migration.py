@@ -24,10 +24,12 @@ from uuid import uuid4
 
 from eventsourcing.domain import Aggregate
 
+from commands import loaders
 from commands.errors import InvalidInput
-from commands.handlers import Handlers, Result
+from commands.handlers import Handlers
 from commands.host import Resources
 from commands.instance import MIGRATION, RESIZE, Instance
+from commands.unit_of_work import Result
 from commands.usage import ProjectUsage
 
 
@@ -83,9 +85,9 @@ class MigrationHandlers:
             inst.request_migration(migration_id, RESIZE, flavor.snapshot_for_instance(), admin=cmd.admin)
             books = self._holding(inst, max(flavor.vcpus, int(inst.flavor["vcpus"])),
                                   max(flavor.ram, int(inst.flavor["ram"])))  # fmt: skip
-            return Result(cmd.server_id, self._h._save(inst, *books))
+            return Result(cmd.server_id, self._h.uow.save(inst, *books))
 
-        return self._h._retrying_on_usage(decide)
+        return self._h.uow.retrying_on_usage(decide)
 
     def migrate(self, cmd: MigrateServer) -> Result:
         migration_id = str(uuid4())
@@ -95,9 +97,9 @@ class MigrationHandlers:
             if cmd.host is not None:
                 self._h.host(cmd.host)  # 404 for a host that does not exist
             inst.request_migration(migration_id, MIGRATION, inst.flavor, admin=True, target_host=cmd.host)
-            return Result(cmd.server_id, self._h._save(inst))
+            return Result(cmd.server_id, self._h.uow.save(inst))
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
     def confirm(self, cmd: ResizeDecision) -> Result:
         def decide() -> Result:
@@ -108,17 +110,17 @@ class MigrationHandlers:
             source.release_migration(migration["id"])
             flavor = migration["new_flavor"]
             books = self._holding(inst, int(flavor["vcpus"]), int(flavor["ram"]))
-            return Result(cmd.server_id, self._h._save(inst, source, *books))
+            return Result(cmd.server_id, self._h.uow.save(inst, source, *books))
 
-        return self._h._retrying_on_usage(decide)
+        return self._h.uow.retrying_on_usage(decide)
 
     def revert(self, cmd: ResizeDecision) -> Result:
         def decide() -> Result:
             inst = self._h.instance(cmd.server_id, cmd.project_id)
             inst.request_revert(admin=cmd.admin)
-            return Result(cmd.server_id, self._h._save(inst))
+            return Result(cmd.server_id, self._h.uow.save(inst))
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
     # -- the scheduler --------------------------------------------------------------------------
     def place(self, server_id: str, dest: str) -> Result:
@@ -135,26 +137,26 @@ class MigrationHandlers:
             group = self._h.server_group_of(server_id)
             if group is not None:  # a hard (anti-)affinity refuses the host here, under its own check
                 group.record_placement(server_id, dest)
-            return Result(server_id, self._h._save(inst, target, source, *([group] if group else [])))
+            return Result(server_id, self._h.uow.save(inst, target, source, *([group] if group else [])))
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
     # -- the hosts ------------------------------------------------------------------------------
     def left_source(self, server_id: str) -> Result:
         def decide() -> Result:
             inst = self._h.instance(server_id)
             inst.leave_source()
-            return Result(server_id, self._h._save(inst))
+            return Result(server_id, self._h.uow.save(inst))
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
     def finished(self, server_id: str, power_state: int) -> Result:
         def decide() -> Result:
             inst = self._h.instance(server_id)
             inst.finish_migration(power_state)
-            return Result(server_id, self._h._save(inst))
+            return Result(server_id, self._h.uow.save(inst))
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
     def left_dest(self, server_id: str) -> Result:
         """The destination removed the reverted guest: its claim goes, the source's is the instance's."""
@@ -163,9 +165,9 @@ class MigrationHandlers:
             inst = self._h.instance(server_id)
             migration = inst.migration or {}
             inst.leave_dest()
-            return Result(server_id, self._h._save(inst, *self._back_to_source(server_id, migration)))
+            return Result(server_id, self._h.uow.save(inst, *self._back_to_source(server_id, migration)))
 
-        return self._h._retrying(decide)
+        return self._h.uow.retrying(decide)
 
     def reverted(self, server_id: str, power_state: int) -> Result:
         def decide() -> Result:
@@ -173,9 +175,9 @@ class MigrationHandlers:
             inst.finish_revert(power_state)
             flavor = inst.flavor
             books = self._holding(inst, int(flavor["vcpus"]), int(flavor["ram"]))
-            return Result(server_id, self._h._save(inst, *books))
+            return Result(server_id, self._h.uow.save(inst, *books))
 
-        return self._h._retrying_on_usage(decide)
+        return self._h.uow.retrying_on_usage(decide)
 
     def fail(self, cmd: FailMigration) -> Result:
         """The move failed before VERIFY_RESIZE: back on the source, with the old flavor and its usage."""
@@ -187,9 +189,9 @@ class MigrationHandlers:
             hosts = self._back_to_source(cmd.server_id, migration)
             # An ERROR server keeps its host's claim and its quota (a rebuild brings it back there).
             books = self._holding(inst, int(inst.flavor["vcpus"]), int(inst.flavor["ram"]))
-            return Result(cmd.server_id, self._h._save(inst, *hosts, *books))
+            return Result(cmd.server_id, self._h.uow.save(inst, *hosts, *books))
 
-        return self._h._retrying_on_usage(decide)
+        return self._h.uow.retrying_on_usage(decide)
 
     # -- what the steps share -------------------------------------------------------------------
     def _back_to_source(self, server_id: str, migration: dict[str, object]) -> list[Aggregate]:
@@ -210,6 +212,6 @@ class MigrationHandlers:
 
     def _holding(self, inst: Instance, cores: int, ram: int) -> Sequence[ProjectUsage]:
         usage = self._h.usage(inst.project_id)
-        books = self._h._usage_to_save(usage) if inst.server_id in usage.holdings else [usage]
+        books = loaders.usage_to_save(usage) if inst.server_id in usage.holdings else [usage]
         changed = books[-1].hold(inst.server_id, cores, ram, self._h.limits(inst.project_id))
         return books if changed else ()

@@ -21,7 +21,6 @@ from eventsourcing.domain import Aggregate, event
 from eventsourcing.persistence import IntegrityError
 
 from commands.app import Stratus
-from commands.base import exists
 from commands.errors import Conflict, ConflictingState, InvalidInput, NotFound
 from commands.host import Host, host_aggregate_id
 from commands.provider import CannotDeleteParent, DuplicateProvider, ResourceProvider
@@ -33,6 +32,7 @@ from commands.resource_provider import (
     ProviderGenerationConflict,
     ProviderInUse,
 )
+from commands.unit_of_work import exists
 
 _NS = uuid5(NAMESPACE_URL, "urn:stratus:placement-consumer")
 T = TypeVar("T")

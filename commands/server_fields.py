@@ -11,8 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from commands.handlers import Handlers, Result
+from commands.handlers import Handlers
 from commands.instance import Instance
+from commands.unit_of_work import Result
 
 
 @dataclass(frozen=True)
@@ -75,9 +76,9 @@ class ServerFieldHandlers:
         def decide() -> Result:
             inst = self._handlers.instance(server_id, project_id)
             change(inst)
-            return Result(server_id, self._handlers._save(inst))
+            return Result(server_id, self._handlers.uow.save(inst))
 
-        return self._handlers._retrying(decide)
+        return self._handlers.uow.retrying(decide)
 
     def update_server(self, cmd: UpdateServer) -> Result:
         return self._change(

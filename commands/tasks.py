@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID, uuid4
 
-from commands.base import HandlerBase
 from commands.errors import NotFound
-from commands.handlers import Result
 from commands.task import Task
+from commands.unit_of_work import Result, UnitOfWork
 
 UNSUPPORTED = "Stratus does not import images from URLs; upload the data: PUT /v2/images/{image_id}/file."
 
@@ -24,14 +23,14 @@ class RecordTask:
     input: dict[str, Any] = field(default_factory=dict)
 
 
-class TaskHandlers(HandlerBase):
+class TaskHandlers(UnitOfWork):
     def __init__(self, app: Any, *, new_id: Callable[[], UUID] = uuid4) -> None:
         super().__init__(app)
         self._new_id = new_id
 
     def task(self, task_id: str) -> Task:
         try:
-            found = self._find(Task, UUID(task_id))
+            found = self.find(Task, UUID(task_id))
         except ValueError:
             found = None
         if found is None:
@@ -48,4 +47,4 @@ class TaskHandlers(HandlerBase):
             request_id=cmd.request_id,
         )
         task.fail(UNSUPPORTED)
-        return Result(str(task.id), self._save(task))
+        return Result(str(task.id), self.save(task))

@@ -34,9 +34,12 @@ from api.credentials import Credentials, ensure_schema
 from api.readmodel import open_pool
 from api.tokens import TokenSigner, load_or_create_key
 from commands.app import Stratus
-from commands.handlers import FailInstance, Handlers, PlaceInstance, RegisterHost
+from commands.handlers import Handlers
+from commands.hosts.register import RegisterHost
 from commands.identity_handlers import IdentityHandlers
 from commands.placement import PlacementHandlers
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FailInstance
 from projections import runner
 from projections.schema import ensure_live_schema
 from stratus import serialization

@@ -47,18 +47,11 @@ from commands.catalog import (
     DeleteKeyPair,
     RecordImageUpload,
 )
-from commands.handlers import (
-    CreateFlavor,
-    CreateServer,
-    DeleteServer,
-    FailInstance,
-    FinishDeletion,
-    FinishSpawning,
-    Handlers,
-    PlaceInstance,
-    RegisterHost,
-    StartSpawning,
-)
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
+from commands.hosts.aggregates import CreateHostAggregate, UpdateHostAggregate
+from commands.hosts.register import RegisterHost
+from commands.hosts.services import SetServiceStatus
 from commands.identity import role_id
 from commands.identity_catalog_handlers import CreateEndpoint, CreateRegion, CreateService
 from commands.identity_domains import (
@@ -107,14 +100,13 @@ from commands.lifecycle import (
 from commands.metadef_handlers import ChangeNamespace, CreateNamespace, MetadefHandlers, UpdateNamespace
 from commands.migration import FailMigration, MigrateServer, MigrationHandlers, ResizeDecision, ResizeServer
 from commands.network import FixedNetwork
-from commands.operations import (
-    CreateHostAggregate,
-    CreateServerGroup,
-    Operations,
-    SetServiceStatus,
-    UpdateHostAggregate,
-)
+from commands.operations import Operations
 from commands.server_fields import ServerFieldHandlers, SetServerMetadata, SetServerTags, UpdateServer
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer, FinishDeletion
+from commands.servers.groups import CreateServerGroup
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from commands.states import PowerState
 from commands.tasks import RecordTask, TaskHandlers
 from stratus.config import Settings

@@ -19,9 +19,12 @@ from eventsourcing.utils import get_topic
 from commands.app import Stratus
 from commands.catalog import CatalogHandlers, CreateImage, RecordImageUpload
 from commands.errors import InvalidInput, NoMoreFixedIps, NotFound
-from commands.handlers import CreateFlavor, CreateServer, DeleteServer, Handlers
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
 from commands.instance import Instance
 from commands.network import FixedNetwork, Network
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from stratus.imagestore import ImageStore

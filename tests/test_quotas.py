@@ -15,20 +15,18 @@ import pytest
 from commands.app import Stratus
 from commands.catalog import CatalogHandlers, CreateKeyPair, DeleteKeyPair, generate_ssh_key
 from commands.errors import QuotaExceeded
-from commands.handlers import (
-    CreateFlavor,
-    CreateServer,
-    DeleteServer,
-    FailInstance,
-    FinishDeletion,
-    Handlers,
-    PlaceInstance,
-    RegisterHost,
-)
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
+from commands.hosts.register import RegisterHost
 from commands.instance import Instance
-from commands.operations import CreateServerGroup, Operations
+from commands.operations import Operations
 from commands.quota import DEFAULT_LIMITS
 from commands.server_fields import ServerFieldHandlers, SetServerMetadata
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer, FinishDeletion
+from commands.servers.groups import CreateServerGroup
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FailInstance
 from commands.states import VmState
 from commands.usage import EPOCH_EVENTS, ProjectUsage, usage_aggregate_id
 from projections.usage_queries import project_usage

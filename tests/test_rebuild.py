@@ -11,8 +11,10 @@ import psycopg
 import pytest
 
 from commands.app import Stratus
-from commands.handlers import CreateServer, Handlers, PlaceInstance
+from commands.handlers import Handlers
 from commands.operations import Operations
+from commands.servers.create import CreateServer
+from commands.servers.scheduling import PlaceInstance
 from projections import queries
 from projections.rebuild import NEW_SCHEMA, OLD_SCHEMA, RebuildInProgress, main, rebuild
 from projections.schema import LIVE_SCHEMA, REBUILD_LOCK, schema_exists

@@ -18,11 +18,13 @@ import pytest
 
 from commands.app import Stratus
 from commands.errors import InstanceLocked, InvalidInput, InvalidState, QuotaExceeded
-from commands.handlers import CreateFlavor, DeleteServer, Handlers
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
 from commands.instance import Instance
 from commands.lifecycle import LifecycleHandlers, LockServer, RequestAction
 from commands.migration import MigrateServer, MigrationHandlers, ResizeDecision, ResizeServer
 from commands.quota import ProjectQuota
+from commands.servers.delete import DeleteServer
 from commands.states import PowerState, TaskState, VmState
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge

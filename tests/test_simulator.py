@@ -17,9 +17,12 @@ import pytest
 
 from commands.app import Stratus
 from commands.errors import NotFound
-from commands.handlers import CreateFlavor, CreateServer, DeleteServer, Handlers
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
 from commands.lifecycle import LifecycleHandlers, RequestAction
 from commands.migration import MigrationHandlers, ResizeDecision, ResizeServer
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer
 from commands.states import VmState
 from stratus import hostrpc
 from stratus.cli import _parser as build_parser

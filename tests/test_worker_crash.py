@@ -15,8 +15,10 @@ from pathlib import Path
 import libvirt
 import pytest
 
-from commands.handlers import CreateFlavor, DeleteServer, Handlers
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
 from commands.migration import MigrationHandlers, ResizeDecision, ResizeServer
+from commands.servers.delete import DeleteServer
 from commands.states import PowerState, TaskState, VmState
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from eventsourcing.persistence import IntegrityError
 
 from commands.errors import Conflict, InsufficientResources, InvalidState, NotFound, NoValidHost
-from commands.handlers import FailInstance, Handlers, PlaceInstance
+from commands.handlers import Handlers
 from commands.host import Host, Resources
 from commands.instance import Instance
 from commands.migration import FailMigration, MigrationHandlers
 from commands.server_group import ServerGroup
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FailInstance
 from commands.states import TaskState, VmState
 from stratus.context import CommandContext, acting
 from workers.filters import Filtered, Request, run_filters, traits_of
