@@ -126,9 +126,8 @@ def create_app(deps: Deps) -> falcon.App:
     hypervisors.add_routes(app, read, alive, hypervisors.host_reports(deps))
     extensions.add_routes(app)
     image_limits = ImageLimits(deps.settings.image_count_total, deps.settings.image_size_total_mb)
-    catalog_api.add_routes(
-        app, deps.handlers, read, deps.settings.data_dir, deps.max_body_bytes, image_limits
-    )
+    bus = deps.handlers.bus.extended(image_limits=image_limits)
+    catalog_api.add_routes(app, deps.handlers, bus, read, deps.settings.data_dir, deps.max_body_bytes)
     compute_admin.add_routes(
         app, Operations(deps.handlers.app), read, deps.max_body_bytes, alive, scheduler_beats(deps)
     )

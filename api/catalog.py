@@ -25,11 +25,9 @@ from api import (
 )
 from api.body import load_validators
 from api.readmodel import ReadModel
-from commands.catalog import CatalogHandlers
+from commands.bus import MessageBus
 from commands.handlers import Handlers
-from commands.image_usage import ImageLimits
 from commands.metadef_handlers import MetadefHandlers
-from commands.tasks import TaskHandlers
 from stratus.imagestore import BlobStore, ImageStore
 
 SCHEMAS = ("images.create", "keypairs.create", "servers.metadata", "servers.metadata_item", "servers.tags")
@@ -44,37 +42,30 @@ def user_data_store(data_dir: Path) -> BlobStore:
 
 
 def add_routes(
-    app: falcon.App,
-    handlers: Handlers,
-    read: ReadModel,
-    data_dir: Path,
-    max_body_bytes: int,
-    image_limits: ImageLimits | None = None,
+    app: falcon.App, handlers: Handlers, bus: MessageBus, read: ReadModel, data_dir: Path, max_body_bytes: int
 ) -> None:
     validators = load_validators(SCHEMAS)
-    catalog = CatalogHandlers(handlers, image_limits=image_limits)
-    image_args = (catalog, read, image_store(data_dir), validators, max_body_bytes)
+    image_args = (bus, read, image_store(data_dir), validators, max_body_bytes)
     app.add_route(images.IMAGE_ROOT, images.Versions())
     app.add_route(f"{images.IMAGE_ROOT}/v2/images", images.ImageCollection(*image_args))
     app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}", images.ImageItem(*image_args))
     app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/file", images.ImageData(*image_args))
-    app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/tags/{{tag}}", image_actions.ImageTag(catalog))
+    app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/tags/{{tag}}", image_actions.ImageTag(bus))
     for action in ("deactivate", "reactivate"):
-        resource = image_actions.ImageAction(catalog, active=action == "reactivate")
+        resource = image_actions.ImageAction(bus, active=action == "reactivate")
         app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/actions/{action}", resource)
     members = f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/members"
-    app.add_route(members, image_members.MemberCollection(catalog, read, max_body_bytes))
-    app.add_route(f"{members}/{{member_id}}", image_members.MemberItem(catalog, read, max_body_bytes))
-    tasks = TaskHandlers(handlers.app)
-    app.add_route(f"{images.IMAGE_ROOT}/v2/tasks", image_tasks.TaskCollection(tasks, read, max_body_bytes))
-    app.add_route(f"{images.IMAGE_ROOT}/v2/tasks/{{task_id}}", image_tasks.TaskItem(tasks))
+    app.add_route(members, image_members.MemberCollection(bus, read, max_body_bytes))
+    app.add_route(f"{members}/{{member_id}}", image_members.MemberItem(bus, read, max_body_bytes))
+    app.add_route(f"{images.IMAGE_ROOT}/v2/tasks", image_tasks.TaskCollection(bus, read, max_body_bytes))
+    app.add_route(f"{images.IMAGE_ROOT}/v2/tasks/{{task_id}}", image_tasks.TaskItem(bus))
     app.add_route(f"{images.IMAGE_ROOT}/v2/schemas/{{name}}", image_schemas.Schema())
     app.add_route(f"{images.IMAGE_ROOT}/v2/info/import", image_schemas.ImportInfo())
     app.add_route(f"{images.IMAGE_ROOT}/v2/schemas/metadefs/{{name}}", image_schemas.MetadefSchema())
     _add_metadefs(app, MetadefHandlers(handlers.app), read, max_body_bytes)
-    nova_images.add_routes(app, catalog, read, max_body_bytes)
+    nova_images.add_routes(app, bus, read, max_body_bytes)
 
-    keypair_args = (catalog, read, validators, max_body_bytes)
+    keypair_args = (bus, read, validators, max_body_bytes)
     app.add_route("/v2.1/os-keypairs", keypairs.KeyPairCollection(*keypair_args))
     app.add_route("/v2.1/os-keypairs/{name}", keypairs.KeyPairItem(*keypair_args))
 

@@ -4,7 +4,8 @@ dispatches a command to it with the handler's dependencies injected.
 Each process builds its bus once, in its composition root (``bootstrap``), over one
 ``UnitOfWork`` (the application on the log) and the collaborators handlers ask for by parameter
 name: ``new_id`` (new aggregate ids), ``network`` (the fixed network servers get addresses on),
-``create_groups`` (the group commit of a process's creates). ``bus.handle(command)`` then runs the
+``create_groups`` (the group commit of a process's creates), ``image_limits`` (the image quota),
+``generate_key`` (new SSH key pairs). ``bus.handle(command)`` then runs the
 command's use case and returns what its handler returns (a ``Result`` and its kin).
 """
 
@@ -21,6 +22,12 @@ from commands.flavors import change as flavor_changes
 from commands.flavors import create as flavors
 from commands.hosts import aggregates as host_aggregates
 from commands.hosts import register, services
+from commands.image_usage import ImageLimits
+from commands.images import create as images
+from commands.images import tasks as image_tasks
+from commands.images import update as image_updates
+from commands.keypairs import manage as keypairs
+from commands.keypairs.keys import generate_ssh_key
 from commands.network import FixedNetwork
 from commands.quotas import limits as quotas
 from commands.servers import create, delete, groups, scheduling, spawn
@@ -48,6 +55,18 @@ HANDLERS: Mapping[type, Handler] = {
     host_aggregates.AddHostToAggregate: host_aggregates.add_host,
     host_aggregates.RemoveHostFromAggregate: host_aggregates.remove_host,
     host_aggregates.DeleteHostAggregate: host_aggregates.delete_host_aggregate,
+    # images and key pairs
+    images.CreateImage: images.create_image,
+    images.RecordImageUpload: images.record_image_upload,
+    images.DeleteImage: images.delete_image,
+    image_updates.UpdateImage: image_updates.update_image,
+    image_updates.SetImageActive: image_updates.set_image_active,
+    image_updates.AddImageMember: image_updates.add_member,
+    image_updates.RemoveImageMember: image_updates.remove_member,
+    image_updates.SetImageMemberStatus: image_updates.set_member_status,
+    image_tasks.RecordTask: image_tasks.record_task,
+    keypairs.CreateKeyPair: keypairs.create_keypair,
+    keypairs.DeleteKeyPair: keypairs.delete_keypair,
     # quotas
     quotas.SetQuota: quotas.set_quota,
     quotas.ResetQuota: quotas.reset_quota,
@@ -90,6 +109,10 @@ class MessageBus:
             raise TypeError(f"no handler for {type(command).__name__}") from None
         return handler(command)
 
+    def extended(self, **dependencies: Any) -> MessageBus:
+        """This bus with more (or other) dependencies, on the same unit of work and group commit."""
+        return bootstrap(self.uow, **{**self.dependencies, **dependencies})
+
 
 def bootstrap(
     app: Stratus | UnitOfWork,
@@ -105,9 +128,12 @@ def bootstrap(
     deps: dict[str, Any] = {
         "new_id": new_id,
         "network": network,
+        "image_limits": ImageLimits(),
+        "generate_key": generate_ssh_key,
         **dependencies,
     }
-    deps["create_groups"] = create.create_groups(uow, new_id, network)
+    if "create_groups" not in deps:
+        deps["create_groups"] = create.create_groups(uow, new_id, network)
     return MessageBus(uow, {cls: _inject(handler, uow, deps) for cls, handler in HANDLERS.items()}, deps)
 
 

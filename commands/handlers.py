@@ -47,9 +47,19 @@ class Handlers:
         network: FixedNetwork | None = None,
     ):
         self.app = app
-        self.network = network  # the fixed network servers get an address on (None: no addresses)
         self.uow = UnitOfWork(app, attempts=attempts)
-        self.bus: MessageBus = bootstrap(self.uow, new_id=new_id, network=network)
+        self._new_id = new_id
+        self.network = network
+
+    @property
+    def network(self) -> FixedNetwork | None:
+        """The fixed network servers get an address on (None: no addresses)."""
+        network: FixedNetwork | None = self.bus.dependencies["network"]
+        return network
+
+    @network.setter
+    def network(self, network: FixedNetwork | None) -> None:
+        self.bus: MessageBus = bootstrap(self.uow, new_id=self._new_id, network=network)
         # concurrent creates per project, decided and appended together
         self.creates: CreateGroups = self.bus.dependencies["create_groups"]
 

@@ -39,14 +39,7 @@ from commands import (
 )
 from commands.app import Stratus
 from commands.application_credentials import CreateApplicationCredential
-from commands.catalog import (
-    CatalogHandlers,
-    CreateImage,
-    CreateKeyPair,
-    DeleteImage,
-    DeleteKeyPair,
-    RecordImageUpload,
-)
+from commands.bus import MessageBus
 from commands.flavors.create import CreateFlavor
 from commands.handlers import Handlers
 from commands.hosts.aggregates import CreateHostAggregate, UpdateHostAggregate
@@ -74,14 +67,16 @@ from commands.identity_handlers import (
     UpdateProject,
     UpdateUser,
 )
-from commands.image_updates import (
+from commands.images.create import CreateImage, DeleteImage, RecordImageUpload
+from commands.images.tasks import RecordTask
+from commands.images.update import (
     AddImageMember,
-    ImageUpdates,
     RemoveImageMember,
     SetImageActive,
     SetImageMemberStatus,
     UpdateImage,
 )
+from commands.keypairs.manage import CreateKeyPair, DeleteKeyPair
 from commands.lifecycle import (
     FailAction,
     FinishAction,
@@ -108,7 +103,6 @@ from commands.servers.groups import CreateServerGroup
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from commands.states import PowerState
-from commands.tasks import RecordTask, TaskHandlers
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
@@ -319,18 +313,18 @@ def _operator_scenario(handlers: Handlers) -> None:
 
 
 def _catalog_scenario(handlers: Handlers) -> None:
-    """Images, key pairs, fixed IPs and a server's own fields (commands.catalog, commands.server_fields)."""
+    """Images, key pairs, fixed IPs and a server's own fields (commands.images, keypairs, server_fields)."""
     handlers.network = FixedNetwork("private", "10.0.0.0/24")
-    catalog = CatalogHandlers(handlers)
-    kernel = catalog.create_image(CreateImage("p1", "vmlinuz", disk_format="aki", container_format="aki")).id
-    catalog.record_image_upload(RecordImageUpload(kernel, "p1", 6, "a" * 32, "sha256", "b" * 64))
-    root = catalog.create_image(
+    catalog = handlers.bus
+    kernel = catalog.handle(CreateImage("p1", "vmlinuz", disk_format="aki", container_format="aki")).id
+    catalog.handle(RecordImageUpload(kernel, "p1", 6, "a" * 32, "sha256", "b" * 64))
+    root = catalog.handle(
         CreateImage("p1", "os", disk_format="raw", container_format="bare", properties={"kernel_id": kernel})
     ).id
-    catalog.record_image_upload(RecordImageUpload(root, "p1", 4, "c" * 32, "sha256", "d" * 64))
-    catalog.create_keypair(CreateKeyPair("u1", "k"))
-    catalog.delete_keypair(DeleteKeyPair("u1", "k"))
-    catalog.create_keypair(CreateKeyPair("u1", "k"))
+    catalog.handle(RecordImageUpload(root, "p1", 4, "c" * 32, "sha256", "d" * 64))
+    catalog.handle(CreateKeyPair("u1", "k"))
+    catalog.handle(DeleteKeyPair("u1", "k"))
+    catalog.handle(CreateKeyPair("u1", "k"))
     server = handlers.create_server(
         CreateServer(
             "vm4", "p1", "u1", "1", image_ref=root, key_name="k", description="d", tags=("a",),
@@ -362,23 +356,22 @@ def _catalog_scenario(handlers: Handlers) -> None:
     lifecycle.pin_zone(PinZone(server, "p1", "nova"))
     handlers.delete_server(DeleteServer(server, "p1"))
     handlers.finish_deletion(FinishDeletion(server))
-    catalog.delete_image(DeleteImage(root, "p1"))
+    catalog.handle(DeleteImage(root, "p1"))
     _image_updates_scenario(catalog, kernel)
 
 
-def _image_updates_scenario(catalog: CatalogHandlers, image_id: str) -> None:
-    """A JSON patch, (de)activation and sharing (commands.image_updates)."""
-    updates = ImageUpdates(catalog)
+def _image_updates_scenario(catalog: MessageBus, image_id: str) -> None:
+    """A JSON patch, (de)activation and sharing (commands.images.update)."""
     fields = {"name": "k2", "tags": ["t"], "os_hidden": True, "owner": "p1", "protected": False}
-    updates.update_image(UpdateImage(image_id, "p1", fields, {"os_distro": "x"}, ()))
-    updates.update_image(UpdateImage(image_id, "p1", {}, {}, ("os_distro",)))
-    updates.set_image_active(SetImageActive(image_id, "p1", active=False))
-    updates.set_image_active(SetImageActive(image_id, None, active=True))
-    updates.add_member(AddImageMember(image_id, "p1", "p2"))
-    updates.set_member_status(SetImageMemberStatus(image_id, "p2", "p2", "accepted"))
-    updates.remove_member(RemoveImageMember(image_id, "p1", "p2"))
+    catalog.handle(UpdateImage(image_id, "p1", fields, {"os_distro": "x"}, ()))
+    catalog.handle(UpdateImage(image_id, "p1", {}, {}, ("os_distro",)))
+    catalog.handle(SetImageActive(image_id, "p1", active=False))
+    catalog.handle(SetImageActive(image_id, None, active=True))
+    catalog.handle(AddImageMember(image_id, "p1", "p2"))
+    catalog.handle(SetImageMemberStatus(image_id, "p2", "p2", "accepted"))
+    catalog.handle(RemoveImageMember(image_id, "p1", "p2"))
     props = {"image_properties": {"name": "x"}, "import_from": "http://127.0.0.1/x"}
-    TaskHandlers(catalog.app).record_task(RecordTask("import", "p1", "u1", "req-1", props))
+    catalog.handle(RecordTask("import", "p1", "u1", "req-1", props))
 
 
 def _metadef_scenario(handlers: Handlers) -> None:
