@@ -30,8 +30,9 @@ from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
 from commands.errors import ConflictingState, InvalidState, NotFound
 from commands.handlers import Handlers
-from commands.lifecycle import (
-    LifecycleHandlers,
+from commands.lifecycle import LifecycleHandlers
+from commands.migration import MigrationHandlers
+from commands.servers.actions import (
     LockServer,
     RebuildServer,
     RequestAction,
@@ -39,8 +40,8 @@ from commands.lifecycle import (
     UnlockServer,
     UnshelveServer,
 )
-from commands.migration import MigrateServer, MigrationHandlers, ResizeDecision, ResizeServer
 from commands.servers.delete import DeleteServer
+from commands.servers.moves import MigrateServer, ResizeDecision, ResizeServer
 from projections import admin_queries, instance_actions, queries
 from stratus import hostrpc
 from stratus.audit import history

@@ -19,11 +19,11 @@ from api.readmodel import POSITION_HEADER
 from api.versions import since
 from commands.handlers import Handlers
 from commands.instance import Instance
-from commands.server_fields import (
+from commands.server_fields import ServerFieldHandlers
+from commands.servers.fields import (
     AddServerTag,
     DeleteServerMetadataItem,
     RemoveServerTag,
-    ServerFieldHandlers,
     SetServerMetadata,
     SetServerTags,
 )

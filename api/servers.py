@@ -44,10 +44,12 @@ from api.versions import at_least
 from commands.errors import NotFound
 from commands.handlers import Handlers
 from commands.host_aggregate import DEFAULT_ZONE
-from commands.lifecycle import LifecycleHandlers, PinZone
-from commands.server_fields import ServerFieldHandlers, UpdateServer
+from commands.lifecycle import LifecycleHandlers
+from commands.server_fields import ServerFieldHandlers
+from commands.servers.actions import PinZone
 from commands.servers.create import CreateServer
 from commands.servers.delete import DeleteServer
+from commands.servers.fields import UpdateServer
 from commands.states import PowerState
 from projections import admin_queries, queries
 from stratus.context import Actor, acting

@@ -30,7 +30,7 @@ from commands.keypairs import manage as keypairs
 from commands.keypairs.keys import generate_ssh_key
 from commands.network import FixedNetwork
 from commands.quotas import limits as quotas
-from commands.servers import create, delete, groups, scheduling, spawn
+from commands.servers import actions, create, delete, fields, groups, moves, reconcile, scheduling, spawn
 from commands.unit_of_work import UnitOfWork
 
 Handler = Callable[..., Any]
@@ -82,6 +82,34 @@ HANDLERS: Mapping[type, Handler] = {
     spawn.FinishSpawning: spawn.finish_spawning,
     spawn.FailInstance: spawn.fail_instance,
     groups.CreateServerGroup: groups.create_server_group,
+    actions.RequestAction: actions.request_action,
+    actions.RebuildServer: actions.rebuild,
+    actions.UnshelveServer: actions.unshelve,
+    actions.FinishOffload: actions.finish_offload,
+    actions.FinishAction: actions.finish_action,
+    actions.FailAction: actions.fail_action,
+    actions.PinZone: actions.pin_zone,
+    actions.ResetServerState: actions.reset_state,
+    actions.LockServer: actions.lock,
+    actions.UnlockServer: actions.unlock,
+    fields.UpdateServer: fields.update_server,
+    fields.SetServerMetadata: fields.set_metadata,
+    fields.DeleteServerMetadataItem: fields.delete_metadata_item,
+    fields.SetServerTags: fields.set_tags,
+    fields.AddServerTag: fields.add_tag,
+    fields.RemoveServerTag: fields.remove_tag,
+    moves.ResizeServer: moves.resize,
+    moves.MigrateServer: moves.migrate,
+    moves.ConfirmResize: moves.confirm,
+    moves.RevertResize: moves.revert,
+    moves.ScheduleMigration: moves.schedule,
+    moves.LeftSource: moves.left_source,
+    moves.FinishMigration: moves.finished,
+    moves.LeftDest: moves.left_dest,
+    moves.FinishRevert: moves.reverted,
+    moves.FailMigration: moves.fail,
+    reconcile.SyncPowerState: reconcile.sync_power_state,
+    reconcile.RecordStrayGuests: reconcile.record_strays,
     groups.DeleteServerGroup: groups.delete_server_group,
 }
 

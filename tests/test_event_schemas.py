@@ -77,29 +77,29 @@ from commands.images.update import (
     UpdateImage,
 )
 from commands.keypairs.manage import CreateKeyPair, DeleteKeyPair
-from commands.lifecycle import (
+from commands.lifecycle import LifecycleHandlers, ReconciliationHandlers
+from commands.metadef_handlers import ChangeNamespace, CreateNamespace, MetadefHandlers, UpdateNamespace
+from commands.migration import MigrationHandlers
+from commands.network import FixedNetwork
+from commands.operations import Operations
+from commands.server_fields import ServerFieldHandlers
+from commands.servers.actions import (
     FailAction,
     FinishAction,
-    LifecycleHandlers,
     LockServer,
     PinZone,
     RebuildServer,
-    ReconciliationHandlers,
-    RecordStrayGuests,
     RequestAction,
     ResetServerState,
-    SyncPowerState,
     UnlockServer,
     UnshelveServer,
 )
-from commands.metadef_handlers import ChangeNamespace, CreateNamespace, MetadefHandlers, UpdateNamespace
-from commands.migration import FailMigration, MigrateServer, MigrationHandlers, ResizeDecision, ResizeServer
-from commands.network import FixedNetwork
-from commands.operations import Operations
-from commands.server_fields import ServerFieldHandlers, SetServerMetadata, SetServerTags, UpdateServer
 from commands.servers.create import CreateServer
 from commands.servers.delete import DeleteServer, FinishDeletion
+from commands.servers.fields import SetServerMetadata, SetServerTags, UpdateServer
 from commands.servers.groups import CreateServerGroup
+from commands.servers.moves import FailMigration, MigrateServer, ResizeDecision, ResizeServer
+from commands.servers.reconcile import RecordStrayGuests, SyncPowerState
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from commands.states import PowerState

@@ -15,9 +15,10 @@ from commands.app import Stratus
 from commands.flavors.create import CreateFlavor
 from commands.handlers import Handlers
 from commands.hosts.register import RegisterHost
-from commands.migration import MigrationHandlers, ResizeDecision, ResizeServer
+from commands.migration import MigrationHandlers
 from commands.servers.create import CreateServer
 from commands.servers.delete import DeleteServer, FinishDeletion
+from commands.servers.moves import ResizeDecision, ResizeServer
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from commands.states import PowerState

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from commands.hosts.register import RegisterHost
-from commands.lifecycle import FinishAction, LifecycleHandlers
+from commands.lifecycle import LifecycleHandlers
 from commands.network import FixedNetwork
+from commands.servers.actions import FinishAction
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FinishSpawning, StartSpawning
 from commands.states import PowerState

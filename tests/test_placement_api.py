@@ -12,9 +12,10 @@ from api.placement.view import ProviderView
 from commands.flavors.create import CreateFlavor
 from commands.host import host_aggregate_id
 from commands.hosts.register import RegisterHost
-from commands.migration import MigrateServer, MigrationHandlers, ResizeDecision
+from commands.migration import MigrationHandlers
 from commands.placement import PlacementHandlers
 from commands.servers.create import CreateServer
+from commands.servers.moves import MigrateServer, ResizeDecision
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FinishSpawning, StartSpawning
 from commands.states import PowerState

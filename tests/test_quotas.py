@@ -22,9 +22,10 @@ from commands.keypairs.keys import generate_ssh_key
 from commands.keypairs.manage import CreateKeyPair, DeleteKeyPair
 from commands.operations import Operations
 from commands.quota import DEFAULT_LIMITS
-from commands.server_fields import ServerFieldHandlers, SetServerMetadata
+from commands.server_fields import ServerFieldHandlers
 from commands.servers.create import CreateServer
 from commands.servers.delete import DeleteServer, FinishDeletion
+from commands.servers.fields import SetServerMetadata
 from commands.servers.groups import CreateServerGroup
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FailInstance

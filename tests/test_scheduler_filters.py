@@ -16,11 +16,12 @@ from commands.handlers import Handlers
 from commands.hosts.aggregates import CreateHostAggregate
 from commands.hosts.register import RegisterHost
 from commands.hosts.services import SetServiceStatus
-from commands.migration import FailMigration, MigrateServer, MigrationHandlers
+from commands.migration import MigrationHandlers
 from commands.operations import Operations
 from commands.servers.create import CreateServer
 from commands.servers.delete import DeleteServer, FinishDeletion
 from commands.servers.groups import CreateServerGroup
+from commands.servers.moves import FailMigration, MigrateServer
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FinishSpawning, StartSpawning
 from commands.states import PowerState, VmState

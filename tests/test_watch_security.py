@@ -35,7 +35,8 @@ from api.readmodel import ReadModel, open_pool
 from api.tokens import TokenSigner, load_or_create_key
 from commands.host import host_aggregate_id
 from commands.hosts.register import RegisterHost
-from commands.migration import MigrateServer, MigrationHandlers
+from commands.migration import MigrationHandlers
+from commands.servers.moves import MigrateServer
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from stratus.config import Settings

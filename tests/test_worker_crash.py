@@ -17,8 +17,9 @@ import pytest
 
 from commands.flavors.create import CreateFlavor
 from commands.handlers import Handlers
-from commands.migration import MigrationHandlers, ResizeDecision, ResizeServer
+from commands.migration import MigrationHandlers
 from commands.servers.delete import DeleteServer
+from commands.servers.moves import ResizeDecision, ResizeServer
 from commands.states import PowerState, TaskState, VmState
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge

@@ -26,7 +26,8 @@ from typing import Any
 from commands.errors import Conflict, InvalidState, NotFound
 from commands.handlers import Handlers
 from commands.instance import Instance
-from commands.migration import FailMigration, MigrationHandlers
+from commands.migration import MigrationHandlers
+from commands.servers.moves import FailMigration
 from commands.states import TaskState
 from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
 from workers.power import remove_guest

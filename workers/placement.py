@@ -21,8 +21,9 @@ from commands.errors import Conflict, InsufficientResources, InvalidState, NotFo
 from commands.handlers import Handlers
 from commands.host import Host, Resources
 from commands.instance import Instance
-from commands.migration import FailMigration, MigrationHandlers
+from commands.migration import MigrationHandlers
 from commands.server_group import ServerGroup
+from commands.servers.moves import FailMigration
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FailInstance
 from commands.states import TaskState, VmState

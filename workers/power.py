@@ -21,7 +21,8 @@ from commands.actions import ACTIONS
 from commands.errors import Conflict, InvalidState, NotFound
 from commands.handlers import Handlers
 from commands.instance import Instance
-from commands.lifecycle import FailAction, FinishAction, LifecycleHandlers
+from commands.lifecycle import LifecycleHandlers
+from commands.servers.actions import FailAction, FinishAction
 from commands.states import PowerState
 from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
 from workers.virt import (

@@ -27,7 +27,8 @@ import threading
 from commands.census import DESTROYED, LEFT_ALONE
 from commands.errors import NotFound
 from commands.handlers import Handlers
-from commands.lifecycle import ReconciliationHandlers, RecordStrayGuests, SyncPowerState
+from commands.lifecycle import ReconciliationHandlers
+from commands.servers.reconcile import RecordStrayGuests, SyncPowerState
 from commands.states import PowerState
 from stratus.context import Actor, CommandContext, acting
 from workers.consumer import STORE_TEMPORARY
