@@ -53,7 +53,7 @@ from commands.identity_handlers import IdentityHandlers
 from commands.image_usage import ImageLimits
 from commands.network import FixedNetwork
 from commands.operations import Operations
-from commands.placement import PlacementHandlers
+from commands.placement_handlers import PlacementHandlers
 from stratus import serialization
 from stratus.config import Settings
 

@@ -27,7 +27,6 @@ from api.body import load_validators
 from api.readmodel import ReadModel
 from commands.bus import MessageBus
 from commands.handlers import Handlers
-from commands.metadef_handlers import MetadefHandlers
 from stratus.imagestore import BlobStore, ImageStore
 
 SCHEMAS = ("images.create", "keypairs.create", "servers.metadata", "servers.metadata_item", "servers.tags")
@@ -62,7 +61,7 @@ def add_routes(
     app.add_route(f"{images.IMAGE_ROOT}/v2/schemas/{{name}}", image_schemas.Schema())
     app.add_route(f"{images.IMAGE_ROOT}/v2/info/import", image_schemas.ImportInfo())
     app.add_route(f"{images.IMAGE_ROOT}/v2/schemas/metadefs/{{name}}", image_schemas.MetadefSchema())
-    _add_metadefs(app, MetadefHandlers(handlers.app), read, max_body_bytes)
+    _add_metadefs(app, bus, read, max_body_bytes)
     nova_images.add_routes(app, bus, read, max_body_bytes)
 
     keypair_args = (bus, read, validators, max_body_bytes)
@@ -76,9 +75,9 @@ def add_routes(
     app.add_route("/v2.1/servers/{server_id}/tags/{tag}", server_fields.Tag(*field_args))
 
 
-def _add_metadefs(app: falcon.App, handlers: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
+def _add_metadefs(app: falcon.App, bus: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
     """Glance's metadata definitions (``api.metadefs``, ``api.metadef_content``)."""
-    args = (handlers, read, max_body_bytes)
+    args = (bus, read, max_body_bytes)
     root = f"{images.IMAGE_ROOT}/v2/metadefs"
     namespace = f"{root}/namespaces/{{namespace}}"
     app.add_route(f"{root}/resource_types", metadefs.ResourceTypes(read))

@@ -68,6 +68,8 @@ class ApplicationCredential(Aggregate):
 
 @dataclass(frozen=True)
 class CreateApplicationCredential:
+    """Create a user's application credential (Keystone)."""
+
     user_id: str
     project_id: str
     name: str
@@ -79,6 +81,8 @@ class CreateApplicationCredential:
 
 
 class ApplicationCredentialHandlers(IdentityBase):
+    """Keystone's application credential commands."""
+
     def application_credential(self, credential_id: str) -> ApplicationCredential:
         return self._identity(ApplicationCredential, credential_id, "application credential")
 

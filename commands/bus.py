@@ -28,6 +28,7 @@ from commands.images import tasks as image_tasks
 from commands.images import update as image_updates
 from commands.keypairs import manage as keypairs
 from commands.keypairs.keys import generate_ssh_key
+from commands.metadefs import namespaces as metadefs
 from commands.network import FixedNetwork
 from commands.quotas import limits as quotas
 from commands.servers import actions, create, delete, fields, groups, moves, reconcile, scheduling, spawn
@@ -67,6 +68,11 @@ HANDLERS: Mapping[type, Handler] = {
     image_tasks.RecordTask: image_tasks.record_task,
     keypairs.CreateKeyPair: keypairs.create_keypair,
     keypairs.DeleteKeyPair: keypairs.delete_keypair,
+    # metadata definitions
+    metadefs.CreateNamespace: metadefs.create_namespace,
+    metadefs.UpdateNamespace: metadefs.update_namespace,
+    metadefs.DeleteNamespace: metadefs.delete_namespace,
+    metadefs.ChangeNamespace: metadefs.change,
     # quotas
     quotas.SetQuota: quotas.set_quota,
     quotas.ResetQuota: quotas.reset_quota,
@@ -138,8 +144,12 @@ class MessageBus:
         return handler(command)
 
     def extended(self, **dependencies: Any) -> MessageBus:
-        """This bus with more (or other) dependencies, on the same unit of work and group commit."""
-        return bootstrap(self.uow, **{**self.dependencies, **dependencies})
+        """This bus with more (or other) dependencies, on the same unit of work (and the same group
+        commit of creates, unless the new id generator or network is another)."""
+        merged = {**self.dependencies, **dependencies}
+        if dependencies.keys() & {"new_id", "network"}:
+            del merged["create_groups"]
+        return bootstrap(self.uow, **merged)
 
 
 def bootstrap(

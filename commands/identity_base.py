@@ -30,6 +30,8 @@ A = TypeVar("A", bound=Aggregate)
 
 
 class IdentityBase(UnitOfWork):
+    """What Keystone's command handlers share: loading identities, and unique names per domain."""
+
     def __init__(self, app: Stratus, *, new_id: Callable[[], str] = lambda: uuid4().hex, attempts: int = 5):
         super().__init__(app, attempts=attempts)
         self._new_id = new_id

@@ -32,6 +32,8 @@ SEEDED_SERVICES = (
 
 @dataclass(frozen=True)
 class CreateRegion:
+    """Create a region of the service catalog."""
+
     region_id: str | None = None
     description: str = ""
     parent_region_id: str | None = None
@@ -39,6 +41,8 @@ class CreateRegion:
 
 @dataclass(frozen=True)
 class CreateService:
+    """Create a service of the service catalog."""
+
     type: str
     name: str = ""
     description: str = ""
@@ -47,6 +51,8 @@ class CreateService:
 
 @dataclass(frozen=True)
 class CreateEndpoint:
+    """Create an endpoint of a service in the catalog."""
+
     service_id: str
     interface: str
     url: str
@@ -55,6 +61,8 @@ class CreateEndpoint:
 
 
 class ServiceCatalogHandlers(IdentityBase):
+    """Keystone's service catalog commands: regions, services, endpoints."""
+
     def region(self, region_id: str) -> Region:
         return self._load(Region, region_aggregate_id(region_id), "region", region_id)
 

@@ -18,6 +18,8 @@ from commands.unit_of_work import Result
 
 @dataclass(frozen=True)
 class CreateDomain:
+    """Create a Keystone domain."""
+
     name: str
     description: str = ""
     enabled: bool = True
@@ -25,6 +27,8 @@ class CreateDomain:
 
 @dataclass(frozen=True)
 class UpdateDomain:
+    """Change a domain's name, description or enabled flag."""
+
     domain_id: str
     name: str | None = None
     description: str | None = None
@@ -43,6 +47,8 @@ class DeleteDomain:
 
 @dataclass(frozen=True)
 class CreateGroup:
+    """Create a group of users in a domain."""
+
     name: str
     domain_id: str = DEFAULT_DOMAIN_ID
     description: str = ""
@@ -50,6 +56,8 @@ class CreateGroup:
 
 @dataclass(frozen=True)
 class UpdateGroup:
+    """Change a group's name or description."""
+
     group_id: str
     name: str | None = None
     description: str | None = None
@@ -57,12 +65,16 @@ class UpdateGroup:
 
 @dataclass(frozen=True)
 class CreateRole:
+    """Create a role."""
+
     name: str
     description: str = ""
 
 
 @dataclass(frozen=True)
 class UpdateRole:
+    """Change a role's name or description."""
+
     role_id: str
     name: str | None = None
     description: str | None = None
@@ -80,6 +92,8 @@ class Assignment:
 
 
 class DomainHandlers(IdentityBase):
+    """Keystone's commands on domains, groups, roles and role assignments."""
+
     # -- domains --------------------------------------------------------------------------------
     def create_domain(self, cmd: CreateDomain, domain_id: str | None = None) -> Result:
         did = domain_id or self._new_id()

@@ -34,6 +34,8 @@ from commands.unit_of_work import Result
 
 @dataclass(frozen=True)
 class CreateProject:
+    """Create a project."""
+
     name: str
     domain_id: str = DEFAULT_DOMAIN_ID
     description: str = ""
@@ -42,6 +44,8 @@ class CreateProject:
 
 @dataclass(frozen=True)
 class UpdateProject:
+    """Change a project's fields."""
+
     project_id: str
     name: str | None = None
     description: str | None = None
@@ -50,6 +54,8 @@ class UpdateProject:
 
 @dataclass(frozen=True)
 class CreateUser:
+    """Create a user."""
+
     name: str
     domain_id: str = DEFAULT_DOMAIN_ID
     default_project_id: str | None = None
@@ -61,6 +67,8 @@ class CreateUser:
 
 @dataclass(frozen=True)
 class UpdateUser:
+    """Change a user's fields (or password)."""
+
     user_id: str
     name: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -72,6 +80,8 @@ class UpdateUser:
 
 @dataclass(frozen=True)
 class GrantRole:
+    """Grant a user a role on a project."""
+
     project_id: str
     user_id: str
     role_id: str
@@ -79,6 +89,8 @@ class GrantRole:
 
 @dataclass(frozen=True)
 class RevokeRole:
+    """Revoke a user's role on a project."""
+
     project_id: str
     user_id: str
     role_id: str
@@ -86,6 +98,8 @@ class RevokeRole:
 
 @dataclass(frozen=True)
 class RevokeToken:
+    """Revoke a token (Keystone's DELETE /v3/auth/tokens)."""
+
     token_id: str
     user_id: str
     project_id: str
@@ -94,13 +108,18 @@ class RevokeToken:
 
 @dataclass(frozen=True)
 class Bootstrapped:
+    """The admin project, user and role a bootstrap made."""
+
     project_id: str
     user_id: str
     position: int
 
 
 class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCredentialHandlers):
+    """Keystone's commands: projects, users, role grants, tokens, and the bootstrap."""
+
     # -- projects -------------------------------------------------------------------------------
+
     def create_project(self, cmd: CreateProject, project_id: str | None = None) -> Result:
         pid = project_id or self._new_id()
         if cmd.domain_id != DEFAULT_DOMAIN_ID:

@@ -37,7 +37,7 @@ from commands.app import Stratus
 from commands.handlers import Handlers
 from commands.hosts.register import RegisterHost
 from commands.identity_handlers import IdentityHandlers
-from commands.placement import PlacementHandlers
+from commands.placement_handlers import PlacementHandlers
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FailInstance
 from projections import runner

@@ -78,10 +78,11 @@ from commands.images.update import (
 )
 from commands.keypairs.manage import CreateKeyPair, DeleteKeyPair
 from commands.lifecycle import LifecycleHandlers, ReconciliationHandlers
-from commands.metadef_handlers import ChangeNamespace, CreateNamespace, MetadefHandlers, UpdateNamespace
+from commands.metadefs.namespaces import ChangeNamespace, CreateNamespace, DeleteNamespace, UpdateNamespace
 from commands.migration import MigrationHandlers
 from commands.network import FixedNetwork
 from commands.operations import Operations
+from commands.placement_handlers import PlacementHandlers
 from commands.server_fields import ServerFieldHandlers
 from commands.servers.actions import (
     FailAction,
@@ -376,12 +377,12 @@ def _image_updates_scenario(catalog: MessageBus, image_id: str) -> None:
 
 def _metadef_scenario(handlers: Handlers) -> None:
     """A metadata definitions namespace and everything defined in it (commands.metadef)."""
-    m = MetadefHandlers(handlers.app)
+    m = handlers.bus
     prop = {"type": "string", "title": "T", "enum": ["a"]}
     fields = {"namespace": "ns", "visibility": "public", "protected": False, "owner": "p1"}
     objects = [{"name": "o", "description": None, "required": [], "properties": {"p": prop}}]
     assoc = [{"name": "OS::Glance::Image", "prefix": "x_", "properties_target": None}]
-    m.create_namespace(CreateNamespace(fields, objects, {"p": prop}, ["t"], assoc))
+    m.handle(CreateNamespace(fields, objects, {"p": prop}, ["t"], assoc))
     changes = (
         lambda n: n.add_object("o2", "d", ["p"], {"p": prop}),
         lambda n: n.update_object("o2", "o3", None, [], {}),
@@ -397,14 +398,14 @@ def _metadef_scenario(handlers: Handlers) -> None:
         lambda n: n.dissociate("OS::Nova::Flavor"),
     )
     for change in changes:
-        m.change(ChangeNamespace("ns", change))
-    m.update_namespace(UpdateNamespace("ns", {**fields, "namespace": "ns2", "description": "d"}))
-    m.delete_namespace("ns2")
+        m.handle(ChangeNamespace("ns", change))
+    m.handle(UpdateNamespace("ns", {**fields, "namespace": "ns2", "description": "d"}))
+    m.handle(DeleteNamespace("ns2"))
 
 
 def _placement_scenario(handlers: Handlers) -> None:
     """Inventories, traits and aggregates of a provider, and a consumer's allocations."""
-    p = placement.PlacementHandlers(handlers.app)
+    p = PlacementHandlers(handlers.app)
     rp = str(handlers.host("c1").id)
     p.create_resource_class("CUSTOM_GPU")
     p.create_trait("CUSTOM_FAST")

@@ -13,7 +13,7 @@ from commands.flavors.create import CreateFlavor
 from commands.host import host_aggregate_id
 from commands.hosts.register import RegisterHost
 from commands.migration import MigrationHandlers
-from commands.placement import PlacementHandlers
+from commands.placement_handlers import PlacementHandlers
 from commands.servers.create import CreateServer
 from commands.servers.moves import MigrateServer, ResizeDecision
 from commands.servers.scheduling import PlaceInstance

@@ -12,7 +12,7 @@ from commands.handlers import Handlers
 from commands.host import Host, Resources
 from commands.hosts.register import RegisterHost
 from commands.operations import Operations
-from commands.placement import PlacementHandlers
+from commands.placement_handlers import PlacementHandlers
 from commands.servers.create import CreateServer
 from commands.states import VmState
 from tests.test_scheduler import Worker, app, eventually, settled, start_scheduler  # noqa: F401 (fixtures)
