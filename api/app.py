@@ -53,7 +53,7 @@ from commands.identity_handlers import IdentityHandlers
 from commands.image_usage import ImageLimits
 from commands.network import FixedNetwork
 from commands.operations import Operations
-from commands.placement import PlacementHandlers
+from commands.placement_handlers import PlacementHandlers
 from stratus import serialization
 from stratus.config import Settings
 from stratus.hostrpc import HostRPC
@@ -149,9 +149,8 @@ def create_app(deps: Deps) -> falcon.App:
     hypervisors.add_routes(app, read, alive, heartbeats.reports)
     extensions.add_routes(app)
     image_limits = ImageLimits(deps.settings.image_count_total, deps.settings.image_size_total_mb)
-    catalog_api.add_routes(
-        app, deps.handlers, read, deps.settings.data_dir, deps.max_body_bytes, image_limits
-    )
+    bus = deps.handlers.bus.extended(image_limits=image_limits)
+    catalog_api.add_routes(app, deps.handlers, bus, read, deps.settings.data_dir, deps.max_body_bytes)
     compute_admin.add_routes(
         app,
         Operations(deps.handlers.app),

@@ -25,11 +25,8 @@ from api import (
 )
 from api.body import load_validators
 from api.readmodel import ReadModel
-from commands.catalog import CatalogHandlers
+from commands.bus import MessageBus
 from commands.handlers import Handlers
-from commands.image_usage import ImageLimits
-from commands.metadef_handlers import MetadefHandlers
-from commands.tasks import TaskHandlers
 from stratus.imagestore import BlobStore, ImageStore
 
 SCHEMAS = ("images.create", "keypairs.create", "servers.metadata", "servers.metadata_item", "servers.tags")
@@ -44,37 +41,30 @@ def user_data_store(data_dir: Path) -> BlobStore:
 
 
 def add_routes(
-    app: falcon.App,
-    handlers: Handlers,
-    read: ReadModel,
-    data_dir: Path,
-    max_body_bytes: int,
-    image_limits: ImageLimits | None = None,
+    app: falcon.App, handlers: Handlers, bus: MessageBus, read: ReadModel, data_dir: Path, max_body_bytes: int
 ) -> None:
     validators = load_validators(SCHEMAS)
-    catalog = CatalogHandlers(handlers, image_limits=image_limits)
-    image_args = (catalog, read, image_store(data_dir), validators, max_body_bytes)
+    image_args = (bus, read, image_store(data_dir), validators, max_body_bytes)
     app.add_route(images.IMAGE_ROOT, images.Versions())
     app.add_route(f"{images.IMAGE_ROOT}/v2/images", images.ImageCollection(*image_args))
     app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}", images.ImageItem(*image_args))
     app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/file", images.ImageData(*image_args))
-    app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/tags/{{tag}}", image_actions.ImageTag(catalog))
+    app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/tags/{{tag}}", image_actions.ImageTag(bus))
     for action in ("deactivate", "reactivate"):
-        resource = image_actions.ImageAction(catalog, active=action == "reactivate")
+        resource = image_actions.ImageAction(bus, active=action == "reactivate")
         app.add_route(f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/actions/{action}", resource)
     members = f"{images.IMAGE_ROOT}/v2/images/{{image_id}}/members"
-    app.add_route(members, image_members.MemberCollection(catalog, read, max_body_bytes))
-    app.add_route(f"{members}/{{member_id}}", image_members.MemberItem(catalog, read, max_body_bytes))
-    tasks = TaskHandlers(handlers.app)
-    app.add_route(f"{images.IMAGE_ROOT}/v2/tasks", image_tasks.TaskCollection(tasks, read, max_body_bytes))
-    app.add_route(f"{images.IMAGE_ROOT}/v2/tasks/{{task_id}}", image_tasks.TaskItem(tasks))
+    app.add_route(members, image_members.MemberCollection(bus, read, max_body_bytes))
+    app.add_route(f"{members}/{{member_id}}", image_members.MemberItem(bus, read, max_body_bytes))
+    app.add_route(f"{images.IMAGE_ROOT}/v2/tasks", image_tasks.TaskCollection(bus, read, max_body_bytes))
+    app.add_route(f"{images.IMAGE_ROOT}/v2/tasks/{{task_id}}", image_tasks.TaskItem(bus))
     app.add_route(f"{images.IMAGE_ROOT}/v2/schemas/{{name}}", image_schemas.Schema())
     app.add_route(f"{images.IMAGE_ROOT}/v2/info/import", image_schemas.ImportInfo())
     app.add_route(f"{images.IMAGE_ROOT}/v2/schemas/metadefs/{{name}}", image_schemas.MetadefSchema())
-    _add_metadefs(app, MetadefHandlers(handlers.app), read, max_body_bytes)
-    nova_images.add_routes(app, catalog, read, max_body_bytes)
+    _add_metadefs(app, bus, read, max_body_bytes)
+    nova_images.add_routes(app, bus, read, max_body_bytes)
 
-    keypair_args = (catalog, read, validators, max_body_bytes)
+    keypair_args = (bus, read, validators, max_body_bytes)
     app.add_route("/v2.1/os-keypairs", keypairs.KeyPairCollection(*keypair_args))
     app.add_route("/v2.1/os-keypairs/{name}", keypairs.KeyPairItem(*keypair_args))
 
@@ -85,9 +75,9 @@ def add_routes(
     app.add_route("/v2.1/servers/{server_id}/tags/{tag}", server_fields.Tag(*field_args))
 
 
-def _add_metadefs(app: falcon.App, handlers: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
+def _add_metadefs(app: falcon.App, bus: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
     """Glance's metadata definitions (``api.metadefs``, ``api.metadef_content``)."""
-    args = (handlers, read, max_body_bytes)
+    args = (bus, read, max_body_bytes)
     root = f"{images.IMAGE_ROOT}/v2/metadefs"
     namespace = f"{root}/namespaces/{{namespace}}"
     app.add_route(f"{root}/resource_types", metadefs.ResourceTypes(read))

@@ -16,8 +16,8 @@ from api import auth
 from api.body import read_json
 from api.errors import BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER, ReadModel
-from commands.handlers import Result
 from commands.operations import Operations
+from commands.unit_of_work import Result
 from projections import queries
 from stratus.context import Actor, acting
 

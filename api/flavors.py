@@ -24,8 +24,9 @@ from api.readmodel import POSITION_HEADER, ReadModel
 from api.servers import UPDATE_READ_WAIT_SECONDS
 from api.versions import at_least, since
 from commands.errors import DomainError
-from commands.handlers import CreateFlavor, Handlers
-from commands.operations import Operations
+from commands.flavors.change import DescribeFlavor
+from commands.flavors.create import CreateFlavor, DeleteFlavor
+from commands.handlers import Handlers
 from projections import queries
 from stratus.context import acting
 
@@ -184,7 +185,7 @@ class FlavorCollection(_Flavors):
                 "('rxtx_factor' was unexpected)"
             )
         with acting(req.context.command):
-            result = Operations(self._handlers.app).create_flavor(command)
+            result = self._handlers.bus.handle(command)
         resp.set_header(POSITION_HEADER, str(result.position))
         self._read.note(FLAVORS, result.position)
         resp.media = {"flavor": detail_view(req, {**vars(command), "flavorid": result.id, "extra_specs": {}})}
@@ -220,7 +221,7 @@ class FlavorItem(_Flavors):
         auth.require_admin(req.context.actor, "os_compute_api:os-flavor-manage:update")
         spec = read_json(req, self._update_validator, self._max_body)["flavor"]
         with acting(req.context.command):
-            result = Operations(self._handlers.app).update_flavor_description(flavor_id, spec["description"])
+            result = self._handlers.bus.handle(DescribeFlavor(flavor_id, spec["description"]))
         resp.set_header(POSITION_HEADER, str(result.position))
         self._read.note(FLAVORS, result.position)
         with self._read.connection(req, concerning=(FLAVORS,)) as conn:
@@ -242,7 +243,7 @@ class FlavorItem(_Flavors):
         """Deleting a flavor keeps the servers built from it as they are (they hold a copy)."""
         auth.require_admin(req.context.actor, "os_compute_api:os-flavor-manage:delete")
         with acting(req.context.command):
-            result = Operations(self._handlers.app).delete_flavor(flavor_id)
+            result = self._handlers.bus.handle(DeleteFlavor(flavor_id))
         resp.status = falcon.HTTP_202
         resp.set_header(POSITION_HEADER, str(result.position))
         self._read.note(FLAVORS, result.position)

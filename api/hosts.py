@@ -21,7 +21,8 @@ from api.body import read_json
 from api.errors import ApiError, BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.services import COMPUTE_BINARY
-from commands.operations import Operations, SetServiceStatus
+from commands.hosts.services import SetServiceStatus
+from commands.operations import Operations
 from projections import admin_queries, queries
 from stratus.context import acting
 

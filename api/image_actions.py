@@ -12,10 +12,11 @@ import falcon
 from api import auth
 from api.errors import BadRequest, ItemNotFound, PayloadTooLarge
 from api.readmodel import POSITION_HEADER
-from commands.catalog import CatalogHandlers
+from commands.bus import MessageBus
 from commands.errors import Forbidden, QuotaExceeded
-from commands.handlers import Result
-from commands.image_updates import ImageUpdates, SetImageActive, UpdateImage
+from commands.images.create import visible_image
+from commands.images.update import SetImageActive, UpdateImage
+from commands.unit_of_work import Result
 from stratus.context import acting
 
 MAX_TAG = 255
@@ -31,13 +32,12 @@ def _done(resp: falcon.Response, result: Result) -> None:
 
 
 class ImageTag:
-    def __init__(self, catalog: CatalogHandlers) -> None:
-        self._catalog = catalog
-        self._updates = ImageUpdates(catalog)
+    def __init__(self, bus: MessageBus) -> None:
+        self._bus = bus
 
     def _retag(self, req: falcon.Request, image_id: str, tag: str, *, add: bool) -> Result:
         scope = _scope(req)
-        image = self._catalog.image(image_id, scope)
+        image = visible_image(self._bus.uow, image_id, scope)
         try:
             image.ensure_owned_by(scope)
         except Forbidden:
@@ -51,7 +51,7 @@ class ImageTag:
             raise ItemNotFound(f"Tag {tag} not found.")
         try:
             with acting(req.context.command):
-                return self._updates.update_image(UpdateImage(image.image_id, scope, {"tags": tags}))
+                return self._bus.handle(UpdateImage(image.image_id, scope, {"tags": tags}))
         except QuotaExceeded as e:
             raise PayloadTooLarge(
                 f"Image tag limit exceeded for image {image.image_id}: {e.message}:"
@@ -69,11 +69,11 @@ class ImageTag:
 class ImageAction:
     """``POST .../actions/deactivate`` or ``.../actions/reactivate`` (one resource per action)."""
 
-    def __init__(self, catalog: CatalogHandlers, *, active: bool) -> None:
-        self._updates = ImageUpdates(catalog)
+    def __init__(self, bus: MessageBus, *, active: bool) -> None:
+        self._bus = bus
         self._active = active
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
         with acting(req.context.command):
-            result = self._updates.set_image_active(SetImageActive(image_id, _scope(req), self._active))
+            result = self._bus.handle(SetImageActive(image_id, _scope(req), self._active))
         _done(resp, result)

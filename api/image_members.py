@@ -17,12 +17,13 @@ from api.body import read_document
 from api.errors import BadRequest, Forbidden, ItemNotFound, PayloadTooLarge
 from api.images import member_key
 from api.readmodel import POSITION_HEADER, ReadModel
-from commands.catalog import CatalogHandlers
+from commands.bus import MessageBus
 from commands.errors import Forbidden as DomainForbidden
 from commands.errors import QuotaExceeded
-from commands.handlers import Result
 from commands.image import Member
-from commands.image_updates import AddImageMember, ImageUpdates, RemoveImageMember, SetImageMemberStatus
+from commands.images.create import visible_image
+from commands.images.update import AddImageMember, RemoveImageMember, SetImageMemberStatus
+from commands.unit_of_work import Result
 from stratus.context import acting
 
 API = "/v2"
@@ -63,10 +64,9 @@ def _field(body: Any, name: str, missing: str, form: str) -> str:
 
 
 class _Members:
-    def __init__(self, catalog: CatalogHandlers, read: ReadModel, max_body_bytes: int) -> None:
-        self._catalog = catalog
+    def __init__(self, bus: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         self._read = read
-        self._updates = ImageUpdates(catalog)
+        self._bus = bus
         self._max_body = max_body_bytes
 
     def _written(self, resp: falcon.Response, result: Result, member_id: str) -> None:
@@ -75,7 +75,7 @@ class _Members:
         resp.set_header(POSITION_HEADER, str(result.position))
 
     def _answer(self, resp: falcon.Response, result: Result, member_id: str) -> None:
-        image = self._catalog.image(result.id, None)
+        image = visible_image(self._bus.uow, result.id, None)
         self._written(resp, result, member_id)
         resp.media = member_view(image.image_id, member_id, image.member(member_id))
 
@@ -83,7 +83,7 @@ class _Members:
 class MemberCollection(_Members):
     def on_get(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
         scope = _scope(req)
-        image = self._catalog.image(image_id, scope)
+        image = visible_image(self._bus.uow, image_id, scope)
         if image.visibility != "shared":
             raise Forbidden(
                 f"Not allowed to list members for image {image.image_id}: Only shared images have members."
@@ -105,7 +105,7 @@ class MemberCollection(_Members):
             raise BadRequest(f"Member id is longer than {MAX_MEMBER_ID} characters.")
         try:
             with acting(req.context.command):
-                result = self._updates.add_member(AddImageMember(image_id, _scope(req), member_id))
+                result = self._bus.handle(AddImageMember(image_id, _scope(req), member_id))
         except QuotaExceeded as e:
             raise PayloadTooLarge(e.message) from None
         self._answer(resp, result, member_id)
@@ -114,7 +114,7 @@ class MemberCollection(_Members):
 class MemberItem(_Members):
     def on_get(self, req: falcon.Request, resp: falcon.Response, image_id: str, member_id: str) -> None:
         scope = _scope(req)
-        image = self._catalog.image(image_id, scope)
+        image = visible_image(self._bus.uow, image_id, scope)
         try:
             member = image.member(member_id)
         except DomainForbidden as e:  # Glance hides what it will not show
@@ -127,13 +127,11 @@ class MemberItem(_Members):
         body = _body(req, self._max_body)
         status = _field(body, "status", "Status not specified", '{"status": "status"}')
         with acting(req.context.command):
-            result = self._updates.set_member_status(
-                SetImageMemberStatus(image_id, _scope(req), member_id, status)
-            )
+            result = self._bus.handle(SetImageMemberStatus(image_id, _scope(req), member_id, status))
         self._answer(resp, result, member_id)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, image_id: str, member_id: str) -> None:
         with acting(req.context.command):
-            result = self._updates.remove_member(RemoveImageMember(image_id, _scope(req), member_id))
+            result = self._bus.handle(RemoveImageMember(image_id, _scope(req), member_id))
         resp.status = falcon.HTTP_204
         self._written(resp, result, member_id)

@@ -21,7 +21,7 @@ from jsonschema.exceptions import best_match
 from api.body import describe, read_document
 from api.errors import BadRequest, Conflict, Forbidden, UnsupportedMediaType
 from commands.image import UPDATABLE, Image
-from commands.image_updates import UpdateImage
+from commands.images.update import UpdateImage
 
 MEDIA_TYPES = {
     "application/openstack-images-v2.0-json-patch": 4,

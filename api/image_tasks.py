@@ -2,7 +2,7 @@
 
 A legacy ``import`` task whose ``import_from`` Glance would refuse (not http(s), a file, a host that
 does not resolve) is refused with Glance's 400; any other task is recorded and fails at once, since
-Stratus imports no image from a URL (``commands.tasks``). Shows read the log; lists the read model.
+Stratus imports no image from a URL (``commands.images.tasks``). Shows read the log; lists the read model.
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ from api.body import read_document
 from api.errors import BadRequest, Forbidden
 from api.links import page_params
 from api.readmodel import POSITION_HEADER, ReadModel
+from commands.bus import MessageBus
+from commands.images.tasks import RecordTask
+from commands.images.tasks import task as find_task
 from commands.task import TIME_TO_LIVE, TYPES, Task
-from commands.tasks import RecordTask, TaskHandlers
 from projections import image_queries
 from stratus.context import acting
 
@@ -121,12 +123,12 @@ def _check_import_from(location: Any, resolve: Callable[[str], bool]) -> None:
 class TaskCollection:
     def __init__(
         self,
-        tasks: TaskHandlers,
+        bus: MessageBus,
         read: ReadModel,
         max_body_bytes: int,
         resolve: Callable[[str], bool] = resolves,
     ) -> None:
-        self._tasks = tasks
+        self._bus = bus
         self._read = read
         self._max_body = max_body_bytes
         self._resolve = resolve
@@ -174,11 +176,11 @@ class TaskCollection:
         request_id = req.context.request_id
         command = RecordTask(body["type"], actor.project_id, actor.user_id, request_id, body["input"])
         with acting(req.context.command):
-            result = self._tasks.record_task(command)
+            result = self._bus.handle(command)
         resp.status = falcon.HTTP_201
         resp.location = f"{API}/tasks/{result.id}"
         resp.set_header(POSITION_HEADER, str(result.position))
-        resp.media = task_view(self._tasks.task(result.id))
+        resp.media = task_view(find_task(self._bus.uow, result.id))
 
     def _body(self, req: falcon.Request) -> dict[str, Any]:
         doc = read_document(req, self._max_body)
@@ -188,9 +190,9 @@ class TaskCollection:
 
 
 class TaskItem:
-    def __init__(self, tasks: TaskHandlers) -> None:
-        self._tasks = tasks
+    def __init__(self, bus: MessageBus) -> None:
+        self._bus = bus
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, task_id: str) -> None:
         _admin(req)
-        resp.media = task_view(self._tasks.task(task_id))
+        resp.media = task_view(find_task(self._bus.uow, task_id))

@@ -31,11 +31,11 @@ from api.errors import (
 )
 from api.links import page_params
 from api.readmodel import POSITION_HEADER, ReadModel
-from commands.catalog import CatalogHandlers, CreateImage, DeleteImage, RecordImageUpload
+from commands.bus import MessageBus
 from commands.errors import NotFound, QuotaExceeded
 from commands.image import ACTIVE, DEACTIVATED, Image, canonical_image_id
-from commands.image_updates import ImageUpdates
 from commands.image_usage import ImageLimits
+from commands.images.create import CreateImage, DeleteImage, RecordImageUpload, image_usage, visible_image
 from projections import image_queries
 from stratus.context import Actor, acting
 from stratus.eventstore.errors import EventStoreUnavailable
@@ -147,18 +147,18 @@ class Versions:
 class _Images:
     def __init__(
         self,
-        catalog: CatalogHandlers,
+        bus: MessageBus,
         read_model: ReadModel,
         store: ImageStore,
         validators: dict[str, Draft202012Validator],
         max_body_bytes: int,
     ) -> None:
-        self._catalog = catalog
+        self._bus = bus
         self._read = read_model
         self._store = store
         self._create_validator = validators["images.create"]
         self._max_body = max_body_bytes
-        self._updates = ImageUpdates(catalog)
+        self._image_limits: ImageLimits = bus.dependencies["image_limits"]
 
 
 class ImageCollection(_Images):
@@ -236,10 +236,10 @@ class ImageCollection(_Images):
         )
         try:
             with acting(req.context.command):
-                result = self._catalog.create_image(command)
+                result = self._bus.handle(command)
         except QuotaExceeded as e:
             raise PayloadTooLarge(e.message) from None  # Glance: 413 for a limit reached
-        image = self._catalog.image(result.id, None)
+        image = visible_image(self._bus.uow, result.id, None)
         if visibility in _EVERYONES:
             self._read.note(EVERYONES, result.position)
         resp.status = falcon.HTTP_201
@@ -250,27 +250,27 @@ class ImageCollection(_Images):
 
 class ImageItem(_Images):
     def on_get(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
-        image = self._catalog.image(image_id, _scope(req.context.actor))
+        image = visible_image(self._bus.uow, image_id, _scope(req.context.actor))
         resp.media = image_view(row_of(image))
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
         """Glance's JSON patch (``api.image_patch``); answers the image as it now is."""
         actor: Actor = req.context.actor
         scope = _scope(actor)
-        image = self._catalog.image(image_id, scope)
+        image = visible_image(self._bus.uow, image_id, scope)
         image.ensure_owned_by(scope)
         changes = image_patch.parse(req, self._max_body, self._create_validator)
         command = image_patch.resolve(image, changes, admin=scope is None, project_id=scope)
         with acting(req.context.command):
-            result = self._updates.update_image(command)
+            result = self._bus.handle(command)
         if image.visibility in _EVERYONES or command.fields.get("visibility") in _EVERYONES:
             self._read.note(EVERYONES, result.position)
         resp.set_header(POSITION_HEADER, str(result.position))
-        resp.media = image_view(row_of(self._catalog.image(result.id, None)))
+        resp.media = image_view(row_of(visible_image(self._bus.uow, result.id, None)))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
         with acting(req.context.command):
-            result = self._catalog.delete_image(DeleteImage(image_id, _scope(req.context.actor)))
+            result = self._bus.handle(DeleteImage(image_id, _scope(req.context.actor)))
         # The canonical id the data is filed under (``ABCD...`` in the path names ``abcd...``), after
         # the deletion is recorded: a crash leaves a file, not a lie.
         self._store.remove(result.id)
@@ -284,7 +284,7 @@ class ImageData(_Images):
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
         scope = _scope(req.context.actor)
-        image = self._catalog.image(image_id, scope)
+        image = visible_image(self._bus.uow, image_id, scope)
         image.ensure_owned_by(scope)
         image.ensure_uploadable()
         content_type = (req.content_type or "application/octet-stream").split(";", 1)[0].strip().lower()
@@ -296,20 +296,20 @@ class ImageData(_Images):
             raise PayloadTooLarge(f"Image exceeds the storage quota of {self._store.max_size} bytes.")
         # The owner's image quota, checked before any byte is written and while they stream; the
         # append that records the upload checks it again, against concurrent uploads.
-        left = self._catalog.image_usage(image.owner).remaining(self._catalog.image_limits)
+        left = image_usage(self._bus.uow, image.owner).remaining(self._image_limits)
         if left is not None and (req.content_length or 0) > left:
-            raise PayloadTooLarge(_over_quota(self._catalog.image_limits))
+            raise PayloadTooLarge(_over_quota(self._image_limits))
         try:
             stored = self._store.receive(image.image_id, _body(req), limit=left)
         except TooLarge as e:
-            message = _over_quota(self._catalog.image_limits) if left is not None else str(e)
+            message = _over_quota(self._image_limits) if left is not None else str(e)
             raise PayloadTooLarge(message) from e
         except StoreError as e:
             raise ServiceUnavailable("The image store cannot take data right now; retry.") from e
         command = RecordImageUpload(image.image_id, scope, stored.size, stored.md5, HASH_ALGO, stored.sha256)
         try:
             with acting(req.context.command):
-                result = self._catalog.record_image_upload(command)
+                result = self._bus.handle(command)
         except QuotaExceeded as e:
             self._discard_unless_recorded(image.image_id, stored.sha256)
             raise PayloadTooLarge(e.message) from None
@@ -322,7 +322,7 @@ class ImageData(_Images):
     def _discard_unless_recorded(self, image_id: str, sha256: str) -> None:
         """Another upload won, or the append failed: keep the file only if the log names it."""
         try:
-            current: Image | None = self._catalog.image(image_id, None)
+            current: Image | None = visible_image(self._bus.uow, image_id, None)
         except NotFound:
             current = None
         except EventStoreUnavailable:  # the file may be the recorded one: keep it
@@ -332,7 +332,7 @@ class ImageData(_Images):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
         scope = _scope(req.context.actor)
-        image = self._catalog.image(image_id, scope)
+        image = visible_image(self._bus.uow, image_id, scope)
         if image.status == DEACTIVATED and scope is not None:
             raise Forbidden("The requested image has been deactivated. Image data download is forbidden.")
         if image.status not in (ACTIVE, DEACTIVATED) or not image.os_hash_value:

@@ -26,9 +26,11 @@ from api.body import read_json
 from api.errors import BadRequest, ItemNotFound
 from api.links import MAX_LIMIT, next_links, page_params
 from api.readmodel import POSITION_HEADER, ReadModel
-from commands.catalog import CatalogHandlers, CreateKeyPair, DeleteKeyPair
+from commands import loaders
+from commands.bus import MessageBus
 from commands.errors import NotFound
 from commands.keypair import SSH, KeyPair
+from commands.keypairs.manage import CreateKeyPair, DeleteKeyPair
 from projections import keypair_queries
 from stratus.context import Actor, acting
 
@@ -57,12 +59,12 @@ def _unexpected(name: str) -> BadRequest:
 class _KeyPairs:
     def __init__(
         self,
-        catalog: CatalogHandlers,
+        bus: MessageBus,
         read_model: ReadModel,
         validators: dict[str, Draft202012Validator],
         max_body_bytes: int,
     ) -> None:
-        self._catalog = catalog
+        self._bus = bus
         self._read = read_model
         self._create_validator = validators["keypairs.create"]
         self._max_body = max_body_bytes
@@ -78,7 +80,7 @@ class _KeyPairs:
 
     def _keypair(self, user_id: str, name: str) -> KeyPair:
         try:
-            keypair = self._catalog.keypair(user_id, name)
+            keypair = loaders.keypair(self._bus.uow, user_id, name)
             keypair.ensure_exists()
         except NotFound:
             raise ItemNotFound(f"Keypair {name} not found for user {user_id}") from None
@@ -134,8 +136,8 @@ class KeyPairCollection(_KeyPairs):
             user_id, body["name"], body.get("public_key"), actor.project_id, type=key_type
         )
         with acting(req.context.command):
-            result = self._catalog.create_keypair(command)
-        keypair = self._catalog.keypair(user_id, body["name"])
+            result = self._bus.handle(command)
+        keypair = loaders.keypair(self._bus.uow, user_id, body["name"])
         view: dict[str, Any] = {
             "name": keypair.name,
             "public_key": keypair.public_key,
@@ -173,6 +175,6 @@ class KeyPairItem(_KeyPairs):
         user_id = self._owner(req, "delete")
         self._keypair(user_id, name)
         with acting(req.context.command):
-            result = self._catalog.delete_keypair(DeleteKeyPair(user_id, name))
+            result = self._bus.handle(DeleteKeyPair(user_id, name))
         resp.status = falcon.HTTP_204 if versions.at_least(req, 2) else falcon.HTTP_202
         resp.set_header(POSITION_HEADER, str(result.position))

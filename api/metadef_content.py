@@ -25,8 +25,9 @@ from api.metadefs import (
     validator,
 )
 from api.readmodel import ReadModel
+from commands.bus import MessageBus
 from commands.metadef import OBJECTS, PROPERTIES, TAGS, MetadefNamespace
-from commands.metadef_handlers import ChangeNamespace, MetadefHandlers
+from commands.metadefs.namespaces import ChangeNamespace
 
 _READ_ONLY = ("self", "schema", "created_at", "updated_at")
 _TIMES = ("created_at", "updated_at")
@@ -39,7 +40,7 @@ def _clear(namespace: str, kind: str) -> ChangeNamespace:
 
 
 class ObjectCollection(_Metadefs):
-    def __init__(self, metadefs: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
+    def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("object")
 
@@ -65,7 +66,7 @@ class ObjectCollection(_Metadefs):
 
 
 class ObjectItem(_Metadefs):
-    def __init__(self, metadefs: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
+    def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("object")
 
@@ -93,7 +94,7 @@ def property_view(name: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 
 class PropertyCollection(_Metadefs):
-    def __init__(self, metadefs: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
+    def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("property")
 
@@ -115,7 +116,7 @@ class PropertyCollection(_Metadefs):
 
 
 class PropertyItem(_Metadefs):
-    def __init__(self, metadefs: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
+    def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("property")
 
@@ -215,7 +216,7 @@ class TagCollection(_Metadefs):
 
 
 class TagItem(_Metadefs):
-    def __init__(self, metadefs: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
+    def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("tag")
 

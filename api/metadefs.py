@@ -23,9 +23,11 @@ from api.body import read_document, unstorable
 from api.errors import BadRequest, Forbidden, ItemNotFound
 from api.image_schemas import glance_document
 from api.readmodel import POSITION_HEADER, ReadModel
-from commands.handlers import Result
+from commands.bus import MessageBus
 from commands.metadef import MetadefNamespace, MetadefObject
-from commands.metadef_handlers import ChangeNamespace, CreateNamespace, MetadefHandlers, UpdateNamespace
+from commands.metadefs.namespaces import ChangeNamespace, CreateNamespace, DeleteNamespace, UpdateNamespace
+from commands.metadefs.namespaces import namespace as namespace_named
+from commands.unit_of_work import Result
 from projections import metadef_queries
 from projections.queries import MarkerNotFound
 from stratus.context import Actor, acting
@@ -163,13 +165,13 @@ def row_view(row: dict[str, Any]) -> dict[str, Any]:
 class _Metadefs:
     """What every metadefs resource shares: the handlers, the read model, and how a write answers."""
 
-    def __init__(self, metadefs: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
+    def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         self._metadefs = metadefs
         self._read = read
         self._max_body = max_body_bytes
 
     def _namespace(self, req: falcon.Request, name: str) -> MetadefNamespace:
-        return self._metadefs.namespace(name, scope(req.context.actor))
+        return namespace_named(self._metadefs.uow, name, scope(req.context.actor))
 
     def _writable(self, req: falcon.Request, name: str, action: str) -> MetadefNamespace:
         """The namespace an admin may change: 404 for what the caller cannot see, 403 otherwise."""
@@ -179,13 +181,13 @@ class _Metadefs:
 
     def _change(self, req: falcon.Request, resp: falcon.Response, cmd: ChangeNamespace) -> MetadefNamespace:
         with acting(req.context.command):
-            result = self._metadefs.change(cmd)
+            result = self._metadefs.handle(cmd)
         return self._written(resp, result)
 
     def _written(self, resp: falcon.Response, result: Result) -> MetadefNamespace:
         self._read.note(EVERYONES, result.position)
         resp.set_header(POSITION_HEADER, str(result.position))
-        return self._metadefs.namespace(result.id, None)
+        return namespace_named(self._metadefs.uow, result.id, None)
 
 
 def _require_admin(req: falcon.Request, action: str) -> None:
@@ -194,7 +196,7 @@ def _require_admin(req: falcon.Request, action: str) -> None:
 
 
 class NamespaceCollection(_Metadefs):
-    def __init__(self, metadefs: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
+    def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("namespace")
 
@@ -241,7 +243,7 @@ class NamespaceCollection(_Metadefs):
         body = read_body(req, self._max_body, self._schema, _READ_ONLY)
         command = _create_command(body, req.context.actor.project_id)
         with acting(req.context.command):
-            result = self._metadefs.create_namespace(command)
+            result = self._metadefs.handle(command)
         namespace = self._written(resp, result)
         resp.status = falcon.HTTP_201
         resp.location = f"{req.prefix}/image{ROOT}/{namespace.namespace}"
@@ -320,7 +322,7 @@ def _limit(req: falcon.Request) -> int:
 
 
 class NamespaceItem(_Metadefs):
-    def __init__(self, metadefs: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
+    def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("namespace")
 
@@ -340,13 +342,13 @@ class NamespaceItem(_Metadefs):
         }
         fields["owner"] = body.get("owner") or req.context.actor.project_id
         with acting(req.context.command):
-            result = self._metadefs.update_namespace(UpdateNamespace(namespace, fields))
+            result = self._metadefs.handle(UpdateNamespace(namespace, fields))
         resp.media = namespace_view(self._written(resp, result), content=False)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
         self._writable(req, namespace, "delete_metadef_namespace")
         with acting(req.context.command):
-            result = self._metadefs.delete_namespace(namespace)
+            result = self._metadefs.handle(DeleteNamespace(namespace))
         self._read.note(EVERYONES, result.position)
         resp.set_header(POSITION_HEADER, str(result.position))
         resp.status = falcon.HTTP_204
@@ -384,7 +386,7 @@ class ResourceTypes:
 class AssociationCollection(_Metadefs):
     """``/metadefs/namespaces/{namespace}/resource_types``: what the namespace applies to."""
 
-    def __init__(self, metadefs: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
+    def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("resource_type")
 

@@ -21,8 +21,9 @@ from api.images import EVERYONES, IMAGE_ROOT, member_key, row_of
 from api.links import int_filter, next_links, page_params, resource_links, time_param
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
-from commands.catalog import CatalogHandlers, DeleteImage
-from commands.image_updates import ImageUpdates, UpdateImage
+from commands.bus import MessageBus
+from commands.images.create import DeleteImage, visible_image
+from commands.images.update import UpdateImage
 from projections import image_queries
 from stratus.context import Actor, acting
 
@@ -81,15 +82,14 @@ def _metadata(row: dict[str, Any]) -> dict[str, str]:
 
 
 class _NovaImages:
-    def __init__(self, catalog: CatalogHandlers, read_model: ReadModel, max_body_bytes: int) -> None:
-        self._catalog = catalog
-        self._updates = ImageUpdates(catalog)
+    def __init__(self, bus: MessageBus, read_model: ReadModel, max_body_bytes: int) -> None:
+        self._bus = bus
         self._read = read_model
         self._max_body = max_body_bytes
         self._validators = load_validators(("images.metadata", "images.meta"))
 
     def _row(self, req: falcon.Request, image_id: str) -> dict[str, Any]:
-        return row_of(self._catalog.image(image_id, _scope(req.context.actor)))
+        return row_of(visible_image(self._bus.uow, image_id, _scope(req.context.actor)))
 
     def _list(self, req: falcon.Request, path: str, detail: bool) -> dict[str, Any]:
         actor: Actor = req.context.actor
@@ -122,7 +122,7 @@ class _NovaImages:
         removed = tuple(k for k in current if k not in items) if replace else ()
         command = UpdateImage(image_id, _scope(req.context.actor), {}, dict(items), removed)
         with acting(req.context.command):
-            position = self._updates.update_image(command).position
+            position = self._bus.handle(command).position
         self._read.note(EVERYONES, position)
         return position
 
@@ -155,7 +155,7 @@ class ImageItem(_NovaImages):
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
         with acting(req.context.command):
-            result = self._catalog.delete_image(DeleteImage(image_id, _scope(req.context.actor)))
+            result = self._bus.handle(DeleteImage(image_id, _scope(req.context.actor)))
         self._read.note(EVERYONES, result.position)
         resp.set_header(POSITION_HEADER, str(result.position))
         resp.status = falcon.HTTP_204
@@ -208,14 +208,14 @@ class ImageMetadataItem(_NovaImages):
             raise ItemNotFound(f"Image {image_id} has no metadata item with key {key}.")
         command = UpdateImage(image_id, _scope(req.context.actor), {}, {}, (key,))
         with acting(req.context.command):
-            position = self._updates.update_image(command).position
+            position = self._bus.handle(command).position
         self._read.note(EVERYONES, position)
         resp.set_header(POSITION_HEADER, str(position))
         resp.status = falcon.HTTP_204
 
 
-def add_routes(app: falcon.App, catalog: CatalogHandlers, read: ReadModel, max_body_bytes: int) -> None:
-    args = (catalog, read, max_body_bytes)
+def add_routes(app: falcon.App, bus: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
+    args = (bus, read, max_body_bytes)
     app.add_route("/v2.1/images", ImageCollection(*args))
     app.add_route("/v2.1/images/detail", ImageDetailCollection(*args))
     app.add_route("/v2.1/images/{image_id}", ImageItem(*args))

@@ -29,9 +29,8 @@ from api.links import next_links, page_params, time_param
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
 from commands.errors import ConflictingState, InvalidState, NotFound
-from commands.handlers import DeleteServer, Handlers
-from commands.lifecycle import (
-    LifecycleHandlers,
+from commands.handlers import Handlers
+from commands.servers.actions import (
     LockServer,
     RebuildServer,
     RequestAction,
@@ -39,7 +38,8 @@ from commands.lifecycle import (
     UnlockServer,
     UnshelveServer,
 )
-from commands.migration import MigrateServer, MigrationHandlers, ResizeDecision, ResizeServer
+from commands.servers.delete import DeleteServer
+from commands.servers.moves import ConfirmResize, MigrateServer, ResizeServer, RevertResize
 from projections import admin_queries, instance_actions, queries
 from stratus import hostrpc
 from stratus.audit import history
@@ -85,8 +85,6 @@ class ServerAction:
         self._host_rpc = host_rpc
         self._read = read
         self._user_data = user_data
-        self._lifecycle = LifecycleHandlers(handlers)
-        self._moves = MigrationHandlers(handlers)
         self._validator = validators["servers.action"]
         self._max_body = max_body_bytes
         self._console_timeout = console_timeout
@@ -127,7 +125,7 @@ class ServerAction:
             key = _POWER_ACTIONS[body["name"]]
         command = RequestAction(server_id, auth.server_scope(actor), key, admin=auth.is_admin(actor))
         with acting(req.context.command):
-            result = self._lifecycle.request_action(command)
+            result = self._handlers.bus.handle(command)
         _accepted(resp, result.position)
 
     def _reset_state(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
@@ -135,7 +133,7 @@ class ServerAction:
         auth.require_admin(req.context.actor, "os_compute_api:os-admin-actions:reset_state")
         self._handlers.instance(server_id)  # 404 first, as Nova
         with acting(req.context.command):
-            result = self._lifecycle.reset_state(ResetServerState(server_id, body["value"]["state"]))
+            result = self._handlers.bus.handle(ResetServerState(server_id, body["value"]["state"]))
         _accepted(resp, result.position)
 
     def _restore(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
@@ -161,14 +159,14 @@ class ServerAction:
             )
         command = LockServer(server_id, auth.server_scope(actor), admin=auth.is_admin(actor), reason=reason)
         with acting(req.context.command):
-            result = self._lifecycle.lock(command)
+            result = self._handlers.bus.handle(command)
         _accepted(resp, result.position)
 
     def _unlock(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         actor: Actor = req.context.actor
         command = UnlockServer(server_id, auth.server_scope(actor), admin=auth.is_admin(actor))
         with acting(req.context.command):
-            result = self._lifecycle.unlock(command)
+            result = self._handlers.bus.handle(command)
         _accepted(resp, result.position)
 
     def _rebuild(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
@@ -198,7 +196,7 @@ class ServerAction:
         )
         try:
             with acting(req.context.command):
-                result = self._lifecycle.rebuild(command)
+                result = self._handlers.bus.handle(command)
         except NotFound as e:  # the image: the request's fault (Nova: 400)
             raise BadRequest(e.message) from e
         _accepted(resp, result.position)
@@ -239,7 +237,7 @@ class ServerAction:
             server_id, auth.server_scope(actor), admin=auth.is_admin(actor), zone=zone, host=spec.get("host")
         )
         with acting(req.context.command):
-            result = self._lifecycle.unshelve(command)
+            result = self._handlers.bus.handle(command)
         _accepted(resp, result.position)
 
     def _shelve_offload(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
@@ -258,7 +256,7 @@ class ServerAction:
         command = ResizeServer(server_id, scope, flavor_ref, admin=auth.is_admin(actor))
         try:
             with acting(req.context.command):
-                result = self._moves.resize(command)
+                result = self._handlers.bus.handle(command)
         except NotFound as e:  # the flavor: the request's fault (Nova: 400)
             raise BadRequest(e.message) from e
         _accepted(resp, result.position)
@@ -275,24 +273,24 @@ class ServerAction:
         self._handlers.instance(server_id)
         try:
             with acting(req.context.command):
-                result = self._moves.migrate(MigrateServer(server_id, host))
+                result = self._handlers.bus.handle(MigrateServer(server_id, host))
         except NotFound as e:  # the target host (Nova: 400)
             raise BadRequest(e.message) from e
         _accepted(resp, result.position)
 
     def _confirm_resize(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         actor: Actor = req.context.actor
-        command = ResizeDecision(server_id, auth.server_scope(actor), admin=auth.is_admin(actor))
+        command = ConfirmResize(server_id, auth.server_scope(actor), admin=auth.is_admin(actor))
         with acting(req.context.command):
-            result = self._moves.confirm(command)
+            result = self._handlers.bus.handle(command)
         resp.status = falcon.HTTP_204
         resp.set_header(POSITION_HEADER, str(result.position))
 
     def _revert_resize(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         actor: Actor = req.context.actor
-        command = ResizeDecision(server_id, auth.server_scope(actor), admin=auth.is_admin(actor))
+        command = RevertResize(server_id, auth.server_scope(actor), admin=auth.is_admin(actor))
         with acting(req.context.command):
-            result = self._moves.revert(command)
+            result = self._handlers.bus.handle(command)
         _accepted(resp, result.position)
 
     def _console_output(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:

@@ -19,7 +19,8 @@ from api.body import read_json
 from api.errors import BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
-from commands.operations import CreateServerGroup, Operations
+from commands.operations import Operations
+from commands.servers.groups import CreateServerGroup
 from projections import admin_queries
 from stratus.context import Actor, acting
 

@@ -42,10 +42,12 @@ from api.server_views import (
 )
 from api.versions import at_least
 from commands.errors import NotFound
-from commands.handlers import CreateServer, DeleteServer, Handlers
+from commands.handlers import Handlers
 from commands.host_aggregate import DEFAULT_ZONE
-from commands.lifecycle import LifecycleHandlers, PinZone
-from commands.server_fields import ServerFieldHandlers, UpdateServer
+from commands.servers.actions import PinZone
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer
+from commands.servers.fields import UpdateServer
 from commands.states import PowerState
 from projections import admin_queries, queries
 from stratus.context import Actor, acting
@@ -302,12 +304,10 @@ class ServerItem(_Servers):
             fields=_described(req, changes, defaults=False),
         )
         with acting(req.context.command):
-            result = ServerFieldHandlers(self._handlers).update_server(command)
+            result = self._handlers.bus.handle(command)
             if pin is not ...:  # 2.104: unpin (null), or pin again to the zone it is in (else 409)
                 pinned = PinZone(server_id, auth.server_scope(actor), pin)
-                result = max(
-                    result, LifecycleHandlers(self._handlers).pin_zone(pinned), key=lambda r: r.position
-                )
+                result = max(result, self._handlers.bus.handle(pinned), key=lambda r: r.position)
         resp.set_header(POSITION_HEADER, str(result.position))
         with self._read.connection(req) as conn:
             if not queries.wait_for_position(conn, result.position, UPDATE_READ_WAIT_SECONDS):

@@ -25,7 +25,8 @@ from api.body import as_bool, read_json
 from api.errors import BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.host_aggregate import DEFAULT_ZONE
-from commands.operations import COMPUTE_BINARY, Operations, SetServiceStatus
+from commands.hosts.services import COMPUTE_BINARY, SetServiceStatus
+from commands.operations import Operations
 from projections import admin_queries
 from stratus.context import acting
 from stratus.liveness import SCHEDULER_BINARY

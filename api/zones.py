@@ -23,7 +23,9 @@ from api.errors import BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.services import _now, service_view
 from commands.host_aggregate import DEFAULT_ZONE, INTERNAL_ZONE
-from commands.operations import COMPUTE_BINARY, CreateHostAggregate, Operations, UpdateHostAggregate
+from commands.hosts.aggregates import CreateHostAggregate, UpdateHostAggregate
+from commands.hosts.services import COMPUTE_BINARY
+from commands.operations import Operations
 from projections import admin_queries
 from stratus.context import acting
 

@@ -1,4 +1,35 @@
-"""commands/ decides: the aggregates (Flavor, Host, Instance), their events, and the command handlers.
+"""commands/ decides: the aggregates, their events, and one handler per use case.
 
-A handler loads the decision state from the log, calls one domain method, and appends the result.
+A use case is a command (an imperative, frozen dataclass: ``CreateServer``, ``DeleteFlavor``) and
+its handler, a function ``handler(cmd, uow, **dependencies)`` that loads the decision state, calls
+one domain method and appends what changed in one atomic append. The layout:
+
+============================  ================================================================
+``unit_of_work``              ``UnitOfWork`` (load, save, retry on a lost race, with this
+                              process's aggregate cache on a first attempt) and ``@retried``,
+                              the one decorator that makes a handler's body the unit retried
+``loaders``                   the decision state every subject loads the same way: a server,
+                              flavor, host, image, key pair, quota usage, server group
+``bus``                       ``HANDLERS`` (command class -> handler), ``MessageBus.handle`` and
+                              ``bootstrap``, which each process's composition root calls once
+``servers/``                  ``create``, ``delete``, ``scheduling`` (a host chosen, its claim),
+                              ``spawn``, ``actions`` (power, rebuild, shelve, locks), ``fields``
+                              (name, metadata, tags), ``moves`` (resize, migration),
+                              ``groups`` (server groups), ``reconcile`` (what a host found),
+                              ``releases`` (what a deleted or failed server gives back)
+``flavors/``                  ``create`` (and delete), ``change`` (extra specs, access)
+``hosts/``                    ``register``, ``services`` (os-services), ``aggregates``
+``quotas/``                   ``limits`` (a project's and a quota class's)
+``images/``                   ``create`` (and upload, delete), ``update`` (patch, members),
+                              ``tasks`` (Glance's tasks)
+``keypairs/``                 ``manage`` (create, delete), ``keys`` (generating a key pair)
+``metadefs/``                 ``namespaces`` (Glance's metadata definitions)
+``placement_handlers``        OpenStack Placement's providers, inventories, traits, allocations
+``identity_*``                Keystone (still classes over ``UnitOfWork``: ``IdentityHandlers``)
+============================  ================================================================
+
+The aggregates keep their modules (``instance``, ``host``, ``flavor``, ``image``, ``task``,
+``placement``...): their module path is part of every recorded event's topic. ``handlers.Handlers``,
+``operations.Operations``, ``lifecycle``, ``migration`` and ``server_fields`` are the methods callers
+used before the bus, each one line over it; new code sends commands: ``bus.handle(DeleteServer(...))``.
 """

@@ -13,6 +13,8 @@ from commands.states import PowerState, TaskState, VmState
 
 @dataclass(frozen=True)
 class PowerAction:
+    """One power action: where it may start, and the states it passes through."""
+
     key: str  # what the events record: ``reboot`` is a soft reboot, ``reboot_hard`` a hard one
     name: str  # Nova's action name (guard messages, instance actions)
     vm_states: tuple[str, ...]  # where it may start

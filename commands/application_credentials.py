@@ -13,9 +13,9 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from commands.base import Result
 from commands.identity import Name, checked_name
 from commands.identity_base import IdentityBase
+from commands.unit_of_work import Result
 
 
 class ApplicationCredential(Aggregate):
@@ -85,6 +85,8 @@ class ApplicationCredential(Aggregate):
 
 @dataclass(frozen=True)
 class CreateApplicationCredential:
+    """Create a user's application credential (Keystone)."""
+
     user_id: str
     project_id: str
     name: str
@@ -96,6 +98,8 @@ class CreateApplicationCredential:
 
 
 class ApplicationCredentialHandlers(IdentityBase):
+    """Keystone's application credential commands."""
+
     def application_credential(self, credential_id: str) -> ApplicationCredential:
         return self._identity(ApplicationCredential, credential_id, "application credential")
 
@@ -122,14 +126,14 @@ class ApplicationCredentialHandlers(IdentityBase):
             credential = self.application_credential(credential_id)
             credential.delete()
             name = self._release_name("application_credential", credential.user_id, credential.name)
-            return Result(credential_id, self._save(credential, *name))
+            return Result(credential_id, self.save(credential, *name))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def delete_access_rule(self, user_id: str, rule_id: str) -> Result:
         def decide() -> Result:
             user = self.user(user_id)
             user.delete_access_rule(rule_id)
-            return Result(rule_id, self._save(user))
+            return Result(rule_id, self.save(user))
 
-        return self._retrying(decide)
+        return self.retrying(decide)

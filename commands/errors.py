@@ -4,6 +4,8 @@ from __future__ import annotations
 
 
 class DomainError(Exception):
+    """A command refused by the domain; ``code`` is its stable error code."""
+
     code = "stratus.error"
 
     def __init__(self, message: str) -> None:
@@ -12,10 +14,14 @@ class DomainError(Exception):
 
 
 class NotFound(DomainError):
+    """What the command names does not exist (or the caller may not see it)."""
+
     code = "stratus.not_found"
 
 
 class InvalidInput(DomainError):
+    """The command itself is wrong (Nova: 400)."""
+
     code = "stratus.invalid_input"
 
 
@@ -32,14 +38,20 @@ class InvalidState(DomainError):
 
 
 class AlreadyExists(DomainError):
+    """What the command would create exists already (Nova: 409)."""
+
     code = "stratus.already_exists"
 
 
 class NoValidHost(DomainError):
+    """No host can take the server (the scheduler's verdict)."""
+
     code = "compute.no_valid_host"
 
 
 class InsufficientResources(DomainError):
+    """The chosen host has no room for the claim (the scheduler tries the next)."""
+
     code = "compute.insufficient_resources"
 
 

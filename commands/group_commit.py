@@ -33,6 +33,8 @@ class _Slot(Generic[I, R]):
 
 
 class GroupCommit(Generic[I, R]):
+    """Requests per key decided in groups: one leader decides all that queued while it waited."""
+
     def __init__(
         self,
         decide: Callable[[list[I]], Sequence[R | BaseException]],
@@ -43,7 +45,7 @@ class GroupCommit(Generic[I, R]):
     ) -> None:
         """``limit``: items per group at most; ``weight``/``max_weight``: what a group may carry at
         most (the events of one atomic append, say); an item heavier than that is decided alone."""
-        self._decide = decide
+        self.decide = decide  # deciding a group: also used directly for a request decided alone
         self._limit = limit
         self._weight = weight
         self._max_weight = max_weight
@@ -81,7 +83,7 @@ class GroupCommit(Generic[I, R]):
                 carried += more
                 group.append(queue.popleft())
         try:
-            outcomes: Sequence[R | BaseException] = self._decide([s.item for s in group])
+            outcomes: Sequence[R | BaseException] = self.decide([s.item for s in group])
             if len(outcomes) != len(group):
                 raise RuntimeError(f"{len(outcomes)} outcomes for a group of {len(group)}")
         except BaseException as e:

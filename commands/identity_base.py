@@ -12,7 +12,6 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
 from commands.app import Stratus
-from commands.base import HandlerBase, Result
 from commands.errors import AlreadyExists, NotFound
 from commands.identity import (
     Domain,
@@ -25,11 +24,14 @@ from commands.identity import (
     domain_aggregate_id,
     name_id,
 )
+from commands.unit_of_work import Result, UnitOfWork
 
 A = TypeVar("A", bound=Aggregate)
 
 
-class IdentityBase(HandlerBase):
+class IdentityBase(UnitOfWork):
+    """What Keystone's command handlers share: loading identities, and unique names per domain."""
+
     def __init__(self, app: Stratus, *, new_id: Callable[[], str] = lambda: uuid4().hex, attempts: int = 5):
         super().__init__(app, attempts=attempts)
         self._new_id = new_id
@@ -57,11 +59,11 @@ class IdentityBase(HandlerBase):
         try:
             released: Name = self.app.repository.get(name_id(kind, domain_id, name))
         except AggregateNotFoundError:
-            return self._save(
+            return self.save(
                 owner, *others, Name(kind=kind, domain_id=domain_id, name=name, owner_id=owner_id)
             )
         released.reclaim(owner_id)
-        return self._save(owner, *others, released)
+        return self.save(owner, *others, released)
 
     def _create_named(
         self, owner: Aggregate, kind: str, domain_id: str, name: str, *others: Aggregate

@@ -9,7 +9,6 @@ from typing import Any
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError
 
-from commands.base import Result
 from commands.errors import AlreadyExists, NotFound
 from commands.identity_base import IdentityBase
 from commands.identity_catalog import (
@@ -20,6 +19,7 @@ from commands.identity_catalog import (
     region_aggregate_id,
     seeded_id,
 )
+from commands.unit_of_work import Result
 
 # What Stratus always served: (service type, name, path under the API's address).
 SEEDED_SERVICES = (
@@ -32,6 +32,8 @@ SEEDED_SERVICES = (
 
 @dataclass(frozen=True)
 class CreateRegion:
+    """Create a region of the service catalog."""
+
     region_id: str | None = None
     description: str = ""
     parent_region_id: str | None = None
@@ -39,6 +41,8 @@ class CreateRegion:
 
 @dataclass(frozen=True)
 class CreateService:
+    """Create a service of the service catalog."""
+
     type: str
     name: str = ""
     description: str = ""
@@ -47,6 +51,8 @@ class CreateService:
 
 @dataclass(frozen=True)
 class CreateEndpoint:
+    """Create an endpoint of a service in the catalog."""
+
     service_id: str
     interface: str
     url: str
@@ -55,6 +61,8 @@ class CreateEndpoint:
 
 
 class ServiceCatalogHandlers(IdentityBase):
+    """Keystone's service catalog commands: regions, services, endpoints."""
+
     def region(self, region_id: str) -> Region:
         return self._load(Region, region_aggregate_id(region_id), "region", region_id)
 
@@ -76,7 +84,7 @@ class ServiceCatalogHandlers(IdentityBase):
             raise AlreadyExists(f"Conflict occurred attempting to store region - Duplicate ID, {rid}.")
         region = Region(region_id=rid, description=cmd.description, parent_region_id=cmd.parent_region_id)
         try:
-            return Result(rid, self._save(region))
+            return Result(rid, self.save(region))
         except IntegrityError:
             raise AlreadyExists(f"Conflict occurred attempting to store region - {rid}.") from None
 
@@ -87,32 +95,32 @@ class ServiceCatalogHandlers(IdentityBase):
         def decide() -> Result:
             region = self.region(region_id)
             region.update(description=description, parent_region_id=parent_region_id)
-            return Result(region_id, self._save(region))
+            return Result(region_id, self.save(region))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def delete_region(self, region_id: str) -> Result:
         def decide() -> Result:
             region = self.region(region_id)
             region.delete()
-            return Result(region_id, self._save(region))
+            return Result(region_id, self.save(region))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def create_service(self, cmd: CreateService, service_id: str | None = None) -> Result:
         sid = service_id or self._new_id()
         service = Service(
             service_id=sid, type=cmd.type, name=cmd.name, description=cmd.description, enabled=cmd.enabled
         )
-        return Result(sid, self._save(service))
+        return Result(sid, self.save(service))
 
     def update_service(self, service_id: str, changes: dict[str, Any]) -> Result:
         def decide() -> Result:
             service = self.service(service_id)
             service.update(changes)
-            return Result(service_id, self._save(service))
+            return Result(service_id, self.save(service))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def delete_service(self, service_id: str, endpoints: tuple[str, ...] = ()) -> Result:
         """The service and its endpoints (``endpoints``, as the read model lists them) go together."""
@@ -123,9 +131,9 @@ class ServiceCatalogHandlers(IdentityBase):
             gone = [self.endpoint(e) for e in endpoints]
             for endpoint in gone:
                 endpoint.delete()
-            return Result(service_id, self._save(service, *gone))
+            return Result(service_id, self.save(service, *gone))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def create_endpoint(self, cmd: CreateEndpoint, endpoint_id: str | None = None) -> Result:
         self.service(cmd.service_id)
@@ -133,7 +141,7 @@ class ServiceCatalogHandlers(IdentityBase):
             self.region(cmd.region_id)
         eid = endpoint_id or self._new_id()
         endpoint = Endpoint.create(eid, cmd.service_id, cmd.interface, cmd.url, cmd.region_id, cmd.enabled)
-        return Result(eid, self._save(endpoint))
+        return Result(eid, self.save(endpoint))
 
     def update_endpoint(self, endpoint_id: str, changes: dict[str, Any]) -> Result:
         if changes.get("service_id") is not None:
@@ -144,23 +152,23 @@ class ServiceCatalogHandlers(IdentityBase):
         def decide() -> Result:
             endpoint = self.endpoint(endpoint_id)
             endpoint.update(changes)
-            return Result(endpoint_id, self._save(endpoint))
+            return Result(endpoint_id, self.save(endpoint))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def delete_endpoint(self, endpoint_id: str) -> Result:
         def decide() -> Result:
             endpoint = self.endpoint(endpoint_id)
             endpoint.delete()
-            return Result(endpoint_id, self._save(endpoint))
+            return Result(endpoint_id, self.save(endpoint))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def seed_catalog(self) -> int:
         """The catalog Stratus always served, once (every id is derived: seeding again adds nothing)."""
         position = 0
         with contextlib.suppress(IntegrityError):  # seeded before
-            position = self._save(Region(region_id=DEFAULT_REGION, description="", parent_region_id=None))
+            position = self.save(Region(region_id=DEFAULT_REGION, description="", parent_region_id=None))
         for service_type, name, path in SEEDED_SERVICES:
             sid = seeded_id("service", name)
             try:
@@ -174,5 +182,5 @@ class ServiceCatalogHandlers(IdentityBase):
                 for i in ("public", "internal", "admin")
             ]
             with contextlib.suppress(IntegrityError):  # another API worker seeded it a moment ago
-                position = self._save(service, *endpoints)
+                position = self.save(service, *endpoints)
         return position

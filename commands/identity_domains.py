@@ -11,13 +11,15 @@ from dataclasses import dataclass
 
 from eventsourcing.domain import Aggregate
 
-from commands.base import Result
 from commands.identity import DEFAULT_DOMAIN_ID, Domain, Group, Project, Role, System, User
 from commands.identity_base import IdentityBase
+from commands.unit_of_work import Result
 
 
 @dataclass(frozen=True)
 class CreateDomain:
+    """Create a Keystone domain."""
+
     name: str
     description: str = ""
     enabled: bool = True
@@ -25,6 +27,8 @@ class CreateDomain:
 
 @dataclass(frozen=True)
 class UpdateDomain:
+    """Change a domain's name, description or enabled flag."""
+
     domain_id: str
     name: str | None = None
     description: str | None = None
@@ -43,6 +47,8 @@ class DeleteDomain:
 
 @dataclass(frozen=True)
 class CreateGroup:
+    """Create a group of users in a domain."""
+
     name: str
     domain_id: str = DEFAULT_DOMAIN_ID
     description: str = ""
@@ -50,6 +56,8 @@ class CreateGroup:
 
 @dataclass(frozen=True)
 class UpdateGroup:
+    """Change a group's name or description."""
+
     group_id: str
     name: str | None = None
     description: str | None = None
@@ -57,12 +65,16 @@ class UpdateGroup:
 
 @dataclass(frozen=True)
 class CreateRole:
+    """Create a role."""
+
     name: str
     description: str = ""
 
 
 @dataclass(frozen=True)
 class UpdateRole:
+    """Change a role's name or description."""
+
     role_id: str
     name: str | None = None
     description: str | None = None
@@ -80,6 +92,8 @@ class Assignment:
 
 
 class DomainHandlers(IdentityBase):
+    """Keystone's commands on domains, groups, roles and role assignments."""
+
     # -- domains --------------------------------------------------------------------------------
     def create_domain(self, cmd: CreateDomain, domain_id: str | None = None) -> Result:
         did = domain_id or self._new_id()
@@ -91,9 +105,9 @@ class DomainHandlers(IdentityBase):
             domain = self.domain(cmd.domain_id)
             names = self._renamed("domain", "", domain.name, cmd.name or domain.name, cmd.domain_id)
             domain.update(name=cmd.name, description=cmd.description, enabled=cmd.enabled)
-            return Result(cmd.domain_id, self._save(domain, *names))
+            return Result(cmd.domain_id, self.save(domain, *names))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def delete_domain(self, cmd: DeleteDomain) -> Result:
         def decide() -> Result:
@@ -108,9 +122,9 @@ class DomainHandlers(IdentityBase):
             for kind, member in members:
                 member.delete()
                 gone += [member, *self._release_name(kind, cmd.domain_id, member.name)]
-            return Result(cmd.domain_id, self._save(*gone))
+            return Result(cmd.domain_id, self.save(*gone))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     # -- groups ---------------------------------------------------------------------------------
     def create_group(self, cmd: CreateGroup) -> Result:
@@ -124,19 +138,19 @@ class DomainHandlers(IdentityBase):
             group = self.group(cmd.group_id)
             names = self._renamed("group", group.domain_id, group.name, cmd.name or group.name, cmd.group_id)
             group.update(name=cmd.name, description=cmd.description)
-            return Result(cmd.group_id, self._save(group, *names))
+            return Result(cmd.group_id, self.save(group, *names))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def delete_group(self, group_id: str) -> Result:
         def decide() -> Result:
             group = self.group(group_id)
             group.delete()
             return Result(
-                group_id, self._save(group, *self._release_name("group", group.domain_id, group.name))
+                group_id, self.save(group, *self._release_name("group", group.domain_id, group.name))
             )
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def add_group_user(self, group_id: str, user_id: str) -> Result:
         self.user(user_id)
@@ -144,17 +158,17 @@ class DomainHandlers(IdentityBase):
         def decide() -> Result:
             group = self.group(group_id)
             group.add(user_id)
-            return Result(group_id, self._save(group))
+            return Result(group_id, self.save(group))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def remove_group_user(self, group_id: str, user_id: str) -> Result:
         def decide() -> Result:
             group = self.group(group_id)
             group.remove(user_id)
-            return Result(group_id, self._save(group))
+            return Result(group_id, self.save(group))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     # -- roles ----------------------------------------------------------------------------------
     def create_role(self, cmd: CreateRole) -> Result:
@@ -166,17 +180,17 @@ class DomainHandlers(IdentityBase):
             role = self.role(cmd.role_id)
             names = self._renamed("role", "", role.name, cmd.name or role.name, cmd.role_id)
             role.update(name=cmd.name, description=cmd.description)
-            return Result(cmd.role_id, self._save(role, *names))
+            return Result(cmd.role_id, self.save(role, *names))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def delete_role(self, rid: str) -> Result:
         def decide() -> Result:
             role = self.role(rid)
             role.delete()
-            return Result(rid, self._save(role, *self._release_name("role", "", role.name)))
+            return Result(rid, self.save(role, *self._release_name("role", "", role.name)))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def imply_role(self, prior_role_id: str, implied_role_id: str) -> Result:
         self.role(implied_role_id)
@@ -184,17 +198,17 @@ class DomainHandlers(IdentityBase):
         def decide() -> Result:
             prior = self.role(prior_role_id)
             prior.imply(implied_role_id)
-            return Result(prior_role_id, self._save(prior))
+            return Result(prior_role_id, self.save(prior))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def stop_implying_role(self, prior_role_id: str, implied_role_id: str) -> Result:
         def decide() -> Result:
             prior = self.role(prior_role_id)
             prior.stop_implying(implied_role_id)
-            return Result(prior_role_id, self._save(prior))
+            return Result(prior_role_id, self.save(prior))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     # -- assignments of groups, and on domains and the system ---------------------------------
     def assign(self, a: Assignment) -> Result:
@@ -210,10 +224,10 @@ class DomainHandlers(IdentityBase):
         def decide() -> Result:
             target: Project | Domain | System
             if a.scope == "system":
-                target = self._find(System, System.create_id()) or System()
+                target = self.find(System, System.create_id()) or System()
             else:
                 target = self.project(a.scope_id) if a.scope == "project" else self.domain(a.scope_id)
             change(target)
-            return Result(a.scope_id, self._save(target))
+            return Result(a.scope_id, self.save(target))
 
-        return self._retrying(decide)
+        return self.retrying(decide)

@@ -13,7 +13,6 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError
 
 from commands.application_credentials import ApplicationCredentialHandlers
-from commands.base import Result
 from commands.errors import AlreadyExists
 from commands.identity import (
     DEFAULT_DOMAIN_ID,
@@ -30,10 +29,13 @@ from commands.identity import (
 )
 from commands.identity_catalog_handlers import ServiceCatalogHandlers
 from commands.identity_domains import DomainHandlers
+from commands.unit_of_work import Result
 
 
 @dataclass(frozen=True)
 class CreateProject:
+    """Create a project."""
+
     name: str
     domain_id: str = DEFAULT_DOMAIN_ID
     description: str = ""
@@ -42,6 +44,8 @@ class CreateProject:
 
 @dataclass(frozen=True)
 class UpdateProject:
+    """Change a project's fields."""
+
     project_id: str
     name: str | None = None
     description: str | None = None
@@ -50,6 +54,8 @@ class UpdateProject:
 
 @dataclass(frozen=True)
 class CreateUser:
+    """Create a user."""
+
     name: str
     domain_id: str = DEFAULT_DOMAIN_ID
     default_project_id: str | None = None
@@ -61,6 +67,8 @@ class CreateUser:
 
 @dataclass(frozen=True)
 class UpdateUser:
+    """Change a user's fields (or password)."""
+
     user_id: str
     name: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -72,6 +80,8 @@ class UpdateUser:
 
 @dataclass(frozen=True)
 class GrantRole:
+    """Grant a user a role on a project."""
+
     project_id: str
     user_id: str
     role_id: str
@@ -79,6 +89,8 @@ class GrantRole:
 
 @dataclass(frozen=True)
 class RevokeRole:
+    """Revoke a user's role on a project."""
+
     project_id: str
     user_id: str
     role_id: str
@@ -86,6 +98,8 @@ class RevokeRole:
 
 @dataclass(frozen=True)
 class RevokeToken:
+    """Revoke a token (Keystone's DELETE /v3/auth/tokens)."""
+
     token_id: str
     user_id: str
     project_id: str
@@ -94,13 +108,18 @@ class RevokeToken:
 
 @dataclass(frozen=True)
 class Bootstrapped:
+    """The admin project, user and role a bootstrap made."""
+
     project_id: str
     user_id: str
     position: int
 
 
 class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCredentialHandlers):
+    """Keystone's commands: projects, users, role grants, tokens, and the bootstrap."""
+
     # -- projects -------------------------------------------------------------------------------
+
     def create_project(self, cmd: CreateProject, project_id: str | None = None) -> Result:
         pid = project_id or self._new_id()
         if cmd.domain_id != DEFAULT_DOMAIN_ID:
@@ -113,9 +132,9 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
             project = self.project(project_id)
             project.delete()
             name = self._release_name("project", project.domain_id, project.name)
-            return Result(project_id, self._save(project, *name))
+            return Result(project_id, self.save(project, *name))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def update_project(self, cmd: UpdateProject) -> Result:
         def decide() -> Result:
@@ -124,9 +143,9 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
             names = self._renamed("project", project.domain_id, project.name, new_name, cmd.project_id)
             project.rename(new_name)
             project.update(description=cmd.description, enabled=cmd.enabled)
-            return Result(cmd.project_id, self._save(project, *names))
+            return Result(cmd.project_id, self.save(project, *names))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     # -- users ----------------------------------------------------------------------------------
     def create_user(self, cmd: CreateUser, user_id: str | None = None) -> Result:
@@ -162,26 +181,26 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
                 description=cmd.description,
                 default_project_id=cmd.default_project_id,
             )
-            return Result(cmd.user_id, self._save(user, *names))
+            return Result(cmd.user_id, self.save(user, *names))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def delete_user(self, user_id: str) -> Result:
         def decide() -> Result:
             user = self.user(user_id)
             user.delete()
             name = self._release_name("user", user.domain_id, user.name)
-            return Result(user_id, self._save(user, *name))
+            return Result(user_id, self.save(user, *name))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def record_password_set(self, user_id: str) -> Result:
         def decide() -> Result:
             user = self.user(user_id)
             user.password_changed()
-            return Result(user_id, self._save(user))
+            return Result(user_id, self.save(user))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     # -- role assignments -----------------------------------------------------------------------
     def grant_role(self, cmd: GrantRole) -> Result:
@@ -191,17 +210,17 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
         def decide() -> Result:
             project = self.project(cmd.project_id)
             project.grant(cmd.user_id, cmd.role_id)
-            return Result(cmd.project_id, self._save(project))
+            return Result(cmd.project_id, self.save(project))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     def revoke_role(self, cmd: RevokeRole) -> Result:
         def decide() -> Result:
             project = self.project(cmd.project_id)
             project.revoke(cmd.user_id, cmd.role_id)
-            return Result(cmd.project_id, self._save(project))
+            return Result(cmd.project_id, self.save(project))
 
-        return self._retrying(decide)
+        return self.retrying(decide)
 
     # -- tokens ---------------------------------------------------------------------------------
     def revoke_token(self, cmd: RevokeToken) -> Result:
@@ -210,7 +229,7 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
             token_id=cmd.token_id, user_id=cmd.user_id, project_id=cmd.project_id, expires_at=cmd.expires_at
         )
         try:
-            return Result(cmd.token_id, self._save(token))
+            return Result(cmd.token_id, self.save(token))
         except IntegrityError:
             return Result(cmd.token_id, self.app.recorder.max_notification_id() or 0)
 
@@ -223,7 +242,7 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
         finds everything in place and appends nothing.
         """
         with contextlib.suppress(IntegrityError):  # seeded before
-            self._save(
+            self.save(
                 Domain(
                     domain_id=DEFAULT_DOMAIN_ID,
                     name=DEFAULT_DOMAIN_NAME,
@@ -236,7 +255,7 @@ class IdentityHandlers(DomainHandlers, ServiceCatalogHandlers, ApplicationCreden
         for name in ROLE_NAMES:
             rid = role_id(name)
             with contextlib.suppress(IntegrityError):  # seeded before
-                self._save(
+                self.save(
                     Role(role_id=rid, name=name, description=f"Keystone's default role {name}"),
                     Name(kind="role", domain_id="", name=name, owner_id=rid),
                 )

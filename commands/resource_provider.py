@@ -51,6 +51,8 @@ class CapacityExceeded(InsufficientResources):
 
 @dataclass(frozen=True)
 class Inventory:
+    """A provider's inventory of one resource class (Placement's fields)."""
+
     total: int
     reserved: int = 0
     min_unit: int = 1

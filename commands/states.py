@@ -8,6 +8,8 @@ from __future__ import annotations
 
 
 class VmState:
+    """Nova's vm_state values."""
+
     ACTIVE = "active"
     BUILDING = "building"
     PAUSED = "paused"
@@ -23,6 +25,8 @@ class VmState:
 
 
 class TaskState:
+    """Nova's task_state values."""
+
     SCHEDULING = "scheduling"
     SPAWNING = "spawning"
     DELETING = "deleting"
@@ -45,6 +49,8 @@ class TaskState:
 
 
 class PowerState:
+    """Nova's power_state values (libvirt's domain states)."""
+
     NOSTATE = 0
     RUNNING = 1
     PAUSED = 3

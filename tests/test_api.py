@@ -32,9 +32,12 @@ from api.credentials import Credentials, ensure_schema
 from api.readmodel import open_pool
 from api.tokens import TokenSigner, load_or_create_key
 from commands.app import Stratus
-from commands.handlers import FailInstance, Handlers, PlaceInstance, RegisterHost
+from commands.handlers import Handlers
+from commands.hosts.register import RegisterHost
 from commands.identity_handlers import IdentityHandlers
-from commands.placement import PlacementHandlers
+from commands.placement_handlers import PlacementHandlers
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FailInstance
 from processes import bootstrap
 from processes.bootstrap import seed
 from projections import runner

@@ -14,7 +14,7 @@ from typing import Any
 import libvirt
 import pytest
 
-from commands.handlers import PlaceInstance
+from commands.servers.scheduling import PlaceInstance
 from stratus.config import Settings
 from stratus.context import CommandContext, acting
 from stratus.eventstore import NatsBridge

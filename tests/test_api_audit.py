@@ -7,7 +7,8 @@ import itertools
 import time
 from typing import Any
 
-from commands.handlers import PlaceInstance, RegisterHost
+from commands.hosts.register import RegisterHost
+from commands.servers.scheduling import PlaceInstance
 from stratus.eventstore import chain
 from tests.test_api import ADMIN, ADMIN_P9, P1, P2, Stack, api_settings, projector, stack
 

@@ -18,7 +18,11 @@ from jsonschema import Draft202012Validator
 import commands
 import schemas
 from commands.app import Stratus
-from commands.handlers import CreateFlavor, CreateServer, Handlers, PlaceInstance, RegisterHost
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
+from commands.hosts.register import RegisterHost
+from commands.servers.create import CreateServer
+from commands.servers.scheduling import PlaceInstance
 from schemas import asyncapi
 from stratus.audit.rawreader import RawReader
 from stratus.config import Settings

@@ -9,7 +9,10 @@ import sys
 from pathlib import Path
 
 from commands.app import Stratus
-from commands.handlers import CreateFlavor, CreateServer, DeleteServer, Handlers
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge

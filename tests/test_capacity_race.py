@@ -16,9 +16,12 @@ import pytest
 
 from commands.app import Stratus
 from commands.errors import NoValidHost
-from commands.handlers import CreateFlavor, CreateServer, Handlers, RegisterHost
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
 from commands.host import Host, Resources
+from commands.hosts.register import RegisterHost
 from commands.instance import Instance
+from commands.servers.create import CreateServer
 from commands.states import VmState
 from stratus.config import Settings
 from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge

@@ -9,7 +9,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from api.hypervisors import uptime_line
-from commands.handlers import FinishSpawning, PlaceInstance, RegisterHost, StartSpawning
+from commands.hosts.register import RegisterHost
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FinishSpawning, StartSpawning
 from commands.states import PowerState
 from stratus.liveness import Heartbeats, bucket_for
 from tests.test_api import ADMIN, P1, P2, Stack, api_settings, assert_fault, projector, resource, stack

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from commands.handlers import RegisterHost
+from commands.hosts.register import RegisterHost
 from tests import nova_schemas
 from tests.test_api import ADMIN, P1, Stack, api_settings, assert_fault, projector, stack
 from tests.test_compute_admin import alive

@@ -23,19 +23,14 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from commands.app import Stratus
 from commands.errors import DomainError, InsufficientResources, QuotaExceeded
-from commands.handlers import (
-    CreateFlavor,
-    CreateServer,
-    DeleteServer,
-    FailInstance,
-    FinishDeletion,
-    FinishSpawning,
-    Handlers,
-    PlaceInstance,
-    RegisterHost,
-    StartSpawning,
-)
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
+from commands.hosts.register import RegisterHost
 from commands.operations import Operations
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer, FinishDeletion
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from commands.states import PowerState, VmState
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge

@@ -39,26 +39,12 @@ from commands import (
 )
 from commands.app import Stratus
 from commands.application_credentials import CreateApplicationCredential
-from commands.catalog import (
-    CatalogHandlers,
-    CreateImage,
-    CreateKeyPair,
-    DeleteImage,
-    DeleteKeyPair,
-    RecordImageUpload,
-)
-from commands.handlers import (
-    CreateFlavor,
-    CreateServer,
-    DeleteServer,
-    FailInstance,
-    FinishDeletion,
-    FinishSpawning,
-    Handlers,
-    PlaceInstance,
-    RegisterHost,
-    StartSpawning,
-)
+from commands.bus import MessageBus
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
+from commands.hosts.aggregates import CreateHostAggregate, UpdateHostAggregate
+from commands.hosts.register import RegisterHost
+from commands.hosts.services import SetServiceStatus
 from commands.identity import role_id
 from commands.identity_catalog_handlers import CreateEndpoint, CreateRegion, CreateService
 from commands.identity_domains import (
@@ -81,42 +67,43 @@ from commands.identity_handlers import (
     UpdateProject,
     UpdateUser,
 )
-from commands.image_updates import (
+from commands.images.create import CreateImage, DeleteImage, RecordImageUpload
+from commands.images.tasks import RecordTask
+from commands.images.update import (
     AddImageMember,
-    ImageUpdates,
     RemoveImageMember,
     SetImageActive,
     SetImageMemberStatus,
     UpdateImage,
 )
-from commands.lifecycle import (
+from commands.keypairs.manage import CreateKeyPair, DeleteKeyPair
+from commands.lifecycle import LifecycleHandlers, ReconciliationHandlers
+from commands.metadefs.namespaces import ChangeNamespace, CreateNamespace, DeleteNamespace, UpdateNamespace
+from commands.migration import MigrationHandlers
+from commands.network import FixedNetwork
+from commands.operations import Operations
+from commands.placement_handlers import PlacementHandlers
+from commands.server_fields import ServerFieldHandlers
+from commands.servers.actions import (
     FailAction,
     FinishAction,
-    LifecycleHandlers,
     LockServer,
     PinZone,
     RebuildServer,
-    ReconciliationHandlers,
-    RecordStrayGuests,
     RequestAction,
     ResetServerState,
-    SyncPowerState,
     UnlockServer,
     UnshelveServer,
 )
-from commands.metadef_handlers import ChangeNamespace, CreateNamespace, MetadefHandlers, UpdateNamespace
-from commands.migration import FailMigration, MigrateServer, MigrationHandlers, ResizeDecision, ResizeServer
-from commands.network import FixedNetwork
-from commands.operations import (
-    CreateHostAggregate,
-    CreateServerGroup,
-    Operations,
-    SetServiceStatus,
-    UpdateHostAggregate,
-)
-from commands.server_fields import ServerFieldHandlers, SetServerMetadata, SetServerTags, UpdateServer
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer, FinishDeletion
+from commands.servers.fields import SetServerMetadata, SetServerTags, UpdateServer
+from commands.servers.groups import CreateServerGroup
+from commands.servers.moves import FailMigration, MigrateServer, ResizeDecision, ResizeServer
+from commands.servers.reconcile import RecordStrayGuests, SyncPowerState
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from commands.states import PowerState
-from commands.tasks import RecordTask, TaskHandlers
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
@@ -327,18 +314,18 @@ def _operator_scenario(handlers: Handlers) -> None:
 
 
 def _catalog_scenario(handlers: Handlers) -> None:
-    """Images, key pairs, fixed IPs and a server's own fields (commands.catalog, commands.server_fields)."""
+    """Images, key pairs, fixed IPs and a server's own fields (commands.images, keypairs, server_fields)."""
     handlers.network = FixedNetwork("private", "10.0.0.0/24")
-    catalog = CatalogHandlers(handlers)
-    kernel = catalog.create_image(CreateImage("p1", "vmlinuz", disk_format="aki", container_format="aki")).id
-    catalog.record_image_upload(RecordImageUpload(kernel, "p1", 6, "a" * 32, "sha256", "b" * 64))
-    root = catalog.create_image(
+    catalog = handlers.bus
+    kernel = catalog.handle(CreateImage("p1", "vmlinuz", disk_format="aki", container_format="aki")).id
+    catalog.handle(RecordImageUpload(kernel, "p1", 6, "a" * 32, "sha256", "b" * 64))
+    root = catalog.handle(
         CreateImage("p1", "os", disk_format="raw", container_format="bare", properties={"kernel_id": kernel})
     ).id
-    catalog.record_image_upload(RecordImageUpload(root, "p1", 4, "c" * 32, "sha256", "d" * 64))
-    catalog.create_keypair(CreateKeyPair("u1", "k"))
-    catalog.delete_keypair(DeleteKeyPair("u1", "k"))
-    catalog.create_keypair(CreateKeyPair("u1", "k"))
+    catalog.handle(RecordImageUpload(root, "p1", 4, "c" * 32, "sha256", "d" * 64))
+    catalog.handle(CreateKeyPair("u1", "k"))
+    catalog.handle(DeleteKeyPair("u1", "k"))
+    catalog.handle(CreateKeyPair("u1", "k"))
     server = handlers.create_server(
         CreateServer(
             "vm4", "p1", "u1", "1", image_ref=root, key_name="k", description="d", tags=("a",),
@@ -370,33 +357,32 @@ def _catalog_scenario(handlers: Handlers) -> None:
     lifecycle.pin_zone(PinZone(server, "p1", "nova"))
     handlers.delete_server(DeleteServer(server, "p1"))
     handlers.finish_deletion(FinishDeletion(server))
-    catalog.delete_image(DeleteImage(root, "p1"))
+    catalog.handle(DeleteImage(root, "p1"))
     _image_updates_scenario(catalog, kernel)
 
 
-def _image_updates_scenario(catalog: CatalogHandlers, image_id: str) -> None:
-    """A JSON patch, (de)activation and sharing (commands.image_updates)."""
-    updates = ImageUpdates(catalog)
+def _image_updates_scenario(catalog: MessageBus, image_id: str) -> None:
+    """A JSON patch, (de)activation and sharing (commands.images.update)."""
     fields = {"name": "k2", "tags": ["t"], "os_hidden": True, "owner": "p1", "protected": False}
-    updates.update_image(UpdateImage(image_id, "p1", fields, {"os_distro": "x"}, ()))
-    updates.update_image(UpdateImage(image_id, "p1", {}, {}, ("os_distro",)))
-    updates.set_image_active(SetImageActive(image_id, "p1", active=False))
-    updates.set_image_active(SetImageActive(image_id, None, active=True))
-    updates.add_member(AddImageMember(image_id, "p1", "p2"))
-    updates.set_member_status(SetImageMemberStatus(image_id, "p2", "p2", "accepted"))
-    updates.remove_member(RemoveImageMember(image_id, "p1", "p2"))
+    catalog.handle(UpdateImage(image_id, "p1", fields, {"os_distro": "x"}, ()))
+    catalog.handle(UpdateImage(image_id, "p1", {}, {}, ("os_distro",)))
+    catalog.handle(SetImageActive(image_id, "p1", active=False))
+    catalog.handle(SetImageActive(image_id, None, active=True))
+    catalog.handle(AddImageMember(image_id, "p1", "p2"))
+    catalog.handle(SetImageMemberStatus(image_id, "p2", "p2", "accepted"))
+    catalog.handle(RemoveImageMember(image_id, "p1", "p2"))
     props = {"image_properties": {"name": "x"}, "import_from": "http://127.0.0.1/x"}
-    TaskHandlers(catalog.app).record_task(RecordTask("import", "p1", "u1", "req-1", props))
+    catalog.handle(RecordTask("import", "p1", "u1", "req-1", props))
 
 
 def _metadef_scenario(handlers: Handlers) -> None:
     """A metadata definitions namespace and everything defined in it (commands.metadef)."""
-    m = MetadefHandlers(handlers.app)
+    m = handlers.bus
     prop = {"type": "string", "title": "T", "enum": ["a"]}
     fields = {"namespace": "ns", "visibility": "public", "protected": False, "owner": "p1"}
     objects = [{"name": "o", "description": None, "required": [], "properties": {"p": prop}}]
     assoc = [{"name": "OS::Glance::Image", "prefix": "x_", "properties_target": None}]
-    m.create_namespace(CreateNamespace(fields, objects, {"p": prop}, ["t"], assoc))
+    m.handle(CreateNamespace(fields, objects, {"p": prop}, ["t"], assoc))
     changes = (
         lambda n: n.add_object("o2", "d", ["p"], {"p": prop}),
         lambda n: n.update_object("o2", "o3", None, [], {}),
@@ -412,14 +398,14 @@ def _metadef_scenario(handlers: Handlers) -> None:
         lambda n: n.dissociate("OS::Nova::Flavor"),
     )
     for change in changes:
-        m.change(ChangeNamespace("ns", change))
-    m.update_namespace(UpdateNamespace("ns", {**fields, "namespace": "ns2", "description": "d"}))
-    m.delete_namespace("ns2")
+        m.handle(ChangeNamespace("ns", change))
+    m.handle(UpdateNamespace("ns", {**fields, "namespace": "ns2", "description": "d"}))
+    m.handle(DeleteNamespace("ns2"))
 
 
 def _placement_scenario(handlers: Handlers) -> None:
     """Inventories, traits and aggregates of a provider, and a consumer's allocations."""
-    p = placement.PlacementHandlers(handlers.app)
+    p = PlacementHandlers(handlers.app)
     rp = str(handlers.host("c1").id)
     p.create_resource_class("CUSTOM_GPU")
     p.create_trait("CUSTOM_FAST")

@@ -17,11 +17,14 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
 from commands.app import Stratus
-from commands.catalog import CatalogHandlers, CreateImage, RecordImageUpload
 from commands.errors import InvalidInput, NoMoreFixedIps, NotFound
-from commands.handlers import CreateFlavor, CreateServer, DeleteServer, Handlers
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
+from commands.images.create import CreateImage, RecordImageUpload
 from commands.instance import Instance
 from commands.network import FixedNetwork, Network
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from stratus.imagestore import ImageStore
@@ -119,16 +122,14 @@ def test_concurrent_creates_never_share_an_address(bridge: NatsBridge, settings:
 
 def test_kernel_and_ramdisk_come_from_the_image_store(handlers: Handlers, tmp_path: Path) -> None:
     store = ImageStore(tmp_path / "images")
-    catalog = CatalogHandlers(handlers)
+    catalog = handlers.bus
 
     def image(data: bytes, **properties: str) -> str:
-        iid = catalog.create_image(
+        iid = catalog.handle(
             CreateImage("p1", "img", disk_format="raw", container_format="bare", properties=properties)
         ).id
         stored = store.receive(iid, [data])
-        catalog.record_image_upload(
-            RecordImageUpload(iid, "p1", stored.size, stored.md5, "sha256", stored.sha256)
-        )
+        catalog.handle(RecordImageUpload(iid, "p1", stored.size, stored.md5, "sha256", stored.sha256))
         return iid
 
     kernel, ramdisk = image(b"kernel"), image(b"initrd")

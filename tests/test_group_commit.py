@@ -12,8 +12,9 @@ import pytest
 
 from commands.errors import QuotaExceeded
 from commands.group_commit import GroupCommit
-from commands.handlers import MOST_EVENTS_PER_CREATE_GROUP, CreateServer, Handlers
+from commands.handlers import Handlers
 from commands.operations import Operations
+from commands.servers.create import MOST_EVENTS_PER_CREATE_GROUP, CreateServer
 from commands.usage import usage_aggregate_id
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import MAX_EVENTS_PER_APPEND, JetStreamApplicationRecorder
@@ -114,7 +115,7 @@ def test_concurrent_creates_in_one_process_share_appends_and_keep_their_own_outc
     refused = [r for r in results if isinstance(r, Exception)]
     assert len(created) == 10
     assert all(isinstance(e, QuotaExceeded) and "Quota exceeded for instances" in e.message for e in refused)
-    assert handlers._creates.groups < 24  # some creates were decided together
+    assert handlers.creates.groups < 24  # some creates were decided together
     assert assert_usage_consistent(handlers, database_url, "p1")["instances"] == 10
     for i, result in created.items():
         mine = recorder.layout.aggregate_filter(result.id)

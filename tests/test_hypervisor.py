@@ -19,16 +19,14 @@ import pytest
 
 from commands.app import Stratus
 from commands.errors import NotFound
-from commands.handlers import (
-    CreateFlavor,
-    CreateServer,
-    DeleteServer,
-    Handlers,
-    PlaceInstance,
-    RegisterHost,
-    StartSpawning,
-)
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
+from commands.hosts.register import RegisterHost
 from commands.instance import Instance
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import StartSpawning
 from commands.states import PowerState, TaskState, VmState
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge

@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
-from commands.catalog import CatalogHandlers, CreateImage, CreateKeyPair, RecordImageUpload
 from commands.errors import AlreadyExists, QuotaExceeded
 from commands.flavor import flavor_aggregate_id
 from commands.image import Image
 from commands.image_usage import MIB, ImageLimits
+from commands.images.create import CreateImage, RecordImageUpload, image_usage
 from commands.keypair import keypair_aggregate_id
+from commands.keypairs.manage import CreateKeyPair
 from stratus.config import Settings
 from tests.test_api import ADMIN, P1, P2, Stack, projector, stack  # noqa: F401
 from tests.test_api_catalog import upload
@@ -92,9 +93,7 @@ def test_a_v1_image_recorded_under_its_own_id_still_loads(stack: Stack) -> None:
     found = stack.handlers.image("11111111-2222-4333-8444-555555555555")
     assert found.image_id == "11111111-2222-4333-8444-555555555555"
     with pytest.raises(AlreadyExists):
-        CatalogHandlers(stack.handlers).create_image(
-            CreateImage(owner="p", image_id="11111111-2222-4333-8444-555555555555")
-        )
+        stack.handlers.bus.handle(CreateImage(owner="p", image_id="11111111-2222-4333-8444-555555555555"))
 
 
 def _fields() -> dict[str, Any]:
@@ -107,15 +106,15 @@ def _fields() -> dict[str, Any]:
 
 def test_image_storage_counts_in_the_projects_quota(stack: Stack, api_settings: Settings) -> None:
     limits = ImageLimits(image_count_total=2, image_size_total=1)
-    catalog = CatalogHandlers(stack.handlers, image_limits=limits)
+    catalog = stack.handlers.bus.extended(image_limits=limits)
     raw = {"container_format": "bare", "disk_format": "raw"}
-    first = catalog.create_image(CreateImage(owner="p1", name="a", **raw))
-    catalog.create_image(CreateImage(owner="p1", name="b", **raw))
+    first = catalog.handle(CreateImage(owner="p1", name="a", **raw))
+    catalog.handle(CreateImage(owner="p1", name="b", **raw))
     with pytest.raises(QuotaExceeded, match="image_count_total"):
-        catalog.create_image(CreateImage(owner="p1", name="c"))
-    catalog.create_image(CreateImage(owner="p2", name="other project"))
-    catalog.record_image_upload(RecordImageUpload(first.id, None, MIB // 2, "0" * 32, "sha256", "0" * 64))
-    assert catalog.image_usage("p1").remaining(catalog.image_limits) == MIB // 2
+        catalog.handle(CreateImage(owner="p1", name="c"))
+    catalog.handle(CreateImage(owner="p2", name="other project"))
+    catalog.handle(RecordImageUpload(first.id, None, MIB // 2, "0" * 32, "sha256", "0" * 64))
+    assert image_usage(catalog.uow, "p1").remaining(limits) == MIB // 2
 
 
 def test_an_upload_past_the_quota_is_a_413_and_leaves_nothing_on_disk(
@@ -140,7 +139,7 @@ def test_no_rsa_key_is_generated_for_a_key_pair_that_will_be_refused(stack: Stac
     lock = threading.Lock()
 
     def counting_key() -> tuple[str, str]:
-        from commands.catalog import generate_ssh_key
+        from commands.keypairs.keys import generate_ssh_key
 
         with lock:
             generated.append(1)
@@ -149,11 +148,11 @@ def test_no_rsa_key_is_generated_for_a_key_pair_that_will_be_refused(stack: Stac
     from commands.operations import Operations
 
     Operations(stack.handlers.app).set_quota("p1", {"key_pairs": 1}, {})
-    catalog = CatalogHandlers(stack.handlers, generate_key=counting_key)
-    catalog.create_keypair(CreateKeyPair("u1", "first", None, "p1"))
+    catalog = stack.handlers.bus.extended(generate_key=counting_key)
+    catalog.handle(CreateKeyPair("u1", "first", None, "p1"))
     assert len(generated) == 1
     with pytest.raises(QuotaExceeded):
-        catalog.create_keypair(CreateKeyPair("u1", "second", None, "p1"))
+        catalog.handle(CreateKeyPair("u1", "second", None, "p1"))
     with pytest.raises(AlreadyExists):
-        catalog.create_keypair(CreateKeyPair("u1", "first", None, "p1"))
+        catalog.handle(CreateKeyPair("u1", "first", None, "p1"))
     assert len(generated) == 1

@@ -19,9 +19,11 @@ import pytest
 from eventsourcing.persistence import IntegrityError
 
 from commands.errors import Forbidden, InstanceLocked, InvalidState
-from commands.handlers import DeleteServer, Handlers
+from commands.handlers import Handlers
 from commands.instance import Instance
-from commands.lifecycle import LifecycleHandlers, LockServer, RequestAction, UnlockServer
+from commands.lifecycle import LifecycleHandlers
+from commands.servers.actions import LockServer, RequestAction, UnlockServer
+from commands.servers.delete import DeleteServer
 from commands.states import PowerState, VmState
 from stratus import hostrpc
 from stratus.eventstore import NatsBridge

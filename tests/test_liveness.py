@@ -10,7 +10,7 @@ from pathlib import Path
 import libvirt
 import pytest
 
-from commands.handlers import PlaceInstance
+from commands.servers.scheduling import PlaceInstance
 from commands.states import PowerState
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge

@@ -7,7 +7,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from commands.handlers import PlaceInstance, RegisterHost
+from commands.hosts.register import RegisterHost
+from commands.servers.scheduling import PlaceInstance
 from tests.test_api import ADMIN, P1, Stack, api_settings, assert_fault, projector, stack
 from tests.test_compute_admin import alive
 

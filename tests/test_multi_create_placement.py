@@ -12,7 +12,11 @@ import pytest
 
 from commands.app import Stratus
 from commands.errors import NoValidHost
-from commands.handlers import CreateFlavor, CreateServer, DeleteServer, FinishDeletion, Handlers, RegisterHost
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
+from commands.hosts.register import RegisterHost
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer, FinishDeletion
 from commands.states import VmState
 from stratus.context import CommandContext
 from tests.test_scheduler import Worker, app, eventually, settled, start_scheduler  # noqa: F401 (fixtures)
@@ -68,7 +72,7 @@ def test_multi_creates_appended_in_one_group_are_each_placed_together(
         (CreateServer(name, "p1", "u1", "big", count=count, reservation_id=f"r-{name}"), CommandContext())
         for name, count in (("quartet", 4), ("trio", 3))
     ]
-    quartet, trio = (r.ids for r in h._decide_creates(requests))  # type: ignore[union-attr]  # one group
+    quartet, trio = (r.ids for r in h.creates.decide(requests))  # type: ignore[union-attr]  # one group
     start_scheduler()
     placed = [eventually(partial(settled, h, s)) for s in trio]
     failed = [eventually(partial(settled, h, s)) for s in quartet]

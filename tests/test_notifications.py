@@ -12,19 +12,15 @@ import pytest
 
 import schemas
 from commands.app import Stratus
-from commands.handlers import (
-    CreateFlavor,
-    CreateServer,
-    DeleteServer,
-    FailInstance,
-    FinishDeletion,
-    FinishSpawning,
-    Handlers,
-    PlaceInstance,
-    RegisterHost,
-    StartSpawning,
-)
-from commands.migration import MigrationHandlers, ResizeDecision, ResizeServer
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
+from commands.hosts.register import RegisterHost
+from commands.migration import MigrationHandlers
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer, FinishDeletion
+from commands.servers.moves import ResizeDecision, ResizeServer
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from commands.states import PowerState
 from projections import notifications
 from schemas import asyncapi

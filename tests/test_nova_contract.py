@@ -99,7 +99,8 @@ def test_no_floating_ip_pools_as_nova_without_neutron_answers(stack: Stack) -> N
 
 
 def test_os_hosts_until_its_removal_at_2_43(stack: Stack) -> None:
-    from commands.handlers import PlaceInstance, RegisterHost
+    from commands.hosts.register import RegisterHost
+    from commands.servers.scheduling import PlaceInstance
 
     stack.flavor(id="tiny", ram=512, vcpus=1, disk=1)
     stack.handlers.register_host(RegisterHost("cmp-h", vcpus=8, memory_mb=4096, disk_gb=40))
@@ -131,7 +132,7 @@ def test_instance_usage_audit_log_from_the_log(stack: Stack) -> None:
     """Nova's audit of the last completed month, per host: every host done (the log is complete),
     the instances each held during the period."""
     from api.audit_log import last_completed_period
-    from commands.handlers import RegisterHost
+    from commands.hosts.register import RegisterHost
 
     stack.handlers.register_host(RegisterHost("cmp-a", vcpus=8, memory_mb=4096, disk_gb=40))
     admin = stack.headers(ADMIN)
@@ -150,7 +151,8 @@ def test_instance_usage_audit_log_from_the_log(stack: Stack) -> None:
     assert (one["period_beginning"], one["period_ending"]) == ("2026-02-01 00:00:00", "2026-03-01 00:00:00")
     assert (begin.month, end.month) == (2, 3)
     # a server launched now counts in the audit of this month (asked for from next month)
-    from commands.handlers import FinishSpawning, PlaceInstance, StartSpawning
+    from commands.servers.scheduling import PlaceInstance
+    from commands.servers.spawn import FinishSpawning, StartSpawning
     from commands.states import PowerState
 
     stack.flavor(id="tiny")

@@ -14,9 +14,12 @@ from typing import Any
 
 import pytest
 
-from commands.handlers import FinishSpawning, PlaceInstance, RegisterHost, StartSpawning
-from commands.lifecycle import FinishAction, LifecycleHandlers
+from commands.hosts.register import RegisterHost
+from commands.lifecycle import LifecycleHandlers
 from commands.network import FixedNetwork
+from commands.servers.actions import FinishAction
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FinishSpawning, StartSpawning
 from commands.states import PowerState
 from tests import nova_schemas
 from tests.test_api import ADMIN, P1, P2, Stack, projector, stack

@@ -9,17 +9,15 @@ from typing import Any
 import pytest
 
 from api.placement.view import ProviderView
-from commands.handlers import (
-    CreateFlavor,
-    CreateServer,
-    FinishSpawning,
-    PlaceInstance,
-    RegisterHost,
-    StartSpawning,
-)
+from commands.flavors.create import CreateFlavor
 from commands.host import host_aggregate_id
-from commands.migration import MigrateServer, MigrationHandlers, ResizeDecision
-from commands.placement import PlacementHandlers
+from commands.hosts.register import RegisterHost
+from commands.migration import MigrationHandlers
+from commands.placement_handlers import PlacementHandlers
+from commands.servers.create import CreateServer
+from commands.servers.moves import MigrateServer, ResizeDecision
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FinishSpawning, StartSpawning
 from commands.states import PowerState
 from tests.test_api import P1, Stack, api_settings, projector, stack  # noqa: F401 (fixtures)
 

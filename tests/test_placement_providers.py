@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from commands.handlers import RegisterHost
 from commands.host import host_aggregate_id
+from commands.hosts.register import RegisterHost
 from tests.test_api import ADMIN, Stack, api_settings, projector, stack  # noqa: F401 (fixtures)
 
 

@@ -21,21 +21,16 @@ from psycopg import sql
 
 from commands.app import Stratus
 from commands.flavor import Flavor
-from commands.handlers import (
-    CreateFlavor,
-    CreateServer,
-    DeleteServer,
-    FailInstance,
-    FinishDeletion,
-    FinishSpawning,
-    Handlers,
-    PlaceInstance,
-    RegisterHost,
-    StartSpawning,
-)
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
 from commands.host import Host, Resources
+from commands.hosts.register import RegisterHost
 from commands.image import Image
 from commands.instance import Instance
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer, FinishDeletion
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from projections import queries
 from projections.projector import Projector
 from projections.runner import run

@@ -28,17 +28,14 @@ from eventsourcing.utils import get_topic
 from commands.app import Stratus
 from commands.errors import NotFound
 from commands.flavor import Flavor
-from commands.handlers import (
-    CreateFlavor,
-    CreateServer,
-    FinishSpawning,
-    Handlers,
-    PlaceInstance,
-    RegisterHost,
-    StartSpawning,
-)
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
 from commands.host import Host
+from commands.hosts.register import RegisterHost
 from commands.instance import Instance
+from commands.servers.create import CreateServer
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FinishSpawning, StartSpawning
 from commands.states import PowerState, VmState
 from projections import notifications, queries
 from projections.rebuild import rebuild

@@ -13,22 +13,22 @@ from typing import Any
 import pytest
 
 from commands.app import Stratus
-from commands.catalog import CatalogHandlers, CreateKeyPair, DeleteKeyPair, generate_ssh_key
 from commands.errors import QuotaExceeded
-from commands.handlers import (
-    CreateFlavor,
-    CreateServer,
-    DeleteServer,
-    FailInstance,
-    FinishDeletion,
-    Handlers,
-    PlaceInstance,
-    RegisterHost,
-)
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
+from commands.hosts.register import RegisterHost
 from commands.instance import Instance
-from commands.operations import CreateServerGroup, Operations
+from commands.keypairs.keys import generate_ssh_key
+from commands.keypairs.manage import CreateKeyPair, DeleteKeyPair
+from commands.operations import Operations
 from commands.quota import DEFAULT_LIMITS
-from commands.server_fields import ServerFieldHandlers, SetServerMetadata
+from commands.server_fields import ServerFieldHandlers
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer, FinishDeletion
+from commands.servers.fields import SetServerMetadata
+from commands.servers.groups import CreateServerGroup
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FailInstance
 from commands.states import VmState
 from commands.usage import EPOCH_EVENTS, ProjectUsage, usage_aggregate_id
 from projections.usage_queries import project_usage
@@ -268,20 +268,18 @@ def test_concurrent_key_pairs_never_exceed_the_users_quota(handlers: Handlers, s
     results = race(
         settings,
         8,
-        lambda h, i: CatalogHandlers(h, generate_key=_fake_key).create_keypair(
-            CreateKeyPair("u1", f"k{i}", None, "p1")
-        ),
+        lambda h, i: h.bus.extended(generate_key=_fake_key).handle(CreateKeyPair("u1", f"k{i}", None, "p1")),
     )
     created = [i for i, r in enumerate(results) if not isinstance(r, Exception)]
     refused = [r for r in results if isinstance(r, Exception)]
     assert len(created) == 3, results
     assert all(isinstance(r, QuotaExceeded) and "Quota exceeded for key_pairs" in r.message for r in refused)
-    catalog = CatalogHandlers(handlers, generate_key=_fake_key)
+    catalog = handlers.bus.extended(generate_key=_fake_key)
     with pytest.raises(QuotaExceeded):
-        catalog.create_keypair(CreateKeyPair("u1", "one-more", None, "p1"))
-    catalog.delete_keypair(DeleteKeyPair("u1", f"k{created[0]}"))
-    catalog.create_keypair(CreateKeyPair("u1", "one-more", None, "p1"))
-    catalog.create_keypair(CreateKeyPair("u2", "another-user", None, "p1"))  # the count is per user
+        catalog.handle(CreateKeyPair("u1", "one-more", None, "p1"))
+    catalog.handle(DeleteKeyPair("u1", f"k{created[0]}"))
+    catalog.handle(CreateKeyPair("u1", "one-more", None, "p1"))
+    catalog.handle(CreateKeyPair("u2", "another-user", None, "p1"))  # the count is per user
 
 
 def test_concurrent_server_groups_never_exceed_the_projects_quota(

@@ -11,8 +11,10 @@ import psycopg
 import pytest
 
 from commands.app import Stratus
-from commands.handlers import CreateServer, Handlers, PlaceInstance
+from commands.handlers import Handlers
 from commands.operations import Operations
+from commands.servers.create import CreateServer
+from commands.servers.scheduling import PlaceInstance
 from processes.rebuild import main
 from projections import queries
 from projections.rebuild import NEW_SCHEMA, OLD_SCHEMA, RebuildInProgress, rebuild

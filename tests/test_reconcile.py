@@ -13,8 +13,10 @@ from pathlib import Path
 import libvirt
 
 from commands.census import DESTROYED, LEFT_ALONE, GuestCensus, census_id
-from commands.handlers import DeleteServer, Handlers
-from commands.lifecycle import LifecycleHandlers, RequestAction
+from commands.handlers import Handlers
+from commands.lifecycle import LifecycleHandlers
+from commands.servers.actions import RequestAction
+from commands.servers.delete import DeleteServer
 from commands.states import PowerState, VmState
 from tests.test_hypervisor import (  # noqa: F401  (fixtures)
     HOST,

@@ -18,11 +18,15 @@ import pytest
 
 from commands.app import Stratus
 from commands.errors import InstanceLocked, InvalidInput, InvalidState, QuotaExceeded
-from commands.handlers import CreateFlavor, DeleteServer, Handlers
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
 from commands.instance import Instance
-from commands.lifecycle import LifecycleHandlers, LockServer, RequestAction
-from commands.migration import MigrateServer, MigrationHandlers, ResizeDecision, ResizeServer
+from commands.lifecycle import LifecycleHandlers
+from commands.migration import MigrationHandlers
 from commands.quota import ProjectQuota
+from commands.servers.actions import LockServer, RequestAction
+from commands.servers.delete import DeleteServer
+from commands.servers.moves import MigrateServer, ResizeDecision, ResizeServer
 from commands.states import PowerState, TaskState, VmState
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge

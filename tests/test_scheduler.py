@@ -10,9 +10,13 @@ import pytest
 
 from commands.app import Stratus
 from commands.errors import NotFound, NoValidHost
-from commands.handlers import CreateFlavor, CreateServer, DeleteServer, Handlers, RegisterHost
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
 from commands.host import Resources
+from commands.hosts.register import RegisterHost
 from commands.instance import Instance
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer
 from commands.states import TaskState, VmState
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge

@@ -11,10 +11,14 @@ import orjson
 import pytest
 
 from commands.app import Stratus
-from commands.handlers import CreateServer, Handlers, PlaceInstance, RegisterHost
+from commands.handlers import Handlers
 from commands.host import Resources
+from commands.hosts.register import RegisterHost
+from commands.hosts.services import SetServiceStatus
 from commands.instance import Instance
-from commands.operations import Operations, SetServiceStatus
+from commands.operations import Operations
+from commands.servers.create import CreateServer
+from commands.servers.scheduling import PlaceInstance
 from commands.states import VmState
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
@@ -102,7 +106,7 @@ def test_waiting_requests_are_placed_in_one_append_each_under_its_own_request(
 def test_a_request_deleted_while_waiting_does_not_hold_up_the_others(
     handlers: Handlers, request: pytest.FixtureRequest
 ) -> None:
-    from commands.handlers import DeleteServer
+    from commands.servers.delete import DeleteServer
 
     handlers.register_host(RegisterHost("compute-a", vcpus=8, memory_mb=4096, disk_gb=100))
     first = handlers.create_server(CreateServer("first", "p1", "u1", "small")).id

@@ -17,9 +17,12 @@ import orjson
 import pytest
 
 from commands.app import Stratus
-from commands.handlers import CreateFlavor, CreateServer, Handlers, RegisterHost
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
 from commands.host import Resources
+from commands.hosts.register import RegisterHost
 from commands.operations import Operations
+from commands.servers.create import CreateServer
 from commands.states import TaskState, VmState
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge

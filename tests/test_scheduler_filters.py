@@ -11,19 +11,19 @@ from collections.abc import Callable
 import pytest
 
 from commands.errors import GroupPolicyViolated, InvalidInput, NotFound, QuotaExceeded
-from commands.handlers import (
-    CreateFlavor,
-    CreateServer,
-    DeleteServer,
-    FinishDeletion,
-    FinishSpawning,
-    Handlers,
-    PlaceInstance,
-    RegisterHost,
-    StartSpawning,
-)
-from commands.migration import FailMigration, MigrateServer, MigrationHandlers
-from commands.operations import CreateHostAggregate, CreateServerGroup, Operations, SetServiceStatus
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
+from commands.hosts.aggregates import CreateHostAggregate
+from commands.hosts.register import RegisterHost
+from commands.hosts.services import SetServiceStatus
+from commands.migration import MigrationHandlers
+from commands.operations import Operations
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer, FinishDeletion
+from commands.servers.groups import CreateServerGroup
+from commands.servers.moves import FailMigration, MigrateServer
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FinishSpawning, StartSpawning
 from commands.states import PowerState, VmState
 from tests.test_scheduler import Worker, app, eventually, handlers, settled, start_scheduler
 from workers.host_selection import NO_VALID_HOST

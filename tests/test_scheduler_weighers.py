@@ -7,10 +7,13 @@ from collections.abc import Callable
 
 from commands.app import Stratus
 from commands.errors import NoValidHost
-from commands.handlers import CreateFlavor, CreateServer, Handlers, RegisterHost
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
 from commands.host import Host, Resources
+from commands.hosts.register import RegisterHost
 from commands.operations import Operations
-from commands.placement import PlacementHandlers
+from commands.placement_handlers import PlacementHandlers
+from commands.servers.create import CreateServer
 from commands.states import VmState
 from tests.test_scheduler import Worker, app, eventually, settled, start_scheduler  # noqa: F401 (fixtures)
 from workers.filters import Request, run_filters, traits_of

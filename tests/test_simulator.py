@@ -17,9 +17,14 @@ import pytest
 
 from commands.app import Stratus
 from commands.errors import NotFound
-from commands.handlers import CreateFlavor, CreateServer, DeleteServer, Handlers
-from commands.lifecycle import LifecycleHandlers, RequestAction
-from commands.migration import MigrationHandlers, ResizeDecision, ResizeServer
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
+from commands.lifecycle import LifecycleHandlers
+from commands.migration import MigrationHandlers
+from commands.servers.actions import RequestAction
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer
+from commands.servers.moves import ResizeDecision, ResizeServer
 from commands.states import VmState
 from processes.cli import _parser as build_parser
 from stratus import hostrpc

@@ -22,7 +22,8 @@ from nats.js.api import DiscardPolicy
 
 import schemas
 from api import watch
-from commands.handlers import PlaceInstance, RegisterHost
+from commands.hosts.register import RegisterHost
+from commands.servers.scheduling import PlaceInstance
 from stratus.config import Settings
 from tests.fixtures.processes import free_port, serving
 from tests.test_api import ADMIN, P1, P2, Stack, api_settings, projector, stack

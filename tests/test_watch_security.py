@@ -33,9 +33,12 @@ from api import watch
 from api.auth import Authenticator
 from api.readmodel import ReadModel, open_pool
 from api.tokens import TokenSigner, load_or_create_key
-from commands.handlers import FailInstance, FinishSpawning, PlaceInstance, RegisterHost, StartSpawning
 from commands.host import host_aggregate_id
-from commands.migration import MigrateServer, MigrationHandlers
+from commands.hosts.register import RegisterHost
+from commands.migration import MigrationHandlers
+from commands.servers.moves import MigrateServer
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from stratus.config import Settings
 from stratus.eventstore import JetStreamApplicationRecorder, envelope
 from tests.fixtures.processes import free_port, serving

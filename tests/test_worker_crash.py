@@ -15,8 +15,11 @@ from pathlib import Path
 import libvirt
 import pytest
 
-from commands.handlers import CreateFlavor, DeleteServer, Handlers
-from commands.migration import MigrationHandlers, ResizeDecision, ResizeServer
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
+from commands.migration import MigrationHandlers
+from commands.servers.delete import DeleteServer
+from commands.servers.moves import ResizeDecision, ResizeServer
 from commands.states import PowerState, TaskState, VmState
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge

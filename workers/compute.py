@@ -13,15 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from commands.errors import Conflict, InvalidState, NotFound
-from commands.handlers import (
-    FailInstance,
-    FinishDeletion,
-    FinishSpawning,
-    Handlers,
-    RegisterHost,
-    StartSpawning,
-)
+from commands.handlers import Handlers
+from commands.hosts.register import RegisterHost
 from commands.instance import Instance
+from commands.servers.delete import FinishDeletion
+from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from commands.states import TaskState, VmState
 from stratus.imagestore import ImageStore, StoreError
 from workers.console import console_log

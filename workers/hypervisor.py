@@ -77,7 +77,7 @@ def run(
     host = settings.host_name
     instances_path = instances_path or settings.data_dir / "instances" / encode_token(host)
     handlers = Handlers(app)
-    boot = boot_image or BootImages(Handlers(app), ImageStore(settings.data_dir / "images"))
+    boot = boot_image or BootImages(handlers, ImageStore(settings.data_dir / "images"))
     steps = HostSteps(handlers, driver, host, instances_path=instances_path, boot_image=boot, retry=retry)
     compute = steps.compute
     if not _register(compute, stop):

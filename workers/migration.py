@@ -26,7 +26,7 @@ from typing import Any
 from commands.errors import Conflict, InvalidState, NotFound
 from commands.handlers import Handlers
 from commands.instance import Instance
-from commands.migration import FailMigration, MigrationHandlers
+from commands.servers.moves import FailMigration, FinishMigration, FinishRevert, LeftDest, LeftSource
 from commands.states import TaskState
 from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
 from workers.power import remove_guest
@@ -62,7 +62,6 @@ class Moves:
     ) -> None:
         """``guest``: the guest a server's instance defines now (its flavor, image, console)."""
         self._handlers = handlers
-        self._moves = MigrationHandlers(handlers)
         self._driver = driver
         self._power = driver if isinstance(driver, PowerDriver) else None
         self._guest = guest
@@ -103,17 +102,17 @@ class Moves:
         try:
             if event_type == MIGRATION_SCHEDULED:
                 remove_guest(self._driver, server_id)
-                record: Callable[[], Any] = lambda: self._moves.left_source(server_id)  # noqa: E731
+                record: Callable[[], Any] = lambda: self._handlers.bus.handle(LeftSource(server_id))  # noqa: E731
             elif event_type == REVERT_REQUESTED:
                 self._driver.destroy(server_id)
-                record = lambda: self._moves.left_dest(server_id)  # noqa: E731
+                record = lambda: self._handlers.bus.handle(LeftDest(server_id))  # noqa: E731
             else:  # define and start the guest: the new flavor here, or the old one back at the source
                 to_dest = event_type == MIGRATED_FROM_SOURCE
                 power_state = self._start(
                     inst, (inst.migration or {})["new_flavor" if to_dest else "old_flavor"]
                 )
-                finish = self._moves.finished if event_type == MIGRATED_FROM_SOURCE else self._moves.reverted
-                record = lambda: finish(server_id, power_state)  # noqa: E731
+                finish = FinishMigration if event_type == MIGRATED_FROM_SOURCE else FinishRevert
+                record = lambda: self._handlers.bus.handle(finish(server_id, power_state))  # noqa: E731
         except TemporaryVirtError as e:
             retry = self._retry.retry(attempt, e.message)
             if retry is not None:
@@ -174,7 +173,7 @@ class Moves:
             with contextlib.suppress(VirtError):
                 self._driver.destroy(inst.server_id)  # leave no half-made or stale guest behind
         with contextlib.suppress(InvalidState, NotFound):  # a delete overtook the move
-            self._moves.fail(
+            self._handlers.bus.handle(
                 FailMigration(
                     inst.server_id,
                     MIGRATION_FAILED,

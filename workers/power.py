@@ -21,7 +21,7 @@ from commands.actions import ACTIONS
 from commands.errors import Conflict, InvalidState, NotFound
 from commands.handlers import Handlers
 from commands.instance import Instance
-from commands.lifecycle import FailAction, FinishAction, LifecycleHandlers
+from commands.servers.actions import FailAction, FinishAction, FinishOffload
 from commands.states import PowerState
 from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
 from workers.virt import (
@@ -64,7 +64,6 @@ class PowerActions:
         compute side's, for ``rebuild``)."""
         self._handlers = handlers
         self._respawn = respawn
-        self._lifecycle = LifecycleHandlers(handlers)
         # A driver without power operations (a test double of the spawn port) fails every action.
         self._driver = driver if isinstance(driver, PowerDriver) else None
         self.hostname = hostname
@@ -119,9 +118,9 @@ class PowerActions:
         except PermanentVirtError as e:
             return self._failed(key, server_id, e, attempt)
         # A delete that overtook the action refuses this; its own message tears the guest down.
-        finish = self._lifecycle.finish_offload if key == "shelve" else self._lifecycle.finish_action
+        finish = FinishOffload if key == "shelve" else FinishAction
         with contextlib.suppress(InvalidState, NotFound):
-            finish(FinishAction(server_id, key, power_state))
+            self._handlers.bus.handle(finish(server_id, key, power_state))
         return DONE
 
     @staticmethod
@@ -161,7 +160,7 @@ class PowerActions:
     def _fail(self, key: str, server_id: str, why: str, details: str, *, broken: bool = False) -> Outcome:
         action = ACTIONS[key].name
         with contextlib.suppress(InvalidState, NotFound):  # a delete overtook the action
-            self._lifecycle.fail_action(
+            self._handlers.bus.handle(
                 FailAction(
                     server_id,
                     key,

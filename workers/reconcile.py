@@ -27,7 +27,7 @@ import threading
 from commands.census import DESTROYED, LEFT_ALONE
 from commands.errors import NotFound
 from commands.handlers import Handlers
-from commands.lifecycle import ReconciliationHandlers, RecordStrayGuests, SyncPowerState
+from commands.servers.reconcile import RecordStrayGuests, SyncPowerState, deleted_instance
 from commands.states import PowerState
 from stratus.context import Actor, CommandContext, acting
 from workers.consumer import STORE_TEMPORARY
@@ -44,7 +44,6 @@ class Reconciler:
 
     def __init__(self, handlers: Handlers, driver: VirtDriver, hostname: str) -> None:
         self._handlers = handlers
-        self._rec = ReconciliationHandlers(handlers)
         self._driver = driver
         self.hostname = hostname
 
@@ -70,7 +69,7 @@ class Reconciler:
             observe = functools.partial(self._observe, server_id)
             command = SyncPowerState(server_id, observed, missing=dom is None, observe=observe)
             try:
-                changed = self._rec.sync_power_state(command)
+                changed = self._handlers.bus.handle(command)
             except NotFound:
                 continue  # deleted meanwhile
             if changed:
@@ -85,12 +84,12 @@ class Reconciler:
             except DomainNotFound:
                 continue  # gone meanwhile (a delete finishing as we looked)
             action = LEFT_ALONE
-            if self._rec.deleted_instance(uuid):
+            if deleted_instance(self._handlers.uow, uuid):
                 log.warning("destroying orphan guest %s (its instance is deleted)", dom.name)
                 self._driver.destroy(uuid)
                 action = DESTROYED
             strays[uuid] = (dom.name, dom.power_state, action)
-        if self._rec.record_strays(RecordStrayGuests(self.hostname, strays)):
+        if self._handlers.bus.handle(RecordStrayGuests(self.hostname, strays)):
             recorded += len(strays)
         return recorded
 

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from eventsourcing.persistence import IntegrityError
 
 from commands.errors import Conflict, InsufficientResources, InvalidState, NotFound, NoValidHost
-from commands.handlers import FailInstance, Handlers, PlaceInstance
+from commands.handlers import Handlers
 from commands.host import Host, Resources
 from commands.instance import Instance
-from commands.migration import FailMigration, MigrationHandlers
 from commands.server_group import ServerGroup
+from commands.servers.moves import FailMigration, ScheduleMigration
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FailInstance
 from commands.states import TaskState, VmState
 from stratus.context import CommandContext, acting
 from workers.filters import Filtered, Request, run_filters, traits_of
@@ -99,7 +101,6 @@ class Scheduling:
         """``catch_up`` brings ``view`` up to the log's current end before a decision; ``rounds``:
         how many times to filter and weigh again when every candidate filled up under us."""
         self._handlers = handlers
-        self._migrations = MigrationHandlers(handlers)
         self._view = view
         self._catch_up = catch_up
         self._retry = retry or RetryPolicy()
@@ -302,7 +303,7 @@ class Scheduling:
             free = {h.hostname: filtered.free[h.hostname] for h in filtered.hosts}
             for hostname in weigh(free, self._multipliers):
                 try:
-                    self._migrations.place(server_id, hostname)
+                    self._handlers.bus.handle(ScheduleMigration(server_id, hostname))
                 except InsufficientResources:
                     continue
                 except (InvalidState, NotFound):
@@ -312,7 +313,7 @@ class Scheduling:
         try:
             if self._handlers.instance(server_id).awaiting_move:
                 log.warning("move %s: %s %s", server_id, NO_VALID_HOST, details)
-                self._migrations.fail(FailMigration(server_id, NoValidHost.code, NO_VALID_HOST, details))
+                self._handlers.bus.handle(FailMigration(server_id, NoValidHost.code, NO_VALID_HOST, details))
         except (InvalidState, NotFound):
             pass  # deleted, or placed after all
         return DONE
@@ -389,7 +390,7 @@ class Scheduling:
         try:
             if self._handlers.instance(server_id).awaiting_move:
                 log.warning("move %s: %s %s", server_id, NO_VALID_HOST, details)
-                self._migrations.fail(FailMigration(server_id, NoValidHost.code, NO_VALID_HOST, details))
+                self._handlers.bus.handle(FailMigration(server_id, NoValidHost.code, NO_VALID_HOST, details))
                 return
         except (InvalidState, NotFound):
             return

@@ -3,7 +3,7 @@
 Providers are the compute hosts (``commands.host.Host``) and the providers operators create
 (``commands.provider.ResourceProvider``); reads come from ``ProviderView`` (the
 hosts' events folded in this process, caught up with the log before every request), writes from
-``commands.placement.PlacementHandlers``. See docs/placement.md.
+``commands.placement_handlers.PlacementHandlers``. See docs/placement.md.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from api.placement import (
     usages,
 )
 from api.placement.view import ConsumerOwners, ProviderView
-from commands.placement import PlacementHandlers
+from commands.placement_handlers import PlacementHandlers
 
 PREFIX = "/placement"
 

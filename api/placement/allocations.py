@@ -17,7 +17,7 @@ import falcon
 from api.placement.common import PlacementError, Version, body, ok, placement_call
 from api.placement.resource_providers import provider
 from api.placement.view import ProviderView
-from commands.placement import ConsumerChange, PlacementHandlers
+from commands.placement_handlers import ConsumerChange, PlacementHandlers
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
 

@@ -13,7 +13,7 @@ import falcon
 
 from api.placement.common import PlacementError, body, link, ok, placement_call
 from api.placement.view import ProviderView
-from commands.placement import PlacementHandlers
+from commands.placement_handlers import PlacementHandlers
 from commands.resource_provider import STANDARD_CLASSES
 
 _PATH = "/placement/resource_classes"

@@ -16,7 +16,7 @@ import falcon
 
 from api.placement.common import PlacementError, Version, body, link, ok, params, placement_call
 from api.placement.view import ProviderView, has_children, root_of
-from commands.placement import PlacementHandlers
+from commands.placement_handlers import PlacementHandlers
 from commands.provider import MAX_NAME
 from commands.resource_provider import Inventory, Provider
 

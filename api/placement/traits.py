@@ -8,7 +8,7 @@ import falcon
 from api.placement.common import PlacementError, body, generation_of, ok, placement_call
 from api.placement.resource_providers import provider
 from api.placement.view import ProviderView
-from commands.placement import PlacementHandlers
+from commands.placement_handlers import PlacementHandlers
 from commands.resource_provider import Provider
 
 

@@ -30,8 +30,10 @@ from uuid import UUID, uuid4
 from eventsourcing.persistence import Mapper, StoredEvent
 
 from commands.app import Stratus
-from commands.handlers import CreateFlavor, CreateServer, Handlers
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
 from commands.instance import Instance
+from commands.servers.create import CreateServer
 from stratus.config import Settings
 from stratus.context import CommandContext
 from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge

@@ -42,8 +42,10 @@ import psycopg
 
 from commands.app import Stratus
 from commands.errors import NotFound
-from commands.handlers import CreateFlavor, CreateServer, Handlers
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
 from commands.operations import Operations
+from commands.servers.create import CreateServer
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.envelope import decode_message

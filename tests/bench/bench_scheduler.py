@@ -31,10 +31,12 @@ import uuid
 from pathlib import Path
 
 from commands.app import Stratus
-from commands.handlers import CreateFlavor, CreateServer, Handlers
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
 from commands.host import Host, Resources, host_aggregate_id
 from commands.instance import Instance
 from commands.operations import Operations
+from commands.servers.create import CreateServer
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.envelope import APPEND_ID, decode_message

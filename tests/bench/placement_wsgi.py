@@ -18,7 +18,7 @@ import falcon
 from api.placement import add_routes
 from api.placement.view import ProviderView
 from commands.app import Stratus
-from commands.placement import PlacementHandlers
+from commands.placement_handlers import PlacementHandlers
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext
 

@@ -34,7 +34,8 @@ from schemathesis.specs.openapi.checks import (
 
 import schemas
 from api.openapi import DOCUMENT
-from commands.handlers import PlaceInstance, RegisterHost
+from commands.hosts.register import RegisterHost
+from commands.servers.scheduling import PlaceInstance
 from tests.test_api import ADMIN, P1, Stack, api_settings, projector, stack  # noqa: F401
 
 pytestmark = pytest.mark.slow

@@ -15,18 +15,14 @@ from eventsourcing.persistence import StoredEvent
 
 from commands.app import Stratus
 from commands.errors import InsufficientResources, QuotaExceeded
-from commands.handlers import (
-    CreateFlavor,
-    CreateServer,
-    DeleteServer,
-    FinishDeletion,
-    FinishSpawning,
-    Handlers,
-    PlaceInstance,
-    RegisterHost,
-    StartSpawning,
-)
+from commands.flavors.create import CreateFlavor
+from commands.handlers import Handlers
+from commands.hosts.register import RegisterHost
 from commands.instance import Instance
+from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer, FinishDeletion
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FinishSpawning, StartSpawning
 from commands.states import VmState
 from stratus.eventstore.memory import InMemoryFactory, InMemoryRecorder
 

@@ -1,16 +1,22 @@
-"""What every handler class shares: loading an aggregate, appending its new events, and deciding
-again when another writer appended first (optimistic concurrency on the log)."""
+"""The unit of work every command handler runs in: load the decision state from the log, decide, append
+the new events in one atomic append, and decide again when another writer appended first (optimistic
+concurrency on the log).
+
+A handler is a function ``handler(cmd, uow, **dependencies)``; ``@retried`` makes its whole body the
+unit that is run again on a lost race, so no handler writes its own retry loop.
+"""
 
 from __future__ import annotations
 
 import copy
+import functools
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
@@ -31,6 +37,8 @@ from commands.quota import (
 
 A = TypeVar("A", bound=Aggregate)
 T = TypeVar("T")
+
+CONFLICT = "Another request changed this resource at the same time; retry."
 
 
 class _Attempt:
@@ -74,12 +82,19 @@ def exists(app: Stratus, aggregate_id: UUID) -> bool:
     return True
 
 
-class HandlerBase:
+class UnitOfWork:
+    """The log as the command handlers of one process see it: loads (from this process's aggregate
+    cache where a decision may), one atomic append per decision, and the retry around them.
+
+    ``attempts``: decisions a command makes at most before a lost race is reported as a conflict."""
+
     def __init__(self, app: Stratus, *, attempts: int = 5) -> None:
         self.app = app
-        self._attempts = attempts
+        self.attempts = attempts
+        # project -> the epoch of its quota usage last seen current (``commands.loaders.usage``)
+        self.usage_epochs: dict[str, int] = {}
 
-    def _find(self, cls: type[A], aggregate_id: UUID, *, appended: bool = False) -> A | None:
+    def find(self, cls: type[A], aggregate_id: UUID, *, appended: bool = False) -> A | None:
         """The aggregate as the log has it. ``appended``: the command appends to it, so on its first
         decision a copy this process cached (saved or read before) will do (see ``_Attempt``)."""
         attempt = _attempt.get()
@@ -98,16 +113,16 @@ class HandlerBase:
     def limits(self, project_id: str) -> Mapping[str, int]:
         """The project's quota limits: its own where an admin set them, else the default quota
         class's, else Nova's built-in defaults."""
-        defaults = self._find(QuotaClass, quota_class_id(DEFAULT_CLASS))
-        project = self._find(ProjectQuota, quota_aggregate_id(project_id))
+        defaults = self.find(QuotaClass, quota_class_id(DEFAULT_CLASS))
+        project = self.find(ProjectQuota, quota_aggregate_id(project_id))
         return {**(defaults.limits if defaults else DEFAULT_LIMITS), **(project.overrides if project else {})}
 
     def ledger(self, resource: str, owner: str) -> Ledger:
         """What ``resource`` counts for ``owner`` (``commands.ledger``), as the log has it."""
-        return self._find(Ledger, ledger_id(resource, owner)) or Ledger(resource, owner)
+        return self.find(Ledger, ledger_id(resource, owner)) or Ledger(resource, owner)
 
-    def _get(self, cls: type[A], aggregate_id: UUID, what: str, *, appended: bool = False) -> A:
-        agg = self._find(cls, aggregate_id, appended=appended)
+    def get(self, cls: type[A], aggregate_id: UUID, what: str, *, appended: bool = False) -> A:
+        agg = self.find(cls, aggregate_id, appended=appended)
         if agg is None:
             raise NotFound(f"{what} could not be found.")
         return agg
@@ -120,7 +135,7 @@ class HandlerBase:
             return None
         return copy.deepcopy(agg) if isinstance(agg, Aggregate) else None
 
-    def _save(self, *aggregates: Aggregate) -> int:
+    def save(self, *aggregates: Aggregate) -> int:
         recordings = self.app.save(*aggregates)
         cache, attempt = self.app.repository.cache, _attempt.get()
         if cache is not None and attempt is not None:  # the next step here will find what it appended
@@ -132,13 +147,20 @@ class HandlerBase:
         # Nothing new (a retried command): the log's head is a position the read is sure to cover.
         return self.app.recorder.max_notification_id() or 0
 
-    def _retrying(self, decide: Callable[[], T], attempts: int | None = None, backoff: float = 0.0) -> T:
-        """Run load-decide-append again when a concurrent writer got there first.
+    def retrying(
+        self,
+        decide: Callable[[], T],
+        attempts: int | None = None,
+        backoff: float = 0.0,
+        conflict: str = CONFLICT,
+    ) -> T:
+        """Run load-decide-append again when a concurrent writer got there first; ``conflict``: the
+        message of the ``Conflict`` raised when the last attempt loses too.
 
         ``backoff``: the most seconds to wait (random, growing with each attempt) before deciding
         again, for aggregates many writers contend for (a project's usage).
         """
-        for attempt in range((attempts or self._attempts) - 1):
+        for attempt in range((attempts or self.attempts) - 1):
             with _deciding(optimistic=attempt == 0) as deciding:
                 try:
                     return decide()
@@ -153,4 +175,32 @@ class HandlerBase:
         try:
             return decide()
         except IntegrityError as e:
-            raise Conflict("Another request changed this resource at the same time; retry.") from e
+            raise Conflict(conflict) from e
+
+    def retrying_on_usage(self, decide: Callable[[], T]) -> T:
+        """``retrying`` for a decision that appends to a project's quota usage: every create, fault
+        and delete in a project does, so many may race; each re-decides after a short random wait."""
+        return self.retrying(decide, attempts=max(self.attempts, 100), backoff=0.01)
+
+
+def retried(
+    handler: Callable[..., T] | None = None, *, on_usage: bool = False, conflict: str = CONFLICT
+) -> Any:
+    """Make a handler ``handler(cmd, uow, ...)`` one unit of work: its whole body (load, decide, save)
+    runs again when its append loses a race (``UnitOfWork.retrying``; ``on_usage``:
+    ``UnitOfWork.retrying_on_usage``). Work that must happen once (new ids, a generated key) is done
+    before, by a handler that passes it on to a ``@retried`` one."""
+
+    def wrap(handler: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(handler)
+        def run(cmd: Any, uow: UnitOfWork, *args: Any, **kwargs: Any) -> T:
+            def decide() -> T:
+                return handler(cmd, uow, *args, **kwargs)
+
+            if on_usage:
+                return uow.retrying_on_usage(decide)
+            return uow.retrying(decide, conflict=conflict)
+
+        return run
+
+    return wrap(handler) if handler is not None else wrap

@@ -1,0 +1,188 @@
+"""The message bus: one registry from command class to the handler of its use case, and the bus that
+dispatches a command to it with the handler's dependencies injected.
+
+Each process builds its bus once, in its composition root (``bootstrap``), over one
+``UnitOfWork`` (the application on the log) and the collaborators handlers ask for by parameter
+name: ``new_id`` (new aggregate ids), ``network`` (the fixed network servers get addresses on),
+``create_groups`` (the group commit of a process's creates), ``image_limits`` (the image quota),
+``generate_key`` (new SSH key pairs). ``bus.handle(command)`` then runs the
+command's use case and returns what its handler returns (a ``Result`` and its kin).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+from uuid import UUID, uuid4
+
+from commands.app import Stratus
+from commands.flavors import change as flavor_changes
+from commands.flavors import create as flavors
+from commands.hosts import aggregates as host_aggregates
+from commands.hosts import register, services
+from commands.image_usage import ImageLimits
+from commands.images import create as images
+from commands.images import tasks as image_tasks
+from commands.images import update as image_updates
+from commands.keypairs import manage as keypairs
+from commands.keypairs.keys import generate_ssh_key
+from commands.metadefs import namespaces as metadefs
+from commands.network import FixedNetwork
+from commands.quotas import limits as quotas
+from commands.servers import actions, create, delete, fields, groups, moves, reconcile, scheduling, spawn
+from commands.unit_of_work import UnitOfWork
+
+Handler = Callable[..., Any]
+
+#: Every command and the handler of its use case.
+HANDLERS: Mapping[type, Handler] = {
+    # flavors
+    flavors.CreateFlavor: flavors.create_flavor,
+    flavors.DefineFlavor: flavors.define_flavor,
+    flavors.DeleteFlavor: flavors.delete_flavor,
+    flavor_changes.SetFlavorExtraSpecs: flavor_changes.set_extra_specs,
+    flavor_changes.DeleteFlavorExtraSpec: flavor_changes.delete_extra_spec,
+    flavor_changes.DescribeFlavor: flavor_changes.describe,
+    flavor_changes.AddFlavorAccess: flavor_changes.add_access,
+    flavor_changes.RemoveFlavorAccess: flavor_changes.remove_access,
+    # hosts
+    register.RegisterHost: register.register_host,
+    services.SetServiceStatus: services.set_service_status,
+    host_aggregates.CreateHostAggregate: host_aggregates.create_host_aggregate,
+    host_aggregates.UpdateHostAggregate: host_aggregates.update_host_aggregate,
+    host_aggregates.SetHostAggregateMetadata: host_aggregates.set_metadata,
+    host_aggregates.AddHostToAggregate: host_aggregates.add_host,
+    host_aggregates.RemoveHostFromAggregate: host_aggregates.remove_host,
+    host_aggregates.DeleteHostAggregate: host_aggregates.delete_host_aggregate,
+    # images and key pairs
+    images.CreateImage: images.create_image,
+    images.RecordImageUpload: images.record_image_upload,
+    images.DeleteImage: images.delete_image,
+    image_updates.UpdateImage: image_updates.update_image,
+    image_updates.SetImageActive: image_updates.set_image_active,
+    image_updates.AddImageMember: image_updates.add_member,
+    image_updates.RemoveImageMember: image_updates.remove_member,
+    image_updates.SetImageMemberStatus: image_updates.set_member_status,
+    image_tasks.RecordTask: image_tasks.record_task,
+    keypairs.CreateKeyPair: keypairs.create_keypair,
+    keypairs.DeleteKeyPair: keypairs.delete_keypair,
+    # metadata definitions
+    metadefs.CreateNamespace: metadefs.create_namespace,
+    metadefs.UpdateNamespace: metadefs.update_namespace,
+    metadefs.DeleteNamespace: metadefs.delete_namespace,
+    metadefs.ChangeNamespace: metadefs.change,
+    # quotas
+    quotas.SetQuota: quotas.set_quota,
+    quotas.ResetQuota: quotas.reset_quota,
+    quotas.SetQuotaClass: quotas.set_quota_class,
+    # servers
+    create.CreateServer: create.create_server,
+    delete.DeleteServer: delete.delete_server,
+    delete.FinishDeletion: delete.finish_deletion,
+    scheduling.PlaceInstance: scheduling.place_instance,
+    scheduling.PlaceInstances: scheduling.place_instances,
+    scheduling.RecordPlacements: scheduling.record_placements,
+    spawn.StartSpawning: spawn.start_spawning,
+    spawn.FinishSpawning: spawn.finish_spawning,
+    spawn.FailInstance: spawn.fail_instance,
+    groups.CreateServerGroup: groups.create_server_group,
+    actions.RequestAction: actions.request_action,
+    actions.RebuildServer: actions.rebuild,
+    actions.UnshelveServer: actions.unshelve,
+    actions.FinishOffload: actions.finish_offload,
+    actions.FinishAction: actions.finish_action,
+    actions.FailAction: actions.fail_action,
+    actions.PinZone: actions.pin_zone,
+    actions.ResetServerState: actions.reset_state,
+    actions.LockServer: actions.lock,
+    actions.UnlockServer: actions.unlock,
+    fields.UpdateServer: fields.update_server,
+    fields.SetServerMetadata: fields.set_metadata,
+    fields.DeleteServerMetadataItem: fields.delete_metadata_item,
+    fields.SetServerTags: fields.set_tags,
+    fields.AddServerTag: fields.add_tag,
+    fields.RemoveServerTag: fields.remove_tag,
+    moves.ResizeServer: moves.resize,
+    moves.MigrateServer: moves.migrate,
+    moves.ConfirmResize: moves.confirm,
+    moves.RevertResize: moves.revert,
+    moves.ScheduleMigration: moves.schedule,
+    moves.LeftSource: moves.left_source,
+    moves.FinishMigration: moves.finished,
+    moves.LeftDest: moves.left_dest,
+    moves.FinishRevert: moves.reverted,
+    moves.FailMigration: moves.fail,
+    reconcile.SyncPowerState: reconcile.sync_power_state,
+    reconcile.RecordStrayGuests: reconcile.record_strays,
+    groups.DeleteServerGroup: groups.delete_server_group,
+}
+
+
+class MessageBus:
+    """Dispatches each command to its handler, with the handler's dependencies bound."""
+
+    def __init__(
+        self, uow: UnitOfWork, handlers: Mapping[type, Handler], dependencies: Mapping[str, Any]
+    ) -> None:
+        self.uow = uow
+        self.dependencies = dependencies  # what the handlers were given, by name
+        self._handlers = handlers
+
+    @property
+    def app(self) -> Stratus:
+        """The application on the log the commands append to."""
+        return self.uow.app
+
+    def handle(self, command: object) -> Any:
+        """Run the command's use case; what it returns (``Result``, ``ServersCreated``, ...)."""
+        try:
+            handler = self._handlers[type(command)]
+        except KeyError:
+            raise TypeError(f"no handler for {type(command).__name__}") from None
+        return handler(command)
+
+    def extended(self, **dependencies: Any) -> MessageBus:
+        """This bus with more (or other) dependencies, on the same unit of work (and the same group
+        commit of creates, unless the new id generator or network is another)."""
+        merged = {**self.dependencies, **dependencies}
+        if dependencies.keys() & {"new_id", "network"}:
+            del merged["create_groups"]
+        return bootstrap(self.uow, **merged)
+
+
+def bootstrap(
+    app: Stratus | UnitOfWork,
+    *,
+    new_id: Callable[[], UUID] = uuid4,
+    network: FixedNetwork | None = None,
+    attempts: int = 5,
+    **dependencies: Any,
+) -> MessageBus:
+    """The bus of one process: every handler of ``HANDLERS`` bound to its dependencies (a given
+    ``UnitOfWork`` is shared with whoever else holds it; an app gets a unit of work of its own)."""
+    uow = app if isinstance(app, UnitOfWork) else UnitOfWork(app, attempts=attempts)
+    deps: dict[str, Any] = {
+        "new_id": new_id,
+        "network": network,
+        "image_limits": ImageLimits(),
+        "generate_key": generate_ssh_key,
+        **dependencies,
+    }
+    if "create_groups" not in deps:
+        deps["create_groups"] = create.create_groups(uow, new_id, network)
+    return MessageBus(uow, {cls: _inject(handler, uow, deps) for cls, handler in HANDLERS.items()}, deps)
+
+
+def _inject(handler: Handler, uow: UnitOfWork, deps: Mapping[str, Any]) -> Callable[[object], Any]:
+    """``handler`` with the unit of work and the dependencies it names bound (cosmicpython's
+    ``inject_dependencies``)."""
+    wanted = _parameters(handler)
+    bound = {name: deps[name] for name in wanted if name in deps}
+    return functools.partial(handler, uow=uow, **bound)
+
+
+@functools.cache
+def _parameters(handler: Handler) -> tuple[str, ...]:
+    return tuple(inspect.signature(handler).parameters)[2:]  # after the command and the unit of work

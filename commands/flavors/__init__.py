@@ -1,0 +1,1 @@
+"""Commands on flavors (Nova's flavors, extra specs and flavor access)."""

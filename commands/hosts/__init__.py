@@ -1,0 +1,1 @@
+"""Commands on compute hosts: registering them, their service status, and host aggregates."""

@@ -1,0 +1,1 @@
+"""Commands on quotas: a project's limits (Nova's os-quota-sets) and quota classes."""
