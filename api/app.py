@@ -39,7 +39,8 @@ from api import (
 from api import catalog as catalog_api
 from api.auth import Authenticator
 from api.body import MAX_BODY_BYTES, load_validators
-from api.credentials import Credentials, ensure_schema
+from api.identity.credentials import Credentials, ensure_schema
+from api.identity.tokens import TokenSigner, load_or_create_key
 from api.middleware import REQUEST_ID_HEADERS, RequestContext
 from api.openapi import OpenAPIDocument
 from api.placement import add_routes as add_placement_routes
@@ -47,7 +48,6 @@ from api.placement.view import ProviderView
 from api.readmodel import ReadModel, Written, open_pool
 from api.server_actions import add_routes as add_server_action_routes
 from api.server_actions import host_liveness, scheduler_beats
-from api.tokens import TokenSigner, load_or_create_key
 from commands.handlers import Handlers
 from commands.identity_handlers import IdentityHandlers
 from commands.image_usage import ImageLimits

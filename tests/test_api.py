@@ -30,9 +30,9 @@ from falcon import testing
 from api import bootstrap
 from api.app import Deps, LazyApp, create_app
 from api.bootstrap import seed
-from api.credentials import Credentials, ensure_schema
+from api.identity.credentials import Credentials, ensure_schema
+from api.identity.tokens import TokenSigner, load_or_create_key
 from api.readmodel import open_pool
-from api.tokens import TokenSigner, load_or_create_key
 from commands.app import Stratus
 from commands.handlers import FailInstance, Handlers, PlaceInstance, RegisterHost
 from commands.identity_handlers import IdentityHandlers
