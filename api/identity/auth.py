@@ -9,12 +9,11 @@ request with the revoked token fails.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import falcon
 
 from api import policy
-from api.auth import Authenticated
 from api.errors import BadRequest, ItemNotFound, TooManyRequests, Unauthorized
 from api.identity import application_credentials as appcreds
 from api.identity.catalog import catalog
@@ -27,6 +26,9 @@ from commands.identity_handlers import RevokeToken
 from projections import directory_queries as dq
 from projections import identity_queries as q
 from stratus.context import acting
+
+if TYPE_CHECKING:  # api.auth checks tokens with api.identity.tokens: importing it here would loop
+    from api.auth import Authenticated
 
 log = logging.getLogger("stratus.api")
 

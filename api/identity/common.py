@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import falcon
 from jsonschema import Draft202012Validator
 
-from api.auth import Authenticator
 from api.body import read_json
 from api.errors import ItemNotFound
 from api.identity.credentials import Credentials
@@ -18,6 +17,9 @@ from commands.identity import DEFAULT_DOMAIN_ID, DEFAULT_DOMAIN_NAME
 from commands.identity_handlers import IdentityHandlers
 from projections import directory_queries as dq
 from projections import identity_queries as q
+
+if TYPE_CHECKING:  # api.auth checks tokens with api.identity.tokens: importing it here would loop
+    from api.auth import Authenticator
 
 PREFIX = "/identity"
 V3 = f"{PREFIX}/v3"
