@@ -235,7 +235,7 @@ def _unavailable(start_response: Callable[..., Any], request_id: str) -> list[by
     body = serialization.dumps(errors.fault_body(503, message))
     headers = [
         ("Content-Type", "application/json"),
-        (errors.ERROR_CODE_HEADER, "api.service_unavailable"),
+        (errors.ERROR_CODE_HEADER, errors.ServiceUnavailable.code),
         ("Content-Length", str(len(body))),
         ("Retry-After", "5"),
         *((name, request_id) for name in REQUEST_ID_HEADERS),
