@@ -47,6 +47,8 @@ class Authenticated:
 
 
 class Authenticator:
+    """Checks a request's token and reads who it acts for (keystonemiddleware's part, for every API)."""
+
     def __init__(self, signer: TokenSigner, read: ReadModel, identity_url: str = "") -> None:
         self.signer = signer
         self._read = read

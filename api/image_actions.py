@@ -31,6 +31,8 @@ def _done(resp: falcon.Response, result: Result) -> None:
 
 
 class ImageTag:
+    """``PUT``/``DELETE /image/v2/images/{id}/tags/{tag}``: Glance's image tags."""
+
     def __init__(self, catalog: CatalogHandlers) -> None:
         self._catalog = catalog
         self._updates = ImageUpdates(catalog)

@@ -119,6 +119,8 @@ def _check_import_from(location: Any, resolve: Callable[[str], bool]) -> None:
 
 
 class TaskCollection:
+    """``GET``/``POST /image/v2/tasks``: Glance's import tasks."""
+
     def __init__(
         self,
         tasks: TaskHandlers,
@@ -188,6 +190,8 @@ class TaskCollection:
 
 
 class TaskItem:
+    """``GET /image/v2/tasks/{id}``."""
+
     def __init__(self, tasks: TaskHandlers) -> None:
         self._tasks = tasks
 

@@ -162,6 +162,8 @@ class _Images:
 
 
 class ImageCollection(_Images):
+    """``GET``/``POST /image/v2/images``: list and create Glance images."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         _no_empty_id(req)
         actor: Actor = req.context.actor
@@ -249,6 +251,8 @@ class ImageCollection(_Images):
 
 
 class ImageItem(_Images):
+    """``GET``/``PATCH``/``DELETE /image/v2/images/{id}``."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
         image = self._catalog.image(image_id, _scope(req.context.actor))
         resp.media = image_view(row_of(image))

@@ -39,6 +39,8 @@ def _clear(namespace: str, kind: str) -> ChangeNamespace:
 
 
 class ObjectCollection(_Metadefs):
+    """``GET``/``POST``/``DELETE .../metadefs/namespaces/{ns}/objects``."""
+
     def __init__(self, metadefs: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("object")
@@ -65,6 +67,8 @@ class ObjectCollection(_Metadefs):
 
 
 class ObjectItem(_Metadefs):
+    """``GET``/``PUT``/``DELETE .../metadefs/namespaces/{ns}/objects/{name}``."""
+
     def __init__(self, metadefs: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("object")
@@ -93,6 +97,8 @@ def property_view(name: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 
 class PropertyCollection(_Metadefs):
+    """``GET``/``POST``/``DELETE .../metadefs/namespaces/{ns}/properties``."""
+
     def __init__(self, metadefs: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("property")
@@ -115,6 +121,8 @@ class PropertyCollection(_Metadefs):
 
 
 class PropertyItem(_Metadefs):
+    """``GET``/``PUT``/``DELETE .../metadefs/namespaces/{ns}/properties/{name}``."""
+
     def __init__(self, metadefs: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("property")
@@ -184,6 +192,8 @@ def _tags_body(doc: Any) -> list[str]:
 
 
 class TagCollection(_Metadefs):
+    """``GET``/``POST``/``DELETE .../metadefs/namespaces/{ns}/tags``."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
         ns = self._namespace(req, namespace)
         sort_dir = req.get_param("sort_dir") or "desc"
@@ -215,6 +225,8 @@ class TagCollection(_Metadefs):
 
 
 class TagItem(_Metadefs):
+    """``GET``/``POST``/``PUT``/``DELETE .../metadefs/namespaces/{ns}/tags/{name}``."""
+
     def __init__(self, metadefs: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("tag")

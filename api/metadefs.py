@@ -194,6 +194,8 @@ def _require_admin(req: falcon.Request, action: str) -> None:
 
 
 class NamespaceCollection(_Metadefs):
+    """``GET``/``POST /image/v2/metadefs/namespaces``."""
+
     def __init__(self, metadefs: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("namespace")
@@ -320,6 +322,8 @@ def _limit(req: falcon.Request) -> int:
 
 
 class NamespaceItem(_Metadefs):
+    """``GET``/``PUT``/``DELETE /image/v2/metadefs/namespaces/{ns}``."""
+
     def __init__(self, metadefs: MetadefHandlers, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("namespace")
@@ -410,6 +414,8 @@ class AssociationCollection(_Metadefs):
 
 
 class AssociationItem(_Metadefs):
+    """``DELETE /image/v2/metadefs/namespaces/{ns}/resource_types/{type}``."""
+
     def on_delete(
         self, req: falcon.Request, resp: falcon.Response, namespace: str, resource_type: str
     ) -> None:

@@ -132,6 +132,8 @@ class _Owned(Resource):
 
 
 class ApplicationCredentials(_Owned):
+    """``GET``/``POST /identity/v3/users/{u}/application_credentials``: list and create."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
         self._owner_or_admin(req, user_id, "identity:list_application_credentials")
         with self._read.connection(req) as conn:
@@ -228,6 +230,8 @@ class ApplicationCredentials(_Owned):
 
 
 class ApplicationCredentialItem(_Owned):
+    """``GET``/``DELETE /identity/v3/users/{u}/application_credentials/{id}``."""
+
     def _row(self, conn: Any, user_id: str, credential_id: str) -> Row:
         row = dq.get_application_credential(conn, credential_id)
         if row is None or row["user_id"] != user_id:
@@ -254,6 +258,8 @@ class ApplicationCredentialItem(_Owned):
 
 
 class AccessRules(_Owned):
+    """``GET /identity/v3/users/{u}/access_rules``: the rules the user's credentials named."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
         self._owner_or_admin(req, user_id, "identity:list_access_rules")
         with self._read.connection(req) as conn:
@@ -263,6 +269,8 @@ class AccessRules(_Owned):
 
 
 class AccessRuleItem(_Owned):
+    """``GET``/``DELETE /identity/v3/users/{u}/access_rules/{id}`` (not while a credential uses it)."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str, rule_id: str) -> None:
         self._owner_or_admin(req, user_id, "identity:get_access_rule")
         with self._read.connection(req) as conn:

@@ -85,6 +85,8 @@ class _CatalogResource(Resource):
 
 # -- regions --------------------------------------------------------------------------------------
 class Regions(_CatalogResource):
+    """``GET``/``POST /identity/v3/regions``."""
+
     @falcon.before(policy.require("identity:list_regions"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
@@ -98,6 +100,8 @@ class Regions(_CatalogResource):
 
 
 class RegionItem(_CatalogResource):
+    """``GET``/``PUT``/``PATCH``/``DELETE /identity/v3/regions/{id}`` (``PUT`` creates it with that id)."""
+
     @falcon.before(policy.require("identity:get_region"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, region_id: str) -> None:
         with self._read.connection(req) as conn:
@@ -131,6 +135,8 @@ class RegionItem(_CatalogResource):
 
 # -- services -------------------------------------------------------------------------------------
 class Services(_CatalogResource):
+    """``GET``/``POST /identity/v3/services``."""
+
     @falcon.before(policy.require("identity:list_services"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
@@ -151,6 +157,8 @@ class Services(_CatalogResource):
 
 
 class ServiceItem(_CatalogResource):
+    """``GET``/``PATCH``/``DELETE /identity/v3/services/{id}``."""
+
     @falcon.before(policy.require("identity:get_service"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
         with self._read.connection(req) as conn:
@@ -182,6 +190,8 @@ def _region_of(spec: dict[str, Any]) -> str | None:
 
 
 class Endpoints(_CatalogResource):
+    """``GET``/``POST /identity/v3/endpoints``."""
+
     @falcon.before(policy.require("identity:list_endpoints"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
@@ -210,6 +220,8 @@ class Endpoints(_CatalogResource):
 
 
 class EndpointItem(_CatalogResource):
+    """``GET``/``PATCH``/``DELETE /identity/v3/endpoints/{id}``."""
+
     @falcon.before(policy.require("identity:get_endpoint"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
         with self._read.connection(req) as conn:

@@ -19,6 +19,8 @@ SCHEMAS = ("identity.domains.create", "identity.domains.update")
 
 
 class Domains(Resource):
+    """``GET``/``POST /identity/v3/domains``."""
+
     @falcon.before(policy.require("identity:list_domains"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
@@ -37,6 +39,8 @@ class Domains(Resource):
 
 
 class DomainItem(Resource):
+    """``GET``/``PATCH``/``DELETE /identity/v3/domains/{id}`` (deleted only once disabled)."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, domain_id: str) -> None:
         policy.authorize(req.context.actor, "identity:get_domain")
         with self._read.connection(req) as conn:

@@ -19,6 +19,8 @@ SCHEMAS = ("identity.groups.create", "identity.groups.update")
 
 
 class Groups(Resource):
+    """``GET``/``POST /identity/v3/groups``."""
+
     @falcon.before(policy.require("identity:list_groups"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
@@ -39,6 +41,8 @@ class Groups(Resource):
 
 
 class GroupItem(Resource):
+    """``GET``/``PATCH``/``DELETE /identity/v3/groups/{id}``."""
+
     @falcon.before(policy.require("identity:get_group"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, group_id: str) -> None:
         with self._read.connection(req) as conn:

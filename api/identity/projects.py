@@ -16,6 +16,8 @@ SCHEMAS = ("identity.projects.create", "identity.projects.update")
 
 
 class Projects(Resource):
+    """``GET``/``POST /identity/v3/projects``."""
+
     @falcon.before(policy.require("identity:list_projects"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
@@ -43,6 +45,8 @@ class Projects(Resource):
 
 
 class ProjectItem(Resource):
+    """``GET``/``PATCH``/``DELETE /identity/v3/projects/{id}`` (404 for a project policy hides)."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
         actor = req.context.actor
         if not policy.allowed(actor, "identity:get_project", project_id=project_id):

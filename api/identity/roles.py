@@ -25,6 +25,8 @@ SCHEMAS = ("identity.roles.create", "identity.roles.update")
 
 
 class Roles(Resource):
+    """``GET``/``POST /identity/v3/roles``."""
+
     @falcon.before(policy.require("identity:list_roles"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         if req.get_param("domain_id"):  # Stratus has no domain-specific roles
@@ -45,6 +47,8 @@ class Roles(Resource):
 
 
 class RoleItem(Resource):
+    """``GET``/``PATCH``/``DELETE /identity/v3/roles/{id}`` (the built-in roles stay)."""
+
     @falcon.before(policy.require("identity:get_role"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, role_id: str) -> None:
         with self._read.connection(req) as conn:

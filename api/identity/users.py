@@ -22,6 +22,8 @@ SCHEMAS = ("identity.users.create", "identity.users.update", "identity.users.pas
 
 
 class Users(Resource):
+    """``GET``/``POST /identity/v3/users`` (a password given is hashed apart from the log)."""
+
     @falcon.before(policy.require("identity:list_users"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
@@ -81,6 +83,8 @@ def _extra(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 class UserItem(Resource):
+    """``GET``/``PATCH``/``DELETE /identity/v3/users/{id}`` (a user may read themself)."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
         actor = req.context.actor
         if actor.user_id != user_id:
@@ -149,6 +153,8 @@ class UserPassword(Resource):
 
 
 class UserProjects(Resource):
+    """``GET /identity/v3/users/{id}/projects``: the projects the user holds a role on."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
         actor = req.context.actor
         if actor.user_id != user_id:
