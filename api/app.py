@@ -31,12 +31,12 @@ from api import (
     flavors,
     hypervisors,
     identity,
+    images_keypairs,
     networks,
     positions,
     servers,
     versions,
 )
-from api import catalog as catalog_api
 from api.auth import Authenticator
 from api.body import MAX_BODY_BYTES, load_validators
 from api.identity.credentials import Credentials, ensure_schema
@@ -112,7 +112,7 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1", versions.Version())
     app.add_route("/v2", versions.LegacyVersion())
     app.add_route("/openapi.json", OpenAPIDocument())
-    user_data = catalog_api.user_data_store(deps.settings.data_dir)
+    user_data = images_keypairs.user_data_store(deps.settings.data_dir)
     app.add_route("/v2.1/servers", servers.ServerCollection(*server_args, user_data))
     alive = host_liveness(deps)
     app.add_route(
@@ -126,7 +126,7 @@ def create_app(deps: Deps) -> falcon.App:
     hypervisors.add_routes(app, read, alive, hypervisors.host_reports(deps))
     extensions.add_routes(app)
     image_limits = ImageLimits(deps.settings.image_count_total, deps.settings.image_size_total_mb)
-    catalog_api.add_routes(
+    images_keypairs.add_routes(
         app, deps.handlers, read, deps.settings.data_dir, deps.max_body_bytes, image_limits
     )
     compute_admin.add_routes(

@@ -2,7 +2,7 @@
 metadata definitions namespace defines, as Glance serves it.
 
 Each is read from the namespace's aggregate (``commands.metadef``) and changed by one domain call
-on it (``ChangeNamespace``); an admin writes, whoever sees the namespace reads (``api.metadefs``).
+on it (``ChangeNamespace``); an admin writes, whoever sees the namespace reads (``api.image.metadefs``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 
 from api.body import refuse_unstorable
 from api.errors import BadRequest, ItemNotFound
-from api.metadefs import (
+from api.image.metadefs import (
     _Metadefs,
     object_fields,
     object_view,

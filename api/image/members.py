@@ -15,7 +15,7 @@ import falcon
 from api import auth
 from api.body import read_document
 from api.errors import BadRequest, Forbidden, ItemNotFound, PayloadTooLarge
-from api.images import member_key
+from api.image.images import member_key
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.catalog import CatalogHandlers
 from commands.errors import Forbidden as DomainForbidden

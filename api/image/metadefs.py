@@ -21,7 +21,7 @@ from jsonschema.exceptions import best_match
 from api import auth
 from api.body import read_document, unstorable
 from api.errors import BadRequest, Forbidden, ItemNotFound
-from api.image_schemas import glance_document
+from api.image.schemas import glance_document
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.handlers import Result
 from commands.metadef import MetadefNamespace, MetadefObject

@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 import falcon
 from jsonschema import Draft202012Validator
 
-from api import auth, image_patch
+from api import auth
 from api.body import read_json
 from api.errors import (
     BadRequest,
@@ -29,6 +29,7 @@ from api.errors import (
     ServiceUnavailable,
     UnsupportedMediaType,
 )
+from api.image import patch as image_patch
 from api.links import page_params
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.catalog import CatalogHandlers, CreateImage, DeleteImage, RecordImageUpload
@@ -258,7 +259,7 @@ class ImageItem(_Images):
         resp.media = image_view(row_of(image))
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
-        """Glance's JSON patch (``api.image_patch``); answers the image as it now is."""
+        """Glance's JSON patch (``api.image.patch``); answers the image as it now is."""
         actor: Actor = req.context.actor
         scope = _scope(actor)
         image = self._catalog.image(image_id, scope)
