@@ -159,6 +159,7 @@ def access_rule_view(req: falcon.Request, row: Row) -> dict[str, Any]:
 
 
 def endpoint_url(req: falcon.Request, value: str) -> str:
+    """An endpoint's URL; a path (the seeded endpoints') is completed with the address the client called."""
     return f"{req.prefix}{value}" if value.startswith("/") else value
 
 

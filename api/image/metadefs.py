@@ -1,7 +1,7 @@
 """``/image/v2/metadefs/namespaces`` and ``/image/v2/metadefs/resource_types``: Glance's metadata
 definitions, with its URLs, bodies, status codes and default policy.
 
-An admin defines namespaces (and their content, ``api.metadef_content``); everyone reads public
+An admin defines namespaces (and their content, ``api.image.metadef_content``); everyone reads public
 ones, a project its own private ones, and what a project may not see answers 404. A namespace and
 what it holds are read from the log (``commands.metadef``), so a write is seen at once; the lists
 of namespaces and of resource types read the read model (``projections.metadefs``). Request bodies
