@@ -8,6 +8,7 @@ import importlib
 import pkgutil
 import re
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -18,6 +19,7 @@ from api.errors import DOMAIN_STATUS, ApiError
 from api.placement.common import _status_of as placement_status
 from commands.errors import DomainError
 
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 # A string that looks like one of our error codes: ``api.not_found``, ``placement.inventory.inuse``.
 CODE_LIKE = re.compile(r"^(api|compute|stratus|network|placement)(\.[a-z_]+)+$")
@@ -30,8 +32,8 @@ def _import_all(package: object) -> None:
         importlib.import_module(module.name)
 
 
-def _subclasses(cls: type) -> set[type]:
-    found = set()
+def _subclasses(cls: type[T]) -> set[type[T]]:
+    found: set[type[T]] = set()
     for sub in cls.__subclasses__():
         found |= {sub, *_subclasses(sub)}
     return found
@@ -44,7 +46,8 @@ def loaded() -> None:
 
 
 def test_every_api_error_has_a_declared_code_and_its_status(loaded: None) -> None:
-    for cls in {ApiError, *_subclasses(ApiError)}:
+    api_errors: set[type[ApiError]] = {ApiError, *_subclasses(ApiError)}
+    for cls in api_errors:
         declared = error_codes.CODES.get(cls.code)
         assert declared is not None, f"{cls.__qualname__}: code {cls.code} is not in api/error_codes.py"
         assert cls.status == declared.status, (
@@ -53,7 +56,8 @@ def test_every_api_error_has_a_declared_code_and_its_status(loaded: None) -> Non
 
 
 def test_every_domain_error_has_a_declared_code_answered_with_its_status(loaded: None) -> None:
-    for cls in {DomainError, *_subclasses(DomainError)}:
+    domain_errors: set[type[DomainError]] = {DomainError, *_subclasses(DomainError)}
+    for cls in domain_errors:
         if cls.__module__.startswith("tests."):
             continue
         declared = error_codes.CODES.get(cls.code)
