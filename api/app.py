@@ -31,15 +31,16 @@ from api import (
     flavors,
     hypervisors,
     identity,
+    images_keypairs,
     networks,
     positions,
     servers,
     versions,
 )
-from api import catalog as catalog_api
 from api.auth import Authenticator
 from api.body import MAX_BODY_BYTES, load_validators
-from api.credentials import Credentials, ensure_schema
+from api.identity.credentials import Credentials, ensure_schema
+from api.identity.tokens import TokenSigner, load_or_create_key
 from api.middleware import REQUEST_ID_HEADERS, RequestContext
 from api.openapi import OpenAPIDocument
 from api.placement import add_routes as add_placement_routes
@@ -47,7 +48,6 @@ from api.placement.view import ProviderView
 from api.readmodel import ReadModel, Written, open_pool
 from api.server_actions import add_routes as add_server_action_routes
 from api.server_actions import host_liveness, scheduler_beats
-from api.tokens import TokenSigner, load_or_create_key
 from commands.handlers import Handlers
 from commands.identity_handlers import IdentityHandlers
 from commands.image_usage import ImageLimits
@@ -135,7 +135,7 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1", versions.Version())
     app.add_route("/v2", versions.LegacyVersion())
     app.add_route("/openapi.json", OpenAPIDocument())
-    user_data = catalog_api.user_data_store(deps.settings.data_dir)
+    user_data = images_keypairs.user_data_store(deps.settings.data_dir)
     app.add_route("/v2.1/servers", servers.ServerCollection(*server_args, user_data))
     alive = host_liveness(heartbeats, down_after)
     app.add_route(
@@ -150,7 +150,7 @@ def create_app(deps: Deps) -> falcon.App:
     extensions.add_routes(app)
     image_limits = ImageLimits(deps.settings.image_count_total, deps.settings.image_size_total_mb)
     bus = deps.handlers.bus.extended(image_limits=image_limits)
-    catalog_api.add_routes(app, deps.handlers, bus, read, deps.settings.data_dir, deps.max_body_bytes)
+    images_keypairs.add_routes(app, deps.handlers, bus, read, deps.settings.data_dir, deps.max_body_bytes)
     compute_admin.add_routes(
         app,
         Operations(deps.handlers.app),
@@ -270,7 +270,7 @@ def _unavailable(start_response: Callable[..., Any], request_id: str) -> list[by
     body = serialization.dumps(errors.fault_body(503, message))
     headers = [
         ("Content-Type", "application/json"),
-        (errors.ERROR_CODE_HEADER, "api.service_unavailable"),
+        (errors.ERROR_CODE_HEADER, errors.ServiceUnavailable.code),
         ("Content-Length", str(len(body))),
         ("Retry-After", "5"),
         *((name, request_id) for name in REQUEST_ID_HEADERS),

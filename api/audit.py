@@ -89,6 +89,8 @@ class _Audit:
 
 
 class History(_Audit):
+    """``GET /v2.1/stratus/history/{kind}/{id}``: every event of one resource, as the log holds it."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, kind: str, resource_id: str) -> None:
         aggregate_id = self._aggregate(req.context.actor, kind, resource_id)
         limit, marker = _limit_marker(req)
@@ -112,6 +114,8 @@ class History(_Audit):
 
 
 class State(_Audit):
+    """``GET /v2.1/stratus/state/{kind}/{id}``: a resource's state at a past point of the log."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, kind: str, resource_id: str) -> None:
         aggregate_id = self._aggregate(req.context.actor, kind, resource_id)
         as_of = _as_of(req)
@@ -132,6 +136,8 @@ class State(_Audit):
 
 
 class Usage(_Audit):
+    """``GET /v2.1/stratus/usage/{project_id}``: a project's usage, computed from the log."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
         actor: Actor = req.context.actor
         if project_id != actor.project_id and not can_audit_everything(actor):

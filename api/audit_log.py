@@ -81,10 +81,14 @@ class _AuditLog:
 
 
 class AuditLogs(_AuditLog):
+    """``GET /v2.1/os-instance_usage_audit_log``: Nova's report of the last completed audit period."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = {"instance_usage_audit_logs": self._report(req, self._now())}
 
 
 class AuditLog(_AuditLog):
+    """``GET /v2.1/os-instance_usage_audit_log/{before}``: the report of the period before that time."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, before: str) -> None:
         resp.media = {"instance_usage_audit_log": self._report(req, _parse(unquote(before)))}

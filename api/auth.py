@@ -1,6 +1,6 @@
 """Who is calling: the ``X-Auth-Token`` of every request, verified; and the scoping helpers of policy.
 
-A request must carry a token that this deployment issued (``api/tokens.py``), that has not expired,
+A request must carry a token that this deployment issued (``api/identity/tokens.py``), that has not expired,
 and whose user and project still exist, are enabled and hold at least one role there, that was not
 revoked (nor any token of its chain), and that was issued after the user's last password change,
 disable or role removal. The last three are read from the identity read model on every request, so disabling a
@@ -21,8 +21,8 @@ from typing import Any
 import falcon
 
 from api.errors import BadRequest, Forbidden, Unauthorized
+from api.identity.tokens import InvalidToken, TokenClaims, TokenSigner
 from api.readmodel import ReadModel
-from api.tokens import InvalidToken, TokenClaims, TokenSigner
 from commands.app import Stratus
 from commands.errors import NotFound
 from commands.identity import effective_roles
@@ -47,6 +47,8 @@ class Authenticated:
 
 
 class Authenticator:
+    """Checks a request's token and reads who it acts for (keystonemiddleware's part, for every API)."""
+
     def __init__(self, signer: TokenSigner, read: ReadModel, identity_url: str = "") -> None:
         self.signer = signer
         self._read = read

@@ -36,6 +36,8 @@ _REFUSED = (VmState.BUILDING, VmState.DELETED, VmState.ERROR)
 
 
 class Diagnostics:
+    """``GET /v2.1/servers/{id}/diagnostics``: Nova's server diagnostics (admin only)."""
+
     def __init__(self, read_model: ReadModel, now: Callable[[], datetime] = _now) -> None:
         self._read = read_model
         self._now = now

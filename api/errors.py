@@ -15,6 +15,7 @@ from typing import Any
 import falcon
 from eventsourcing.persistence import IntegrityError
 
+from api import error_codes as codes
 from commands import errors as domain
 from projections import queries
 from stratus.eventstore.errors import EventStoreUnavailable
@@ -36,28 +37,32 @@ FAULT_NAMES = {
     503: "serviceUnavailable",
 }
 
-# Domain errors: the status each one answers with. Stable codes travel in the ``X-Stratus-Error-Code``
-# header: Nova's, Keystone's and Glance's error bodies have exactly their keys, nothing of ours.
+# Domain errors: the status each one answers with, as the table of codes has it (the first class the
+# error is an instance of wins). Stable codes travel in the ``X-Stratus-Error-Code`` header: Nova's,
+# Keystone's and Glance's error bodies have exactly their keys, nothing of ours.
 DOMAIN_STATUS: Mapping[type[domain.DomainError], int] = {
-    domain.InvalidInput: 400,
-    domain.NotFound: 404,
-    domain.Conflict: 409,
-    domain.InvalidState: 409,
-    domain.AlreadyExists: 409,
-    domain.InsufficientResources: 409,
-    domain.NoValidHost: 400,
-    domain.QuotaExceeded: 403,
-    domain.Forbidden: 403,
-    domain.NoMoreFixedIps: 409,
-    domain.ConflictingState: 409,
+    cls: codes.CODES[cls.code].status
+    for cls in (
+        domain.InvalidInput,
+        domain.NotFound,
+        domain.Conflict,
+        domain.InvalidState,
+        domain.AlreadyExists,
+        domain.InsufficientResources,
+        domain.NoValidHost,
+        domain.QuotaExceeded,
+        domain.Forbidden,
+        domain.NoMoreFixedIps,
+        domain.ConflictingState,
+    )
 }
 
 
 class ApiError(Exception):
     """A failure the API itself detects (bad parameters, policy, body size, read-your-writes...)."""
 
-    status = 400
-    code = "api.bad_request"
+    status = codes.BAD_REQUEST.status
+    code = codes.BAD_REQUEST.code
 
     def __init__(self, message: str, *, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
@@ -66,69 +71,79 @@ class ApiError(Exception):
 
 
 class BadRequest(ApiError):
+    """The request is malformed: its body, a parameter or a header (400)."""
+
     pass
 
 
 class Unauthorized(ApiError):
     """No valid token (missing, malformed, expired, revoked, or its user disabled)."""
 
-    status = 401
-    code = "api.unauthorized"
+    status = codes.UNAUTHORIZED.status
+    code = codes.UNAUTHORIZED.code
 
 
 class Forbidden(ApiError):
-    status = 403
-    code = "api.forbidden"
+    """Policy does not allow the caller's roles to do this (403)."""
+
+    status = codes.FORBIDDEN.status
+    code = codes.FORBIDDEN.code
 
 
 class ItemNotFound(ApiError):
-    status = 404
-    code = "api.not_found"
+    """No such resource, or one the caller may not see (404)."""
+
+    status = codes.NOT_FOUND.status
+    code = codes.NOT_FOUND.code
 
 
 class NotAcceptable(ApiError):
     """The requested microversion is outside the range this API serves."""
 
-    status = 406
-    code = "api.version_not_supported"
+    status = codes.VERSION_NOT_SUPPORTED.status
+    code = codes.VERSION_NOT_SUPPORTED.code
 
 
 class Conflict(ApiError):
     """The request contradicts the resource's state (Glance: a property that is or is not there)."""
 
-    status = 409
-    code = "api.conflict"
+    status = codes.CONFLICT.status
+    code = codes.CONFLICT.code
 
 
 class TooManyRequests(ApiError):
     """Too many attempts (failed logins, open event streams): retry after ``Retry-After`` seconds."""
 
-    status = 429
-    code = "api.too_many_requests"
+    status = codes.TOO_MANY_REQUESTS.status
+    code = codes.TOO_MANY_REQUESTS.code
 
 
 class Gone(ApiError):
     """What went with nova-network (Nova answers 410 with its generic compute fault)."""
 
-    status = 410
-    code = "api.gone"
+    status = codes.GONE.status
+    code = codes.GONE.code
 
 
 class PayloadTooLarge(ApiError):
-    status = 413
-    code = "api.request_too_large"
+    """The request body is over the size limit (413)."""
+
+    status = codes.REQUEST_TOO_LARGE.status
+    code = codes.REQUEST_TOO_LARGE.code
 
 
 class UnsupportedMediaType(ApiError):
-    status = 415
-    code = "api.unsupported_media_type"
+    """The body's ``Content-Type`` is not one the route accepts (415)."""
+
+    status = codes.UNSUPPORTED_MEDIA_TYPE.status
+    code = codes.UNSUPPORTED_MEDIA_TYPE.code
 
 
 class ReadModelBehind(ApiError):
     """The read model did not reach the position the client asked to read after, in time."""
 
-    status = 503
-    code = "api.read_model_behind"
+    status = codes.READ_MODEL_BEHIND.status
+    code = codes.READ_MODEL_BEHIND.code
 
     def __init__(self, position: int, waited: float) -> None:
         super().__init__(
@@ -139,8 +154,10 @@ class ReadModelBehind(ApiError):
 
 
 class ServiceUnavailable(ApiError):
-    status = 503
-    code = "api.service_unavailable"
+    """A service the API needs is unreachable; the client may retry after ``Retry-After`` (503)."""
+
+    status = codes.SERVICE_UNAVAILABLE.status
+    code = codes.SERVICE_UNAVAILABLE.code
 
     def __init__(self, message: str) -> None:
         super().__init__(message, headers={"Retry-After": "5"})
@@ -161,6 +178,10 @@ def _render(resp: falcon.Response, status: int, message: str, code: str | None =
         resp.set_header(ERROR_CODE_HEADER, code)
 
 
+def _fault(resp: falcon.Response, error: codes.ErrorCode, message: str) -> None:
+    _render(resp, error.status, message, error.code)
+
+
 def _api_error(req: falcon.Request, resp: falcon.Response, ex: ApiError, params: Any) -> None:
     resp.set_headers(ex.headers)
     _render(resp, ex.status, ex.message, ex.code)
@@ -175,11 +196,11 @@ def _query_error(req: falcon.Request, resp: falcon.Response, ex: queries.QueryEr
     if isinstance(ex, queries.ReadModelUnavailable):
         log.error("read model unavailable (request %s): %s", _request_id(req), ex)
         resp.set_header("Retry-After", "5")
-        _render(resp, 503, "The read model is not available yet; retry.", "api.read_model_unavailable")
+        _fault(resp, codes.READ_MODEL_UNAVAILABLE, "The read model is not available yet; retry.")
     elif isinstance(ex, queries.MarkerNotFound):
-        _render(resp, 400, str(ex), "api.marker_not_found")
+        _fault(resp, codes.MARKER_NOT_FOUND, str(ex))
     else:
-        _render(resp, 400, str(ex), "api.invalid_filter")
+        _fault(resp, codes.INVALID_FILTER, str(ex))
 
 
 def _event_store_unavailable(
@@ -189,11 +210,11 @@ def _event_store_unavailable(
     log.error("event store unavailable (request %s): %s", _request_id(req), ex)
     resp.set_header("Retry-After", "5")
     message = "The event log is unreachable; the request may be retried."
-    _render(resp, 503, message, "api.event_log_unavailable")
+    _fault(resp, codes.EVENT_LOG_UNAVAILABLE, message)
 
 
 def _integrity_error(req: falcon.Request, resp: falcon.Response, ex: IntegrityError, params: Any) -> None:
-    _render(resp, 409, "Another request changed this resource at the same time; retry.", domain.Conflict.code)
+    _fault(resp, codes.CONCURRENT_UPDATE, "Another request changed this resource at the same time; retry.")
 
 
 def _http_error(req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError, params: Any) -> None:
@@ -214,12 +235,10 @@ def _unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception, param
     request_id = _request_id(req)
     # The traceback goes to the log (never request headers or bodies: they may carry secrets).
     log.exception("unexpected error handling %s %s (request %s)", req.method, req.path, request_id)
-    _render(
-        resp,
-        500,
-        f"Unexpected API Error (request {request_id}). It has been logged; please report it with this id.",
-        "api.unexpected",
+    message = (
+        f"Unexpected API Error (request {request_id}). It has been logged; please report it with this id."
     )
+    _fault(resp, codes.UNEXPECTED, message)
 
 
 def _request_id(req: falcon.Request) -> str:

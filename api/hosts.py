@@ -17,6 +17,7 @@ import falcon
 from jsonschema import Draft202012Validator
 
 from api import auth, versions
+from api import error_codes as codes
 from api.body import read_json
 from api.errors import ApiError, BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER, ReadModel
@@ -31,8 +32,10 @@ DEFAULT_ZONE = "nova"
 
 
 class NotImplementedByDriver(ApiError):
-    status = 501
-    code = "api.not_implemented"
+    """What Nova's libvirt driver does not do either (host power actions): 501, as Nova answers."""
+
+    status = codes.NOT_IMPLEMENTED.status
+    code = codes.NOT_IMPLEMENTED.code
 
 
 def _before_removal(req: falcon.Request, resp: falcon.Response, resource: object, params: Any) -> None:
@@ -50,6 +53,8 @@ def _compute_host(conn: Any, host_name: str) -> dict[str, Any]:
 
 
 class Hosts:
+    """``GET /v2.1/os-hosts``: the compute hosts (until microversion 2.43, as Nova)."""
+
     def __init__(self, read: ReadModel) -> None:
         self._read = read
 
@@ -66,6 +71,8 @@ class Hosts:
 
 
 class Host:
+    """``GET``/``PUT /v2.1/os-hosts/{host}``: usage by project; enable or disable the host."""
+
     def __init__(
         self, read: ReadModel, ops: Operations, validator: Draft202012Validator, max_body: int
     ) -> None:

@@ -93,6 +93,8 @@ def _typed(req: falcon.Request, key_type: str) -> dict[str, str]:
 
 
 class KeyPairCollection(_KeyPairs):
+    """``GET``/``POST /v2.1/os-keypairs``: list, create or import key pairs."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         user_id = self._owner(req, "index")
         paged = versions.at_least(req, 35)
@@ -154,6 +156,8 @@ class KeyPairCollection(_KeyPairs):
 
 
 class KeyPairItem(_KeyPairs):
+    """``GET``/``DELETE /v2.1/os-keypairs/{name}``."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         keypair = self._keypair(self._owner(req, "show"), name)
         resp.media = {

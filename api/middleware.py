@@ -44,6 +44,8 @@ def _refuse_unstorable_url(req: falcon.Request) -> None:
 
 
 class RequestContext:
+    """Middleware: the request's id, its microversion, its actor (from the token) and command context."""
+
     def __init__(self, authenticator: auth.Authenticator, new_request_id: Callable[[], str]) -> None:
         self._auth = authenticator
         self._new_request_id = new_request_id

@@ -79,6 +79,8 @@ def _check_params(req: falcon.Request) -> None:
 
 
 class Migrations:
+    """``GET /v2.1/os-migrations``: every migration, resize and evacuation (admin only)."""
+
     def __init__(self, read_model: ReadModel) -> None:
         self._read = read_model
 

@@ -1,7 +1,7 @@
 """``/v2.1/images``: Nova's image API, a proxy of the image service, until microversion 2.35.
 
 Nova answers it from Glance with the caller's rights; Stratus answers it from its own image
-service (``api/images.py``) the same way: the images the project may see, Nova's shapes (status
+service (``api/image/``) the same way: the images the project may see, Nova's shapes (status
 ``ACTIVE``/``SAVING``/``ERROR``, ``minRam``, ``minDisk``, the additional properties as
 ``metadata``), deleting as Glance deletes, and metadata as the image's additional properties. From
 2.36 every route is a 404, as Nova's proxies are.
@@ -17,7 +17,7 @@ import falcon
 from api import auth
 from api.body import load_validators, read_json
 from api.errors import BadRequest, ItemNotFound
-from api.images import EVERYONES, IMAGE_ROOT, member_key, row_of
+from api.image.images import EVERYONES, IMAGE_ROOT, member_key, row_of
 from api.links import int_filter, next_links, page_params, resource_links, time_param
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least

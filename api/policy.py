@@ -75,6 +75,8 @@ PROJECT_OR_SYSTEM_READER: Check = _project_or_system_reader
 
 @dataclass(frozen=True)
 class Rule:
+    """One policy rule: who may (a check on the actor's roles and project) and what it is for."""
+
     check: Check
     description: str
 

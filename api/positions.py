@@ -26,6 +26,8 @@ MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 class PositionHeader:
+    """Middleware: a write's answer says its log position in ``X-Stratus-Position``."""
+
     def __init__(self, written: Written | None = None) -> None:
         self._written = written
 

@@ -88,6 +88,8 @@ class Written:
 
 
 class ReadModel:
+    """The read model's connections, each one waiting until the model has applied what the caller wrote."""
+
     def __init__(
         self, pool: psycopg_pool.ConnectionPool, wait_seconds: float, written: Written | None = None
     ) -> None:

@@ -13,7 +13,7 @@ shows. Admins (auditors) see everything. One module, so the three views cannot d
 It also decides which messages of the log are shown at all (``view``): a message that is not a
 readable event of the store (no envelope, a payload that does not decode or nests deeper than
 ``MAX_DEPTH``, a type that is not a plain token) is shown to no one and logged at ERROR, and an
-event of a type outside the published catalog (``schemas/events``) is shown to auditors only,
+event of a type outside the published event schemas (``schemas/events``) is shown to auditors only,
 since which of its fields the server view would hide is unknown.
 """
 

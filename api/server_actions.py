@@ -23,6 +23,7 @@ import falcon
 from jsonschema import Draft202012Validator
 
 from api import auth, policy, server_views, servers
+from api import error_codes as codes
 from api.body import load_validators, read_json
 from api.errors import ApiError, BadRequest, ItemNotFound, ReadModelBehind
 from api.links import next_links, page_params, time_param
@@ -62,11 +63,15 @@ REBUILD_READ_WAIT_SECONDS = 5.0  # how long a rebuild waits for the read model t
 
 
 class ConsoleNotAvailable(ApiError):
-    status = 404
-    code = "compute.console_not_available"
+    """The server's host did not answer for its console output (404)."""
+
+    status = codes.CONSOLE_NOT_AVAILABLE.status
+    code = codes.CONSOLE_NOT_AVAILABLE.code
 
 
 class ServerAction:
+    """``POST /v2.1/servers/{id}/action``: every server action, by the body's one key."""
+
     def __init__(
         self,
         handlers: Handlers,

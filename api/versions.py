@@ -36,6 +36,8 @@ _VERSION_RE = re.compile(r"^([1-9]\d*)\.([1-9]\d*|0)$")
 
 @dataclass(frozen=True, order=True)
 class Microversion:
+    """A compute microversion (``2.x``), ordered."""
+
     major: int
     minor: int
 

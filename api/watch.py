@@ -37,6 +37,7 @@ import falcon
 import nats.errors
 import orjson
 
+from api import error_codes as codes
 from api.app import Deps, LazyApp
 from api.audit import can_audit_everything
 from api.auth import Authenticator
@@ -71,8 +72,8 @@ _KIND_ALIASES = {"server": "instance", "servers": "instance", "hypervisor": "hos
 class PositionExpired(ApiError):
     """The stream no longer holds the position asked to resume from."""
 
-    status = 410
-    code = "api.position_expired"
+    status = codes.POSITION_EXPIRED.status
+    code = codes.POSITION_EXPIRED.code
 
 
 class _Owners:
@@ -188,6 +189,8 @@ class _Stream:
 
 
 class Events:
+    """``GET /v2.1/stratus/events``: the log's events as server-sent events, for what the caller may see."""
+
     def __init__(
         self,
         recorder: JetStreamApplicationRecorder,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.rows import dict_row
 
-from api.credentials import Credentials, ensure_schema
+from api.identity.credentials import Credentials, ensure_schema
 from commands.identity_handlers import IdentityHandlers
 from projections.schema import ensure_live_schema
 from stratus.config import Settings

@@ -28,9 +28,9 @@ import pytest
 from falcon import testing
 
 from api.app import Deps, LazyApp, create_app
-from api.credentials import Credentials, ensure_schema
+from api.identity.credentials import Credentials, ensure_schema
+from api.identity.tokens import TokenSigner, load_or_create_key
 from api.readmodel import open_pool
-from api.tokens import TokenSigner, load_or_create_key
 from commands.app import Stratus
 from commands.handlers import Handlers
 from commands.hosts.register import RegisterHost

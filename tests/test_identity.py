@@ -21,8 +21,8 @@ import psycopg
 import pytest
 
 from api import policy
-from api.credentials import SCHEMA, verify_password
-from api.tokens import InvalidToken, TokenSigner
+from api.identity.credentials import SCHEMA, verify_password
+from api.identity.tokens import InvalidToken, TokenSigner
 from stratus.config import Settings
 from tests.fixtures.identity import ADMIN_PASSWORD, password_auth
 from tests.test_api import ADMIN, P1, P2, Stack, api_settings, projector, stack  # noqa: F401

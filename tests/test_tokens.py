@@ -17,8 +17,8 @@ import orjson
 import psycopg
 from cryptography.fernet import Fernet
 
-from api.credentials import SCHEMA, LoginThrottle, ThrottlePolicy, verify_password
-from api.tokens import load_or_create_key
+from api.identity.credentials import SCHEMA, LoginThrottle, ThrottlePolicy, verify_password
+from api.identity.tokens import load_or_create_key
 from stratus.config import Settings
 from tests.fixtures.identity import password_auth
 from tests.test_api import ADMIN, Stack, api_settings, projector, stack  # noqa: F401

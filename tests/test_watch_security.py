@@ -31,8 +31,8 @@ from psycopg_pool import ConnectionPool
 
 from api import watch
 from api.auth import Authenticator
+from api.identity.tokens import TokenSigner, load_or_create_key
 from api.readmodel import ReadModel, open_pool
-from api.tokens import TokenSigner, load_or_create_key
 from commands.host import host_aggregate_id
 from commands.hosts.register import RegisterHost
 from commands.migration import MigrationHandlers

@@ -21,6 +21,8 @@ def aggregates_doc(host: Provider, req: falcon.Request) -> dict[str, Any]:
 
 
 class ProviderAggregates:
+    """``GET``/``PUT /placement/resource_providers/{uuid}/aggregates``."""
+
     def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
         self._handlers, self._view = handlers, view
 

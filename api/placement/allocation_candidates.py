@@ -38,6 +38,8 @@ def summary(host: Provider, version: Any, providers: Mapping[UUID, Provider]) ->
 
 
 class Candidates:
+    """``GET /placement/allocation_candidates``: the providers that can take a request."""
+
     def __init__(self, view: ProviderView) -> None:
         self._view = view
 

@@ -23,6 +23,8 @@ _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F
 
 
 class ProviderAllocations:
+    """``GET /placement/resource_providers/{uuid}/allocations``."""
+
     def __init__(self, view: ProviderView) -> None:
         self._view = view
 
@@ -34,6 +36,8 @@ class ProviderAllocations:
 
 
 class ConsumerAllocations:
+    """``GET``/``PUT``/``DELETE /placement/allocations/{consumer}``."""
+
     def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
         self._handlers, self._view = handlers, view
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import falcon
 
 from api import auth
+from api import error_codes as codes
 from api.body import refuse_unstorable
 from api.errors import ApiError, BadRequest
 from commands import errors as domain
@@ -50,6 +51,8 @@ _TITLES = {
 
 @dataclass(frozen=True, order=True)
 class Version:
+    """A Placement microversion (``1.x``)."""
+
     major: int
     minor: int
 
@@ -61,7 +64,9 @@ class Version:
 
 
 class PlacementError(Exception):
-    def __init__(self, status: int, detail: str, code: str = "placement.undefined_code") -> None:
+    """A failure answered in Placement's error shape, with its status and Placement code."""
+
+    def __init__(self, status: int, detail: str, code: str = codes.PLACEMENT_DEFAULT.code) -> None:
         super().__init__(detail)
         self.status, self.detail, self.code = status, detail, code
 
@@ -83,7 +88,7 @@ def negotiate(req: falcon.Request) -> Version:
             406,
             f"Unacceptable version header: {wanted}; "
             f"this API serves {Version(*MIN_VERSION)} to {Version(*MAX_VERSION)}",
-            "placement.version.unsupported" if major == 1 else "placement.undefined_code",
+            codes.PLACEMENT_VERSION_UNSUPPORTED.code if major == 1 else codes.PLACEMENT_DEFAULT.code,
         )
     return Version(major, minor)
 
@@ -132,10 +137,10 @@ def placement_call(admin: bool = True) -> Callable[[Responder], Responder]:
                 _fail(req, resp, e.status, e.detail, e.code)
             except domain.DomainError as e:
                 status = _status_of(e)
-                code = e.code if e.code.startswith("placement.") else "placement.undefined_code"
+                code = e.code if e.code.startswith("placement.") else codes.PLACEMENT_DEFAULT.code
                 _fail(req, resp, status, e.message, code)
             except ApiError as e:
-                _fail(req, resp, e.status, e.message, "placement.undefined_code")
+                _fail(req, resp, e.status, e.message, codes.PLACEMENT_DEFAULT.code)
 
         return responder
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import falcon
 
+from api import error_codes as codes
 from api.placement.common import PlacementError, body, generation_of, ok, placement_call
 from api.placement.resource_providers import provider
 from api.placement.view import ProviderView
@@ -25,12 +26,14 @@ def inventory_doc(host: Provider, resource_class: str) -> dict[str, Any]:
     inv = host.inventories.get(resource_class)
     if inv is None:
         raise PlacementError(
-            404, f"No inventory of class {resource_class} for {host.id}", "placement.undefined_code"
+            404, f"No inventory of class {resource_class} for {host.id}", codes.PLACEMENT_DEFAULT.code
         )
     return {"resource_provider_generation": host.generation, **inv}
 
 
 class Collection:
+    """``GET``/``PUT``/``DELETE /placement/resource_providers/{uuid}/inventories``."""
+
     def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
         self._handlers, self._view = handlers, view
 
@@ -56,6 +59,8 @@ class Collection:
 
 
 class Item:
+    """``GET``/``PUT``/``DELETE /placement/resource_providers/{uuid}/inventories/{class}``."""
+
     def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
         self._handlers, self._view = handlers, view
 

@@ -29,6 +29,8 @@ def _need(req: falcon.Request, minor: int) -> None:
 
 
 class Collection:
+    """``GET``/``POST /placement/resource_classes``."""
+
     def __init__(self, handlers: PlacementHandlers) -> None:
         self._handlers = handlers
 
@@ -51,6 +53,8 @@ class Collection:
 
 
 class Item:
+    """``GET``/``PUT``/``DELETE /placement/resource_classes/{name}`` (custom classes only)."""
+
     def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
         self._handlers, self._view = handlers, view
 

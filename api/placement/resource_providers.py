@@ -14,6 +14,7 @@ from uuid import UUID, uuid4
 
 import falcon
 
+from api import error_codes as codes
 from api.placement.common import PlacementError, Version, body, link, ok, params, placement_call
 from api.placement.view import ProviderView, has_children, root_of
 from commands.placement_handlers import PlacementHandlers
@@ -149,6 +150,8 @@ def _provider_body(req: falcon.Request, *, create: bool) -> dict[str, Any]:
 
 
 class Collection:
+    """``GET``/``POST /placement/resource_providers``."""
+
     def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
         self._handlers, self._view = handlers, view
 
@@ -196,6 +199,8 @@ class Collection:
 
 
 class Item:
+    """``GET``/``PUT``/``DELETE /placement/resource_providers/{uuid}``."""
+
     def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
         self._handlers, self._view = handlers, view
 
@@ -225,5 +230,7 @@ class Item:
 def provider(view: ProviderView, uuid: str) -> Provider:
     p = view.get(uuid)
     if p is None:
-        raise PlacementError(404, f"No resource provider with uuid {uuid} found", "placement.undefined_code")
+        raise PlacementError(
+            404, f"No resource provider with uuid {uuid} found", codes.PLACEMENT_DEFAULT.code
+        )
     return p

@@ -8,6 +8,8 @@ from api.placement.common import HEADER, MAX_VERSION, MIN_VERSION, Version, ok
 
 
 class Root:
+    """``GET /placement``: the version document (no authentication, as in Placement)."""
+
     public = frozenset({"GET"})
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:

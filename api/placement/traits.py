@@ -80,6 +80,8 @@ class Item:
 
 
 class ProviderTraits:
+    """``GET``/``PUT``/``DELETE /placement/resource_providers/{uuid}/traits``."""
+
     def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
         self._handlers, self._view = handlers, view
 

@@ -11,6 +11,8 @@ from api.placement.view import ConsumerOwners, ProviderView
 
 
 class ProviderUsages:
+    """``GET /placement/resource_providers/{uuid}/usages``."""
+
     def __init__(self, view: ProviderView) -> None:
         self._view = view
 

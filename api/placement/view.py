@@ -46,6 +46,8 @@ def read(app: Stratus, subject_filter: str, after: int, head: int, batch: int) -
 
 
 class ProviderView:
+    """The resource providers (hosts and operators' providers) folded from the log in this process."""
+
     def __init__(self, app: Stratus, batch: int = _BATCH) -> None:
         self._app = app
         self._batch = batch

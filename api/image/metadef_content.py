@@ -2,7 +2,7 @@
 metadata definitions namespace defines, as Glance serves it.
 
 Each is read from the namespace's aggregate (``commands.metadef``) and changed by one domain call
-on it (``ChangeNamespace``); an admin writes, whoever sees the namespace reads (``api.metadefs``).
+on it (``ChangeNamespace``); an admin writes, whoever sees the namespace reads (``api.image.metadefs``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 
 from api.body import refuse_unstorable
 from api.errors import BadRequest, ItemNotFound
-from api.metadefs import (
+from api.image.metadefs import (
     _Metadefs,
     object_fields,
     object_view,
@@ -40,6 +40,8 @@ def _clear(namespace: str, kind: str) -> ChangeNamespace:
 
 
 class ObjectCollection(_Metadefs):
+    """``GET``/``POST``/``DELETE .../metadefs/namespaces/{ns}/objects``."""
+
     def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("object")
@@ -66,6 +68,8 @@ class ObjectCollection(_Metadefs):
 
 
 class ObjectItem(_Metadefs):
+    """``GET``/``PUT``/``DELETE .../metadefs/namespaces/{ns}/objects/{name}``."""
+
     def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("object")
@@ -94,6 +98,8 @@ def property_view(name: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 
 class PropertyCollection(_Metadefs):
+    """``GET``/``POST``/``DELETE .../metadefs/namespaces/{ns}/properties``."""
+
     def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("property")
@@ -116,6 +122,8 @@ class PropertyCollection(_Metadefs):
 
 
 class PropertyItem(_Metadefs):
+    """``GET``/``PUT``/``DELETE .../metadefs/namespaces/{ns}/properties/{name}``."""
+
     def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("property")
@@ -185,6 +193,8 @@ def _tags_body(doc: Any) -> list[str]:
 
 
 class TagCollection(_Metadefs):
+    """``GET``/``POST``/``DELETE .../metadefs/namespaces/{ns}/tags``."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, namespace: str) -> None:
         ns = self._namespace(req, namespace)
         sort_dir = req.get_param("sort_dir") or "desc"
@@ -216,6 +226,8 @@ class TagCollection(_Metadefs):
 
 
 class TagItem(_Metadefs):
+    """``GET``/``POST``/``PUT``/``DELETE .../metadefs/namespaces/{ns}/tags/{name}``."""
+
     def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("tag")

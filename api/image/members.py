@@ -15,7 +15,7 @@ import falcon
 from api import auth
 from api.body import read_document
 from api.errors import BadRequest, Forbidden, ItemNotFound, PayloadTooLarge
-from api.images import member_key
+from api.image.images import member_key
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.bus import MessageBus
 from commands.errors import Forbidden as DomainForbidden
@@ -81,6 +81,8 @@ class _Members:
 
 
 class MemberCollection(_Members):
+    """``GET``/``POST /image/v2/images/{id}/members``: the projects a shared image is offered to."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
         scope = _scope(req)
         image = visible_image(self._bus.uow, image_id, scope)
@@ -112,6 +114,8 @@ class MemberCollection(_Members):
 
 
 class MemberItem(_Members):
+    """``GET``/``PUT``/``DELETE /image/v2/images/{id}/members/{member}``: a member's status."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, image_id: str, member_id: str) -> None:
         scope = _scope(req)
         image = visible_image(self._bus.uow, image_id, scope)

@@ -13,7 +13,8 @@ import falcon
 
 from api import policy
 from api.errors import BadRequest
-from api.identity_common import Resource, Row, collection, url
+from api.identity.common import Resource, Row, collection
+from api.identity.views import endpoint_url, endpoint_view, region_view, service_view
 from commands.identity_catalog_handlers import CreateEndpoint, CreateRegion, CreateService
 from projections import directory_queries as dq
 from stratus.context import acting
@@ -28,10 +29,6 @@ SCHEMAS = (
 )
 
 
-def _endpoint_url(req: falcon.Request, value: str) -> str:
-    return f"{req.prefix}{value}" if value.startswith("/") else value
-
-
 def catalog(conn: Any, req: falcon.Request) -> list[dict[str, Any]]:
     """The catalog as a token carries it."""
     endpoints: dict[str, list[dict[str, Any]]] = {}
@@ -43,7 +40,7 @@ def catalog(conn: Any, req: falcon.Request) -> list[dict[str, Any]]:
                     "interface": e["interface"],
                     "region": e["region_id"],
                     "region_id": e["region_id"],
-                    "url": _endpoint_url(req, e["url"]),
+                    "url": endpoint_url(req, e["url"]),
                 }
             )
     return [
@@ -51,47 +48,6 @@ def catalog(conn: Any, req: falcon.Request) -> list[dict[str, Any]]:
         for s in dq.list_services(conn)
         if s["enabled"]
     ]
-
-
-def region_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "description": row["description"],
-        "parent_region_id": row["parent_region_id"],
-        "links": {"self": url(req, "regions", row["id"])},
-    }
-
-
-def service_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "type": row["type"],
-        "name": row["name"],
-        "description": row["description"],
-        "enabled": row["enabled"],
-        "links": {"self": url(req, "services", row["id"])},
-    }
-
-
-def endpoint_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "service_id": row["service_id"],
-        "interface": row["interface"],
-        "url": _endpoint_url(req, row["url"]),
-        "region": row["region_id"],
-        "region_id": row["region_id"],
-        "enabled": row["enabled"],
-        "links": {"self": url(req, "endpoints", row["id"])},
-    }
-
-
-class AuthCatalog(Resource):
-    """``GET /identity/v3/auth/catalog``: the catalog of the caller's token."""
-
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        with self._read.connection(req) as conn:
-            resp.media = {"catalog": catalog(conn, req), "links": {"self": req.url}}
 
 
 class _CatalogResource(Resource):
@@ -129,6 +85,8 @@ class _CatalogResource(Resource):
 
 # -- regions --------------------------------------------------------------------------------------
 class Regions(_CatalogResource):
+    """``GET``/``POST /identity/v3/regions``."""
+
     @falcon.before(policy.require("identity:list_regions"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
@@ -142,6 +100,8 @@ class Regions(_CatalogResource):
 
 
 class RegionItem(_CatalogResource):
+    """``GET``/``PUT``/``PATCH``/``DELETE /identity/v3/regions/{id}`` (``PUT`` creates it with that id)."""
+
     @falcon.before(policy.require("identity:get_region"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, region_id: str) -> None:
         with self._read.connection(req) as conn:
@@ -175,6 +135,8 @@ class RegionItem(_CatalogResource):
 
 # -- services -------------------------------------------------------------------------------------
 class Services(_CatalogResource):
+    """``GET``/``POST /identity/v3/services``."""
+
     @falcon.before(policy.require("identity:list_services"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
@@ -195,6 +157,8 @@ class Services(_CatalogResource):
 
 
 class ServiceItem(_CatalogResource):
+    """``GET``/``PATCH``/``DELETE /identity/v3/services/{id}``."""
+
     @falcon.before(policy.require("identity:get_service"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
         with self._read.connection(req) as conn:
@@ -226,6 +190,8 @@ def _region_of(spec: dict[str, Any]) -> str | None:
 
 
 class Endpoints(_CatalogResource):
+    """``GET``/``POST /identity/v3/endpoints``."""
+
     @falcon.before(policy.require("identity:list_endpoints"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
@@ -254,6 +220,8 @@ class Endpoints(_CatalogResource):
 
 
 class EndpointItem(_CatalogResource):
+    """``GET``/``PATCH``/``DELETE /identity/v3/endpoints/{id}``."""
+
     @falcon.before(policy.require("identity:get_endpoint"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
         with self._read.connection(req) as conn:
@@ -274,13 +242,3 @@ class EndpointItem(_CatalogResource):
             result = self._handlers.delete_endpoint(endpoint_id)
         self._written(req, result.position)
         resp.status = falcon.HTTP_204
-
-
-def add_routes(app: falcon.App, v3: str, **collaborators: Any) -> None:
-    app.add_route(f"{v3}/auth/catalog", AuthCatalog(**collaborators))
-    app.add_route(f"{v3}/regions", Regions(**collaborators))
-    app.add_route(f"{v3}/regions/{{region_id}}", RegionItem(**collaborators))
-    app.add_route(f"{v3}/services", Services(**collaborators))
-    app.add_route(f"{v3}/services/{{service_id}}", ServiceItem(**collaborators))
-    app.add_route(f"{v3}/endpoints", Endpoints(**collaborators))
-    app.add_route(f"{v3}/endpoints/{{endpoint_id}}", EndpointItem(**collaborators))

@@ -3,7 +3,7 @@ an application credential.
 
 A credential lets a program act as its user in one project, with some of the user's roles there,
 until it expires or is deleted. Its secret is shown once, in the answer to its creation; only its
-argon2id hash is kept (``api/credentials.py``), never in an event or a log line. Only the user
+argon2id hash is kept (``api/identity/credentials.py``), never in an event or a log line. Only the user
 may make credentials (as Keystone's policy has it); a token from a restricted credential may not
 make more. Access rules are recorded and listed; Stratus does not yet enforce them on requests.
 """
@@ -18,11 +18,12 @@ from typing import Any
 import falcon
 
 from api import policy
-from api.credentials import Credentials
 from api.errors import BadRequest, Forbidden, ItemNotFound, Unauthorized
-from api.identity_common import Resource, Row, collection, url
+from api.identity.common import AUTH_FAILED, Resource, Row, collection
+from api.identity.credentials import Credentials
+from api.identity.tokens import TokenClaims
+from api.identity.views import access_rule_view, application_credential_view
 from api.readmodel import ReadModel
-from api.tokens import TokenClaims
 from commands.application_credentials import CreateApplicationCredential
 from commands.identity_catalog import seeded_id
 from projections import directory_queries as dq
@@ -30,18 +31,6 @@ from projections import identity_queries as q
 from stratus.context import acting
 
 SCHEMAS = ("identity.application_credentials.create",)
-_AUTH_FAILED = "The request you have made requires authentication."
-
-
-def _expiry(value: Any) -> str | None:
-    """``expires_at`` as Keystone shows it (``2026-01-01T00:00:00.000000``, UTC), or None."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if value.tzinfo is not None:
-        value = value.astimezone(dt.UTC).replace(tzinfo=None)
-    return str(value.strftime("%Y-%m-%dT%H:%M:%S.%f"))
 
 
 def _given_expiry(value: str | None) -> str | None:
@@ -56,32 +45,6 @@ def _given_expiry(value: str | None) -> str | None:
     if when <= dt.datetime.now(dt.UTC):
         raise BadRequest("Invalid input for field 'expires_at': it has passed.")
     return when.isoformat()
-
-
-def view(req: falcon.Request, row: Row, roles: dict[str, Row]) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "name": row["name"],
-        "description": row["description"],
-        "project_id": row["project_id"],
-        "expires_at": _expiry(row["expires_at"]),
-        "unrestricted": row["unrestricted"],
-        "roles": [
-            {"id": r, "name": roles[r]["name"], "domain_id": None} for r in row["role_ids"] if r in roles
-        ],
-        "access_rules": row["access_rules"],
-        "links": {"self": url(req, "users", row["user_id"], "application_credentials", row["id"])},
-    }
-
-
-def rule_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "service": row["service"],
-        "path": row["path"],
-        "method": row["method"],
-        "links": {"self": url(req, "users", row["user_id"], "access_rules", row["id"])},
-    }
 
 
 # -- authenticating -------------------------------------------------------------------------------
@@ -103,14 +66,14 @@ def authenticate(
     source = req.remote_addr or "-"
     throttle = credentials.throttle
     if throttle.retry_after(who, source):
-        raise Unauthorized(_AUTH_FAILED)
+        raise Unauthorized(AUTH_FAILED)
     if row is None or user is None or not credentials.check_secret(row["id"], spec["secret"]):
         if row is None:
             credentials.check_secret("", spec["secret"])
         throttle.failed(who, source)
-        raise Unauthorized(_AUTH_FAILED)
+        raise Unauthorized(AUTH_FAILED)
     if row["expires_at"] is not None and row["expires_at"] <= dt.datetime.now(dt.UTC):
-        raise Unauthorized(_AUTH_FAILED)
+        raise Unauthorized(AUTH_FAILED)
     throttle.succeeded(who)
     return row, user
 
@@ -144,7 +107,7 @@ def scope(conn: Any, credential: Row, wanted: dict[str, Any] | None) -> Row:
     project = q.get_project(conn, credential["project_id"])
     asked = (wanted or {}).get("project", {}).get("id")
     if project is None or (wanted is not None and asked != project["id"]):
-        raise Unauthorized(_AUTH_FAILED)
+        raise Unauthorized(AUTH_FAILED)
     return project
 
 
@@ -169,13 +132,17 @@ class _Owned(Resource):
 
 
 class ApplicationCredentials(_Owned):
+    """``GET``/``POST /identity/v3/users/{u}/application_credentials``: list and create."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
         self._owner_or_admin(req, user_id, "identity:list_application_credentials")
         with self._read.connection(req) as conn:
             self._user(conn, user_id)
             rows = dq.list_application_credentials(conn, user_id, name=req.get_param("name"))
             roles = {r["id"]: r for r in q.list_roles(conn)}
-        resp.media = collection(req, "application_credentials", [view(req, r, roles) for r in rows])
+        resp.media = collection(
+            req, "application_credentials", [application_credential_view(req, r, roles) for r in rows]
+        )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
         auth = req.context.auth
@@ -210,7 +177,9 @@ class ApplicationCredentials(_Owned):
 
         row, roles = self._after(req, result.position, fetch)
         resp.status = falcon.HTTP_201
-        resp.media = {"application_credential": {**view(req, row, roles), "secret": secret}}
+        resp.media = {
+            "application_credential": {**application_credential_view(req, row, roles), "secret": secret}
+        }
 
     @staticmethod
     def _refuse_restricted(conn: Any, claims: TokenClaims) -> None:
@@ -261,6 +230,8 @@ class ApplicationCredentials(_Owned):
 
 
 class ApplicationCredentialItem(_Owned):
+    """``GET``/``DELETE /identity/v3/users/{u}/application_credentials/{id}``."""
+
     def _row(self, conn: Any, user_id: str, credential_id: str) -> Row:
         row = dq.get_application_credential(conn, credential_id)
         if row is None or row["user_id"] != user_id:
@@ -272,7 +243,7 @@ class ApplicationCredentialItem(_Owned):
         with self._read.connection(req) as conn:
             row = self._row(conn, user_id, credential_id)
             roles = {r["id"]: r for r in q.list_roles(conn)}
-        resp.media = {"application_credential": view(req, row, roles)}
+        resp.media = {"application_credential": application_credential_view(req, row, roles)}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, user_id: str, credential_id: str) -> None:
         self._owner_or_admin(req, user_id, "identity:delete_application_credential")
@@ -287,22 +258,26 @@ class ApplicationCredentialItem(_Owned):
 
 
 class AccessRules(_Owned):
+    """``GET /identity/v3/users/{u}/access_rules``: the rules the user's credentials named."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
         self._owner_or_admin(req, user_id, "identity:list_access_rules")
         with self._read.connection(req) as conn:
             self._user(conn, user_id)
             rows = dq.list_access_rules(conn, user_id)
-        resp.media = collection(req, "access_rules", [rule_view(req, r) for r in rows])
+        resp.media = collection(req, "access_rules", [access_rule_view(req, r) for r in rows])
 
 
 class AccessRuleItem(_Owned):
+    """``GET``/``DELETE /identity/v3/users/{u}/access_rules/{id}`` (not while a credential uses it)."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str, rule_id: str) -> None:
         self._owner_or_admin(req, user_id, "identity:get_access_rule")
         with self._read.connection(req) as conn:
             rows = dq.list_access_rules(conn, user_id, rule_id)
         if not rows:
             raise ItemNotFound(f"Could not find access rule: {rule_id}.")
-        resp.media = {"access_rule": rule_view(req, rows[0])}
+        resp.media = {"access_rule": access_rule_view(req, rows[0])}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, user_id: str, rule_id: str) -> None:
         """Keystone: a rule a credential still uses cannot go (403)."""
@@ -317,13 +292,3 @@ class AccessRuleItem(_Owned):
             result = self._handlers.delete_access_rule(user_id, rule_id)
         self._written(req, result.position)
         resp.status = falcon.HTTP_204
-
-
-def add_routes(app: falcon.App, v3: str, **collaborators: Any) -> None:
-    app.add_route(f"{v3}/users/{{user_id}}/application_credentials", ApplicationCredentials(**collaborators))
-    app.add_route(
-        f"{v3}/users/{{user_id}}/application_credentials/{{credential_id}}",
-        ApplicationCredentialItem(**collaborators),
-    )
-    app.add_route(f"{v3}/users/{{user_id}}/access_rules", AccessRules(**collaborators))
-    app.add_route(f"{v3}/users/{{user_id}}/access_rules/{{rule_id}}", AccessRuleItem(**collaborators))

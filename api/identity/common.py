@@ -1,28 +1,31 @@
-"""What every module of the identity API shares: its paths, Keystone's views of its resources,
-collections with their links, and the ``Resource`` base (collaborators, bodies, reads after writes,
-lookups that answer Keystone's 404)."""
+"""What every module of the identity API shares: its paths, collections with their links, and the
+``Resource`` base (collaborators, bodies, reads after writes, lookups that answer Keystone's 404)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import falcon
 from jsonschema import Draft202012Validator
 
-from api.auth import Authenticator
 from api.body import read_json
-from api.credentials import Credentials
 from api.errors import ItemNotFound
+from api.identity.credentials import Credentials
 from api.readmodel import ReadModel
 from commands.identity import DEFAULT_DOMAIN_ID, DEFAULT_DOMAIN_NAME
 from commands.identity_handlers import IdentityHandlers
 from projections import directory_queries as dq
 from projections import identity_queries as q
 
+if TYPE_CHECKING:  # api.auth checks tokens with api.identity.tokens: importing it here would loop
+    from api.auth import Authenticator
+
 PREFIX = "/identity"
 V3 = f"{PREFIX}/v3"
 Row = dict[str, Any]
+# Every failed authentication says only this (an unknown user and a wrong password look alike).
+AUTH_FAILED = "The request you have made requires authentication."
 
 
 def url(req: falcon.Request, *parts: str) -> str:
@@ -47,73 +50,10 @@ def flag(req: falcon.Request, name: str) -> bool | None:
     return value.strip().lower() not in ("0", "false", "no", "off", "")
 
 
-# -- views ----------------------------------------------------------------------------------------
-def project_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "name": row["name"],
-        "domain_id": row["domain_id"],
-        "description": row["description"],
-        "enabled": row["enabled"],
-        "is_domain": False,
-        "parent_id": row["domain_id"],
-        "tags": [],
-        "options": {},
-        "links": {"self": url(req, "projects", row["id"])},
-    }
-
-
-def user_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    user: dict[str, Any] = {
-        "id": row["id"],
-        "name": row["name"],
-        "domain_id": row["domain_id"],
-        "enabled": row["enabled"],
-        "password_expires_at": None,
-        "options": {},
-        "links": {"self": url(req, "users", row["id"])},
-    }
-    for optional in ("default_project_id", "email", "description"):
-        if row.get(optional) is not None:
-            user[optional] = row[optional]
-    return {**(row.get("extra") or {}), **user}  # Keystone's extra attributes, never over its own
-
-
-def role_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "name": row["name"],
-        "domain_id": None,
-        "description": row["description"],
-        "options": {},
-        "links": {"self": url(req, "roles", row["id"])},
-    }
-
-
-def domain_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "name": row["name"],
-        "description": row["description"],
-        "enabled": row["enabled"],
-        "tags": [],
-        "options": {},
-        "links": {"self": url(req, "domains", row["id"])},
-    }
-
-
-def group_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "name": row["name"],
-        "domain_id": row["domain_id"],
-        "description": row["description"],
-        "links": {"self": url(req, "groups", row["id"])},
-    }
-
-
 # -- the base of every identity resource ----------------------------------------------------------
 class Resource:
+    """The base of every identity resource: its collaborators, and what its handlers share."""
+
     def __init__(
         self,
         handlers: IdentityHandlers,

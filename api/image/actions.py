@@ -32,6 +32,8 @@ def _done(resp: falcon.Response, result: Result) -> None:
 
 
 class ImageTag:
+    """``PUT``/``DELETE /image/v2/images/{id}/tags/{tag}``: Glance's image tags."""
+
     def __init__(self, bus: MessageBus) -> None:
         self._bus = bus
 

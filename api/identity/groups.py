@@ -1,8 +1,5 @@
-"""``/identity/v3/domains`` and ``/identity/v3/groups``: Keystone's domains, groups and membership.
-
-A domain is deleted only once disabled (403 otherwise, as Keystone answers), and its projects,
-users and groups go with it in the same append. The ``default`` domain is seeded on the first run.
-"""
+"""``/identity/v3/groups``: Keystone's groups and their members (``/groups/{id}/users[/{user_id}]``,
+``/users/{id}/groups``)."""
 
 from __future__ import annotations
 
@@ -12,69 +9,18 @@ import falcon
 
 from api import policy
 from api.errors import ItemNotFound
-from api.identity_common import Resource, collection, domain_view, flag, group_view, user_view
-from commands.identity_domains import CreateDomain, CreateGroup, DeleteDomain, UpdateDomain, UpdateGroup
+from api.identity.common import Resource, collection
+from api.identity.views import group_view, user_view
+from commands.identity_domains import CreateGroup, UpdateGroup
 from projections import directory_queries as dq
 from stratus.context import acting
 
-SCHEMAS = (
-    "identity.domains.create",
-    "identity.domains.update",
-    "identity.groups.create",
-    "identity.groups.update",
-)
+SCHEMAS = ("identity.groups.create", "identity.groups.update")
 
 
-# -- domains --------------------------------------------------------------------------------------
-class Domains(Resource):
-    @falcon.before(policy.require("identity:list_domains"))
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        with self._read.connection(req) as conn:
-            rows = dq.list_domains(conn, name=req.get_param("name"), enabled=flag(req, "enabled"))
-        resp.media = collection(req, "domains", [domain_view(req, r) for r in rows])
-
-    @falcon.before(policy.require("identity:create_domain"))
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        spec = self._body(req, "identity.domains.create")["domain"]
-        cmd = CreateDomain(spec["name"], spec.get("description") or "", spec.get("enabled", True))
-        with acting(req.context.command):
-            result = self._handlers.create_domain(cmd)
-        row = self._after(req, result.position, lambda conn: self._domain(conn, result.id))
-        resp.status = falcon.HTTP_201
-        resp.media = {"domain": domain_view(req, row)}
-
-
-class DomainItem(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response, domain_id: str) -> None:
-        policy.authorize(req.context.actor, "identity:get_domain")
-        with self._read.connection(req) as conn:
-            resp.media = {"domain": domain_view(req, self._domain(conn, domain_id))}
-
-    @falcon.before(policy.require("identity:update_domain"))
-    def on_patch(self, req: falcon.Request, resp: falcon.Response, domain_id: str) -> None:
-        spec = self._body(req, "identity.domains.update")["domain"]
-        cmd = UpdateDomain(domain_id, spec.get("name"), spec.get("description"), spec.get("enabled"))
-        with acting(req.context.command):
-            result = self._handlers.update_domain(cmd)
-        row = self._after(req, result.position, lambda conn: self._domain(conn, domain_id))
-        resp.media = {"domain": domain_view(req, row)}
-
-    @falcon.before(policy.require("identity:delete_domain"))
-    def on_delete(self, req: falcon.Request, resp: falcon.Response, domain_id: str) -> None:
-        with self._read.connection(req) as conn:
-            self._domain(conn, domain_id)
-            members = dq.domain_members(conn, domain_id)
-        cmd = DeleteDomain(domain_id, members["projects"], members["users"], members["groups"])
-        with acting(req.context.command):
-            result = self._handlers.delete_domain(cmd)
-        for user_id in members["users"]:
-            self._credentials.forget(user_id)
-        self._written(req, result.position)
-        resp.status = falcon.HTTP_204
-
-
-# -- groups ---------------------------------------------------------------------------------------
 class Groups(Resource):
+    """``GET``/``POST /identity/v3/groups``."""
+
     @falcon.before(policy.require("identity:list_groups"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
@@ -95,6 +41,8 @@ class Groups(Resource):
 
 
 class GroupItem(Resource):
+    """``GET``/``PATCH``/``DELETE /identity/v3/groups/{id}``."""
+
     @falcon.before(policy.require("identity:get_group"))
     def on_get(self, req: falcon.Request, resp: falcon.Response, group_id: str) -> None:
         with self._read.connection(req) as conn:
@@ -174,13 +122,3 @@ class UserGroups(Resource):
             rows = dq.user_groups(conn, user_id)
         items = [{**group_view(req, r), "membership_expires_at": None} for r in rows]
         resp.media = collection(req, "groups", items)
-
-
-def add_routes(app: falcon.App, v3: str, **collaborators: Any) -> None:
-    app.add_route(f"{v3}/domains", Domains(**collaborators))
-    app.add_route(f"{v3}/domains/{{domain_id}}", DomainItem(**collaborators))
-    app.add_route(f"{v3}/groups", Groups(**collaborators))
-    app.add_route(f"{v3}/groups/{{group_id}}", GroupItem(**collaborators))
-    app.add_route(f"{v3}/groups/{{group_id}}/users", GroupUsers(**collaborators))
-    app.add_route(f"{v3}/groups/{{group_id}}/users/{{user_id}}", GroupUser(**collaborators))
-    app.add_route(f"{v3}/users/{{user_id}}/groups", UserGroups(**collaborators))

@@ -39,6 +39,8 @@ BASE = UPDATABLE  # the base properties a patch may set (never remove)
 
 @dataclass(frozen=True)
 class Change:
+    """One operation of a Glance image ``PATCH`` (``add``, ``replace``, ``remove``), parsed and checked."""
+
     op: str
     path: str  # the property the change names (Glance's path root)
     value: Any

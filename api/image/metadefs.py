@@ -1,7 +1,7 @@
 """``/image/v2/metadefs/namespaces`` and ``/image/v2/metadefs/resource_types``: Glance's metadata
 definitions, with its URLs, bodies, status codes and default policy.
 
-An admin defines namespaces (and their content, ``api.metadef_content``); everyone reads public
+An admin defines namespaces (and their content, ``api.image.metadef_content``); everyone reads public
 ones, a project its own private ones, and what a project may not see answers 404. A namespace and
 what it holds are read from the log (``commands.metadef``), so a write is seen at once; the lists
 of namespaces and of resource types read the read model (``projections.metadefs``). Request bodies
@@ -21,7 +21,7 @@ from jsonschema.exceptions import best_match
 from api import auth
 from api.body import read_document, unstorable
 from api.errors import BadRequest, Forbidden, ItemNotFound
-from api.image_schemas import glance_document
+from api.image.schemas import glance_document
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.bus import MessageBus
 from commands.metadef import MetadefNamespace, MetadefObject
@@ -196,6 +196,8 @@ def _require_admin(req: falcon.Request, action: str) -> None:
 
 
 class NamespaceCollection(_Metadefs):
+    """``GET``/``POST /image/v2/metadefs/namespaces``."""
+
     def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("namespace")
@@ -322,6 +324,8 @@ def _limit(req: falcon.Request) -> int:
 
 
 class NamespaceItem(_Metadefs):
+    """``GET``/``PUT``/``DELETE /image/v2/metadefs/namespaces/{ns}``."""
+
     def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         super().__init__(metadefs, read, max_body_bytes)
         self._schema = validator("namespace")
@@ -412,6 +416,8 @@ class AssociationCollection(_Metadefs):
 
 
 class AssociationItem(_Metadefs):
+    """``DELETE /image/v2/metadefs/namespaces/{ns}/resource_types/{type}``."""
+
     def on_delete(
         self, req: falcon.Request, resp: falcon.Response, namespace: str, resource_type: str
     ) -> None:

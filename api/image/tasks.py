@@ -121,6 +121,8 @@ def _check_import_from(location: Any, resolve: Callable[[str], bool]) -> None:
 
 
 class TaskCollection:
+    """``GET``/``POST /image/v2/tasks``: Glance's import tasks."""
+
     def __init__(
         self,
         bus: MessageBus,
@@ -190,6 +192,8 @@ class TaskCollection:
 
 
 class TaskItem:
+    """``GET /image/v2/tasks/{id}``."""
+
     def __init__(self, bus: MessageBus) -> None:
         self._bus = bus
 

@@ -49,6 +49,8 @@ class InvalidToken(Exception):
 
 @dataclass(frozen=True)
 class TokenClaims:
+    """What a token says: who, in which project, how authenticated, from when until when, in which chain."""
+
     token_id: str
     user_id: str
     project_id: str

@@ -38,11 +38,15 @@ def glance_document(filename: str) -> dict[str, Any]:
 
 
 class Schema:
+    """``GET /image/v2/schemas/{name}``: Glance's JSON schemas of its resources."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         _answer(resp, IMAGE_SCHEMAS, name, "")
 
 
 class MetadefSchema:
+    """``GET /image/v2/schemas/metadefs/{name}``: Glance's schemas of the metadata definitions."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         _answer(resp, METADEF_SCHEMAS, name, "metadefs.")
 

@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 import falcon
 from jsonschema import Draft202012Validator
 
-from api import auth, image_patch
+from api import auth
 from api.body import read_json
 from api.errors import (
     BadRequest,
@@ -29,6 +29,7 @@ from api.errors import (
     ServiceUnavailable,
     UnsupportedMediaType,
 )
+from api.image import patch as image_patch
 from api.links import page_params
 from api.readmodel import POSITION_HEADER, ReadModel
 from commands.bus import MessageBus
@@ -162,6 +163,8 @@ class _Images:
 
 
 class ImageCollection(_Images):
+    """``GET``/``POST /image/v2/images``: list and create Glance images."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         _no_empty_id(req)
         actor: Actor = req.context.actor
@@ -249,12 +252,14 @@ class ImageCollection(_Images):
 
 
 class ImageItem(_Images):
+    """``GET``/``PATCH``/``DELETE /image/v2/images/{id}``."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
         image = visible_image(self._bus.uow, image_id, _scope(req.context.actor))
         resp.media = image_view(row_of(image))
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
-        """Glance's JSON patch (``api.image_patch``); answers the image as it now is."""
+        """Glance's JSON patch (``api.image.patch``); answers the image as it now is."""
         actor: Actor = req.context.actor
         scope = _scope(actor)
         image = visible_image(self._bus.uow, image_id, scope)
