@@ -607,6 +607,76 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             events = events[:limit]
         return events
 
+    # -- anchors: naming a stored event for a snapshot (stratus.eventstore.snapshots) ---------------
+
+    def anchor(self, originator_id: UUID | str, version: int) -> str | None:
+        """``<stream sequence>:<chain hash>`` of the aggregate's event at ``version``, if this recorder
+        saw where it is stored (it appended or read it); the hash is empty when not known."""
+        head = self._seen(originator_id)
+        if head is None:
+            return None
+        if head.version == version:
+            return f"{head.seq}:{head.chain_hash}"
+        seq = head.seq_of(version)
+        return f"{seq}:" if seq is not None else None
+
+    def select_events_after(
+        self, originator_id: UUID | str, version: int, anchor: str
+    ) -> Sequence[StoredEvent] | None:
+        """The events after ``version``, read from the anchored event's position on (the aggregate's
+        last message, then exactly the messages from the anchor to it: two gets whatever the history);
+        None when the message at the anchor's position is not this aggregate's event at ``version``
+        with the anchor's chain hash (the log was restored, replaced or is another one)."""
+        seq_text, _, chain_hash = anchor.partition(":")
+        try:
+            seq = int(seq_text)
+        except ValueError:
+            return None
+        subject = self.layout.aggregate_filter(originator_id)
+        prefetched = self._take_prefetched(subject)
+
+        async def read() -> list[Msg] | None:
+            last = (
+                prefetched[0]
+                if prefetched is not None
+                else await self.last_message(subject, self.attempt_timeout)
+            )
+            if last is None:
+                return None
+            newest = _head_of(last)
+            if newest.version < version or newest.seq < seq:
+                return None
+            if newest.seq == seq:
+                msgs = [last]
+            else:
+                count = newest.version - version + 1
+                msgs = await self._direct_scan(subject, seq, count, newest.seq, self.attempt_timeout)
+            return msgs
+
+        msgs = self._retrying(read)
+        if not msgs:
+            return None
+        first = _head_of(msgs[0])
+        if first.seq != seq or first.version != version or (chain_hash and first.chain_hash != chain_hash):
+            return None
+        self._update_head(str(originator_id), _head_of(msgs[-1]))
+        events: list[StoredEvent] = []
+        expected = version + 1
+        for m in msgs[1:]:
+            n, _ = env.decode_message(m)
+            if n.originator_version != expected:
+                return None  # a gap: not the log the anchor was taken on
+            expected += 1
+            events.append(
+                StoredEvent(
+                    originator_id=n.originator_id,
+                    originator_version=n.originator_version,
+                    topic=n.topic,
+                    state=n.state,
+                )
+            )
+        return events
+
     async def _aggregate_messages(
         self,
         subject: str,
