@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 from uuid import UUID
 
 from eventsourcing.application import Application, ProcessingEvent, Repository
@@ -99,6 +99,11 @@ class Stratus(Application[UUID]):
 
     def construct_transcoder(self) -> Transcoder:
         return OrjsonTranscoder()
+
+    @property
+    def repository(self) -> SnapshottingRepository:
+        """eventsourcing's repository, whose cold loads start from a usable snapshot."""
+        return cast(SnapshottingRepository, self._repository)
 
     def construct_repository(self) -> Repository[UUID]:
         """eventsourcing's repository, whose cold loads start from a usable snapshot."""

@@ -30,6 +30,7 @@ N = SNAPSHOT_INTERVAL
 def replayed(app: Stratus, aggregate_id: UUID) -> Any:
     """The aggregate from its events alone (no snapshot, no cache)."""
     aggregate = None
+    e: Any
     for e in app.events.get(aggregate_id):
         aggregate = e.mutate(aggregate)
     return aggregate
@@ -117,7 +118,7 @@ def test_a_host_is_snapshotted_every_interval_and_loads_as_its_replay() -> None:
     stored = snapshot_store(app).stored[str(host.id)]
     assert stored.originator_version == host.version - host.version % N
     other = cold(factory)
-    loaded = other.repository.get(host.id)
+    loaded: Any = other.repository.get(host.id)
     assert other.repository.snapshot_stats["used"] == 1
     same(loaded, replayed(app, host.id))
     same(loaded, host)
@@ -163,7 +164,7 @@ def test_every_snapshotted_kind_round_trips(build: Any) -> None:
     aggregate = build()
     aggregate.collect_events()
     mapper = Stratus(InMemoryFactory()).mapper  # through the stored bytes, as a load reads them
-    snapshot = mapper.to_domain_event(mapper.to_stored_event(Snapshot.take(aggregate, anchor="1")))
+    snapshot: Any = mapper.to_domain_event(mapper.to_stored_event(Snapshot.take(aggregate, anchor="1")))
     same(snapshot.mutate(None), aggregate)
 
 
@@ -174,7 +175,7 @@ def test_a_ledger_s_members_come_back_as_a_frozenset() -> None:
     for i in range(N + 5):
         ledger.admit(f"k{i}", {"key_pairs": 10_000})
         app.save(ledger)
-    loaded = cold(factory).repository.get(ledger.id)
+    loaded: Any = cold(factory).repository.get(ledger.id)
     assert isinstance(loaded.members, frozenset)
     same(loaded, replayed(app, ledger.id))
 
@@ -195,7 +196,7 @@ def test_with_the_aggregate_cache_and_another_writer_loads_equal_the_replay() ->
     advance(a, host, N - 2)
     for i in range(2 * N):  # two processes take turns on one host, each from its own cache
         app = (a, b)[i % 2]
-        copy = app.repository.get(host.id)
+        copy: Any = app.repository.get(host.id)
         copy.claim(f"turn{i}", Resources(1, 1, 1))
         app.save(copy)
     for app in (a, b, cold(factory)):
@@ -207,7 +208,7 @@ def test_a_stale_append_is_refused_and_takes_no_snapshot() -> None:
     app = Stratus(factory)
     host = host_with_history(app, claims=0)
     advance(app, host, N - 1)
-    stale = app.repository.get(host.id)
+    stale: Any = app.repository.get(host.id)
     host.claim("winner", Resources(1, 1, 1))
     app.save(host)  # version N: snapshotted
     before = snapshot_store(app).stored[str(host.id)]
@@ -215,7 +216,7 @@ def test_a_stale_append_is_refused_and_takes_no_snapshot() -> None:
     with pytest.raises(IntegrityError):
         app.save(stale)
     assert snapshot_store(app).stored[str(host.id)] is before
-    loaded = cold(factory).repository.get(host.id)
+    loaded: Any = cold(factory).repository.get(host.id)
     assert "winner" in loaded.claims and "loser" not in loaded.claims
 
 
@@ -240,7 +241,7 @@ def test_a_snapshot_whose_state_lies_about_its_shape_is_replayed_instead() -> No
     host = host_with_history(app, claims=N + 10)
     store = snapshot_store(app)
     key = str(host.id)
-    taken = app.mapper.to_domain_event(store.stored[key])
+    taken: Any = app.mapper.to_domain_event(store.stored[key])
     assert isinstance(taken, Snapshot)
     # The same snapshot taken by other code of Host (its fingerprint differs): not trusted.
     other_code = dataclasses.replace(taken, code="0" * 16)
@@ -256,7 +257,7 @@ def test_a_snapshot_of_another_log_is_replayed_instead() -> None:
     host = host_with_history(app, claims=N + 10)
     store = snapshot_store(app)
     key = str(host.id)
-    taken = app.mapper.to_domain_event(store.stored[key])
+    taken: Any = app.mapper.to_domain_event(store.stored[key])
     for anchor in ("1", "999999", "not a position"):
         store.stored[key] = app.mapper.to_stored_event(dataclasses.replace(taken, anchor=anchor))
         other = cold(factory)
@@ -273,7 +274,7 @@ def test_a_snapshot_ahead_of_the_log_is_replayed_instead() -> None:
     old = Stratus(restored)
     old.recorder.insert_events(app.recorder.select_events(host.id, lte=N + 5))
     snapshot_store(old).stored.update(snapshot_store(app).stored)  # at version 2N
-    loaded = old.repository.get(host.id)
+    loaded: Any = old.repository.get(host.id)
     assert loaded.version == N + 5
     same(loaded, replayed(old, host.id))
     assert old.repository.snapshot_stats["diverged"] == 1
@@ -342,7 +343,7 @@ class Shelf(Aggregate):
 
 
 def test_a_snapshot_of_an_older_class_version_is_upcast(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(Stratus.snapshotting_intervals, Shelf, 5)
+    monkeypatch.setitem(Stratus.snapshotting_intervals, Shelf, 5)  # type: ignore[misc]
     factory = InMemoryFactory()
     app = Stratus(factory)
     shelf = Shelf(name="fiction")
@@ -351,14 +352,14 @@ def test_a_snapshot_of_an_older_class_version_is_upcast(monkeypatch: pytest.Monk
         app.save(shelf)
     store = snapshot_store(app)
     key = str(shelf.id)
-    taken = app.mapper.to_domain_event(store.stored[key])
+    taken: Any = app.mapper.to_domain_event(store.stored[key])
     assert taken.originator_version == 5 and taken.state["class_version"] == 2
     # The snapshot as the previous release (class version 1) wrote it: a list of books, no count.
     v1_state = {k: v for k, v in taken.state.items() if k not in ("class_version", "count")}
     v1_state["books"] = sorted(decode_value(taken.state["books"]))
     store.stored[key] = app.mapper.to_stored_event(dataclasses.replace(taken, state=v1_state, code="v1"))
     other = cold(factory)
-    loaded = other.repository.get(shelf.id)
+    loaded: Any = other.repository.get(shelf.id)
     assert other.repository.snapshot_stats["used"] == 1
     same(loaded, replayed(app, shelf.id))
     assert loaded.books == {f"book{i}" for i in range(7)} and loaded.count == 7
