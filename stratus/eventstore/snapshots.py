@@ -47,7 +47,8 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
-from stratus.eventstore.recorder import JetStreamAggregateRecorder
+from stratus.eventstore.errors import EventStoreUnavailable
+from stratus.eventstore.recorder import JetStreamAggregateRecorder, _Rejected, _Transient
 from stratus.eventstore.subjects import decode_token, encode_token
 
 __all__ = [
@@ -359,6 +360,14 @@ class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
         )
         self.prefix = f"_STRATUS.SNAPSHOT.{stream}"
 
+    def _once(self, factory: Callable[[], Any], *, what: str) -> Any:
+        """One attempt, never the log's retrying through outages: a snapshot is not worth a wait (the
+        load replays, the command's events are stored already)."""
+        try:
+            return self._run(factory, self.attempt_timeout)
+        except (_Transient, _Rejected) as e:
+            raise EventStoreUnavailable(f"could not {what}: {e}") from e
+
     def subject(self, originator_id: UUID | str) -> str:
         return f"{self.prefix}.{encode_token(str(originator_id))}"
 
@@ -406,7 +415,10 @@ class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
                 return
             try:
                 await jsm.update_stream(wanted)
-            except nats.js.errors.BadRequestError:
+            except nats.js.errors.APIError as e:  # e.g. err 10052: deny-delete cannot be cleared
+                if e.code is not None and e.code >= 503:
+                    raise
+                log.info("snapshot stream %s recreated (update refused: %s)", self.stream, e.description)
                 await jsm.delete_stream(self.stream)
                 await jsm.add_stream(wanted)
 
@@ -429,7 +441,7 @@ class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
             for subject, data, headers in outs:
                 await self.bridge.js.publish(subject, data, timeout=self.attempt_timeout, headers=headers)
 
-        self._retrying(publish, what="store a snapshot")
+        self._once(publish, what="store a snapshot")
         return None
 
     def select_events(
@@ -443,7 +455,7 @@ class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
     ) -> Sequence[StoredEvent]:
         """The aggregate's snapshot (the newest; there is one at most), if within ``gt``/``lte``."""
         subject = self.subject(originator_id)
-        msg = self._retrying(lambda: self.last_message(subject, self.attempt_timeout))
+        msg = self._once(lambda: self.last_message(subject, self.attempt_timeout), what="read a snapshot")
         if msg is None or limit == 0:
             return []
         h = msg.headers or {}

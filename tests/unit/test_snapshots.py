@@ -9,10 +9,9 @@ import itertools
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import uuid4
 
 import pytest
-from eventsourcing.domain import Aggregate, event
 from eventsourcing.persistence import IntegrityError
 
 from commands.app import SNAPSHOT_INTERVAL, Stratus, snapshotted
@@ -23,30 +22,9 @@ from commands.provider import ResourceProvider
 from commands.registry import Registry
 from stratus.eventstore.memory import InMemoryFactory, InMemorySnapshotRecorder
 from stratus.eventstore.snapshots import Snapshot, code_fingerprint, decode_value, encode_value
+from tests.fixtures.snapshots import Shelf, cold, replayed, same
 
 N = SNAPSHOT_INTERVAL
-
-
-def replayed(app: Stratus, aggregate_id: UUID) -> Any:
-    """The aggregate from its events alone (no snapshot, no cache)."""
-    aggregate = None
-    e: Any
-    for e in app.events.get(aggregate_id):
-        aggregate = e.mutate(aggregate)
-    return aggregate
-
-
-def cold(factory: InMemoryFactory, **env: str) -> Stratus:
-    """Another process on the same log and snapshots: an empty aggregate cache."""
-    return Stratus(factory, env=env or None)
-
-
-def same(a: Any, b: Any) -> None:
-    """Equal state, attribute by attribute, with the same types (a set is not a list)."""
-    assert vars(a).keys() == vars(b).keys()
-    for k in vars(a):
-        assert vars(a)[k] == vars(b)[k], k
-        assert type(vars(a)[k]) is type(vars(b)[k]), k
 
 
 def host_with_history(app: Stratus, claims: int) -> Host:
@@ -311,35 +289,6 @@ def test_snapshots_can_be_turned_off() -> None:
 
 
 # -- upcasting: a snapshot of an older class version -----------------------------------------------
-
-
-class Shelf(Aggregate):
-    """A test aggregate at class version 2: its books became a set and it counts them. Version 1 (the
-    previous release) kept a list and no count; its snapshots are upcast by ``upcast_v1_v2``."""
-
-    class_version = 2
-
-    class Opened(Aggregate.Created):
-        name: str
-
-    @event(Opened)
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.books: set[str] = set()
-        self.count = 0
-
-    class BookAdded(Aggregate.Event):
-        book: str
-
-    @event(BookAdded)
-    def _added(self, book: str) -> None:
-        self.books = self.books | {book}
-        self.count += 1
-
-    @staticmethod
-    def upcast_v1_v2(state: dict[str, Any]) -> None:
-        state["books"] = set(state["books"])
-        state["count"] = len(state["books"])
 
 
 def test_a_snapshot_of_an_older_class_version_is_upcast(monkeypatch: pytest.MonkeyPatch) -> None:
