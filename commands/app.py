@@ -29,9 +29,10 @@ from stratus.serialization import OrjsonTranscoder
 log = logging.getLogger(__name__)
 
 # Events between two snapshots of one aggregate: a cold load reads one snapshot and fewer events than
-# this. Chosen by measurement (docs/performance.md, "Snapshots"): loads cost the same from 1 to ~200
-# events after the snapshot (the fixed gets dominate), and taking one costs a few appends' worth.
-SNAPSHOT_INTERVAL = 100
+# this. Chosen by measurement (docs/performance.md, "Snapshots"): a cold load with 50 events after its
+# snapshot costs about twice one with none (each event read costs ~1/30 of the load's fixed gets), and
+# storing a snapshot costs about one append, so 50 adds one append per 50 events (2 %).
+SNAPSHOT_INTERVAL = 50
 
 
 def snapshotted() -> dict[type[Aggregate], int]:

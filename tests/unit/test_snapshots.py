@@ -94,7 +94,7 @@ def test_a_host_is_snapshotted_every_interval_and_loads_as_its_replay() -> None:
     app = Stratus(factory)
     host = host_with_history(app, claims=int(2.5 * N))
     stored = snapshot_store(app).stored[str(host.id)]
-    assert stored.originator_version == host.version - host.version % N
+    assert N <= stored.originator_version and host.version - stored.originator_version < N
     other = cold(factory)
     loaded: Any = other.repository.get(host.id)
     assert other.repository.snapshot_stats["used"] == 1
