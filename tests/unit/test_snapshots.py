@@ -20,6 +20,7 @@ from commands.ledger import Ledger
 from commands.network import Network
 from commands.provider import ResourceProvider
 from commands.registry import Registry
+from commands.usage import newest_epoch
 from stratus.eventstore.memory import InMemoryFactory, InMemorySnapshotRecorder
 from stratus.eventstore.snapshots import Snapshot, code_fingerprint, decode_value, encode_value
 from tests.fixtures.snapshots import Shelf, cold, replayed, same
@@ -94,7 +95,7 @@ def test_a_host_is_snapshotted_every_interval_and_loads_as_its_replay() -> None:
     app = Stratus(factory)
     host = host_with_history(app, claims=int(2.5 * N))
     stored = snapshot_store(app).stored[str(host.id)]
-    assert N <= stored.originator_version and host.version - stored.originator_version < N
+    assert stored.originator_version >= N and host.version - stored.originator_version < N
     other = cold(factory)
     loaded: Any = other.repository.get(host.id)
     assert other.repository.snapshot_stats["used"] == 1
@@ -318,3 +319,20 @@ def test_a_snapshot_is_tied_to_the_code_that_took_it() -> None:
     assert code_fingerprint(Host) == code_fingerprint(Host)
     assert code_fingerprint(Host) != code_fingerprint(Ledger)
     assert list(itertools.islice(iter(snapshotted()), 1))
+
+
+# -- bounded loads beyond snapshots: a project's usage epochs --------------------------------------
+
+
+@pytest.mark.parametrize("newest", [0, 1, 2, 3, 7, 8, 100, 1_000_000])
+@pytest.mark.parametrize("start", [0, 1])
+def test_the_newest_usage_epoch_is_found_in_log_reads(newest: int, start: int) -> None:
+    probes: list[int] = []
+
+    def exists(epoch: int) -> bool:
+        probes.append(epoch)
+        return epoch <= newest
+
+    start = min(start, newest)
+    assert newest_epoch(start, exists) == newest
+    assert len(probes) <= 2 * max(newest, 1).bit_length() + 2
