@@ -40,7 +40,9 @@ def snapshotted() -> dict[type[Aggregate], int]:
     snapshot interval. Imported here, not at the top: some of their modules import this one."""
     from commands.census import GuestCensus
     from commands.host import Host
+    from commands.host_aggregate import HostAggregate
     from commands.image_usage import ImageUsage
+    from commands.instance import Instance
     from commands.ledger import Ledger
     from commands.network import Network
     from commands.placement import Consumer, PlacementCatalog
@@ -48,8 +50,10 @@ def snapshotted() -> dict[type[Aggregate], int]:
     from commands.registry import Registry
     from commands.server_group import ServerGroup
 
+    # Every claim and release, every allocation, address, key pair, image, name, group member, stray
+    # guest, and every action on a server over its life.
     grows = (Host, ResourceProvider, PlacementCatalog, Consumer, Ledger, ImageUsage, Network, Registry)
-    return {cls: SNAPSHOT_INTERVAL for cls in (*grows, ServerGroup, GuestCensus)}
+    return {cls: SNAPSHOT_INTERVAL for cls in (*grows, ServerGroup, GuestCensus, HostAggregate, Instance)}
 
 
 if TYPE_CHECKING:

@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 
 _READ_BATCH = 1000
 _EARLIER_HEADS = 8  # earlier heads remembered per aggregate (see _Head.earlier)
+_LONG_READ = 3600.0  # the bound of a whole aggregate's read; each request in it has attempt_timeout
 
 # JetStream error codes (nats-server errors.json).
 ERR_WRONG_LAST_SEQUENCE = 10071
@@ -581,10 +582,11 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             seen = self._seen(originator_id)
             from_seq = seen.seq_of(gt) if seen is not None and gt is not None else None
             msgs = self._retrying(
-                lambda: self._aggregate_messages(subject, after=gt, head=prefetched, from_seq=from_seq)
+                lambda: self._aggregate_messages(subject, after=gt, head=prefetched, from_seq=from_seq),
+                long=True,
             )
         else:
-            msgs = self._retrying(lambda: self._aggregate_messages(subject))
+            msgs = self._retrying(lambda: self._aggregate_messages(subject), long=True)
         if msgs and lte is None:
             self._update_head(str(originator_id), _head_of(msgs[-1]))
         events: list[StoredEvent] = []
@@ -653,7 +655,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                 msgs = await self._direct_scan(subject, seq, count, newest.seq, self.attempt_timeout)
             return msgs
 
-        msgs = self._retrying(read)
+        msgs = self._retrying(read, long=True)
         if not msgs:
             return None
         first = _head_of(msgs[0])
@@ -743,13 +745,21 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                 raise
             raise c from e
 
-    def _retrying(self, factory: Callable[[], Any], *, what: str = "read from the event log") -> Any:
-        """Run an idempotent operation, retrying through NATS outages until ``timeout``."""
+    def _retrying(
+        self, factory: Callable[[], Any], *, what: str = "read from the event log", long: bool = False
+    ) -> Any:
+        """Run an idempotent operation, retrying through NATS outages until ``timeout``.
+
+        ``long``: an aggregate's whole history, as many requests as it takes: the attempt is bounded by
+        each of its requests' ``attempt_timeout`` (a NATS that stops answering is noticed as fast), not
+        as a whole (a host with 100,000 events reads for longer than one request may take)."""
         deadline = time.monotonic() + self.timeout
         delay = 0.02
         while True:
             remaining = deadline - time.monotonic()
             try:
+                if long:
+                    return self._run(factory, _LONG_READ)
                 return self._run(factory, max(0.001, min(self.attempt_timeout, remaining)))
             except (_Transient, _Rejected) as e:
                 if time.monotonic() + delay >= deadline:

@@ -16,6 +16,8 @@ from eventsourcing.persistence import IntegrityError
 
 from commands.app import SNAPSHOT_INTERVAL, Stratus, snapshotted
 from commands.host import Host, Resources
+from commands.host_aggregate import HostAggregate
+from commands.instance import Instance
 from commands.ledger import Ledger
 from commands.network import Network
 from commands.provider import ResourceProvider
@@ -136,8 +138,20 @@ def test_one_save_that_crosses_the_interval_is_snapshotted_at_its_last_version()
         lambda: Registry(kind="providers"),
         lambda: Network(name="private", cidr="10.0.0.0/16", gateway="10.0.0.1"),
         lambda: ResourceProvider.create(uuid4(), "rp", None),
+        lambda: HostAggregate.create(uuid4(), "agg", 1, "az1"),
+        lambda: Instance.request(
+            uuid4(),
+            name="vm",
+            project_id="p",
+            user_id="u",
+            flavor={"vcpus": 1},
+            image_ref="",
+            metadata={"k": "v"},
+            availability_zone=None,
+            request_key=None,
+        ),
     ],
-    ids=["ledger", "registry", "network", "resource provider"],
+    ids=["ledger", "registry", "network", "resource provider", "host aggregate", "instance"],
 )
 def test_every_snapshotted_kind_round_trips(build: Any) -> None:
     aggregate = build()
@@ -161,7 +175,7 @@ def test_a_ledger_s_members_come_back_as_a_frozenset() -> None:
 
 def test_the_aggregates_whose_history_grows_are_snapshotted() -> None:
     names = {cls.__name__ for cls in snapshotted()}
-    assert {"Host", "ResourceProvider", "Ledger", "Network", "Registry", "ImageUsage"} <= names
+    assert {"Host", "ResourceProvider", "Ledger", "Network", "Registry", "ImageUsage", "Instance"} <= names
     assert all(interval == N for interval in snapshotted().values())
 
 
