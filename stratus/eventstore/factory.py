@@ -22,7 +22,7 @@ from stratus.config import Settings
 from stratus.eventstore.bridge import NatsBridge
 from stratus.eventstore.errors import TrackingNotSupportedError
 from stratus.eventstore.recorder import JetStreamApplicationRecorder
-from stratus.eventstore.snapshots import JetStreamSnapshotRecorder
+from stratus.eventstore.snapshot_stream import JetStreamSnapshotRecorder
 from stratus.serialization import OrjsonTranscoder
 
 _NO_TRACKING = (

@@ -261,19 +261,25 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                     return
                 except nats.js.errors.BadRequestError:
                     info = await jsm.stream_info(self.stream)  # created meanwhile by another process
-            have = info.config
-            if (
-                have.subjects != wanted.subjects
-                or have.num_replicas != wanted.num_replicas
-                or not have.allow_direct
-                or not have.allow_atomic
-                or have.duplicate_window != wanted.duplicate_window
-                or have.deny_delete != wanted.deny_delete
-                or have.deny_purge != wanted.deny_purge
-            ):
-                await jsm.update_stream(wanted)
+            if self._stream_differs(info.config, wanted):
+                await self._update_stream(wanted)
 
         self._retrying(ensure, what="ensure the stream")
+
+    def _stream_differs(self, have: StreamConfig, wanted: StreamConfig) -> bool:
+        """Whether the stream as it is needs updating into ``stream_config()``."""
+        return (
+            have.subjects != wanted.subjects
+            or have.num_replicas != wanted.num_replicas
+            or not have.allow_direct
+            or not have.allow_atomic
+            or have.duplicate_window != wanted.duplicate_window
+            or have.deny_delete != wanted.deny_delete
+            or have.deny_purge != wanted.deny_purge
+        )
+
+    async def _update_stream(self, wanted: StreamConfig) -> None:
+        await self.bridge.js.update_stream(wanted)
 
     def delete_stream(self) -> None:
         """Delete the stream and everything on it (tests and tooling only)."""

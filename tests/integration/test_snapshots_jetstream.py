@@ -18,7 +18,8 @@ from commands.host import Host, Resources
 from stratus.audit import verify
 from stratus.config import Settings
 from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
-from stratus.eventstore.snapshots import SNAPSHOT_SHA256, JetStreamSnapshotRecorder, decode_value
+from stratus.eventstore.snapshot_stream import SNAPSHOT_SHA256, JetStreamSnapshotRecorder
+from stratus.eventstore.snapshots import decode_value
 from tests.fixtures.snapshots import Shelf, replayed, same
 
 N = SNAPSHOT_INTERVAL

@@ -216,46 +216,47 @@ def test_a_stale_append_is_refused_and_takes_no_snapshot() -> None:
 # -- snapshots that must not be used --------------------------------------------------------------
 
 
-def test_a_corrupt_snapshot_is_replayed_instead() -> None:
-    factory = InMemoryFactory()
-    app = Stratus(factory)
-    host = host_with_history(app, claims=N + 10)
-    store = snapshot_store(app)
-    key = str(host.id)
-    store.stored[key] = dataclasses.replace(store.stored[key], state=b"\x00not json")
-    other = cold(factory)
-    same(other.repository.get(host.id), replayed(app, host.id))
-    assert other.repository.snapshot_stats["unusable"] == 1
-
-
-def test_a_snapshot_whose_state_lies_about_its_shape_is_replayed_instead() -> None:
-    factory = InMemoryFactory()
-    app = Stratus(factory)
-    host = host_with_history(app, claims=N + 10)
-    store = snapshot_store(app)
-    key = str(host.id)
-    taken: Any = app.mapper.to_domain_event(store.stored[key])
+def _taken(app: Stratus, host: Host) -> Any:
+    """The host's stored snapshot, as a ``Snapshot``."""
+    taken = app.mapper.to_domain_event(snapshot_store(app).stored[str(host.id)])
     assert isinstance(taken, Snapshot)
-    # The same snapshot taken by other code of Host (its fingerprint differs): not trusted.
-    other_code = dataclasses.replace(taken, code="0" * 16)
-    store.stored[key] = app.mapper.to_stored_event(other_code)
-    other = cold(factory)
-    same(other.repository.get(host.id), replayed(app, host.id))
-    assert other.repository.snapshot_stats["unusable"] == 1
+    return taken
 
 
-def test_a_snapshot_of_another_log_is_replayed_instead() -> None:
+@pytest.mark.parametrize(
+    ("damage", "outcome"),
+    [
+        # Bytes that are not a snapshot any more.
+        (
+            lambda app, taken: dataclasses.replace(app.mapper.to_stored_event(taken), state=b"\x00not json"),
+            "unusable",
+        ),
+        # The same snapshot taken by other code of Host (its fingerprint differs): not trusted.
+        (
+            lambda app, taken: app.mapper.to_stored_event(dataclasses.replace(taken, code="0" * 16)),
+            "unusable",
+        ),
+        # Anchored on another event than this log's at its version: another log's, or a restored one.
+        (lambda app, taken: app.mapper.to_stored_event(dataclasses.replace(taken, anchor="1")), "diverged"),
+        (
+            lambda app, taken: app.mapper.to_stored_event(dataclasses.replace(taken, anchor="999999")),
+            "diverged",
+        ),
+        (
+            lambda app, taken: app.mapper.to_stored_event(dataclasses.replace(taken, anchor="junk")),
+            "diverged",
+        ),
+    ],
+    ids=["corrupt", "other code", "anchor: another event", "anchor: no event", "anchor: junk"],
+)
+def test_a_snapshot_that_must_not_be_used_is_replayed_instead(damage: Any, outcome: str) -> None:
     factory = InMemoryFactory()
     app = Stratus(factory)
     host = host_with_history(app, claims=N + 10)
-    store = snapshot_store(app)
-    key = str(host.id)
-    taken: Any = app.mapper.to_domain_event(store.stored[key])
-    for anchor in ("1", "999999", "not a position"):
-        store.stored[key] = app.mapper.to_stored_event(dataclasses.replace(taken, anchor=anchor))
-        other = cold(factory)
-        same(other.repository.get(host.id), replayed(app, host.id))
-        assert other.repository.snapshot_stats["diverged"] == 1
+    snapshot_store(app).stored[str(host.id)] = damage(app, _taken(app, host))
+    other = cold(factory)
+    same(other.repository.get(host.id), replayed(app, host.id))
+    assert other.repository.snapshot_stats[outcome] == 1
 
 
 def test_a_snapshot_ahead_of_the_log_is_replayed_instead() -> None:
