@@ -29,9 +29,10 @@ from stratus.serialization import OrjsonTranscoder
 log = logging.getLogger(__name__)
 
 # Events between two snapshots of one aggregate: a cold load reads one snapshot and fewer events than
-# this. Chosen by measurement (docs/performance.md, "Snapshots"): a cold load with 50 events after its
-# snapshot costs about twice one with none (each event read costs ~1/30 of the load's fixed gets), and
-# storing a snapshot costs about one append, so 50 adds one append per 50 events (2 %).
+# this, N/2 on average. Chosen by measurement (docs/performance.md, "Snapshots"): each event after the
+# snapshot costs a load ~1/25 of its fixed part (three gets), and storing a snapshot ~0.7 of an
+# append; at 50 the average cold load is about twice one with nothing to read after its snapshot,
+# for ~1.5 % more appends.
 SNAPSHOT_INTERVAL = 50
 
 
