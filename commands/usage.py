@@ -16,13 +16,14 @@ life, and loading it (every create does) would grow with it. The usage is theref
 *epochs*: once an epoch holds ``EPOCH_EVENTS`` events, the next write closes it (``BooksClosed``)
 and opens the next epoch's aggregate with the live holdings carried forward (``Opened``), in the
 same atomic append and under the closed epoch's concurrency check. A load reads one short epoch;
-``Handlers`` remembers the current epoch of each project and walks forward from there.
+``Handlers`` remembers the current epoch of each project and walks forward from there;
+``newest_epoch`` finds it in O(log epochs) reads for a process that remembers none.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
@@ -41,6 +42,22 @@ EPOCH_EVENTS = 64
 
 def usage_aggregate_id(project_id: str, epoch: int = 0) -> UUID:
     return uuid5(_NS, project_id if epoch == 0 else f"{project_id}\x00{epoch}")
+
+
+def newest_epoch(start: int, exists: Callable[[int], bool]) -> int:
+    """The newest epoch of a project's usage, from ``start`` (one that exists, or 0), in O(log n)
+    calls of ``exists`` (one read of an epoch's last event each) instead of loading every epoch in
+    between: a process that remembers no epoch (it just started) would otherwise read a project's
+    whole usage history, 64 events per epoch. Epoch n+1 exists only once n is closed (the two are
+    appended together), so the epochs that exist are 0..newest without a gap: gallop, then bisect."""
+    lo, step = start, 1
+    while exists(lo + step):
+        lo, step = lo + step, step * 2
+    hi = lo + step
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if exists(mid) else (lo, mid)
+    return lo
 
 
 class ProjectUsage(Aggregate):

@@ -21,7 +21,8 @@ from eventsourcing.utils import Environment, EnvType
 from stratus.config import Settings
 from stratus.eventstore.bridge import NatsBridge
 from stratus.eventstore.errors import TrackingNotSupportedError
-from stratus.eventstore.recorder import JetStreamAggregateRecorder, JetStreamApplicationRecorder
+from stratus.eventstore.recorder import JetStreamApplicationRecorder
+from stratus.eventstore.snapshot_stream import JetStreamSnapshotRecorder
 from stratus.serialization import OrjsonTranscoder
 
 _NO_TRACKING = (
@@ -56,7 +57,7 @@ class Factory(InfrastructureFactory[TrackingRecorder]):
         self._ensure_stream = ensure_stream
         self._recorder_options = recorder_options
         self._application_recorder: JetStreamApplicationRecorder | None = None
-        self._snapshot_recorder: JetStreamAggregateRecorder | None = None
+        self._snapshot_recorder: JetStreamSnapshotRecorder | None = None
 
     def transcoder(self) -> Transcoder:
         """orjson (one JSON policy), unless ``TRANSCODER_TOPIC`` names another."""
@@ -78,12 +79,11 @@ class Factory(InfrastructureFactory[TrackingRecorder]):
         if purpose != "snapshots":
             return self.application_recorder()
         if self._snapshot_recorder is None:
-            # Snapshots live on their own stream: they are a cache, not part of the published log.
+            # Snapshots live on a stream of their own: a cache beside the log, not part of it.
             s = self.settings
-            recorder = JetStreamAggregateRecorder(
+            recorder = JetStreamSnapshotRecorder(
                 self.bridge,
-                stream=f"{s.stream}_SNAPSHOTS",
-                subject_prefix=f"{s.subject_prefix}_snapshots",
+                stream=s.stream,
                 source=f"/stratus/{s.cloud_name}",
                 replicas=s.stream_replicas,
                 **{k: v for k, v in self._recorder_options.items() if k != "poll_interval"},

@@ -17,6 +17,7 @@ the factory.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from uuid import UUID
@@ -30,7 +31,7 @@ from eventsourcing.persistence import (
     TrackingRecorder,
     Transcoder,
 )
-from eventsourcing.popo import POPOAggregateRecorder, POPOApplicationRecorder
+from eventsourcing.popo import POPOApplicationRecorder
 from eventsourcing.utils import Environment, EnvType
 
 from stratus.eventstore.errors import (
@@ -41,7 +42,7 @@ from stratus.eventstore.errors import (
 )
 from stratus.serialization import OrjsonTranscoder
 
-__all__ = ["InMemoryFactory", "InMemoryRecorder"]
+__all__ = ["InMemoryFactory", "InMemoryRecorder", "InMemorySnapshotRecorder"]
 
 
 class InMemoryRecorder(POPOApplicationRecorder):
@@ -91,10 +92,62 @@ class InMemoryRecorder(POPOApplicationRecorder):
             versions = self._stored_events_index.get(str(originator_id))
             return max(versions) if versions else None
 
+    def anchor(self, originator_id: UUID | str, version: int) -> str | None:
+        """The position of the aggregate's event at ``version`` (a snapshot's anchor; None: none)."""
+        with self._database_lock:
+            index = self._stored_events_index.get(str(originator_id), {}).get(version)
+            return None if index is None else str(index + 1)
+
+    def select_events_after(
+        self, originator_id: UUID | str, version: int, anchor: str
+    ) -> Sequence[StoredEvent] | None:
+        """The events after ``version``; None unless the event at the anchor's position is the
+        aggregate's event at ``version`` (as ``JetStreamApplicationRecorder.select_events_after``)."""
+        with self._database_lock:
+            index = self._stored_events_index.get(str(originator_id), {}).get(version)
+            if index is None or anchor != str(index + 1):
+                return None
+        return self.select_events(originator_id, gt=version)
+
+
+class InMemorySnapshotRecorder(AggregateRecorder):
+    """Snapshots in a dict: the newest stored per aggregate, as on JetStream (one message per
+    aggregate, last write wins). ``stored`` is the dict (a test may corrupt or drop an entry)."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, StoredEvent] = {}
+        self._lock = threading.Lock()
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        with self._lock:
+            for s in stored_events:
+                self.stored[str(s.originator_id)] = s
+        return None
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        with self._lock:
+            s = self.stored.get(str(originator_id))
+        if s is None or limit == 0:
+            return []
+        if (gt is not None and s.originator_version <= gt) or (
+            lte is not None and s.originator_version > lte
+        ):
+            return []
+        return [s]
+
 
 class InMemoryFactory(InfrastructureFactory[TrackingRecorder]):
     """Builds the in-memory log: one ``InMemoryRecorder`` per factory, shared by every application
-    built on it. Snapshots, if enabled, go to a recorder of their own (as on JetStream).
+    built on it. Snapshots, if enabled, go to a recorder of their own (``InMemorySnapshotRecorder``,
+    as on JetStream: beside the log, not in it).
 
     ``recorder``: the log to use (one several factories share, or a test's subclass of it).
     """
@@ -104,7 +157,7 @@ class InMemoryFactory(InfrastructureFactory[TrackingRecorder]):
     ) -> None:
         super().__init__(env)
         self._recorder = recorder if recorder is not None else InMemoryRecorder()
-        self._snapshots = POPOAggregateRecorder()
+        self._snapshots = InMemorySnapshotRecorder()
 
     def transcoder(self) -> Transcoder:
         """orjson (one JSON policy), unless ``TRANSCODER_TOPIC`` names another."""

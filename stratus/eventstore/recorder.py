@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 
 _READ_BATCH = 1000
 _EARLIER_HEADS = 8  # earlier heads remembered per aggregate (see _Head.earlier)
+_LONG_READ = 3600.0  # the bound of a whole aggregate's read; each request in it has attempt_timeout
 
 # JetStream error codes (nats-server errors.json).
 ERR_WRONG_LAST_SEQUENCE = 10071
@@ -260,19 +261,25 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                     return
                 except nats.js.errors.BadRequestError:
                     info = await jsm.stream_info(self.stream)  # created meanwhile by another process
-            have = info.config
-            if (
-                have.subjects != wanted.subjects
-                or have.num_replicas != wanted.num_replicas
-                or not have.allow_direct
-                or not have.allow_atomic
-                or have.duplicate_window != wanted.duplicate_window
-                or have.deny_delete != wanted.deny_delete
-                or have.deny_purge != wanted.deny_purge
-            ):
-                await jsm.update_stream(wanted)
+            if self._stream_differs(info.config, wanted):
+                await self._update_stream(wanted)
 
         self._retrying(ensure, what="ensure the stream")
+
+    def _stream_differs(self, have: StreamConfig, wanted: StreamConfig) -> bool:
+        """Whether the stream as it is needs updating into ``stream_config()``."""
+        return (
+            have.subjects != wanted.subjects
+            or have.num_replicas != wanted.num_replicas
+            or not have.allow_direct
+            or not have.allow_atomic
+            or have.duplicate_window != wanted.duplicate_window
+            or have.deny_delete != wanted.deny_delete
+            or have.deny_purge != wanted.deny_purge
+        )
+
+    async def _update_stream(self, wanted: StreamConfig) -> None:
+        await self.bridge.js.update_stream(wanted)
 
     def delete_stream(self) -> None:
         """Delete the stream and everything on it (tests and tooling only)."""
@@ -581,10 +588,11 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             seen = self._seen(originator_id)
             from_seq = seen.seq_of(gt) if seen is not None and gt is not None else None
             msgs = self._retrying(
-                lambda: self._aggregate_messages(subject, after=gt, head=prefetched, from_seq=from_seq)
+                lambda: self._aggregate_messages(subject, after=gt, head=prefetched, from_seq=from_seq),
+                long=True,
             )
         else:
-            msgs = self._retrying(lambda: self._aggregate_messages(subject))
+            msgs = self._retrying(lambda: self._aggregate_messages(subject), long=True)
         if msgs and lte is None:
             self._update_head(str(originator_id), _head_of(msgs[-1]))
         events: list[StoredEvent] = []
@@ -605,6 +613,76 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             events.reverse()
         if limit is not None:
             events = events[:limit]
+        return events
+
+    # -- anchors: naming a stored event for a snapshot (stratus.eventstore.snapshots) ---------------
+
+    def anchor(self, originator_id: UUID | str, version: int) -> str | None:
+        """``<stream sequence>:<chain hash>`` of the aggregate's event at ``version``, if this recorder
+        saw where it is stored (it appended or read it); the hash is empty when not known."""
+        head = self._seen(originator_id)
+        if head is None:
+            return None
+        if head.version == version:
+            return f"{head.seq}:{head.chain_hash}"
+        seq = head.seq_of(version)
+        return f"{seq}:" if seq is not None else None
+
+    def select_events_after(
+        self, originator_id: UUID | str, version: int, anchor: str
+    ) -> Sequence[StoredEvent] | None:
+        """The events after ``version``, read from the anchored event's position on (the aggregate's
+        last message, then exactly the messages from the anchor to it: two gets whatever the history);
+        None when the message at the anchor's position is not this aggregate's event at ``version``
+        with the anchor's chain hash (the log was restored, replaced or is another one)."""
+        seq_text, _, chain_hash = anchor.partition(":")
+        try:
+            seq = int(seq_text)
+        except ValueError:
+            return None
+        subject = self.layout.aggregate_filter(originator_id)
+        prefetched = self._take_prefetched(subject)
+
+        async def read() -> list[Msg] | None:
+            last = (
+                prefetched[0]
+                if prefetched is not None
+                else await self.last_message(subject, self.attempt_timeout)
+            )
+            if last is None:
+                return None
+            newest = _head_of(last)
+            if newest.version < version or newest.seq < seq:
+                return None
+            if newest.seq == seq:
+                msgs = [last]
+            else:
+                count = newest.version - version + 1
+                msgs = await self._direct_scan(subject, seq, count, newest.seq, self.attempt_timeout)
+            return msgs
+
+        msgs = self._retrying(read, long=True)
+        if not msgs:
+            return None
+        first = _head_of(msgs[0])
+        if first.seq != seq or first.version != version or (chain_hash and first.chain_hash != chain_hash):
+            return None
+        self._update_head(str(originator_id), _head_of(msgs[-1]))
+        events: list[StoredEvent] = []
+        expected = version + 1
+        for m in msgs[1:]:
+            n, _ = env.decode_message(m)
+            if n.originator_version != expected:
+                return None  # a gap: not the log the anchor was taken on
+            expected += 1
+            events.append(
+                StoredEvent(
+                    originator_id=n.originator_id,
+                    originator_version=n.originator_version,
+                    topic=n.topic,
+                    state=n.state,
+                )
+            )
         return events
 
     async def _aggregate_messages(
@@ -673,13 +751,21 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                 raise
             raise c from e
 
-    def _retrying(self, factory: Callable[[], Any], *, what: str = "read from the event log") -> Any:
-        """Run an idempotent operation, retrying through NATS outages until ``timeout``."""
+    def _retrying(
+        self, factory: Callable[[], Any], *, what: str = "read from the event log", long: bool = False
+    ) -> Any:
+        """Run an idempotent operation, retrying through NATS outages until ``timeout``.
+
+        ``long``: an aggregate's whole history, as many requests as it takes: the attempt is bounded by
+        each of its requests' ``attempt_timeout`` (a NATS that stops answering is noticed as fast), not
+        as a whole (a host with 100,000 events reads for longer than one request may take)."""
         deadline = time.monotonic() + self.timeout
         delay = 0.02
         while True:
             remaining = deadline - time.monotonic()
             try:
+                if long:
+                    return self._run(factory, _LONG_READ)
                 return self._run(factory, max(0.001, min(self.attempt_timeout, remaining)))
             except (_Transient, _Rejected) as e:
                 if time.monotonic() + delay >= deadline:
