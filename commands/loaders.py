@@ -22,7 +22,7 @@ from commands.keypair import KeyPair, keypair_aggregate_id
 from commands.registry import Registry, registry_id
 from commands.server_group import GroupMembership, ServerGroup, membership_id
 from commands.unit_of_work import UnitOfWork
-from commands.usage import ProjectUsage, usage_aggregate_id
+from commands.usage import ProjectUsage, newest_epoch, usage_aggregate_id
 
 
 def instance(
@@ -121,7 +121,15 @@ def usage(uow: UnitOfWork, project_id: str) -> ProjectUsage:
     """The project's quota usage as the log has it: its current epoch (a project without servers
     has none yet). A stale remembered epoch only costs walking forward to the current one."""
     epochs = uow.usage_epochs
-    epoch = epochs.get(project_id, 0)
+    if project_id in epochs:
+        epoch = epochs[project_id]
+    else:  # this process has not met the project yet: find its current epoch without loading the rest
+        epoch = newest_epoch(
+            0,
+            lambda e: bool(
+                uow.app.recorder.select_events(usage_aggregate_id(project_id, e), desc=True, limit=1)
+            ),
+        )
     while True:
         try:
             agg: Aggregate = uow.app.repository.get(usage_aggregate_id(project_id, epoch))
