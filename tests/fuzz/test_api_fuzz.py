@@ -35,7 +35,7 @@ from schemathesis.specs.openapi.checks import (
 import schemas
 from api.openapi import DOCUMENT
 from commands.handlers import PlaceInstance, RegisterHost
-from tests.test_api import ADMIN, P1, Stack, api_settings, projector, stack  # noqa: F401
+from tests.integration.test_api import ADMIN, P1, Stack, api_settings, projector, stack  # noqa: F401
 
 pytestmark = pytest.mark.slow
 

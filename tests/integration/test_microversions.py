@@ -1,0 +1,142 @@
+"""Microversions 2.1 to 2.52 in detail (2.53 to 2.104: tests/test_nova_shapes.py): every shape that
+changes follows the requested version (docs/api.md, "Microversions"), against the real services
+through ``create_app``."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from commands.handlers import PlaceInstance, RegisterHost
+from tests.integration.test_api import ADMIN, P1, Stack, api_settings, assert_fault, projector, stack
+from tests.integration.test_compute_admin import alive
+
+__all__ = ["api_settings", "projector", "stack"]  # fixtures used below
+
+MV = "OpenStack-API-Version"
+
+
+def at(stack: Stack, who: str, version: str) -> dict[str, str]:
+    return {**stack.headers(who), MV: f"compute {version}"}
+
+
+def create(stack: Stack, version: str, **fields: Any) -> Any:
+    body = {"server": {"name": "vm", "flavorRef": "mv", **fields}}
+    return stack.request("POST", "/v2.1/servers", at(stack, P1, version), json=body)
+
+
+def test_server_create_follows_the_version(stack: Stack) -> None:
+    stack.flavor(id="mv")
+    # networks: a list before 2.37; from 2.37 required, and "auto"/"none" allowed
+    assert_fault(create(stack, "2.36", networks="none"), 400, "badRequest", "2.37")
+    assert create(stack, "2.36").status_code == 202
+    assert_fault(create(stack, "2.37"), 400, "badRequest", "'networks' is a required property")
+    assert create(stack, "2.37", networks="none").status_code == 202
+    # description from 2.19, tags from 2.52
+    assert_fault(create(stack, "2.18", networks=[], description="d"), 400, "badRequest", "'description'")
+    assert create(stack, "2.19", description="d").status_code == 202
+    assert_fault(create(stack, "2.51", networks="none", tags=["a"]), 400, "badRequest", "'tags'")
+    assert create(stack, "2.52", networks="none", tags=["a"]).status_code == 202
+    # the tag routes are there from 2.26
+    r = create(stack, "2.52", networks="none", tags=["blue"])
+    sid = r.json["server"]["id"]
+    assert stack.get(f"/v2.1/servers/{sid}/tags", at(stack, P1, "2.25")).status_code == 404
+    assert stack.get(f"/v2.1/servers/{sid}/tags", at(stack, P1, "2.26")).json == {"tags": ["blue"]}
+
+
+def test_server_body_follows_the_version(stack: Stack) -> None:
+    flavor_id, _ = stack.flavor(id="mv", vcpus=2, ram=1024, disk=10)
+    stack.request("POST", f"/v2.1/flavors/{flavor_id}/os-extra_specs", json={"extra_specs": {"hw:x": "1"}})
+    stack.handlers.register_host(RegisterHost("cmp-mv", vcpus=8, memory_mb=16384, disk_gb=100))
+    user_data = base64.b64encode(b"#!/bin/sh\necho hi\n").decode()
+    r = create(stack, "2.52", networks="none", tags=["t"], description="about", user_data=user_data)
+    sid = r.json["server"]["id"]
+    stack.handlers.place_instance(PlaceInstance(sid, "cmp-mv"))
+    after = int(
+        stack.request("POST", f"/v2.1/servers/{sid}/action", P1, json={"lock": None}).headers[
+            "X-Stratus-Position"
+        ]
+    )
+
+    def show(who: str, version: str) -> dict[str, Any]:
+        h = {**at(stack, who, version), "X-Stratus-Min-Position": str(after)}
+        r = stack.request("GET", f"/v2.1/servers/{sid}", h)
+        assert r.status_code == 200, r.text
+        return r.json["server"]
+
+    old = show(ADMIN, "2.1")
+    assert set(old["flavor"]) == {"id", "links"} and old["flavor"]["id"] == "mv"
+    for absent in ("locked", "host_status", "description", "tags", "OS-EXT-SRV-ATTR:reservation_id"):
+        assert absent not in old, absent
+    assert old["OS-EXT-SRV-ATTR:instance_name"] == f"instance-{sid}"
+
+    new = show(ADMIN, "2.52")
+    assert new["flavor"] == {
+        "vcpus": 2,
+        "ram": 1024,
+        "disk": 10,
+        "ephemeral": 0,
+        "swap": 0,
+        "original_name": "m1.tiny",
+        "extra_specs": {"hw:x": "1"},
+    }
+    assert (new["locked"], new["description"], new["tags"]) == (True, "about", ["t"])
+    assert new["host_status"] == "DOWN"  # the host never sent a heartbeat
+    assert new["OS-EXT-SRV-ATTR:reservation_id"].startswith("r-")
+    assert new["OS-EXT-SRV-ATTR:launch_index"] == 0 and new["OS-EXT-SRV-ATTR:hostname"] == "vm"
+    assert new["OS-EXT-SRV-ATTR:user_data"] == user_data
+    # the admin-only parts stay admin-only
+    member = show(P1, "2.52")
+    assert member["locked"] is True and "host_status" not in member
+    assert not any(k.startswith("OS-EXT-SRV-ATTR") for k in member)
+    alive(stack, "cmp-mv")
+    assert show(ADMIN, "2.16")["host_status"] == "UP" and "host_status" not in show(ADMIN, "2.15")
+    disable = {"host": "cmp-mv", "binary": "nova-compute"}
+    after = int(stack.request("PUT", "/v2.1/os-services/disable", json=disable).headers["X-Stratus-Position"])
+    assert show(ADMIN, "2.16")["host_status"] == "MAINTENANCE"
+    # each version in between
+    assert "locked" in show(P1, "2.9") and "locked" not in show(P1, "2.8")
+    assert "description" in show(P1, "2.19") and "tags" not in show(P1, "2.25")
+    assert "links" in show(P1, "2.46")["flavor"] and "original_name" in show(P1, "2.47")["flavor"]
+    listed = stack.get("/v2.1/servers/detail", at(stack, P1, "2.47")).json["servers"]
+    assert listed[0]["flavor"]["original_name"] == "m1.tiny"
+
+
+def test_list_status_filter_and_limits_follow_the_version(stack: Stack) -> None:
+    assert stack.get("/v2.1/servers?status=bogus", at(stack, P1, "2.37")).json == {"servers": []}
+    assert_fault(stack.get("/v2.1/servers?status=bogus", at(stack, P1, "2.38")), 400, "badRequest", "bogus")
+
+    limits = stack.get("/v2.1/limits", at(stack, P1, "2.1")).json["limits"]["absolute"]
+    assert {"maxSecurityGroups", "maxTotalFloatingIps", "maxImageMeta"} <= set(limits)
+    limits = stack.get("/v2.1/limits", at(stack, P1, "2.39")).json["limits"]["absolute"]
+    assert not {"maxSecurityGroups", "maxTotalFloatingIps", "maxImageMeta"} & set(limits)
+    assert limits["maxTotalInstances"] == 10
+
+    project = stack.project_id("p1")
+    quota = stack.get(f"/v2.1/os-quota-sets/{project}", at(stack, P1, "2.35")).json["quota_set"]
+    assert "floating_ips" in quota and "security_groups" in quota
+    quota = stack.get(f"/v2.1/os-quota-sets/{project}", at(stack, P1, "2.36")).json["quota_set"]
+    assert "floating_ips" not in quota and "security_groups" not in quota and quota["instances"] == 10
+    r = stack.request(
+        "PUT",
+        f"/v2.1/os-quota-sets/{project}",
+        at(stack, ADMIN, "2.36"),
+        json={"quota_set": {"floating_ips": 1}},
+    )
+    assert_fault(r, 400, "badRequest", "floating_ips")
+
+
+def test_hypervisor_cpu_info_and_deleted_servers_actions(stack: Stack) -> None:
+    stack.handlers.register_host(RegisterHost("cmp-cpu", vcpus=8, memory_mb=16384, disk_gb=100))
+    hyp = stack.get("/v2.1/os-hypervisors/cmp-cpu", at(stack, ADMIN, "2.27"))
+    assert hyp.json["hypervisor"]["cpu_info"] == "{}"
+    hyp = stack.get("/v2.1/os-hypervisors/cmp-cpu", at(stack, ADMIN, "2.28"))
+    assert hyp.json["hypervisor"]["cpu_info"] == {}
+
+    stack.flavor(id="mv")
+    sid = create(stack, "2.37", networks="none").json["server"]["id"]
+    assert stack.request("DELETE", f"/v2.1/servers/{sid}", P1).status_code == 204
+    actions = f"/v2.1/servers/{sid}/os-instance-actions"
+    assert stack.get(actions, at(stack, P1, "2.20")).status_code == 404
+    listed = stack.get(actions, at(stack, P1, "2.21")).json["instanceActions"]
+    assert [a["action"] for a in listed] == ["delete", "create"]
