@@ -1,12 +1,11 @@
 """Acceptance: the stock ``openstack`` CLI on Keystone's directory (domains, groups, roles, the
 catalog, application credentials) against a whole Stratus (the ``cloud`` of test_openstack_cli)."""
-# ruff: noqa: F811 (test_openstack_cli's fixture, imported, is requested by name)
 
 from __future__ import annotations
 
 import pytest
 
-from tests.acceptance.test_openstack_cli import Cloud, cloud  # noqa: F401
+from tests.fixtures.deployed import Cloud
 
 pytestmark = pytest.mark.slow
 

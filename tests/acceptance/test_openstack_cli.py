@@ -12,191 +12,21 @@ back) or ``cloud.openstack_fails(...)`` (stderr back), and its openstacksdk twin
 
 from __future__ import annotations
 
-import dataclasses
 import http.client
-import json
-import os
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import openstack
 import pytest
-from openstack.connection import Connection
 
-from api import bootstrap
-from stratus.config import Settings
-from tests.fixtures.identity import ADMIN_PASSWORD
-from tests.fixtures.processes import free_port
+from tests.fixtures.deployed import HOST, Cloud, wait_for
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-OPENSTACK = str(Path(sys.executable).parent / "openstack")
-HOST = "cli-compute"
-PARTS = ("projector", "scheduler", "hypervisor", "api")
-
-
-@dataclasses.dataclass
-class Cloud:
-    base: str  # http://127.0.0.1:<port>
-    home: Path
-    image_file: Path
-    stratus_env: dict[str, str] = dataclasses.field(default_factory=dict)  # the processes' environment
-    procs: list[subprocess.Popen[bytes]] = dataclasses.field(default_factory=list)
-    logs: Path = Path()
-
-    def start_hypervisor(self, host: str) -> None:
-        """One more compute host (its own libvirt test driver), stopped with the others."""
-        env = {**self.stratus_env, "STRATUS_HOST_NAME": host}
-        self.procs.append(
-            subprocess.Popen(
-                [str(Path(sys.executable).parent / "stratus"), "hypervisor"],
-                env=env,
-                cwd=ROOT,
-                stdout=(self.logs / f"hypervisor-{host}.log").open("wb"),
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        )
-
-    @property
-    def auth_url(self) -> str:
-        return f"{self.base}/identity/v3"
-
-    def env(
-        self, user: str = "admin", password: str = ADMIN_PASSWORD, project: str = "admin"
-    ) -> dict[str, str]:
-        """The environment of an operator who exported ``OS_*`` for ``user`` in ``project``."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OS_", "STRATUS_"))}
-        env.update(
-            HOME=str(self.home),
-            OS_AUTH_URL=self.auth_url,
-            OS_IDENTITY_API_VERSION="3",
-            OS_USERNAME=user,
-            OS_PASSWORD=password,
-            OS_PROJECT_NAME=project,
-            OS_USER_DOMAIN_NAME="Default",
-            OS_PROJECT_DOMAIN_NAME="Default",
-        )
-        return env
-
-    def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [OPENSTACK, *args], env=env or self.env(), capture_output=True, text=True, timeout=120
-        )
-
-    def openstack(self, *args: str, env: dict[str, str] | None = None) -> Any:
-        """``openstack <args> -f json``: its JSON output (None for commands that print nothing)."""
-        done = self.run(*args, "-f", "json", env=env)
-        assert done.returncode == 0, (args, done.stderr[-2000:])
-        return json.loads(done.stdout) if done.stdout.strip() else None
-
-    def openstack_quiet(self, *args: str, env: dict[str, str] | None = None) -> str:
-        """A command without output formats (``role add``, ``server delete``...): its stdout."""
-        done = self.run(*args, env=env)
-        assert done.returncode == 0, (args, done.stderr[-2000:])
-        return done.stdout
-
-    def openstack_fails(self, *args: str, env: dict[str, str] | None = None) -> str:
-        done = self.run(*args, env=env)
-        assert done.returncode != 0, (args, done.stdout)
-        return done.stderr
-
-    def sdk(
-        self, user: str = "admin", password: str = ADMIN_PASSWORD, project: str = "admin"
-    ) -> Connection:
-        return openstack.connect(
-            auth_url=self.auth_url,
-            username=user,
-            password=password,
-            project_name=project,
-            user_domain_name="Default",
-            project_domain_name="Default",
-            identity_api_version="3",
-            load_yaml_config=False,
-            load_envvars=False,
-        )
-
-
-@pytest.fixture
-def cloud(settings: Settings, database_url: str, tmp_path: Path) -> Iterator[Cloud]:
-    port = free_port()
-    s = dataclasses.replace(
-        settings,
-        database_url=database_url,
-        api_bind=f"127.0.0.1:{port}",
-        api_workers=2,
-        data_dir=tmp_path / "data",
-        host_name=HOST,
-        libvirt_uri="test:///default",
-    )
-    bootstrap.main(s, ADMIN_PASSWORD)  # what `stratus run` does before starting the API
-    env = {k: v for k, v in os.environ.items() if k != "STRATUS_ADMIN_PASSWORD"}
-    env.update(s.to_env())
-    stratus = str(Path(sys.executable).parent / "stratus")
-    procs = [
-        subprocess.Popen(
-            [stratus, part],
-            env=env,
-            cwd=ROOT,
-            stdout=(tmp_path / f"{part}.log").open("wb"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        for part in PARTS
-    ]
-    home = tmp_path / "home"
-    home.mkdir()
-    image = tmp_path / "tiny.img"
-    image.write_bytes(b"\0" * 1024 * 1024)
-    extra: list[subprocess.Popen[bytes]] = []
-    try:
-        _wait_for_api(f"http://127.0.0.1:{port}/", procs, tmp_path)
-        yield Cloud(f"http://127.0.0.1:{port}", home, image, env, extra, tmp_path)
-    finally:
-        for p in extra:
-            p.terminate()
-            p.wait(timeout=20)
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        for p, part in zip(procs, PARTS, strict=True):
-            assert p.returncode in (0, -15), (part, (tmp_path / f"{part}.log").read_text()[-3000:])
-
-
-def _wait_for_api(url: str, procs: list[subprocess.Popen[bytes]], logs: Path) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        dead = [p.args for p in procs if p.poll() is not None]
-        assert not dead, (dead, {f.name: f.read_text()[-2000:] for f in logs.glob("*.log")})
-        try:
-            with urllib.request.urlopen(url, timeout=5) as r:
-                if r.status == 200:
-                    return
-        except (OSError, urllib.error.HTTPError):
-            pass  # not listening yet
-        assert time.monotonic() < deadline, "the API did not answer in 60 s"
-        time.sleep(0.2)
-
-
-def _eventually(what: str, probe: Any, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
 
 
 # -- identity -------------------------------------------------------------------------------------
@@ -289,7 +119,7 @@ def test_compute_with_the_cli(cloud: Cloud) -> None:
     shown = cloud.openstack("flavor", "show", "m1.tiny")
     assert shown["name"] == "m1.tiny" and shown["os-flavor-access:is_public"] is True
 
-    hypervisors = _eventually("the hypervisor to register", lambda: cloud.openstack("hypervisor", "list"))
+    hypervisors = wait_for("the hypervisor to register", lambda: cloud.openstack("hypervisor", "list"))
     assert [h["Hypervisor Hostname"] for h in hypervisors] == [HOST]
     assert hypervisors[0]["State"] == "up"
 

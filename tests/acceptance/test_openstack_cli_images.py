@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import libvirt
 import pytest
@@ -18,34 +15,12 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from stratus.config import Settings
-from tests.acceptance.test_e2e import Http, compute, parts
-from tests.fixtures.identity import ADMIN_PASSWORD
+from tests.fixtures.deployed import OPENSTACK, Http, cli
 
-__all__ = ["compute", "parts"]  # fixtures used by the test below
-
-OPENSTACK = str(Path(sys.executable).parent / "openstack")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not Path(OPENSTACK).exists(), reason="python-openstackclient is not installed"),
 ]
-
-
-def cli(http: Http, tmp_path: Path, *args: str) -> Any:
-    env = {
-        **os.environ,
-        "OS_AUTH_URL": f"{http.base}/identity/v3",
-        "OS_IDENTITY_API_VERSION": "3",
-        "OS_USERNAME": "admin",
-        "OS_PASSWORD": ADMIN_PASSWORD,
-        "OS_PROJECT_NAME": "admin",
-        "OS_USER_DOMAIN_NAME": "Default",
-        "OS_PROJECT_DOMAIN_NAME": "Default",
-    }
-    done = subprocess.run(
-        [OPENSTACK, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180
-    )
-    assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-3000:])
-    return json.loads(done.stdout) if "-f" in args and "json" in args else done.stdout
 
 
 def test_keypair_image_and_server_with_them(

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (the cloud fixture of test_openstack_cli is imported, then requested by name)
 """Acceptance: server actions, instance actions and console output with the stock ``openstack`` CLI
 against a whole Stratus (the processes of ``test_openstack_cli``; a hypervisor on libvirt's test
 driver)."""
@@ -10,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.test_openstack_cli import HOST, Cloud, _eventually, cloud  # noqa: F401
+from tests.fixtures.deployed import HOST, Cloud, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +19,7 @@ def _settled(cloud: Cloud, name: str, status: str) -> dict[str, Any]:
         shown: dict[str, Any] = cloud.openstack("server", "show", name)
         return shown if shown["status"] == status and not shown["OS-EXT-STS:task_state"] else None
 
-    return _eventually(f"{name} {status}", check, timeout=60)  # type: ignore[no-any-return]
+    return wait_for(f"{name} {status}", check, timeout=60)  # type: ignore[no-any-return]
 
 
 def test_server_actions_with_the_cli(cloud: Cloud, tmp_path: Path) -> None:
@@ -29,7 +28,7 @@ def test_server_actions_with_the_cli(cloud: Cloud, tmp_path: Path) -> None:
         "image", "create", "--file", str(cloud.image_file), "--disk-format", "raw",
         "--container-format", "bare", "img",
     )  # fmt: skip
-    _eventually("the hypervisor", lambda: cloud.openstack("hypervisor", "list"))
+    wait_for("the hypervisor", lambda: cloud.openstack("hypervisor", "list"))
     server = cloud.openstack("server", "create", "--flavor", "tiny", "--image", "img", "--wait", "vm")
     assert server["status"] == "ACTIVE"
 
@@ -84,7 +83,7 @@ def test_resize_and_migrate_with_the_cli(cloud: Cloud) -> None:
         "image", "create", "--file", str(cloud.image_file), "--disk-format", "raw",
         "--container-format", "bare", "img",
     )  # fmt: skip
-    _eventually("two hypervisors", lambda: len(cloud.openstack("hypervisor", "list")) == 2 or None)
+    wait_for("two hypervisors", lambda: len(cloud.openstack("hypervisor", "list")) == 2 or None)
     server = cloud.openstack("server", "create", "--flavor", "tiny", "--image", "img", "--wait", "vm")
     first = cloud.openstack("server", "show", server["id"])["OS-EXT-SRV-ATTR:host"]
 

@@ -13,10 +13,7 @@ import libvirt
 import pytest
 
 from stratus.config import Settings
-from tests.acceptance.test_e2e import Http, compute, parts
-from tests.acceptance.test_openstack_cli_images import OPENSTACK, cli
-
-__all__ = ["compute", "parts"]  # fixtures used by the test below
+from tests.fixtures.deployed import OPENSTACK, Http, cli
 
 pytestmark = [
     pytest.mark.slow,

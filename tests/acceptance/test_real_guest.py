@@ -9,7 +9,6 @@ Compute API, and at each step the API's view and libvirt's agree; the guest's se
 through ``os-getConsoleOutput``, shows the marker of every boot.
 """
 
-# ruff: noqa: F811  (the fixtures of test_api are imported, then requested by name)
 from __future__ import annotations
 
 import dataclasses
@@ -27,9 +26,8 @@ from stratus.config import Settings
 from stratus.context import CommandContext, acting
 from stratus.eventstore import NatsBridge
 from tests.fixtures import qemu
-from tests.integration import test_api
-from tests.integration.test_api import P1, Stack, projector, stack  # noqa: F401
-from tests.integration.test_hypervisor import Worker
+from tests.fixtures.api import P1, Stack
+from tests.fixtures.workers import Worker
 from workers import hypervisor
 from workers.libvirt_driver import LibvirtDriver
 from workers.scheduler import SCHEDULER
@@ -39,6 +37,8 @@ pytestmark = pytest.mark.slow
 URI = qemu.URI
 HOST = "qemu-guest-host"
 MARKER = qemu.MARKER
+
+
 @pytest.fixture(scope="module")
 def libvirtd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     try:
@@ -54,13 +54,6 @@ def guest_files(tmp_path_factory: pytest.TempPathFactory, libvirtd: None) -> Pat
         return qemu.build_guest(tmp_path_factory.mktemp("guest"))
     except qemu.Unavailable as e:
         pytest.skip(str(e))
-
-
-@pytest.fixture
-def api_settings(settings: Settings, database_url: str, tmp_path: Path) -> Settings:
-    """test_api's settings, with the image store in this test's directory (not the repository's)."""
-    base = test_api.api_settings.__wrapped__(settings, database_url, tmp_path)  # type: ignore[attr-defined]
-    return dataclasses.replace(base, data_dir=tmp_path / "data")
 
 
 @dataclasses.dataclass

@@ -53,8 +53,13 @@ def test_flags_override_the_environment(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("STRATUS_API_BIND", "0.0.0.0:9000")
     monkeypatch.setenv("STRATUS_HOST_NAME", "from-env")
     args = argparse.Namespace(
-        data_dir="/srv/stratus", nats_url="nats://a:4222, nats://b:4222", database_url=None,
-        api_bind=None, api_workers=4, host_name=None, libvirt_uri=None,
+        data_dir="/srv/stratus",
+        nats_url="nats://a:4222, nats://b:4222",
+        database_url=None,
+        api_bind=None,
+        api_workers=4,
+        host_name=None,
+        libvirt_uri=None,
     )
     s = cli._settings(args)
     assert s.data_dir == Path("/srv/stratus")
@@ -83,9 +88,20 @@ def test_no_command_prints_help() -> None:
 def test_nats_command_runs_the_pinned_server_in_the_foreground(tmp_path: Path) -> None:
     port, monitor = free_port(), free_port()
     proc = subprocess.Popen(
-        [*STRATUS, "nats", "--address", "127.0.0.1", "--port", str(port), "--monitor-port", str(monitor),
-         "--store-dir", str(tmp_path / "js")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            *STRATUS,
+            "nats",
+            "--address",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--monitor-port",
+            str(monitor),
+            "--store-dir",
+            str(tmp_path / "js"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 15
@@ -119,7 +135,11 @@ def test_run_reports_a_part_that_cannot_start_and_stops_the_servers(
     data = pg_tmp_path / "data"
     done = subprocess.run(
         [*STRATUS, "run", "--data-dir", str(data), "--api-bind", f"127.0.0.1:{taken_port}", "--grace", "3"],
-        capture_output=True, text=True, timeout=120, env=clean_env(), cwd=pg_tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(),
+        cwd=pg_tmp_path,
     )
     assert done.returncode == 1, done.stderr
     assert "stratus: api exited with status" in done.stderr
@@ -142,7 +162,11 @@ def test_run_starts_the_control_plane_and_stops_it_on_sigterm(pg_tmp_path: Path)
     data, port = pg_tmp_path / "data", free_port()
     proc = subprocess.Popen(
         [*STRATUS, "run", "--data-dir", str(data), "--api-bind", f"127.0.0.1:{port}", "--hosts", "2"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env(), cwd=pg_tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=clean_env(),
+        cwd=pg_tmp_path,
     )
     assert proc.stdout is not None
     output = []

@@ -11,7 +11,6 @@ what it created) with random sequences. The run is derandomized (the same cases 
 ``STRATUS_FUZZ_SEED`` a random one. The summary (requests, operations reached beyond 404 per role,
 failures) is printed and written to ``$STRATUS_FUZZ_REPORT`` when set (docs/security.md).
 """
-# ruff: noqa: F811 (test_api's fixtures, imported, are requested by name)
 
 from __future__ import annotations
 
@@ -35,7 +34,7 @@ from schemathesis.specs.openapi.checks import (
 import schemas
 from api.openapi import DOCUMENT
 from commands.handlers import PlaceInstance, RegisterHost
-from tests.integration.test_api import ADMIN, P1, Stack, api_settings, projector, stack  # noqa: F401
+from tests.fixtures.api import ADMIN, P1, Stack
 
 pytestmark = pytest.mark.slow
 

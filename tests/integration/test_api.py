@@ -13,171 +13,29 @@ import logging
 import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import falcon
-import psycopg
 import pytest
 from falcon import testing
 
 from api import bootstrap
 from api.app import Deps, LazyApp, create_app
-from api.bootstrap import seed
-from api.credentials import Credentials, ensure_schema
 from api.readmodel import open_pool
-from api.tokens import TokenSigner, load_or_create_key
-from commands.app import Stratus
-from commands.handlers import FailInstance, Handlers, PlaceInstance, RegisterHost
-from commands.identity_handlers import IdentityHandlers
+from commands.handlers import FailInstance, PlaceInstance, RegisterHost
 from commands.placement import PlacementHandlers
-from projections import runner
-from projections.schema import ensure_live_schema
 from stratus import serialization
 from stratus.config import Settings
-from stratus.eventstore import Factory, NatsBridge
+from stratus.eventstore import NatsBridge
 from stratus.liveness import Heartbeats, bucket_for
+from tests.fixtures.api import ADMIN, ADMIN_P9, P1, P2, Stack, assert_fault
 from tests.fixtures.identity import ADMIN_PASSWORD, Identities
-from tests.fixtures.processes import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
-
-# Who acts in these tests: users with roles in projects, made through the identity API and
-# authenticated with real tokens (``Stack.auth``).
-ADMIN = "alice@p1"
-P1 = "bob@p1"
-P2 = "carol@p2"
-ADMIN_P9 = "root@p9"
-PERSONAS = {
-    ADMIN: ("alice", "p1", ("admin", "member")),
-    P1: ("bob", "p1", ("member",)),
-    P2: ("carol", "p2", ("member",)),
-    ADMIN_P9: ("root", "p9", ("admin",)),
-}
-Who = str | dict[str, str] | None
-
-
-@dataclasses.dataclass
-class Stack:
-    client: testing.TestClient
-    handlers: Handlers
-    app: falcon.App
-    identities: Identities
-    signer: TokenSigner
-    _tokens: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
-
-    def auth(self, who: str) -> dict[str, str]:
-        """The ``X-Auth-Token`` header of the persona ``who`` (made on first use)."""
-        if who not in self._tokens:
-            user, project, roles = PERSONAS[who]
-            self._tokens[who] = self.identities.persona(user, project, *roles)
-        return dict(self._tokens[who])
-
-    def project_id(self, name: str) -> str:
-        """The id of the project ``name`` (made now if no persona has made it yet)."""
-        return self.identities.project(name)
-
-    def user_id(self, name: str) -> str:
-        return self.identities.users[name]
-
-    def headers(self, who: Who) -> dict[str, str]:
-        if who is None:
-            return self.auth(ADMIN)
-        return self.auth(who) if isinstance(who, str) else dict(who)
-
-    def request(self, method: str, path: str, headers: Who = None, **kw: Any) -> testing.Result:
-        return self.client.simulate_request(method, path, headers=self.headers(headers), **kw)
-
-    def flavor(self, **fields: Any) -> tuple[str, int]:
-        body = {"flavor": {"name": "m1.tiny", "ram": 512, "vcpus": 1, "disk": 1, **fields}}
-        r = self.request("POST", "/v2.1/flavors", json=body)
-        assert r.status_code == 200, r.text
-        return r.json["flavor"]["id"], int(r.headers["X-Stratus-Position"])
-
-    def server(self, flavor_id: str, headers: Who = None, **fields: Any) -> tuple[str, int]:
-        body = {"server": {"name": "vm", "flavorRef": flavor_id, **fields}}
-        r = self.request("POST", "/v2.1/servers", headers, json=body)
-        assert r.status_code == 202, r.text
-        return r.json["server"]["id"], int(r.headers["X-Stratus-Position"])
-
-    def get(self, path: str, headers: Who = None, after: int | None = None) -> testing.Result:
-        h = self.headers(headers)
-        if after is not None:
-            h["X-Stratus-Min-Position"] = str(after)
-        return self.request("GET", path, h)
-
-
-@pytest.fixture
-def api_settings(settings: Settings, database_url: str, tmp_path: Path) -> Settings:
-    return dataclasses.replace(
-        settings, database_url=database_url, read_wait_seconds=10.0, token_key_file=tmp_path / "token.key"
-    )
-
-
-@pytest.fixture
-def projector(api_settings: Settings) -> Iterator[None]:
-    """The real projector (``projections.runner``), following the log in a thread."""
-    with psycopg.connect(api_settings.database_url or "", autocommit=True) as conn:
-        ensure_live_schema(conn)
-    stop = threading.Event()
-    thread = threading.Thread(
-        target=runner.run, args=(api_settings, stop), kwargs={"idle_wait": 0.05}, daemon=True
-    )
-    thread.start()
-    yield
-    stop.set()
-    thread.join(timeout=15)
-    assert not thread.is_alive(), "the projector did not stop"
-
-
-@pytest.fixture
-def stack(api_settings: Settings, bridge: NatsBridge, projector: None) -> Iterator[Stack]:
-    handlers = Handlers(Stratus(Factory(bridge=bridge, settings=api_settings)))
-    pool = open_pool(api_settings.database_url or "")
-    # the deployment's key file: a process started with these settings (gunicorn) takes its tokens
-    signer = TokenSigner(load_or_create_key(api_settings.token_key_path))
-    app = create_app(Deps(handlers=handlers, pool=pool, settings=api_settings, token_signer=signer))
-    client = testing.TestClient(app)
-    try:
-        with pool.connection() as conn:
-            ensure_schema(conn)
-        seeded = seed(IdentityHandlers(handlers.app), Credentials(pool.connection), ADMIN_PASSWORD)
-        identities = Identities(_test_client_sender(client))
-        identities.login_admin(after=seeded.position)
-        yield Stack(client, handlers, app, identities, signer)
-    finally:
-        pool.close()
-
-
-def _test_client_sender(client: testing.TestClient) -> Any:
-    def send(method: str, path: str, headers: dict[str, str], body: Any) -> tuple[int, Any, Any]:
-        r = client.simulate_request(method, path, headers=headers, json=body)
-        return r.status_code, r.headers, r.json if r.text else None
-
-    return send
-
-
-def resource(r: testing.Result) -> Any:
-    """A write's body, which holds nothing but Nova's members (the position is in the header only)."""
-    body = dict(r.json)
-    assert not any(key.startswith("stratus") for key in body), body
-    return body
-
-
-def assert_fault(r: testing.Result, status: int, name: str, *words: str) -> None:
-    assert r.status_code == status, (r.status_code, r.text)
-    assert set(r.json) == {name}, r.json
-    fault = r.json[name]
-    assert fault["code"] == status
-    for word in words:
-        assert word in fault["message"], (word, fault["message"])
-    assert r.headers["x-openstack-request-id"].startswith("req-")
+from tests.fixtures.processes import ROOT, free_port
 
 
 # -- versions and microversions -----------------------------------------------------------------

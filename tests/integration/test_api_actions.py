@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (the fixtures of test_api and test_hypervisor are imported, then requested by name)
 """``POST /v2.1/servers/{id}/action`` and ``os-instance-actions`` over the real stack: JetStream,
 the projector into PostgreSQL, and a hypervisor worker on libvirt's test driver in a thread.
 """
@@ -18,18 +17,9 @@ from commands.handlers import PlaceInstance
 from stratus.config import Settings
 from stratus.context import CommandContext, acting
 from stratus.eventstore import NatsBridge
-from tests.integration.test_api import (  # noqa: F401
-    ADMIN,
-    P1,
-    P2,
-    Stack,
-    api_settings,
-    assert_fault,
-    projector,
-    stack,
-)
-from tests.integration.test_api_catalog import upload
-from tests.integration.test_hypervisor import FAST_RETRY, HOST, Worker, conn, eventually  # noqa: F401
+from tests.fixtures.api import ADMIN, P1, P2, Stack, assert_fault, upload
+from tests.fixtures.hypervisor import FAST_RETRY, HOST
+from tests.fixtures.workers import Worker, eventually
 from workers import hypervisor
 from workers import scheduler as scheduler_worker
 from workers.libvirt_driver import LibvirtDriver

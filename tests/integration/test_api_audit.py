@@ -9,9 +9,7 @@ from typing import Any
 
 from commands.handlers import PlaceInstance, RegisterHost
 from stratus.eventstore import chain
-from tests.integration.test_api import ADMIN, ADMIN_P9, P1, P2, Stack, api_settings, projector, stack
-
-__all__ = ["api_settings", "projector", "stack"]  # fixtures used below
+from tests.fixtures.api import ADMIN, ADMIN_P9, P1, P2, Stack
 
 
 def _scenario(stack: Stack) -> dict[str, Any]:

@@ -5,51 +5,16 @@ them, against the real JetStream, PostgreSQL and projector (the stack of ``tests
 from __future__ import annotations
 
 import base64
-import dataclasses
 import hashlib
-from pathlib import Path
 from typing import Any
 
-import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from commands.keypair import fingerprint
 from stratus.config import Settings
-from tests.integration.test_api import ADMIN, P1, P2, Stack, assert_fault, projector, stack
-
-__all__ = ["projector", "stack"]  # fixtures used by the tests below
+from tests.fixtures.api import ADMIN, P1, P2, Stack, assert_fault, ssh_public_key, upload
 
 KERNEL = b"\x7fELF pretend kernel" * 1000
-
-
-@pytest.fixture
-def api_settings(settings: Settings, database_url: str, tmp_path: Path) -> Settings:
-    """``tests.test_api``'s settings, with a data dir of this test's own (the image store lives there)."""
-    return dataclasses.replace(
-        settings,
-        database_url=database_url,
-        read_wait_seconds=10.0,
-        token_key_file=tmp_path / "token.key",
-        data_dir=tmp_path / "data",
-    )
-
-
-def upload(stack: Stack, data: bytes, who: Any = None, **fields: Any) -> dict[str, Any]:
-    body = {"name": "img", "disk_format": "raw", "container_format": "bare", **fields}
-    r = stack.request("POST", "/image/v2/images", who, json=body)
-    assert r.status_code == 201, r.text
-    image = r.json
-    assert image["status"] == "queued" and image["size"] is None
-    headers = {**stack.headers(who), "Content-Type": "application/octet-stream"}
-    r = stack.client.simulate_put(f"/image/v2/images/{image['id']}/file", headers=headers, body=data)
-    assert r.status_code == 204, r.text
-    return image
-
-
-def ssh_public_key() -> str:
-    key = ed25519.Ed25519PrivateKey.generate().public_key()
-    return key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
 
 
 # -- images ---------------------------------------------------------------------------------------

@@ -6,32 +6,16 @@ and projector (the stack of ``tests.test_api``).
 from __future__ import annotations
 
 import base64
-import dataclasses
 import hashlib
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from commands.instance import Instance
 from commands.network import FixedNetwork
 from stratus.config import Settings
-from tests.integration.test_api import ADMIN, P1, P2, Stack, assert_fault, projector, resource, stack
-
-__all__ = ["projector", "stack"]  # fixtures used by the tests below
+from tests.fixtures.api import ADMIN, P1, P2, Stack, assert_fault, resource
 
 NET = FixedNetwork("private", "10.0.0.0/24")
-
-
-@pytest.fixture
-def api_settings(settings: Settings, database_url: str, tmp_path: Path) -> Settings:
-    return dataclasses.replace(
-        settings,
-        database_url=database_url,
-        read_wait_seconds=10.0,
-        token_key_file=tmp_path / "token.key",
-        data_dir=tmp_path / "data",
-    )
 
 
 @pytest.fixture
@@ -197,13 +181,3 @@ def test_rename_metadata_and_tags(stack: Stack) -> None:
     assert r.json["servers"] == []
     assert_fault(stack.get("/v2.1/servers?changes-since=yesterday", P1), 400, "badRequest", "changes-since")
     assert stack.get(f"{base}/tags", at_latest(stack, ADMIN)).status_code == 200  # admins act across projects
-
-
-def test_requests_recorded_with_a_user_data_digest_are_read_as_filed_ids() -> None:
-    """Instance.Requested v4 recorded {"sha256", "size"}; v5 reads the same blob as {"id", "size"}."""
-    state: dict[str, Any] = {"user_data": {"sha256": "ab" * 32, "size": 5}}
-    Instance.Requested.upcast_v4_v5(state)  # type: ignore[attr-defined]
-    assert state["user_data"] == {"id": "ab" * 32, "size": 5}
-    empty: dict[str, Any] = {"user_data": None}
-    Instance.Requested.upcast_v4_v5(empty)  # type: ignore[attr-defined]
-    assert empty["user_data"] is None

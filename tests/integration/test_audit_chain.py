@@ -5,40 +5,20 @@ republished through raw JetStream with one message changed, removed or rewritten
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from uuid import uuid4
 
 import orjson
 import pytest
-from eventsourcing.persistence import StoredEvent
 
 from stratus.audit import export, verify
 from stratus.audit.rawreader import RawMessage, RawReader
 from stratus.config import Settings
 from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge, chain
+from tests.fixtures.audit import RENAMED, ev, fill
 from tests.fixtures.nats import unique_settings
 
 Make = Callable[..., JetStreamApplicationRecorder]
-CREATED = "commands.instance:Instance.Created"
-RENAMED = "commands.instance:Instance.Renamed"
-
-
-def ev(originator_id: object, version: int, topic: str = CREATED, **state: object) -> StoredEvent:
-    body = {"timestamp": "2026-01-02T03:04:05.123456Z", **state}
-    return StoredEvent(originator_id, version, topic, orjson.dumps(body))  # type: ignore[arg-type]
-
-
-def fill(recorder: JetStreamApplicationRecorder) -> list[uuid.UUID]:
-    """Three aggregates, interleaved, single and atomic multi-event appends: 9 events."""
-    a, b, c = uuid4(), uuid4(), uuid4()
-    recorder.append([ev(a, 1, name="a")])
-    recorder.append([ev(b, 1, name="b"), ev(a, 2, RENAMED, name="a2")])
-    recorder.append([ev(c, 1, name="c\nnewline é", note="  padded  ")])
-    recorder.append([ev(b, 2, RENAMED, name="b2"), ev(b, 3, RENAMED, name="b3")])
-    recorder.append([ev(a, 3, RENAMED, name="a3")])
-    recorder.append([ev(c, 2, RENAMED, name="c2"), ev(a, 4, RENAMED, name="a4")])
-    return [a, b, c]
 
 
 def raw_messages(s: Settings) -> list[RawMessage]:

@@ -19,9 +19,9 @@ from stratus.audit.filestore import FileStoreError, blocks, read_block, stream_d
 from stratus.config import Settings
 from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge, chain
 from stratus.natsserver import NatsServer
+from tests.fixtures.audit import fill
 from tests.fixtures.nats import unique_settings
 from tests.fixtures.processes import ROOT
-from tests.integration.test_audit_chain import fill
 
 
 @pytest.fixture

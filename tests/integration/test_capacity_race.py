@@ -12,8 +12,6 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from commands.app import Stratus
 from commands.errors import NoValidHost
 from commands.handlers import CreateFlavor, CreateServer, Handlers, RegisterHost
@@ -21,10 +19,10 @@ from commands.host import Host, Resources
 from commands.instance import Instance
 from commands.states import VmState
 from stratus.config import Settings
-from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
-from tests.integration.test_projection import projector, read_models
-from tests.integration.test_quotas import race
-from tests.integration.test_scheduler import Worker, eventually, settled, start_scheduler  # noqa: F401 (a fixture)
+from tests.fixtures.projections import make_projector, read_models
+from tests.fixtures.quotas import race
+from tests.fixtures.scheduler import settled
+from tests.fixtures.workers import Worker, eventually
 
 HOSTS = {  # small hosts: (vcpus, memory_mb, disk_gb); CPU overcommit 4x, RAM and disk none
     "c1": (2, 4096, 40),
@@ -35,16 +33,11 @@ HOSTS = {  # small hosts: (vcpus, memory_mb, disk_gb); CPU overcommit 4x, RAM an
 FLAVORS = {"s": (1, 512, 5), "m": (2, 1024, 10), "l": (4, 2048, 20)}
 
 
-@pytest.fixture
-def app(bridge: NatsBridge, settings: Settings, recorder: JetStreamApplicationRecorder) -> Stratus:
-    return Stratus(Factory(bridge=bridge, settings=settings))
-
-
 def test_concurrent_boots_with_several_schedulers_never_overcommit(
     app: Stratus,
     settings: Settings,
     database_url: str,
-    start_scheduler: Callable[..., Worker],  # noqa: F811 (the fixture imported above)
+    start_scheduler: Callable[..., Worker],
 ) -> None:
     handlers = Handlers(app)
     for name, (vcpus, ram, disk) in FLAVORS.items():
@@ -98,7 +91,7 @@ def test_concurrent_boots_with_several_schedulers_never_overcommit(
             assert Resources(**claim) == Resources.of_flavor(flavor)
     # 3. The read model shows the same usage, never above capacity.
     with read_models(database_url) as conn:
-        projector(app, conn).catch_up()
+        make_projector(app, conn).catch_up()
         rows = conn.execute(
             "SELECT hostname, vcpus_used, memory_mb_used, disk_gb_used,"
             " vcpus_free, memory_mb_free, disk_gb_free FROM stratus_rm.hosts"

@@ -8,23 +8,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from api.hypervisors import uptime_line
 from commands.handlers import FinishSpawning, PlaceInstance, RegisterHost, StartSpawning
 from commands.states import PowerState
 from stratus.liveness import Heartbeats, bucket_for
-from tests.integration.test_api import (
-    ADMIN,
-    P1,
-    P2,
-    Stack,
-    api_settings,
-    assert_fault,
-    projector,
-    resource,
-    stack,
-)
-
-__all__ = ["api_settings", "projector", "stack"]  # fixtures used by the tests below
+from tests.fixtures.api import ADMIN, P1, P2, Stack, alive, assert_fault, resource
 
 
 def pid(stack: Stack, name: str) -> str:
@@ -39,14 +26,6 @@ def at(stack: Stack, who: object, position: int) -> dict[str, str]:
     h: dict[str, str] = dict(headers(who) if callable(headers) else who)  # type: ignore[call-overload, arg-type]
     h["X-Stratus-Min-Position"] = str(position)
     return h
-
-
-def alive(stack: Stack, *hosts: str) -> None:
-    """The hosts' workers send heartbeats (``stratus.liveness``): their services are up."""
-    recorder = stack.handlers.app.recorder
-    beats = Heartbeats(recorder.bridge, bucket=bucket_for(recorder.stream))  # type: ignore[attr-defined]
-    for host in hosts:
-        beats.beat(host)
 
 
 def written(r: object) -> int:
@@ -206,19 +185,6 @@ def test_compute_services(stack: Stack) -> None:
     )
     assert_fault(r, 400, "badRequest", "x")
     assert_fault(stack.request("PUT", "/v2.1/os-services/reboot", json={}), 400, "badRequest")
-
-
-def test_service_state_follows_the_last_event() -> None:
-    from api.services import service_view
-
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    row = {
-        "id": "h", "hostname": "h", "availability_zone": None, "disabled": False, "disabled_reason": None,
-        "forced_down": False, "updated_at": now - timedelta(seconds=59),
-    }  # fmt: skip
-    assert service_view(row, now)["state"] == "up"
-    assert service_view({**row, "updated_at": now - timedelta(seconds=61)}, now)["state"] == "down"
-    assert service_view({**row, "forced_down": True}, now)["state"] == "down"
 
 
 # -- availability zones and host aggregates --------------------------------------------------------
@@ -529,17 +495,6 @@ def test_server_create_checks_flavor_access_zone_and_group(stack: Stack) -> None
         json={"server": {"name": "vm", "flavorRef": "pub"}, "os:scheduler_hints": {"same_host": sid}},
     )
     assert_fault(r, 400, "badRequest", "same_host")
-
-
-def test_uptime_line_reads_as_uptime_prints_it() -> None:
-    now = 1_700_000_000.0  # 22:13:20 UTC
-    assert uptime_line(now, now - 300, [0.5, 0.25, 0.125]) == (
-        " 22:13:20 up 5 min,  0 users,  load average: 0.50, 0.25, 0.12"
-    )
-    assert uptime_line(now, now - (93 * 86400 + 18 * 3600 + 25 * 60), [1, 2, 3]).startswith(
-        " 22:13:20 up 93 days, 18:25,  0 users"
-    )
-    assert " up 1 day,  2:03," in uptime_line(now, now - (86400 + 2 * 3600 + 3 * 60), [0, 0, 0])
 
 
 def test_a_server_shows_the_zone_of_the_host_it_landed_on(stack: Stack) -> None:

@@ -15,16 +15,12 @@ import pytest
 
 from commands.handlers import RegisterHost
 from tests.fixtures import nova_schemas
-from tests.integration.test_api import ADMIN, P1, Stack, api_settings, assert_fault, projector, stack
-from tests.integration.test_compute_admin import alive
+from tests.fixtures.api import ADMIN, P1, Stack, alive, assert_fault
 
 
 def written(r: Any) -> int:
     assert r.status_code in (200, 201, 202, 204), (r.status_code, r.text)
     return int(r.headers["X-Stratus-Position"])
-
-
-__all__ = ["api_settings", "projector", "stack"]  # fixtures used by the tests below
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (the fixtures of test_scheduler are imported, then requested by name)
 """The workers' durable consumer against the real JetStream: a JetStream that is away for a moment
 (a restart, a cluster electing a leader) is waited out, never the end of the worker's thread."""
 
@@ -13,7 +12,6 @@ import pytest
 from commands.app import Stratus
 from stratus.config import Settings
 from stratus.eventstore import EventStoreUnavailable, NatsBridge
-from tests.integration.test_scheduler import app  # noqa: F401  (a fixture)
 from workers.consumer import DurableConsumer, serve
 from workers.scheduler import SCHEDULER
 

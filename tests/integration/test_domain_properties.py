@@ -12,7 +12,6 @@ real JetStream log, in whatever order it draws. After every step:
 - a refused command (over quota, no room, an illegal state) appends nothing.
 """
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -250,4 +249,3 @@ def settings_for_ci() -> settings:
         max_examples=30, stateful_step_count=25, deadline=None, database=None, derandomize=True,
         suppress_health_check=list(HealthCheck),
     )  # fmt: skip
-

@@ -9,10 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_api import ADMIN, P1, P2, Stack, projector, stack
-from tests.integration.test_api_catalog import api_settings
-
-__all__ = ["api_settings", "projector", "stack"]  # fixtures used by the tests below
+from tests.fixtures.api import ADMIN, P1, P2, Stack
 
 NS = "/image/v2/metadefs/namespaces"
 

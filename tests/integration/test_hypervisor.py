@@ -8,9 +8,8 @@ drivers implementing our own port (``workers.virt.VirtDriver``) around the real 
 from __future__ import annotations
 
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -18,9 +17,7 @@ import libvirt
 import pytest
 
 from commands.app import Stratus
-from commands.errors import NotFound
 from commands.handlers import (
-    CreateFlavor,
     CreateServer,
     DeleteServer,
     Handlers,
@@ -28,191 +25,41 @@ from commands.handlers import (
     RegisterHost,
     StartSpawning,
 )
-from commands.instance import Instance
 from commands.states import PowerState, TaskState, VmState
 from stratus.config import Settings
-from stratus.eventstore import Factory, NatsBridge
+from stratus.eventstore import NatsBridge
+from tests.fixtures.commands import M1_SMALL
+from tests.fixtures.hypervisor import (
+    FAST_RETRY,
+    HOST,
+    FlakyDriver,
+    GatedDriver,
+    StuckDestroyDriver,
+    create_and_place,
+    gone,
+    in_error,
+    registered,
+    settled,
+)
 from tests.fixtures.workers import Worker, eventually
 from workers import hypervisor, scheduler
 from workers.compute import DELETE_FAILED, SCHEDULED, SPAWN_FAILED, Compute
-from workers.consumer import PerServer
 from workers.libvirt_driver import LibvirtDriver, domain_xml
-from workers.outcome import DONE, RetryPolicy
+from workers.outcome import DONE
 from workers.virt import (
-    DomainInfo,
     GuestSpec,
-    HostInventory,
-    PermanentVirtError,
-    TemporaryVirtError,
     VirtDriver,
 )
 
-T = TypeVar("T")
-HOST = "compute-1"
-FAST_RETRY = RetryPolicy(delays=(0.05, 0.05, 0.05))
+pytestmark = pytest.mark.flavors(M1_SMALL)
 
-HOST_XML = """<?xml version="1.0"?>
-<node>
-  <cpu>
-    <mhz>2000</mhz><model>x86_64</model>
-    <nodes>1</nodes><sockets>1</sockets><cores>4</cores><threads>1</threads>
-    <active>4</active><max>4</max>
-  </cpu>
-  <memory>8388608</memory>
-  <pool type='dir'>
-    <name>default</name>
-    <uuid>dfe224cb-28fb-8dd0-c4b2-64eb3f0f4566</uuid>
-    <capacity unit='GiB'>100</capacity>
-    <allocation unit='GiB'>0</allocation>
-    <available unit='GiB'>100</available>
-    <target><path>/var/lib/libvirt/images</path></target>
-  </pool>
-</node>
-"""
+T = TypeVar("T")
 
 
 # -- drivers implementing our port, to produce failures the test driver cannot -------------------
-class FlakyDriver:
-    """Spawns fail with a temporary error ``failures`` times, then go through to libvirt."""
-
-    def __init__(self, inner: VirtDriver, failures: int) -> None:
-        self.inner = inner
-        self.failures = failures
-        self.spawn_calls = 0
-
-    def inventory(self) -> HostInventory:
-        return self.inner.inventory()
-
-    def spawn(self, guest: GuestSpec) -> int:
-        self.spawn_calls += 1
-        if self.spawn_calls <= self.failures:
-            raise TemporaryVirtError("operation timed out: cannot acquire state change lock", code=68)
-        return self.inner.spawn(guest)
-
-    def destroy(self, uuid: str) -> None:
-        self.inner.destroy(uuid)
-
-    def power_state(self, uuid: str) -> int:
-        return self.inner.power_state(uuid)
-
-    def list_domains(self) -> Sequence[DomainInfo]:
-        return self.inner.list_domains()
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-class GatedDriver(FlakyDriver):
-    """Spawns wait at a gate (after the domain was started) until the test opens it."""
-
-    def __init__(self, inner: VirtDriver) -> None:
-        super().__init__(inner, failures=0)
-        self.spawning = threading.Event()
-        self.gate = threading.Event()
-
-    def spawn(self, guest: GuestSpec) -> int:
-        state = super().spawn(guest)
-        self.spawning.set()
-        assert self.gate.wait(20), "the test never opened the gate"
-        return state
-
-
-class StuckDestroyDriver(FlakyDriver):
-    def destroy(self, uuid: str) -> None:
-        raise PermanentVirtError("Requested operation is not valid: domain is locked", code=55)
 
 
 # -- fixtures -------------------------------------------------------------------------------------
-@pytest.fixture
-def conn(tmp_path: Path) -> Iterator[libvirt.virConnect]:
-    """One test-driver connection for the test: the test driver's state lives per connection."""
-    libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
-    host_xml = tmp_path / "host.xml"
-    host_xml.write_text(HOST_XML)
-    c = libvirt.open(f"test://{host_xml}")
-    yield c
-    c.close()
-
-
-@pytest.fixture
-def driver(conn: libvirt.virConnect, tmp_path: Path) -> LibvirtDriver:
-    return LibvirtDriver(lambda: conn, instances_path=tmp_path)
-
-
-@pytest.fixture
-def app(bridge: NatsBridge, settings: Settings, recorder: object) -> Stratus:
-    """The application on this test's stream (``recorder`` deletes the stream afterwards)."""
-    return Stratus(Factory(bridge=bridge, settings=settings))
-
-
-@pytest.fixture
-def handlers(app: Stratus) -> Handlers:
-    h = Handlers(app)
-    h.create_flavor(CreateFlavor("small", "m1.small", vcpus=1, ram=512, disk=1))
-    return h
-
-
-@pytest.fixture
-def start_hypervisor(
-    bridge: NatsBridge, settings: Settings, app: Stratus, tmp_path: Path
-) -> Iterator[Callable[..., Worker]]:
-    workers: list[Worker] = []
-
-    def start(driver: VirtDriver, host: str = HOST) -> Worker:
-        s = Settings(**{**vars(settings), "host_name": host})
-
-        def target(stop: threading.Event) -> None:
-            hypervisor.run(
-                s,
-                bridge=bridge,
-                app=app,
-                driver=driver,
-                stop=stop,
-                instances_path=tmp_path / "instances" / host,
-                retry=FAST_RETRY,
-                poll=0.1,
-            )
-
-        workers.append(Worker(target))
-        return workers[-1]
-
-    yield start
-    for w in workers:
-        w.close()
-
-
-def create_and_place(handlers: Handlers, host: str = HOST, name: str = "vm") -> str:
-    eventually(lambda: _registered(handlers, host))
-    server = handlers.create_server(CreateServer(name, "p1", "u1", "small")).id
-    handlers.place_instance(PlaceInstance(server, host))
-    return server
-
-
-def _registered(handlers: Handlers, host: str) -> bool:
-    try:
-        handlers.host(host)
-    except NotFound:
-        return False
-    return True
-
-
-def settled(handlers: Handlers, server_id: str) -> Instance | None:
-    """The instance once the hypervisor has finished with it (None while it is still building)."""
-    inst = handlers.instance(server_id)
-    return inst if inst.vm_state != VmState.BUILDING else None
-
-
-def in_error(handlers: Handlers, server_id: str) -> Instance | None:
-    inst = handlers.instance(server_id)
-    return inst if inst.vm_state == VmState.ERROR else None
-
-
-def gone(handlers: Handlers, server_id: str) -> bool:
-    try:
-        handlers.instance(server_id)
-    except NotFound:
-        return True
-    return False
 
 
 def domain_uuids(conn: libvirt.virConnect) -> set[str]:
@@ -224,7 +71,7 @@ def test_registers_the_host_with_libvirts_inventory(
     handlers: Handlers, driver: LibvirtDriver, start_hypervisor: Callable[..., Worker]
 ) -> None:
     start_hypervisor(driver)
-    eventually(lambda: _registered(handlers, HOST))
+    eventually(lambda: registered(handlers, HOST))
     host = handlers.host(HOST)
     assert (host.vcpus, host.memory_mb, host.disk_gb, host.hypervisor_type) == (4, 8192, 100, "TEST")
 
@@ -301,7 +148,7 @@ def test_a_permanent_error_records_a_fault_and_releases_the_claim(
     start_hypervisor: Callable[..., Worker],
 ) -> None:
     start_hypervisor(driver)
-    eventually(lambda: _registered(handlers, HOST))
+    eventually(lambda: registered(handlers, HOST))
     server = handlers.create_server(CreateServer("clash", "p1", "u1", "small")).id
     # Another domain already holds the name this instance's domain must have.
     squatter = GuestSpec(uuid=str(uuid.uuid4()), vcpus=1, memory_mb=128)
@@ -430,7 +277,7 @@ def test_scheduler_and_hypervisor_together(
     start_hypervisor(driver)
     sched = Worker(lambda stop: scheduler.run(settings, bridge=bridge, app=app, stop=stop, poll=0.1))
     try:
-        eventually(lambda: _registered(handlers, HOST))
+        eventually(lambda: registered(handlers, HOST))
         servers = [handlers.create_server(CreateServer(f"vm-{i}", "p1", "u1", "small")).id for i in range(3)]
         for s in servers:
             inst = eventually(lambda s=s: settled(handlers, s))  # type: ignore[misc]
@@ -487,26 +334,3 @@ def test_a_host_boots_several_servers_at_once(
     for s in servers:
         inst = eventually(lambda s=s: settled(handlers, s))  # type: ignore[misc]
         assert inst.vm_state == VmState.ACTIVE, inst.fault
-
-
-def test_one_servers_steps_never_overlap() -> None:
-    per_server = PerServer()
-    inside: list[str] = []
-    overlaps: list[str] = []
-
-    def step(key: str) -> None:
-        with per_server.held(key):
-            if key in inside:
-                overlaps.append(key)
-            inside.append(key)
-            time.sleep(0.02)
-            inside.remove(key)
-
-    threads = [threading.Thread(target=step, args=(k,)) for k in ("a", "a", "a", "b", "b")]
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert overlaps == []
-    assert time.perf_counter() - started >= 0.06  # the three steps of "a" ran one after another

@@ -6,13 +6,11 @@ exists" told whether any UUID was in use; an image deleted through a non-canonic
 on disk; `{"id": ""}` answered 500; nothing limited image storage; a key pair over quota still cost
 an RSA key generation.
 """
-# ruff: noqa: F811 (the fixtures of test_api / test_api_catalog, imported, are requested by name)
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,22 +22,13 @@ from commands.image import Image
 from commands.image_usage import MIB, ImageLimits
 from commands.keypair import keypair_aggregate_id
 from stratus.config import Settings
-from tests.integration.test_api import ADMIN, P1, P2, Stack, projector, stack  # noqa: F401
-from tests.integration.test_api_catalog import upload
+from tests.fixtures.api import P1, P2, Stack, upload
 
 
 @pytest.fixture
-def api_settings(settings: Settings, database_url: str, tmp_path: Path) -> Settings:
-    """test_api_catalog's settings (a data dir of the test's own), with 1 MiB of images per project."""
-    return dataclasses.replace(
-        settings,
-        database_url=database_url,
-        read_wait_seconds=10.0,
-        token_key_file=tmp_path / "token.key",
-        data_dir=tmp_path / "data",
-        image_count_total=20,
-        image_size_total_mb=1,
-    )
+def api_settings(api_settings: Settings) -> Settings:
+    """The shared settings, with 1 MiB and 20 images per project."""
+    return dataclasses.replace(api_settings, image_count_total=20, image_size_total_mb=1)
 
 
 def test_an_image_cannot_take_the_id_of_anything_else(stack: Stack) -> None:

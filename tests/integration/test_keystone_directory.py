@@ -3,14 +3,13 @@ groups and their roles, roles made and deleted, the catalog as an API, applicati
 
 The stack and its personas are test_api's.
 """
-# ruff: noqa: F811 (test_api's fixtures, imported, are what the tests here ask for by name)
 
 from __future__ import annotations
 
 from typing import Any
 
+from tests.fixtures.api import ADMIN, P1, Stack
 from tests.fixtures.identity import ADMIN_PASSWORD
-from tests.integration.test_api import ADMIN, P1, Stack, api_settings, projector, stack  # noqa: F401
 
 V3 = "/identity/v3"
 

@@ -11,7 +11,7 @@ import libvirt
 import pytest
 
 from commands.states import PowerState
-from workers.libvirt_driver import LibvirtDriver, classify, domain_xml
+from workers.libvirt_driver import LibvirtDriver, domain_xml
 from workers.virt import (
     BootImage,
     DomainNotFound,
@@ -184,23 +184,3 @@ def test_a_lost_connection_is_temporary_and_reopened(tmp_path: Path) -> None:
     assert d.list_domains() == []
     assert len(opened) == 2
     d.close()
-
-
-@pytest.mark.parametrize(
-    ("code", "domain", "kind"),
-    [
-        (libvirt.VIR_ERR_OPERATION_TIMEOUT, libvirt.VIR_FROM_QEMU, TemporaryVirtError),
-        (libvirt.VIR_ERR_SYSTEM_ERROR, libvirt.VIR_FROM_QEMU, TemporaryVirtError),
-        (libvirt.VIR_ERR_INTERNAL_ERROR, libvirt.VIR_FROM_RPC, TemporaryVirtError),
-        (libvirt.VIR_ERR_NO_CONNECT, libvirt.VIR_FROM_REMOTE, TemporaryVirtError),
-        (libvirt.VIR_ERR_INTERNAL_ERROR, libvirt.VIR_FROM_QEMU, PermanentVirtError),
-        (libvirt.VIR_ERR_XML_ERROR, libvirt.VIR_FROM_DOMAIN, PermanentVirtError),
-        (libvirt.VIR_ERR_INVALID_ARG, libvirt.VIR_FROM_DOMAIN, PermanentVirtError),
-        (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_FROM_QEMU, DomainNotFound),
-        (None, None, PermanentVirtError),
-    ],
-)
-def test_classification(code: int | None, domain: int | None, kind: type) -> None:
-    err = classify(code, domain, "boom")
-    assert type(err) is kind
-    assert (err.code, err.message) == (code, "boom")

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (the fixtures of test_hypervisor are imported, then requested by name)
 """Power actions and locks end to end below the API: real JetStream, the hypervisor worker on
 libvirt's test driver.
 
@@ -25,24 +24,15 @@ from commands.lifecycle import LifecycleHandlers, LockServer, RequestAction, Unl
 from commands.states import PowerState, VmState
 from stratus import hostrpc
 from stratus.eventstore import NatsBridge
-from tests.integration.test_hypervisor import (  # noqa: F401  (fixtures)
-    HOST,
-    FlakyDriver,
-    Worker,
-    app,
-    conn,
-    create_and_place,
-    driver,
-    eventually,
-    gone,
-    handlers,
-    settled,
-    start_hypervisor,
-)
+from tests.fixtures.commands import M1_SMALL
+from tests.fixtures.hypervisor import HOST, FlakyDriver, create_and_place, gone, settled
+from tests.fixtures.workers import Worker, eventually
 from workers.libvirt_driver import LibvirtDriver
 from workers.outcome import DONE
 from workers.power import ACTION_FAILED, PowerActions
 from workers.virt import PermanentVirtError, TemporaryVirtError
+
+pytestmark = pytest.mark.flavors(M1_SMALL)
 
 _LIBVIRT_STATE = {
     VmState.ACTIVE: libvirt.VIR_DOMAIN_RUNNING,
@@ -61,17 +51,6 @@ def act(handlers: Handlers, server_id: str, action: str, *, admin: bool = False)
     """Request ``action`` as the owner (or an admin) and wait until the host has carried it out."""
     LifecycleHandlers(handlers).request_action(RequestAction(server_id, "p1", action, admin=admin))
     return eventually(lambda: idle(handlers, server_id))
-
-
-@pytest.fixture
-def active(
-    handlers: Handlers, driver: LibvirtDriver, start_hypervisor: Callable[..., Worker]
-) -> tuple[str, Worker]:
-    worker = start_hypervisor(driver)
-    server = create_and_place(handlers)
-    inst = eventually(lambda: settled(handlers, server))
-    assert inst.vm_state == VmState.ACTIVE
-    return server, worker
 
 
 def test_every_action_reaches_novas_state_and_libvirt_agrees(

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (fixtures imported from test_api and test_hypervisor, then requested by name)
 """Host heartbeats beside the log: a silent host is shown down in os-hypervisors."""
 
 from __future__ import annotations
@@ -15,9 +14,9 @@ from commands.states import PowerState
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge
 from stratus.liveness import Heartbeats, bucket_for
-from tests.integration import test_api
-from tests.integration.test_api import ADMIN, P1, Stack, projector, stack  # noqa: F401
-from tests.integration.test_hypervisor import HOST, Worker, conn, eventually  # noqa: F401
+from tests.fixtures.api import ADMIN, P1, Stack
+from tests.fixtures.hypervisor import HOST
+from tests.fixtures.workers import Worker, eventually
 from workers import hypervisor
 from workers.libvirt_driver import LibvirtDriver
 
@@ -44,22 +43,10 @@ def test_a_host_is_up_while_it_beats_and_down_after(bridge: NatsBridge, settings
     assert beats.last_seen(["h1"]) == {"h1": clock.now}
 
 
-def test_the_workers_intervals_are_settings() -> None:
-    env = {"STRATUS_HEARTBEAT_INTERVAL": "2.5", "STRATUS_RECONCILE_INTERVAL": "0"}
-    s = Settings.from_env({**env, "STRATUS_SHUTDOWN_TIMEOUT": "7"})
-    intervals = (s.heartbeat_interval_seconds, s.reconcile_interval_seconds, s.shutdown_timeout_seconds)
-    assert intervals == (2.5, 0, 7)
-    assert Settings.from_env(s.to_env()) == s
-    with pytest.raises(ValueError, match="STRATUS_HEARTBEAT_INTERVAL must be a number of seconds"):
-        Settings.from_env({"STRATUS_HEARTBEAT_INTERVAL": "soon"})
-    with pytest.raises(ValueError, match="STRATUS_HOST_DOWN_AFTER must not be negative"):
-        Settings.from_env({"STRATUS_HOST_DOWN_AFTER": "-1"})
-
-
 @pytest.fixture
-def api_settings(settings: Settings, database_url: str, tmp_path: Path) -> Settings:
-    base = test_api.api_settings.__wrapped__(settings, database_url, tmp_path)  # type: ignore[attr-defined]
-    return dataclasses.replace(base, host_down_after_seconds=1.5)
+def api_settings(api_settings: Settings) -> Settings:
+    """The shared settings, with a host down after 1.5 s of silence."""
+    return dataclasses.replace(api_settings, host_down_after_seconds=1.5)
 
 
 def test_os_hypervisors_shows_a_silent_host_down(

@@ -8,10 +8,7 @@ import base64
 from typing import Any
 
 from commands.handlers import PlaceInstance, RegisterHost
-from tests.integration.test_api import ADMIN, P1, Stack, api_settings, assert_fault, projector, stack
-from tests.integration.test_compute_admin import alive
-
-__all__ = ["api_settings", "projector", "stack"]  # fixtures used below
+from tests.fixtures.api import ADMIN, P1, Stack, alive, assert_fault
 
 MV = "OpenStack-API-Version"
 

@@ -15,12 +15,13 @@ from commands.errors import NoValidHost
 from commands.handlers import CreateFlavor, CreateServer, DeleteServer, FinishDeletion, Handlers, RegisterHost
 from commands.states import VmState
 from stratus.context import CommandContext
-from tests.integration.test_scheduler import Worker, app, eventually, settled, start_scheduler  # noqa: F401 (fixtures)
+from tests.fixtures.scheduler import settled
+from tests.fixtures.workers import Worker, eventually
 
 
 def test_a_multi_create_is_placed_in_one_append_or_not_at_all(
-    app: Stratus,  # noqa: F811
-    start_scheduler: Callable[..., Worker],  # noqa: F811
+    app: Stratus,
+    start_scheduler: Callable[..., Worker],
 ) -> None:
     h = Handlers(app)
     h.create_flavor(CreateFlavor("big", "m1.big", vcpus=1, ram=3072, disk=1))
@@ -54,8 +55,8 @@ def test_a_multi_create_is_placed_in_one_append_or_not_at_all(
 
 
 def test_multi_creates_appended_in_one_group_are_each_placed_together(
-    app: Stratus,  # noqa: F811
-    start_scheduler: Callable[..., Worker],  # noqa: F811
+    app: Stratus,
+    start_scheduler: Callable[..., Worker],
 ) -> None:
     """Creates of one project decided together share one append (group commit): the servers of each
     multi-create still follow one another on the log, so each is placed together, all or none: the
@@ -77,8 +78,8 @@ def test_multi_creates_appended_in_one_group_are_each_placed_together(
 
 
 def test_the_other_servers_of_a_settled_multi_create_are_not_read_again(
-    app: Stratus,  # noqa: F811
-    start_scheduler: Callable[..., Worker],  # noqa: F811
+    app: Stratus,
+    start_scheduler: Callable[..., Worker],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The first server's delivery places the whole multi-create; the deliveries of the other

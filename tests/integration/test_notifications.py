@@ -27,7 +27,6 @@ from commands.handlers import (
 from commands.migration import MigrationHandlers, ResizeDecision, ResizeServer
 from commands.states import PowerState
 from projections import notifications
-from schemas import asyncapi
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
@@ -228,7 +227,3 @@ def test_a_notifier_starting_mid_life_loads_the_instance(
     follow(fresh, last)
     types = [b["event_type"] for b, _ in published(fresh)[1:]]
     assert "instance.create.end" in types and "instance.create.start" not in types
-
-
-def test_the_asyncapi_document_lists_what_the_notifier_publishes() -> None:
-    assert sorted(notifications.EVENT_TYPES) == asyncapi.notification_types()

@@ -4,7 +4,6 @@ Nova's request schemas take a flavor's sizes and quota limits as integers or str
 booleans as Nova's boolean strings ("True", "on", "0"...); key pairs have a type, answer 201 and
 delete with 204 from microversion 2.2, and take a user_id from 2.10.
 """
-# ruff: noqa: F811 (test_api's fixtures, imported, are requested by name)
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import datetime
 
 import pytest
 
-from tests.integration.test_api import ADMIN, P1, P2, Stack, api_settings, projector, stack  # noqa: F401
+from tests.fixtures.api import ADMIN, P1, P2, Stack
 
 V = "OpenStack-API-Version"
 

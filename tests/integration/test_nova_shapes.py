@@ -19,10 +19,7 @@ from commands.lifecycle import FinishAction, LifecycleHandlers
 from commands.network import FixedNetwork
 from commands.states import PowerState
 from tests.fixtures import nova_schemas
-from tests.integration.test_api import ADMIN, P1, P2, Stack, projector, stack
-from tests.integration.test_api_catalog import api_settings, ssh_public_key, upload
-
-__all__ = ["api_settings", "projector", "stack"]  # fixtures used below
+from tests.fixtures.api import ADMIN, P1, P2, Stack, ssh_public_key, upload
 
 MV = "OpenStack-API-Version"
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -8,18 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from openapi_spec_validator import validate
-from openapi_spec_validator.readers import read_from_filename
 
 from api.openapi import DOCUMENT, REGENERATE, REQUEST_BODIES, routes
-from tests.integration.test_api import Stack, api_settings, projector, stack  # noqa: F401
+from tests.fixtures.api import Stack
 
 
 def _committed() -> dict[str, Any]:
     return orjson.loads(DOCUMENT.read_bytes())
 
 
-def test_the_document_lists_exactly_the_apps_routes(stack: Stack) -> None:  # noqa: F811
+def test_the_document_lists_exactly_the_apps_routes(stack: Stack) -> None:
     committed = {
         path: sorted(m.upper() for m in item if m != "parameters")
         for path, item in _committed()["paths"].items()
@@ -32,18 +30,13 @@ def test_the_document_lists_exactly_the_apps_routes(stack: Stack) -> None:  # no
     )
 
 
-def test_the_api_serves_the_committed_document_without_a_token(stack: Stack) -> None:  # noqa: F811
+def test_the_api_serves_the_committed_document_without_a_token(stack: Stack) -> None:
     r = stack.client.simulate_get("/openapi.json")
     assert r.status_code == 200, r.text
     assert r.json == _committed()
 
 
-def test_the_document_is_valid_openapi() -> None:
-    spec, base_uri = read_from_filename(str(DOCUMENT))
-    validate(spec, base_uri=base_uri)
-
-
-def test_every_mapped_request_body_names_a_live_route_and_a_schema(stack: Stack) -> None:  # noqa: F811
+def test_every_mapped_request_body_names_a_live_route_and_a_schema(stack: Stack) -> None:
     live = routes(stack.app)
     for (path, method), names in REQUEST_BODIES.items():
         assert method in live.get(path, []), (

@@ -21,7 +21,7 @@ from commands.host import host_aggregate_id
 from commands.migration import MigrateServer, MigrationHandlers, ResizeDecision
 from commands.placement import PlacementHandlers
 from commands.states import PowerState
-from tests.integration.test_api import P1, Stack, api_settings, projector, stack  # noqa: F401 (fixtures)
+from tests.fixtures.api import P1, Stack
 
 V = {"OpenStack-API-Version": "placement 1.39"}
 
@@ -44,14 +44,14 @@ def assert_error(r: Any, status: int, code: str, *words: str) -> None:
 
 
 @pytest.fixture
-def cloud(stack: Stack) -> dict[str, str]:  # noqa: F811
+def cloud(stack: Stack) -> dict[str, str]:
     h = stack.handlers
     h.register_host(RegisterHost("cmp-a", vcpus=4, memory_mb=4096, disk_gb=100))
     h.register_host(RegisterHost("cmp-b", vcpus=8, memory_mb=2048, disk_gb=50))
     return {name: str(host_aggregate_id(name)) for name in ("cmp-a", "cmp-b")}
 
 
-def test_versions_and_microversion_negotiation(stack: Stack) -> None:  # noqa: F811
+def test_versions_and_microversion_negotiation(stack: Stack) -> None:
     r = stack.client.simulate_get("/placement")
     assert r.status_code == 200
     (v1,) = r.json["versions"]
@@ -69,7 +69,7 @@ def test_versions_and_microversion_negotiation(stack: Stack) -> None:  # noqa: F
     assert_error(member, 403, "placement.undefined_code", "Policy")
 
 
-def test_hosts_are_providers_with_inventories(stack: Stack, cloud: dict[str, str]) -> None:  # noqa: F811
+def test_hosts_are_providers_with_inventories(stack: Stack, cloud: dict[str, str]) -> None:
     r = call(stack, "GET", "/resource_providers")
     assert r.status_code == 200
     providers = {p["name"]: p for p in r.json["resource_providers"]}
@@ -85,7 +85,7 @@ def test_hosts_are_providers_with_inventories(stack: Stack, cloud: dict[str, str
     assert_error(call(stack, "GET", f"/resource_providers/{uuid.uuid4()}"), 404, "placement.undefined_code")
 
 
-def test_generations_guard_inventory_traits_and_aggregates(stack: Stack, cloud: dict[str, str]) -> None:  # noqa: F811
+def test_generations_guard_inventory_traits_and_aggregates(stack: Stack, cloud: dict[str, str]) -> None:
     rp = f"/resource_providers/{cloud['cmp-a']}"
     inv = {"total": 4, "reserved": 2, "allocation_ratio": 2.0, "max_unit": 4}
     body = {"resource_provider_generation": 0, "inventories": {"VCPU": inv, "CUSTOM_GPU": {"total": 2}}}
@@ -133,7 +133,7 @@ def test_generations_guard_inventory_traits_and_aggregates(stack: Stack, cloud: 
 
 
 def test_scheduler_claims_and_placement_allocations_share_one_truth(
-    stack: Stack,  # noqa: F811
+    stack: Stack,
     cloud: dict[str, str],
 ) -> None:
     h = stack.handlers
@@ -187,7 +187,7 @@ def test_scheduler_claims_and_placement_allocations_share_one_truth(
     assert call(stack, "GET", f"/resource_providers/{cloud['cmp-a']}/usages").json["usages"]["VCPU"] == 0
 
 
-def test_allocation_candidates(stack: Stack, cloud: dict[str, str]) -> None:  # noqa: F811
+def test_allocation_candidates(stack: Stack, cloud: dict[str, str]) -> None:
     rp_a = f"/resource_providers/{cloud['cmp-a']}"
     call(stack, "PUT", "/traits/CUSTOM_SSD")
     call(stack, "PUT", f"{rp_a}/traits", json={"resource_provider_generation": 0, "traits": ["CUSTOM_SSD"]})
@@ -219,7 +219,7 @@ def test_allocation_candidates(stack: Stack, cloud: dict[str, str]) -> None:  # 
     assert_error(call(stack, "GET", "/allocation_candidates?resources=VCPU"), 400, "placement.undefined_code")
 
 
-def test_the_view_reads_the_log_in_pages(stack: Stack, cloud: dict[str, str]) -> None:  # noqa: F811
+def test_the_view_reads_the_log_in_pages(stack: Stack, cloud: dict[str, str]) -> None:
     """Every Host event is folded, however many reads it takes (here two events per read)."""
     h = stack.handlers
     placement = PlacementHandlers(h.app)
@@ -235,7 +235,7 @@ def test_the_view_reads_the_log_in_pages(stack: Stack, cloud: dict[str, str]) ->
     assert view.get(cloud["cmp-b"]).traits == ["CUSTOM_LATE"]  # type: ignore[union-attr]
 
 
-def test_post_allocations_moves_several_consumers_at_once(stack: Stack, cloud: dict[str, str]) -> None:  # noqa: F811
+def test_post_allocations_moves_several_consumers_at_once(stack: Stack, cloud: dict[str, str]) -> None:
     """POST /allocations (1.13+): every consumer's change or none; how Nova hands an allocation from
     one consumer to another in one step."""
     a, b = cloud["cmp-a"], cloud["cmp-b"]
@@ -288,7 +288,7 @@ def test_post_allocations_moves_several_consumers_at_once(stack: Stack, cloud: d
     assert call(stack, "POST", "/allocations", version="1.12", json=move).status_code == 405
 
 
-def test_usages_of_a_project(stack: Stack, cloud: dict[str, str]) -> None:  # noqa: F811
+def test_usages_of_a_project(stack: Stack, cloud: dict[str, str]) -> None:
     """GET /usages?project_id= (1.9; by consumer type from 1.38): its servers' claims and its
     Placement consumers' allocations, and nobody else's."""
     h = stack.handlers
@@ -315,7 +315,7 @@ def test_usages_of_a_project(stack: Stack, cloud: dict[str, str]) -> None:  # no
     assert call(stack, "GET", "/usages?project_id=proj-u", version="1.8").status_code == 404
 
 
-def test_a_moving_server_holds_two_allocations(stack: Stack, cloud: dict[str, str]) -> None:  # noqa: F811
+def test_a_moving_server_holds_two_allocations(stack: Stack, cloud: dict[str, str]) -> None:
     """While a server moves, Placement shows what Nova's does: the server's allocation on the
     destination, the migration's on the source, each consumer's generation moving on."""
     h = stack.handlers
@@ -346,7 +346,7 @@ def test_a_moving_server_holds_two_allocations(stack: Stack, cloud: dict[str, st
     assert call(stack, "GET", f"/allocations/{migration}").json["allocations"] == {}
 
 
-def test_custom_resource_classes_and_traits(stack: Stack, cloud: dict[str, str]) -> None:  # noqa: F811
+def test_custom_resource_classes_and_traits(stack: Stack, cloud: dict[str, str]) -> None:
     """/resource_classes and /traits/{name}: standard ones are known, custom ones are created and
     deleted by operators, and one in use (an inventory, a provider's trait) cannot be deleted."""
     classes = {c["name"] for c in call(stack, "GET", "/resource_classes").json["resource_classes"]}

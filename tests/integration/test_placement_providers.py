@@ -11,7 +11,7 @@ import pytest
 
 from commands.handlers import RegisterHost
 from commands.host import host_aggregate_id
-from tests.integration.test_api import ADMIN, Stack, api_settings, projector, stack  # noqa: F401 (fixtures)
+from tests.fixtures.api import ADMIN, Stack
 
 
 def call(st: Stack, method: str, path: str, version: str | None = "1.39", **kw: Any) -> Any:
@@ -45,12 +45,12 @@ def allocate(st: Stack, provider: str, resources: dict[str, int]) -> str:
 
 
 @pytest.fixture
-def host(stack: Stack) -> str:  # noqa: F811
+def host(stack: Stack) -> str:
     stack.handlers.register_host(RegisterHost("cmp-a", vcpus=4, memory_mb=4096, disk_gb=100))
     return str(host_aggregate_id("cmp-a"))
 
 
-def test_create_answers_per_microversion(stack: Stack) -> None:  # noqa: F811
+def test_create_answers_per_microversion(stack: Stack) -> None:
     rp = str(uuid.uuid4())
     r = call(stack, "POST", "/resource_providers", "1.19", json={"name": "pool", "uuid": rp})
     assert r.status_code == 201 and not r.text
@@ -101,7 +101,7 @@ def test_create_answers_per_microversion(stack: Stack) -> None:  # noqa: F811
     assert names == ["bw", "d", "pool"]
 
 
-def test_a_host_name_is_taken(stack: Stack, host: str) -> None:  # noqa: F811
+def test_a_host_name_is_taken(stack: Stack, host: str) -> None:
     assert_error(
         call(stack, "POST", "/resource_providers", json={"name": "cmp-a"}), 409, "placement.duplicate_name"
     )
@@ -111,7 +111,7 @@ def test_a_host_name_is_taken(stack: Stack, host: str) -> None:  # noqa: F811
     )  # fmt: skip
 
 
-def test_trees_parents_and_in_tree(stack: Stack, host: str) -> None:  # noqa: F811
+def test_trees_parents_and_in_tree(stack: Stack, host: str) -> None:
     child = create(stack, "cmp-a_gpu", parent_provider_uuid=host)
     assert (child["parent_provider_uuid"], child["root_provider_uuid"]) == (host, host)
     grandchild = create(stack, "cmp-a_gpu_0", parent_provider_uuid=child["uuid"])
@@ -182,7 +182,7 @@ def test_trees_parents_and_in_tree(stack: Stack, host: str) -> None:  # noqa: F8
     )
 
 
-def test_delete_refused_while_in_use_or_a_parent(stack: Stack, host: str) -> None:  # noqa: F811
+def test_delete_refused_while_in_use_or_a_parent(stack: Stack, host: str) -> None:
     parent = create(stack, "sriov")
     child = create(stack, "sriov_vf", parent_provider_uuid=parent["uuid"])
     assert_error(
@@ -206,7 +206,7 @@ def test_delete_refused_while_in_use_or_a_parent(stack: Stack, host: str) -> Non
     )
 
 
-def test_providers_take_what_hosts_take(stack: Stack, host: str) -> None:  # noqa: F811
+def test_providers_take_what_hosts_take(stack: Stack, host: str) -> None:
     pool = create(stack, "ceph")
     rp = f"/resource_providers/{pool['uuid']}"
     inv = {"resource_provider_generation": 0, "inventories": {"DISK_GB": {"total": 1000, "reserved": 100}}}
@@ -254,7 +254,7 @@ def test_providers_take_what_hosts_take(stack: Stack, host: str) -> None:  # noq
     assert (summary["parent_provider_uuid"], summary["root_provider_uuid"]) == (None, pool["uuid"])
 
 
-def test_never_a_hypervisor_nor_a_compute_service(stack: Stack, host: str) -> None:  # noqa: F811
+def test_never_a_hypervisor_nor_a_compute_service(stack: Stack, host: str) -> None:
     pool = create(stack, "vcpu-pool")
     inv = {
         "resource_provider_generation": 0,

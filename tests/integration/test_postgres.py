@@ -17,7 +17,6 @@ from stratus.postgres import (
     create_database,
     database_url,
     drop_database,
-    with_database,
 )
 
 
@@ -50,25 +49,6 @@ def test_create_and_drop_database(pg_admin_url: str) -> None:
     with pytest.raises(PostgresUnavailable):
         check_connection(url)
     drop_database(pg_admin_url, "stratus-Test_create")  # dropping twice is no error
-
-
-def test_unreachable_server_is_reported_as_unavailable() -> None:
-    with pytest.raises(PostgresUnavailable) as caught:
-        check_connection("postgresql://postgres@/postgres?host=/nonexistent", timeout=1)
-    assert isinstance(caught.value.__cause__, psycopg.OperationalError)
-
-
-def test_with_database_replaces_only_the_name() -> None:
-    assert (
-        with_database("postgresql://u:p@db.example:5433/postgres?sslmode=require", "x y")
-        == "postgresql://u:p@db.example:5433/x%20y?sslmode=require"
-    )
-    assert (
-        with_database("postgresql://postgres@/postgres?host=/tmp/pg", "t_1")
-        == "postgresql://postgres@/t_1?host=/tmp/pg"
-    )
-    dsn = with_database("host=localhost dbname=postgres user=me", "t_2")
-    assert "dbname=t_2" in dsn and "user=me" in dsn
 
 
 def test_database_url_prefers_the_environment(tmp_path: Path) -> None:

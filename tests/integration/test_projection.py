@@ -6,11 +6,8 @@ the crash and rebuild tests.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -33,148 +30,11 @@ from commands.handlers import (
     RegisterHost,
     StartSpawning,
 )
-from commands.host import Host, Resources
-from commands.image import Image
-from commands.instance import Instance
 from projections import queries
-from projections.projection import Projector
-from projections.runner import run
-from projections.schema import LIVE_SCHEMA, POSITION_CHANNEL, TABLES, ensure_live_schema
-from stratus.config import Settings
-from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
-
+from projections.schema import POSITION_CHANNEL
+from tests.fixtures.projections import head, make_projector, populate, public_image
 
 # -- shared helpers (the crash and rebuild tests use them too) ----------------------------------
-def make_app(bridge: NatsBridge, settings: Settings) -> Stratus:
-    """The application writing to (and reading from) the stream ``settings`` names."""
-    return Stratus(Factory(bridge=bridge, settings=settings))
-
-
-@contextlib.contextmanager
-def read_models(database_url: str) -> Iterator[psycopg.Connection[Any]]:
-    """An autocommit connection to ``database_url``, with the live read-model schema created."""
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        ensure_live_schema(conn)
-        yield conn
-
-
-@contextlib.contextmanager
-def projector_thread(settings: Settings) -> Iterator[threading.Thread]:
-    """The projector's composition root (``projections.runner.run``) in a thread, stopped at the end."""
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            run(settings, stop, idle_wait=0.2)
-        except BaseException as e:
-            errors.append(e)
-            raise
-
-    thread = threading.Thread(target=target, name="projector", daemon=True)
-    thread.start()
-    yield thread
-    stop.set()
-    thread.join(10)
-    assert not thread.is_alive(), "the runner did not stop within 10 s of its stop event"
-    assert not errors, errors
-
-
-@pytest.fixture
-def app(bridge: NatsBridge, settings: Settings, recorder: JetStreamApplicationRecorder) -> Stratus:
-    return make_app(bridge, settings)  # `recorder` deletes the test's stream afterwards
-
-
-@pytest.fixture
-def handlers(app: Stratus) -> Handlers:
-    return Handlers(app)
-
-
-@pytest.fixture
-def rm(database_url: str) -> Iterator[psycopg.Connection[Any]]:
-    with read_models(database_url) as conn:
-        yield conn
-
-
-@pytest.fixture
-def db_settings(settings: Settings, database_url: str) -> Settings:
-    return dataclasses.replace(settings, database_url=database_url)
-
-
-def public_image(app: Stratus) -> str:
-    """An active public image (the image service's events, without its data)."""
-    image = Image.create(
-        uuid4(), name="cirros", owner="admin", visibility="public", container_format="bare",
-        disk_format="raw", min_disk=0, min_ram=0, protected=False, tags=[], properties={},
-    )  # fmt: skip
-    image.record_upload(3, "0" * 32, "sha256", "0" * 64)
-    app.save(image)
-    return image.image_id
-
-
-def head(app: Stratus) -> int:
-    return app.recorder.max_notification_id() or 0
-
-
-def projector(app: Stratus, conn: psycopg.Connection[Any], **kw: Any) -> Projector:
-    return Projector(app.recorder, app.mapper, conn, **kw)  # type: ignore[arg-type]
-
-
-def populate(app: Stratus, *, instances: int, hosts: int = 5, chunk: int = 100) -> dict[str, Any]:
-    """Many realistic events quickly: hosts, and servers placed, spawned, and every 5th deleted.
-
-    Aggregates are saved a chunk at a time (one atomic append of a few hundred events each).
-    Returns what the read models should show.
-    """
-    flavor = Flavor.create(flavorid="p1", name="pop", vcpus=1, ram=64, disk=1, ephemeral=1)
-    app.save(flavor)
-    need = Resources.of_flavor(flavor.snapshot_for_instance())
-    hs = [Host.register(f"pop-{i}", 100_000, 10**8, 10**7) for i in range(hosts)]
-    app.save(*hs)
-    running = dict.fromkeys(range(hosts), 0)
-    expected: dict[str, Any] = {"instances": instances, "deleted": 0, "running": running}
-    for start in range(0, instances, chunk):
-        batch = []
-        for i in range(start, min(start + chunk, instances)):
-            inst = Instance.request(
-                uuid4(), name=f"vm-{i}", project_id=f"proj-{i % 7}", user_id="u",
-                flavor=flavor.snapshot_for_instance(), image_ref="img", metadata={"i": str(i)},
-                availability_zone=None, request_key=None,
-            )  # fmt: skip
-            host = hs[i % hosts]
-            host.claim(inst.server_id, need)
-            inst.schedule(host.hostname)
-            inst.start_spawning(host.hostname)
-            inst.finish_spawning(1)
-            if i % 5 == 0:
-                inst.request_delete()
-                inst.mark_deleted()
-                host.release(inst.server_id)
-                expected["deleted"] += 1
-            else:
-                expected["running"][i % hosts] += 1
-            batch.append(inst)
-        app.save(*batch, *hs)
-    return expected
-
-
-def table_rows(conn: psycopg.Connection[Any], schema: str, table: str, key: tuple[str, ...]) -> list[Any]:
-    columns = sql.SQL("position") if table == "tracking" else sql.SQL("*")
-    query = sql.SQL("SELECT {} FROM {}.{} ORDER BY {}").format(
-        columns, sql.Identifier(schema), sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, key))
-    )
-    return conn.execute(query).fetchall()
-
-
-def snapshot(conn: psycopg.Connection[Any], schema: str = LIVE_SCHEMA) -> dict[str, list[Any]]:
-    """Every table of a read-model generation, row for row (tracking: its position only)."""
-    return {table: table_rows(conn, schema, table, key) for table, key in TABLES}
-
-
-@pytest.fixture
-def runner(db_settings: Settings) -> Iterator[threading.Thread]:
-    with projector_thread(db_settings) as thread:
-        yield thread
 
 
 # -- rows -----------------------------------------------------------------------------------------
@@ -218,7 +78,7 @@ def test_a_realistic_sequence_produces_the_right_rows(
     h.place_instance(PlaceInstance(f, "c2"))
     last = h.fail_instance(FailInstance(f, "compute.spawn_failed", "boom", "trace")).position
 
-    p = projector(app, rm)
+    p = make_projector(app, rm)
     assert p.catch_up() == last == head(app)
     assert queries.current_position(rm) == last
     d_row = queries.get_server(rm, d, "p1")  # the in-between state: deletion under way
@@ -317,7 +177,7 @@ def test_each_batch_commits_its_rows_and_one_tracking_update(
     end = head(app)
     with psycopg.connect(database_url, autocommit=True) as listener:
         listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(POSITION_CHANNEL)))
-        p = projector(app, rm, batch_size=5)
+        p = make_projector(app, rm, batch_size=5)
         results = []
         position = p.position()
         while batch := p.read(position):
@@ -342,7 +202,7 @@ def test_log_entries_the_read_models_do_not_show_still_advance_the_position(
     )
     app.recorder.insert_events([foreign])
     handlers.create_flavor(CreateFlavor("2", "small", 1, 64, 1))
-    p = projector(app, rm)
+    p = make_projector(app, rm)
     result = p.step(0)
     assert (result.position, result.events, result.processed) == (3, 3, 2)
     assert queries.current_position(rm) == 3
@@ -357,10 +217,10 @@ def test_a_batch_read_before_another_writer_moved_the_position_is_discarded(
     for i in range(3):
         server = handlers.create_server(CreateServer(f"vm{i}", "p", "u", "1")).id
         handlers.place_instance(PlaceInstance(server, "c1"))
-    slow = projector(app, rm)
+    slow = make_projector(app, rm)
     stale = slow.read(0)
     with psycopg.connect(database_url, autocommit=True) as other_conn:
-        assert projector(app, other_conn).catch_up() == head(app)
+        assert make_projector(app, other_conn).catch_up() == head(app)
     result = slow.apply(stale, 0)
     assert not result.applied and result.position == head(app)
     assert slow.step(result.position).events == 0
@@ -379,7 +239,7 @@ def test_two_projectors_racing_apply_every_event_exactly_once(
     def follow() -> None:
         try:
             with psycopg.connect(database_url, autocommit=True) as conn:
-                projector(app, conn, batch_size=37).run(stop, idle_wait=0.05)
+                make_projector(app, conn, batch_size=37).run(stop, idle_wait=0.05)
         except BaseException as e:
             errors.append(e)
 

@@ -9,7 +9,6 @@ for row, and the counts the events imply.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import subprocess
@@ -26,22 +25,11 @@ from projections import queries
 from projections.rebuild import OLD_SCHEMA, rebuild
 from projections.schema import LIVE_SCHEMA, WRITER_LOCK
 from stratus.config import Settings
-from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge
-from tests.integration.test_projection import head, make_app, populate, snapshot
+from tests.fixtures.projections import head, populate, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 BATCH = 2000
 KILLS = 3
-
-
-@pytest.fixture
-def app(bridge: NatsBridge, settings: Settings, recorder: JetStreamApplicationRecorder) -> Stratus:
-    return make_app(bridge, settings)
-
-
-@pytest.fixture
-def db_settings(settings: Settings, database_url: str) -> Settings:
-    return dataclasses.replace(settings, database_url=database_url)
 
 
 def _start(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:

@@ -44,27 +44,18 @@ from projections import notifications, queries
 from projections.rebuild import rebuild
 from projections.schema import WRITER_LOCK
 from stratus.config import Settings
-from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
+from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.subjects import SubjectLayout
 from stratus.quarantine import Quarantine, Quarantined
+from tests.fixtures.commands import make_app
+from tests.fixtures.projections import head, projector_thread, read_models
 from tests.fixtures.workers import Worker, eventually
-from tests.integration.test_projection import head, make_app, projector_thread, read_models
 from workers import hypervisor, scheduler
 from workers.libvirt_driver import LibvirtDriver
 from workers.outcome import RetryPolicy
 from workers.virt import DomainInfo, GuestSpec, HostInventory
 
 UNKNOWN_TOPIC = "commands.instance:Instance.Exploded"
-
-
-@pytest.fixture
-def app(bridge: NatsBridge, settings: Settings, recorder: JetStreamApplicationRecorder) -> Stratus:
-    return make_app(bridge, settings)  # `recorder` deletes the test's stream afterwards
-
-
-@pytest.fixture
-def handlers(app: Stratus) -> Handlers:
-    return Handlers(app)
 
 
 @pytest.fixture
@@ -76,11 +67,6 @@ def quarantine(bridge: NatsBridge, settings: Settings) -> Any:
         await bridge.js.delete_stream(q.stream)
 
     bridge.run(delete, 5)
-
-
-@pytest.fixture
-def db_settings(settings: Settings, database_url: str) -> Settings:
-    return dataclasses.replace(settings, database_url=database_url)
 
 
 def nul_in_metadata(app: Stratus, server_id: str) -> int:

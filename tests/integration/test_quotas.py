@@ -4,19 +4,13 @@ and the usage the read model shows equals the usage recomputed from the log.
 
 from __future__ import annotations
 
-import copy
-import threading
-import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from commands.app import Stratus
 from commands.catalog import CatalogHandlers, CreateKeyPair, DeleteKeyPair, generate_ssh_key
 from commands.errors import QuotaExceeded
 from commands.handlers import (
-    CreateFlavor,
     CreateServer,
     DeleteServer,
     FailInstance,
@@ -25,90 +19,15 @@ from commands.handlers import (
     PlaceInstance,
     RegisterHost,
 )
-from commands.instance import Instance
 from commands.operations import CreateServerGroup, Operations
 from commands.quota import DEFAULT_LIMITS
 from commands.server_fields import ServerFieldHandlers, SetServerMetadata
-from commands.states import VmState
-from commands.usage import EPOCH_EVENTS, ProjectUsage, usage_aggregate_id
-from projections.usage_queries import project_usage
+from commands.usage import EPOCH_EVENTS, usage_aggregate_id
 from stratus.config import Settings
-from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
-from tests.integration.test_projection import projector, read_models
+from tests.fixtures.commands import M1_BIG, M1_THREE, M1_TINY
+from tests.fixtures.quotas import assert_usage_consistent, race
 
-
-@pytest.fixture
-def app(bridge: NatsBridge, settings: Settings, recorder: JetStreamApplicationRecorder) -> Stratus:
-    return Stratus(Factory(bridge=bridge, settings=settings))  # `recorder` deletes the stream afterwards
-
-
-@pytest.fixture
-def handlers(app: Stratus) -> Handlers:
-    h = Handlers(app)
-    h.create_flavor(CreateFlavor("1", "m1.tiny", vcpus=1, ram=512, disk=1))
-    h.create_flavor(CreateFlavor("3", "m1.three", vcpus=3, ram=1024, disk=1))
-    h.create_flavor(CreateFlavor("big", "m1.big", vcpus=1, ram=20480, disk=1))
-    return h
-
-
-def at_once(n: int, work: Callable[[int], Any]) -> list[Any]:
-    """Run ``work(i)`` in ``n`` threads started together; the results (or the exceptions raised) in
-    order."""
-    results: list[Any] = [None] * n
-    ready = threading.Barrier(n)
-
-    def client(i: int) -> None:
-        ready.wait()
-        try:
-            results[i] = work(i)
-        except Exception as e:  # the outcome under test: recorded and asserted on below
-            results[i] = e
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not any(t.is_alive() for t in threads)
-    return results
-
-
-def race(settings: Settings, clients: int, command: Callable[[Handlers, int], Any]) -> list[Any]:
-    """Run ``command`` from ``clients`` threads at once, each with its own NATS connection and app (as
-    separate processes would); the results (or the exceptions raised) in client order."""
-    connected = threading.Barrier(clients)
-
-    def client(i: int) -> Any:
-        with NatsBridge(settings.nats_urls, name=f"quota-client-{i}").start() as b:
-            h = Handlers(Stratus(Factory(bridge=b, settings=settings)))
-            connected.wait()
-            return command(h, i)
-
-    return at_once(clients, client)
-
-
-def usage_from_instances(handlers: Handlers, project_id: str) -> dict[str, int]:
-    """Usage recomputed from the servers' own events (not from ProjectUsage): Nova's counting."""
-    used = {"instances": 0, "cores": 0, "ram": 0}
-    for server_id in handlers.usage(project_id).holdings:
-        inst: Instance = handlers.app.repository.get(uuid.UUID(server_id))
-        if inst.deleted:
-            continue
-        used["instances"] += 1
-        if inst.vm_state != VmState.ERROR:
-            used["cores"] += inst.flavor["vcpus"]
-            used["ram"] += inst.flavor["ram"]
-    return used
-
-
-def assert_usage_consistent(handlers: Handlers, database_url: str, project_id: str) -> dict[str, int]:
-    """The aggregate's usage, the usage recomputed from the servers' events and the read model's agree."""
-    from_log = handlers.usage(project_id).used()
-    assert usage_from_instances(handlers, project_id) == from_log
-    with read_models(database_url) as conn:
-        projector(handlers.app, conn).catch_up()
-        assert project_usage(conn, project_id) == from_log
-    return from_log
+pytestmark = pytest.mark.flavors(M1_TINY, M1_THREE, M1_BIG)
 
 
 @pytest.mark.parametrize(
@@ -189,22 +108,6 @@ def test_an_idempotent_retry_is_charged_once(handlers: Handlers) -> None:
     assert handlers.usage("p1").used() == {"instances": 1, "cores": 1, "ram": 512}
 
 
-def test_the_domain_rule() -> None:
-    usage = ProjectUsage.open("p1")
-    usage.charge(["a", "b"], 2, 100, {"instances": 3, "cores": 4, "ram": -1})
-    with pytest.raises(QuotaExceeded) as over:
-        usage.charge(["c", "d"], 1, 1, {"instances": 3, "cores": 4, "ram": -1})
-    assert (
-        over.value.message
-        == "Quota exceeded for cores, instances: Requested 2, but already used 2 of 3 instances"
-    )
-    usage.charge(["a"], 2, 100, {"instances": 0, "cores": 0, "ram": 0})  # charged already: nothing to check
-    assert usage.release_resources("a") and not usage.release_resources("a")
-    assert usage.used() == {"instances": 2, "cores": 2, "ram": 100}
-    assert usage.release("a") and not usage.release("a") and not usage.release_resources("zzz")
-    usage.charge([str(i) for i in range(100)], 10**6, 10**6, {"instances": -1, "cores": -1, "ram": -1})
-
-
 def test_usage_rolls_into_new_epochs_without_losing_the_race(
     handlers: Handlers, settings: Settings, database_url: str
 ) -> None:
@@ -231,34 +134,6 @@ def test_usage_rolls_into_new_epochs_without_losing_the_race(
         "cores": 11,
         "ram": 5632,
     }
-
-
-def test_a_copy_of_the_usage_shares_nothing_it_changes() -> None:
-    """Commands decide on copies of the cached usage; copying shares the holdings (every change
-    replaces them), so a decision on the copy leaves the original as it was, and vice versa."""
-    usage = ProjectUsage.open("p1")
-    usage.charge(["a", "b"], 1, 512, DEFAULT_LIMITS)
-    usage.collect_events()
-    copied = copy.deepcopy(usage)
-    assert copied.holdings is usage.holdings  # shared until one of them changes
-
-    copied.charge(["c"], 2, 1024, DEFAULT_LIMITS)
-    copied.release("a")
-    assert usage.used() == {"instances": 2, "cores": 2, "ram": 1024} and not usage.pending_events
-    assert copied.used() == {"instances": 2, "cores": 3, "ram": 1536}
-    assert [type(e).__name__ for e in copied.collect_events()] == ["InstanceCharged", "InstanceReleased"]
-    usage.charge(["d"], 1, 512, DEFAULT_LIMITS)
-    assert "d" not in copied.holdings and copied.version == usage.version + 1
-    # once a copy owns its holdings, further changes go in place (a charge of k servers is not k copies)
-    owned = copied.holdings
-    copied.charge(["e", "f"], 1, 512, DEFAULT_LIMITS)
-    copied.release_resources("b")
-    assert copied.holdings is owned and "e" not in usage.holdings
-    assert copied.used() == {
-        "instances": len(owned),
-        "cores": sum(h["cores"] for h in owned.values()),
-        "ram": sum(h["ram"] for h in owned.values()),
-    } == {"instances": 4, "cores": 4, "ram": 2048}
 
 
 def test_concurrent_key_pairs_never_exceed_the_users_quota(handlers: Handlers, settings: Settings) -> None:

@@ -4,9 +4,7 @@ Stratus member in them: strict clients refuse unknown keys)."""
 
 from __future__ import annotations
 
-from tests.integration.test_api import ADMIN, P1, Stack, api_settings, projector, stack
-
-__all__ = ["api_settings", "projector", "stack"]
+from tests.fixtures.api import ADMIN, P1, Stack
 
 
 def test_writes_answer_their_position(stack: Stack) -> None:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -17,42 +15,7 @@ from projections import queries
 from projections.rebuild import NEW_SCHEMA, OLD_SCHEMA, RebuildInProgress, main, rebuild
 from projections.schema import LIVE_SCHEMA, REBUILD_LOCK, schema_exists
 from stratus.config import Settings
-from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge
-from tests.integration.test_projection import (
-    head,
-    make_app,
-    populate,
-    projector_thread,
-    read_models,
-    snapshot,
-)
-
-
-@pytest.fixture
-def app(bridge: NatsBridge, settings: Settings, recorder: JetStreamApplicationRecorder) -> Stratus:
-    return make_app(bridge, settings)
-
-
-@pytest.fixture
-def db_settings(settings: Settings, database_url: str) -> Settings:
-    return dataclasses.replace(settings, database_url=database_url)
-
-
-@pytest.fixture
-def handlers(app: Stratus) -> Handlers:
-    return Handlers(app)
-
-
-@pytest.fixture
-def rm(database_url: str) -> Iterator[psycopg.Connection[Any]]:
-    with read_models(database_url) as conn:
-        yield conn
-
-
-@pytest.fixture
-def runner(db_settings: Settings) -> Iterator[threading.Thread]:
-    with projector_thread(db_settings) as thread:
-        yield thread
+from tests.fixtures.projections import head, populate, snapshot
 
 
 def _schemas(conn: psycopg.Connection[Any]) -> list[str]:

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (the fixtures of test_hypervisor are imported, then requested by name)
 """Reconciliation against libvirt's test driver: guests that stopped, crashed or vanished behind
 Stratus's back, and stray guests (orphans of deleted instances are destroyed, unknown ones kept)."""
 
@@ -11,30 +10,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 import libvirt
+import pytest
 
 from commands.census import DESTROYED, LEFT_ALONE, GuestCensus, census_id
 from commands.handlers import DeleteServer, Handlers
 from commands.lifecycle import LifecycleHandlers, RequestAction
 from commands.states import PowerState, VmState
-from tests.integration.test_hypervisor import (  # noqa: F401  (fixtures)
-    HOST,
-    HOST_XML,
-    Worker,
-    app,
-    conn,
-    create_and_place,
-    driver,
-    eventually,
-    gone,
-    handlers,
-    settled,
-    start_hypervisor,
-)
-from tests.integration.test_lifecycle import active  # noqa: F401  (a fixture, requested by name)
+from tests.fixtures.commands import M1_SMALL
+from tests.fixtures.hypervisor import HOST, HOST_XML, create_and_place, gone, settled
+from tests.fixtures.workers import Worker, eventually
 from workers.hypervisor import HYPERVISOR
 from workers.libvirt_driver import EventLoop, LibvirtDriver, domain_xml
 from workers.reconcile import Reconciler, run_periodically
 from workers.virt import DomainInfo, DomainNotFound, GuestSpec
+
+pytestmark = pytest.mark.flavors(M1_SMALL)
 
 
 def census(handlers: Handlers) -> GuestCensus:

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (the fixtures of test_hypervisor are imported, then requested by name)
 """Resize and cold migration end to end below the API: the scheduler and two hypervisor workers,
 each on its own libvirt test-driver connection, on a real JetStream.
 
@@ -26,27 +25,26 @@ from commands.quota import ProjectQuota
 from commands.states import PowerState, TaskState, VmState
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge
-from tests.integration.test_hypervisor import (  # noqa: F401  (fixtures)
+from tests.fixtures.commands import M1_SMALL
+from tests.fixtures.hypervisor import (
     HOST,
-    HOST_XML,
-    Worker,
-    app,
-    conn,
+    OTHER,
+    SMALL,
     create_and_place,
-    driver,
-    eventually,
     gone,
-    handlers,
+    guest,
+    registered,
     settled,
-    start_hypervisor,
+    verify_resize,
 )
+from tests.fixtures.workers import Worker, eventually
 from workers import scheduler
 from workers.libvirt_driver import LibvirtDriver
 from workers.migration import MIGRATION_FAILED
 from workers.virt import GuestSpec, PermanentVirtError
 
-OTHER = "compute-2"
-SMALL = {"vcpus": 1, "memory_mb": 512, "disk_gb": 1}
+pytestmark = pytest.mark.flavors(M1_SMALL)
+
 MEDIUM = {"vcpus": 2, "memory_mb": 1024, "disk_gb": 1}
 
 
@@ -57,15 +55,6 @@ class Cloud:
     source: libvirt.virConnect
     dest: libvirt.virConnect
     server: str
-
-
-@pytest.fixture
-def conn2(tmp_path: Path) -> Iterator[libvirt.virConnect]:
-    host_xml = tmp_path / "host-2.xml"
-    host_xml.write_text(HOST_XML)
-    c = libvirt.open(f"test://{host_xml}")
-    yield c
-    c.close()
 
 
 @pytest.fixture
@@ -90,7 +79,7 @@ def start_cloud(
         start_hypervisor(dest_driver or LibvirtDriver(lambda: conn2, instances_path=tmp_path / "d2"), OTHER)
         server = create_and_place(handlers)
         eventually(lambda: settled(handlers, server))
-        eventually(lambda: _registered(handlers, OTHER))
+        eventually(lambda: registered(handlers, OTHER))
         workers.append(
             Worker(lambda stop: scheduler.run(settings, bridge=bridge, app=app, stop=stop, poll=0.1))
         )
@@ -101,32 +90,9 @@ def start_cloud(
         w.close()
 
 
-def _registered(handlers: Handlers, host: str) -> bool:
-    try:
-        handlers.host(host)
-    except Exception:
-        return False
-    return True
-
-
-def verify_resize(handlers: Handlers, server: str) -> Instance | None:
-    inst = handlers.instance(server)
-    return inst if inst.vm_state == VmState.RESIZED else None
-
-
 def idle(handlers: Handlers, server: str) -> Instance | None:
     inst = handlers.instance(server)
     return inst if inst.task_state is None and inst.migration is None else None
-
-
-def guest(c: libvirt.virConnect, server: str) -> tuple[int, int, int] | None:
-    """(libvirt state, vcpus, memory MiB) of the server's domain on ``c``; None when it has none."""
-    try:
-        dom = c.lookupByUUIDString(server)
-    except libvirt.libvirtError:
-        return None
-    state, _max_kib, mem_kib, vcpus, _ = dom.info()
-    return state, vcpus, mem_kib // 1024
 
 
 def claims(handlers: Handlers, host: str) -> dict[str, dict[str, int]]:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
@@ -12,12 +11,12 @@ from commands.app import Stratus
 from commands.errors import NotFound, NoValidHost
 from commands.handlers import CreateFlavor, CreateServer, DeleteServer, Handlers, RegisterHost
 from commands.host import Resources
-from commands.instance import Instance
-from commands.states import TaskState, VmState
-from stratus.config import Settings
+from commands.states import VmState
 from stratus.eventstore import Factory, NatsBridge
 from stratus.natsserver import NatsServer
+from tests.fixtures.commands import M1_HUGE, M1_SMALL
 from tests.fixtures.nats import unique_settings
+from tests.fixtures.scheduler import settled
 from tests.fixtures.workers import Worker, eventually
 from workers import scheduler
 from workers.host_selection import NO_VALID_HOST
@@ -25,53 +24,13 @@ from workers.host_view import HostView
 from workers.outcome import DONE, RetryPolicy
 from workers.placement import Placement
 
+pytestmark = pytest.mark.flavors(M1_SMALL, M1_HUGE)
+
 T = TypeVar("T")
-
-
-@pytest.fixture
-def app(bridge: NatsBridge, settings: Settings, recorder: object) -> Stratus:
-    """The application on this test's stream (``recorder`` deletes the stream afterwards)."""
-    return Stratus(Factory(bridge=bridge, settings=settings))
-
-
-@pytest.fixture
-def handlers(app: Stratus) -> Handlers:
-    h = Handlers(app)
-    h.create_flavor(CreateFlavor("small", "m1.small", vcpus=1, ram=512, disk=1))
-    h.create_flavor(CreateFlavor("huge", "m1.huge", vcpus=2, ram=49152, disk=10))  # within the RAM quota
-    return h
-
-
-@pytest.fixture
-def start_scheduler(bridge: NatsBridge, settings: Settings, app: Stratus) -> Iterator[Callable[..., Worker]]:
-    workers: list[Worker] = []
-
-    def start(durable: str = scheduler.DURABLE, own_bridge: bool = False) -> Worker:
-        def target(stop: threading.Event) -> None:
-            b = NatsBridge(settings.nats_urls, name=f"test-{durable}").start() if own_bridge else bridge
-            try:
-                app = Stratus(Factory(bridge=b, settings=settings))
-                scheduler.run(settings, bridge=b, app=app, stop=stop, poll=0.1, durable=durable)
-            finally:
-                if own_bridge:
-                    b.close()
-
-        workers.append(Worker(target))
-        return workers[-1]
-
-    yield start
-    for w in workers:
-        w.close()
 
 
 def create(handlers: Handlers, flavor: str = "small", name: str = "vm") -> str:
     return handlers.create_server(CreateServer(name, "p1", "u1", flavor)).id
-
-
-def settled(handlers: Handlers, server_id: str) -> Instance | None:
-    """The instance once the scheduler has dealt with it."""
-    inst = handlers.instance(server_id)
-    return inst if inst.task_state != TaskState.SCHEDULING else None
 
 
 def test_places_on_the_host_with_most_free_ram(

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (the fixtures of test_scheduler are imported, then requested by name)
 """The scheduler places the requests waiting for it together: one pass over the host view, one
 atomic append, each placement filed under the request it answers (real JetStream)."""
 
@@ -20,13 +19,15 @@ from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.envelope import APPEND_ID, decode_message
+from tests.fixtures.commands import M1_HUGE, M1_SMALL
+from tests.fixtures.scheduler import settled
 from tests.fixtures.workers import Worker, eventually
-from tests.integration.test_scheduler import app, handlers, settled  # noqa: F401  (fixtures)
 from workers import scheduler
 from workers.host_feed import HostFeed
 from workers.host_view import HostView
 from workers.placement import Placement, Shard
-from workers.weighers import Multipliers, Ranking, weigh
+
+pytestmark = pytest.mark.flavors(M1_SMALL, M1_HUGE)
 
 
 @pytest.fixture
@@ -127,29 +128,6 @@ def test_requests_of_a_multi_create_or_a_group_are_not_batched(handlers: Handler
     assert state["scheduling"] is None
 
 
-def test_ranking_takes_the_heaviest_host_with_room_and_moves_it_down() -> None:
-    free = {
-        "a": Resources(8, 8192, 100),
-        "b": Resources(8, 4096, 100),
-        "c": Resources(8, 1024, 100),
-    }
-    need = Resources(1, 2048, 1)
-    ranking = Ranking(free, Multipliers(ram=1.0, cpu=0.0, disk=0.0))
-    assert ranking.take(need) == weigh(free, Multipliers(ram=1.0, cpu=0.0, disk=0.0))[0] == "a"
-    # a: 6144 free, still heaviest; then 4096 ties with b and the name breaks the tie
-    assert [ranking.take(need) for _ in range(5)] == ["a", "a", "b", "a", "b"]
-    assert ranking.take(need) is None  # c never had room; a and b are full
-
-    same = {name: Resources(8, 8192, 100) for name in ("x", "y", "z")}  # identical hosts spread too
-    spreading = Ranking(same)
-    assert [spreading.take(need) for _ in range(4)] == ["x", "y", "z", "x"]
-
-    packing = Ranking(free, Multipliers(ram=-1.0, cpu=0.0, disk=0.0))
-    assert [packing.take(Resources(1, 1024, 1)) for _ in range(3)] == ["c", "b", "b"]
-    packing.drop("b")
-    assert packing.take(Resources(1, 1024, 1)) == "a"
-
-
 def test_the_standing_ranking_follows_the_hosts_between_batches(
     handlers: Handlers, app: Stratus, bridge: NatsBridge, settings: Settings, request: pytest.FixtureRequest
 ) -> None:
@@ -209,10 +187,3 @@ def test_schedulers_with_shards_place_on_their_own_hosts_first(
     room = 4 * len(owned[0]) - 2
     hosts = place(first, room + 1)
     assert set(hosts[:room]) <= set(owned[0]) and hosts[room] in owned[1]
-
-
-def test_a_shard_is_i_of_n() -> None:
-    assert Shard.parse("") == Shard(0, 1) and Shard.parse("1/2") == Shard(1, 2)
-    for bad in ("2/2", "x", "1", "-1/2"):
-        with pytest.raises(ValueError, match="STRATUS_SCHEDULER_SHARD"):
-            Shard.parse(bad)

@@ -64,9 +64,11 @@ def test_a_scheduler_killed_mid_backlog_loses_and_doubles_nothing(
     worker = Worker(rescue)
     try:
         done = eventually(
-            lambda: [h.instance(s) for s in servers]
-            if all(h.instance(s).task_state != TaskState.SCHEDULING for s in servers)
-            else None,
+            lambda: (
+                [h.instance(s) for s in servers]
+                if all(h.instance(s).task_state != TaskState.SCHEDULING for s in servers)
+                else None
+            ),
             timeout=60,
         )
     finally:

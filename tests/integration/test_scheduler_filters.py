@@ -25,10 +25,12 @@ from commands.handlers import (
 from commands.migration import FailMigration, MigrateServer, MigrationHandlers
 from commands.operations import CreateHostAggregate, CreateServerGroup, Operations, SetServiceStatus
 from commands.states import PowerState, VmState
-from tests.integration.test_scheduler import Worker, app, eventually, handlers, settled, start_scheduler
+from tests.fixtures.commands import M1_HUGE, M1_SMALL
+from tests.fixtures.scheduler import settled
+from tests.fixtures.workers import Worker, eventually
 from workers.host_selection import NO_VALID_HOST
 
-__all__ = ["app", "handlers", "start_scheduler"]  # fixtures used by the tests below
+pytestmark = pytest.mark.flavors(M1_SMALL, M1_HUGE)
 
 
 @pytest.fixture

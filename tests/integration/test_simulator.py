@@ -25,8 +25,9 @@ from stratus import hostrpc
 from stratus.cli import _parser as build_parser
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge
+from tests.fixtures.hypervisor import registered
 from tests.fixtures.processes import ROOT
-from tests.integration.test_scheduler import Worker, app, eventually, start_scheduler  # noqa: F401 (fixtures)
+from tests.fixtures.workers import Worker, eventually
 from workers import simulator
 from workers.simulator import HostShape, SimulatedCloud, host_names
 
@@ -35,7 +36,7 @@ SHAPE = HostShape(vcpus=4, memory_mb=8192, disk_gb=100)
 
 
 @pytest.fixture
-def cloud(app: Stratus, settings: Settings, bridge: NatsBridge, tmp_path: Path) -> Iterator[SimulatedCloud]:  # noqa: F811
+def cloud(app: Stratus, settings: Settings, bridge: NatsBridge, tmp_path: Path) -> Iterator[SimulatedCloud]:
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
     c = SimulatedCloud(Handlers(app), tmp_path / "sim", host_names(HOSTS), SHAPE)
     stop = threading.Event()
@@ -54,13 +55,13 @@ def cloud(app: Stratus, settings: Settings, bridge: NatsBridge, tmp_path: Path) 
 
 
 def test_hundreds_of_simulated_hosts_boot_and_delete_servers(
-    app: Stratus,  # noqa: F811
+    app: Stratus,
     cloud: SimulatedCloud,
-    start_scheduler: Callable[..., Worker],  # noqa: F811
+    start_scheduler: Callable[..., Worker],
     tmp_path: Path,
 ) -> None:
     h = Handlers(app)
-    eventually(lambda: all(_registered(h, n) for n in ("sim-00001", f"sim-{HOSTS:05d}")), timeout=60)
+    eventually(lambda: all(registered(h, n) for n in ("sim-00001", f"sim-{HOSTS:05d}")), timeout=60)
     host = h.host("sim-00150")
     assert (host.vcpus, host.memory_mb, host.disk_gb, host.hypervisor_type) == (4, 8192, 100, "TEST")
 
@@ -96,15 +97,15 @@ def test_hundreds_of_simulated_hosts_boot_and_delete_servers(
 
 
 def test_simulated_hosts_carry_out_actions_and_moves(
-    app: Stratus,  # noqa: F811
+    app: Stratus,
     bridge: NatsBridge,
     cloud: SimulatedCloud,
-    start_scheduler: Callable[..., Worker],  # noqa: F811
+    start_scheduler: Callable[..., Worker],
 ) -> None:
     """A simulated host is a whole host: a stop, a resize and its confirm end as on a real one,
     never left waiting for a worker that does not listen."""
     h = Handlers(app)
-    eventually(lambda: _registered(h, f"sim-{HOSTS:05d}"), timeout=60)
+    eventually(lambda: registered(h, f"sim-{HOSTS:05d}"), timeout=60)
     h.create_flavor(CreateFlavor("one", "m1.one", vcpus=1, ram=1024, disk=10))
     h.create_flavor(CreateFlavor("two", "m1.two", vcpus=2, ram=2048, disk=10))
     start_scheduler()
@@ -129,14 +130,6 @@ def test_simulated_hosts_carry_out_actions_and_moves(
     assert h.instance(server).vm_state == VmState.STOPPED and h.host(str(source)).claims == {}
 
 
-def _registered(h: Handlers, name: str) -> bool:
-    try:
-        h.host(name)
-    except NotFound:
-        return False
-    return True
-
-
 def _gone(h: Handlers, server_id: str) -> bool:
     try:
         h.instance(server_id)
@@ -157,7 +150,7 @@ def test_the_cli_has_a_simulate_command() -> None:
 
 
 def test_stratus_simulate_runs_hosts_of_the_size_asked(
-    app: Stratus,  # noqa: F811
+    app: Stratus,
     settings: Settings,
     tmp_path: Path,
 ) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from stratus.supervisor import ChildProcess, Part, PartFailed, ServicePart, Supervisor, tcp_listening
+from stratus.supervisor import ChildProcess, Part, ServicePart, Supervisor, tcp_listening
 from tests.fixtures.processes import free_port
 
 PY = sys.executable
@@ -230,8 +230,13 @@ def test_service_parts_are_watched_and_stopped_like_children(tmp_path: Path) -> 
         procs[0].wait()
         events.append("stopped")
 
-    service = ServicePart("nats", start=start, stop=stop, exit_status=lambda: procs[0].poll(),
-                          address=lambda: "nats://127.0.0.1:1234")
+    service = ServicePart(
+        "nats",
+        start=start,
+        stop=stop,
+        exit_status=lambda: procs[0].poll(),
+        address=lambda: "nats://127.0.0.1:1234",
+    )
     log = io.StringIO()
 
     def crash_service(parts: object) -> None:
@@ -253,18 +258,6 @@ def test_a_service_that_cannot_start_is_reported(tmp_path: Path) -> None:
     assert "nats could not be started: port 4222 is taken" in log.getvalue()
 
 
-def test_part_names_are_unique() -> None:
-    with pytest.raises(ValueError):
-        Supervisor([ChildProcess("api", ["true"]), ChildProcess("api", ["true"])])
-
-
-def test_a_missing_executable_is_a_start_failure() -> None:
-    log = io.StringIO()
-    assert Supervisor([ChildProcess("api", ["/nonexistent/gunicorn"])], log=log).run() == 1
-    assert "api could not be started" in log.getvalue()
-    assert isinstance(PartFailed("x", "y"), Exception)
-
-
 # -- the supervisor as a process of its own, as `stratus run` is -----------------------------------
 
 GROUP = """
@@ -284,7 +277,10 @@ GROUP = """
 def start_group(journal: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [*program(GROUP), str(journal), textwrap.dedent(SERVE)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         # As in a terminal: the supervisor leads a process group of its own.
         start_new_session=True,
     )
@@ -368,8 +364,9 @@ def test_a_part_that_cannot_be_stopped_does_not_keep_the_others_running(tmp_path
         pid_of(journal, "api")  # its SIGTERM handler is in place
         sup.request_stop()
 
-    sup = Supervisor([serving("nats", journal), stuck, serving("api", journal)], log=log,
-                     on_ready=stop_when_serving)
+    sup = Supervisor(
+        [serving("nats", journal), stuck, serving("api", journal)], log=log, on_ready=stop_when_serving
+    )
     assert sup.run() == 1
     assert "postgres could not be stopped: pg_ctl: cannot stop server" in log.getvalue()
     assert journal.read_text().split() == ["api", "nats"]

@@ -114,7 +114,8 @@ def loopback_cluster(
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-m", "stratus.cli", "nats", "--config", str(local)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
                 env={**os.environ, "STRATUS_NATS_PASSWORD": PASSWORD},
             )
         )

@@ -5,7 +5,6 @@ Each of these was found open by an attacker's probe: a token obtained with a tok
 full lifetime, revoking a parent left its child valid, a password change left old tokens valid,
 re-enabling a user revived tokens, and a correctly signed token with bad claims answered 500.
 """
-# ruff: noqa: F811 (test_api's fixtures, imported, are what the tests here ask for by name)
 
 from __future__ import annotations
 
@@ -20,8 +19,8 @@ from cryptography.fernet import Fernet
 from api.credentials import SCHEMA, LoginThrottle, ThrottlePolicy, verify_password
 from api.tokens import load_or_create_key
 from stratus.config import Settings
+from tests.fixtures.api import ADMIN, Stack
 from tests.fixtures.identity import password_auth
-from tests.integration.test_api import ADMIN, Stack, api_settings, projector, stack  # noqa: F401
 
 TOKENS = "/identity/v3/auth/tokens"
 SERVERS = "/v2.1/servers"

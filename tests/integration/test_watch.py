@@ -5,17 +5,14 @@ Last-Event-ID, a reader that never reads stalling no one, and an expired positio
 from __future__ import annotations
 
 import dataclasses
-import http.client
 import json
-import socket
-import socketserver
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import make_server
 
 import pytest
 from nats.js.api import DiscardPolicy
@@ -24,33 +21,9 @@ import schemas
 from api import watch
 from commands.handlers import PlaceInstance, RegisterHost
 from stratus.config import Settings
+from tests.fixtures.api import ADMIN, P1, P2, Stack
 from tests.fixtures.processes import free_port, serving
-from tests.integration.test_api import ADMIN, P1, P2, Stack, api_settings, projector, stack
-
-__all__ = ["api_settings", "projector", "stack"]
-
-
-class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-@dataclasses.dataclass
-class Http:
-    port: int
-
-    def open(self, path: str, headers: dict[str, str], rcvbuf: int | None = None) -> http.client.HTTPResponse:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        conn.connect()
-        if rcvbuf is not None:
-            assert conn.sock is not None
-            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        conn.request("GET", path, headers=headers)
-        return conn.getresponse()
+from tests.fixtures.watch import Http, Quiet, ThreadingServer, create_server, read_events
 
 
 @pytest.fixture(params=["threaded-wsgi", "stratus-watch"])
@@ -63,7 +36,7 @@ def http_server(
         yield from _stratus_watch(api_settings, tmp_path)
         return
     watch.add_route(stack.app, stack.handlers.app.recorder, heartbeat=0.5)  # type: ignore[arg-type]
-    server = make_server("127.0.0.1", 0, stack.app, server_class=_ThreadingServer, handler_class=_Quiet)
+    server = make_server("127.0.0.1", 0, stack.app, server_class=ThreadingServer, handler_class=Quiet)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield Http(server.server_address[1])
@@ -82,35 +55,6 @@ def who(stack: Stack, persona: Any) -> dict[str, str]:
     """The request headers of a test persona (identity headers, or a token once identity lands)."""
     headers = getattr(stack, "headers", None)
     return dict(headers(persona)) if headers is not None else dict(persona)
-
-
-def read_events(resp: http.client.HTTPResponse, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
-    """The next ``count`` SSE messages (comments and keep-alives skipped)."""
-    events: list[dict[str, Any]] = []
-    current: dict[str, Any] = {}
-    deadline = time.monotonic() + timeout
-    while len(events) < count:
-        assert time.monotonic() < deadline, f"only {len(events)} of {count} events arrived"
-        line = resp.readline().decode()
-        assert line, "the stream ended"
-        line = line.rstrip("\n")
-        if not line:
-            if "data" in current:
-                events.append(current)
-            current = {}
-        elif line.startswith("id: "):
-            current["id"] = int(line[4:])
-        elif line.startswith("event: "):
-            current["event"] = line[7:]
-        elif line.startswith("data: "):
-            current["data"] = json.loads(line[6:])
-    return events
-
-
-def create_server(stack: Stack, headers: Any, flavor: str) -> tuple[str, int]:
-    r = stack.request("POST", "/v2.1/servers", headers, json={"server": {"name": "vm", "flavorRef": flavor}})
-    assert r.status_code == 202, r.text
-    return r.json["server"]["id"], int(r.headers["X-Stratus-Position"])
 
 
 def test_a_member_follows_their_projects_servers_and_resumes(stack: Stack, http_server: Http) -> None:

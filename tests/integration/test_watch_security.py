@@ -7,7 +7,6 @@ only between passes over the log (a backlog went out whole after a revocation), 
 host still reached members, the streams could take every thread of ``stratus watch``, and a message
 whose payload did not decode ended every stream that met it.
 """
-# ruff: noqa: F811 (test_api's and test_watch's fixtures, imported, are requested by name)
 
 from __future__ import annotations
 
@@ -38,9 +37,9 @@ from commands.host import host_aggregate_id
 from commands.migration import MigrateServer, MigrationHandlers
 from stratus.config import Settings
 from stratus.eventstore import JetStreamApplicationRecorder, envelope
+from tests.fixtures.api import ADMIN, P1, Stack
 from tests.fixtures.processes import free_port, serving
-from tests.integration.test_api import ADMIN, P1, Stack, api_settings, projector, stack  # noqa: F401
-from tests.integration.test_watch import Http, _Quiet, _ThreadingServer, create_server, read_events
+from tests.fixtures.watch import Http, Quiet, ThreadingServer, create_server, read_events
 
 LIMITS = watch.StreamLimits(per_user=2, total=10, recheck_seconds=0.2)
 
@@ -52,7 +51,7 @@ def guarded(stack: Stack, api_settings: Settings) -> Iterator[Http]:
     authenticator = Authenticator(stack.signer, ReadModel(pool, 5.0))
     recorder: JetStreamApplicationRecorder = stack.handlers.app.recorder  # type: ignore[assignment]
     watch.add_route(stack.app, recorder, heartbeat=0.2, authenticator=authenticator, limits=LIMITS)
-    server = make_server("127.0.0.1", 0, stack.app, server_class=_ThreadingServer, handler_class=_Quiet)
+    server = make_server("127.0.0.1", 0, stack.app, server_class=ThreadingServer, handler_class=Quiet)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield Http(server.server_address[1])

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (the fixtures of test_hypervisor are imported, then requested by name)
 """``kill -9`` of the hypervisor worker in the middle of a spawn, a delete or a resize, then a restart:
 the step completes at once (the restarted worker recovers what its host left under way, without waiting for
 JetStream's two-minute redelivery), and nothing stays in a transitional task state."""
@@ -20,23 +19,23 @@ from commands.migration import MigrationHandlers, ResizeDecision, ResizeServer
 from commands.states import PowerState, TaskState, VmState
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge
-from tests.integration.test_hypervisor import (  # noqa: F401  (fixtures)
+from tests.fixtures.commands import M1_SMALL
+from tests.fixtures.hypervisor import (
     HOST,
     HOST_XML,
-    Worker,
-    app,
-    conn,
+    OTHER,
+    SMALL,
     create_and_place,
-    driver,
-    eventually,
     gone,
-    handlers,
+    guest,
     settled,
-    start_hypervisor,
+    verify_resize,
 )
-from tests.integration.test_resize import OTHER, SMALL, conn2, guest, verify_resize  # noqa: F401  (fixtures)
+from tests.fixtures.workers import Worker, eventually
 from workers import scheduler
 from workers.libvirt_driver import LibvirtDriver
+
+pytestmark = pytest.mark.flavors(M1_SMALL)
 
 ROOT = Path(__file__).resolve().parents[2]
 
