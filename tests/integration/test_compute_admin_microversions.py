@@ -3,263 +3,231 @@
 ``additionalProperties: false``): hypervisors, services, aggregates, extensions, os-hosts and
 tenant usage, against the real services.
 
-The schemas are tempest's modules, loaded by ``tests.nova_schemas`` (which installs tempest into
-the conformance runner's virtualenv when it is not there yet).
+Each table is a sequence of calls (``tests.fixtures.http_table``): microversion, persona, request,
+the status and tempest schema of the answer, an error's fault. The schemas are tempest's modules,
+loaded by ``tests.fixtures.nova_schemas`` (which installs tempest into the conformance runner's
+virtualenv when it is not there yet).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from commands.handlers import RegisterHost
-from tests.fixtures import nova_schemas
-from tests.fixtures.api import ADMIN, P1, Stack, alive, assert_fault
+from tests.fixtures.api import P1, Stack, alive
+from tests.fixtures.http_table import Call, Values, run
 
 
-def written(r: Any) -> int:
-    assert r.status_code in (200, 201, 202, 204), (r.status_code, r.text)
-    return int(r.headers["X-Stratus-Position"])
-
-
-@pytest.fixture(scope="module")
-def schemas() -> Any:
-    """Tempest's schema modules by microversion and name (``tests.nova_schemas``)."""
-    return lambda version, name: nova_schemas.module(f"{version}.{name}")
-
-
-def conforms(r: Any, schema: dict[str, Any]) -> Any:
-    """The response's status and body are what tempest accepts; the body."""
-    body = r.json if r.text else None
-    nova_schemas.conforms(schema, r.status_code, body, r.text[:200])
-    return body
-
-
-def at(stack: Stack, minor: int, who: str = ADMIN) -> dict[str, str]:
-    return {**stack.auth(who), "OpenStack-API-Version": f"compute 2.{minor}"}
-
-
-def _hosts(stack: Stack) -> int:
+def hosts(stack: Stack) -> Values:
+    """Two hosts whose workers beat: cmp-a (4 vCPUs) and cmp-b (2)."""
     stack.handlers.register_host(RegisterHost("cmp-a", vcpus=4, memory_mb=8192, disk_gb=50))
     after = stack.handlers.register_host(RegisterHost("cmp-b", vcpus=2, memory_mb=4096, disk_gb=20)).position
     alive(stack, "cmp-a", "cmp-b")
-    return after
+    return {"after": after}
 
 
-# -- hypervisors ----------------------------------------------------------------------------------
-def test_hypervisors_before_2_53(stack: Stack, schemas: Any) -> None:
-    v21 = schemas("v2_1", "hypervisors")
-    after = _hosts(stack)
-    brief = conforms(stack.get("/v2.1/os-hypervisors", after=after), v21.list_search_hypervisors)
-    assert [type(h["id"]) for h in brief["hypervisors"]] == [int, int]  # Nova's integers before 2.53
-    detail = conforms(stack.get("/v2.1/os-hypervisors/detail"), v21.list_hypervisors_detail)
-    first = detail["hypervisors"][0]
-    assert first["host_ip"] and first["service"]["id"] == first["id"]
-    show = conforms(stack.get(f"/v2.1/os-hypervisors/{first['id']}"), v21.get_hypervisor)
-    assert show["hypervisor"]["hypervisor_hostname"] == "cmp-a"
-    stats = conforms(stack.get("/v2.1/os-hypervisors/statistics"), v21.get_hypervisor_statistics)
-    assert stats["hypervisor_statistics"]["count"] == 2
-    assert stats["hypervisor_statistics"]["vcpus"] == 6
-    uptime = conforms(stack.get(f"/v2.1/os-hypervisors/{first['id']}/uptime"), v21.get_hypervisor_uptime)
-    assert "load average" in uptime["hypervisor"]["uptime"]
-    found = conforms(stack.get("/v2.1/os-hypervisors/cmp-/search"), v21.list_search_hypervisors)
-    assert [h["hypervisor_hostname"] for h in found["hypervisors"]] == ["cmp-a", "cmp-b"]
-    on = conforms(stack.get("/v2.1/os-hypervisors/cmp-b/servers"), v21.get_hypervisors_servers)
-    assert "servers" not in on["hypervisors"][0]  # none there: Nova leaves the key out
-    assert_fault(stack.get("/v2.1/os-hypervisors/nope/search"), 404, "itemNotFound", "No hypervisor matching")
-    assert_fault(stack.get("/v2.1/os-hypervisors/cmp/search", P1), 403, "forbidden")
-    v228 = schemas("v2_28", "hypervisors")
-    conforms(stack.get("/v2.1/os-hypervisors/detail", at(stack, 28)), v228.list_hypervisors_detail)
-    v233 = schemas("v2_33", "hypervisors")
-    page = conforms(stack.get("/v2.1/os-hypervisors?limit=1", at(stack, 33)), v233.list_search_hypervisors)
-    assert [h["hypervisor_hostname"] for h in page["hypervisors"]] == ["cmp-a"]
-    marker = page["hypervisors"][0]["id"]
-    assert "marker=" in page["hypervisors_links"][0]["href"]
-    rest = stack.get(f"/v2.1/os-hypervisors/detail?marker={marker}", at(stack, 33))
-    assert [
-        h["hypervisor_hostname"] for h in conforms(rest, v233.list_hypervisors_detail)["hypervisors"]
-    ] == ["cmp-b"]
+def nothing(stack: Stack) -> Values:
+    return {}
 
 
-def test_hypervisors_from_2_53(stack: Stack, schemas: Any) -> None:
-    v253 = schemas("v2_53", "hypervisors")
-    after = _hosts(stack)
-    h53 = at(stack, 53)
-    listed = conforms(stack.get("/v2.1/os-hypervisors", h53, after=after), v253.list_search_hypervisors)
-    ids = [h["id"] for h in listed["hypervisors"]]
-    assert all(len(i) == 36 for i in ids)
-    r = stack.get("/v2.1/os-hypervisors/detail?hypervisor_hostname_pattern=cmp-b&with_servers=true", h53)
-    (only,) = conforms(r, v253.list_hypervisors_detail)["hypervisors"]
-    assert only["hypervisor_hostname"] == "cmp-b" and "servers" not in only  # [] only from 2.75
-    conforms(stack.get(f"/v2.1/os-hypervisors/{ids[0]}?with_servers=1", h53), v253.get_hypervisor)
-    assert_fault(stack.get("/v2.1/os-hypervisors/cmp-a", h53), 400, "badRequest", "Invalid uuid cmp-a")
-    assert_fault(stack.get("/v2.1/os-hypervisors?with_servers=maybe", h53), 400, "badRequest")
-    r = stack.get("/v2.1/os-hypervisors?hypervisor_hostname_pattern=cmp&limit=1", h53)
-    assert_fault(r, 400, "badRequest", "Paging over hypervisors")
-    assert_fault(stack.get("/v2.1/os-hypervisors?hypervisor_hostname_pattern=zz", h53), 404, "itemNotFound")
-    for route in ("cmp/search", "cmp/servers"):
-        assert_fault(stack.get(f"/v2.1/os-hypervisors/{route}", h53), 404, "itemNotFound")
-
-    h75 = at(stack, 75)
-    r = stack.get(f"/v2.1/os-hypervisors/{ids[1]}?with_servers=true", h75)
-    assert conforms(r, v253.get_hypervisor)["hypervisor"]["servers"] == []
-
-    h88 = at(stack, 88)
-    (first, _) = stack.get("/v2.1/os-hypervisors/detail", h88).json["hypervisors"]
-    assert "load average" in first["uptime"] and "vcpus" not in first and "cpu_info" not in first
-    assert set(first) == {
-        "id", "hypervisor_hostname", "state", "status", "hypervisor_type", "hypervisor_version",
-        "host_ip", "service", "uptime",
-    }  # fmt: skip
-    assert_fault(stack.get("/v2.1/os-hypervisors/statistics", h88), 404, "itemNotFound")
-    assert_fault(stack.get(f"/v2.1/os-hypervisors/{ids[0]}/uptime", h88), 404, "itemNotFound")
-    conforms(stack.get("/v2.1/os-hypervisors/statistics", at(stack, 87)), v253.get_hypervisor_statistics)
+def names(body: Any) -> list[str]:
+    return [h["hypervisor_hostname"] for h in body["hypervisors"]]
 
 
-# -- services -------------------------------------------------------------------------------------
-def test_services_updated_by_uuid_from_2_53(stack: Stack, schemas: Any) -> None:
-    v253 = schemas("v2_53", "services")
-    after = _hosts(stack)
-    h53 = at(stack, 53)
-    listed = conforms(stack.get("/v2.1/os-services", h53, after=after), v253.list_services)
-    service = next(s for s in listed["services"] if s["host"] == "cmp-a")
-    path = f"/v2.1/os-services/{service['id']}"
-    r = stack.request("PUT", path, h53, json={"status": "disabled", "disabled_reason": "maintenance"})
-    updated = conforms(r, v253.update_service)["service"]
-    assert (updated["id"], updated["status"], updated["disabled_reason"]) == (
-        service["id"],
-        "disabled",
-        "maintenance",
-    )
-    r = stack.request("PUT", path, h53, json={"status": "enabled", "forced_down": "true"})
-    updated = conforms(r, v253.update_service)["service"]
-    assert (updated["status"], updated["disabled_reason"], updated["forced_down"], updated["state"]) == (
-        "enabled",
-        None,
-        True,
-        "down",
-    )
-    services = stack.get("/v2.1/os-services?host=cmp-a", h53, after=written(r)).json["services"]
-    assert services[0]["forced_down"] is True
+# tempest's schema modules of the hypervisors, by the microversion they start at
+HYP_1, HYP_28, HYP_33, HYP_53 = (f"v2_{n}.hypervisors." for n in (1, 28, 33, 53))
+HYPERVISORS_BEFORE_2_53 = [
+    Call("2.1", "GET", "/v2.1/os-hypervisors", 200, HYP_1 + "list_search_hypervisors",
+         expect=lambda b, v: [type(h["id"]) for h in b["hypervisors"]] == [int, int]),  # integers before 2.53
+    Call("2.1", "GET", "/v2.1/os-hypervisors/detail", 200, HYP_1 + "list_hypervisors_detail",
+         expect=lambda b, v: b["hypervisors"][0]["host_ip"]
+         and b["hypervisors"][0]["service"]["id"] == b["hypervisors"][0]["id"],
+         keep=lambda b: {"first": b["hypervisors"][0]["id"]}),
+    Call("2.1", "GET", "/v2.1/os-hypervisors/{first}", 200, HYP_1 + "get_hypervisor",
+         expect=lambda b, v: b["hypervisor"]["hypervisor_hostname"] == "cmp-a"),
+    Call("2.1", "GET", "/v2.1/os-hypervisors/statistics", 200, HYP_1 + "get_hypervisor_statistics",
+         expect=lambda b, v: [b["hypervisor_statistics"][k] for k in ("count", "vcpus")] == [2, 6]),
+    Call("2.1", "GET", "/v2.1/os-hypervisors/{first}/uptime", 200, HYP_1 + "get_hypervisor_uptime",
+         expect=lambda b, v: "load average" in b["hypervisor"]["uptime"]),
+    Call("2.1", "GET", "/v2.1/os-hypervisors/cmp-/search", 200, HYP_1 + "list_search_hypervisors",
+         expect=lambda b, v: names(b) == ["cmp-a", "cmp-b"]),
+    Call("2.1", "GET", "/v2.1/os-hypervisors/cmp-b/servers", 200, HYP_1 + "get_hypervisors_servers",
+         expect=lambda b, v: "servers" not in b["hypervisors"][0]),  # none there: Nova leaves the key out
+    Call("2.1", "GET", "/v2.1/os-hypervisors/nope/search", 404,
+         fault=("itemNotFound", "No hypervisor matching")),
+    Call("2.1", "GET", "/v2.1/os-hypervisors/cmp/search", 403, who=P1, fault=("forbidden",)),
+    Call("2.28", "GET", "/v2.1/os-hypervisors/detail", 200, HYP_28 + "list_hypervisors_detail"),
+    Call("2.33", "GET", "/v2.1/os-hypervisors?limit=1", 200, HYP_33 + "list_search_hypervisors",
+         expect=lambda b, v: names(b) == ["cmp-a"] and "marker=" in b["hypervisors_links"][0]["href"],
+         keep=lambda b: {"marker": b["hypervisors"][0]["id"]}),
+    Call("2.33", "GET", "/v2.1/os-hypervisors/detail?marker={marker}", 200,
+         HYP_33 + "list_hypervisors_detail",
+         expect=lambda b, v: names(b) == ["cmp-b"]),
+]  # fmt: skip
 
-    unknown = "/v2.1/os-services/8f5c1d3e-0b1a-4f43-9d2e-0c6f3b1b2a11"
-    assert_fault(stack.request("PUT", unknown, h53, json={"status": "enabled"}), 404, "itemNotFound")
-    body = {"status": "enabled", "disabled_reason": "x"}
-    assert_fault(stack.request("PUT", path, h53, json=body), 400, "badRequest", "'disabled_reason'")
-    assert_fault(stack.request("PUT", path, h53, json={}), 400, "badRequest", "No updates were requested")
-    assert_fault(stack.request("PUT", path, h53, json={"host": "cmp-a"}), 400, "badRequest")
-    old = {"host": "cmp-a", "binary": "nova-compute"}
-    assert_fault(stack.request("PUT", "/v2.1/os-services/disable", h53, json=old), 400, "badRequest")
-    r = stack.request("PUT", "/v2.1/os-services/disable", h53, json={"status": "disabled"})
-    assert_fault(r, 400, "badRequest", "Invalid uuid disable")
-    assert_fault(stack.request("PUT", path, at(stack, 53, P1), json={"status": "enabled"}), 403, "forbidden")
+HYPERVISOR_AT_2_88 = {
+    "id", "hypervisor_hostname", "state", "status", "hypervisor_type", "hypervisor_version", "host_ip",
+    "service", "uptime",
+}  # fmt: skip
+HYPERVISORS_FROM_2_53 = [
+    Call("2.53", "GET", "/v2.1/os-hypervisors", 200, HYP_53 + "list_search_hypervisors",
+         expect=lambda b, v: all(len(h["id"]) == 36 for h in b["hypervisors"]),
+         keep=lambda b: {"id0": b["hypervisors"][0]["id"], "id1": b["hypervisors"][1]["id"]}),
+    Call("2.53", "GET", "/v2.1/os-hypervisors/detail?hypervisor_hostname_pattern=cmp-b&with_servers=true",
+         200, HYP_53 + "list_hypervisors_detail",
+         expect=lambda b, v: [(h["hypervisor_hostname"], "servers" in h) for h in b["hypervisors"]]
+         == [("cmp-b", False)]),  # "servers": [] only from 2.75
+    Call("2.53", "GET", "/v2.1/os-hypervisors/{id0}?with_servers=1", 200, HYP_53 + "get_hypervisor"),
+    Call("2.53", "GET", "/v2.1/os-hypervisors/cmp-a", 400, fault=("badRequest", "Invalid uuid cmp-a")),
+    Call("2.53", "GET", "/v2.1/os-hypervisors?with_servers=maybe", 400, fault=("badRequest",)),
+    Call("2.53", "GET", "/v2.1/os-hypervisors?hypervisor_hostname_pattern=cmp&limit=1", 400,
+         fault=("badRequest", "Paging over hypervisors")),
+    Call("2.53", "GET", "/v2.1/os-hypervisors?hypervisor_hostname_pattern=zz", 404, fault=("itemNotFound",)),
+    Call("2.53", "GET", "/v2.1/os-hypervisors/cmp/search", 404, fault=("itemNotFound",)),
+    Call("2.53", "GET", "/v2.1/os-hypervisors/cmp/servers", 404, fault=("itemNotFound",)),
+    Call("2.75", "GET", "/v2.1/os-hypervisors/{id1}?with_servers=true", 200, HYP_53 + "get_hypervisor",
+         expect=lambda b, v: b["hypervisor"]["servers"] == []),
+    Call("2.88", "GET", "/v2.1/os-hypervisors/detail",
+         expect=lambda b, v: len(b["hypervisors"]) == 2 and "load average" in b["hypervisors"][0]["uptime"]
+         and set(b["hypervisors"][0]) == HYPERVISOR_AT_2_88),  # no vcpus, no cpu_info
+    Call("2.88", "GET", "/v2.1/os-hypervisors/statistics", 404, fault=("itemNotFound",)),
+    Call("2.88", "GET", "/v2.1/os-hypervisors/{id0}/uptime", 404, fault=("itemNotFound",)),
+    Call("2.87", "GET", "/v2.1/os-hypervisors/statistics", 200, HYP_53 + "get_hypervisor_statistics"),
+]  # fmt: skip
+
+SERVICE = "/v2.1/os-services/{service}"
+SERVICES_BY_UUID_FROM_2_53 = [
+    Call("2.53", "GET", "/v2.1/os-services", 200, "v2_53.services.list_services",
+         keep=lambda b: {"service": next(s["id"] for s in b["services"] if s["host"] == "cmp-a")}),
+    Call("2.53", "PUT", SERVICE, 200, "v2_53.services.update_service",
+         body={"status": "disabled", "disabled_reason": "maintenance"},
+         expect=lambda b, v: (b["service"]["id"], b["service"]["status"], b["service"]["disabled_reason"])
+         == (v["service"], "disabled", "maintenance")),
+    Call("2.53", "PUT", SERVICE, 200, "v2_53.services.update_service",
+         body={"status": "enabled", "forced_down": "true"},
+         expect=lambda b, v: [b["service"][k] for k in ("status", "disabled_reason", "forced_down", "state")]
+         == ["enabled", None, True, "down"]),
+    Call("2.53", "GET", "/v2.1/os-services?host=cmp-a",
+         expect=lambda b, v: b["services"][0]["forced_down"] is True),
+    Call("2.53", "PUT", "/v2.1/os-services/8f5c1d3e-0b1a-4f43-9d2e-0c6f3b1b2a11", 404,
+         body={"status": "enabled"}, fault=("itemNotFound",)),
+    Call("2.53", "PUT", SERVICE, 400, body={"status": "enabled", "disabled_reason": "x"},
+         fault=("badRequest", "'disabled_reason'")),
+    Call("2.53", "PUT", SERVICE, 400, body={}, fault=("badRequest", "No updates were requested")),
+    Call("2.53", "PUT", SERVICE, 400, body={"host": "cmp-a"}, fault=("badRequest",)),
+    Call("2.53", "PUT", "/v2.1/os-services/disable", 400, body={"host": "cmp-a", "binary": "nova-compute"},
+         fault=("badRequest",)),
+    Call("2.53", "PUT", "/v2.1/os-services/disable", 400, body={"status": "disabled"},
+         fault=("badRequest", "Invalid uuid disable")),
+    Call("2.53", "PUT", SERVICE, 403, who=P1, body={"status": "enabled"}, fault=("forbidden",)),
+]  # fmt: skip
+
+IMAGES = "/v2.1/os-aggregates/{aggregate}/images"
+CACHE = {"cache": [{"id": "a0b2c4d6-0000-4000-8000-000000000001"}]}
+AGGREGATES = [
+    Call("2.1", "POST", "/v2.1/os-aggregates", 200, "v2_1.aggregates.create_aggregate",
+         body={"aggregate": {"name": "rack-1"}}, keep=lambda b: {"aggregate": b["aggregate"]["id"]}),
+    Call("2.1", "GET", "/v2.1/os-aggregates/{aggregate}", 200, "v2_1.aggregates.get_aggregate"),
+    Call("2.1", "GET", "/v2.1/os-aggregates", 200, "v2_1.aggregates.list_aggregates"),
+    Call("2.41", "GET", "/v2.1/os-aggregates/{aggregate}", 200, "v2_41.aggregates.get_aggregate",
+         expect=lambda b, v: len(b["aggregate"]["uuid"]) == 36),
+    Call("2.41", "GET", "/v2.1/os-aggregates", 200, "v2_41.aggregates.list_aggregates"),
+    Call("2.80", "POST", IMAGES, 404, body=CACHE, fault=("itemNotFound",)),
+    Call("2.81", "POST", IMAGES, 202, body=CACHE, expect=lambda b, v: b is None),  # no body
+    Call("2.81", "POST", IMAGES, 400, body={"cache": CACHE["cache"] * 2}, fault=("badRequest", "Duplicate")),
+    Call("2.81", "POST", IMAGES, 400, body={"cache": []}, fault=("badRequest",)),
+    Call("2.81", "POST", "/v2.1/os-aggregates/999/images", 404, body=CACHE, fault=("itemNotFound",)),
+    Call("2.81", "POST", IMAGES, 403, who=P1, body=CACHE, fault=("forbidden",)),
+]  # fmt: skip
+
+EXTENSIONS = [
+    Call("2.1", "GET", "/v2.1/extensions", 200, "v2_1.extensions.list_extensions", who=P1,
+         expect=lambda b, v: len(b["extensions"]) == 99),
+    Call("2.1", "GET", "/v2.1/extensions/os-consoles", who=P1,
+         expect=lambda b, v: b["extension"]["name"] == "Consoles"),
+    Call("2.1", "GET", "/v2.1/extensions/os-nope", 404, who=P1, fault=("itemNotFound",)),
+]  # fmt: skip
+
+OS_HOSTS_AND_USAGE = [
+    Call("2.1", "GET", "/v2.1/os-hosts?zone=", 200, "v2_1.hosts.list_hosts",
+         expect=lambda b, v: [h["host_name"] for h in b["hosts"]] == ["cmp-a", "cmp-b"]),
+    Call("2.1", "GET", "/v2.1/os-hosts?zone=elsewhere", expect=lambda b, v: b == {"hosts": []}),
+    Call("2.1", "GET", "/v2.1/os-simple-tenant-usage/?start=2026-01-01T00:00:00", 404,
+         fault=("itemNotFound",)),
+    Call("2.1", "GET", "/v2.1/os-simple-tenant-usage?start=2026-01-01T00:00:00"),
+]  # fmt: skip
 
 
-# -- aggregates -----------------------------------------------------------------------------------
-def test_aggregates_uuid_from_2_41_and_image_cache_at_2_81(stack: Stack, schemas: Any) -> None:
-    v21, v241 = schemas("v2_1", "aggregates"), schemas("v2_41", "aggregates")
-    r = stack.request("POST", "/v2.1/os-aggregates", json={"aggregate": {"name": "rack-1"}})
-    created = conforms(r, v21.create_aggregate)["aggregate"]
-    after = written(r)
-    conforms(stack.get(f"/v2.1/os-aggregates/{created['id']}", after=after), v21.get_aggregate)
-    conforms(stack.get("/v2.1/os-aggregates"), v21.list_aggregates)
-    shown = conforms(stack.get(f"/v2.1/os-aggregates/{created['id']}", at(stack, 41)), v241.get_aggregate)
-    assert len(shown["aggregate"]["uuid"]) == 36
-    conforms(stack.get("/v2.1/os-aggregates", at(stack, 41)), v241.list_aggregates)
-
-    images = f"/v2.1/os-aggregates/{created['id']}/images"
-    cache = {"cache": [{"id": "a0b2c4d6-0000-4000-8000-000000000001"}]}
-    assert_fault(stack.request("POST", images, at(stack, 80), json=cache), 404, "itemNotFound")
-    r = stack.request("POST", images, at(stack, 81), json=cache)
-    assert (r.status_code, r.text) == (202, "")
-    twice = {"cache": cache["cache"] * 2}
-    assert_fault(stack.request("POST", images, at(stack, 81), json=twice), 400, "badRequest", "Duplicate")
-    assert_fault(stack.request("POST", images, at(stack, 81), json={"cache": []}), 400, "badRequest")
-    r = stack.request("POST", "/v2.1/os-aggregates/999/images", at(stack, 81), json=cache)
-    assert_fault(r, 404, "itemNotFound")
-    assert_fault(stack.request("POST", images, at(stack, 81, P1), json=cache), 403, "forbidden")
+def keypair(name: str, **fields: Any) -> Callable[[Values], Any]:
+    """A key pair's create body, its fields formatted with the table's values."""
+    return lambda v: {"keypair": {"name": name, **{k: f.format(**v) for k, f in fields.items()}}}
 
 
-# -- extensions, os-hosts, tenant usage -----------------------------------------------------------
-def test_extensions(stack: Stack, schemas: Any) -> None:
-    v21 = schemas("v2_1", "extensions")
-    listed = conforms(stack.get("/v2.1/extensions", P1), v21.list_extensions)
-    assert len(listed["extensions"]) == 99
-    consoles = stack.get("/v2.1/extensions/os-consoles", P1)
-    assert consoles.status_code == 200 and consoles.json["extension"]["name"] == "Consoles"
-    assert_fault(stack.get("/v2.1/extensions/os-nope", P1), 404, "itemNotFound")
-
-
-def test_hosts_with_a_blank_zone_and_usage_without_tenant(stack: Stack, schemas: Any) -> None:
-    v21 = schemas("v2_1", "hosts")
-    after = _hosts(stack)
-    listed = conforms(stack.get("/v2.1/os-hosts?zone=", after=after), v21.list_hosts)
-    assert [h["host_name"] for h in listed["hosts"]] == ["cmp-a", "cmp-b"]
-    assert stack.get("/v2.1/os-hosts?zone=elsewhere").json == {"hosts": []}
-    assert_fault(stack.get("/v2.1/os-simple-tenant-usage/?start=2026-01-01T00:00:00"), 404, "itemNotFound")
-    assert stack.get("/v2.1/os-simple-tenant-usage?start=2026-01-01T00:00:00").status_code == 200
-
-
-# -- key pairs ------------------------------------------------------------------------------------
-def test_keypairs_per_microversion(stack: Stack, schemas: Any) -> None:
-    v21, v22 = schemas("v2_1", "keypairs"), schemas("v2_2", "keypairs")
-    r = stack.request("POST", "/v2.1/os-keypairs", P1, json={"keypair": {"name": "k-21"}})
-    conforms(r, v21.create_keypair)
-    shown = conforms(stack.get("/v2.1/os-keypairs/k-21", P1, after=written(r)), v21.get_keypair)["keypair"]
-    assert type(shown["id"]) is int and shown["deleted"] is False
-    conforms(stack.get("/v2.1/os-keypairs", P1), v21.list_keypairs)
-
-    h22 = at(stack, 22, P1)
-    r = stack.request("POST", "/v2.1/os-keypairs", h22, json={"keypair": {"name": "cert", "type": "x509"}})
-    created = conforms(r, v22.create_keypair)["keypair"]
-    assert (
-        created["public_key"].startswith("-----BEGIN CERTIFICATE-----")
-        and "PRIVATE KEY" in created["private_key"]
-    )
-    assert len(created["fingerprint"].split(":")) == 20  # SHA-1, as Nova
-    after = written(r)
-    shown = conforms(stack.get("/v2.1/os-keypairs/cert", h22, after=after), v22.get_keypair)["keypair"]
-    assert (shown["type"], shown["fingerprint"]) == ("x509", created["fingerprint"])
-    listed = conforms(stack.get("/v2.1/os-keypairs", h22), v22.list_keypairs)["keypairs"]
-    assert {k["keypair"]["name"]: k["keypair"]["type"] for k in listed} == {"cert": "x509", "k-21": "ssh"}
-    imported = {"keypair": {"name": "cert-2", "type": "x509", "public_key": created["public_key"]}}
-    r = stack.request("POST", "/v2.1/os-keypairs", h22, json=imported)
-    assert conforms(r, v22.create_keypair)["keypair"]["fingerprint"] == created["fingerprint"]
-    bad = {"keypair": {"name": "cert-3", "type": "x509", "public_key": "not a certificate"}}
-    assert_fault(stack.request("POST", "/v2.1/os-keypairs", h22, json=bad), 400, "badRequest", "X509")
-    conforms(stack.request("DELETE", "/v2.1/os-keypairs/cert-2", h22), v22.delete_keypair)
-
+KEYPAIRS = "/v2.1/os-keypairs"
+KEYPAIRS_PER_MICROVERSION = [
+    Call("2.1", "POST", KEYPAIRS, 200, "v2_1.keypairs.create_keypair", who=P1,
+         body={"keypair": {"name": "k-21"}}),
+    Call("2.1", "GET", f"{KEYPAIRS}/k-21", 200, "v2_1.keypairs.get_keypair", who=P1,
+         expect=lambda b, v: type(b["keypair"]["id"]) is int and b["keypair"]["deleted"] is False,
+         keep=lambda b: {"bob": b["keypair"]["user_id"], "ssh": b["keypair"]["public_key"]}),
+    Call("2.1", "GET", KEYPAIRS, 200, "v2_1.keypairs.list_keypairs", who=P1),
+    # 2.2: types, and x509 certificates
+    Call("2.22", "POST", KEYPAIRS, 201, "v2_2.keypairs.create_keypair", who=P1,
+         body={"keypair": {"name": "cert", "type": "x509"}},
+         expect=lambda b, v: b["keypair"]["public_key"].startswith("-----BEGIN CERTIFICATE-----")
+         and "PRIVATE KEY" in b["keypair"]["private_key"]
+         and len(b["keypair"]["fingerprint"].split(":")) == 20,
+         keep=lambda b: {"cert": b["keypair"]["public_key"], "fingerprint": b["keypair"]["fingerprint"]}),
+    Call("2.22", "GET", f"{KEYPAIRS}/cert", 200, "v2_2.keypairs.get_keypair", who=P1,
+         expect=lambda b, v: (b["keypair"]["type"], b["keypair"]["fingerprint"])
+         == ("x509", v["fingerprint"])),
+    Call("2.22", "GET", KEYPAIRS, 200, "v2_2.keypairs.list_keypairs", who=P1,
+         expect=lambda b, v: {k["keypair"]["name"]: k["keypair"]["type"] for k in b["keypairs"]}
+         == {"cert": "x509", "k-21": "ssh"}),
+    Call("2.22", "POST", KEYPAIRS, 201, "v2_2.keypairs.create_keypair", who=P1,
+         body=keypair("cert-2", type="x509", public_key="{cert}"),
+         expect=lambda b, v: b["keypair"]["fingerprint"] == v["fingerprint"]),
+    Call("2.22", "POST", KEYPAIRS, 400, who=P1,
+         body={"keypair": {"name": "cert-3", "type": "x509", "public_key": "not a certificate"}},
+         fault=("badRequest", "X509")),
+    Call("2.22", "DELETE", f"{KEYPAIRS}/cert-2", 204, "v2_2.keypairs.delete_keypair", who=P1),
     # 2.10: an admin manages another user's key pairs by user_id
-    bob = stack.get("/v2.1/os-keypairs/k-21", P1).json["keypair"]["user_id"]
-    h210 = at(stack, 10)
-    body = {"keypair": {"name": "for-bob", "user_id": bob}}
-    r = stack.request("POST", "/v2.1/os-keypairs", h210, json=body)
-    assert conforms(r, v22.create_keypair)["keypair"]["user_id"] == bob
-    after = written(r)
-    r = stack.get(f"/v2.1/os-keypairs/for-bob?user_id={bob}", h210, after=after)
-    assert conforms(r, v22.get_keypair)["keypair"]["user_id"] == bob
-    names = [
-        k["keypair"]["name"] for k in stack.get(f"/v2.1/os-keypairs?user_id={bob}", h210).json["keypairs"]
-    ]
-    assert names == ["cert", "for-bob", "k-21"]
-    assert_fault(stack.get("/v2.1/os-keypairs/for-bob", h210), 404, "itemNotFound")  # not the admin's
-    assert_fault(stack.get("/v2.1/os-keypairs?user_id=someone", at(stack, 10, P1)), 403, "forbidden")
-    assert stack.request("DELETE", f"/v2.1/os-keypairs/for-bob?user_id={bob}", h210).status_code == 204
-
+    Call("2.10", "POST", KEYPAIRS, 201, "v2_2.keypairs.create_keypair",
+         body=keypair("for-bob", user_id="{bob}"), expect=lambda b, v: b["keypair"]["user_id"] == v["bob"]),
+    Call("2.10", "GET", f"{KEYPAIRS}/for-bob?user_id={{bob}}", 200, "v2_2.keypairs.get_keypair",
+         expect=lambda b, v: b["keypair"]["user_id"] == v["bob"]),
+    Call("2.10", "GET", f"{KEYPAIRS}?user_id={{bob}}",
+         expect=lambda b, v: [k["keypair"]["name"] for k in b["keypairs"]] == ["cert", "for-bob", "k-21"]),
+    Call("2.10", "GET", f"{KEYPAIRS}/for-bob", 404, fault=("itemNotFound",)),  # not the admin's
+    Call("2.10", "GET", f"{KEYPAIRS}?user_id=someone", 403, who=P1, fault=("forbidden",)),
+    Call("2.10", "DELETE", f"{KEYPAIRS}/for-bob?user_id={{bob}}", 204),
     # 2.35 pages; 2.92 generates nothing and takes "@" and "." in names
-    page = stack.get("/v2.1/os-keypairs?limit=1", at(stack, 35, P1)).json
-    assert [k["keypair"]["name"] for k in page["keypairs"]] == ["cert"] and "keypairs_links" in page
-    assert len(stack.get("/v2.1/os-keypairs?limit=1", P1).json["keypairs"]) > 1  # no paging at 2.1
-    h92 = at(stack, 92, P1)
-    assert_fault(
-        stack.request("POST", "/v2.1/os-keypairs", h92, json={"keypair": {"name": "g"}}), 400, "badRequest"
-    )
-    key = {"keypair": {"name": "me@host.x", "public_key": shown_public_key(stack)}}
-    assert stack.request("POST", "/v2.1/os-keypairs", h92, json=key).status_code == 201
-    key["keypair"]["name"] = "me@host.y"
-    assert_fault(stack.request("POST", "/v2.1/os-keypairs", at(stack, 91, P1), json=key), 400, "badRequest")
+    Call("2.35", "GET", f"{KEYPAIRS}?limit=1", who=P1,
+         expect=lambda b, v: [k["keypair"]["name"] for k in b["keypairs"]] == ["cert"]
+         and "keypairs_links" in b),
+    Call("2.1", "GET", f"{KEYPAIRS}?limit=1", who=P1,
+         expect=lambda b, v: len(b["keypairs"]) > 1),  # no paging at 2.1
+    Call("2.92", "POST", KEYPAIRS, 400, who=P1, body={"keypair": {"name": "g"}}, fault=("badRequest",)),
+    Call("2.92", "POST", KEYPAIRS, 201, who=P1, body=keypair("me@host.x", public_key="{ssh}")),
+    Call("2.91", "POST", KEYPAIRS, 400, who=P1, body=keypair("me@host.y", public_key="{ssh}"),
+         fault=("badRequest",)),
+]  # fmt: skip
+
+TABLES: dict[str, tuple[Callable[[Stack], Values], list[Call]]] = {
+    "hypervisors before 2.53": (hosts, HYPERVISORS_BEFORE_2_53),
+    "hypervisors from 2.53": (hosts, HYPERVISORS_FROM_2_53),
+    "services updated by uuid from 2.53": (hosts, SERVICES_BY_UUID_FROM_2_53),
+    "aggregates: uuid from 2.41, image cache at 2.81": (nothing, AGGREGATES),
+    "extensions": (nothing, EXTENSIONS),
+    "os-hosts with a blank zone, usage without a tenant": (hosts, OS_HOSTS_AND_USAGE),
+    "key pairs per microversion": (nothing, KEYPAIRS_PER_MICROVERSION),
+}
 
 
-def shown_public_key(stack: Stack) -> str:
-    return str(stack.get("/v2.1/os-keypairs/k-21", P1).json["keypair"]["public_key"])
+@pytest.mark.parametrize("table", TABLES)
+def test_admin_routes_per_microversion(stack: Stack, table: str) -> None:
+    setup, calls = TABLES[table]
+    run(stack, calls, **setup(stack))
