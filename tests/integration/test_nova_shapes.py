@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from commands.network import FixedNetwork
 from commands.states import PowerState
 from tests.fixtures import nova_schemas
 from tests.fixtures.api import ADMIN, P1, P2, Stack, ssh_public_key, upload
+from tests.fixtures.http_table import EVERY, Call, Values, run
 
 MV = "OpenStack-API-Version"
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -40,6 +42,11 @@ def _position(r: Any) -> int:
 @pytest.fixture
 def server(stack: Stack) -> tuple[str, int]:
     """A placed, locked server with every optional field set, and the log position after it."""
+    return contract_server(stack)
+
+
+def contract_server(stack: Stack) -> tuple[str, int]:
+    """``server``'s server, for the tables."""
     flavor_id, _ = stack.flavor(id="contract", vcpus=1, ram=512, disk=1)
     stack.request("POST", f"/v2.1/flavors/{flavor_id}/os-extra_specs", json={"extra_specs": {"hw:x": "1"}})
     stack.handlers.register_host(RegisterHost("cmp-contract", vcpus=8, memory_mb=16384, disk_gb=100))
@@ -66,22 +73,6 @@ def server(stack: Stack) -> tuple[str, int]:
     stack.handlers.place_instance(PlaceInstance(sid, "cmp-contract"))
     locked = stack.request("POST", f"/v2.1/servers/{sid}/action", P1, json={"lock": None})
     return sid, _position(locked)
-
-
-@pytest.mark.parametrize("who", [ADMIN, P1])
-def test_server_bodies_at_every_microversion(stack: Stack, server: tuple[str, int], who: str) -> None:
-    sid, after = server
-    for version in nova_schemas.boundaries("servers_client"):
-        shown = stack.get(f"/v2.1/servers/{sid}", at(stack, who, version, after))
-        nova_schemas.check("servers_client", "get_server", version, shown.status_code, shown.json)
-        assert shown.json["server"]["addresses"]["private"], "the fixture's server has an address"
-        listed = stack.get("/v2.1/servers/detail", at(stack, who, version, after))
-        nova_schemas.check("servers_client", "list_servers_detail", version, listed.status_code, listed.json)
-        brief = stack.get("/v2.1/servers", at(stack, who, version, after))
-        nova_schemas.check("servers_client", "list_servers", version, brief.status_code, brief.json)
-        update = {"server": {"name": "contract"}}
-        updated = stack.request("PUT", f"/v2.1/servers/{sid}", at(stack, who, version, after), json=update)
-        nova_schemas.check("servers_client", "update_server", version, updated.status_code, updated.json)
 
 
 def test_flavor_bodies_at_every_microversion(stack: Stack) -> None:
@@ -182,49 +173,6 @@ def test_server_group_bodies_at_every_microversion(stack: Stack) -> None:
     assert (
         stack.request("POST", "/v2.1/os-server-groups", at(stack, P1, "2.64"), json=ruled).status_code == 400
     )
-
-
-def test_described_fields_are_kept_and_changed(stack: Stack, server: tuple[str, int]) -> None:
-    """accessIPv4/v6 and the disk configuration as given (IPv6 canonical, as Nova), the password
-    nowhere; from 2.90 a hostname set at update and shown to members too."""
-    sid, after = server
-    shown = stack.get(f"/v2.1/servers/{sid}", at(stack, P1, "2.89", after)).json["server"]
-    assert (shown["accessIPv4"], shown["accessIPv6"]) == ("1.1.1.1", "::babe:dc0c:1602")
-    assert shown["OS-DCF:diskConfig"] == "AUTO" and "OS-EXT-SRV-ATTR:hostname" not in shown
-    assert "never-kept" not in json.dumps(stack.get(f"/v2.1/stratus/history/servers/{sid}", ADMIN).json)
-    change = {"server": {"hostname": "web-1", "accessIPv4": "2.2.2.2"}}
-    assert stack.request("PUT", f"/v2.1/servers/{sid}", at(stack, P1, "2.89"), json=change).status_code == 400
-    updated = stack.request("PUT", f"/v2.1/servers/{sid}", at(stack, P1, "2.90"), json=change)
-    assert updated.status_code == 200, updated.text
-    view = updated.json["server"]
-    assert (view["OS-EXT-SRV-ATTR:hostname"], view["accessIPv4"]) == ("web-1", "2.2.2.2")
-    fqdn = {"server": {"hostname": "web-1.example.org"}}
-    assert stack.request("PUT", f"/v2.1/servers/{sid}", at(stack, P1, "2.93"), json=fqdn).status_code == 400
-    assert stack.request("PUT", f"/v2.1/servers/{sid}", at(stack, P1, "2.94"), json=fqdn).status_code == 200
-
-
-@pytest.mark.parametrize("who", [ADMIN, P1])
-def test_instance_actions_at_every_microversion(stack: Stack, server: tuple[str, int], who: str) -> None:
-    sid, after = server
-    for version in nova_schemas.boundaries("servers_client"):
-        listed = stack.get(f"/v2.1/servers/{sid}/os-instance-actions", at(stack, who, version, after))
-        nova_schemas.check(
-            "servers_client", "list_instance_actions", version, listed.status_code, listed.json
-        )
-        request_id = listed.json["instanceActions"][-1]["request_id"]
-        shown = stack.get(
-            f"/v2.1/servers/{sid}/os-instance-actions/{request_id}", at(stack, who, version, after)
-        )
-        nova_schemas.check("servers_client", "show_instance_action", version, shown.status_code, shown.json)
-    actions = listed.json["instanceActions"]
-    assert [a["action"] for a in actions] == ["lock", "create"]  # newest first
-    paged = stack.get(f"/v2.1/servers/{sid}/os-instance-actions?limit=1", at(stack, who, "2.58", after)).json
-    assert [a["action"] for a in paged["instanceActions"]] == ["lock"] and paged["links"][0]["rel"] == "next"
-    marker = paged["instanceActions"][0]["request_id"]
-    rest = stack.get(
-        f"/v2.1/servers/{sid}/os-instance-actions?marker={marker}", at(stack, who, "2.58", after)
-    )
-    assert [a["action"] for a in rest.json["instanceActions"]] == ["create"]
 
 
 def test_migration_bodies_at_every_microversion(stack: Stack, server: tuple[str, int]) -> None:
@@ -517,18 +465,6 @@ def test_quota_class_sets_are_every_projects_defaults(stack: Stack) -> None:
     assert stack.handlers.limits(p1)["instances"] == 9 and stack.handlers.limits(p1)["cores"] == 30
 
 
-def test_os_networks_until_2_35(stack: Stack) -> None:
-    stack.handlers.network = FixedNetwork("private", "10.0.0.0/24")
-    listed = stack.get("/v2.1/os-networks", at(stack, P1, "2.35")).json["networks"]
-    assert [(n["label"], n["cidr"]) for n in listed] == [("private", None)] and "vlan" not in listed[0]
-    nid = listed[0]["id"]
-    admin = stack.get(f"/v2.1/os-networks/{nid}", at(stack, ADMIN, "2.35")).json["network"]
-    assert admin["label"] == "private" and "vlan" in admin
-    assert stack.get("/v2.1/os-networks/nope", at(stack, P1, "2.35")).status_code == 404
-    assert stack.get("/v2.1/os-networks", at(stack, P1, "2.36")).status_code == 404
-    assert stack.request("DELETE", f"/v2.1/os-networks/{nid}", at(stack, ADMIN, "2.35")).status_code == 410
-
-
 def test_a_projects_users_read_each_others_and_an_admins_writes(
     stack: Stack, server: tuple[str, int]
 ) -> None:
@@ -540,39 +476,6 @@ def test_a_projects_users_read_each_others_and_an_admins_writes(
         assert stack.request("POST", f"/v2.1/servers/{sid}/action", ADMIN, json=reset).status_code == 202
         shown = stack.get(f"/v2.1/servers/{sid}", P1).json["server"]  # no position named
         assert shown["status"] == ("ERROR" if n % 2 == 0 else "ACTIVE")
-
-
-def test_list_query_parameters_as_nova_takes_them(stack: Stack, server: tuple[str, int]) -> None:
-    """Nova's list filters on a server's columns (members only some before 2.83); unknown
-    parameters ignored before 2.75 and refused from it; joined-table filters refused always."""
-    sid, after = server
-
-    def ids(who: str, query: str, version: str = "2.1") -> list[str]:
-        found = stack.get(f"/v2.1/servers/detail?{query}", at(stack, who, version, after))
-        assert found.status_code == 200, found.text
-        return [s["id"] for s in found.json["servers"]]
-
-    assert ids(ADMIN, "all_tenants=1&vm_state=building") == [sid]
-    assert ids(ADMIN, "all_tenants=1&vm_state=active") == []
-    assert ids(ADMIN, f"all_tenants=1&uuid={sid}") == [sid]
-    assert ids(ADMIN, "all_tenants=1&access_ip_v4=^1\\.1") == [sid]
-    assert ids(ADMIN, "all_tenants=1&node=cmp-contract") == [sid]
-    assert ids(P1, "vm_state=active", "2.82") == [sid]  # a member's vm_state filter is dropped before 2.83
-    assert ids(P1, "vm_state=active", "2.83") == []
-    assert ids(P1, "bogus=1", "2.74") == [sid]
-    assert stack.get("/v2.1/servers?bogus=1", at(stack, P1, "2.75")).status_code == 400
-    assert stack.get("/v2.1/servers?metadata=x", at(stack, P1, "2.1")).status_code == 400
-    assert ids(ADMIN, "all_tenants=1&changes-before=2000-01-01T00:00:00Z", "2.66") == []
-
-
-def test_unknown_query_parameters_are_refused_from_2_102(stack: Stack) -> None:
-    p1 = stack.project_id("p1")
-    for path in ("/v2.1/os-keypairs", "/v2.1/limits", f"/v2.1/os-quota-sets/{p1}", "/v2.1/os-server-groups"):
-        assert stack.get(f"{path}?bogus=1", at(stack, P1, "2.101")).status_code == 200, path
-        refused = stack.get(f"{path}?bogus=1", at(stack, P1, "2.102"))
-        assert refused.status_code == 400 and "bogus" in refused.text, path
-    assert stack.get("/v2.1/os-keypairs?limit=1&min_position=0", at(stack, P1, "2.102")).status_code == 200
-    assert stack.get("/v2.1/os-services?binary=nova-compute", at(stack, ADMIN, "2.102")).status_code == 200
 
 
 def test_servers_sorted_and_paged_by_nova_sort_keys(stack: Stack) -> None:
@@ -600,3 +503,143 @@ def test_servers_sorted_and_paged_by_nova_sort_keys(stack: Stack) -> None:
     assert stack.get("/v2.1/servers?sort_key=bogus", at(stack, P1, "2.1", after)).status_code == 400
     assert stack.get("/v2.1/servers?sort_key=host", at(stack, P1, "2.1", after)).status_code == 403
     assert names("sort_key=vcpus&sort_dir=asc") == names("")  # ignored, as Nova ignores it
+
+
+# -- tables: calls whose answers are checked one by one (tests/fixtures/http_table.py) ------------
+def contract(stack: Stack) -> Values:
+    sid, after = contract_server(stack)
+    return {"server": sid, "after": after}
+
+
+def private_network(stack: Stack) -> Values:
+    stack.handlers.network = FixedNetwork("private", "10.0.0.0/24")
+    return {}
+
+
+def project(stack: Stack) -> Values:
+    return {"p1": stack.project_id("p1")}
+
+
+SERVERS = "servers_client"  # tempest's client whose schemas hold the servers' answers
+SERVER = "/v2.1/servers/{server}"
+ACTIONS = "/v2.1/servers/{server}/os-instance-actions"
+
+
+def server_bodies(who: str) -> list[Call]:
+    """Show, list, list in detail and update at each microversion where tempest's schemas change."""
+    return [
+        Call(EVERY, "GET", SERVER, 200, (SERVERS, "get_server"), who=who,
+             expect=lambda b, v: b["server"]["addresses"]["private"]),  # the setup's server has an address
+        Call(EVERY, "GET", "/v2.1/servers/detail", 200, (SERVERS, "list_servers_detail"), who=who),
+        Call(EVERY, "GET", "/v2.1/servers", 200, (SERVERS, "list_servers"), who=who),
+        Call(EVERY, "PUT", SERVER, 200, (SERVERS, "update_server"), who=who,
+             body={"server": {"name": "contract"}}),
+    ]  # fmt: skip
+
+
+def actions(body: Any) -> list[str]:
+    return [a["action"] for a in body["instanceActions"]]
+
+
+def instance_actions(who: str) -> list[Call]:
+    return [
+        Call(EVERY, "GET", ACTIONS, 200, (SERVERS, "list_instance_actions"), who=who,
+             expect=lambda b, v: actions(b) == ["lock", "create"],  # newest first
+             keep=lambda b: {"request_id": b["instanceActions"][-1]["request_id"]}),
+        Call(EVERY, "GET", ACTIONS + "/{request_id}", 200, (SERVERS, "show_instance_action"), who=who),
+        Call("2.58", "GET", ACTIONS + "?limit=1", who=who,
+             expect=lambda b, v: actions(b) == ["lock"] and b["links"][0]["rel"] == "next",
+             keep=lambda b: {"marker": b["instanceActions"][0]["request_id"]}),
+        Call("2.58", "GET", ACTIONS + "?marker={marker}", who=who,
+             expect=lambda b, v: actions(b) == ["create"]),
+    ]  # fmt: skip
+
+
+# accessIPv4/v6 and the disk configuration as given (IPv6 canonical, as Nova), the password nowhere;
+# from 2.90 a hostname set at update and shown to members too
+CHANGE = {"server": {"hostname": "web-1", "accessIPv4": "2.2.2.2"}}
+FQDN = {"server": {"hostname": "web-1.example.org"}}
+DESCRIBED_FIELDS = [
+    Call("2.89", "GET", SERVER, who=P1,
+         expect=lambda b, v: (b["server"]["accessIPv4"], b["server"]["accessIPv6"])
+         == ("1.1.1.1", "::babe:dc0c:1602")
+         and b["server"]["OS-DCF:diskConfig"] == "AUTO"
+         and "OS-EXT-SRV-ATTR:hostname" not in b["server"]),
+    Call("2.1", "GET", "/v2.1/stratus/history/server/{server}",  # the password is on no event
+         expect=lambda b, v: "never-kept" not in json.dumps(b)),
+    Call("2.89", "PUT", SERVER, 400, who=P1, body=CHANGE),
+    Call("2.90", "PUT", SERVER, 200, who=P1, body=CHANGE,
+         expect=lambda b, v: (b["server"]["OS-EXT-SRV-ATTR:hostname"], b["server"]["accessIPv4"])
+         == ("web-1", "2.2.2.2")),
+    Call("2.93", "PUT", SERVER, 400, who=P1, body=FQDN),
+    Call("2.94", "PUT", SERVER, 200, who=P1, body=FQDN),
+]  # fmt: skip
+
+OS_NETWORKS_UNTIL_2_35 = [
+    Call("2.35", "GET", "/v2.1/os-networks", who=P1,
+         expect=lambda b, v: [(n["label"], n["cidr"]) for n in b["networks"]] == [("private", None)]
+         and "vlan" not in b["networks"][0],
+         keep=lambda b: {"network": b["networks"][0]["id"]}),
+    Call("2.35", "GET", "/v2.1/os-networks/{network}",
+         expect=lambda b, v: b["network"]["label"] == "private" and "vlan" in b["network"]),
+    Call("2.35", "GET", "/v2.1/os-networks/nope", 404, who=P1),
+    Call("2.36", "GET", "/v2.1/os-networks", 404, who=P1),
+    Call("2.35", "DELETE", "/v2.1/os-networks/{network}", 410),
+]  # fmt: skip
+
+
+def listed(version: str, who: str, query: str, *ids: str) -> Call:
+    """The detailed server list with ``query`` shows exactly the servers ``ids`` (formatted)."""
+
+    def shows(body: Any, values: Values) -> bool:
+        return [s["id"] for s in body["servers"]] == [i.format(**values) for i in ids]
+
+    return Call(version, "GET", f"/v2.1/servers/detail?{query}", who=who, expect=shows)
+
+
+# Nova's list filters on a server's columns (members only some before 2.83); unknown parameters
+# ignored before 2.75 and refused from it; joined-table filters refused always
+LIST_QUERY_PARAMETERS = [
+    listed("2.1", ADMIN, "all_tenants=1&vm_state=building", "{server}"),
+    listed("2.1", ADMIN, "all_tenants=1&vm_state=active"),
+    listed("2.1", ADMIN, "all_tenants=1&uuid={server}", "{server}"),
+    listed("2.1", ADMIN, "all_tenants=1&access_ip_v4=^1\\.1", "{server}"),
+    listed("2.1", ADMIN, "all_tenants=1&node=cmp-contract", "{server}"),
+    listed("2.82", P1, "vm_state=active", "{server}"),  # a member's vm_state filter: dropped before 2.83
+    listed("2.83", P1, "vm_state=active"),
+    listed("2.74", P1, "bogus=1", "{server}"),
+    Call("2.75", "GET", "/v2.1/servers?bogus=1", 400, who=P1),
+    Call("2.1", "GET", "/v2.1/servers?metadata=x", 400, who=P1),
+    listed("2.66", ADMIN, "all_tenants=1&changes-before=2000-01-01T00:00:00Z"),
+]
+
+SMALL_ROUTES = ("/v2.1/os-keypairs", "/v2.1/limits", "/v2.1/os-quota-sets/{p1}", "/v2.1/os-server-groups")
+UNKNOWN_QUERY_PARAMETERS_FROM_2_102 = [
+    *(
+        call
+        for path in SMALL_ROUTES
+        for call in (
+            Call("2.101", "GET", f"{path}?bogus=1", who=P1),
+            Call("2.102", "GET", f"{path}?bogus=1", 400, who=P1, expect=lambda b, v: "bogus" in str(b)),
+        )
+    ),
+    Call("2.102", "GET", "/v2.1/os-keypairs?limit=1&min_position=0", who=P1),
+    Call("2.102", "GET", "/v2.1/os-services?binary=nova-compute"),
+]
+
+TABLES: dict[str, tuple[Callable[[Stack], Values], list[Call]]] = {
+    "server bodies as an admin": (contract, server_bodies(ADMIN)),
+    "server bodies as a member": (contract, server_bodies(P1)),
+    "instance actions as an admin": (contract, instance_actions(ADMIN)),
+    "instance actions as a member": (contract, instance_actions(P1)),
+    "described fields kept and changed": (contract, DESCRIBED_FIELDS),
+    "os-networks until 2.35": (private_network, OS_NETWORKS_UNTIL_2_35),
+    "list query parameters as Nova takes them": (contract, LIST_QUERY_PARAMETERS),
+    "unknown query parameters refused from 2.102": (project, UNKNOWN_QUERY_PARAMETERS_FROM_2_102),
+}
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_shapes_per_microversion(stack: Stack, table: str) -> None:
+    setup, calls = TABLES[table]
+    run(stack, calls, **setup(stack))
