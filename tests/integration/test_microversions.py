@@ -1,14 +1,18 @@
-"""Microversions 2.1 to 2.52 in detail (2.53 to 2.104: tests/test_nova_shapes.py): every shape that
-changes follows the requested version (docs/api.md, "Microversions"), against the real services
-through ``create_app``."""
+"""Microversions 2.1 to 2.52 in detail (2.53 to 2.104: tests/integration/test_nova_shapes.py):
+every shape that changes follows the requested version (docs/api.md, "Microversions"), against
+the real services through ``create_app``."""
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from commands.handlers import PlaceInstance, RegisterHost
-from tests.fixtures.api import ADMIN, P1, Stack, alive, assert_fault
+from tests.fixtures.api import ADMIN, P1, Stack, alive
+from tests.fixtures.http_table import Call, Values, run
 
 MV = "OpenStack-API-Version"
 
@@ -20,25 +24,6 @@ def at(stack: Stack, who: str, version: str) -> dict[str, str]:
 def create(stack: Stack, version: str, **fields: Any) -> Any:
     body = {"server": {"name": "vm", "flavorRef": "mv", **fields}}
     return stack.request("POST", "/v2.1/servers", at(stack, P1, version), json=body)
-
-
-def test_server_create_follows_the_version(stack: Stack) -> None:
-    stack.flavor(id="mv")
-    # networks: a list before 2.37; from 2.37 required, and "auto"/"none" allowed
-    assert_fault(create(stack, "2.36", networks="none"), 400, "badRequest", "2.37")
-    assert create(stack, "2.36").status_code == 202
-    assert_fault(create(stack, "2.37"), 400, "badRequest", "'networks' is a required property")
-    assert create(stack, "2.37", networks="none").status_code == 202
-    # description from 2.19, tags from 2.52
-    assert_fault(create(stack, "2.18", networks=[], description="d"), 400, "badRequest", "'description'")
-    assert create(stack, "2.19", description="d").status_code == 202
-    assert_fault(create(stack, "2.51", networks="none", tags=["a"]), 400, "badRequest", "'tags'")
-    assert create(stack, "2.52", networks="none", tags=["a"]).status_code == 202
-    # the tag routes are there from 2.26
-    r = create(stack, "2.52", networks="none", tags=["blue"])
-    sid = r.json["server"]["id"]
-    assert stack.get(f"/v2.1/servers/{sid}/tags", at(stack, P1, "2.25")).status_code == 404
-    assert stack.get(f"/v2.1/servers/{sid}/tags", at(stack, P1, "2.26")).json == {"tags": ["blue"]}
 
 
 def test_server_body_follows_the_version(stack: Stack) -> None:
@@ -99,30 +84,6 @@ def test_server_body_follows_the_version(stack: Stack) -> None:
     assert listed[0]["flavor"]["original_name"] == "m1.tiny"
 
 
-def test_list_status_filter_and_limits_follow_the_version(stack: Stack) -> None:
-    assert stack.get("/v2.1/servers?status=bogus", at(stack, P1, "2.37")).json == {"servers": []}
-    assert_fault(stack.get("/v2.1/servers?status=bogus", at(stack, P1, "2.38")), 400, "badRequest", "bogus")
-
-    limits = stack.get("/v2.1/limits", at(stack, P1, "2.1")).json["limits"]["absolute"]
-    assert {"maxSecurityGroups", "maxTotalFloatingIps", "maxImageMeta"} <= set(limits)
-    limits = stack.get("/v2.1/limits", at(stack, P1, "2.39")).json["limits"]["absolute"]
-    assert not {"maxSecurityGroups", "maxTotalFloatingIps", "maxImageMeta"} & set(limits)
-    assert limits["maxTotalInstances"] == 10
-
-    project = stack.project_id("p1")
-    quota = stack.get(f"/v2.1/os-quota-sets/{project}", at(stack, P1, "2.35")).json["quota_set"]
-    assert "floating_ips" in quota and "security_groups" in quota
-    quota = stack.get(f"/v2.1/os-quota-sets/{project}", at(stack, P1, "2.36")).json["quota_set"]
-    assert "floating_ips" not in quota and "security_groups" not in quota and quota["instances"] == 10
-    r = stack.request(
-        "PUT",
-        f"/v2.1/os-quota-sets/{project}",
-        at(stack, ADMIN, "2.36"),
-        json={"quota_set": {"floating_ips": 1}},
-    )
-    assert_fault(r, 400, "badRequest", "floating_ips")
-
-
 def test_hypervisor_cpu_info_and_deleted_servers_actions(stack: Stack) -> None:
     stack.handlers.register_host(RegisterHost("cmp-cpu", vcpus=8, memory_mb=16384, disk_gb=100))
     hyp = stack.get("/v2.1/os-hypervisors/cmp-cpu", at(stack, ADMIN, "2.27"))
@@ -137,3 +98,69 @@ def test_hypervisor_cpu_info_and_deleted_servers_actions(stack: Stack) -> None:
     assert stack.get(actions, at(stack, P1, "2.20")).status_code == 404
     listed = stack.get(actions, at(stack, P1, "2.21")).json["instanceActions"]
     assert [a["action"] for a in listed] == ["delete", "create"]
+
+
+# -- tables: calls whose answers are checked one by one (tests/fixtures/http_table.py) ------------
+def a_flavor(stack: Stack) -> Values:
+    _, after = stack.flavor(id="mv")
+    return {"after": after}
+
+
+def project(stack: Stack) -> Values:
+    return {"p1": stack.project_id("p1")}
+
+
+def created(version: str, status: int, *words: str, **fields: Any) -> Call:
+    """A member's create at ``version`` with ``fields``: ``status``, a 400 naming ``words``."""
+    body = {"server": {"name": "vm", "flavorRef": "mv", **fields}}
+    fault = ("badRequest", *words) if status == 400 else ()
+    return Call(version, "POST", "/v2.1/servers", status, who=P1, body=body, fault=fault)
+
+
+SERVER_CREATE = [
+    # networks: a list before 2.37; from 2.37 required, and "auto"/"none" allowed
+    created("2.36", 400, "2.37", networks="none"),
+    created("2.36", 202),
+    created("2.37", 400, "'networks' is a required property"),
+    created("2.37", 202, networks="none"),
+    # description from 2.19, tags from 2.52
+    created("2.18", 400, "'description'", networks=[], description="d"),
+    created("2.19", 202, description="d"),
+    created("2.51", 400, "'tags'", networks="none", tags=["a"]),
+    created("2.52", 202, networks="none", tags=["a"]),
+    # the tag routes are there from 2.26
+    Call("2.52", "POST", "/v2.1/servers", 202, who=P1,
+         body={"server": {"name": "vm", "flavorRef": "mv", "networks": "none", "tags": ["blue"]}},
+         keep=lambda b: {"server": b["server"]["id"]}),
+    Call("2.25", "GET", "/v2.1/servers/{server}/tags", 404, who=P1),
+    Call("2.26", "GET", "/v2.1/servers/{server}/tags", who=P1, expect=lambda b, v: b == {"tags": ["blue"]}),
+]  # fmt: skip
+
+NETWORK_LIMITS = {"maxSecurityGroups", "maxTotalFloatingIps", "maxImageMeta"}
+NETWORK_QUOTAS = {"floating_ips", "security_groups"}
+LIST_STATUS_FILTER_LIMITS_AND_QUOTAS = [
+    Call("2.37", "GET", "/v2.1/servers?status=bogus", who=P1, expect=lambda b, v: b == {"servers": []}),
+    Call("2.38", "GET", "/v2.1/servers?status=bogus", 400, who=P1, fault=("badRequest", "bogus")),
+    Call("2.1", "GET", "/v2.1/limits", who=P1,
+         expect=lambda b, v: set(b["limits"]["absolute"]) >= NETWORK_LIMITS),
+    Call("2.39", "GET", "/v2.1/limits", who=P1,
+         expect=lambda b, v: not NETWORK_LIMITS & set(b["limits"]["absolute"])
+         and b["limits"]["absolute"]["maxTotalInstances"] == 10),
+    Call("2.35", "GET", "/v2.1/os-quota-sets/{p1}", who=P1,
+         expect=lambda b, v: set(b["quota_set"]) >= NETWORK_QUOTAS),
+    Call("2.36", "GET", "/v2.1/os-quota-sets/{p1}", who=P1,
+         expect=lambda b, v: not NETWORK_QUOTAS & set(b["quota_set"]) and b["quota_set"]["instances"] == 10),
+    Call("2.36", "PUT", "/v2.1/os-quota-sets/{p1}", 400, body={"quota_set": {"floating_ips": 1}},
+         fault=("badRequest", "floating_ips")),
+]  # fmt: skip
+
+TABLES: dict[str, tuple[Callable[[Stack], Values], list[Call]]] = {
+    "server create": (a_flavor, SERVER_CREATE),
+    "list status filter, limits and quotas": (project, LIST_STATUS_FILTER_LIMITS_AND_QUOTAS),
+}
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_calls_follow_the_version(stack: Stack, table: str) -> None:
+    setup, calls = TABLES[table]
+    run(stack, calls, **setup(stack))
