@@ -1,5 +1,5 @@
 """The stock ``openstack`` CLI against the running processes (gunicorn API, projector, scheduler and
-a libvirt test-driver hypervisor, from ``tests.test_e2e``): a key pair, an image uploaded from a
+a libvirt test-driver hypervisor, from ``tests.fixtures.deployed``): a key pair, an image uploaded from a
 file, and a server booted from that image with that key, reaching ACTIVE with a fixed address.
 """
 

@@ -1,6 +1,6 @@
 """The stock ``openstack`` CLI on the operator's side of the Compute API, against the running
 processes (gunicorn API, projector, scheduler and a libvirt test-driver hypervisor, from
-``tests.test_e2e``): quotas and limits, compute services, host aggregates and availability zones,
+``tests.fixtures.deployed``): quotas and limits, compute services, host aggregates and availability zones,
 server groups, flavor properties and access.
 """
 

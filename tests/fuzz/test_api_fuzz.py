@@ -42,7 +42,7 @@ EXAMPLES = int(os.environ.get("STRATUS_FUZZ_EXAMPLES", "6"))
 STEPS = int(os.environ.get("STRATUS_FUZZ_STEPS", "12"))
 STATEFUL_EXAMPLES = int(os.environ.get("STRATUS_FUZZ_STATEFUL_EXAMPLES", "15"))
 SEED = os.environ.get("STRATUS_FUZZ_SEED")  # unset: derandomized, the same cases on every run
-# A stream never ends; the fuzzer would wait forever for its body (tests/test_watch.py covers it).
+# A stream never ends; the fuzzer would wait forever for its body (tests/integration/test_watch.py covers it).
 EXCLUDED = {("GET", "/v2.1/stratus/events")}
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 _ORDER = {"GET": 0, "HEAD": 0, "PUT": 1, "PATCH": 1, "POST": 1, "DELETE": 2}

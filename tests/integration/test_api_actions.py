@@ -297,7 +297,7 @@ def test_shelve_frees_the_host_and_unshelve_places_it_again(
 
 def test_resize_and_migrate_are_refused_as_nova_does(cloud: Cloud) -> None:
     """What can be refused at once is: the wrong flavor, the wrong state, the wrong caller, a
-    host before microversion 2.56. (The moves themselves: tests/test_resize.py, and the CLI's.)"""
+    host before microversion 2.56. (The moves themselves: tests/integration/test_resize.py, and the CLI's.)"""
     server = active_server(cloud)
     bigger, _ = cloud.stack.flavor(name="m1.bigger", ram=1024, vcpus=2)
     smaller_disk, _ = cloud.stack.flavor(name="m1.nodisk", disk=0)

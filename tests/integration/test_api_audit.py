@@ -1,5 +1,5 @@
 """History, past state and past quota usage over HTTP, read from the real JetStream log; the stack
-(API, real projector, PostgreSQL) is the one tests/test_api.py builds."""
+(API, real projector, PostgreSQL) is ``tests.fixtures.api``'s."""
 
 from __future__ import annotations
 

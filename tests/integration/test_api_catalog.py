@@ -1,5 +1,5 @@
 """The image service (``/image/v2``), key pairs (``/v2.1/os-keypairs``) and what servers take from
-them, against the real JetStream, PostgreSQL and projector (the stack of ``tests.test_api``).
+them, against the real JetStream, PostgreSQL and projector (``tests.fixtures.api``).
 """
 
 from __future__ import annotations

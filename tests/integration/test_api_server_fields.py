@@ -1,6 +1,6 @@
 """A server's own fields over HTTP: networks and addresses, multi-create, user data, rename and
 description, metadata and tags endpoints, and the list filters on them; real JetStream, PostgreSQL
-and projector (the stack of ``tests.test_api``).
+and projector (``tests.fixtures.api``).
 """
 
 from __future__ import annotations

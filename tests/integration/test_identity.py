@@ -1,7 +1,7 @@
 """Identity and policy through the API on the real stack (JetStream, PostgreSQL, the projector).
 
 Tokens are issued by ``/identity/v3/auth/tokens`` and checked on every request; what a token may
-do is ``api/policy.py``'s table. The stack and its personas are test_api's.
+do is ``api/policy.py``'s table. The stack and its personas are ``tests.fixtures.api``'s.
 """
 
 from __future__ import annotations

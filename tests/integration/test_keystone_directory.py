@@ -1,7 +1,7 @@
 """Keystone's directory beyond projects and users, through the API on the real stack: domains,
 groups and their roles, roles made and deleted, the catalog as an API, application credentials.
 
-The stack and its personas are test_api's.
+The stack and its personas are ``tests.fixtures.api``'s.
 """
 
 from __future__ import annotations

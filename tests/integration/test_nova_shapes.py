@@ -1,6 +1,6 @@
 """Nova's response contract, held to tempest's own schemas at every microversion where they change.
 
-``tests/nova_schemas.py`` reads tempest's table from microversion to schema; these tests ask
+``tests/fixtures/nova_schemas.py`` reads tempest's table from microversion to schema; these tests ask
 Stratus at each of those microversions, as an admin (who sees the most keys) and as a member, and
 fail on any key Nova does not have there, any it has that is missing, or another status code.
 """
