@@ -3,6 +3,10 @@
 ``tests/fixtures/nova_schemas.py`` reads tempest's table from microversion to schema; these tests ask
 Stratus at each of those microversions, as an admin (who sees the most keys) and as a member, and
 fail on any key Nova does not have there, any it has that is missing, or another status code.
+
+The checks that are calls and answers only are tables at the end of the module
+(``tests.fixtures.http_table``); the flows, where each step builds on what the one before made
+through the handlers, stay code.
 """
 
 from __future__ import annotations
