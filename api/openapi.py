@@ -1,6 +1,6 @@
 """The OpenAPI 3.1 document of the HTTP API (``schemas/openapi.json``), generated from the live route table.
 
-``python -m api.openapi --write`` regenerates it after a route is added; tests/test_openapi.py fails
+``python -m api.openapi --write`` regenerates it for a new route; tests/integration/test_openapi.py fails
 until it is. ``GET /openapi.json`` serves the committed file (public, no token).
 """
 

@@ -6,7 +6,7 @@ request that names none gets 2.1, as in Nova; ``latest`` gets ``MAX_VERSION``; a
 the range is answered 406, as Nova answers a version above its maximum.
 
 Stratus serves 2.1 to 2.104, Nova 34's range. Every shape that changes inside that range follows
-the requested version (docs/api.md lists them, and ``tests/test_nova_shapes.py`` holds them to
+the requested version (docs/api.md lists them, and ``tests/integration/test_nova_shapes.py`` holds them to
 tempest's schemas at each microversion where one changes). Where a change concerns a service
 Stratus does not have (volumes, ports, shares), it answers as Nova without that service. Call sites
 ask ``at_least(req, minor)``, never parse the header themselves.

@@ -3,7 +3,7 @@
 One channel per event type (its NATS subject with the aggregate id as a parameter), one message per
 schema version, each payload a ``$ref`` to ``events/<kind>.<type>.v<N>.json``, the CloudEvents NATS
 binding's headers described once. ``python -m schemas.asyncapi --write`` regenerates the file after
-an event schema is added; tests/test_asyncapi.py fails until it is, and checks the document against
+an event schema is added; tests/unit/test_asyncapi_document.py fails until it is, and checks it against
 the real event classes and the subjects the event store writes.
 """
 

@@ -39,7 +39,7 @@ class Client(_NatsClient):
     parse, and the parse most of every read path (docs/performance.md, "Read models: rebuild"). The
     override keeps the library's rules exactly (CRLF lines, split at the first ``:``, names ASCII
     without whitespace, values stripped and decoded as UTF-8 with replacement) and tests compare the
-    two on the same inputs (tests/test_eventstore_bridge_headers.py).
+    two on the same inputs (tests/unit/test_header_parsing.py).
     """
 
     @staticmethod

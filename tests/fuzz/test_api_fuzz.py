@@ -11,7 +11,6 @@ what it created) with random sequences. The run is derandomized (the same cases 
 ``STRATUS_FUZZ_SEED`` a random one. The summary (requests, operations reached beyond 404 per role,
 failures) is printed and written to ``$STRATUS_FUZZ_REPORT`` when set (docs/security.md).
 """
-# ruff: noqa: F811 (test_api's fixtures, imported, are requested by name)
 
 from __future__ import annotations
 
@@ -36,7 +35,7 @@ import schemas
 from api.openapi import DOCUMENT
 from commands.hosts.register import RegisterHost
 from commands.servers.scheduling import PlaceInstance
-from tests.test_api import ADMIN, P1, Stack, api_settings, projector, stack  # noqa: F401
+from tests.fixtures.api import ADMIN, P1, Stack
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +43,7 @@ EXAMPLES = int(os.environ.get("STRATUS_FUZZ_EXAMPLES", "6"))
 STEPS = int(os.environ.get("STRATUS_FUZZ_STEPS", "12"))
 STATEFUL_EXAMPLES = int(os.environ.get("STRATUS_FUZZ_STATEFUL_EXAMPLES", "15"))
 SEED = os.environ.get("STRATUS_FUZZ_SEED")  # unset: derandomized, the same cases on every run
-# A stream never ends; the fuzzer would wait forever for its body (tests/test_watch.py covers it).
+# A stream never ends; the fuzzer would wait forever for its body (tests/integration/test_watch.py covers it).
 EXCLUDED = {("GET", "/v2.1/stratus/events")}
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 _ORDER = {"GET": 0, "HEAD": 0, "PUT": 1, "PATCH": 1, "POST": 1, "DELETE": 2}

@@ -1,0 +1,63 @@
+"""The workers' durable consumer against the real JetStream: a JetStream that is away for a moment
+(a restart, a cluster electing a leader) is waited out, never the end of the worker's thread."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import nats.js.errors
+import pytest
+
+from commands.app import Stratus
+from stratus.config import Settings
+from stratus.eventstore import EventStoreUnavailable, NatsBridge
+from workers.consumer import DurableConsumer, serve
+from workers.scheduler import SCHEDULER
+
+
+class Away:
+    """A pull subscription whose JetStream answers 503 (no stream leader) ``times`` times."""
+
+    def __init__(self, inner: Any, times: int) -> None:
+        self.inner, self.left, self.calls = inner, times, 0
+
+    async def fetch(self, batch: int, timeout: float) -> list[Any]:
+        self.calls += 1
+        if self.left > 0:
+            self.left -= 1
+            raise nats.js.errors.ServiceUnavailableError
+        return await self.inner.fetch(batch, timeout=timeout)
+
+    async def unsubscribe(self) -> None:
+        await self.inner.unsubscribe()
+
+
+def test_a_jetstream_that_is_away_is_waited_out(
+    app: Stratus, bridge: NatsBridge, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    consumer = DurableConsumer(bridge, stream=settings.stream, durable="away", filter_subjects=[">"]).open()
+    consumer._sub = away = Away(consumer._sub, times=2)
+    with pytest.raises(EventStoreUnavailable, match="JetStream unavailable"):
+        consumer.fetch(1, 0.1)
+
+    monkeypatch.setattr("workers.consumer._STORE_RETRY_DELAY", 0.01)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            serve(consumer, lambda d: pytest.fail("nothing to deliver"), stop, actor=SCHEDULER, poll=0.05)
+        except BaseException as e:
+            errors.append(e)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        stop.wait(0.5)
+        assert thread.is_alive() and away.calls > 3  # went on fetching after the second 503
+    finally:
+        stop.set()
+        thread.join(5)
+        consumer.close()
+    assert errors == []

@@ -1,0 +1,87 @@
+"""Host heartbeats beside the log: a silent host is shown down in os-hypervisors."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+
+import libvirt
+import pytest
+
+from commands.servers.scheduling import PlaceInstance
+from commands.states import PowerState
+from stratus.config import Settings
+from stratus.eventstore import NatsBridge
+from stratus.liveness import Heartbeats, bucket_for
+from tests.fixtures.api import ADMIN, P1, Stack
+from tests.fixtures.hypervisor import HOST
+from tests.fixtures.workers import Worker, eventually
+from workers import hypervisor
+from workers.libvirt_driver import LibvirtDriver
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_host_is_up_while_it_beats_and_down_after(bridge: NatsBridge, settings: Settings) -> None:
+    clock = Clock()
+    beats = Heartbeats(bridge, bucket=bucket_for(settings.stream), clock=clock)
+    assert beats.up(["h1", "h2"], down_after=60) == {"h1": False, "h2": False}  # never seen: down
+    beats.beat("h1")
+    clock.now += 59
+    assert beats.up(["h1", "h2"], down_after=60) == {"h1": True, "h2": False}
+    clock.now += 2
+    assert beats.up(["h1"], down_after=60) == {"h1": False}
+    beats.beat("h1")
+    assert beats.up(["h1"], down_after=60) == {"h1": True}
+    assert beats.last_seen(["h1"]) == {"h1": clock.now}
+
+
+@pytest.fixture
+def api_settings(api_settings: Settings) -> Settings:
+    """The shared settings, with a host down after 1.5 s of silence."""
+    return dataclasses.replace(api_settings, host_down_after_seconds=1.5)
+
+
+def test_os_hypervisors_shows_a_silent_host_down(
+    stack: Stack, api_settings: Settings, bridge: NatsBridge, conn: libvirt.virConnect, tmp_path: Path
+) -> None:
+    settings = dataclasses.replace(api_settings, host_name=HOST, heartbeat_interval_seconds=0.3)
+    driver = LibvirtDriver(lambda: conn, instances_path=tmp_path)
+
+    def target(stop: threading.Event) -> None:
+        hypervisor.run(settings, bridge=bridge, app=stack.handlers.app, driver=driver, stop=stop, poll=0.1)
+
+    def state() -> str | None:
+        hosts = stack.get("/v2.1/os-hypervisors", ADMIN).json["hypervisors"]
+        return hosts[0]["state"] if hosts else None
+
+    def power_state() -> int | None:
+        r = stack.get(f"/v2.1/servers/{server}", P1)
+        return r.json["server"]["OS-EXT-STS:power_state"] if r.status_code == 200 else None
+
+    worker = Worker(target)
+    try:
+        eventually(lambda: state() == "up")
+        detail = stack.get("/v2.1/os-hypervisors/detail", ADMIN).json["hypervisors"][0]
+        assert detail["state"] == "up"
+        assert [s["state"] for s in stack.get("/v2.1/os-services", ADMIN).json["services"]] == ["up"]
+        flavor, _ = stack.flavor()
+        server, _ = stack.server(flavor, P1)
+        stack.handlers.place_instance(PlaceInstance(server, HOST))
+        eventually(lambda: power_state() == PowerState.RUNNING)
+    finally:
+        worker.close()
+    eventually(lambda: state() == "down", timeout=10)
+    assert [s["state"] for s in stack.get("/v2.1/os-services", ADMIN).json["services"]] == ["down"]
+    # The host is silent: what its guest does now is unknown, not "running".
+    assert power_state() == PowerState.NOSTATE
+    assert stack.handlers.instance(server).power_state == PowerState.RUNNING  # the log is unchanged
+    hyp = stack.get("/v2.1/os-hypervisors", ADMIN).json["hypervisors"][0]
+    assert stack.get(f"/v2.1/os-hypervisors/{hyp['id']}", ADMIN).json["hypervisor"]["state"] == "down"

@@ -1,0 +1,94 @@
+"""The read models' PostgreSQL: DATABASE_URL or the embedded server, and the test databases."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from stratus.config import Settings
+from stratus.postgres import (
+    DatabaseAlreadyExists,
+    EmbeddedPostgres,
+    PostgresUnavailable,
+    check_connection,
+    create_database,
+    database_url,
+    drop_database,
+)
+
+
+def _scalar(url: str, query: str) -> object:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(query).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def test_each_test_gets_an_empty_database_of_its_own(database_url: str) -> None:
+    assert str(_scalar(database_url, "SELECT current_database()")).startswith("t_test_each_test")
+    tables = _scalar(
+        database_url, "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
+    )
+    assert tables == 0
+
+
+def test_create_and_drop_database(pg_admin_url: str) -> None:
+    url = create_database(pg_admin_url, "stratus-Test_create")
+    try:
+        assert _scalar(url, "SELECT current_database()") == "stratus-Test_create"
+        with pytest.raises(DatabaseAlreadyExists):
+            create_database(pg_admin_url, "stratus-Test_create")
+        # Open sessions do not keep a database alive.
+        with psycopg.connect(url):
+            drop_database(pg_admin_url, "stratus-Test_create")
+    finally:
+        drop_database(pg_admin_url, "stratus-Test_create")
+    with pytest.raises(PostgresUnavailable):
+        check_connection(url)
+    drop_database(pg_admin_url, "stratus-Test_create")  # dropping twice is no error
+
+
+def test_database_url_prefers_the_environment(tmp_path: Path) -> None:
+    env = {"DATABASE_URL": "postgresql://elsewhere/db", "STRATUS_DATA_DIR": str(tmp_path)}
+    settings = Settings.from_env(env)
+    assert database_url(settings) == "postgresql://elsewhere/db"
+    assert not (tmp_path / "pg").exists()
+
+
+def test_database_url_starts_the_embedded_server_under_the_data_dir(pg_tmp_path: Path) -> None:
+    settings = dataclasses.replace(Settings.from_env({}), data_dir=pg_tmp_path)
+    url = database_url(settings)
+    server = EmbeddedPostgres(pg_tmp_path / "pg")
+    try:
+        assert url == server.url
+        assert server.is_running() and server.is_alive()
+        assert str(_scalar(url, "SHOW server_version")).startswith("16.")
+        # A second part on the same machine shares the running server.
+        assert database_url(settings) == url
+    finally:
+        server.stop()
+    assert not server.is_running() and not server.is_alive()
+
+
+def test_embedded_server_keeps_data_across_restarts(pg_tmp_path: Path) -> None:
+    server = EmbeddedPostgres(pg_tmp_path / "pg")
+    with server, psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE kept (v text)")
+        conn.execute("INSERT INTO kept VALUES ('still here')")
+    assert not server.is_running()
+    with pytest.raises(PostgresUnavailable):
+        check_connection(server.url, timeout=1)
+    with server:
+        assert _scalar(server.url, "SELECT v FROM kept") == "still here"
+
+
+def test_embedded_server_with_a_long_data_path_uses_a_short_socket_dir(pg_tmp_path: Path) -> None:
+    deep = pg_tmp_path / ("d" * 60) / ("e" * 60)
+    server = EmbeddedPostgres(deep / "pg")
+    assert server.socket_dir != server.pgdata
+    with server:
+        assert _scalar(server.url, "SELECT 1") == 1
+    assert not server.socket_dir.exists()

@@ -1,0 +1,138 @@
+"""Rebuild: replay into a new schema and swap it in while the live projector runs and readers read."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+from commands.app import Stratus
+from commands.handlers import Handlers
+from commands.operations import Operations
+from commands.servers.create import CreateServer
+from commands.servers.scheduling import PlaceInstance
+from processes.rebuild import main
+from projections import queries
+from projections.rebuild import NEW_SCHEMA, OLD_SCHEMA, RebuildInProgress, rebuild
+from projections.schema import LIVE_SCHEMA, REBUILD_LOCK, schema_exists
+from stratus.config import Settings
+from tests.fixtures.projections import head, populate, snapshot
+
+
+def _schemas(conn: psycopg.Connection[Any]) -> list[str]:
+    rows = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'stratus_rm%' ORDER BY 1")
+    return [r[0] for r in rows.fetchall()]
+
+
+class Reader(threading.Thread):
+    """Queries the live read models in a loop, as the API does, recording what it saw and any error."""
+
+    def __init__(self, database_url: str, *, prepare_threshold: int | None) -> None:
+        super().__init__(daemon=True)
+        self.url = database_url
+        self.prepare_threshold = prepare_threshold
+        self.stop = threading.Event()
+        self.errors: list[BaseException] = []
+        self.seen: list[tuple[int, int]] = []
+
+    def run(self) -> None:
+        with psycopg.connect(self.url, autocommit=True, prepare_threshold=self.prepare_threshold) as conn:
+            while not self.stop.is_set():
+                try:
+                    position = queries.current_position(conn)
+                    servers = queries.list_servers(conn, project_id=None, limit=1000, marker=None)
+                    queries.list_hosts(conn)
+                    queries.list_flavors(conn)
+                    if servers:
+                        assert queries.get_server(conn, str(servers[-1]["id"]), None) is not None
+                    self.seen.append((position, len(servers)))
+                except BaseException as e:
+                    self.errors.append(e)
+                    return
+
+
+@pytest.mark.timeout(180)
+def test_a_rebuild_swaps_in_equal_tables_while_the_runner_writes_and_readers_read(
+    app: Stratus,
+    handlers: Handlers,
+    rm: psycopg.Connection[Any],
+    database_url: str,
+    runner: threading.Thread,
+) -> None:
+    populate(app, instances=400, hosts=3, chunk=100)
+    assert queries.wait_for_position(rm, head(app), timeout=30)
+    # the writer creates as many servers as it can while the rebuild runs
+    Operations(app).set_quota("proj-w", {"instances": -1, "cores": -1, "ram": -1}, {})
+
+    # Writes keep arriving during the rebuild: new servers placed on a host.
+    writing = threading.Event()
+    writer_errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            i = 0
+            while not writing.is_set():
+                server = handlers.create_server(CreateServer(f"during-{i}", "proj-w", "u", "p1")).id
+                handlers.place_instance(PlaceInstance(server, "pop-0"))
+                i += 1
+        except BaseException as e:
+            writer_errors.append(e)
+
+    readers = [Reader(database_url, prepare_threshold=None), Reader(database_url, prepare_threshold=0)]
+    writer = threading.Thread(target=write, daemon=True)
+    for t in (*readers, writer):
+        t.start()
+    try:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            result = rebuild(conn, app.recorder, app.mapper, batch_size=300)  # type: ignore[arg-type]
+        # The live runner carries on in the new generation: it re-seeks from the swapped-in position.
+        after_swap = handlers.create_server(CreateServer("after-swap", "proj-w", "u", "p1"))
+        assert queries.wait_for_position(rm, after_swap.position, timeout=30)
+        assert queries.get_server(rm, after_swap.id, "proj-w") is not None
+    finally:
+        writing.set()
+        writer.join(30)
+        for r in readers:
+            r.stop.set()
+            r.join(30)
+    assert not writer_errors
+    for r in readers:
+        assert not r.errors, r.errors
+        assert len(r.seen) > 10
+        positions = [p for p, _ in r.seen]
+        assert positions == sorted(positions), "a reader saw the read models go back in time"
+    assert result.position >= result.replayed > 0
+    assert _schemas(rm) == [LIVE_SCHEMA]
+
+    # Everything the live runner applied after the swap equals a replay from scratch, row for row.
+    assert queries.wait_for_position(rm, head(app), timeout=30)
+    live = snapshot(rm)
+    rebuild(rm, app.recorder, app.mapper, keep_old=True)  # type: ignore[arg-type]
+    assert snapshot(rm, OLD_SCHEMA) == live == snapshot(rm, LIVE_SCHEMA)
+    assert len(live["instances"]) > 400
+
+
+def test_rebuild_creates_the_read_models_where_there_were_none(
+    app: Stratus, database_url: str, db_settings: Settings
+) -> None:
+    populate(app, instances=20, hosts=2, chunk=10)
+    assert main(db_settings) == 0  # what `stratus rebuild` runs
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        assert _schemas(conn) == [LIVE_SCHEMA]
+        assert queries.current_position(conn) == head(app)
+        servers = queries.list_servers(conn, project_id=None, limit=100, marker=None, include_deleted=True)
+        assert len(servers) == 20
+
+
+def test_one_rebuild_at_a_time(app: Stratus, rm: psycopg.Connection[Any], database_url: str) -> None:
+    populate(app, instances=5, hosts=1)
+    with psycopg.connect(database_url, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", (REBUILD_LOCK,))
+        with pytest.raises(RebuildInProgress):
+            rebuild(rm, app.recorder, app.mapper)  # type: ignore[arg-type]
+        other.execute("SELECT pg_advisory_unlock(%s)", (REBUILD_LOCK,))
+    assert not schema_exists(rm, NEW_SCHEMA)
+    result = rebuild(rm, app.recorder, app.mapper)  # type: ignore[arg-type]
+    assert result.position == head(app) == queries.current_position(rm)

@@ -1,0 +1,148 @@
+"""The server-sent events stream over real HTTP (a threaded WSGI server, one thread per stream, as
+gunicorn's gthread worker runs it) on the real JetStream log: filters, projects, resuming with
+Last-Event-ID, a reader that never reads stalling no one, and an expired position."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from wsgiref.simple_server import make_server
+
+import pytest
+from nats.js.api import DiscardPolicy
+
+import schemas
+from api import watch
+from commands.hosts.register import RegisterHost
+from commands.servers.scheduling import PlaceInstance
+from stratus.config import Settings
+from tests.fixtures.api import ADMIN, P1, P2, Stack
+from tests.fixtures.processes import free_port, serving
+from tests.fixtures.watch import Http, Quiet, ThreadingServer, create_server, read_events
+
+
+@pytest.fixture(params=["threaded-wsgi", "stratus-watch"])
+def http_server(
+    request: pytest.FixtureRequest, stack: Stack, api_settings: Settings, tmp_path: Path
+) -> Iterator[Http]:
+    """The stream served in this process by a threaded WSGI server, and as deployed: ``stratus watch``
+    (gunicorn's gthread worker in a process of its own, composing its app from the settings)."""
+    if request.param == "stratus-watch":
+        yield from _stratus_watch(api_settings, tmp_path)
+        return
+    watch.add_route(stack.app, stack.handlers.app.recorder, heartbeat=0.5)  # type: ignore[arg-type]
+    server = make_server("127.0.0.1", 0, stack.app, server_class=ThreadingServer, handler_class=Quiet)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield Http(server.server_address[1])
+    server.shutdown()
+    server.server_close()
+
+
+def _stratus_watch(settings: Settings, tmp_path: Path) -> Iterator[Http]:
+    port = free_port()
+    argv = [sys.executable, "-m", "processes.cli", "watch", "--bind", f"127.0.0.1:{port}", "--threads", "8"]
+    with serving(argv, settings, port, tmp_path / "watch.log"):
+        yield Http(port)
+
+
+def who(stack: Stack, persona: Any) -> dict[str, str]:
+    """The request headers of a test persona (identity headers, or a token once identity lands)."""
+    headers = getattr(stack, "headers", None)
+    return dict(headers(persona)) if headers is not None else dict(persona)
+
+
+def test_a_member_follows_their_projects_servers_and_resumes(stack: Stack, http_server: Http) -> None:
+    flavor, _ = stack.flavor()
+    stack.handlers.register_host(RegisterHost("cmp-1", vcpus=8, memory_mb=16384, disk_gb=100))
+    mine, created = create_server(stack, P1, flavor)
+    theirs, _ = create_server(stack, P2, flavor)
+    placed = stack.handlers.place_instance(PlaceInstance(mine, "cmp-1")).position  # by the system actor
+    stack.handlers.place_instance(PlaceInstance(theirs, "cmp-1"))
+
+    resp = http_server.open("/v2.1/stratus/events?after=0&type=server", who(stack, P1))
+    assert resp.status == 200 and resp.getheader("Content-Type") == "text/event-stream"
+    got = read_events(resp, 2)
+    assert [(e["id"], e["event"]) for e in got] == [
+        (created, "stratus.instance.requested"),
+        (placed, "stratus.instance.scheduled"),
+    ]
+    project = stack.get(f"/v2.1/servers/{mine}", ADMIN).json["server"]["tenant_id"]
+    assert got[0]["data"]["subject"] == mine and got[0]["data"]["actorproject"] == project
+    assert got[1]["data"]["chainprev"] == got[0]["data"]["chainhash"]
+    for e in got:  # the same structured envelope as everywhere
+        assert [x.message for x in schemas.validator("envelope.v1.json").iter_errors(e["data"])] == []
+    # live: a new event of mine arrives; theirs never does
+    stack.request("DELETE", f"/v2.1/servers/{theirs}", P2)
+    d = stack.request("DELETE", f"/v2.1/servers/{mine}", P1)
+    live = read_events(resp, 1)
+    assert live[0]["id"] == int(d.headers["X-Stratus-Position"])
+    assert live[0]["event"] == "stratus.instance.deletionrequested"
+    resp.close()
+
+    # resuming after the first event gives the rest, as EventSource does on reconnect
+    again = http_server.open(
+        "/v2.1/stratus/events?type=server", {**who(stack, P1), "Last-Event-ID": str(created)}
+    )
+    assert [e["id"] for e in read_events(again, 2)] == [placed, live[0]["id"]]
+    again.close()
+
+
+def test_filters_by_type_and_id(stack: Stack, http_server: Http) -> None:
+    flavor, flavor_position = stack.flavor()
+    first, _ = create_server(stack, P1, flavor)
+    second, _ = create_server(stack, P1, flavor)
+    by_id = http_server.open(f"/v2.1/stratus/events?after=0&type=server&id={second}", who(stack, ADMIN))
+    assert [e["data"]["subject"] for e in read_events(by_id, 1)] == [second]
+    by_id.close()
+    flavors = http_server.open("/v2.1/stratus/events?after=0&type=flavor", who(stack, ADMIN))
+    seen: list[dict[str, Any]] = []
+    while not seen or seen[-1]["data"]["data"].get("flavorid") != flavor:
+        seen += read_events(flavors, 1)
+        assert len(seen) < 50
+    assert {e["event"].split(".")[1] for e in seen} == {"flavor"} and seen[-1]["id"] <= flavor_position
+    flavors.close()
+    assert first != second
+
+
+def test_a_reader_that_never_reads_stalls_no_one(stack: Stack, http_server: Http) -> None:
+    stuck = http_server.open(
+        "/v2.1/stratus/events?after=0", who(stack, ADMIN), rcvbuf=4096
+    )  # and it never reads
+    # enough events to fill the stuck reader's buffers
+    for i in range(60):
+        stack.flavor(name=f"filler-{i}-" + "x" * 200)
+    fresh = http_server.open("/v2.1/stratus/events", who(stack, ADMIN))
+    _, position = stack.flavor(name="the-one")
+    started = time.monotonic()
+    got = read_events(fresh, 1, timeout=5)
+    while got[-1]["id"] < position:  # a flavor's append also takes its name in the registry
+        got += read_events(fresh, 1, timeout=5)
+    assert got[-1]["id"] == position and time.monotonic() - started < 3
+    fresh.close()
+    stuck.close()
+
+
+def test_rejects_other_projects_bad_positions_and_expired_ones(stack: Stack, http_server: Http) -> None:
+    r = http_server.open("/v2.1/stratus/events?project=someone-else", who(stack, P1))
+    assert r.status == 403
+    r.close()
+    r = http_server.open("/v2.1/stratus/events", {**who(stack, P1), "Last-Event-ID": "abc"})
+    assert r.status == 400 and "Last-Event-ID" in json.loads(r.read())["badRequest"]["message"]
+    flavor, _ = stack.flavor()
+    for _ in range(4):
+        create_server(stack, P1, flavor)
+    # retention set on the stream by an operator: the oldest messages go
+    recorder = stack.handlers.app.recorder
+    config = dataclasses.replace(recorder.stream_config(), max_msgs=2, discard=DiscardPolicy.OLD)  # type: ignore[attr-defined]
+    recorder.bridge.run(lambda: recorder.bridge.js.update_stream(config), 5)  # type: ignore[attr-defined]
+    r = http_server.open("/v2.1/stratus/events", {**who(stack, P1), "Last-Event-ID": "1"})
+    assert r.status == 410
+    body = json.loads(r.read())
+    assert "no longer in the log" in json.dumps(body)
