@@ -49,7 +49,6 @@ from api.readmodel import ReadModel, Written, open_pool
 from api.server_actions import add_routes as add_server_action_routes
 from api.server_actions import host_liveness, scheduler_beats
 from commands.handlers import Handlers
-from commands.identity_handlers import IdentityHandlers
 from commands.image_usage import ImageLimits
 from commands.network import FixedNetwork
 from commands.operations import Operations
@@ -166,7 +165,7 @@ def create_app(deps: Deps) -> falcon.App:
     add_placement_routes(app, PlacementHandlers(deps.handlers.app), ProviderView(deps.handlers.app))
     identity.add_routes(
         app,
-        handlers=IdentityHandlers(deps.handlers.app),
+        bus=bus,
         read=read,
         validators=validators,
         credentials=Credentials(deps.pool.connection),
