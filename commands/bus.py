@@ -46,6 +46,10 @@ from commands.keystone import groups as keystone_groups
 from commands.keystone.loaders import new_identity_id
 from commands.metadefs import namespaces as metadefs
 from commands.network import FixedNetwork
+from commands.providers import allocations as placement_allocations
+from commands.providers import custom as placement_custom
+from commands.providers import inventories as placement_inventories
+from commands.providers import manage as placement_providers
 from commands.quotas import limits as quotas
 from commands.servers import actions, create, delete, fields, groups, moves, reconcile, scheduling, spawn
 from commands.unit_of_work import UnitOfWork
@@ -174,6 +178,21 @@ HANDLERS: Mapping[type, Handler] = {
     keystone_credentials.DeleteAccessRule: keystone_credentials.delete_access_rule,
     tokens.RevokeToken: tokens.revoke_token,
     keystone_bootstrap.BootstrapIdentity: keystone_bootstrap.bootstrap_identity,
+    # Placement: providers, their inventories, traits and aggregates, custom names, allocations
+    placement_providers.CreateProvider: placement_providers.create_provider,
+    placement_providers.UpdateProvider: placement_providers.update_provider,
+    placement_providers.DeleteProvider: placement_providers.delete_provider,
+    placement_inventories.SetInventories: placement_inventories.set_inventories,
+    placement_inventories.SetInventory: placement_inventories.set_inventory,
+    placement_inventories.DeleteInventory: placement_inventories.delete_inventory,
+    placement_inventories.SetTraits: placement_inventories.set_traits,
+    placement_inventories.SetAggregates: placement_inventories.set_aggregates,
+    placement_custom.CreateResourceClass: placement_custom.create_resource_class,
+    placement_custom.CreateTrait: placement_custom.create_trait,
+    placement_custom.DeleteResourceClass: placement_custom.delete_resource_class,
+    placement_custom.DeleteTrait: placement_custom.delete_trait,
+    placement_allocations.ReplaceAllocations: placement_allocations.replace_allocations,
+    placement_allocations.DeleteAllocations: placement_allocations.delete_allocations,
 }
 
 
