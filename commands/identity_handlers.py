@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from commands.app import Stratus
-from commands.bus import MessageBus, bootstrap
+from commands.bus import Facade
 from commands.keystone.application_credentials import (
     CreateApplicationCredential,
     DeleteAccessRule,
@@ -55,18 +54,8 @@ __all__ = [
 ]
 
 
-class IdentityHandlers:
+class IdentityHandlers(Facade):
     """Keystone's commands as methods over a bus of their own (for tests; see the module)."""
-
-    def __init__(self, app: Stratus, *, attempts: int = 5) -> None:
-        self.bus: MessageBus = bootstrap(app, attempts=attempts)
-
-    @property
-    def app(self) -> Stratus:
-        return self.bus.app
-
-    def handle(self, command: object) -> Any:
-        return self.bus.handle(command)
 
     def bootstrap(self, admin_project: str = "admin", admin_user: str = "admin") -> Bootstrapped:
         return self.handle(BootstrapIdentity(admin_project, admin_user))  # type: ignore[no-any-return]

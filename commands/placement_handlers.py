@@ -9,8 +9,7 @@ from types import EllipsisType
 from typing import Any
 from uuid import UUID
 
-from commands.app import Stratus
-from commands.bus import MessageBus, bootstrap
+from commands.bus import Facade
 from commands.provider import ResourceProvider
 from commands.providers.allocations import (
     ConsumerChange,
@@ -31,18 +30,8 @@ from commands.resource_provider import Provider
 __all__ = ["ConsumerChange", "PlacementHandlers"]
 
 
-class PlacementHandlers:
+class PlacementHandlers(Facade):
     """Placement's commands as methods over a bus of their own (for tests; see the module)."""
-
-    def __init__(self, app: Stratus, *, attempts: int = 5) -> None:
-        self.bus: MessageBus = bootstrap(app, attempts=attempts)
-
-    @property
-    def app(self) -> Stratus:
-        return self.bus.app
-
-    def handle(self, command: object) -> Any:
-        return self.bus.handle(command)
 
     def create_provider(self, provider_uuid: UUID, name: str, parent_uuid: str | None) -> ResourceProvider:
         return self.handle(CreateProvider(provider_uuid, name, parent_uuid))  # type: ignore[no-any-return]
