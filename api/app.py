@@ -49,11 +49,9 @@ from api.readmodel import ReadModel, Written, open_pool
 from api.server_actions import add_routes as add_server_action_routes
 from api.server_actions import host_liveness, scheduler_beats
 from commands.handlers import Handlers
-from commands.identity_handlers import IdentityHandlers
 from commands.image_usage import ImageLimits
 from commands.network import FixedNetwork
 from commands.operations import Operations
-from commands.placement_handlers import PlacementHandlers
 from stratus import serialization
 from stratus.config import Settings
 from stratus.hostrpc import HostRPC
@@ -163,10 +161,10 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1/stratus/history/{kind}/{resource_id}", audit.History(deps.handlers))
     app.add_route("/v2.1/stratus/state/{kind}/{resource_id}", audit.State(deps.handlers))
     app.add_route("/v2.1/stratus/usage/{project_id}", audit.Usage(deps.handlers))
-    add_placement_routes(app, PlacementHandlers(deps.handlers.app), ProviderView(deps.handlers.app))
+    add_placement_routes(app, bus, ProviderView(deps.handlers.app))
     identity.add_routes(
         app,
-        handlers=IdentityHandlers(deps.handlers.app),
+        bus=bus,
         read=read,
         validators=validators,
         credentials=Credentials(deps.pool.connection),

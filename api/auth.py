@@ -26,7 +26,8 @@ from api.readmodel import ReadModel
 from commands.app import Stratus
 from commands.errors import NotFound
 from commands.identity import effective_roles
-from commands.identity_handlers import IdentityHandlers
+from commands.keystone import loaders as identities
+from commands.unit_of_work import UnitOfWork
 from projections import identity_queries
 from stratus.context import Actor
 
@@ -143,6 +144,6 @@ def require_project(app: Stratus, project_id: str) -> None:
     """A project named in a request body must exist: Nova asks Keystone (``verify_project_id``) and
     answers 400 for an unknown one. Read from the log, so a project created a moment ago counts."""
     try:
-        IdentityHandlers(app).project(project_id)
+        identities.project(UnitOfWork(app), project_id)
     except NotFound:
         raise BadRequest(f"Project ID {project_id} is not a valid project.") from None

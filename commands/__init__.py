@@ -24,12 +24,18 @@ one domain method and appends what changed in one atomic append. The layout:
                               ``tasks`` (Glance's tasks)
 ``keypairs/``                 ``manage`` (create, delete), ``keys`` (generating a key pair)
 ``metadefs/``                 ``namespaces`` (Glance's metadata definitions)
-``placement_handlers``        OpenStack Placement's providers, inventories, traits, allocations
-``identity_*``                Keystone (still classes over ``UnitOfWork``: ``IdentityHandlers``)
+``keystone/``                 Keystone: ``projects``, ``users``, ``domains``, ``groups``, ``roles``,
+                              ``assignments``, ``catalog`` (the service catalog),
+                              ``application_credentials``, ``tokens``, ``bootstrap``
+``providers/``                OpenStack Placement: ``manage`` (providers), ``inventories``
+                              (and traits, aggregates), ``custom`` (resource classes, traits),
+                              ``allocations``
 ============================  ================================================================
 
 The aggregates keep their modules (``instance``, ``host``, ``flavor``, ``image``, ``task``,
-``placement``...): their module path is part of every recorded event's topic. ``handlers.Handlers``,
-``operations.Operations``, ``lifecycle``, ``migration`` and ``server_fields`` are the methods callers
-used before the bus, each one line over it; new code sends commands: ``bus.handle(DeleteServer(...))``.
+``placement``, ``identity``, ``application_credentials``...): their module path is part of every
+recorded event's topic. ``handlers.Handlers``, ``operations.Operations``, ``lifecycle``,
+``migration``, ``server_fields``, ``identity_handlers.IdentityHandlers`` and
+``placement_handlers.PlacementHandlers`` are the methods callers used before the bus, each one line
+over it; new code sends commands: ``bus.handle(DeleteServer(...))``.
 """

@@ -7,18 +7,17 @@ credentials table (``api/credentials.py``), as a password's does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
 from commands.identity import Name, checked_name
-from commands.identity_base import IdentityBase
-from commands.unit_of_work import Result
 
 
 class ApplicationCredential(Aggregate):
+    """A user's credential for a program: who it acts as, in which project, with which roles."""
+
     @staticmethod
     def create_id(application_credential_id: str, **_: object) -> UUID:
         return UUID(hex=application_credential_id)
@@ -83,57 +82,11 @@ class ApplicationCredential(Aggregate):
         self.deleted = True
 
 
-@dataclass(frozen=True)
-class CreateApplicationCredential:
-    """Create a user's application credential (Keystone)."""
+def __getattr__(name: str) -> Any:
+    """``CreateApplicationCredential`` was here; it is ``commands.keystone.application_credentials``'s
+    now (imported on demand: that module imports this one), still importable from here for tests."""
+    if name == "CreateApplicationCredential":
+        from commands.keystone.application_credentials import CreateApplicationCredential
 
-    user_id: str
-    project_id: str
-    name: str
-    role_ids: tuple[str, ...]
-    description: str | None = None
-    expires_at: str | None = None
-    unrestricted: bool = False
-    access_rules: tuple[dict[str, Any], ...] = ()
-
-
-class ApplicationCredentialHandlers(IdentityBase):
-    """Keystone's application credential commands."""
-
-    def application_credential(self, credential_id: str) -> ApplicationCredential:
-        return self._identity(ApplicationCredential, credential_id, "application credential")
-
-    def create_application_credential(self, cmd: CreateApplicationCredential, credential_id: str) -> Result:
-        self.user(cmd.user_id)
-        self.project(cmd.project_id)
-        for rid in cmd.role_ids:
-            self.role(rid)
-        credential, _ = ApplicationCredential.create(
-            application_credential_id=credential_id,
-            user_id=cmd.user_id,
-            project_id=cmd.project_id,
-            name=cmd.name,
-            description=cmd.description,
-            expires_at=cmd.expires_at,
-            unrestricted=cmd.unrestricted,
-            role_ids=list(cmd.role_ids),
-            access_rules=[dict(rule) for rule in cmd.access_rules],
-        )
-        return self._create_named(credential, "application_credential", cmd.user_id, cmd.name)
-
-    def delete_application_credential(self, credential_id: str) -> Result:
-        def decide() -> Result:
-            credential = self.application_credential(credential_id)
-            credential.delete()
-            name = self._release_name("application_credential", credential.user_id, credential.name)
-            return Result(credential_id, self.save(credential, *name))
-
-        return self.retrying(decide)
-
-    def delete_access_rule(self, user_id: str, rule_id: str) -> Result:
-        def decide() -> Result:
-            user = self.user(user_id)
-            user.delete_access_rule(rule_id)
-            return Result(rule_id, self.save(user))
-
-        return self.retrying(decide)
+        return CreateApplicationCredential
+    raise AttributeError(name)

@@ -5,8 +5,9 @@ Each process builds its bus once, in its composition root (``bootstrap``), over 
 ``UnitOfWork`` (the application on the log) and the collaborators handlers ask for by parameter
 name: ``new_id`` (new aggregate ids), ``network`` (the fixed network servers get addresses on),
 ``create_groups`` (the group commit of a process's creates), ``image_limits`` (the image quota),
-``generate_key`` (new SSH key pairs). ``bus.handle(command)`` then runs the
-command's use case and returns what its handler returns (a ``Result`` and its kin).
+``generate_key`` (new SSH key pairs), ``new_identity_id`` (Keystone's ids: 32 hex digits).
+``bus.handle(command)`` then runs the command's use case and returns what its handler returns (a
+``Result`` and its kin).
 """
 
 from __future__ import annotations
@@ -28,8 +29,27 @@ from commands.images import tasks as image_tasks
 from commands.images import update as image_updates
 from commands.keypairs import manage as keypairs
 from commands.keypairs.keys import generate_ssh_key
+from commands.keystone import (
+    application_credentials as keystone_credentials,
+)
+from commands.keystone import (
+    assignments,
+    catalog,
+    domains,
+    projects,
+    roles,
+    tokens,
+    users,
+)
+from commands.keystone import bootstrap as keystone_bootstrap
+from commands.keystone import groups as keystone_groups
+from commands.keystone.loaders import new_identity_id
 from commands.metadefs import namespaces as metadefs
 from commands.network import FixedNetwork
+from commands.providers import allocations as placement_allocations
+from commands.providers import custom as placement_custom
+from commands.providers import inventories as placement_inventories
+from commands.providers import manage as placement_providers
 from commands.quotas import limits as quotas
 from commands.servers import actions, create, delete, fields, groups, moves, reconcile, scheduling, spawn
 from commands.unit_of_work import UnitOfWork
@@ -117,6 +137,62 @@ HANDLERS: Mapping[type, Handler] = {
     reconcile.SyncPowerState: reconcile.sync_power_state,
     reconcile.RecordStrayGuests: reconcile.record_strays,
     groups.DeleteServerGroup: groups.delete_server_group,
+    # Keystone: projects, users, domains, groups, roles, assignments
+    projects.CreateProject: projects.create_project,
+    projects.UpdateProject: projects.update_project,
+    projects.DeleteProject: projects.delete_project,
+    users.CreateUser: users.create_user,
+    users.UpdateUser: users.update_user,
+    users.DeleteUser: users.delete_user,
+    users.RecordPasswordSet: users.record_password_set,
+    domains.CreateDomain: domains.create_domain,
+    domains.UpdateDomain: domains.update_domain,
+    domains.DeleteDomain: domains.delete_domain,
+    keystone_groups.CreateGroup: keystone_groups.create_group,
+    keystone_groups.UpdateGroup: keystone_groups.update_group,
+    keystone_groups.DeleteGroup: keystone_groups.delete_group,
+    keystone_groups.AddGroupUser: keystone_groups.add_group_user,
+    keystone_groups.RemoveGroupUser: keystone_groups.remove_group_user,
+    roles.CreateRole: roles.create_role,
+    roles.UpdateRole: roles.update_role,
+    roles.DeleteRole: roles.delete_role,
+    roles.ImplyRole: roles.imply_role,
+    roles.StopImplyingRole: roles.stop_implying_role,
+    assignments.GrantRole: assignments.grant_role,
+    assignments.RevokeRole: assignments.revoke_role,
+    assignments.AssignRole: assignments.assign_role,
+    assignments.UnassignRole: assignments.unassign_role,
+    # Keystone: the service catalog, application credentials, tokens, the first run
+    catalog.CreateRegion: catalog.create_region,
+    catalog.UpdateRegion: catalog.update_region,
+    catalog.DeleteRegion: catalog.delete_region,
+    catalog.CreateService: catalog.create_service,
+    catalog.UpdateService: catalog.update_service,
+    catalog.DeleteService: catalog.delete_service,
+    catalog.CreateEndpoint: catalog.create_endpoint,
+    catalog.UpdateEndpoint: catalog.update_endpoint,
+    catalog.DeleteEndpoint: catalog.delete_endpoint,
+    catalog.SeedCatalog: catalog.seed_catalog,
+    keystone_credentials.CreateApplicationCredential: keystone_credentials.create_application_credential,
+    keystone_credentials.DeleteApplicationCredential: keystone_credentials.delete_application_credential,
+    keystone_credentials.DeleteAccessRule: keystone_credentials.delete_access_rule,
+    tokens.RevokeToken: tokens.revoke_token,
+    keystone_bootstrap.BootstrapIdentity: keystone_bootstrap.bootstrap_identity,
+    # Placement: providers, their inventories, traits and aggregates, custom names, allocations
+    placement_providers.CreateProvider: placement_providers.create_provider,
+    placement_providers.UpdateProvider: placement_providers.update_provider,
+    placement_providers.DeleteProvider: placement_providers.delete_provider,
+    placement_inventories.SetInventories: placement_inventories.set_inventories,
+    placement_inventories.SetInventory: placement_inventories.set_inventory,
+    placement_inventories.DeleteInventory: placement_inventories.delete_inventory,
+    placement_inventories.SetTraits: placement_inventories.set_traits,
+    placement_inventories.SetAggregates: placement_inventories.set_aggregates,
+    placement_custom.CreateResourceClass: placement_custom.create_resource_class,
+    placement_custom.CreateTrait: placement_custom.create_trait,
+    placement_custom.DeleteResourceClass: placement_custom.delete_resource_class,
+    placement_custom.DeleteTrait: placement_custom.delete_trait,
+    placement_allocations.ReplaceAllocations: placement_allocations.replace_allocations,
+    placement_allocations.DeleteAllocations: placement_allocations.delete_allocations,
 }
 
 
@@ -168,6 +244,7 @@ def bootstrap(
         "network": network,
         "image_limits": ImageLimits(),
         "generate_key": generate_ssh_key,
+        "new_identity_id": new_identity_id,
         **dependencies,
     }
     if "create_groups" not in deps:
@@ -186,3 +263,21 @@ def _inject(handler: Handler, uow: UnitOfWork, deps: Mapping[str, Any]) -> Calla
 @functools.cache
 def _parameters(handler: Handler) -> tuple[str, ...]:
     return tuple(inspect.signature(handler).parameters)[2:]  # after the command and the unit of work
+
+
+class Facade:
+    """The base of the classes that keep, for the tests that call them, the methods callers used
+    before the bus (``IdentityHandlers``, ``PlacementHandlers``): each method one line over a bus of
+    the facade's own. New code sends commands to the bus its composition root built."""
+
+    def __init__(self, app: Stratus, *, attempts: int = 5) -> None:
+        self.bus: MessageBus = bootstrap(app, attempts=attempts)
+
+    @property
+    def app(self) -> Stratus:
+        """The application on the log the commands append to."""
+        return self.bus.app
+
+    def handle(self, command: object) -> Any:
+        """Run the command's use case (``MessageBus.handle``)."""
+        return self.bus.handle(command)

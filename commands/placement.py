@@ -1,5 +1,5 @@
 """Placement's own aggregates: a consumer's allocations (``Consumer``) and the catalogue of custom
-resource classes and traits (``PlacementCatalog``). Their commands are in ``commands.placement_handlers``.
+resource classes and traits (``PlacementCatalog``). Their use cases are in ``commands.providers``.
 
 A provider is a compute host (``commands.host.Host``) or any other provider operators created
 (``commands.provider.ResourceProvider``); on a host, the scheduler's claims and these allocations

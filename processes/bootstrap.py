@@ -17,7 +17,10 @@ import psycopg
 from psycopg.rows import dict_row
 
 from api.identity.credentials import Credentials, ensure_schema
+from commands.bus import MessageBus, bootstrap
 from commands.identity_handlers import IdentityHandlers
+from commands.keystone.bootstrap import BootstrapIdentity, Bootstrapped
+from commands.keystone.users import RecordPasswordSet
 from projections.schema import ensure_live_schema
 from stratus.config import Settings
 from stratus.context import SYSTEM, CommandContext, acting
@@ -37,9 +40,10 @@ class Seeded:
     generated_password: str | None
 
 
-def seed(handlers: IdentityHandlers, credentials: Credentials, password: str | None) -> Seeded:
+def seed(bus: MessageBus | IdentityHandlers, credentials: Credentials, password: str | None) -> Seeded:
+    """Seed Keystone through ``bus`` (or the facade tests hand in) and set the admin's password."""
     with acting(CommandContext(actor=SYSTEM)):
-        done = handlers.bootstrap(ADMIN_PROJECT, ADMIN_USER)
+        done: Bootstrapped = bus.handle(BootstrapIdentity(ADMIN_PROJECT, ADMIN_USER))
         position = done.position
         generated = None
         stored = credentials.password_hash(done.user_id)
@@ -47,7 +51,7 @@ def seed(handlers: IdentityHandlers, credentials: Credentials, password: str | N
             password = generated = secrets.token_urlsafe(18)
         if password is not None and not (stored is not None and credentials.check(done.user_id, password)):
             with credentials.setting(done.user_id, password):
-                position = handlers.record_password_set(done.user_id).position
+                position = bus.handle(RecordPasswordSet(done.user_id)).position
     return Seeded(done.project_id, done.user_id, position, generated)
 
 
@@ -63,7 +67,7 @@ def main(settings: Settings, password: str | None) -> Seeded:
         with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
             ensure_schema(conn)
             ensure_live_schema(conn)  # so that the API can answer before the projector's first batch
-            handlers = IdentityHandlers(Stratus(Factory(bridge=bridge, settings=settings)))
-            return seed(handlers, Credentials(lambda: contextlib.nullcontext(conn)), password)
+            bus = bootstrap(Stratus(Factory(bridge=bridge, settings=settings)))
+            return seed(bus, Credentials(lambda: contextlib.nullcontext(conn)), password)
     finally:
         bridge.close()

@@ -24,8 +24,12 @@ from api.identity.credentials import Credentials
 from api.identity.tokens import TokenClaims
 from api.identity.views import access_rule_view, application_credential_view
 from api.readmodel import ReadModel
-from commands.application_credentials import CreateApplicationCredential
 from commands.identity_catalog import seeded_id
+from commands.keystone.application_credentials import (
+    CreateApplicationCredential,
+    DeleteAccessRule,
+    DeleteApplicationCredential,
+)
 from projections import directory_queries as dq
 from projections import identity_queries as q
 from stratus.context import acting
@@ -155,6 +159,7 @@ class ApplicationCredentials(_Owned):
             role_ids = self._roles(conn, spec.get("roles"), auth.actor.roles)
             rules = self._rules(conn, user_id, spec.get("access_rules") or [])
         secret = spec.get("secret") or secrets.token_urlsafe(64)
+        credential_id = uuid.uuid4().hex
         cmd = CreateApplicationCredential(
             user_id,
             project_id,
@@ -164,10 +169,10 @@ class ApplicationCredentials(_Owned):
             expires_at=_given_expiry(spec.get("expires_at")),
             unrestricted=bool(spec.get("unrestricted")),
             access_rules=rules,
+            application_credential_id=credential_id,
         )
-        credential_id = uuid.uuid4().hex
         with acting(req.context.command), self._credentials.secret_setting(credential_id, secret):
-            result = self._handlers.create_application_credential(cmd, credential_id)
+            result = self._bus.handle(cmd)
 
         def fetch(conn: Any) -> tuple[Row, dict[str, Row]]:
             row = self._found(
@@ -251,7 +256,7 @@ class ApplicationCredentialItem(_Owned):
             self._row(conn, user_id, credential_id)
             ApplicationCredentials._refuse_restricted(conn, req.context.auth.claims)
         with acting(req.context.command):
-            result = self._handlers.delete_application_credential(credential_id)
+            result = self._bus.handle(DeleteApplicationCredential(credential_id))
         self._credentials.forget_secret(credential_id)
         self._written(req, result.position)
         resp.status = falcon.HTTP_204
@@ -289,6 +294,6 @@ class AccessRuleItem(_Owned):
         if any(rule["id"] == rule_id for c in users for rule in c["access_rules"]):
             raise Forbidden(f"Access rule {rule_id} is in use by an application credential.")
         with acting(req.context.command):
-            result = self._handlers.delete_access_rule(user_id, rule_id)
+            result = self._bus.handle(DeleteAccessRule(user_id, rule_id))
         self._written(req, result.position)
         resp.status = falcon.HTTP_204

@@ -22,7 +22,7 @@ from api.identity.roles import implied_by, with_implied
 from api.identity.tokens import TokenClaims
 from api.identity.views import domain_view, project_view, token_view
 from commands.identity import DEFAULT_DOMAIN_ID, DEFAULT_DOMAIN_NAME, effective_roles
-from commands.identity_handlers import RevokeToken
+from commands.keystone.tokens import RevokeToken
 from projections import directory_queries as dq
 from projections import identity_queries as q
 from stratus.context import acting
@@ -211,7 +211,7 @@ class Tokens(Resource):
         claims = subject.claims
         with acting(req.context.command):
             # The whole chain: the token, the one it was issued from, and every one issued from them.
-            result = self._handlers.revoke_token(
+            result = self._bus.handle(
                 RevokeToken(claims.chain, claims.user_id, claims.project_id, claims.expires_at.isoformat())
             )
         self._after(req, result.position, lambda conn: None)

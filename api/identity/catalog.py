@@ -15,7 +15,17 @@ from api import policy
 from api.errors import BadRequest
 from api.identity.common import Resource, Row, collection
 from api.identity.views import endpoint_url, endpoint_view, region_view, service_view
-from commands.identity_catalog_handlers import CreateEndpoint, CreateRegion, CreateService
+from commands.keystone.catalog import (
+    CreateEndpoint,
+    CreateRegion,
+    CreateService,
+    DeleteEndpoint,
+    DeleteRegion,
+    DeleteService,
+    UpdateEndpoint,
+    UpdateRegion,
+    UpdateService,
+)
 from projections import directory_queries as dq
 from stratus.context import acting
 
@@ -61,7 +71,7 @@ class _CatalogResource(Resource):
                 return
         if spec.get("region_id"):
             raise BadRequest(f"Invalid input for field 'region_id': no region {region_id}.")
-        self._handlers.create_region(CreateRegion(region_id))
+        self._bus.handle(CreateRegion(region_id))
 
     def _region(self, conn: Any, region_id: str) -> Row:
         return self._found(dq.get_region(conn, region_id), "region", region_id)
@@ -77,7 +87,7 @@ class _CatalogResource(Resource):
     ) -> None:
         cmd = CreateRegion(rid, spec.get("description") or "", spec.get("parent_region_id"))
         with acting(req.context.command):
-            result = self._handlers.create_region(cmd)
+            result = self._bus.handle(cmd)
         row = self._after(req, result.position, lambda conn: self._region(conn, result.id))
         resp.status = falcon.HTTP_201
         resp.media = {"region": region_view(req, row)}
@@ -119,8 +129,8 @@ class RegionItem(_CatalogResource):
     def on_patch(self, req: falcon.Request, resp: falcon.Response, region_id: str) -> None:
         spec = self._body(req, "identity.regions.update")["region"]
         with acting(req.context.command):
-            result = self._handlers.update_region(
-                region_id, spec.get("description"), spec.get("parent_region_id")
+            result = self._bus.handle(
+                UpdateRegion(region_id, spec.get("description"), spec.get("parent_region_id"))
             )
         row = self._after(req, result.position, lambda conn: self._region(conn, region_id))
         resp.media = {"region": region_view(req, row)}
@@ -128,7 +138,7 @@ class RegionItem(_CatalogResource):
     @falcon.before(policy.require("identity:delete_region"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, region_id: str) -> None:
         with acting(req.context.command):
-            result = self._handlers.delete_region(region_id)
+            result = self._bus.handle(DeleteRegion(region_id))
         self._written(req, result.position)
         resp.status = falcon.HTTP_204
 
@@ -150,7 +160,7 @@ class Services(_CatalogResource):
             spec["type"], spec.get("name") or "", spec.get("description") or "", spec.get("enabled", True)
         )
         with acting(req.context.command):
-            result = self._handlers.create_service(cmd)
+            result = self._bus.handle(cmd)
         row = self._after(req, result.position, lambda conn: self._service(conn, result.id))
         resp.status = falcon.HTTP_201
         resp.media = {"service": service_view(req, row)}
@@ -168,7 +178,7 @@ class ServiceItem(_CatalogResource):
     def on_patch(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
         spec = self._body(req, "identity.services.update")["service"]
         with acting(req.context.command):
-            result = self._handlers.update_service(service_id, spec)
+            result = self._bus.handle(UpdateService(service_id, spec))
         row = self._after(req, result.position, lambda conn: self._service(conn, service_id))
         resp.media = {"service": service_view(req, row)}
 
@@ -177,7 +187,7 @@ class ServiceItem(_CatalogResource):
         with self._read.connection(req) as conn:
             endpoints = tuple(e["id"] for e in dq.list_endpoints(conn, service_id=service_id))
         with acting(req.context.command):
-            result = self._handlers.delete_service(service_id, endpoints)
+            result = self._bus.handle(DeleteService(service_id, endpoints))
         self._written(req, result.position)
         resp.status = falcon.HTTP_204
 
@@ -213,7 +223,7 @@ class Endpoints(_CatalogResource):
             self._service(conn, cmd.service_id)
         with acting(req.context.command):
             self._region_for(req, spec)
-            result = self._handlers.create_endpoint(cmd)
+            result = self._bus.handle(cmd)
         row = self._after(req, result.position, lambda conn: self._endpoint(conn, result.id))
         resp.status = falcon.HTTP_201
         resp.media = {"endpoint": endpoint_view(req, row)}
@@ -232,13 +242,13 @@ class EndpointItem(_CatalogResource):
         spec = dict(self._body(req, "identity.endpoints.update")["endpoint"])
         with acting(req.context.command):
             self._region_for(req, spec)
-            result = self._handlers.update_endpoint(endpoint_id, {**spec, "region_id": _region_of(spec)})
+            result = self._bus.handle(UpdateEndpoint(endpoint_id, {**spec, "region_id": _region_of(spec)}))
         row = self._after(req, result.position, lambda conn: self._endpoint(conn, endpoint_id))
         resp.media = {"endpoint": endpoint_view(req, row)}
 
     @falcon.before(policy.require("identity:delete_endpoint"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
         with acting(req.context.command):
-            result = self._handlers.delete_endpoint(endpoint_id)
+            result = self._bus.handle(DeleteEndpoint(endpoint_id))
         self._written(req, result.position)
         resp.status = falcon.HTTP_204

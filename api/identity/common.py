@@ -13,8 +13,8 @@ from api.body import read_json
 from api.errors import ItemNotFound
 from api.identity.credentials import Credentials
 from api.readmodel import ReadModel
+from commands.bus import MessageBus
 from commands.identity import DEFAULT_DOMAIN_ID, DEFAULT_DOMAIN_NAME
-from commands.identity_handlers import IdentityHandlers
 from projections import directory_queries as dq
 from projections import identity_queries as q
 
@@ -56,14 +56,14 @@ class Resource:
 
     def __init__(
         self,
-        handlers: IdentityHandlers,
+        bus: MessageBus,
         read: ReadModel,
         validators: dict[str, Draft202012Validator],
         credentials: Credentials,
         authenticator: Authenticator,
         max_body_bytes: int,
     ) -> None:
-        self._handlers = handlers
+        self._bus = bus
         self._read = read
         self._validators = validators
         self._credentials = credentials

@@ -11,7 +11,7 @@ import falcon
 from api import policy
 from api.identity.common import Resource, collection, flag
 from api.identity.views import domain_view
-from commands.identity_domains import CreateDomain, DeleteDomain, UpdateDomain
+from commands.keystone.domains import CreateDomain, DeleteDomain, UpdateDomain
 from projections import directory_queries as dq
 from stratus.context import acting
 
@@ -32,7 +32,7 @@ class Domains(Resource):
         spec = self._body(req, "identity.domains.create")["domain"]
         cmd = CreateDomain(spec["name"], spec.get("description") or "", spec.get("enabled", True))
         with acting(req.context.command):
-            result = self._handlers.create_domain(cmd)
+            result = self._bus.handle(cmd)
         row = self._after(req, result.position, lambda conn: self._domain(conn, result.id))
         resp.status = falcon.HTTP_201
         resp.media = {"domain": domain_view(req, row)}
@@ -51,7 +51,7 @@ class DomainItem(Resource):
         spec = self._body(req, "identity.domains.update")["domain"]
         cmd = UpdateDomain(domain_id, spec.get("name"), spec.get("description"), spec.get("enabled"))
         with acting(req.context.command):
-            result = self._handlers.update_domain(cmd)
+            result = self._bus.handle(cmd)
         row = self._after(req, result.position, lambda conn: self._domain(conn, domain_id))
         resp.media = {"domain": domain_view(req, row)}
 
@@ -62,7 +62,7 @@ class DomainItem(Resource):
             members = dq.domain_members(conn, domain_id)
         cmd = DeleteDomain(domain_id, members["projects"], members["users"], members["groups"])
         with acting(req.context.command):
-            result = self._handlers.delete_domain(cmd)
+            result = self._bus.handle(cmd)
         for user_id in members["users"]:
             self._credentials.forget(user_id)
         self._written(req, result.position)

@@ -11,7 +11,7 @@ from api import policy
 from api.errors import ItemNotFound
 from api.identity.common import Resource, collection
 from api.identity.views import group_view, user_view
-from commands.identity_domains import CreateGroup, UpdateGroup
+from commands.keystone.groups import AddGroupUser, CreateGroup, DeleteGroup, RemoveGroupUser, UpdateGroup
 from projections import directory_queries as dq
 from stratus.context import acting
 
@@ -34,7 +34,7 @@ class Groups(Resource):
             domain_id = self._domain_param(conn, spec.get("domain_id"))
         cmd = CreateGroup(spec["name"], domain_id, spec.get("description") or "")
         with acting(req.context.command):
-            result = self._handlers.create_group(cmd)
+            result = self._bus.handle(cmd)
         row = self._after(req, result.position, lambda conn: self._group(conn, result.id))
         resp.status = falcon.HTTP_201
         resp.media = {"group": group_view(req, row)}
@@ -52,16 +52,14 @@ class GroupItem(Resource):
     def on_patch(self, req: falcon.Request, resp: falcon.Response, group_id: str) -> None:
         spec = self._body(req, "identity.groups.update")["group"]
         with acting(req.context.command):
-            result = self._handlers.update_group(
-                UpdateGroup(group_id, spec.get("name"), spec.get("description"))
-            )
+            result = self._bus.handle(UpdateGroup(group_id, spec.get("name"), spec.get("description")))
         row = self._after(req, result.position, lambda conn: self._group(conn, group_id))
         resp.media = {"group": group_view(req, row)}
 
     @falcon.before(policy.require("identity:delete_group"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, group_id: str) -> None:
         with acting(req.context.command):
-            result = self._handlers.delete_group(group_id)
+            result = self._bus.handle(DeleteGroup(group_id))
         self._written(req, result.position)
         resp.status = falcon.HTTP_204
 
@@ -90,7 +88,7 @@ class GroupUser(Resource):
     def on_put(self, req: falcon.Request, resp: falcon.Response, group_id: str, user_id: str) -> None:
         self._check(req, group_id, user_id)
         with acting(req.context.command):
-            result = self._handlers.add_group_user(group_id, user_id)
+            result = self._bus.handle(AddGroupUser(group_id, user_id))
         self._written(req, result.position)
         resp.status = falcon.HTTP_204
 
@@ -106,7 +104,7 @@ class GroupUser(Resource):
     def on_delete(self, req: falcon.Request, resp: falcon.Response, group_id: str, user_id: str) -> None:
         self._check(req, group_id, user_id)
         with acting(req.context.command):
-            result = self._handlers.remove_group_user(group_id, user_id)
+            result = self._bus.handle(RemoveGroupUser(group_id, user_id))
         self._written(req, result.position)
         resp.status = falcon.HTTP_204
 

@@ -8,7 +8,7 @@ from api import policy
 from api.errors import BadRequest, ItemNotFound
 from api.identity.common import Resource, collection, flag
 from api.identity.views import project_view
-from commands.identity_handlers import CreateProject, UpdateProject
+from commands.keystone.projects import CreateProject, DeleteProject, UpdateProject
 from projections import identity_queries as q
 from stratus.context import acting
 
@@ -38,7 +38,7 @@ class Projects(Resource):
             raise BadRequest("Invalid input for field 'parent_id': Stratus has no project hierarchy.")
         cmd = CreateProject(spec["name"], domain_id, spec.get("description") or "", spec.get("enabled", True))
         with acting(req.context.command):
-            result = self._handlers.create_project(cmd)
+            result = self._bus.handle(cmd)
         row = self._after(req, result.position, lambda conn: self._project(conn, result.id))
         resp.status = falcon.HTTP_201
         resp.media = {"project": project_view(req, row)}
@@ -67,13 +67,13 @@ class ProjectItem(Resource):
             enabled=spec.get("enabled"),
         )
         with acting(req.context.command):
-            result = self._handlers.update_project(cmd)
+            result = self._bus.handle(cmd)
         row = self._after(req, result.position, lambda conn: self._project(conn, project_id))
         resp.media = {"project": project_view(req, row)}
 
     @falcon.before(policy.require("identity:delete_project"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
         with acting(req.context.command):
-            result = self._handlers.delete_project(project_id)
+            result = self._bus.handle(DeleteProject(project_id))
         self._after(req, result.position, lambda conn: None)  # its tokens end once the API sees it
         resp.status = falcon.HTTP_204

@@ -18,7 +18,7 @@ from api.identity.common import Resource, Row, collection, domain_ref, flag, url
 from api.identity.roles import implied_by, with_implied
 from api.identity.views import role_view
 from commands.identity import SYSTEM_SCOPE
-from commands.identity_domains import Assignment
+from commands.keystone.assignments import Assignment, AssignRole, UnassignRole
 from projections import directory_queries as dq
 from projections import identity_queries as q
 from stratus.context import acting
@@ -80,7 +80,7 @@ class AssignedRole(_Assignments):
         scope_id, actor_id = self._ids(ids)
         assignment = self._assignment(req, scope_id, actor_id, role_id)
         with acting(req.context.command):
-            result = self._handlers.assign(assignment)
+            result = self._bus.handle(AssignRole(assignment))
         self._written(req, result.position)
         resp.status = falcon.HTTP_204
 
@@ -101,7 +101,7 @@ class AssignedRole(_Assignments):
         scope_id, actor_id = self._ids(ids)
         assignment = self._assignment(req, scope_id, actor_id, role_id)
         with acting(req.context.command):
-            result = self._handlers.unassign(assignment)
+            result = self._bus.handle(UnassignRole(assignment))
         self._written(req, result.position)
         resp.status = falcon.HTTP_204
 

@@ -16,7 +16,7 @@ from api.errors import ItemNotFound
 from api.identity.common import Resource, Row, collection, url
 from api.identity.views import role_view
 from commands.identity import IMPLIED_ROLES
-from commands.identity_domains import CreateRole, UpdateRole
+from commands.keystone.roles import CreateRole, DeleteRole, ImplyRole, StopImplyingRole, UpdateRole
 from projections import directory_queries as dq
 from projections import identity_queries as q
 from stratus.context import acting
@@ -40,7 +40,7 @@ class Roles(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         spec = self._body(req, "identity.roles.create")["role"]
         with acting(req.context.command):
-            result = self._handlers.create_role(CreateRole(spec["name"], spec.get("description") or ""))
+            result = self._bus.handle(CreateRole(spec["name"], spec.get("description") or ""))
         row = self._after(req, result.position, lambda conn: self._role(conn, result.id))
         resp.status = falcon.HTTP_201
         resp.media = {"role": role_view(req, row)}
@@ -58,16 +58,14 @@ class RoleItem(Resource):
     def on_patch(self, req: falcon.Request, resp: falcon.Response, role_id: str) -> None:
         spec = self._body(req, "identity.roles.update")["role"]
         with acting(req.context.command):
-            result = self._handlers.update_role(
-                UpdateRole(role_id, spec.get("name"), spec.get("description"))
-            )
+            result = self._bus.handle(UpdateRole(role_id, spec.get("name"), spec.get("description")))
         row = self._after(req, result.position, lambda conn: self._role(conn, role_id))
         resp.media = {"role": role_view(req, row)}
 
     @falcon.before(policy.require("identity:delete_role"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, role_id: str) -> None:
         with acting(req.context.command):
-            result = self._handlers.delete_role(role_id)
+            result = self._bus.handle(DeleteRole(role_id))
         self._written(req, result.position)
         resp.status = falcon.HTTP_204
 
@@ -108,7 +106,7 @@ class RoleImply(Resource):
     @falcon.before(policy.require("identity:create_implied_role"))
     def on_put(self, req: falcon.Request, resp: falcon.Response, role_id: str, implied_role_id: str) -> None:
         with acting(req.context.command):
-            result = self._handlers.imply_role(role_id, implied_role_id)
+            result = self._bus.handle(ImplyRole(role_id, implied_role_id))
         resp.status = falcon.HTTP_201
         resp.media = self._after(
             req, result.position, lambda conn: self._view(req, conn, role_id, implied_role_id)
@@ -128,7 +126,7 @@ class RoleImply(Resource):
         self, req: falcon.Request, resp: falcon.Response, role_id: str, implied_role_id: str
     ) -> None:
         with acting(req.context.command):
-            result = self._handlers.stop_implying_role(role_id, implied_role_id)
+            result = self._bus.handle(StopImplyingRole(role_id, implied_role_id))
         self._written(req, result.position)
         resp.status = falcon.HTTP_204
 

@@ -14,7 +14,7 @@ from api import policy
 from api.errors import BadRequest, Unauthorized
 from api.identity.common import AUTH_FAILED, Resource, collection, flag
 from api.identity.views import project_view, user_view
-from commands.identity_handlers import CreateUser, UpdateUser
+from commands.keystone.users import CreateUser, DeleteUser, RecordPasswordSet, UpdateUser
 from projections import identity_queries as q
 from stratus.context import Actor, CommandContext, acting
 
@@ -53,10 +53,10 @@ class Users(Resource):
             extra=_extra(spec),
         )
         with acting(req.context.command):
-            result = self._handlers.create_user(cmd)
+            result = self._bus.handle(cmd)
             if spec.get("password"):
                 with self._credentials.setting(result.id, spec["password"]):
-                    result = self._handlers.record_password_set(result.id)
+                    result = self._bus.handle(RecordPasswordSet(result.id))
         row = self._after(req, result.position, lambda conn: self._user(conn, result.id))
         resp.status = falcon.HTTP_201
         resp.media = {"user": user_view(req, row)}
@@ -112,17 +112,17 @@ class UserItem(Resource):
             default_project_id=spec.get("default_project_id"),
         )
         with acting(req.context.command):
-            result = self._handlers.update_user(cmd)
+            result = self._bus.handle(cmd)
             if "password" in spec:
                 with self._credentials.setting(user_id, spec["password"]):
-                    result = self._handlers.record_password_set(user_id)
+                    result = self._bus.handle(RecordPasswordSet(user_id))
         row = self._after(req, result.position, lambda conn: self._user(conn, user_id))
         resp.media = {"user": user_view(req, row)}
 
     @falcon.before(policy.require("identity:delete_user"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
         with acting(req.context.command):
-            result = self._handlers.delete_user(user_id)
+            result = self._bus.handle(DeleteUser(user_id))
         self._credentials.forget(user_id)  # after the deletion is recorded: a crash leaves a hash, not a lie
         self._after(req, result.position, lambda conn: None)
         resp.status = falcon.HTTP_204
@@ -147,7 +147,7 @@ class UserPassword(Resource):
         # No token: the user, proven by their password, is the actor (in no project).
         command = CommandContext(actor=Actor(user_id, ""), request_id=req.context.request_id)
         with acting(command), self._credentials.setting(user_id, spec["password"]):
-            result = self._handlers.record_password_set(user_id)
+            result = self._bus.handle(RecordPasswordSet(user_id))
         self._written(req, result.position)
         resp.status = falcon.HTTP_204
 

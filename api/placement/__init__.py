@@ -2,8 +2,8 @@
 
 Providers are the compute hosts (``commands.host.Host``) and the providers operators create
 (``commands.provider.ResourceProvider``); reads come from ``ProviderView`` (the
-hosts' events folded in this process, caught up with the log before every request), writes from
-``commands.placement_handlers.PlacementHandlers``. See docs/placement.md.
+hosts' events folded in this process, caught up with the log before every request), writes are
+commands (``commands.providers``) sent to the bus ``create_app`` injects. See docs/placement.md.
 """
 
 from __future__ import annotations
@@ -22,28 +22,32 @@ from api.placement import (
     usages,
 )
 from api.placement.view import ConsumerOwners, ProviderView
+from commands.bus import MessageBus
 from commands.placement_handlers import PlacementHandlers
 
 PREFIX = "/placement"
 
 
-def add_routes(app: falcon.App, handlers: PlacementHandlers, view: ProviderView) -> None:
+def add_routes(app: falcon.App, bus: MessageBus | PlacementHandlers, view: ProviderView) -> None:
+    """Mount Placement under ``/placement`` (``bus``: or the facade tests and benchmarks hand in)."""
+    if isinstance(bus, PlacementHandlers):
+        bus = bus.bus
     p = PREFIX
     rp = f"{p}/resource_providers/{{uuid}}"
     app.add_route(p, root.Root())
-    app.add_route(f"{p}/resource_providers", resource_providers.Collection(handlers, view))
-    app.add_route(rp, resource_providers.Item(handlers, view))
-    app.add_route(f"{rp}/inventories", inventories.Collection(handlers, view))
-    app.add_route(f"{rp}/inventories/{{resource_class}}", inventories.Item(handlers, view))
-    app.add_route(f"{rp}/traits", traits.ProviderTraits(handlers, view))
-    app.add_route(f"{p}/traits", traits.Collection(handlers, view))
-    app.add_route(f"{p}/traits/{{name}}", traits.Item(handlers, view))
-    app.add_route(f"{p}/resource_classes", resource_classes.Collection(handlers))
-    app.add_route(f"{p}/resource_classes/{{name}}", resource_classes.Item(handlers, view))
-    app.add_route(f"{rp}/aggregates", aggregates.ProviderAggregates(handlers, view))
+    app.add_route(f"{p}/resource_providers", resource_providers.Collection(bus, view))
+    app.add_route(rp, resource_providers.Item(bus, view))
+    app.add_route(f"{rp}/inventories", inventories.Collection(bus, view))
+    app.add_route(f"{rp}/inventories/{{resource_class}}", inventories.Item(bus, view))
+    app.add_route(f"{rp}/traits", traits.ProviderTraits(bus, view))
+    app.add_route(f"{p}/traits", traits.Collection(bus, view))
+    app.add_route(f"{p}/traits/{{name}}", traits.Item(bus, view))
+    app.add_route(f"{p}/resource_classes", resource_classes.Collection(bus))
+    app.add_route(f"{p}/resource_classes/{{name}}", resource_classes.Item(bus, view))
+    app.add_route(f"{rp}/aggregates", aggregates.ProviderAggregates(bus, view))
     app.add_route(f"{rp}/usages", usages.ProviderUsages(view))
-    app.add_route(f"{p}/usages", usages.ProjectUsages(view, ConsumerOwners(handlers.app)))
+    app.add_route(f"{p}/usages", usages.ProjectUsages(view, ConsumerOwners(bus.app)))
     app.add_route(f"{rp}/allocations", allocations.ProviderAllocations(view))
-    app.add_route(f"{p}/allocations", allocations.Allocations(handlers, view))
-    app.add_route(f"{p}/allocations/{{consumer}}", allocations.ConsumerAllocations(handlers, view))
+    app.add_route(f"{p}/allocations", allocations.Allocations(bus, view))
+    app.add_route(f"{p}/allocations/{{consumer}}", allocations.ConsumerAllocations(bus, view))
     app.add_route(f"{p}/allocation_candidates", allocation_candidates.Candidates(view))

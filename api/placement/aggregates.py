@@ -9,7 +9,8 @@ import falcon
 from api.placement.common import PlacementError, generation_of, json_body, ok, placement_call
 from api.placement.resource_providers import provider
 from api.placement.view import ProviderView
-from commands.placement_handlers import PlacementHandlers
+from commands.bus import MessageBus
+from commands.providers.inventories import SetAggregates
 from commands.resource_provider import Provider
 
 
@@ -23,8 +24,8 @@ def aggregates_doc(host: Provider, req: falcon.Request) -> dict[str, Any]:
 class ProviderAggregates:
     """``GET``/``PUT /placement/resource_providers/{uuid}/aggregates``."""
 
-    def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
-        self._handlers, self._view = handlers, view
+    def __init__(self, bus: MessageBus, view: ProviderView) -> None:
+        self._bus, self._view = bus, view
 
     @placement_call()
     def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
@@ -46,5 +47,5 @@ class ProviderAggregates:
             doc = doc.get("aggregates")
         if not isinstance(doc, list) or not all(isinstance(a, str) for a in doc):
             raise PlacementError(400, "'aggregates' must be a list of uuids")
-        host, _ = self._handlers.set_aggregates(uuid, generation, doc)
+        host, _ = self._bus.handle(SetAggregates(uuid, generation, doc))
         ok(resp, aggregates_doc(host, req))

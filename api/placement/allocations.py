@@ -17,7 +17,9 @@ import falcon
 from api.placement.common import PlacementError, Version, body, ok, placement_call
 from api.placement.resource_providers import provider
 from api.placement.view import ProviderView
-from commands.placement_handlers import ConsumerChange, PlacementHandlers
+from commands.bus import MessageBus
+from commands.providers import loaders
+from commands.providers.allocations import ConsumerChange, DeleteAllocations, ReplaceAllocations
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
 
@@ -38,8 +40,8 @@ class ProviderAllocations:
 class ConsumerAllocations:
     """``GET``/``PUT``/``DELETE /placement/allocations/{consumer}``."""
 
-    def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
-        self._handlers, self._view = handlers, view
+    def __init__(self, bus: MessageBus, view: ProviderView) -> None:
+        self._bus, self._view = bus, view
 
     @placement_call()
     def on_get(self, req: falcon.Request, resp: falcon.Response, consumer: str) -> None:
@@ -50,7 +52,7 @@ class ConsumerAllocations:
             if held:
                 allocations[str(host.id)] = {"generation": host.generation, "resources": held}
         doc: dict[str, Any] = {"allocations": allocations}
-        record = self._handlers.consumer(consumer)
+        record = loaders.consumer(self._bus.uow, consumer)
         if allocations and version.at_least(12):
             doc["project_id"] = record.project_id if record else None
             doc["user_id"] = record.user_id if record else None
@@ -78,12 +80,12 @@ class ConsumerAllocations:
                 if not isinstance(rp, str):
                     raise PlacementError(400, "each allocation names its resource_provider's uuid")
                 wanted[rp] = _resources(entry)
-        self._handlers.replace_allocations([_change(self._view, version, consumer, doc, wanted)])
+        self._bus.handle(ReplaceAllocations((_change(self._view, version, consumer, doc, wanted),)))
         resp.status = falcon.HTTP_204
 
     @placement_call()
     def on_delete(self, req: falcon.Request, resp: falcon.Response, consumer: str) -> None:
-        self._handlers.delete_allocations(consumer)
+        self._bus.handle(DeleteAllocations(consumer))
         resp.status = falcon.HTTP_204
 
 
@@ -92,8 +94,8 @@ class Allocations:
     or none (an empty ``allocations`` removes a consumer's). What Nova uses to move allocations
     from one consumer to another in a single step."""
 
-    def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
-        self._handlers, self._view = handlers, view
+    def __init__(self, bus: MessageBus, view: ProviderView) -> None:
+        self._bus, self._view = bus, view
 
     @placement_call()
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -109,7 +111,7 @@ class Allocations:
                 raise PlacementError(400, f"Invalid consumer {consumer[:60]!r}: a uuid mapped to an object")
             wanted = _by_provider(entry.get("allocations"), f"{consumer}.allocations")
             changes.append(_change(self._view, version, consumer, entry, wanted))
-        self._handlers.replace_allocations(changes)
+        self._bus.handle(ReplaceAllocations(tuple(changes)))
         resp.status = falcon.HTTP_204
 
 

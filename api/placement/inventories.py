@@ -14,7 +14,8 @@ from api import error_codes as codes
 from api.placement.common import PlacementError, body, generation_of, ok, placement_call
 from api.placement.resource_providers import provider
 from api.placement.view import ProviderView
-from commands.placement_handlers import PlacementHandlers
+from commands.bus import MessageBus
+from commands.providers.inventories import DeleteInventory, SetInventories, SetInventory
 from commands.resource_provider import Provider
 
 
@@ -34,8 +35,8 @@ def inventory_doc(host: Provider, resource_class: str) -> dict[str, Any]:
 class Collection:
     """``GET``/``PUT``/``DELETE /placement/resource_providers/{uuid}/inventories``."""
 
-    def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
-        self._handlers, self._view = handlers, view
+    def __init__(self, bus: MessageBus, view: ProviderView) -> None:
+        self._bus, self._view = bus, view
 
     @placement_call()
     def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
@@ -47,22 +48,22 @@ class Collection:
         inventories = doc.get("inventories")
         if not isinstance(inventories, dict) or not all(isinstance(v, dict) for v in inventories.values()):
             raise PlacementError(400, "'inventories' is a required property (an object of objects)")
-        host, _ = self._handlers.set_inventories(uuid, generation_of(doc), inventories)
+        host, _ = self._bus.handle(SetInventories(uuid, generation_of(doc), inventories))
         ok(resp, inventories_doc(host))
 
     @placement_call()
     def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         if not req.context.placement_version.at_least(5):
             raise PlacementError(405, "DELETE of all inventories needs microversion 1.5")
-        self._handlers.set_inventories(uuid, None, {})
+        self._bus.handle(SetInventories(uuid, None, {}))
         resp.status = falcon.HTTP_204
 
 
 class Item:
     """``GET``/``PUT``/``DELETE /placement/resource_providers/{uuid}/inventories/{class}``."""
 
-    def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
-        self._handlers, self._view = handlers, view
+    def __init__(self, bus: MessageBus, view: ProviderView) -> None:
+        self._bus, self._view = bus, view
 
     @placement_call()
     def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str, resource_class: str) -> None:
@@ -73,10 +74,10 @@ class Item:
         doc = body(req)
         generation = generation_of(doc)
         fields = {k: v for k, v in doc.items() if k != "resource_provider_generation"}
-        host, _ = self._handlers.set_inventory(uuid, generation, resource_class, fields)
+        host, _ = self._bus.handle(SetInventory(uuid, generation, resource_class, fields))
         ok(resp, inventory_doc(host, resource_class))
 
     @placement_call()
     def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str, resource_class: str) -> None:
-        self._handlers.delete_inventory(uuid, None, resource_class)
+        self._bus.handle(DeleteInventory(uuid, None, resource_class))
         resp.status = falcon.HTTP_204

@@ -13,7 +13,9 @@ import falcon
 
 from api.placement.common import PlacementError, body, link, ok, placement_call
 from api.placement.view import ProviderView
-from commands.placement_handlers import PlacementHandlers
+from commands.bus import MessageBus
+from commands.providers import loaders
+from commands.providers.custom import CreateResourceClass, DeleteResourceClass
 from commands.resource_provider import STANDARD_CLASSES
 
 _PATH = "/placement/resource_classes"
@@ -31,13 +33,13 @@ def _need(req: falcon.Request, minor: int) -> None:
 class Collection:
     """``GET``/``POST /placement/resource_classes``."""
 
-    def __init__(self, handlers: PlacementHandlers) -> None:
-        self._handlers = handlers
+    def __init__(self, bus: MessageBus) -> None:
+        self._bus = bus
 
     @placement_call()
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         _need(req, 2)
-        names = [*STANDARD_CLASSES, *self._handlers.catalog().resource_classes]
+        names = [*STANDARD_CLASSES, *loaders.placement_catalog(self._bus.uow).resource_classes]
         ok(resp, {"resource_classes": [_doc(n) for n in names]})
 
     @placement_call()
@@ -46,7 +48,7 @@ class Collection:
         name = body(req).get("name")
         if not isinstance(name, str):
             raise PlacementError(400, "'name' is a required property")
-        if name in STANDARD_CLASSES or not self._handlers.create_resource_class(name):
+        if name in STANDARD_CLASSES or not self._bus.handle(CreateResourceClass(name)):
             raise PlacementError(409, f"Conflicting resource class already exists: {name}")
         resp.set_header("Location", f"{_PATH}/{name}")
         resp.status = falcon.HTTP_201
@@ -55,13 +57,16 @@ class Collection:
 class Item:
     """``GET``/``PUT``/``DELETE /placement/resource_classes/{name}`` (custom classes only)."""
 
-    def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
-        self._handlers, self._view = handlers, view
+    def __init__(self, bus: MessageBus, view: ProviderView) -> None:
+        self._bus, self._view = bus, view
 
     @placement_call()
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         _need(req, 2)
-        if name not in STANDARD_CLASSES and name not in self._handlers.catalog().resource_classes:
+        if (
+            name not in STANDARD_CLASSES
+            and name not in loaders.placement_catalog(self._bus.uow).resource_classes
+        ):
             raise PlacementError(404, f"No such resource class {name}.")
         ok(resp, _doc(name))
 
@@ -72,7 +77,7 @@ class Item:
         if name in STANDARD_CLASSES:
             resp.status = falcon.HTTP_204
             return
-        created = self._handlers.create_resource_class(name)
+        created = self._bus.handle(CreateResourceClass(name))
         if created:
             resp.set_header("Location", f"{_PATH}/{name}")
         resp.status = falcon.HTTP_201 if created else falcon.HTTP_204
@@ -84,5 +89,5 @@ class Item:
         def in_use(rc: str) -> bool:
             return any(rc in h.inventories for h in self._view.refresh().values())
 
-        self._handlers.delete_resource_class(name, in_use)
+        self._bus.handle(DeleteResourceClass(name, in_use))
         resp.status = falcon.HTTP_204

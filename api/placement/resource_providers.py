@@ -17,8 +17,9 @@ import falcon
 from api import error_codes as codes
 from api.placement.common import PlacementError, Version, body, link, ok, params, placement_call
 from api.placement.view import ProviderView, has_children, root_of
-from commands.placement_handlers import PlacementHandlers
+from commands.bus import MessageBus
 from commands.provider import MAX_NAME
+from commands.providers.manage import CreateProvider, DeleteProvider, UpdateProvider
 from commands.resource_provider import Inventory, Provider
 
 
@@ -152,8 +153,8 @@ def _provider_body(req: falcon.Request, *, create: bool) -> dict[str, Any]:
 class Collection:
     """``GET``/``POST /placement/resource_providers``."""
 
-    def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
-        self._handlers, self._view = handlers, view
+    def __init__(self, bus: MessageBus, view: ProviderView) -> None:
+        self._bus, self._view = bus, view
 
     @placement_call()
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -189,7 +190,7 @@ class Collection:
         version: Version = req.context.placement_version
         doc = _provider_body(req, create=True)
         uuid = UUID(doc["uuid"]) if "uuid" in doc else uuid4()
-        self._handlers.create_provider(uuid, doc["name"], doc.get("parent_provider_uuid"))
+        self._bus.handle(CreateProvider(uuid, doc["name"], doc.get("parent_provider_uuid")))
         resp.set_header("Location", f"/placement/resource_providers/{uuid}")
         if not version.at_least(20):
             resp.status = falcon.HTTP_201
@@ -201,8 +202,8 @@ class Collection:
 class Item:
     """``GET``/``PUT``/``DELETE /placement/resource_providers/{uuid}``."""
 
-    def __init__(self, handlers: PlacementHandlers, view: ProviderView) -> None:
-        self._handlers, self._view = handlers, view
+    def __init__(self, bus: MessageBus, view: ProviderView) -> None:
+        self._bus, self._view = bus, view
 
     @placement_call()
     def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
@@ -216,14 +217,14 @@ class Item:
         provider(self._view, uuid)
         doc = _provider_body(req, create=False)
         parent = doc.get("parent_provider_uuid", ...)
-        p = self._handlers.update_provider(uuid, doc["name"], parent, reparenting=version.at_least(37))
+        p = self._bus.handle(UpdateProvider(uuid, doc["name"], parent, reparenting=version.at_least(37)))
         ok(resp, provider_doc(p, version, self._view.refresh()))
 
     @placement_call()
     def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         if self._view.get(uuid) is None:
             raise PlacementError(404, f"No resource provider with uuid {uuid} found for delete")
-        self._handlers.delete_provider(uuid, lambda u: has_children(self._view.refresh(), u))
+        self._bus.handle(DeleteProvider(uuid, lambda u: has_children(self._view.refresh(), u)))
         resp.status = falcon.HTTP_204
 
 
