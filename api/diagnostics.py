@@ -20,17 +20,9 @@ from api.errors import ItemNotFound
 from api.readmodel import ReadModel
 from api.services import _now
 from commands.errors import InvalidState
-from commands.states import PowerState, VmState
+from commands.states import POWER_STATE_NAMES, VmState
 from projections import queries
 
-_STATES = {
-    PowerState.NOSTATE: "pending",
-    PowerState.RUNNING: "running",
-    PowerState.PAUSED: "paused",
-    PowerState.SHUTDOWN: "shutdown",
-    PowerState.CRASHED: "crashed",
-    PowerState.SUSPENDED: "suspended",
-}
 # Nova refuses diagnostics of a server that is not built yet (or is gone).
 _REFUSED = (VmState.BUILDING, VmState.DELETED, VmState.ERROR)
 
@@ -56,7 +48,7 @@ class Diagnostics:
         flavor = row["flavor"] or {}
         launched = row["launched_at"]
         body: dict[str, Any] = {
-            "state": _STATES.get(row["power_state"], "pending"),
+            "state": POWER_STATE_NAMES.get(row["power_state"], "pending"),
             "driver": "libvirt",
             "hypervisor": (host["hypervisor_type"] if host else "qemu").lower(),
             "hypervisor_os": "linux",

@@ -64,6 +64,13 @@ class ApiError(Exception):
     status = codes.BAD_REQUEST.status
     code = codes.BAD_REQUEST.code
 
+    def __init_subclass__(cls, error: codes.ErrorCode | None = None, **kwargs: Any) -> None:
+        """``class Gone(ApiError, error=codes.GONE)``: the status and code come from the one table."""
+        super().__init_subclass__(**kwargs)
+        if error is not None:
+            cls.status = error.status
+            cls.code = error.code
+
     def __init__(self, message: str, *, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.message = message
@@ -76,74 +83,44 @@ class BadRequest(ApiError):
     pass
 
 
-class Unauthorized(ApiError):
+class Unauthorized(ApiError, error=codes.UNAUTHORIZED):
     """No valid token (missing, malformed, expired, revoked, or its user disabled)."""
 
-    status = codes.UNAUTHORIZED.status
-    code = codes.UNAUTHORIZED.code
 
-
-class Forbidden(ApiError):
+class Forbidden(ApiError, error=codes.FORBIDDEN):
     """Policy does not allow the caller's roles to do this (403)."""
 
-    status = codes.FORBIDDEN.status
-    code = codes.FORBIDDEN.code
 
-
-class ItemNotFound(ApiError):
+class ItemNotFound(ApiError, error=codes.NOT_FOUND):
     """No such resource, or one the caller may not see (404)."""
 
-    status = codes.NOT_FOUND.status
-    code = codes.NOT_FOUND.code
 
-
-class NotAcceptable(ApiError):
+class NotAcceptable(ApiError, error=codes.VERSION_NOT_SUPPORTED):
     """The requested microversion is outside the range this API serves."""
 
-    status = codes.VERSION_NOT_SUPPORTED.status
-    code = codes.VERSION_NOT_SUPPORTED.code
 
-
-class Conflict(ApiError):
+class Conflict(ApiError, error=codes.CONFLICT):
     """The request contradicts the resource's state (Glance: a property that is or is not there)."""
 
-    status = codes.CONFLICT.status
-    code = codes.CONFLICT.code
 
-
-class TooManyRequests(ApiError):
+class TooManyRequests(ApiError, error=codes.TOO_MANY_REQUESTS):
     """Too many attempts (failed logins, open event streams): retry after ``Retry-After`` seconds."""
 
-    status = codes.TOO_MANY_REQUESTS.status
-    code = codes.TOO_MANY_REQUESTS.code
 
-
-class Gone(ApiError):
+class Gone(ApiError, error=codes.GONE):
     """What went with nova-network (Nova answers 410 with its generic compute fault)."""
 
-    status = codes.GONE.status
-    code = codes.GONE.code
 
-
-class PayloadTooLarge(ApiError):
+class PayloadTooLarge(ApiError, error=codes.REQUEST_TOO_LARGE):
     """The request body is over the size limit (413)."""
 
-    status = codes.REQUEST_TOO_LARGE.status
-    code = codes.REQUEST_TOO_LARGE.code
 
-
-class UnsupportedMediaType(ApiError):
+class UnsupportedMediaType(ApiError, error=codes.UNSUPPORTED_MEDIA_TYPE):
     """The body's ``Content-Type`` is not one the route accepts (415)."""
 
-    status = codes.UNSUPPORTED_MEDIA_TYPE.status
-    code = codes.UNSUPPORTED_MEDIA_TYPE.code
 
-
-class ReadModelBehind(ApiError):
+class ReadModelBehind(ApiError, error=codes.READ_MODEL_BEHIND):
     """The read model did not reach the position the client asked to read after, in time."""
-
-    status = codes.READ_MODEL_BEHIND.status
-    code = codes.READ_MODEL_BEHIND.code
 
     def __init__(self, position: int, waited: float) -> None:
         super().__init__(
@@ -153,11 +130,8 @@ class ReadModelBehind(ApiError):
         self.position = position
 
 
-class ServiceUnavailable(ApiError):
+class ServiceUnavailable(ApiError, error=codes.SERVICE_UNAVAILABLE):
     """A service the API needs is unreachable; the client may retry after ``Retry-After`` (503)."""
-
-    status = codes.SERVICE_UNAVAILABLE.status
-    code = codes.SERVICE_UNAVAILABLE.code
 
     def __init__(self, message: str) -> None:
         super().__init__(message, headers={"Retry-After": "5"})

@@ -10,13 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import falcon
-from jsonschema import Draft202012Validator
 
 from api import auth
-from api.body import read_json
 from api.errors import BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER, ReadModel
-from commands.operations import Operations
+from api.resource import OperationsResource
 from commands.unit_of_work import Result
 from projections import queries
 from stratus.context import Actor, acting
@@ -47,22 +45,7 @@ def _spec_value(value: object) -> str:
     return str(value)
 
 
-class _Resource:
-    def __init__(
-        self,
-        ops: Operations,
-        read_model: ReadModel,
-        validators: dict[str, Draft202012Validator],
-        max_body_bytes: int,
-    ) -> None:
-        self._ops = ops
-        self._read = read_model
-        self._validators = validators
-        self._max_body = max_body_bytes
-
-    def _body(self, req: falcon.Request, schema: str) -> Any:
-        return read_json(req, self._validators[schema], self._max_body)
-
+class _Resource(OperationsResource):
     def _written(self, resp: falcon.Response, result: Result) -> None:
         resp.set_header(POSITION_HEADER, str(result.position))
         self._read.note(FLAVORS, result.position)

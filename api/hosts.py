@@ -31,11 +31,8 @@ REMOVED_IN = 43  # the microversion that removed os-hosts
 DEFAULT_ZONE = "nova"
 
 
-class NotImplementedByDriver(ApiError):
+class NotImplementedByDriver(ApiError, error=codes.NOT_IMPLEMENTED):
     """What Nova's libvirt driver does not do either (host power actions): 501, as Nova answers."""
-
-    status = codes.NOT_IMPLEMENTED.status
-    code = codes.NOT_IMPLEMENTED.code
 
 
 def _before_removal(req: falcon.Request, resp: falcon.Response, resource: object, params: Any) -> None:

@@ -11,14 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 import falcon
-from jsonschema import Draft202012Validator
 
 from api import auth
-from api.body import as_bool, as_int, read_json
+from api.body import as_bool, as_int
 from api.errors import BadRequest
-from api.readmodel import POSITION_HEADER, ReadModel
+from api.readmodel import POSITION_HEADER
+from api.resource import OperationsResource
 from api.versions import at_least
-from commands.operations import Operations
 from commands.quota import DEFAULT_CLASS, DEFAULT_LIMITS
 from projections import admin_queries
 from stratus.context import Actor, acting
@@ -32,19 +31,7 @@ def _may_read(actor: Actor, project_id: str) -> None:
         auth.require_admin(actor, "os_compute_api:os-quota-sets:show")
 
 
-class _Quotas:
-    def __init__(
-        self,
-        ops: Operations,
-        read_model: ReadModel,
-        validators: dict[str, Draft202012Validator],
-        max_body_bytes: int,
-    ) -> None:
-        self._ops = ops
-        self._read = read_model
-        self._validators = validators
-        self._max_body = max_body_bytes
-
+class _Quotas(OperationsResource):
     def _state(self, req: falcon.Request, project_id: str) -> tuple[dict[str, int], dict[str, int]]:
         """(limits, usage) of ``project_id`` from the read model."""
         actor = req.context.actor
@@ -72,7 +59,7 @@ class QuotaSet(_Quotas):
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-quota-sets:update")
-        spec = dict(read_json(req, self._validators["quota_sets.update"], self._max_body)["quota_set"])
+        spec = dict(self._body(req, "quota_sets.update")["quota_set"])
         unknown = sorted(set(spec) - set(shown(req, {**DEFAULT_LIMITS, "force": 0})))
         if unknown:
             raise BadRequest(
@@ -126,9 +113,7 @@ class QuotaClassSet(_Quotas):
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, class_id: str) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-quota-class-sets:update")
-        spec = dict(
-            read_json(req, self._validators["quota_class_sets.update"], self._max_body)["quota_class_set"]
-        )
+        spec = dict(self._body(req, "quota_class_sets.update")["quota_class_set"])
         unknown = sorted(set(spec) - set(class_shown(req, dict(DEFAULT_LIMITS))))
         if unknown:
             raise BadRequest(

@@ -62,11 +62,8 @@ CONSOLE_TIMEOUT = 5.0
 REBUILD_READ_WAIT_SECONDS = 5.0  # how long a rebuild waits for the read model to show its answer
 
 
-class ConsoleNotAvailable(ApiError):
+class ConsoleNotAvailable(ApiError, error=codes.CONSOLE_NOT_AVAILABLE):
     """The server's host did not answer for its console output (404)."""
-
-    status = codes.CONSOLE_NOT_AVAILABLE.status
-    code = codes.CONSOLE_NOT_AVAILABLE.code
 
 
 class ServerAction:
@@ -122,6 +119,11 @@ class ServerAction:
         if auth.is_admin(req.context.actor):  # its project's users read an admin's action at once
             req.context.written_project = self._handlers.instance(server_id, deleted_too=True).project_id
 
+    def _handle(self, req: falcon.Request, command: object) -> Any:
+        """Run ``command`` as the request's caller; the use case's result."""
+        with acting(req.context.command):
+            return self._handlers.bus.handle(command)
+
     def _power(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         actor: Actor = req.context.actor
         if body["name"] == "reboot":
@@ -129,16 +131,14 @@ class ServerAction:
         else:
             key = _POWER_ACTIONS[body["name"]]
         command = RequestAction(server_id, auth.server_scope(actor), key, admin=auth.is_admin(actor))
-        with acting(req.context.command):
-            result = self._handlers.bus.handle(command)
+        result = self._handle(req, command)
         _accepted(resp, result.position)
 
     def _reset_state(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         """Nova's os-resetState (admins): the server ``active`` or ``error``, its task dropped."""
         auth.require_admin(req.context.actor, "os_compute_api:os-admin-actions:reset_state")
         self._handlers.instance(server_id)  # 404 first, as Nova
-        with acting(req.context.command):
-            result = self._handlers.bus.handle(ResetServerState(server_id, body["value"]["state"]))
+        result = self._handle(req, ResetServerState(server_id, body["value"]["state"]))
         _accepted(resp, result.position)
 
     def _restore(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
@@ -163,15 +163,13 @@ class ServerAction:
                 "('locked_reason' was unexpected; it needs microversion 2.73)"
             )
         command = LockServer(server_id, auth.server_scope(actor), admin=auth.is_admin(actor), reason=reason)
-        with acting(req.context.command):
-            result = self._handlers.bus.handle(command)
+        result = self._handle(req, command)
         _accepted(resp, result.position)
 
     def _unlock(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         actor: Actor = req.context.actor
         command = UnlockServer(server_id, auth.server_scope(actor), admin=auth.is_admin(actor))
-        with acting(req.context.command):
-            result = self._handlers.bus.handle(command)
+        result = self._handle(req, command)
         _accepted(resp, result.position)
 
     def _rebuild(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
@@ -200,8 +198,7 @@ class ServerAction:
             user_id=actor.user_id,
         )
         try:
-            with acting(req.context.command):
-                result = self._handlers.bus.handle(command)
+            result = self._handle(req, command)
         except NotFound as e:  # the image: the request's fault (Nova: 400)
             raise BadRequest(e.message) from e
         _accepted(resp, result.position)
@@ -241,8 +238,7 @@ class ServerAction:
         command = UnshelveServer(
             server_id, auth.server_scope(actor), admin=auth.is_admin(actor), zone=zone, host=spec.get("host")
         )
-        with acting(req.context.command):
-            result = self._handlers.bus.handle(command)
+        result = self._handle(req, command)
         _accepted(resp, result.position)
 
     def _shelve_offload(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
@@ -260,8 +256,7 @@ class ServerAction:
         flavor_ref = str(body["value"]["flavorRef"]).rstrip("/").rsplit("/", 1)[-1]
         command = ResizeServer(server_id, scope, flavor_ref, admin=auth.is_admin(actor))
         try:
-            with acting(req.context.command):
-                result = self._handlers.bus.handle(command)
+            result = self._handle(req, command)
         except NotFound as e:  # the flavor: the request's fault (Nova: 400)
             raise BadRequest(e.message) from e
         _accepted(resp, result.position)
@@ -277,8 +272,7 @@ class ServerAction:
             )
         self._handlers.instance(server_id)
         try:
-            with acting(req.context.command):
-                result = self._handlers.bus.handle(MigrateServer(server_id, host))
+            result = self._handle(req, MigrateServer(server_id, host))
         except NotFound as e:  # the target host (Nova: 400)
             raise BadRequest(e.message) from e
         _accepted(resp, result.position)
@@ -286,16 +280,14 @@ class ServerAction:
     def _confirm_resize(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         actor: Actor = req.context.actor
         command = ConfirmResize(server_id, auth.server_scope(actor), admin=auth.is_admin(actor))
-        with acting(req.context.command):
-            result = self._handlers.bus.handle(command)
+        result = self._handle(req, command)
         resp.status = falcon.HTTP_204
         resp.set_header(POSITION_HEADER, str(result.position))
 
     def _revert_resize(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         actor: Actor = req.context.actor
         command = RevertResize(server_id, auth.server_scope(actor), admin=auth.is_admin(actor))
-        with acting(req.context.command):
-            result = self._handlers.bus.handle(command)
+        result = self._handle(req, command)
         _accepted(resp, result.position)
 
     def _console_output(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:

@@ -12,14 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 import falcon
-from jsonschema import Draft202012Validator
 
 from api import auth
-from api.body import read_json
 from api.errors import BadRequest, ItemNotFound
-from api.readmodel import POSITION_HEADER, ReadModel
+from api.readmodel import POSITION_HEADER
+from api.resource import OperationsResource
 from api.versions import at_least
-from commands.operations import Operations
 from commands.servers.groups import CreateServerGroup
 from projections import admin_queries
 from stratus.context import Actor, acting
@@ -62,21 +60,7 @@ def _policy_and_rules(req: falcon.Request, spec: dict[str, Any]) -> tuple[str, d
     return policy, rules
 
 
-class _Groups:
-    def __init__(
-        self,
-        ops: Operations,
-        read_model: ReadModel,
-        validators: dict[str, Draft202012Validator],
-        max_body_bytes: int,
-    ) -> None:
-        self._ops = ops
-        self._read = read_model
-        self._validators = validators
-        self._max_body = max_body_bytes
-
-
-class ServerGroups(_Groups):
+class ServerGroups(OperationsResource):
     """``GET`` and ``POST /v2.1/os-server-groups``."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -88,7 +72,7 @@ class ServerGroups(_Groups):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         actor: Actor = req.context.actor
-        spec = read_json(req, self._validators["server_groups.create"], self._max_body)["server_group"]
+        spec = self._body(req, "server_groups.create")["server_group"]
         policy, rules = _policy_and_rules(req, spec)
         command = CreateServerGroup(spec["name"], actor.project_id, actor.user_id, policy, rules)
         with acting(req.context.command):
@@ -98,7 +82,7 @@ class ServerGroups(_Groups):
         resp.media = {"server_group": group_view(req, row)}
 
 
-class ServerGroup(_Groups):
+class ServerGroup(OperationsResource):
     """``GET`` and ``DELETE /v2.1/os-server-groups/{group_id}``."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, group_id: str) -> None:

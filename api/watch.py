@@ -69,11 +69,8 @@ PLACEMENT_KINDS = frozenset({"consumer", "placementcatalog"})
 _KIND_ALIASES = {"server": "instance", "servers": "instance", "hypervisor": "host"}
 
 
-class PositionExpired(ApiError):
+class PositionExpired(ApiError, error=codes.POSITION_EXPIRED):
     """The stream no longer holds the position asked to resume from."""
-
-    status = codes.POSITION_EXPIRED.status
-    code = codes.POSITION_EXPIRED.code
 
 
 class _Owners:

@@ -15,17 +15,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import falcon
-from jsonschema import Draft202012Validator
 
 from api import auth, versions
-from api.body import read_json
 from api.errors import BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER, ReadModel
+from api.resource import OperationsResource
 from api.services import _now, service_view
 from commands.host_aggregate import DEFAULT_ZONE, INTERNAL_ZONE
 from commands.hosts.aggregates import CreateHostAggregate, UpdateHostAggregate
 from commands.hosts.services import COMPUTE_BINARY
-from commands.operations import Operations
 from projections import admin_queries
 from stratus.context import acting
 
@@ -105,19 +103,7 @@ class AvailabilityZones:
         resp.media = {"availabilityZoneInfo": info}
 
 
-class _Aggregates:
-    def __init__(
-        self,
-        ops: Operations,
-        read_model: ReadModel,
-        validators: dict[str, Draft202012Validator],
-        max_body_bytes: int,
-    ) -> None:
-        self._ops = ops
-        self._read = read_model
-        self._validators = validators
-        self._max_body = max_body_bytes
-
+class _Aggregates(OperationsResource):
     def _row(self, req: falcon.Request, aggregate_id: str) -> dict[str, Any]:
         with self._read.connection(req) as conn:
             row = admin_queries.get_host_aggregate(conn, aggregate_id)
@@ -159,7 +145,7 @@ class Aggregates(_Aggregates):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:create")
-        spec = read_json(req, self._validators["aggregates.create"], self._max_body)["aggregate"]
+        spec = self._body(req, "aggregates.create")["aggregate"]
         command = CreateHostAggregate(spec["name"], spec.get("availability_zone"))
         with acting(req.context.command):
             result = self._ops.create_host_aggregate(command)
@@ -177,7 +163,7 @@ class Aggregate(_Aggregates):
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, aggregate_id: str) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:update")
-        spec = read_json(req, self._validators["aggregates.update"], self._max_body)["aggregate"]
+        spec = self._body(req, "aggregates.update")["aggregate"]
         uid = self._uuid(req, aggregate_id)
         command = UpdateHostAggregate(
             uid,
@@ -202,7 +188,7 @@ class AggregateAction(_Aggregates):
     """``POST /v2.1/os-aggregates/{aggregate_id}/action``: ``add_host``, ``remove_host``, ``set_metadata``."""
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, aggregate_id: str) -> None:
-        body = read_json(req, self._validators["aggregates.action"], self._max_body)
+        body = self._body(req, "aggregates.action")
         ((action, args),) = body.items()
         auth.require_admin(req.context.actor, f"os_compute_api:os-aggregates:{action}")
         uid = self._uuid(req, aggregate_id)
@@ -222,7 +208,7 @@ class AggregateImages(_Aggregates):
     @falcon.before(versions.since(81))
     def on_post(self, req: falcon.Request, resp: falcon.Response, aggregate_id: str) -> None:
         auth.require_admin(req.context.actor, "compute:aggregates:images")
-        body = read_json(req, self._validators["aggregates.images"], self._max_body)
+        body = self._body(req, "aggregates.images")
         if not aggregate_id.isdigit():
             raise BadRequest("Invalid input for field/attribute id. Value: must be an integer")
         ids = [image["id"] for image in body["cache"]]

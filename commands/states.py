@@ -59,6 +59,18 @@ class PowerState:
     SUSPENDED = 7
 
 
+# Nova's names of the power states (nova/compute/power_state.py STATE_MAP), as its diagnostics and
+# versioned notifications give them.
+POWER_STATE_NAMES = {
+    PowerState.NOSTATE: "pending",
+    PowerState.RUNNING: "running",
+    PowerState.PAUSED: "paused",
+    PowerState.SHUTDOWN: "shutdown",
+    PowerState.CRASHED: "crashed",
+    PowerState.SUSPENDED: "suspended",
+}
+
+
 _STATUS_BY_VM_STATE = {
     VmState.ACTIVE: "ACTIVE",
     VmState.BUILDING: "BUILD",

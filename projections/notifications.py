@@ -42,7 +42,7 @@ from eventsourcing.application import Application
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
 from commands.instance import Instance
-from commands.states import PowerState, VmState
+from commands.states import POWER_STATE_NAMES, VmState
 from projections.projector import LINGER_SECONDS
 from stratus.audit import history
 from stratus.config import Settings
@@ -60,14 +60,6 @@ log = logging.getLogger("stratus.notifications")
 DEFAULT_PREFIX = "versioned_notifications"
 SOURCE_POSITION = "Stratus-Source-Position"
 _NS = uuid.uuid5(uuid.NAMESPACE_URL, "urn:stratus:notification")
-_POWER = {
-    PowerState.NOSTATE: "pending",
-    PowerState.RUNNING: "running",
-    PowerState.PAUSED: "paused",
-    PowerState.SHUTDOWN: "shutdown",
-    PowerState.CRASHED: "crashed",
-    PowerState.SUSPENDED: "suspended",
-}
 # Our action keys → Nova's notification names (nova/compute/manager.py).
 NOVA_ACTIONS = {
     "start": "power_on",
@@ -188,7 +180,7 @@ def instance_data(
         "deleted_at": times.terminated_at if deleted else None,
         "updated_at": updated_at,
         "state": i.vm_state,
-        "power_state": _POWER.get(i.power_state, "pending"),
+        "power_state": POWER_STATE_NAMES.get(i.power_state, "pending"),
         "task_state": i.task_state,
         "progress": None,
         "ip_addresses": [],

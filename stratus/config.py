@@ -8,9 +8,10 @@ tests/unit/test_settings_reader.py holds every module to that.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 # The first run's admin password: read by ``stratus run`` and ``stratus bootstrap`` for the seeding,
 # never passed on to the parts (``Settings.to_env`` leaves it out).
@@ -193,33 +194,38 @@ class Settings:
         return env
 
 
-def _seconds(env: Mapping[str, str], setting: str, default: float) -> float:
-    """``STRATUS_<setting>``, a duration: a non-negative number of seconds, or an error naming it."""
+_N = TypeVar("_N", int, float)
+
+
+def _number(env: Mapping[str, str], setting: str, parse: Callable[[str], _N], what: str) -> _N | None:
+    """``STRATUS_<setting>`` parsed as ``what`` says, None where unset or blank, or an error naming it."""
     name = f"STRATUS_{setting}"
     text = env.get(name)
     if text is None or not text.strip():
-        return default
+        return None
     try:
-        value = float(text)
+        return parse(text)
     except ValueError:
-        raise ValueError(f"{name} must be a number of seconds, not {text[:40]!r}") from None
+        raise ValueError(f"{name} must be {what}, not {text[:40]!r}") from None
+
+
+def _seconds(env: Mapping[str, str], setting: str, default: float) -> float:
+    """``STRATUS_<setting>``, a duration: a non-negative number of seconds, or an error naming it."""
+    value = _number(env, setting, float, "a number of seconds")
+    if value is None:
+        return default
     if value < 0:
-        raise ValueError(f"{name} must not be negative")
+        raise ValueError(f"STRATUS_{setting} must not be negative")
     return value
 
 
 def _at_least_one(env: Mapping[str, str], setting: str, default: int) -> int:
     """``STRATUS_<setting>``, a count of at least 1, or an error naming it."""
-    name = f"STRATUS_{setting}"
-    text = env.get(name)
-    if text is None or not text.strip():
+    value = _number(env, setting, int, "a whole number")
+    if value is None:
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{name} must be a whole number, not {text[:40]!r}") from None
     if value < 1:
-        raise ValueError(f"{name} must be at least 1")
+        raise ValueError(f"STRATUS_{setting} must be at least 1")
     return value
 
 

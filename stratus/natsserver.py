@@ -30,8 +30,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 
+from stratus.embedded import EmbeddedServer
 from stratus.parentdeath import die_with_parent
 
 DEFAULT_HOST = "127.0.0.1"
@@ -63,7 +63,7 @@ def binary() -> Path:
     return Path(found)
 
 
-class NatsServer:
+class NatsServer(EmbeddedServer):
     """One nats-server process with JetStream, owned by the caller.
 
     ``store_dir`` holds the JetStream data (created if missing) and survives ``stop``/``restart``.
@@ -202,18 +202,6 @@ class NatsServer:
         except FileNotFoundError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
-
-    def __enter__(self) -> NatsServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- readiness ------------------------------------------------------------------------------
 

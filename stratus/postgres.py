@@ -23,7 +23,6 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -31,6 +30,7 @@ import psycopg
 from psycopg import sql
 
 from stratus.config import Settings
+from stratus.embedded import EmbeddedServer
 from stratus.parentdeath import die_with_parent
 
 # As root, PostgreSQL refuses to run; the server then runs as this system user (the name the
@@ -100,9 +100,7 @@ def drop_database(admin_url: str, name: str) -> None:
     """Drop database ``name`` if it exists, disconnecting its sessions first."""
     try:
         with _connect(admin_url) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
     except psycopg.Error as e:
         raise PostgresError(f"cannot drop database {name!r}: {e}") from e
 
@@ -130,7 +128,7 @@ def bin_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
-class EmbeddedPostgres:
+class EmbeddedPostgres(EmbeddedServer):
     """PostgreSQL from the pgserver wheel, with its data in ``pgdata`` and a Unix socket only.
 
     ``start`` initialises the data directory on first use and adopts a server that is already
@@ -143,18 +141,6 @@ class EmbeddedPostgres:
         self.start_timeout = start_timeout
         self._bin = bin_dir()
         self._user = SYSTEM_USER if os.geteuid() == 0 else None
-
-    def __enter__(self) -> EmbeddedPostgres:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def socket_dir(self) -> Path:
@@ -195,8 +181,14 @@ class EmbeddedPostgres:
             # pg_ctl hands these to a shell.
             options = f"-c listen_addresses='' -k {shlex.quote(str(self.socket_dir))}"
             self._pg_ctl(
-                "start", "-w", "-t", str(int(self.start_timeout)),
-                "-l", str(self.log_file), "-o", options,
+                "start",
+                "-w",
+                "-t",
+                str(int(self.start_timeout)),
+                "-l",
+                str(self.log_file),
+                "-o",
+                options,
             )
         return self.url
 
@@ -252,8 +244,10 @@ class EmbeddedPostgres:
             self._run(
                 [
                     str(self._bin / "initdb"),
-                    "-D", str(staging),
-                    "-U", SUPERUSER,
+                    "-D",
+                    str(staging),
+                    "-U",
+                    SUPERUSER,
                     "--auth=trust",
                     "--encoding=UTF8",
                     "--locale=C",
@@ -275,13 +269,12 @@ class EmbeddedPostgres:
 
     def _pg_ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self._run(
-            [str(self._bin / "pg_ctl"), "-D", str(self.pgdata), *args], f"pg_ctl {args[0]}",
+            [str(self._bin / "pg_ctl"), "-D", str(self.pgdata), *args],
+            f"pg_ctl {args[0]}",
             check=check,
         )
 
-    def _run(
-        self, argv: list[str], what: str, *, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
+    def _run(self, argv: list[str], what: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
         # pg_ctl's daemonised server inherits stdout/stderr: pipes would keep them open forever,
         # so output goes to a temporary file.
         # As root, drop to the server's user *and* its groups: with root's group kept, a directory
@@ -293,8 +286,14 @@ class EmbeddedPostgres:
         with tempfile.TemporaryFile("w+") as out:
             try:
                 done = subprocess.run(
-                    argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    text=True, cwd="/", timeout=self.start_timeout + 30, **as_user,
+                    argv,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    text=True,
+                    cwd="/",
+                    timeout=self.start_timeout + 30,
+                    **as_user,
                     # initdb and pg_ctl end with their caller (the server pg_ctl starts does not).
                     preexec_fn=die_with_parent(),
                 )
@@ -319,9 +318,10 @@ def _ensure_system_user(name: str) -> pwd.struct_passwd:
     useradd = shutil.which("useradd") or "/usr/sbin/useradd"
     try:
         subprocess.run(
-            [useradd, "--system", "--user-group", "--no-create-home",
-             "--shell", "/usr/sbin/nologin", name],
-            check=True, capture_output=True, text=True,
+            [useradd, "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+            check=True,
+            capture_output=True,
+            text=True,
         )
     except (OSError, subprocess.CalledProcessError) as e:
         detail = getattr(e, "stderr", "") or str(e)

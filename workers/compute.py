@@ -185,11 +185,8 @@ class Compute:
         try:
             power_state = self._driver.spawn(self.guest(inst))
         except TemporaryVirtError as e:
-            retry = self._retry.retry(attempt, e.message)
+            retry = self._retry.retry_logged(attempt, e.message, log=log, step="spawn", server_id=server_id)
             if retry is not None:
-                log.warning(
-                    "spawn %s: attempt %d failed, retrying in %.1fs: %s", server_id, attempt, retry.delay, e
-                )
                 return retry
             return self._fault(server_id, e, attempt)
         except PermanentVirtError as e:
@@ -218,11 +215,8 @@ class Compute:
         try:
             self._driver.destroy(server_id)
         except TemporaryVirtError as e:
-            retry = self._retry.retry(attempt, e.message)
+            retry = self._retry.retry_logged(attempt, e.message, log=log, step="delete", server_id=server_id)
             if retry is not None:
-                log.warning(
-                    "delete %s: attempt %d failed, retrying in %.1fs: %s", server_id, attempt, retry.delay, e
-                )
                 return retry
             self._record_fault(server_id, DELETE_FAILED, "delete", e, attempt)
             return DONE

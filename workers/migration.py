@@ -114,10 +114,10 @@ class Moves:
                 finish = FinishMigration if event_type == MIGRATED_FROM_SOURCE else FinishRevert
                 record = lambda: self._handlers.bus.handle(finish(server_id, power_state))  # noqa: E731
         except TemporaryVirtError as e:
-            retry = self._retry.retry(attempt, e.message)
+            retry = self._retry.retry_logged(
+                attempt, e.message, log=log, step=event_type, server_id=server_id
+            )
             if retry is not None:
-                log.warning("%s %s: attempt %d failed, retrying in %.1fs: %s", event_type, server_id, attempt,
-                            retry.delay, e)  # fmt: skip
                 return retry
             return self._failed(inst, event_type, e, attempt)
         except VirtError as e:

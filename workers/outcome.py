@@ -8,6 +8,7 @@ handler records a fault instead, so that no instance waits in a transitional sta
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 
@@ -51,3 +52,19 @@ class RetryPolicy:
         if attempt >= self.attempts:
             return None
         return RetryLater(self.delays[max(attempt, 1) - 1], reason)
+
+    def retry_logged(
+        self, attempt: int, reason: str, *, log: logging.Logger, step: str, server_id: str
+    ) -> RetryLater | None:
+        """``retry``, with a warning on ``log`` when there is another attempt to come."""
+        retry = self.retry(attempt, reason)
+        if retry is not None:
+            log.warning(
+                "%s %s: attempt %d failed, retrying in %.1fs: %s",
+                step,
+                server_id,
+                attempt,
+                retry.delay,
+                reason,
+            )
+        return retry

@@ -108,11 +108,8 @@ class PowerActions:
         except DomainNotFound as e:
             return self._failed(key, server_id, e, attempt, broken=True)
         except TemporaryVirtError as e:
-            retry = self._retry.retry(attempt, e.message)
+            retry = self._retry.retry_logged(attempt, e.message, log=log, step=key, server_id=server_id)
             if retry is not None:
-                log.warning(
-                    "%s %s: attempt %d failed, retrying in %.1fs: %s", key, server_id, attempt, retry.delay, e
-                )
                 return retry
             return self._failed(key, server_id, e, attempt)
         except PermanentVirtError as e:

@@ -601,14 +601,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             v = n.originator_version
             if (gt is not None and v <= gt) or (lte is not None and v > lte):
                 continue
-            events.append(
-                StoredEvent(
-                    originator_id=n.originator_id,
-                    originator_version=n.originator_version,
-                    topic=n.topic,
-                    state=n.state,
-                )
-            )
+            events.append(_stored(n))
         if desc:
             events.reverse()
         if limit is not None:
@@ -675,14 +668,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             if n.originator_version != expected:
                 return None  # a gap: not the log the anchor was taken on
             expected += 1
-            events.append(
-                StoredEvent(
-                    originator_id=n.originator_id,
-                    originator_version=n.originator_version,
-                    topic=n.topic,
-                    state=n.state,
-                )
-            )
+            events.append(_stored(n))
         return events
 
     async def _aggregate_messages(
@@ -1043,3 +1029,10 @@ def iter_notifications(
         if len(page) < batch:
             return
         start = page[-1].id + 1
+
+
+def _stored(n: Notification) -> StoredEvent:
+    """The stored event a notification read from the log carries (without its position)."""
+    return StoredEvent(
+        originator_id=n.originator_id, originator_version=n.originator_version, topic=n.topic, state=n.state
+    )
