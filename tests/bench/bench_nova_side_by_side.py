@@ -540,7 +540,14 @@ def run_stratus(args: argparse.Namespace) -> Result:
 
 # -- the report -----------------------------------------------------------------------------------
 def _ratio(a: float, b: float) -> str:
-    return f"{a / b:.2f}" if b and a == a and b == b else "-"
+    if not b or a != a or b != b:  # nan: not measured on one side
+        return "-"
+    q = a / b
+    return f"{q:.2g}" if q < 0.1 else f"{q:.2f}"
+
+
+def _value(x: float) -> str:
+    return "-" if x != x else f"{x:,.1f}"
 
 
 def table(stratus_res: Result, nova_res: Result) -> str:
@@ -578,7 +585,7 @@ def table(stratus_res: Result, nova_res: Result) -> str:
         "|---|---:|---:|---:|---|",
     ]
     for name, a, b, better in rows:
-        lines.append(f"| {name} | {a:,.1f} | {b:,.1f} | {_ratio(a, b)} | {better} |")
+        lines.append(f"| {name} | {_value(a)} | {_value(b)} | {_ratio(a, b)} | {better} |")
     lines.append("")
     lines.append(
         f"boot storm: Stratus {len(s.storm)} ACTIVE, {s.storm_errors} errors; "
