@@ -53,8 +53,9 @@ from tests.bench.nova.stub import IMAGE_ID, PROJECT_ID
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "tests" / "bench" / "nova" / "setup.sh"
-NOVA_RUN = ROOT / ".stratus" / "bench" / "nova-run"
-NOVA_VENV = ROOT / ".stratus" / "bench" / "nova-venv"
+NOVA_BENCH = Path(os.environ.get("NOVA_BENCH_DIR") or ROOT / ".stratus" / "bench")  # as setup.sh
+NOVA_RUN = NOVA_BENCH / "nova-run"
+NOVA_VENV = NOVA_BENCH / "nova-venv"
 MICROVERSION = "compute 2.52"
 
 
@@ -493,8 +494,8 @@ def nova_versions() -> dict[str, str]:
 def run_nova(args: argparse.Namespace) -> Result:
     if not (NOVA_VENV / "bin" / "nova-manage").exists():
         setup("install")
-    setup("start")
     try:
+        setup("start")  # a start that fails half way is stopped too
         api = Compute("nova", int(os.environ.get("NOVA_API_PORT", "18774")), "admin")  # the stub: any token
         status, doc = api.send(
             "POST", "/flavors", {"flavor": {"name": "b.tiny", "ram": 256, "vcpus": 1, "disk": 1}}

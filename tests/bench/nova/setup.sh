@@ -15,8 +15,7 @@
 #   NOVA_VERSION (34.0.0), PLACEMENT_VERSION (16.0.0), PYTHON (python3), PGHOST/PGPORT/PGUSER
 #   (127.0.0.1/5432/postgres, trust auth), RABBIT (guest:guest@127.0.0.1:5672), NOVA_API_PORT (18774),
 #   NOVA_PLACEMENT_PORT (18778), NOVA_STUB_PORT (19292), NOVA_API_WORKERS (2), NOVA_API_THREADS (8),
-#   NOVA_BENCH_DIR
-#   (<repository>/.stratus/bench).
+#   NOVA_BENCH_DIR (<repository>/.stratus/bench: the venv, and nova-run/ with config, logs, pids).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
