@@ -1,0 +1,1 @@
+"""Nova beside Stratus: the setup script and the no-auth stub (see docs/performance.md)."""
