@@ -23,6 +23,8 @@ def census_id(hostname: str) -> UUID:
 
 
 class GuestCensus(Aggregate):
+    """What a host's hypervisor runs that Stratus did not put there, as the host last found it."""
+
     class Opened(Aggregate.Created):
         """The census of one compute host's stray guests was opened (once per host)."""
 

@@ -17,6 +17,8 @@ def flavor_aggregate_id(flavorid: str) -> UUID:
 
 
 class Flavor(Aggregate):
+    """A named size (vCPUs, RAM, disk, ephemeral, swap) servers are built from, with extra specs, access."""
+
     @staticmethod
     def create_id(flavorid: str) -> UUID:
         return flavor_aggregate_id(flavorid)

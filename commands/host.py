@@ -36,6 +36,8 @@ def host_aggregate_id(hostname: str) -> UUID:
 
 @dataclass(frozen=True)
 class Resources:
+    """The vCPUs, RAM (MB) and disk (GB) a claim takes on a host."""
+
     vcpus: int
     memory_mb: int
     disk_gb: int
@@ -47,6 +49,8 @@ class Resources:
 
 
 class Host(Provider, Aggregate):
+    """A hypervisor: its inventories, its service state, and every claim and allocation on it."""
+
     @staticmethod
     def create_id(hostname: str) -> UUID:
         return host_aggregate_id(hostname)

@@ -30,6 +30,8 @@ def _check_name(field: str, value: str | None) -> None:
 
 
 class HostAggregate(Aggregate):
+    """A named set of compute hosts with metadata, and maybe an availability zone."""
+
     class Created(Aggregate.Created):
         """A host aggregate was created (with an availability zone, or none)."""
 

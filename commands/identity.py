@@ -179,6 +179,8 @@ class _Assignments:
 
 
 class Project(_Assignments, Aggregate):
+    """A Keystone project (or a domain, which Keystone keeps as a project acting as one)."""
+
     @staticmethod
     def create_id(project_id: str, **_: object) -> UUID:
         return UUID(hex=project_id)
@@ -303,6 +305,8 @@ class Project(_Assignments, Aggregate):
 
 
 class User(Aggregate):
+    """A Keystone user: its name, domain, enabled flag and the record of its password changes."""
+
     @staticmethod
     def create_id(user_id: str, **_: object) -> UUID:
         return UUID(hex=user_id)
@@ -466,6 +470,8 @@ class User(Aggregate):
 
 
 class Role(Aggregate):
+    """A Keystone role, with the roles it implies."""
+
     @staticmethod
     def create_id(role_id: str, **_: object) -> UUID:
         return UUID(hex=role_id)

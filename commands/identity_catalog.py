@@ -32,6 +32,8 @@ def seeded_id(kind: str, *parts: str) -> str:
 
 
 class Region(Aggregate):
+    """A region of the service catalog, maybe inside a parent region."""
+
     @staticmethod
     def create_id(region_id: str, **_: object) -> UUID:
         return region_aggregate_id(region_id)
@@ -83,6 +85,8 @@ class Region(Aggregate):
 
 
 class Service(Aggregate):
+    """A service of the service catalog (compute, identity, image, placement, ...)."""
+
     @staticmethod
     def create_id(service_id: str, **_: object) -> UUID:
         return UUID(hex=service_id)
@@ -144,6 +148,8 @@ class Service(Aggregate):
 
 
 class Endpoint(Aggregate):
+    """One interface (public, internal, admin) of a service in a region, at a URL."""
+
     @staticmethod
     def create_id(endpoint_id: str, **_: object) -> UUID:
         return UUID(hex=endpoint_id)

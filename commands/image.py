@@ -84,6 +84,8 @@ def legacy_aggregate_id(image_id: str) -> UUID:
 
 
 class Image(Aggregate):
+    """A bootable disk, kernel or ramdisk in the image service: metadata, sharing and the fate of its data."""
+
     class Created(Aggregate.Created):
         """An image was registered (status queued): its id and metadata, no data yet. Version 3 adds
         os_hidden (Glance's hidden images, left out of lists unless asked for); version 2 added

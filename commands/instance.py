@@ -44,6 +44,8 @@ MIGRATION = "migration"
 
 
 class Instance(Aggregate):
+    """A server: Nova's vm_state / task_state / power_state machine, its placement and its moves."""
+
     class Requested(Aggregate.Created):
         """A server was requested. Version 2 added what the server is built with besides its flavor:
         the image it boots (with its kernel and ramdisk), the key pair, the fixed addresses allocated

@@ -81,6 +81,8 @@ def _all_ssh(state: dict[str, Any]) -> None:
 
 
 class KeyPair(Aggregate):
+    """A user's named SSH public key, injected into the servers that name it."""
+
     class Created(Aggregate.Created):
         """A user's key pair was created (imported, or generated: only its public key is recorded). Version
         2: the key pair may be an X.509 certificate (type x509, microversion 2.2); version 1 events are

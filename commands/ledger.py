@@ -25,6 +25,8 @@ def ledger_id(resource: str, owner: str) -> UUID:
 
 
 class Ledger(Aggregate):
+    """What one quota counts for one owner outside a project's usage (server groups, key pairs)."""
+
     @staticmethod
     def create_id(resource: str, owner: str) -> UUID:
         return ledger_id(resource, owner)

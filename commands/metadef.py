@@ -32,6 +32,8 @@ FIELDS = ("namespace", "display_name", "description", "visibility", "protected",
 
 @dataclass(frozen=True)
 class MetadefObject:
+    """An object of a metadata definitions namespace: a named group of properties."""
+
     description: str | None
     required: tuple[str, ...]
     properties: dict[str, Any]
@@ -66,6 +68,8 @@ def _tag_key(name: str) -> str:
 
 
 class MetadefNamespace(Aggregate):
+    """A Glance metadata definitions namespace, with every object, property, tag and association in it."""
+
     class Created(Aggregate.Created):
         """An admin defined a namespace, possibly with its first content (Glance's create takes it all)."""
 

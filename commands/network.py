@@ -41,6 +41,8 @@ class FixedNetwork:
 
 
 class Network(Aggregate):
+    """A fixed IPv4 network whose addresses are handed to servers, one each, never twice."""
+
     class Defined(Aggregate.Created):
         """A fixed network came into use (its first allocation)."""
 

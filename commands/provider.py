@@ -49,6 +49,8 @@ def check_name(name: str) -> None:
 
 
 class ResourceProvider(Provider, Aggregate):
+    """A Placement resource provider that is not a compute host (a sharing pool, a NIC, a GPU)."""
+
     class Created(Aggregate.Created):
         """A Placement resource provider that is not a compute host was created (POST /resource_providers):
         its uuid is the aggregate's id, its name unique among providers, its parent (null: a root)

@@ -80,6 +80,8 @@ class _Overrides:
 
 
 class ProjectQuota(_Overrides, Aggregate):
+    """The limits an admin set for one project, over its quota class's."""
+
     @staticmethod
     def create_id(project_id: str) -> UUID:
         return quota_aggregate_id(project_id)

@@ -27,6 +27,8 @@ def registry_id(kind: str) -> UUID:
 
 
 class Registry(Aggregate):
+    """Names (and small integer ids) unique among one kind of resource, taken atomically with it."""
+
     @staticmethod
     def create_id(kind: str) -> UUID:
         return registry_id(kind)

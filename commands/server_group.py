@@ -20,6 +20,8 @@ POLICIES = ("affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity")
 
 
 class ServerGroup(Aggregate):
+    """Servers that should share a host, or never share one, by the group's policy and rules."""
+
     class Created(Aggregate.Created):
         """A server group was created with its policy."""
 

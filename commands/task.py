@@ -21,6 +21,8 @@ TIME_TO_LIVE = timedelta(hours=48)
 
 
 class Task(Aggregate):
+    """One of Glance's image tasks, as a record of what became of it."""
+
     class Created(Aggregate.Created):
         """An admin created a Glance task (status pending): its type, input as given, and who asked."""
 

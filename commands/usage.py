@@ -61,6 +61,8 @@ def newest_epoch(start: int, exists: Callable[[int], bool]) -> int:
 
 
 class ProjectUsage(Aggregate):
+    """What a project's servers hold against its quota (one epoch of it), decided where they are created."""
+
     @staticmethod
     def create_id(project_id: str, epoch: int = 0, holdings: object = None) -> UUID:
         return usage_aggregate_id(project_id, epoch)
