@@ -15,9 +15,10 @@ def undocumented(root: Path, packages: tuple[str, ...]) -> list[str]:
     for package in packages:
         for path in sorted((root / package).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
-                    if ast.get_docstring(node) is None:
-                        found.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
+                if not isinstance(node, ast.ClassDef) or node.name.startswith("_"):
+                    continue
+                if ast.get_docstring(node) is None:
+                    found.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
     return found
 
 
