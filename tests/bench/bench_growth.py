@@ -709,7 +709,8 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
         """Listed project ``k`` (0: the one of 1,000 servers, 1: of 10,000)."""
 
         def pick(s: dict[str, Any]) -> dict[str, float] | None:
-            return list(s["lists"].values())[k][page]  # type: ignore[no-any-return]
+            project = list(s["lists"].values())[k]
+            return project[page] if project["live"] else None  # type: ignore[no-any-return]
 
         return pick
 
@@ -764,7 +765,7 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
             if not x:
                 continue
             (line,) = ax.plot(x, med, marker="o", label=f"{label} (median)")
-            ax.plot(x, p90, linestyle="--", color=line.get_color(), alpha=0.6, label="p90")
+            ax.plot(x, p90, linestyle="--", color=line.get_color(), alpha=0.5, label="_p90")
             top = max(top, *p90)
         if title.startswith("GET"):
             for e, n in live(0 if "1,000 servers" in title else 1):
@@ -784,7 +785,8 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
     fig.suptitle(
-        f"Stratus: latency against the log's size (bench_growth, {results['machine'].get('cpu', '')})",
+        f"Stratus: latency against the log's size (bench_growth; solid: median, dashed: p90; "
+        f"{results['machine'].get('cpu', '')}, load {results['machine'].get('load average at start', '?')})",
         fontsize=11,
     )
     fig.tight_layout()
@@ -827,6 +829,56 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
     return written
 
 
+def tables(results: dict[str, Any]) -> str:
+    """The markdown tables of docs/performance.md ("Growth", "Memory"), from a run's JSON."""
+
+    def ms(v: dict[str, float]) -> str:
+        return f"{v['median_ms']:.1f} / {v['p90_ms']:.1f}" if v.get("n") else "-"
+
+    stages = results["stages"]
+    lines = [
+        "| events in the log | append (floor) ms | `create_server` ms | scheduling one request ms "
+        "| scheduler start-up s (every Host event folded) | one host's load ms |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    for s in stages:
+        sch = s["scheduling"]
+        lines.append(
+            f"| {s['events']:,} | {ms(s['append'])} ({ms(s['append_floor'])}) | {ms(s['create_server'])} "
+            f"| {ms(sch['decision'])} | {sch['startup_s']:.1f} | {ms(sch['host_load'])} |"
+        )
+    lines += [
+        "",
+        "| events in the log | servers listed (rows of the project, deleted too) | first page ms "
+        "| middle page ms | the first page's SQL alone ms | first page / its SQL |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    for s in stages:
+        for page in s["lists"].values():
+            if not page["live"]:
+                continue
+            ratio = (
+                f"{page['first']['median_ms'] / page['first_sql']['median_ms']:.1f}"
+                if page["first_sql"].get("n")
+                else "-"
+            )
+            lines.append(
+                f"| {s['events']:,} | {page['live']:,} ({page['rows']:,}) | {ms(page['first'])} "
+                f"| {ms(page['middle'])} | {ms(page['first_sql'])} | {ratio} |"
+            )
+    parts = list(stages[-1]["memory"])
+    lines += ["", "| events in the log | " + " | ".join(parts) + " |", "|---:|" + "---:|" * len(parts)]
+    for s in stages:
+        cells = [f"{s['memory'][p]['rss_mib']:.0f}" if p in s["memory"] else "-" for p in parts]
+        lines.append(f"| {s['events']:,} | " + " | ".join(cells) + " |")
+    whole = results.get("whole_plane")
+    if whole:
+        lines += ["", "| part | processes | RSS MiB | PSS MiB |", "|---|---:|---:|---:|"]
+        for part, m in whole["memory"].items():
+            lines.append(f"| {part} | {m['processes']} | {m['rss_mib']:.0f} | {m['pss_mib']:.0f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.bench_growth", description=__doc__)
     parser.add_argument("--sizes", default="1000,10000,100000,1000000", help="log sizes to measure at")
@@ -848,6 +900,7 @@ def main(argv: list[str] | None = None) -> int:
         results = run(args)
         args.json.write_text(json.dumps(results, indent=1) + "\n")
         print(f"wrote {args.json}")
+    print(tables(results))
     for path in plot(results, args.plots):
         print(f"wrote {path}")
     return 0
