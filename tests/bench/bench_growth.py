@@ -54,6 +54,7 @@ import argparse
 import contextlib
 import copy
 import http.client
+import itertools
 import json
 import os
 import random
@@ -61,7 +62,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -354,6 +355,20 @@ def lists(
     return out
 
 
+def catch_up(feed: HostFeed) -> int:
+    """Bring the host view to the log's end; how many tries it took. One try must receive every Host
+    event since the last within the feed's timeout (10 s): a start-up over a long log takes several
+    (the scheduler's own deliveries retry the same way, after a failed batch)."""
+    for tries in itertools.count(1):
+        try:
+            feed.catch_up()
+            return tries
+        except TimeoutError:
+            if tries >= 100:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _fetch(conn: psycopg.Connection[Any], query: str, project: str) -> list[Any]:
     return conn.execute(query, (project,)).fetchall()  # type: ignore[arg-type]
 
@@ -375,7 +390,7 @@ def scheduling(
     view = HostView(reload)
     feed = HostFeed(bridge, app, view, stream=settings.stream, subject_filter=host_filter).open()
     try:
-        feed.catch_up()
+        rounds = catch_up(feed)
         startup = time.perf_counter() - began
         step = Scheduling(
             Handlers(app),
@@ -387,13 +402,14 @@ def scheduling(
         requests: list[Instance] = [app.repository.get(UUID(s)) for s in servers]
         left: list[Any] = []
         decisions = each(lambda inst: left.extend(step.place_batch([(inst, CommandContext())])), requests)
-        feed.catch_up()
+        catch_up(feed)
         growth.adopt(view)
     finally:
         feed.close()
     load = each(lambda h: app.repository.get(h.id), growth.hosts[:20])
     return {
         "startup_s": startup,
+        "startup_timeouts": rounds - 1,
         "hosts_folded": len(view),
         "decision": summary(decisions),
         "not_placed": len(left),
@@ -468,6 +484,19 @@ def projected(conn: psycopg.Connection[Any], position: int) -> bool:
     return bool(row and row[0] >= position)
 
 
+@contextlib.contextmanager
+def workers(cloud: ControlPlane, tmp: Path) -> Iterator[tuple[Any, Any]]:
+    """``stratus scheduler`` and one ``stratus hypervisor`` (libvirt's test driver, host ``growth-hv``)."""
+    env = {**os.environ, **cloud.settings.to_env(), "PYTHONPATH": str(ROOT)}
+    stratus = [sys.executable, "-m", "processes.cli"]
+    hv_env = {**env, "STRATUS_HOST_NAME": HYPERVISOR, "STRATUS_LIBVIRT_URI": "test:///default"}
+    with (
+        process([*stratus, "scheduler"], env, tmp / "scheduler.log") as scheduler,
+        process([*stratus, "hypervisor"], hv_env, tmp / "hypervisor.log") as hypervisor,
+    ):
+        yield scheduler, hypervisor
+
+
 def whole_plane(
     cloud: ControlPlane,
     app: Stratus,
@@ -476,16 +505,13 @@ def whole_plane(
     conn: Any,
     parts: dict[str, list[int]],
     tmp: Path,
+    running: tuple[Any, Any] | None = None,
 ) -> dict[str, Any]:
-    """Start ``stratus scheduler`` and one ``stratus hypervisor``, give them work, read every RSS."""
-    skipped = skip_backlog(bridge, cloud.settings)
-    env = {**os.environ, **cloud.settings.to_env(), "PYTHONPATH": str(ROOT)}
-    stratus = [sys.executable, "-m", "processes.cli"]
-    hv_env = {**env, "STRATUS_HOST_NAME": HYPERVISOR, "STRATUS_LIBVIRT_URI": "test:///default"}
-    with (
-        process([*stratus, "scheduler"], env, tmp / "scheduler.log") as scheduler,
-        process([*stratus, "hypervisor"], hv_env, tmp / "hypervisor.log") as hypervisor,
-    ):
+    """Start ``stratus scheduler`` and one ``stratus hypervisor`` (unless ``running``: they ran from
+    the start), give them work, read every RSS."""
+    skipped = 0 if running else skip_backlog(bridge, cloud.settings)
+    with contextlib.ExitStack() as stack:
+        scheduler, hypervisor = running or stack.enter_context(workers(cloud, tmp))
         hv_id = host_aggregate_id(HYPERVISOR)
 
         def registered() -> Host | None:
@@ -573,11 +599,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         tokens = {project_id(cloud, t): t for t in (cloud.project_token(f"listed-{n}") for n in LISTED)}
         listed = dict(zip(LISTED, tokens, strict=True))
         bridge = NatsBridge(cloud.settings.nats_urls, name="bench-growth").start()
+        stack = contextlib.ExitStack()  # --plane-from-start: the scheduler and the hypervisor
         try:
             app = Stratus(Factory(bridge=bridge, settings=cloud.settings))
             handlers = Handlers(app)
             handlers.create_flavor(CreateFlavor(flavorid=FLAVOR, name=FLAVOR, vcpus=1, ram=512, disk=1))
             Operations(app).set_quota("growth-cmd", {"instances": -1, "cores": -1, "ram": -1}, {})
+            running = None
+            if args.plane_from_start:  # they see the log grow (its requests: placed already)
+                running = stack.enter_context(workers(cloud, Path(d)))
             growth = Growth(app, handlers.flavor(FLAVOR).snapshot_for_instance(), args.hosts, listed)
             api_pid = _api_pid(cloud)
             with psycopg.connect(cloud.settings.database_url or "", autocommit=True) as conn:
@@ -602,12 +632,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         "projector_lag_s": caught,
                         "load": loadavg(),
                     }
-                    row.update(appends(app, bridge, args.samples))
-                    row["create_server"], created = commands(handlers, args.samples, stage)
-                    row["lists"] = lists(cloud, conn, {p: tokens[p] for p in listed.values()}, args.samples)
-                    row["scheduling"] = scheduling(
-                        app, bridge, cloud.settings, created[: args.samples], growth
-                    )
+                    if running is None:  # a running scheduler would take the samples' requests
+                        row.update(appends(app, bridge, args.samples))
+                        row["create_server"], created = commands(handlers, args.samples, stage)
+                        row["lists"] = lists(
+                            cloud, conn, {p: tokens[p] for p in listed.values()}, args.samples
+                        )
+                        row["scheduling"] = scheduling(
+                            app, bridge, cloud.settings, created[: args.samples], growth
+                        )
                     parts = {
                         "API (gunicorn master + worker)": _tree(api_pid),
                         "projector": _role_pids(cloud, "projector"),
@@ -622,13 +655,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     args.json.write_text(json.dumps(results, indent=1) + "\n")  # so far
                 if args.memory:
                     try:
-                        plane = whole_plane(cloud, app, bridge, growth, conn, parts, Path(d))
+                        plane = whole_plane(cloud, app, bridge, growth, conn, parts, Path(d), running)
                     except (RuntimeError, TimeoutError, AssertionError) as e:  # the stages stand
                         print(f"the whole control plane's memory was not measured: {e!r}", flush=True)
                     else:
                         results["whole_plane"] = {**plane, "events": app.recorder.max_notification_id()}
                         print(json.dumps(results["whole_plane"], indent=1), flush=True)
         finally:
+            stack.close()
             bridge.close()
     results["machine"]["load average at end"] = loadavg()
     return results
@@ -835,7 +869,7 @@ def tables(results: dict[str, Any]) -> str:
     def ms(v: dict[str, float]) -> str:
         return f"{v['median_ms']:.1f} / {v['p90_ms']:.1f}" if v.get("n") else "-"
 
-    stages = results["stages"]
+    stages = [s for s in results["stages"] if "append" in s]
     lines = [
         "| events in the log | append (floor) ms | `create_server` ms | scheduling one request ms "
         "| scheduler start-up s (every Host event folded) | one host's load ms |",
@@ -866,9 +900,9 @@ def tables(results: dict[str, Any]) -> str:
                 f"| {s['events']:,} | {page['live']:,} ({page['rows']:,}) | {ms(page['first'])} "
                 f"| {ms(page['middle'])} | {ms(page['first_sql'])} | {ratio} |"
             )
-    parts = list(stages[-1]["memory"])
+    parts = list(results["stages"][-1]["memory"])
     lines += ["", "| events in the log | " + " | ".join(parts) + " |", "|---:|" + "---:|" * len(parts)]
-    for s in stages:
+    for s in results["stages"]:
         cells = [f"{s['memory'][p]['rss_mib']:.0f}" if p in s["memory"] else "-" for p in parts]
         lines.append(f"| {s['events']:,} | " + " | ".join(cells) + " |")
     whole = results.get("whole_plane")
@@ -889,6 +923,12 @@ def main(argv: list[str] | None = None) -> int:
         dest="memory",
         action="store_false",
         help="skip the whole control plane's memory at the last size",
+    )
+    parser.add_argument(
+        "--plane-from-start",
+        action="store_true",
+        help="run the scheduler and the hypervisor from the start (memory only: no latencies; "
+        "the log's own requests reach them as it grows; keep --sizes within the fill, ~55000)",
     )
     parser.add_argument("--json", type=Path, default=DOCS / "growth.json")
     parser.add_argument("--plots", type=Path, default=DOCS, help="where the PNGs go")
