@@ -700,6 +700,8 @@ def _role_pids(cloud: ControlPlane, role: str) -> list[int]:
 def _brief(row: dict[str, Any]) -> dict[str, Any]:
     """A stage's medians in one line (the JSON keeps everything)."""
     out: dict[str, Any] = {"events": row["events"]}
+    if "append" not in row:  # memory only (--plane-from-start)
+        return {**out, "rss": {k: round(v["rss_mib"]) for k, v in row["memory"].items()}}
     for key in ("append", "append_floor", "create_server"):
         out[key] = round(row[key]["median_ms"], 2)
     for page in row["lists"].values():
