@@ -2,8 +2,8 @@
 log grows (10^3 → 10^6 events) and with 1,000 and 10,000 servers in a project; and what each process
 of the control plane holds in memory on the way (its RSS).
 
-Run: ``python -m tests.bench.bench_growth [--sizes 1000,10000,100000,1000000]`` (~30–40 min for 10^6 on
-a 2-core machine; ``--sizes 1000,10000`` takes ~2 min). It needs matplotlib for the plots (the
+Run: ``python -m tests.bench.bench_growth [--sizes 1000,10000,100000,1000000]`` (~30 to 40 min for
+10^6 on a 2-core machine; ``--sizes 1000,10000`` takes ~2 min). It needs matplotlib for the plots (the
 ``bench`` extra of pyproject.toml); ``--plot-only`` redraws them from the JSON of an earlier run.
 
 The control plane runs as ``tests.bench.bench_boot`` deploys it: its own nats-server and database,
