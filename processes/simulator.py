@@ -7,7 +7,7 @@ import threading
 import libvirt
 
 from commands.app import Stratus
-from commands.handlers import Handlers
+from commands.bus import bootstrap
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from workers.consumer import stop_on_signals
@@ -29,8 +29,8 @@ def main(
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
     directory = settings.data_dir / "simulator"
     with stop_on_signals(stop), NatsBridge(settings.nats_urls, name="stratus-simulator") as bridge:
-        handlers = Handlers(Stratus(Factory(bridge=bridge, settings=settings)))
-        cloud = SimulatedCloud(handlers, directory, host_names(hosts, prefix), shape)
+        bus = bootstrap(Stratus(Factory(bridge=bridge, settings=settings)))
+        cloud = SimulatedCloud(bus, directory, host_names(hosts, prefix), shape)
         try:
             run(settings, cloud, bridge=bridge, stop=stop, threads=threads)
         finally:

@@ -12,8 +12,9 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from commands import loaders
+from commands.bus import MessageBus
 from commands.errors import Conflict, InvalidState, NotFound
-from commands.handlers import Handlers
 from commands.hosts.register import RegisterHost
 from commands.instance import Instance
 from commands.servers.delete import FinishDeletion
@@ -51,8 +52,8 @@ class BootImages:
     driver). A kernel whose data is gone is a permanent failure of the spawn.
     """
 
-    def __init__(self, handlers: Handlers, store: ImageStore) -> None:
-        self._handlers = handlers
+    def __init__(self, bus: MessageBus, store: ImageStore) -> None:
+        self._bus = bus
         self._store = store
 
     def __call__(self, inst: Instance) -> BootImage | None:
@@ -68,7 +69,7 @@ class BootImages:
 
     def _file(self, image_id: str, role: str) -> str:
         try:
-            image = self._handlers.image(image_id)
+            image = loaders.image(self._bus.uow, image_id)
         except NotFound:
             raise PermanentVirtError(f"The {role} image {image_id} does not exist") from None
         if not image.os_hash_value:
@@ -84,11 +85,11 @@ class BootImages:
 
 class Compute:
     """One host's spawn and delete steps: each reads the instance first, acts through the virt driver,
-    and records the outcome (or a fault) through the command handlers."""
+    and records the outcome (or a fault) by sending commands to the bus."""
 
     def __init__(
         self,
-        handlers: Handlers,
+        bus: MessageBus,
         driver: VirtDriver,
         hostname: str,
         *,
@@ -97,7 +98,7 @@ class Compute:
         retry: RetryPolicy | None = None,
         console_logs: bool = True,
     ) -> None:
-        self._handlers = handlers
+        self._bus = bus
         self._driver = driver
         self.hostname = hostname
         self._instances_path = instances_path
@@ -108,7 +109,7 @@ class Compute:
     def register(self) -> None:
         """Register this host with the inventory its hypervisor reports (a no-op when known)."""
         inv = self._driver.inventory()
-        self._handlers.register_host(
+        self._bus.handle(
             RegisterHost(self.hostname, inv.vcpus, inv.memory_mb, inv.disk_gb, inv.hypervisor_type)
         )
 
@@ -139,7 +140,7 @@ class Compute:
         """Tear the server's guest down and define and start it again from what the log records now
         (a rebuild's new image), shut off again if the server was stopped (as Nova rebuilds a stopped
         server); safe to repeat after a crash at any point."""
-        inst = self._handlers.instance(server_id)
+        inst = loaders.instance(self._bus.uow, server_id)
         self._driver.destroy(server_id)
         power_state = self._driver.spawn(self.guest(inst))
         if inst.vm_state == VmState.STOPPED and isinstance(self._driver, PowerDriver):
@@ -160,13 +161,13 @@ class Compute:
             return
         log.error("%s %s failed: %s", action, server_id, details)
         message = f"Failed to {action} instance on host {self.hostname}"
-        self._handlers.fail_instance(FailInstance(server_id, code=code, message=message, details=details))
+        self._bus.handle(FailInstance(server_id, code=code, message=message, details=details))
 
     # -- steps ----------------------------------------------------------------------------------
     def _load(self, server_id: str) -> Instance | None:
         """The instance if it lives on this host; None when it is gone or elsewhere."""
         try:
-            inst = self._handlers.instance(server_id)
+            inst = loaders.instance(self._bus.uow, server_id)
         except NotFound:
             return None
         return inst if inst.host == self.hostname else None
@@ -177,7 +178,7 @@ class Compute:
             return DONE  # gone, elsewhere, or already spawned or failed: a replay
         if inst.task_state is None:
             try:
-                self._handlers.start_spawning(StartSpawning(server_id, self.hostname))
+                self._bus.handle(StartSpawning(server_id, self.hostname))
             except (InvalidState, NotFound):
                 return DONE  # a deletion got in first; its own message tears down
         elif inst.task_state != TaskState.SPAWNING:
@@ -192,7 +193,7 @@ class Compute:
         except PermanentVirtError as e:
             return self._fault(server_id, e, attempt)
         try:
-            self._handlers.finish_spawning(FinishSpawning(server_id, power_state))
+            self._bus.handle(FinishSpawning(server_id, power_state))
         except (InvalidState, NotFound):
             # Lost a race with a delete: the guest we just started must go again.
             return self._delete(server_id, attempt)
@@ -224,7 +225,7 @@ class Compute:
             # Nova's answer: the server goes to ERROR and the user may delete it again.
             self._record_fault(server_id, DELETE_FAILED, "delete", e, attempt)
             return DONE
-        self._handlers.finish_deletion(FinishDeletion(server_id))
+        self._bus.handle(FinishDeletion(server_id))
         return DONE
 
     def _give_up(self, event_type: str, server_id: str, attempt: int) -> Outcome:
@@ -239,7 +240,7 @@ class Compute:
         else:
             return DONE
         log.error("%s %s: giving up after %d deliveries", action, server_id, attempt)
-        self._handlers.fail_instance(
+        self._bus.handle(
             FailInstance(
                 server_id,
                 code=code,
@@ -253,7 +254,7 @@ class Compute:
     def _record_fault(self, server_id: str, code: str, action: str, error: VirtError, attempt: int) -> None:
         kind = "temporary, out of retries" if isinstance(error, TemporaryVirtError) else "permanent"
         log.error("%s %s failed (%s): %s", action, server_id, kind, error)
-        self._handlers.fail_instance(
+        self._bus.handle(
             FailInstance(
                 server_id,
                 code=code,

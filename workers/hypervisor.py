@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from commands.app import Stratus
-from commands.handlers import Handlers
+from commands.bus import bootstrap
 from commands.instance import Instance
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
@@ -76,21 +76,21 @@ def run(
     reconcile_interval = settings.reconcile_interval_seconds
     host = settings.host_name
     instances_path = instances_path or settings.data_dir / "instances" / encode_token(host)
-    handlers = Handlers(app)
-    boot = boot_image or BootImages(handlers, ImageStore(settings.data_dir / "images"))
-    steps = HostSteps(handlers, driver, host, instances_path=instances_path, boot_image=boot, retry=retry)
+    bus = bootstrap(app)
+    boot = boot_image or BootImages(bus, ImageStore(settings.data_dir / "images"))
+    steps = HostSteps(bus, driver, host, instances_path=instances_path, boot_image=boot, retry=retry)
     compute = steps.compute
     if not _register(compute, stop):
         return
     with acting(CommandContext(actor=HYPERVISOR)):
-        recover(handlers, host, steps, marks=instances_path)  # what a killed run left under way
+        recover(bus, host, steps, marks=instances_path)  # what a killed run left under way
     responder = Responder(bridge, host)
     responder.serve(CONSOLE, answerer(instances_path))
     wake = threading.Event()
     if isinstance(driver, WatchableDriver):
         driver.watch(lambda _uuid: wake.set())  # a guest changed: reconcile now, not in 30 s
     reconciling = (
-        run_periodically(Reconciler(handlers, driver, host), stop, reconcile_interval, HYPERVISOR, wake)
+        run_periodically(Reconciler(bus, driver, host), stop, reconcile_interval, HYPERVISOR, wake)
         if reconcile_interval > 0
         else None
     )
@@ -106,7 +106,7 @@ def run(
         ).open()
 
     def handle(d: Delivery) -> Outcome:
-        if d.event_type in (SCHEDULED, *ACTING_HOST) and host_of(d, handlers) != host:
+        if d.event_type in (SCHEDULED, *ACTING_HOST) and host_of(d, bus) != host:
             return DONE  # another host's server or step: no need to load the server
         return steps.handle(d)
 

@@ -1,4 +1,4 @@
-"""The hypervisor worker's part in a resize or cold migration (``commands.migration`` has the appends).
+"""The hypervisor worker's part in a resize or cold migration (``commands.servers.moves`` decides).
 
 Four steps, each triggered by the event that names this host in its payload and carried out only
 while the instance is still at that step (so a redelivery after the step was recorded is a no-op,
@@ -23,8 +23,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from commands import loaders
+from commands.bus import MessageBus
 from commands.errors import Conflict, InvalidState, NotFound
-from commands.handlers import Handlers
 from commands.instance import Instance
 from commands.servers.moves import FailMigration, FinishMigration, FinishRevert, LeftDest, LeftSource
 from commands.states import TaskState
@@ -53,7 +54,7 @@ class Moves:
 
     def __init__(
         self,
-        handlers: Handlers,
+        bus: MessageBus,
         driver: VirtDriver,
         hostname: str,
         *,
@@ -61,7 +62,7 @@ class Moves:
         retry: RetryPolicy | None = None,
     ) -> None:
         """``guest``: the guest a server's instance defines now (its flavor, image, console)."""
-        self._handlers = handlers
+        self._bus = bus
         self._driver = driver
         self._power = driver if isinstance(driver, PowerDriver) else None
         self._guest = guest
@@ -85,7 +86,7 @@ class Moves:
 
     def handle(self, event_type: str, server_id: str, attempt: int) -> Outcome:
         try:
-            inst = self._handlers.instance(server_id)
+            inst = loaders.instance(self._bus.uow, server_id)
         except NotFound:
             return DONE
         if self.pending(inst) != event_type:
@@ -102,17 +103,17 @@ class Moves:
         try:
             if event_type == MIGRATION_SCHEDULED:
                 remove_guest(self._driver, server_id)
-                record: Callable[[], Any] = lambda: self._handlers.bus.handle(LeftSource(server_id))  # noqa: E731
+                record: Callable[[], Any] = lambda: self._bus.handle(LeftSource(server_id))  # noqa: E731
             elif event_type == REVERT_REQUESTED:
                 self._driver.destroy(server_id)
-                record = lambda: self._handlers.bus.handle(LeftDest(server_id))  # noqa: E731
+                record = lambda: self._bus.handle(LeftDest(server_id))  # noqa: E731
             else:  # define and start the guest: the new flavor here, or the old one back at the source
                 to_dest = event_type == MIGRATED_FROM_SOURCE
                 power_state = self._start(
                     inst, (inst.migration or {})["new_flavor" if to_dest else "old_flavor"]
                 )
                 finish = FinishMigration if event_type == MIGRATED_FROM_SOURCE else FinishRevert
-                record = lambda: self._handlers.bus.handle(finish(server_id, power_state))  # noqa: E731
+                record = lambda: self._bus.handle(finish(server_id, power_state))  # noqa: E731
         except TemporaryVirtError as e:
             retry = self._retry.retry_logged(
                 attempt, e.message, log=log, step=event_type, server_id=server_id
@@ -141,7 +142,7 @@ class Moves:
 
     def _gone(self, server_id: str) -> bool:
         try:
-            self._handlers.instance(server_id)
+            loaders.instance(self._bus.uow, server_id)
         except NotFound:
             return True
         return False
@@ -173,7 +174,7 @@ class Moves:
             with contextlib.suppress(VirtError):
                 self._driver.destroy(inst.server_id)  # leave no half-made or stale guest behind
         with contextlib.suppress(InvalidState, NotFound):  # a delete overtook the move
-            self._handlers.bus.handle(
+            self._bus.handle(
                 FailMigration(
                     inst.server_id,
                     MIGRATION_FAILED,

@@ -17,9 +17,10 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from commands import loaders
 from commands.actions import ACTIONS
+from commands.bus import MessageBus
 from commands.errors import Conflict, InvalidState, NotFound
-from commands.handlers import Handlers
 from commands.instance import Instance
 from commands.servers.actions import FailAction, FinishAction, FinishOffload
 from commands.states import PowerState
@@ -53,7 +54,7 @@ class PowerActions:
 
     def __init__(
         self,
-        handlers: Handlers,
+        bus: MessageBus,
         driver: object,
         hostname: str,
         *,
@@ -62,7 +63,7 @@ class PowerActions:
     ) -> None:
         """``respawn``: redefine and start a server's guest from what its instance now records (the
         compute side's, for ``rebuild``)."""
-        self._handlers = handlers
+        self._bus = bus
         self._respawn = respawn
         # A driver without power operations (a test double of the spawn port) fails every action.
         self._driver = driver if isinstance(driver, PowerDriver) else None
@@ -78,7 +79,7 @@ class PowerActions:
     def _under_way(self, key: str, server_id: str) -> Instance | None:
         """The instance if it lives here and is carrying out ``key`` still."""
         try:
-            inst = self._handlers.instance(server_id)
+            inst = loaders.instance(self._bus.uow, server_id)
         except NotFound:
             return None
         if inst.host != self.hostname or key not in ACTIONS or inst.task_state != ACTIONS[key].task_state:
@@ -117,7 +118,7 @@ class PowerActions:
         # A delete that overtook the action refuses this; its own message tears the guest down.
         finish = FinishOffload if key == "shelve" else FinishAction
         with contextlib.suppress(InvalidState, NotFound):
-            self._handlers.bus.handle(finish(server_id, key, power_state))
+            self._bus.handle(finish(server_id, key, power_state))
         return DONE
 
     @staticmethod
@@ -157,7 +158,7 @@ class PowerActions:
     def _fail(self, key: str, server_id: str, why: str, details: str, *, broken: bool = False) -> Outcome:
         action = ACTIONS[key].name
         with contextlib.suppress(InvalidState, NotFound):  # a delete overtook the action
-            self._handlers.bus.handle(
+            self._bus.handle(
                 FailAction(
                     server_id,
                     key,

@@ -24,9 +24,10 @@ import functools
 import logging
 import threading
 
+from commands import loaders
+from commands.bus import MessageBus
 from commands.census import DESTROYED, LEFT_ALONE
 from commands.errors import NotFound
-from commands.handlers import Handlers
 from commands.servers.reconcile import RecordStrayGuests, SyncPowerState, deleted_instance
 from commands.states import PowerState
 from stratus.context import Actor, CommandContext, acting
@@ -42,8 +43,8 @@ _TEMPORARY: tuple[type[Exception], ...] = (TemporaryVirtError, *STORE_TEMPORARY)
 class Reconciler:
     """Compares one host's guests with what the log places there and records the differences."""
 
-    def __init__(self, handlers: Handlers, driver: VirtDriver, hostname: str) -> None:
-        self._handlers = handlers
+    def __init__(self, bus: MessageBus, driver: VirtDriver, hostname: str) -> None:
+        self._bus = bus
         self._driver = driver
         self.hostname = hostname
 
@@ -59,7 +60,7 @@ class Reconciler:
         """One comparison; how many servers or strays it recorded something for."""
         domains = {d.uuid: d for d in self._driver.list_domains()}
         try:
-            claimed = set(self._handlers.host(self.hostname).claims)
+            claimed = set(loaders.host(self._bus.uow, self.hostname).claims)
         except NotFound:
             return 0  # not registered yet
         recorded = 0
@@ -69,7 +70,7 @@ class Reconciler:
             observe = functools.partial(self._observe, server_id)
             command = SyncPowerState(server_id, observed, missing=dom is None, observe=observe)
             try:
-                changed = self._handlers.bus.handle(command)
+                changed = self._bus.handle(command)
             except NotFound:
                 continue  # deleted meanwhile
             if changed:
@@ -84,12 +85,12 @@ class Reconciler:
             except DomainNotFound:
                 continue  # gone meanwhile (a delete finishing as we looked)
             action = LEFT_ALONE
-            if deleted_instance(self._handlers.uow, uuid):
+            if deleted_instance(self._bus.uow, uuid):
                 log.warning("destroying orphan guest %s (its instance is deleted)", dom.name)
                 self._driver.destroy(uuid)
                 action = DESTROYED
             strays[uuid] = (dom.name, dom.power_state, action)
-        if self._handlers.bus.handle(RecordStrayGuests(self.hostname, strays)):
+        if self._bus.handle(RecordStrayGuests(self.hostname, strays)):
             recorded += len(strays)
         return recorded
 

@@ -24,9 +24,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from commands import loaders
 from commands.actions import ACTIONS
+from commands.bus import MessageBus
 from commands.errors import NotFound
-from commands.handlers import Handlers
 from commands.states import TaskState
 from stratus.quarantine import reason
 from workers.compute import DELETION_REQUESTED, SCHEDULED
@@ -41,7 +42,7 @@ _UNDER_WAY = (TaskState.SPAWNING, TaskState.DELETING, *_ACTION_BY_TASK)
 
 
 def recover(
-    handlers: Handlers,
+    bus: MessageBus,
     hostname: str,
     steps: HostSteps,
     *,
@@ -51,7 +52,7 @@ def recover(
     """Run again the steps this host left under way; the ids of the instances it touched."""
     compute, power, moves = steps.compute, steps.power, steps.moves
     try:
-        host = handlers.host(hostname)
+        host = loaders.host(bus.uow, hostname)
     except NotFound:
         return []
     # the instances with a claim here, and those whose migration holds one (they are moving away)
@@ -59,7 +60,7 @@ def recover(
     touched = []
     for server_id in claimed:
         try:
-            inst = handlers.instance(server_id)
+            inst = loaders.instance(bus.uow, server_id)
         except NotFound:
             continue
         except STORE_TEMPORARY:

@@ -23,7 +23,7 @@ from typing import Any
 
 import libvirt
 
-from commands.handlers import Handlers
+from commands.bus import MessageBus
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import NatsBridge
@@ -72,7 +72,7 @@ class SimulatedCloud:
 
     def __init__(
         self,
-        handlers: Handlers,
+        bus: MessageBus,
         directory: Path,
         names: list[str],
         shape: HostShape = HostShape(),
@@ -90,9 +90,9 @@ class SimulatedCloud:
             self._drivers.append(driver)
             # libvirt's test driver runs no guest, so nothing would write a console log
             self.hosts[name] = HostSteps(
-                handlers, driver, name, instances_path=directory / name, console_logs=False
+                bus, driver, name, instances_path=directory / name, console_logs=False
             )
-        self._handlers = handlers
+        self._bus = bus
 
     def register(self) -> int:
         """Register every host (each with the inventory its libvirt connection reports)."""
@@ -103,7 +103,7 @@ class SimulatedCloud:
 
     def handle(self, d: Delivery) -> Outcome:
         """Hand one instance event to the simulated host it concerns (others' hosts: acknowledged)."""
-        hostname = host_of(d, self._handlers)
+        hostname = host_of(d, self._bus)
         steps = self.hosts.get(hostname) if hostname else None
         if steps is None:
             return DONE

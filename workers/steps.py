@@ -11,8 +11,9 @@ from pathlib import Path
 import orjson
 from eventsourcing.utils import get_topic
 
+from commands import loaders
+from commands.bus import MessageBus
 from commands.errors import NotFound
-from commands.handlers import Handlers
 from commands.instance import Instance
 from stratus.config import Settings
 from stratus.eventstore.subjects import SubjectLayout
@@ -45,7 +46,7 @@ def payload(d: Delivery) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
-def host_of(d: Delivery, handlers: Handlers) -> str | None:
+def host_of(d: Delivery, bus: MessageBus) -> str | None:
     """The host an event is for: named in its payload (a server scheduled, a move's step), else the host
     its server is on now (a deletion, a power action); None when the server is gone."""
     if d.event_type == SCHEDULED:
@@ -53,7 +54,7 @@ def host_of(d: Delivery, handlers: Handlers) -> str | None:
     if d.event_type in ACTING_HOST:
         return str(payload(d).get(ACTING_HOST[d.event_type]) or "") or None
     try:
-        return handlers.instance(d.originator_id).host
+        return loaders.instance(bus.uow, d.originator_id).host
     except NotFound:
         return None
 
@@ -63,7 +64,7 @@ class HostSteps:
 
     def __init__(
         self,
-        handlers: Handlers,
+        bus: MessageBus,
         driver: VirtDriver,
         hostname: str,
         *,
@@ -74,7 +75,7 @@ class HostSteps:
     ) -> None:
         self.hostname = hostname
         self.compute = Compute(
-            handlers,
+            bus,
             driver,
             hostname,
             instances_path=instances_path,
@@ -82,8 +83,8 @@ class HostSteps:
             retry=retry,
             console_logs=console_logs,
         )
-        self.power = PowerActions(handlers, driver, hostname, retry=retry, respawn=self.compute.respawn)
-        self.moves = Moves(handlers, driver, hostname, guest=self.compute.guest, retry=retry)
+        self.power = PowerActions(bus, driver, hostname, retry=retry, respawn=self.compute.respawn)
+        self.moves = Moves(bus, driver, hostname, guest=self.compute.guest, retry=retry)
 
     def handle(self, d: Delivery) -> Outcome:
         """Carry out this host's part of the event (callers hand it only this host's events, or let

@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         bench = Bench(CpuMeter(server.pid))
 
         names = host_names(args.hosts)
-        cloud = SimulatedCloud(handlers, Path(tmp) / "sim", names, SHAPE)
+        cloud = SimulatedCloud(handlers.bus, Path(tmp) / "sim", names, SHAPE)
         t0 = time.perf_counter()
         close_sim = run_workers(
             settings,

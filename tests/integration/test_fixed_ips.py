@@ -135,17 +135,17 @@ def test_kernel_and_ramdisk_come_from_the_image_store(handlers: Handlers, tmp_pa
     kernel, ramdisk = image(b"kernel"), image(b"initrd")
     root = image(b"root", kernel_id=kernel, ramdisk_id=ramdisk, os_command_line="console=ttyS0 quiet")
     sid = handlers.create_server(CreateServer("k", "p1", "u1", "1", image_ref=root)).id
-    boot = BootImages(handlers, store)(handlers.instance(sid))
+    boot = BootImages(handlers.bus, store)(handlers.instance(sid))
     assert boot is not None and Path(boot.kernel).read_bytes() == b"kernel"
     assert boot.initrd is not None and Path(boot.initrd).read_bytes() == b"initrd"
     assert boot.cmdline == "console=ttyS0 quiet"
 
     plain = handlers.create_server(CreateServer("p", "p1", "u1", "1", image_ref=kernel)).id
-    assert BootImages(handlers, store)(handlers.instance(plain)) is None
+    assert BootImages(handlers.bus, store)(handlers.instance(plain)) is None
 
     store.remove(kernel)  # the kernel's data is gone: the spawn cannot succeed
     with pytest.raises(PermanentVirtError, match="no data"):
-        BootImages(handlers, store)(handlers.instance(sid))
+        BootImages(handlers.bus, store)(handlers.instance(sid))
 
 
 def test_a_version_1_requested_event_still_loads(handlers: Handlers) -> None:

@@ -226,7 +226,7 @@ def test_redelivered_events_change_nothing(
 ) -> None:
     """Each step checks the instance's state first, so handling an event twice is harmless."""
     handlers.register_host(RegisterHost(HOST, vcpus=4, memory_mb=8192, disk_gb=100))
-    compute = Compute(handlers, driver, HOST, instances_path=tmp_path, retry=FAST_RETRY)
+    compute = Compute(handlers.bus, driver, HOST, instances_path=tmp_path, retry=FAST_RETRY)
     server = create_and_place(handlers)
 
     assert compute.handle(SCHEDULED, server, attempt=1) == DONE
@@ -249,7 +249,7 @@ def test_a_crash_mid_spawn_is_completed_on_redelivery(
 ) -> None:
     """SpawningStarted recorded and the domain defined, then the worker died: the replay finishes."""
     handlers.register_host(RegisterHost(HOST, vcpus=4, memory_mb=8192, disk_gb=100))
-    compute = Compute(handlers, driver, HOST, instances_path=tmp_path, retry=FAST_RETRY)
+    compute = Compute(handlers.bus, driver, HOST, instances_path=tmp_path, retry=FAST_RETRY)
     server = create_and_place(handlers)
     handlers.start_spawning(StartSpawning(server, HOST))
     conn.defineXML(domain_xml(compute.guest(handlers.instance(server))))
@@ -293,7 +293,7 @@ def test_a_message_that_keeps_coming_back_becomes_a_fault(
 ) -> None:
     """Past our own retries plus a few crashes, a delivery is poison: no instance waits forever."""
     handlers.register_host(RegisterHost(HOST, vcpus=4, memory_mb=8192, disk_gb=100))
-    compute = Compute(handlers, driver, HOST, instances_path=tmp_path, retry=FAST_RETRY)
+    compute = Compute(handlers.bus, driver, HOST, instances_path=tmp_path, retry=FAST_RETRY)
     server = create_and_place(handlers)
     handlers.start_spawning(StartSpawning(server, HOST))  # then the worker died, again and again
 

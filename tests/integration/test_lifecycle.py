@@ -278,7 +278,7 @@ def test_a_shelve_replayed_after_the_guest_was_removed_still_finishes(
     worker.close()  # the host's worker is down while the shelve is asked for
     LifecycleHandlers(handlers).request_action(RequestAction(server, "p1", "shelve"))
     driver.destroy(server)  # what the worker had done before it died
-    assert PowerActions(handlers, driver, HOST).handle("shelve", server, 2) is DONE
+    assert PowerActions(handlers.bus, driver, HOST).handle("shelve", server, 2) is DONE
     inst = handlers.instance(server)
     assert (inst.vm_state, inst.task_state, inst.host) == (VmState.SHELVED_OFFLOADED, None, None)
     assert server not in handlers.host(HOST).claims

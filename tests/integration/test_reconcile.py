@@ -44,7 +44,7 @@ def test_a_guest_that_stopped_on_its_own_is_recorded_shutoff(
     start_hypervisor(driver)
     server = create_and_place(handlers)
     eventually(lambda: settled(handlers, server))
-    reconciler = Reconciler(handlers, driver, HOST)
+    reconciler = Reconciler(handlers.bus, driver, HOST)
     assert reconciler.once() == 0  # nothing to say: no event
     version = handlers.instance(server).version
     conn.lookupByUUIDString(server).destroy()  # the guest powered off behind our back
@@ -73,7 +73,7 @@ def test_a_listing_older_than_the_server_it_is_compared_with_records_nothing(
     server, _ = active
     version = handlers.instance(server).version
     stale = ListedMidSpawn(lambda: conn, instances_path=Path("/nonexistent"))
-    assert Reconciler(handlers, stale, HOST).once() == 0  # the guest runs now: nothing to record
+    assert Reconciler(handlers.bus, stale, HOST).once() == 0  # the guest runs now: nothing to record
     inst = handlers.instance(server)
     assert (inst.vm_state, inst.power_state, inst.version) == (VmState.ACTIVE, PowerState.RUNNING, version)
 
@@ -90,7 +90,7 @@ def test_a_guest_that_vanished_puts_its_server_in_error(
     dom = conn.lookupByUUIDString(server)
     dom.destroy()
     dom.undefine()
-    assert Reconciler(handlers, driver, HOST).once() == 1
+    assert Reconciler(handlers.bus, driver, HOST).once() == 1
     inst = handlers.instance(server)
     assert (inst.vm_state, inst.power_state) == (VmState.ERROR, PowerState.NOSTATE)
     handlers.delete_server(DeleteServer(server, "p1"))
@@ -114,7 +114,7 @@ def test_strays_orphans_are_destroyed_and_unknown_guests_left_alone(
     orphan.create()
     unknown = str(uuid.uuid4())
     conn.defineXML(domain_xml(GuestSpec(unknown, 1, 128))).create()
-    reconciler = Reconciler(handlers, driver, HOST)
+    reconciler = Reconciler(handlers.bus, driver, HOST)
     assert reconciler.once() == 2
     assert census(handlers).strays == {server: DESTROYED, unknown: LEFT_ALONE}
     assert {d.UUIDString() for d in conn.listAllDomains()} == {unknown}
@@ -164,7 +164,7 @@ def test_a_failed_pass_never_stops_the_hosts_reconciliation(
     handlers: Handlers, driver: LibvirtDriver, conn: libvirt.virConnect, active: tuple[str, Worker]
 ) -> None:
     server, _ = active
-    reconciler = FailsOnce(Reconciler(handlers, driver, HOST))
+    reconciler = FailsOnce(Reconciler(handlers.bus, driver, HOST))
     stop, wake = threading.Event(), threading.Event()
     thread = run_periodically(reconciler, stop, 0.05, HYPERVISOR, wake)  # type: ignore[arg-type]
     try:

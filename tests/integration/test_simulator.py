@@ -16,6 +16,7 @@ import libvirt
 import pytest
 
 from commands.app import Stratus
+from commands.bus import bootstrap
 from commands.errors import NotFound
 from commands.flavors.create import CreateFlavor
 from commands.handlers import Handlers
@@ -43,7 +44,7 @@ SHAPE = HostShape(vcpus=4, memory_mb=8192, disk_gb=100)
 @pytest.fixture
 def cloud(app: Stratus, settings: Settings, bridge: NatsBridge, tmp_path: Path) -> Iterator[SimulatedCloud]:
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
-    c = SimulatedCloud(Handlers(app), tmp_path / "sim", host_names(HOSTS), SHAPE)
+    c = SimulatedCloud(bootstrap(app), tmp_path / "sim", host_names(HOSTS), SHAPE)
     stop = threading.Event()
     worker = threading.Thread(
         target=simulator.run,
