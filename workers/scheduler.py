@@ -2,11 +2,13 @@
 
 Consumes ``<prefix>.instance.*.requested`` with the durable pull consumer ``scheduler`` (shared by
 every scheduler process: each request goes to one of them), keeps an advisory view of the hosts
-from ``<prefix>.host.>``, and appends through ``Handlers.place_instance`` / ``fail_instance``.
+from ``<prefix>.host.>``, and sends ``PlaceInstance`` / ``FailInstance`` (and their kin) to its bus.
 Several schedulers may run at once; the Host aggregate's optimistic concurrency keeps them from
 overcommitting a host.
 
-``run`` takes its collaborators; the process's composition root is ``processes/scheduler.py``.
+``run`` takes its collaborators; the process's composition root is ``processes/scheduler.py``. Besides
+the bus, the scheduler reads the log raw (``RequestLog``): the requests of a multi-create that follow
+one another, and the delivered request as the head of its server (so placing it needs no read).
 """
 
 from __future__ import annotations
@@ -15,15 +17,17 @@ import functools
 import logging
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
 from uuid import UUID
 
 import orjson
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.utils import get_topic
+from nats.aio.msg import Msg
 
 from commands.app import Stratus
-from commands.handlers import Handlers
+from commands.bus import bootstrap
 from commands.host import Host
 from commands.instance import Instance
 from stratus.config import SCHEDULER_MAX_BATCH, Settings
@@ -48,6 +52,29 @@ DURABLE = "scheduler"
 BATCH = SCHEDULER_MAX_BATCH
 # Seconds before requests a scheduler took and did not settle (it died) go to another scheduler.
 ACK_WAIT = Settings.scheduler_ack_wait_seconds
+
+
+@runtime_checkable
+class RequestLog(Protocol):
+    """What the scheduler reads of the event log besides the bus's loads: stored messages by position,
+    and a delivered message noted as its aggregate's head. The JetStream recorder
+    (``stratus.eventstore.JetStreamApplicationRecorder``) is one; ``request_log`` finds it on an app."""
+
+    def read_messages(self, start: int, limit: int) -> Sequence[Msg]:
+        """The stored messages from position ``start`` (inclusive), ``limit`` at most."""
+        ...
+
+    def observe(self, msg: Msg) -> None:
+        """Note a stored event read off a consumer as its aggregate's head, if it is the newest seen."""
+        ...
+
+
+def request_log(app: Stratus) -> RequestLog:
+    """The app's recorder as the scheduler reads it (a TypeError, at start, for one that cannot be)."""
+    recorder = app.recorder
+    if not isinstance(recorder, RequestLog):
+        raise TypeError(f"the scheduler cannot read requests off a {type(recorder).__name__}")
+    return recorder
 
 
 def subjects(settings: Settings) -> tuple[str, str]:
@@ -82,6 +109,7 @@ def run(
     """Schedule until ``stop`` is set (``durable``: every scheduler shares the default one; ``batch``:
     the most requests taken off the log and placed in one pass)."""
     requested, hosts = subjects(settings)
+    requests = request_log(app)
 
     def reload(host_id: UUID) -> Host | None:
         try:
@@ -93,12 +121,12 @@ def run(
     view = HostView(reload)
     feed = HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts).open()
     scheduling = Scheduling(
-        Handlers(app),
+        bootstrap(app),
         view,
         feed.catch_up,
         retry=retry,
         multipliers=Multipliers.of(settings),
-        siblings=siblings_reader(app),
+        siblings=siblings_reader(requests),
         shard=shard,
     )
     consumer = DurableConsumer(
@@ -118,7 +146,7 @@ def run(
         """Plain new servers go together (``Scheduling.place_batch``); the rest one by one, in order."""
         alone: dict[str, tuple[Instance, CommandContext]] = {}
         for d in deliveries:
-            inst = requested_alone(app, d)
+            inst = requested_alone(app, requests, d)
             if inst is not None:
                 alone[inst.server_id] = (inst, d.context(SCHEDULER))
         left = (
@@ -162,7 +190,7 @@ def run(
         beating.join(timeout=15)
 
 
-def requested_alone(app: Stratus, d: Delivery) -> Instance | None:
+def requested_alone(app: Stratus, requests: RequestLog, d: Delivery) -> Instance | None:
     """The server a first delivery of ``Instance.Requested`` asks for, rebuilt from the delivered
     event itself when its request placed it alone and in no group (no read: the append that places it
     checks it is still at that version); else None."""
@@ -172,11 +200,13 @@ def requested_alone(app: Stratus, d: Delivery) -> Instance | None:
     inst = event.mutate(None) if isinstance(event, Instance.Requested) else None
     if not isinstance(inst, Instance) or not inst.placed_alone:
         return None
-    app.recorder.observe(d.message)  # type: ignore[attr-defined]  # what scheduling it must expect
+    requests.observe(d.message)  # what scheduling it must expect
     return inst
 
 
-def siblings_reader(app: Stratus, window: int = 100, chunk: int = 16) -> Callable[[str, int], list[str]]:
+def siblings_reader(
+    requests: RequestLog, window: int = 100, chunk: int = 16
+) -> Callable[[str, int], list[str]]:
     """Reads the servers requested together with the one at ``position``: the ``Requested`` events
     that follow it in the same request and reservation (a create appends its servers' requests one
     after another in one atomic append, ``window`` at most: the API's max_count). The log is read
@@ -187,7 +217,7 @@ def siblings_reader(app: Stratus, window: int = 100, chunk: int = 16) -> Callabl
         found: list[str] = []
         request_id = None
         while len(found) < window:
-            msgs = app.recorder.read_messages(position + len(found), chunk)  # type: ignore[attr-defined]
+            msgs = requests.read_messages(position + len(found), chunk)
             for msg in msgs:
                 try:
                     notification, envelope = decode_message(msg)

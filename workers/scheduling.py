@@ -1,6 +1,6 @@
 """The scheduler's step: place one requested instance on a host, or record why none has room.
 
-The host view is advisory; ``Handlers.place_instance`` claims the resources on the chosen host
+The host view is advisory; ``PlaceInstance`` (sent to the bus) claims the resources on the chosen host
 under the Host aggregate's optimistic-concurrency check, so a stale view only means trying the next
 candidate. Several schedulers may run at once: they cannot overcommit a host, they can only lose
 a race and move on.
@@ -17,13 +17,14 @@ from dataclasses import dataclass
 
 from eventsourcing.persistence import IntegrityError
 
+from commands import loaders
+from commands.bus import MessageBus
 from commands.errors import Conflict, InsufficientResources, InvalidState, NotFound, NoValidHost
-from commands.handlers import Handlers
 from commands.host import Host, Resources
 from commands.instance import Instance
 from commands.server_group import ServerGroup
 from commands.servers.moves import FailMigration, ScheduleMigration
-from commands.servers.scheduling import PlaceInstance
+from commands.servers.scheduling import PlaceInstance, PlaceInstances, RecordPlacements, known_version
 from commands.servers.spawn import FailInstance
 from commands.states import TaskState, VmState
 from stratus.context import CommandContext, acting
@@ -88,7 +89,7 @@ class Scheduling:
 
     def __init__(
         self,
-        handlers: Handlers,
+        bus: MessageBus,
         view: HostView,
         catch_up: Callable[[], None],
         *,
@@ -100,7 +101,7 @@ class Scheduling:
     ) -> None:
         """``catch_up`` brings ``view`` up to the log's current end before a decision; ``rounds``:
         how many times to filter and weigh again when every candidate filled up under us."""
-        self._handlers = handlers
+        self._bus = bus
         self._view = view
         self._catch_up = catch_up
         self._retry = retry or RetryPolicy()
@@ -130,7 +131,7 @@ class Scheduling:
 
     def _place(self, server_id: str, position: int = 0, *, created: bool = False) -> Outcome:
         try:
-            inst = self._handlers.instance(server_id)
+            inst = loaders.instance(self._bus.uow, server_id)
         except NotFound:
             return DONE  # deleted before it was placed
         if created and inst.vm_state != VmState.BUILDING:
@@ -140,7 +141,7 @@ class Scheduling:
         if not inst.awaiting_host:
             return DONE  # placed or failed already: a redelivery
         need = Resources.of_flavor(inst.flavor)
-        group = self._handlers.server_group_of(server_id)
+        group = loaders.server_group_of(self._bus.uow, server_id)
         required, forbidden = traits_of(self._extra_specs(inst.flavor))
         request = Request(server_id, need, inst.availability_zone, group, required, forbidden)
         building = inst.vm_state == VmState.BUILDING  # an unshelve is never part of a multi-create
@@ -163,7 +164,7 @@ class Scheduling:
                 selection = ranked_for_group(selection, group, server_id)
             for hostname in selection.hosts:
                 try:
-                    self._handlers.place_instance(PlaceInstance(server_id, hostname))
+                    self._bus.handle(PlaceInstance(server_id, hostname))
                 except InsufficientResources:
                     log.info("place %s: %s filled up meanwhile, trying the next host", server_id, hostname)
                     continue
@@ -212,13 +213,13 @@ class Scheduling:
                 contexts[(str(host.id), host.version)] = ctx
             try:
                 if placed:
-                    self._handlers.record_placements([*claimed.values(), *placed], contexts)
+                    self._bus.handle(RecordPlacements([*claimed.values(), *placed], contexts))
             except IntegrityError:
                 self._standing.clear()  # they took room for claims that were not appended
                 # Another scheduler claimed on one of these hosts first (decide again on a view that
                 # has its claim), or a server changed since its request (leave it to the one-by-one path).
-                known = self._handlers.known_version
-                changed = {r.server_id for r, _ in pending if known(r.id) not in (None, 1)}
+                uow = self._bus.uow
+                changed = {r.server_id for r, _ in pending if known_version(uow, r.id) not in (None, 1)}
                 left = [(r, c) for r, c in pending if r.server_id in changed]
                 pending = [(r, c) for r, c in pending if r.server_id not in changed]
                 if left:
@@ -287,7 +288,7 @@ class Scheduling:
         flavor = move["new_flavor"]
         need = Resources.of_flavor(flavor)
         required, forbidden = traits_of(self._extra_specs(flavor))
-        group = self._handlers.server_group_of(server_id)
+        group = loaders.server_group_of(self._bus.uow, server_id)
         request = Request(server_id, need, inst.availability_zone, group, required, forbidden)
         details = ""
         for _ in range(self._rounds):
@@ -303,7 +304,7 @@ class Scheduling:
             free = {h.hostname: filtered.free[h.hostname] for h in filtered.hosts}
             for hostname in weigh(free, self._multipliers):
                 try:
-                    self._handlers.bus.handle(ScheduleMigration(server_id, hostname))
+                    self._bus.handle(ScheduleMigration(server_id, hostname))
                 except InsufficientResources:
                     continue
                 except (InvalidState, NotFound):
@@ -311,9 +312,9 @@ class Scheduling:
                 return DONE
             details = f"every candidate host filled up while placing the {move['type']}."
         try:
-            if self._handlers.instance(server_id).awaiting_move:
+            if loaders.instance(self._bus.uow, server_id).awaiting_move:
                 log.warning("move %s: %s %s", server_id, NO_VALID_HOST, details)
-                self._handlers.bus.handle(FailMigration(server_id, NoValidHost.code, NO_VALID_HOST, details))
+                self._bus.handle(FailMigration(server_id, NoValidHost.code, NO_VALID_HOST, details))
         except (InvalidState, NotFound):
             pass  # deleted, or placed after all
         return DONE
@@ -323,7 +324,7 @@ class Scheduling:
         waiting = []
         for s in server_ids:
             try:
-                inst = self._handlers.instance(s)
+                inst = loaders.instance(self._bus.uow, s)
             except NotFound:
                 continue
             if inst.vm_state == VmState.BUILDING and inst.task_state == TaskState.SCHEDULING:
@@ -365,7 +366,7 @@ class Scheduling:
                 )
                 break
             try:
-                self._handlers.place_instances(picks)
+                self._bus.handle(PlaceInstances(tuple(picks)))
             except InsufficientResources:
                 details = "every chosen host filled up while placing."
                 continue  # the view was stale: choose again
@@ -388,9 +389,9 @@ class Scheduling:
         ``details`` for a server waiting for a host, a failed move for one waiting to move; nothing
         for a server that moved on meanwhile."""
         try:
-            if self._handlers.instance(server_id).awaiting_move:
+            if loaders.instance(self._bus.uow, server_id).awaiting_move:
                 log.warning("move %s: %s %s", server_id, NO_VALID_HOST, details)
-                self._handlers.bus.handle(FailMigration(server_id, NoValidHost.code, NO_VALID_HOST, details))
+                self._bus.handle(FailMigration(server_id, NoValidHost.code, NO_VALID_HOST, details))
                 return
         except (InvalidState, NotFound):
             return
@@ -398,11 +399,11 @@ class Scheduling:
 
     def _fail(self, server_id: str, details: str, *, created: bool = False) -> Outcome:
         try:
-            inst = self._handlers.instance(server_id)
+            inst = loaders.instance(self._bus.uow, server_id)
             if not inst.awaiting_host or (created and inst.vm_state != VmState.BUILDING):
                 return DONE  # placed by another scheduler after all, or being deleted (or unshelved)
             log.warning("place %s: %s %s", server_id, NO_VALID_HOST, details)
-            self._handlers.fail_instance(FailInstance(server_id, NoValidHost.code, NO_VALID_HOST, details))
+            self._bus.handle(FailInstance(server_id, NoValidHost.code, NO_VALID_HOST, details))
         except NotFound:
             return DONE  # deleted meanwhile: nothing to report on
         return DONE

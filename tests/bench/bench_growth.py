@@ -73,6 +73,7 @@ from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.domain import Aggregate
 
 from commands.app import Stratus
+from commands.bus import bootstrap
 from commands.errors import InsufficientResources
 from commands.handlers import CreateFlavor, CreateServer, Handlers
 from commands.host import Host, Resources, host_aggregate_id
@@ -89,7 +90,7 @@ from tests.bench.harness import loadavg, machine_lines
 from workers.consumer import DurableConsumer
 from workers.host_feed import HostFeed
 from workers.host_view import HostView
-from workers.scheduler import DURABLE, moves, siblings_reader, subjects, unshelves
+from workers.scheduler import DURABLE, moves, request_log, siblings_reader, subjects, unshelves
 from workers.scheduling import Scheduling
 from workers.weighers import Multipliers
 
@@ -393,11 +394,11 @@ def scheduling(
         rounds = catch_up(feed)
         startup = time.perf_counter() - began
         step = Scheduling(
-            Handlers(app),
+            bootstrap(app),
             view,
             feed.catch_up,
             multipliers=Multipliers.of(settings),
-            siblings=siblings_reader(app),
+            siblings=siblings_reader(request_log(app)),
         )
         requests: list[Instance] = [app.repository.get(UUID(s)) for s in servers]
         left: list[Any] = []

@@ -145,7 +145,7 @@ def test_redelivery_changes_nothing(handlers: Handlers, start_scheduler: Callabl
 def test_a_request_that_keeps_coming_back_becomes_a_fault(handlers: Handlers, app: Stratus) -> None:
     handlers.register_host(RegisterHost("compute-a", vcpus=4, memory_mb=2048, disk_gb=50))
     retry = RetryPolicy(delays=(0.1,), crash_allowance=2)
-    placement = Scheduling(handlers, HostView(), catch_up=lambda: None, retry=retry)
+    placement = Scheduling(handlers.bus, HostView(), catch_up=lambda: None, retry=retry)
     server = create(handlers)
     assert placement.handle(server, attempt=retry.give_up_after + 1) == DONE
     inst = handlers.instance(server)

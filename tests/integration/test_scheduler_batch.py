@@ -142,7 +142,7 @@ def test_the_standing_ranking_follows_the_hosts_between_batches(
     view = HostView()
     feed = HostFeed(bridge, app, view, stream=settings.stream, subject_filter=scheduler.subjects(settings)[1])
     request.addfinalizer(feed.close)
-    placement = Scheduling(handlers, view, feed.open().catch_up)
+    placement = Scheduling(handlers.bus, view, feed.open().catch_up)
 
     def place(name: str) -> str | None:
         inst = handlers.instance(handlers.create_server(CreateServer(name, "p1", "u1", "small")).id)
@@ -177,7 +177,7 @@ def test_schedulers_with_shards_place_on_their_own_hosts_first(
         view, hosts_filter = HostView(), scheduler.subjects(settings)[1]
         feed = HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts_filter)
         request.addfinalizer(feed.close)
-        return Scheduling(handlers, view, feed.open().catch_up, shard=shard)
+        return Scheduling(handlers.bus, view, feed.open().catch_up, shard=shard)
 
     def place(placement: Scheduling, count: int) -> list[str]:
         created = handlers.create_server(CreateServer("vm", "p1", "u1", "small", count=count)).ids
