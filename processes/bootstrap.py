@@ -18,7 +18,6 @@ from psycopg.rows import dict_row
 
 from api.identity.credentials import Credentials, ensure_schema
 from commands.bus import MessageBus, bootstrap
-from commands.identity_handlers import IdentityHandlers
 from commands.keystone.bootstrap import BootstrapIdentity, Bootstrapped
 from commands.keystone.users import RecordPasswordSet
 from projections.schema import ensure_live_schema
@@ -40,8 +39,8 @@ class Seeded:
     generated_password: str | None
 
 
-def seed(bus: MessageBus | IdentityHandlers, credentials: Credentials, password: str | None) -> Seeded:
-    """Seed Keystone through ``bus`` (or the facade tests hand in) and set the admin's password."""
+def seed(bus: MessageBus, credentials: Credentials, password: str | None) -> Seeded:
+    """Seed Keystone through ``bus`` and set the admin's password."""
     with acting(CommandContext(actor=SYSTEM)):
         done: Bootstrapped = bus.handle(BootstrapIdentity(ADMIN_PROJECT, ADMIN_USER))
         position = done.position
