@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
 import libvirt
@@ -25,13 +24,14 @@ from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import StartSpawning
 from commands.states import PowerState, TaskState, VmState
 from stratus.config import Settings
-from stratus.eventstore import NatsBridge
+from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge
 from tests.fixtures.commands import M1_SMALL
 from tests.fixtures.hypervisor import (
     FAST_RETRY,
     HOST,
     FlakyDriver,
     GatedDriver,
+    Hosted,
     StuckDestroyDriver,
     create_and_place,
     gone,
@@ -75,10 +75,9 @@ def test_spawns_a_scheduled_instance(
     handlers: Handlers,
     driver: LibvirtDriver,
     conn: libvirt.virConnect,
-    start_hypervisor: Callable[..., Worker],
+    hosted: Hosted,
 ) -> None:
-    start_hypervisor(driver)
-    server = create_and_place(handlers)
+    server, _ = hosted(driver)
     inst = eventually(lambda: settled(handlers, server))
     assert (inst.vm_state, inst.task_state, inst.power_state) == (VmState.ACTIVE, None, PowerState.RUNNING)
     dom = conn.lookupByUUIDString(server)
@@ -89,16 +88,10 @@ def test_spawns_a_scheduled_instance(
 
 
 def test_records_causation_on_what_it_appends(
-    handlers: Handlers,
-    driver: LibvirtDriver,
-    recorder: object,
-    start_hypervisor: Callable[..., Worker],
-    app: Stratus,
+    recorder: JetStreamApplicationRecorder, active: tuple[str, Worker]
 ) -> None:
-    start_hypervisor(driver)
-    server = create_and_place(handlers)
-    eventually(lambda: settled(handlers, server))
-    envelopes = {e.type: e for e in app.recorder.read_envelopes(1, 100) if e.subject == server}  # type: ignore[attr-defined]
+    server, _ = active
+    envelopes = {e.type: e for e in recorder.read_envelopes(1, 100) if e.subject == server}
     started = envelopes["stratus.instance.spawningstarted"]
     assert started.causationid == envelopes["stratus.instance.scheduled"].id
     assert started.correlationid == envelopes["stratus.instance.scheduled"].correlationid
@@ -106,14 +99,9 @@ def test_records_causation_on_what_it_appends(
 
 
 def test_deletes_the_domain_and_releases_the_claim(
-    handlers: Handlers,
-    driver: LibvirtDriver,
-    conn: libvirt.virConnect,
-    start_hypervisor: Callable[..., Worker],
+    handlers: Handlers, conn: libvirt.virConnect, active: tuple[str, Worker]
 ) -> None:
-    start_hypervisor(driver)
-    server = create_and_place(handlers)
-    eventually(lambda: settled(handlers, server))
+    server, _ = active
     handlers.delete_server(DeleteServer(server, "p1"))
     eventually(lambda: gone(handlers, server))
     assert server not in domain_uuids(conn)
@@ -164,11 +152,10 @@ def test_a_temporary_error_is_retried(
     handlers: Handlers,
     driver: LibvirtDriver,
     conn: libvirt.virConnect,
-    start_hypervisor: Callable[..., Worker],
+    hosted: Hosted,
 ) -> None:
     flaky = FlakyDriver(driver, failures=2)
-    start_hypervisor(flaky)
-    server = create_and_place(handlers)
+    server, _ = hosted(flaky)
     inst = eventually(lambda: settled(handlers, server))
     assert (inst.vm_state, inst.power_state) == (VmState.ACTIVE, PowerState.RUNNING)
     assert flaky.spawn_calls == 3
@@ -176,11 +163,10 @@ def test_a_temporary_error_is_retried(
 
 
 def test_a_temporary_error_that_outlasts_the_retries_records_a_fault(
-    handlers: Handlers, driver: LibvirtDriver, start_hypervisor: Callable[..., Worker]
+    handlers: Handlers, driver: LibvirtDriver, hosted: Hosted
 ) -> None:
     flaky = FlakyDriver(driver, failures=1000)
-    start_hypervisor(flaky)
-    server = create_and_place(handlers)
+    server, _ = hosted(flaky)
     inst = eventually(lambda: settled(handlers, server))
     assert inst.vm_state == VmState.ERROR
     assert inst.fault is not None and inst.fault["code"] == SPAWN_FAILED
@@ -193,11 +179,10 @@ def test_a_spawn_that_loses_a_race_with_a_delete_finishes_as_a_delete(
     handlers: Handlers,
     driver: LibvirtDriver,
     conn: libvirt.virConnect,
-    start_hypervisor: Callable[..., Worker],
+    hosted: Hosted,
 ) -> None:
     gated = GatedDriver(driver)
-    start_hypervisor(gated)
-    server = create_and_place(handlers)
+    server, _ = hosted(gated)
     assert gated.spawning.wait(15)
     assert server in domain_uuids(conn)  # the guest runs, the worker has not recorded it yet
     handlers.delete_server(DeleteServer(server, "p1"))
@@ -209,11 +194,8 @@ def test_a_spawn_that_loses_a_race_with_a_delete_finishes_as_a_delete(
     assert handlers.host(HOST).claims == {}
 
 
-def test_a_failed_teardown_records_a_fault(
-    handlers: Handlers, driver: LibvirtDriver, start_hypervisor: Callable[..., Worker]
-) -> None:
-    start_hypervisor(StuckDestroyDriver(driver, failures=0))
-    server = create_and_place(handlers)
+def test_a_failed_teardown_records_a_fault(handlers: Handlers, driver: LibvirtDriver, hosted: Hosted) -> None:
+    server, _ = hosted(StuckDestroyDriver(driver, failures=0))
     eventually(lambda: settled(handlers, server))
     handlers.delete_server(DeleteServer(server, "p1"))
     inst = eventually(lambda: in_error(handlers, server))
@@ -222,39 +204,35 @@ def test_a_failed_teardown_records_a_fault(
 
 
 def test_redelivered_events_change_nothing(
-    handlers: Handlers, driver: LibvirtDriver, conn: libvirt.virConnect, app: Stratus, tmp_path: Path
+    handlers: Handlers, conn: libvirt.virConnect, app: Stratus, compute_steps: Compute
 ) -> None:
     """Each step checks the instance's state first, so handling an event twice is harmless."""
-    handlers.register_host(RegisterHost(HOST, vcpus=4, memory_mb=8192, disk_gb=100))
-    compute = Compute(handlers.bus, driver, HOST, instances_path=tmp_path, retry=FAST_RETRY)
     server = create_and_place(handlers)
 
-    assert compute.handle(SCHEDULED, server, attempt=1) == DONE
+    assert compute_steps.handle(SCHEDULED, server, attempt=1) == DONE
     spawned = handlers.instance(server)
     assert spawned.vm_state == VmState.ACTIVE
-    assert compute.handle(SCHEDULED, server, attempt=2) == DONE
+    assert compute_steps.handle(SCHEDULED, server, attempt=2) == DONE
     assert handlers.instance(server).version == spawned.version
 
     handlers.delete_server(DeleteServer(server, "p1"))
-    assert compute.handle("deletionrequested", server, attempt=1) == DONE
+    assert compute_steps.handle("deletionrequested", server, attempt=1) == DONE
     assert gone(handlers, server) and server not in domain_uuids(conn)
     position = app.recorder.max_notification_id()
-    assert compute.handle("deletionrequested", server, attempt=2) == DONE
-    assert compute.handle(SCHEDULED, server, attempt=3) == DONE
+    assert compute_steps.handle("deletionrequested", server, attempt=2) == DONE
+    assert compute_steps.handle(SCHEDULED, server, attempt=3) == DONE
     assert app.recorder.max_notification_id() == position
 
 
 def test_a_crash_mid_spawn_is_completed_on_redelivery(
-    handlers: Handlers, driver: LibvirtDriver, conn: libvirt.virConnect, tmp_path: Path
+    handlers: Handlers, conn: libvirt.virConnect, compute_steps: Compute
 ) -> None:
     """SpawningStarted recorded and the domain defined, then the worker died: the replay finishes."""
-    handlers.register_host(RegisterHost(HOST, vcpus=4, memory_mb=8192, disk_gb=100))
-    compute = Compute(handlers.bus, driver, HOST, instances_path=tmp_path, retry=FAST_RETRY)
     server = create_and_place(handlers)
     handlers.start_spawning(StartSpawning(server, HOST))
-    conn.defineXML(domain_xml(compute.guest(handlers.instance(server))))
+    conn.defineXML(domain_xml(compute_steps.guest(handlers.instance(server))))
 
-    assert compute.handle(SCHEDULED, server, attempt=2) == DONE
+    assert compute_steps.handle(SCHEDULED, server, attempt=2) == DONE
     inst = handlers.instance(server)
     assert (inst.vm_state, inst.power_state) == (VmState.ACTIVE, PowerState.RUNNING)
     assert conn.lookupByUUIDString(server).isActive()
@@ -288,16 +266,12 @@ def test_scheduler_and_hypervisor_together(
         sched.close()
 
 
-def test_a_message_that_keeps_coming_back_becomes_a_fault(
-    handlers: Handlers, driver: LibvirtDriver, conn: libvirt.virConnect, tmp_path: Path
-) -> None:
+def test_a_message_that_keeps_coming_back_becomes_a_fault(handlers: Handlers, compute_steps: Compute) -> None:
     """Past our own retries plus a few crashes, a delivery is poison: no instance waits forever."""
-    handlers.register_host(RegisterHost(HOST, vcpus=4, memory_mb=8192, disk_gb=100))
-    compute = Compute(handlers.bus, driver, HOST, instances_path=tmp_path, retry=FAST_RETRY)
     server = create_and_place(handlers)
     handlers.start_spawning(StartSpawning(server, HOST))  # then the worker died, again and again
 
-    assert compute.handle(SCHEDULED, server, attempt=FAST_RETRY.give_up_after + 1) == DONE
+    assert compute_steps.handle(SCHEDULED, server, attempt=FAST_RETRY.give_up_after + 1) == DONE
     inst = handlers.instance(server)
     assert inst.vm_state == VmState.ERROR
     assert inst.fault is not None and inst.fault["code"] == SPAWN_FAILED

@@ -10,7 +10,6 @@ when the guest is gone); console output is answered by the host over core NATS.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import libvirt
@@ -27,7 +26,7 @@ from commands.states import PowerState, VmState
 from stratus import hostrpc
 from stratus.eventstore import NatsBridge
 from tests.fixtures.commands import M1_SMALL
-from tests.fixtures.hypervisor import HOST, FlakyDriver, create_and_place, gone, settled
+from tests.fixtures.hypervisor import HOST, FlakyDriver, Hosted, gone, settled
 from tests.fixtures.workers import Worker, eventually
 from workers.libvirt_driver import LibvirtDriver
 from workers.outcome import DONE
@@ -212,21 +211,19 @@ class BrokenPowerDriver(FlakyDriver):
 
 
 def test_temporary_failures_are_retried_until_the_action_is_done(
-    handlers: Handlers, driver: LibvirtDriver, start_hypervisor: Callable[..., Worker]
+    handlers: Handlers, driver: LibvirtDriver, hosted: Hosted
 ) -> None:
     flaky = BrokenPowerDriver(driver, temporary=2)
-    start_hypervisor(flaky)
-    server = create_and_place(handlers)
+    server, _ = hosted(flaky)
     eventually(lambda: settled(handlers, server))
     inst = act(handlers, server, "stop")
     assert (inst.vm_state, inst.power_state, flaky.calls) == (VmState.STOPPED, PowerState.SHUTDOWN, 3)
 
 
 def test_a_permanent_failure_ends_the_action_with_a_fault_in_a_clean_state(
-    handlers: Handlers, driver: LibvirtDriver, start_hypervisor: Callable[..., Worker]
+    handlers: Handlers, driver: LibvirtDriver, hosted: Hosted
 ) -> None:
-    start_hypervisor(BrokenPowerDriver(driver, permanent=True))
-    server = create_and_place(handlers)
+    server, _ = hosted(BrokenPowerDriver(driver, permanent=True))
     eventually(lambda: settled(handlers, server))
     inst = act(handlers, server, "pause")
     assert (inst.vm_state, inst.task_state, inst.power_state) == (VmState.ACTIVE, None, PowerState.RUNNING)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import libvirt
@@ -19,7 +18,7 @@ from commands.servers.actions import RequestAction
 from commands.servers.delete import DeleteServer
 from commands.states import PowerState, VmState
 from tests.fixtures.commands import M1_SMALL
-from tests.fixtures.hypervisor import HOST, HOST_XML, create_and_place, gone, settled
+from tests.fixtures.hypervisor import HOST, HOST_XML, Hosted, gone, settled
 from tests.fixtures.workers import Worker, eventually
 from workers.hypervisor import HYPERVISOR
 from workers.libvirt_driver import EventLoop, LibvirtDriver, domain_xml
@@ -36,14 +35,9 @@ def census(handlers: Handlers) -> GuestCensus:
 
 
 def test_a_guest_that_stopped_on_its_own_is_recorded_shutoff(
-    handlers: Handlers,
-    driver: LibvirtDriver,
-    conn: libvirt.virConnect,
-    start_hypervisor: Callable[..., Worker],
+    handlers: Handlers, driver: LibvirtDriver, conn: libvirt.virConnect, active: tuple[str, Worker]
 ) -> None:
-    start_hypervisor(driver)
-    server = create_and_place(handlers)
-    eventually(lambda: settled(handlers, server))
+    server, _ = active
     reconciler = Reconciler(handlers.bus, driver, HOST)
     assert reconciler.once() == 0  # nothing to say: no event
     version = handlers.instance(server).version
@@ -79,14 +73,9 @@ def test_a_listing_older_than_the_server_it_is_compared_with_records_nothing(
 
 
 def test_a_guest_that_vanished_puts_its_server_in_error(
-    handlers: Handlers,
-    driver: LibvirtDriver,
-    conn: libvirt.virConnect,
-    start_hypervisor: Callable[..., Worker],
+    handlers: Handlers, driver: LibvirtDriver, conn: libvirt.virConnect, active: tuple[str, Worker]
 ) -> None:
-    start_hypervisor(driver)
-    server = create_and_place(handlers)
-    eventually(lambda: settled(handlers, server))
+    server, _ = active
     dom = conn.lookupByUUIDString(server)
     dom.destroy()
     dom.undefine()
@@ -98,15 +87,9 @@ def test_a_guest_that_vanished_puts_its_server_in_error(
 
 
 def test_strays_orphans_are_destroyed_and_unknown_guests_left_alone(
-    handlers: Handlers,
-    driver: LibvirtDriver,
-    conn: libvirt.virConnect,
-    start_hypervisor: Callable[..., Worker],
-    tmp_path: Path,
+    handlers: Handlers, driver: LibvirtDriver, conn: libvirt.virConnect, active: tuple[str, Worker]
 ) -> None:
-    start_hypervisor(driver)
-    server = create_and_place(handlers)
-    eventually(lambda: settled(handlers, server))
+    server, _ = active
     handlers.delete_server(DeleteServer(server, "p1"))
     eventually(lambda: gone(handlers, server))
     # The teardown "never happened": the guest is back, its instance deleted in the log.
@@ -128,15 +111,14 @@ def test_strays_orphans_are_destroyed_and_unknown_guests_left_alone(
 
 
 def test_a_lifecycle_event_triggers_reconciliation_at_once(
-    handlers: Handlers, start_hypervisor: Callable[..., Worker], tmp_path: Path
+    handlers: Handlers, hosted: Hosted, tmp_path: Path
 ) -> None:
     EventLoop.start()  # before the connection opens, as the worker's main does
     host_xml = tmp_path / "events-host.xml"
     host_xml.write_text(HOST_XML)
     events_conn = libvirt.open(f"test://{host_xml}")
     try:
-        start_hypervisor(LibvirtDriver(lambda: events_conn, instances_path=tmp_path))
-        server = create_and_place(handlers)
+        server, _ = hosted(LibvirtDriver(lambda: events_conn, instances_path=tmp_path))
         eventually(lambda: settled(handlers, server))
         events_conn.lookupByUUIDString(server).destroy()  # it "crashed"
         # Well within the 30 s period: the STOPPED event woke the reconciliation.
