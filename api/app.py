@@ -39,7 +39,7 @@ from api import (
 )
 from api.auth import Authenticator
 from api.body import MAX_BODY_BYTES, load_validators
-from api.identity.credentials import Credentials, ensure_schema
+from api.identity.credentials import Credentials, ensure_schema, password_hasher
 from api.identity.tokens import TokenSigner, load_or_create_key
 from api.middleware import REQUEST_ID_HEADERS, RequestContext
 from api.openapi import OpenAPIDocument
@@ -167,7 +167,7 @@ def create_app(deps: Deps) -> falcon.App:
         bus=bus,
         read=read,
         validators=validators,
-        credentials=Credentials(deps.pool.connection),
+        credentials=Credentials(deps.pool.connection, hasher=password_hasher(deps.settings)),
         authenticator=authenticator,
         max_body_bytes=deps.max_body_bytes,
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg.rows import dict_row
 
-from api.identity.credentials import Credentials, ensure_schema
+from api.identity.credentials import Credentials, ensure_schema, password_hasher
 from commands.bus import MessageBus, bootstrap
 from commands.keystone.bootstrap import BootstrapIdentity, Bootstrapped
 from commands.keystone.users import RecordPasswordSet
@@ -67,6 +67,7 @@ def main(settings: Settings, password: str | None) -> Seeded:
             ensure_schema(conn)
             ensure_live_schema(conn)  # so that the API can answer before the projector's first batch
             bus = bootstrap(Stratus(Factory(bridge=bridge, settings=settings)))
-            return seed(bus, Credentials(lambda: contextlib.nullcontext(conn)), password)
+            credentials = Credentials(lambda: contextlib.nullcontext(conn), hasher=password_hasher(settings))
+            return seed(bus, credentials, password)
     finally:
         bridge.close()

@@ -66,6 +66,11 @@ class Settings:
     # node needs the same one; None means <data_dir>/token.key, created on first use).
     token_ttl_seconds: int = 3600
     token_key_file: Path | None = None
+    # The cost of a password (and application credential secret) hash: argon2id's memory in KiB and
+    # its passes (RFC 9106's low-memory profile, the default; Keystone's password_hash_rounds). A
+    # hash of other parameters is replaced at the user's next login.
+    password_hash_memory_kib: int = 65536
+    password_hash_iterations: int = 3
     # The image service's per-project limits (Glance's image_count_total, and image_size_total in
     # MiB; -1: unlimited).
     image_count_total: int = 100
@@ -134,6 +139,12 @@ class Settings:
             ),
             watch_max_streams=int(e.get("STRATUS_WATCH_MAX_STREAMS", d.watch_max_streams)),
             token_key_file=Path(e["STRATUS_TOKEN_KEY_FILE"]) if e.get("STRATUS_TOKEN_KEY_FILE") else None,
+            password_hash_memory_kib=int(
+                _between(e, "PASSWORD_HASH_MEMORY_KIB", d.password_hash_memory_kib, 32, 4 * 1024 * 1024)
+            ),
+            password_hash_iterations=int(
+                _between(e, "PASSWORD_HASH_ITERATIONS", d.password_hash_iterations, 1, 100)
+            ),
             watch_bind=e.get("STRATUS_WATCH_BIND") or None,
             watch_threads=_at_least_one(e, "WATCH_THREADS", d.watch_threads),
             scheduler_shard=e.get("STRATUS_SCHEDULER_SHARD", d.scheduler_shard),
@@ -172,6 +183,8 @@ class Settings:
             "STRATUS_FIXED_NETWORK": self.fixed_network,
             "STRATUS_FIXED_NETWORK_NAME": self.fixed_network_name,
             "STRATUS_TOKEN_TTL_SECONDS": str(self.token_ttl_seconds),
+            "STRATUS_PASSWORD_HASH_MEMORY_KIB": str(self.password_hash_memory_kib),
+            "STRATUS_PASSWORD_HASH_ITERATIONS": str(self.password_hash_iterations),
             "STRATUS_IMAGE_COUNT_TOTAL": str(self.image_count_total),
             "STRATUS_IMAGE_SIZE_TOTAL_MB": str(self.image_size_total_mb),
             "STRATUS_WATCH_MAX_STREAMS_PER_USER": str(self.watch_max_streams_per_user),

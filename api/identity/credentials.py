@@ -6,10 +6,12 @@ records only that a password changed, and the hash lives here, in the ``stratus_
 which no rebuild of the read models touches. It must be backed up with the database (see
 docs/identity.md).
 
-Hashes are argon2id (``argon2-cffi``, RFC 9106's low-memory profile: 64 MiB, 3 passes, 4 lanes),
-in the PHC string format that records its parameters. Hashes made by earlier releases (scrypt,
-``scrypt$<n>$<r>$<p>$<salt>$<hash>``) still verify, and are replaced by an argon2id hash at the
-user's next successful login, as is any argon2id hash whose parameters are below today's.
+Hashes are argon2id (``argon2-cffi``, RFC 9106's low-memory profile by default: 64 MiB, 3 passes,
+4 lanes; ``password_hash_memory_kib`` and ``password_hash_iterations`` set the cost, as Keystone's
+``password_hash_rounds`` does), in the PHC string format that records its parameters. Hashes made
+by earlier releases (scrypt, ``scrypt$<n>$<r>$<p>$<salt>$<hash>``) still verify, and are replaced
+by an argon2id hash at the user's next successful login, as is any argon2id hash whose parameters
+differ from today's.
 
 Application credentials' secrets are hashed the same way, in ``application_credential_secrets``:
 shown once when the credential is made, never logged, never in an event.
@@ -36,10 +38,22 @@ import psycopg
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
+from stratus.config import Settings
+
 SCHEMA = "stratus_identity"
 # Creating the schema from several API workers at once needs one of them at a time.
 _SCHEMA_LOCK = 0x7374726174757369  # "stratusi"
 _HASHER = PasswordHasher()  # argon2id, RFC 9106 low-memory parameters
+
+
+def password_hasher(settings: Settings) -> PasswordHasher:
+    """argon2id at the deployment's cost (``password_hash_memory_kib``, ``password_hash_iterations``)
+    over 4 lanes: RFC 9106's low-memory profile by default."""
+    return PasswordHasher(
+        memory_cost=settings.password_hash_memory_kib,
+        time_cost=settings.password_hash_iterations,
+        parallelism=4,
+    )
 
 _DDL = f"""
 CREATE SCHEMA IF NOT EXISTS {SCHEMA};
@@ -62,8 +76,8 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.login_failures (
 """
 
 
-def hash_password(password: str) -> str:
-    return _HASHER.hash(password)
+def hash_password(password: str, hasher: PasswordHasher = _HASHER) -> str:
+    return hasher.hash(password)
 
 
 def verify_password(password: str, stored: str) -> bool:
@@ -75,12 +89,12 @@ def verify_password(password: str, stored: str) -> bool:
     return _verify_scrypt(password, stored)
 
 
-def needs_rehash(stored: str) -> bool:
+def needs_rehash(stored: str, hasher: PasswordHasher = _HASHER) -> bool:
     """Whether ``stored`` should be replaced by a hash with today's scheme and parameters."""
     if not stored.startswith("$argon2id$"):
         return True
     try:
-        return _HASHER.check_needs_rehash(stored)
+        return hasher.check_needs_rehash(stored)
     except InvalidHashError:
         return True
 
@@ -114,11 +128,17 @@ def ensure_schema(conn: psycopg.Connection[Any]) -> None:
 
 class Credentials:
     """The credentials table, on connections from ``connect`` (a pool's, or a single one's), and the
-    login throttle beside it."""
+    login throttle beside it; hashes made with ``hasher`` (``password_hasher``: the deployment's cost)."""
 
-    def __init__(self, connect: Callable[[], Any], throttle: ThrottlePolicy | None = None) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        throttle: ThrottlePolicy | None = None,
+        hasher: PasswordHasher = _HASHER,
+    ) -> None:
         self._connect = connect
         self.throttle = LoginThrottle(connect, throttle)
+        self._hasher = hasher
 
     def password_hash(self, user_id: str) -> str | None:
         with self._connect() as conn:
@@ -134,18 +154,18 @@ class Credentials:
         stored = self.password_hash(user_id)
         if stored is None:
             # Spend the same time as a real check, so that timing does not say which users have passwords.
-            verify_password(password, _dummy_hash())
+            verify_password(password, _dummy_hash(self._hasher))
             return False
         if not verify_password(password, stored):
             return False
-        if needs_rehash(stored):
-            self._store(user_id, hash_password(password), only_if=stored)
+        if needs_rehash(stored, self._hasher):
+            self._store(user_id, hash_password(password, self._hasher), only_if=stored)
         return True
 
     @contextmanager
     def setting(self, user_id: str, password: str) -> Iterator[None]:
         """Write ``password``'s hash and keep it only if the block (which records the event) succeeds."""
-        hashed = hash_password(password)
+        hashed = hash_password(password, self._hasher)
         with self._connect() as conn, conn.transaction():
             self._upsert(conn, user_id, hashed)
             yield
@@ -154,7 +174,7 @@ class Credentials:
     def secret_setting(self, credential_id: str, secret: str) -> Iterator[None]:
         """Write an application credential's secret's hash; kept only if the block (which records
         the credential) succeeds."""
-        hashed = hash_password(secret)
+        hashed = hash_password(secret, self._hasher)
         with self._connect() as conn, conn.transaction():
             conn.execute(
                 f"INSERT INTO {SCHEMA}.application_credential_secrets (credential_id, secret_hash) "
@@ -170,7 +190,7 @@ class Credentials:
                 (credential_id,),
             ).fetchone()
         if row is None:
-            verify_password(secret, _dummy_hash())
+            verify_password(secret, _dummy_hash(self._hasher))
             return False
         stored = row["secret_hash"] if isinstance(row, dict) else row[0]
         return verify_password(secret, str(stored))
@@ -208,8 +228,8 @@ class Credentials:
 
 
 @functools.cache
-def _dummy_hash() -> str:
-    return hash_password("not a password")
+def _dummy_hash(hasher: PasswordHasher) -> str:
+    return hash_password("not a password", hasher)
 
 
 # -- login throttling -----------------------------------------------------------------------------

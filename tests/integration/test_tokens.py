@@ -16,7 +16,7 @@ import orjson
 import psycopg
 from cryptography.fernet import Fernet
 
-from api.identity.credentials import SCHEMA, LoginThrottle, ThrottlePolicy, verify_password
+from api.identity.credentials import SCHEMA, LoginThrottle, ThrottlePolicy, hash_password, verify_password
 from api.identity.tokens import load_or_create_key
 from stratus.config import Settings
 from tests.fixtures.api import ADMIN, Stack
@@ -134,6 +134,20 @@ def test_an_old_scrypt_hash_is_upgraded_to_argon2id_at_the_next_login(
         upgraded = _stored(conn, uid)
     assert upgraded.startswith("$argon2id$") and verify_password("hal-pw", upgraded)
     assert _works(stack, _login(stack, "hal", "hal-pw", "p1"))
+
+
+def test_a_hash_of_another_cost_is_replaced_at_the_next_login(stack: Stack, api_settings: Settings) -> None:
+    uid = _user(stack, "ida")
+    default_cost = hash_password("ida-pw")  # RFC 9106's profile; the tests' deployment hashes cheaper
+    assert "$m=65536,t=3,p=4$" in default_cost and api_settings.password_hash_memory_kib != 65536
+    with psycopg.connect(api_settings.database_url or "", autocommit=True) as conn:
+        conn.execute(
+            f"UPDATE {SCHEMA}.credentials SET password_hash = %s WHERE user_id = %s", (default_cost, uid)
+        )
+        assert _works(stack, _login(stack, "ida", "ida-pw", "p1"))
+        replaced = _stored(conn, uid)
+    cost = f"m={api_settings.password_hash_memory_kib},t={api_settings.password_hash_iterations},p=4"
+    assert f"${cost}$" in replaced and verify_password("ida-pw", replaced)
 
 
 def _stored(conn: psycopg.Connection[Any], user_id: str) -> str:
