@@ -255,8 +255,7 @@ class ApplicationCredentialItem(_Owned):
         with self._read.connection(req) as conn:
             self._row(conn, user_id, credential_id)
             ApplicationCredentials._refuse_restricted(conn, req.context.auth.claims)
-        with acting(req.context.command):
-            result = self._bus.handle(DeleteApplicationCredential(credential_id))
+        result = self._handle(req, DeleteApplicationCredential(credential_id))
         self._credentials.forget_secret(credential_id)
         self._written(req, result.position)
         resp.status = falcon.HTTP_204
@@ -293,7 +292,5 @@ class AccessRuleItem(_Owned):
             users = dq.list_application_credentials(conn, user_id)
         if any(rule["id"] == rule_id for c in users for rule in c["access_rules"]):
             raise Forbidden(f"Access rule {rule_id} is in use by an application credential.")
-        with acting(req.context.command):
-            result = self._bus.handle(DeleteAccessRule(user_id, rule_id))
-        self._written(req, result.position)
+        self._handled(req, DeleteAccessRule(user_id, rule_id))
         resp.status = falcon.HTTP_204

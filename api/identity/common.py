@@ -15,8 +15,10 @@ from api.identity.credentials import Credentials
 from api.readmodel import ReadModel
 from commands.bus import MessageBus
 from commands.identity import DEFAULT_DOMAIN_ID, DEFAULT_DOMAIN_NAME
+from commands.unit_of_work import Result
 from projections import directory_queries as dq
 from projections import identity_queries as q
+from stratus.context import acting
 
 if TYPE_CHECKING:  # api.auth checks tokens with api.identity.tokens: importing it here would loop
     from api.auth import Authenticator
@@ -82,6 +84,23 @@ class Resource:
     def _written(self, req: falcon.Request, position: int) -> None:
         """Answer once the read model has applied ``position`` (the client's next read sees it)."""
         self._after(req, position, lambda conn: None)
+
+    def _handle(self, req: falcon.Request, cmd: object) -> Result:
+        """Run ``cmd`` as the caller (its events name the request's actor, request and correlation)."""
+        with acting(req.context.command):
+            result: Result = self._bus.handle(cmd)
+        return result
+
+    def _handled(self, req: falcon.Request, cmd: object) -> None:
+        """Run ``cmd`` as the caller; answer once the read model has what it wrote."""
+        self._written(req, self._handle(req, cmd).position)
+
+    def _wrote(self, req: falcon.Request, cmd: object, fetch: Callable[[Any, str], Row]) -> Row:
+        """Run ``cmd`` as the caller, then read the row it wrote (``fetch(conn, id)``, ``self._project``...)
+        once the read model has it."""
+        result = self._handle(req, cmd)
+        row: Row = self._after(req, result.position, lambda conn: fetch(conn, result.id))
+        return row
 
     @staticmethod
     def _found(row: Row | None, what: str, given: str) -> Row:

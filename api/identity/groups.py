@@ -13,7 +13,6 @@ from api.identity.common import Resource, collection
 from api.identity.views import group_view, user_view
 from commands.keystone.groups import AddGroupUser, CreateGroup, DeleteGroup, RemoveGroupUser, UpdateGroup
 from projections import directory_queries as dq
-from stratus.context import acting
 
 SCHEMAS = ("identity.groups.create", "identity.groups.update")
 
@@ -33,9 +32,7 @@ class Groups(Resource):
         with self._read.connection(req) as conn:
             domain_id = self._domain_param(conn, spec.get("domain_id"))
         cmd = CreateGroup(spec["name"], domain_id, spec.get("description") or "")
-        with acting(req.context.command):
-            result = self._bus.handle(cmd)
-        row = self._after(req, result.position, lambda conn: self._group(conn, result.id))
+        row = self._wrote(req, cmd, self._group)
         resp.status = falcon.HTTP_201
         resp.media = {"group": group_view(req, row)}
 
@@ -51,16 +48,12 @@ class GroupItem(Resource):
     @falcon.before(policy.require("identity:update_group"))
     def on_patch(self, req: falcon.Request, resp: falcon.Response, group_id: str) -> None:
         spec = self._body(req, "identity.groups.update")["group"]
-        with acting(req.context.command):
-            result = self._bus.handle(UpdateGroup(group_id, spec.get("name"), spec.get("description")))
-        row = self._after(req, result.position, lambda conn: self._group(conn, group_id))
+        row = self._wrote(req, UpdateGroup(group_id, spec.get("name"), spec.get("description")), self._group)
         resp.media = {"group": group_view(req, row)}
 
     @falcon.before(policy.require("identity:delete_group"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, group_id: str) -> None:
-        with acting(req.context.command):
-            result = self._bus.handle(DeleteGroup(group_id))
-        self._written(req, result.position)
+        self._handled(req, DeleteGroup(group_id))
         resp.status = falcon.HTTP_204
 
 
@@ -87,9 +80,7 @@ class GroupUser(Resource):
     @falcon.before(policy.require("identity:add_user_to_group"))
     def on_put(self, req: falcon.Request, resp: falcon.Response, group_id: str, user_id: str) -> None:
         self._check(req, group_id, user_id)
-        with acting(req.context.command):
-            result = self._bus.handle(AddGroupUser(group_id, user_id))
-        self._written(req, result.position)
+        self._handled(req, AddGroupUser(group_id, user_id))
         resp.status = falcon.HTTP_204
 
     @falcon.before(policy.require("identity:check_user_in_group"))
@@ -103,9 +94,7 @@ class GroupUser(Resource):
     @falcon.before(policy.require("identity:remove_user_from_group"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, group_id: str, user_id: str) -> None:
         self._check(req, group_id, user_id)
-        with acting(req.context.command):
-            result = self._bus.handle(RemoveGroupUser(group_id, user_id))
-        self._written(req, result.position)
+        self._handled(req, RemoveGroupUser(group_id, user_id))
         resp.status = falcon.HTTP_204
 
 

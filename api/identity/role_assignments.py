@@ -21,7 +21,6 @@ from commands.identity import SYSTEM_SCOPE
 from commands.keystone.assignments import Assignment, AssignRole, UnassignRole
 from projections import directory_queries as dq
 from projections import identity_queries as q
-from stratus.context import acting
 
 
 class _Assignments(Resource):
@@ -79,9 +78,7 @@ class AssignedRole(_Assignments):
     def on_put(self, req: falcon.Request, resp: falcon.Response, role_id: str, **ids: str) -> None:
         scope_id, actor_id = self._ids(ids)
         assignment = self._assignment(req, scope_id, actor_id, role_id)
-        with acting(req.context.command):
-            result = self._bus.handle(AssignRole(assignment))
-        self._written(req, result.position)
+        self._handled(req, AssignRole(assignment))
         resp.status = falcon.HTTP_204
 
     @falcon.before(policy.require("identity:check_grant"))
@@ -100,9 +97,7 @@ class AssignedRole(_Assignments):
     def on_delete(self, req: falcon.Request, resp: falcon.Response, role_id: str, **ids: str) -> None:
         scope_id, actor_id = self._ids(ids)
         assignment = self._assignment(req, scope_id, actor_id, role_id)
-        with acting(req.context.command):
-            result = self._bus.handle(UnassignRole(assignment))
-        self._written(req, result.position)
+        self._handled(req, UnassignRole(assignment))
         resp.status = falcon.HTTP_204
 
 

@@ -121,10 +121,9 @@ class UserItem(Resource):
 
     @falcon.before(policy.require("identity:delete_user"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
-        with acting(req.context.command):
-            result = self._bus.handle(DeleteUser(user_id))
+        result = self._handle(req, DeleteUser(user_id))
         self._credentials.forget(user_id)  # after the deletion is recorded: a crash leaves a hash, not a lie
-        self._after(req, result.position, lambda conn: None)
+        self._written(req, result.position)
         resp.status = falcon.HTTP_204
 
 
