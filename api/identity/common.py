@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import falcon
 from jsonschema import Draft202012Validator
 
+from api import policy
 from api.body import read_json
 from api.errors import ItemNotFound
 from api.identity.credentials import Credentials
@@ -101,6 +102,12 @@ class Resource:
         result = self._handle(req, cmd)
         row: Row = self._after(req, result.position, lambda conn: fetch(conn, result.id))
         return row
+
+    @staticmethod
+    def _themself_or(req: falcon.Request, user_id: str, rule: str) -> None:
+        """A user may act on what is theirs; anyone else needs what ``rule`` allows (403 otherwise)."""
+        if req.context.actor.user_id != user_id:
+            policy.authorize(req.context.actor, rule)
 
     @staticmethod
     def _found(row: Row | None, what: str, given: str) -> Row:

@@ -102,8 +102,7 @@ class UserGroups(Resource):
     """``GET /identity/v3/users/{u}/groups``: the groups a user is in (yourself: always allowed)."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
-        if req.context.actor.user_id != user_id:
-            policy.authorize(req.context.actor, "identity:list_groups_for_user")
+        self._themself_or(req, user_id, "identity:list_groups_for_user")
         with self._read.connection(req) as conn:
             self._user(conn, user_id)
             rows = dq.user_groups(conn, user_id)

@@ -86,9 +86,7 @@ class UserItem(Resource):
     """``GET``/``PATCH``/``DELETE /identity/v3/users/{id}`` (a user may read themself)."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
-        actor = req.context.actor
-        if actor.user_id != user_id:
-            policy.authorize(actor, "identity:get_user")
+        self._themself_or(req, user_id, "identity:get_user")
         with self._read.connection(req) as conn:
             row = self._user(conn, user_id)
         resp.media = {"user": user_view(req, row)}
@@ -155,9 +153,7 @@ class UserProjects(Resource):
     """``GET /identity/v3/users/{id}/projects``: the projects the user holds a role on."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
-        actor = req.context.actor
-        if actor.user_id != user_id:
-            policy.authorize(actor, "identity:list_user_projects")
+        self._themself_or(req, user_id, "identity:list_user_projects")
         with self._read.connection(req) as conn:
             self._user(conn, user_id)
             rows = q.user_projects(conn, user_id)
