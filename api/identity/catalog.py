@@ -13,7 +13,7 @@ import falcon
 
 from api import policy
 from api.errors import BadRequest
-from api.identity.common import Resource, Row, collection
+from api.identity.common import Resource, Row, collection, filters
 from api.identity.views import endpoint_url, endpoint_view, region_view, service_view
 from commands.keystone.catalog import (
     CreateEndpoint,
@@ -143,7 +143,7 @@ class Services(_CatalogResource):
     @falcon.before(policy.require("identity:list_services"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
-            rows = dq.list_services(conn, type=req.get_param("type"), name=req.get_param("name"))
+            rows = dq.list_services(conn, **filters(req, "type", "name"))
         resp.media = collection(req, "services", [service_view(req, r) for r in rows])
 
     @falcon.before(policy.require("identity:create_service"))

@@ -53,6 +53,11 @@ def flag(req: falcon.Request, name: str) -> bool | None:
     return value.strip().lower() not in ("0", "false", "no", "off", "")
 
 
+def filters(req: falcon.Request, *names: str) -> dict[str, Any]:
+    """A list's query filters by name: ``enabled`` read as a ``flag``, the others as given (None: absent)."""
+    return {name: flag(req, name) if name == "enabled" else req.get_param(name) for name in names}
+
+
 # -- the base of every identity resource ----------------------------------------------------------
 class Resource:
     """The base of every identity resource: its collaborators, and what its handlers share."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import falcon
 
 from api import policy
-from api.identity.common import Resource, collection, flag
+from api.identity.common import Resource, collection, filters
 from api.identity.views import domain_view
 from commands.keystone.domains import CreateDomain, DeleteDomain, UpdateDomain
 from projections import directory_queries as dq
@@ -23,7 +23,7 @@ class Domains(Resource):
     @falcon.before(policy.require("identity:list_domains"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
-            rows = dq.list_domains(conn, name=req.get_param("name"), enabled=flag(req, "enabled"))
+            rows = dq.list_domains(conn, **filters(req, "name", "enabled"))
         resp.media = collection(req, "domains", [domain_view(req, r) for r in rows])
 
     @falcon.before(policy.require("identity:create_domain"))

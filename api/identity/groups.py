@@ -9,7 +9,7 @@ import falcon
 
 from api import policy
 from api.errors import ItemNotFound
-from api.identity.common import Resource, collection
+from api.identity.common import Resource, collection, filters
 from api.identity.views import group_view, user_view
 from commands.keystone.groups import AddGroupUser, CreateGroup, DeleteGroup, RemoveGroupUser, UpdateGroup
 from projections import directory_queries as dq
@@ -23,7 +23,7 @@ class Groups(Resource):
     @falcon.before(policy.require("identity:list_groups"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
-            rows = dq.list_groups(conn, name=req.get_param("name"), domain_id=req.get_param("domain_id"))
+            rows = dq.list_groups(conn, **filters(req, "name", "domain_id"))
         resp.media = collection(req, "groups", [group_view(req, r) for r in rows])
 
     @falcon.before(policy.require("identity:create_group"))

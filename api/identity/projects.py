@@ -6,7 +6,7 @@ import falcon
 
 from api import policy
 from api.errors import BadRequest, ItemNotFound
-from api.identity.common import Resource, collection, flag
+from api.identity.common import Resource, collection, filters
 from api.identity.views import project_view
 from commands.keystone.projects import CreateProject, DeleteProject, UpdateProject
 from projections import identity_queries as q
@@ -20,12 +20,7 @@ class Projects(Resource):
     @falcon.before(policy.require("identity:list_projects"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
-            rows = q.list_projects(
-                conn,
-                name=req.get_param("name"),
-                domain_id=req.get_param("domain_id"),
-                enabled=flag(req, "enabled"),
-            )
+            rows = q.list_projects(conn, **filters(req, "name", "domain_id", "enabled"))
         resp.media = collection(req, "projects", [project_view(req, r) for r in rows])
 
     @falcon.before(policy.require("identity:create_project"))

@@ -12,7 +12,7 @@ import falcon
 
 from api import policy
 from api.errors import BadRequest, Unauthorized
-from api.identity.common import AUTH_FAILED, Resource, collection, flag
+from api.identity.common import AUTH_FAILED, Resource, collection, filters
 from api.identity.views import project_view, user_view
 from commands.keystone.users import CreateUser, DeleteUser, RecordPasswordSet, UpdateUser
 from projections import identity_queries as q
@@ -27,12 +27,7 @@ class Users(Resource):
     @falcon.before(policy.require("identity:list_users"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
-            rows = q.list_users(
-                conn,
-                name=req.get_param("name"),
-                domain_id=req.get_param("domain_id"),
-                enabled=flag(req, "enabled"),
-            )
+            rows = q.list_users(conn, **filters(req, "name", "domain_id", "enabled"))
         resp.media = collection(req, "users", [user_view(req, r) for r in rows])
 
     @falcon.before(policy.require("identity:create_user"))
