@@ -257,10 +257,7 @@ class AccessRules(Resource):
     """``GET /identity/v3/users/{u}/access_rules``: the rules the user's credentials named."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
-        self._themself_or(req, user_id, "identity:list_access_rules")
-        with self._read.connection(req) as conn:
-            self._user(conn, user_id)
-            rows = dq.list_access_rules(conn, user_id)
+        rows = self._theirs(req, user_id, "identity:list_access_rules", dq.list_access_rules)
         resp.media = collection(req, "access_rules", [access_rule_view(req, r) for r in rows])
 
 

@@ -114,6 +114,16 @@ class Resource:
         if req.context.actor.user_id != user_id:
             policy.authorize(req.context.actor, rule)
 
+    def _theirs(
+        self, req: falcon.Request, user_id: str, rule: str, query: Callable[[Any, str], list[Row]]
+    ) -> list[Row]:
+        """``query(conn, user_id)``: what the user has, for themself or whoever ``rule`` allows (404 for
+        a user not there)."""
+        self._themself_or(req, user_id, rule)
+        with self._read.connection(req) as conn:
+            self._user(conn, user_id)
+            return query(conn, user_id)
+
     @staticmethod
     def _found(row: Row | None, what: str, given: str) -> Row:
         if row is None:

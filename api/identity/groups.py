@@ -102,9 +102,6 @@ class UserGroups(Resource):
     """``GET /identity/v3/users/{u}/groups``: the groups a user is in (yourself: always allowed)."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
-        self._themself_or(req, user_id, "identity:list_groups_for_user")
-        with self._read.connection(req) as conn:
-            self._user(conn, user_id)
-            rows = dq.user_groups(conn, user_id)
+        rows = self._theirs(req, user_id, "identity:list_groups_for_user", dq.user_groups)
         items = [{**group_view(req, r), "membership_expires_at": None} for r in rows]
         resp.media = collection(req, "groups", items)

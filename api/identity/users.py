@@ -148,8 +148,5 @@ class UserProjects(Resource):
     """``GET /identity/v3/users/{id}/projects``: the projects the user holds a role on."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
-        self._themself_or(req, user_id, "identity:list_user_projects")
-        with self._read.connection(req) as conn:
-            self._user(conn, user_id)
-            rows = q.user_projects(conn, user_id)
+        rows = self._theirs(req, user_id, "identity:list_user_projects", q.user_projects)
         resp.media = collection(req, "projects", [project_view(req, r) for r in rows])
