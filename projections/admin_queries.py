@@ -22,6 +22,14 @@ Row = dict[str, Any]
 _S = sql.Identifier(LIVE_SCHEMA)
 
 
+def _given(query: sql.Composed, params: list[Any], clause: str, value: Any) -> sql.Composed:
+    """``query`` narrowed by ``clause`` (one ``%s``, for ``value``) when ``value`` is given (not None)."""
+    if value is None:
+        return query
+    params.append(value)
+    return query + sql.SQL(" " + clause)
+
+
 # -- compute services -----------------------------------------------------------------------------
 def list_compute_services(conn: psycopg.Connection[Any], host: str | None = None) -> list[Row]:
     """The nova-compute service of every host (its state columns), by hostname."""
@@ -30,9 +38,7 @@ def list_compute_services(conn: psycopg.Connection[Any], host: str | None = None
         "created_at FROM {}.hosts"
     ).format(_S)
     params: list[Any] = []
-    if host is not None:
-        query = query + sql.SQL(" WHERE hostname = %s")
-        params.append(host)
+    query = _given(query, params, "WHERE hostname = %s", host)
     return _fetchall(conn, query + sql.SQL(" ORDER BY hostname"), params)
 
 
@@ -81,9 +87,7 @@ def availability_zones(conn: psycopg.Connection[Any], default_zone: str) -> dict
 def list_server_groups(conn: psycopg.Connection[Any], project_id: str | None) -> list[Row]:
     query = sql.SQL("SELECT * FROM {}.server_groups WHERE NOT deleted").format(_S)
     params: list[Any] = []
-    if project_id is not None:
-        query = query + sql.SQL(" AND project_id = %s")
-        params.append(project_id)
+    query = _given(query, params, "AND project_id = %s", project_id)
     return _fetchall(conn, query + sql.SQL(" ORDER BY created_at, id"), params)
 
 
@@ -104,9 +108,7 @@ def get_server_group(conn: psycopg.Connection[Any], group_id: str, project_id: s
         return None
     query = sql.SQL("SELECT * FROM {}.server_groups WHERE NOT deleted AND id = %s").format(_S)
     params: list[Any] = [uid]
-    if project_id is not None:
-        query = query + sql.SQL(" AND project_id = %s")
-        params.append(project_id)
+    query = _given(query, params, "AND project_id = %s", project_id)
     return _fetchone(conn, query, params)
 
 
@@ -170,9 +172,7 @@ def servers_in_period(
         "FROM {}.instances WHERE created_at < %s AND (deleted_at IS NULL OR deleted_at >= %s)"
     ).format(_S)
     params: list[Any] = [end, start]
-    if project_id is not None:
-        query = query + sql.SQL(" AND project_id = %s")
-        params.append(project_id)
+    query = _given(query, params, "AND project_id = %s", project_id)
     return _fetchall(conn, query + sql.SQL(" ORDER BY project_id, created_at, id"), params)
 
 

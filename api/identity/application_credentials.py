@@ -17,7 +17,6 @@ from typing import Any
 
 import falcon
 
-from api import policy
 from api.errors import BadRequest, Forbidden, ItemNotFound, Unauthorized
 from api.identity.common import AUTH_FAILED, Resource, Row, collection
 from api.identity.credentials import Credentials
@@ -128,18 +127,11 @@ def of_token(conn: Any, claims: TokenClaims) -> Row | None:
 
 
 # -- the API --------------------------------------------------------------------------------------
-class _Owned(Resource):
-    @staticmethod
-    def _owner_or_admin(req: falcon.Request, user_id: str, rule: str) -> None:
-        if req.context.actor.user_id != user_id:
-            policy.authorize(req.context.actor, rule)
-
-
-class ApplicationCredentials(_Owned):
+class ApplicationCredentials(Resource):
     """``GET``/``POST /identity/v3/users/{u}/application_credentials``: list and create."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
-        self._owner_or_admin(req, user_id, "identity:list_application_credentials")
+        self._themself_or(req, user_id, "identity:list_application_credentials")
         with self._read.connection(req) as conn:
             self._user(conn, user_id)
             rows = dq.list_application_credentials(conn, user_id, name=req.get_param("name"))
@@ -234,7 +226,7 @@ class ApplicationCredentials(_Owned):
         return tuple(rules)
 
 
-class ApplicationCredentialItem(_Owned):
+class ApplicationCredentialItem(Resource):
     """``GET``/``DELETE /identity/v3/users/{u}/application_credentials/{id}``."""
 
     def _row(self, conn: Any, user_id: str, credential_id: str) -> Row:
@@ -244,40 +236,36 @@ class ApplicationCredentialItem(_Owned):
         return row
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str, credential_id: str) -> None:
-        self._owner_or_admin(req, user_id, "identity:get_application_credential")
+        self._themself_or(req, user_id, "identity:get_application_credential")
         with self._read.connection(req) as conn:
             row = self._row(conn, user_id, credential_id)
             roles = {r["id"]: r for r in q.list_roles(conn)}
         resp.media = {"application_credential": application_credential_view(req, row, roles)}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, user_id: str, credential_id: str) -> None:
-        self._owner_or_admin(req, user_id, "identity:delete_application_credential")
+        self._themself_or(req, user_id, "identity:delete_application_credential")
         with self._read.connection(req) as conn:
             self._row(conn, user_id, credential_id)
             ApplicationCredentials._refuse_restricted(conn, req.context.auth.claims)
-        with acting(req.context.command):
-            result = self._bus.handle(DeleteApplicationCredential(credential_id))
+        result = self._handle(req, DeleteApplicationCredential(credential_id))
         self._credentials.forget_secret(credential_id)
         self._written(req, result.position)
         resp.status = falcon.HTTP_204
 
 
-class AccessRules(_Owned):
+class AccessRules(Resource):
     """``GET /identity/v3/users/{u}/access_rules``: the rules the user's credentials named."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
-        self._owner_or_admin(req, user_id, "identity:list_access_rules")
-        with self._read.connection(req) as conn:
-            self._user(conn, user_id)
-            rows = dq.list_access_rules(conn, user_id)
+        rows = self._theirs(req, user_id, "identity:list_access_rules", dq.list_access_rules)
         resp.media = collection(req, "access_rules", [access_rule_view(req, r) for r in rows])
 
 
-class AccessRuleItem(_Owned):
+class AccessRuleItem(Resource):
     """``GET``/``DELETE /identity/v3/users/{u}/access_rules/{id}`` (not while a credential uses it)."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str, rule_id: str) -> None:
-        self._owner_or_admin(req, user_id, "identity:get_access_rule")
+        self._themself_or(req, user_id, "identity:get_access_rule")
         with self._read.connection(req) as conn:
             rows = dq.list_access_rules(conn, user_id, rule_id)
         if not rows:
@@ -286,14 +274,12 @@ class AccessRuleItem(_Owned):
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, user_id: str, rule_id: str) -> None:
         """Keystone: a rule a credential still uses cannot go (403)."""
-        self._owner_or_admin(req, user_id, "identity:delete_access_rule")
+        self._themself_or(req, user_id, "identity:delete_access_rule")
         with self._read.connection(req) as conn:
             if not dq.list_access_rules(conn, user_id, rule_id):
                 raise ItemNotFound(f"Could not find access rule: {rule_id}.")
             users = dq.list_application_credentials(conn, user_id)
         if any(rule["id"] == rule_id for c in users for rule in c["access_rules"]):
             raise Forbidden(f"Access rule {rule_id} is in use by an application credential.")
-        with acting(req.context.command):
-            result = self._bus.handle(DeleteAccessRule(user_id, rule_id))
-        self._written(req, result.position)
+        self._handled(req, DeleteAccessRule(user_id, rule_id))
         resp.status = falcon.HTTP_204

@@ -13,7 +13,7 @@ import falcon
 
 from api import policy
 from api.errors import BadRequest
-from api.identity.common import Resource, Row, collection
+from api.identity.common import Resource, Row, collection, filters
 from api.identity.views import endpoint_url, endpoint_view, region_view, service_view
 from commands.keystone.catalog import (
     CreateEndpoint,
@@ -86,9 +86,7 @@ class _CatalogResource(Resource):
         self, req: falcon.Request, resp: falcon.Response, spec: dict[str, Any], rid: str | None
     ) -> None:
         cmd = CreateRegion(rid, spec.get("description") or "", spec.get("parent_region_id"))
-        with acting(req.context.command):
-            result = self._bus.handle(cmd)
-        row = self._after(req, result.position, lambda conn: self._region(conn, result.id))
+        row = self._wrote(req, cmd, self._region)
         resp.status = falcon.HTTP_201
         resp.media = {"region": region_view(req, row)}
 
@@ -128,18 +126,13 @@ class RegionItem(_CatalogResource):
     @falcon.before(policy.require("identity:update_region"))
     def on_patch(self, req: falcon.Request, resp: falcon.Response, region_id: str) -> None:
         spec = self._body(req, "identity.regions.update")["region"]
-        with acting(req.context.command):
-            result = self._bus.handle(
-                UpdateRegion(region_id, spec.get("description"), spec.get("parent_region_id"))
-            )
-        row = self._after(req, result.position, lambda conn: self._region(conn, region_id))
+        cmd = UpdateRegion(region_id, spec.get("description"), spec.get("parent_region_id"))
+        row = self._wrote(req, cmd, self._region)
         resp.media = {"region": region_view(req, row)}
 
     @falcon.before(policy.require("identity:delete_region"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, region_id: str) -> None:
-        with acting(req.context.command):
-            result = self._bus.handle(DeleteRegion(region_id))
-        self._written(req, result.position)
+        self._handled(req, DeleteRegion(region_id))
         resp.status = falcon.HTTP_204
 
 
@@ -150,7 +143,7 @@ class Services(_CatalogResource):
     @falcon.before(policy.require("identity:list_services"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
-            rows = dq.list_services(conn, type=req.get_param("type"), name=req.get_param("name"))
+            rows = dq.list_services(conn, **filters(req, "type", "name"))
         resp.media = collection(req, "services", [service_view(req, r) for r in rows])
 
     @falcon.before(policy.require("identity:create_service"))
@@ -159,9 +152,7 @@ class Services(_CatalogResource):
         cmd = CreateService(
             spec["type"], spec.get("name") or "", spec.get("description") or "", spec.get("enabled", True)
         )
-        with acting(req.context.command):
-            result = self._bus.handle(cmd)
-        row = self._after(req, result.position, lambda conn: self._service(conn, result.id))
+        row = self._wrote(req, cmd, self._service)
         resp.status = falcon.HTTP_201
         resp.media = {"service": service_view(req, row)}
 
@@ -177,18 +168,14 @@ class ServiceItem(_CatalogResource):
     @falcon.before(policy.require("identity:update_service"))
     def on_patch(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
         spec = self._body(req, "identity.services.update")["service"]
-        with acting(req.context.command):
-            result = self._bus.handle(UpdateService(service_id, spec))
-        row = self._after(req, result.position, lambda conn: self._service(conn, service_id))
+        row = self._wrote(req, UpdateService(service_id, spec), self._service)
         resp.media = {"service": service_view(req, row)}
 
     @falcon.before(policy.require("identity:delete_service"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, service_id: str) -> None:
         with self._read.connection(req) as conn:
             endpoints = tuple(e["id"] for e in dq.list_endpoints(conn, service_id=service_id))
-        with acting(req.context.command):
-            result = self._bus.handle(DeleteService(service_id, endpoints))
-        self._written(req, result.position)
+        self._handled(req, DeleteService(service_id, endpoints))
         resp.status = falcon.HTTP_204
 
 
@@ -248,7 +235,5 @@ class EndpointItem(_CatalogResource):
 
     @falcon.before(policy.require("identity:delete_endpoint"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, endpoint_id: str) -> None:
-        with acting(req.context.command):
-            result = self._bus.handle(DeleteEndpoint(endpoint_id))
-        self._written(req, result.position)
+        self._handled(req, DeleteEndpoint(endpoint_id))
         resp.status = falcon.HTTP_204

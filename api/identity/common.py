@@ -9,14 +9,17 @@ from typing import TYPE_CHECKING, Any
 import falcon
 from jsonschema import Draft202012Validator
 
+from api import policy
 from api.body import read_json
 from api.errors import ItemNotFound
 from api.identity.credentials import Credentials
 from api.readmodel import ReadModel
 from commands.bus import MessageBus
 from commands.identity import DEFAULT_DOMAIN_ID, DEFAULT_DOMAIN_NAME
+from commands.unit_of_work import Result
 from projections import directory_queries as dq
 from projections import identity_queries as q
+from stratus.context import acting
 
 if TYPE_CHECKING:  # api.auth checks tokens with api.identity.tokens: importing it here would loop
     from api.auth import Authenticator
@@ -48,6 +51,11 @@ def flag(req: falcon.Request, name: str) -> bool | None:
     if value is None:
         return None
     return value.strip().lower() not in ("0", "false", "no", "off", "")
+
+
+def filters(req: falcon.Request, *names: str) -> dict[str, Any]:
+    """A list's query filters by name: ``enabled`` read as a ``flag``, the others as given (None: absent)."""
+    return {name: flag(req, name) if name == "enabled" else req.get_param(name) for name in names}
 
 
 # -- the base of every identity resource ----------------------------------------------------------
@@ -82,6 +90,39 @@ class Resource:
     def _written(self, req: falcon.Request, position: int) -> None:
         """Answer once the read model has applied ``position`` (the client's next read sees it)."""
         self._after(req, position, lambda conn: None)
+
+    def _handle(self, req: falcon.Request, cmd: object) -> Result:
+        """Run ``cmd`` as the caller (its events name the request's actor, request and correlation)."""
+        with acting(req.context.command):
+            result: Result = self._bus.handle(cmd)
+        return result
+
+    def _handled(self, req: falcon.Request, cmd: object) -> None:
+        """Run ``cmd`` as the caller; answer once the read model has what it wrote."""
+        self._written(req, self._handle(req, cmd).position)
+
+    def _wrote(self, req: falcon.Request, cmd: object, fetch: Callable[[Any, str], Row]) -> Row:
+        """Run ``cmd`` as the caller, then read the row it wrote (``fetch(conn, id)``, ``self._project``...)
+        once the read model has it."""
+        result = self._handle(req, cmd)
+        row: Row = self._after(req, result.position, lambda conn: fetch(conn, result.id))
+        return row
+
+    @staticmethod
+    def _themself_or(req: falcon.Request, user_id: str, rule: str) -> None:
+        """A user may act on what is theirs; anyone else needs what ``rule`` allows (403 otherwise)."""
+        if req.context.actor.user_id != user_id:
+            policy.authorize(req.context.actor, rule)
+
+    def _theirs(
+        self, req: falcon.Request, user_id: str, rule: str, query: Callable[[Any, str], list[Row]]
+    ) -> list[Row]:
+        """``query(conn, user_id)``: what the user has, for themself or whoever ``rule`` allows (404 for
+        a user not there)."""
+        self._themself_or(req, user_id, rule)
+        with self._read.connection(req) as conn:
+            self._user(conn, user_id)
+            return query(conn, user_id)
 
     @staticmethod
     def _found(row: Row | None, what: str, given: str) -> Row:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import falcon
 
 from api import policy
-from api.identity.common import Resource, collection, flag
+from api.identity.common import Resource, collection, filters
 from api.identity.views import domain_view
 from commands.keystone.domains import CreateDomain, DeleteDomain, UpdateDomain
 from projections import directory_queries as dq
-from stratus.context import acting
 
 SCHEMAS = ("identity.domains.create", "identity.domains.update")
 
@@ -24,16 +23,14 @@ class Domains(Resource):
     @falcon.before(policy.require("identity:list_domains"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
-            rows = dq.list_domains(conn, name=req.get_param("name"), enabled=flag(req, "enabled"))
+            rows = dq.list_domains(conn, **filters(req, "name", "enabled"))
         resp.media = collection(req, "domains", [domain_view(req, r) for r in rows])
 
     @falcon.before(policy.require("identity:create_domain"))
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         spec = self._body(req, "identity.domains.create")["domain"]
         cmd = CreateDomain(spec["name"], spec.get("description") or "", spec.get("enabled", True))
-        with acting(req.context.command):
-            result = self._bus.handle(cmd)
-        row = self._after(req, result.position, lambda conn: self._domain(conn, result.id))
+        row = self._wrote(req, cmd, self._domain)
         resp.status = falcon.HTTP_201
         resp.media = {"domain": domain_view(req, row)}
 
@@ -50,9 +47,7 @@ class DomainItem(Resource):
     def on_patch(self, req: falcon.Request, resp: falcon.Response, domain_id: str) -> None:
         spec = self._body(req, "identity.domains.update")["domain"]
         cmd = UpdateDomain(domain_id, spec.get("name"), spec.get("description"), spec.get("enabled"))
-        with acting(req.context.command):
-            result = self._bus.handle(cmd)
-        row = self._after(req, result.position, lambda conn: self._domain(conn, domain_id))
+        row = self._wrote(req, cmd, self._domain)
         resp.media = {"domain": domain_view(req, row)}
 
     @falcon.before(policy.require("identity:delete_domain"))
@@ -61,8 +56,7 @@ class DomainItem(Resource):
             self._domain(conn, domain_id)
             members = dq.domain_members(conn, domain_id)
         cmd = DeleteDomain(domain_id, members["projects"], members["users"], members["groups"])
-        with acting(req.context.command):
-            result = self._bus.handle(cmd)
+        result = self._handle(req, cmd)
         for user_id in members["users"]:
             self._credentials.forget(user_id)
         self._written(req, result.position)

@@ -9,11 +9,10 @@ import falcon
 
 from api import policy
 from api.errors import ItemNotFound
-from api.identity.common import Resource, collection
+from api.identity.common import Resource, collection, filters
 from api.identity.views import group_view, user_view
 from commands.keystone.groups import AddGroupUser, CreateGroup, DeleteGroup, RemoveGroupUser, UpdateGroup
 from projections import directory_queries as dq
-from stratus.context import acting
 
 SCHEMAS = ("identity.groups.create", "identity.groups.update")
 
@@ -24,7 +23,7 @@ class Groups(Resource):
     @falcon.before(policy.require("identity:list_groups"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
-            rows = dq.list_groups(conn, name=req.get_param("name"), domain_id=req.get_param("domain_id"))
+            rows = dq.list_groups(conn, **filters(req, "name", "domain_id"))
         resp.media = collection(req, "groups", [group_view(req, r) for r in rows])
 
     @falcon.before(policy.require("identity:create_group"))
@@ -33,9 +32,7 @@ class Groups(Resource):
         with self._read.connection(req) as conn:
             domain_id = self._domain_param(conn, spec.get("domain_id"))
         cmd = CreateGroup(spec["name"], domain_id, spec.get("description") or "")
-        with acting(req.context.command):
-            result = self._bus.handle(cmd)
-        row = self._after(req, result.position, lambda conn: self._group(conn, result.id))
+        row = self._wrote(req, cmd, self._group)
         resp.status = falcon.HTTP_201
         resp.media = {"group": group_view(req, row)}
 
@@ -51,16 +48,12 @@ class GroupItem(Resource):
     @falcon.before(policy.require("identity:update_group"))
     def on_patch(self, req: falcon.Request, resp: falcon.Response, group_id: str) -> None:
         spec = self._body(req, "identity.groups.update")["group"]
-        with acting(req.context.command):
-            result = self._bus.handle(UpdateGroup(group_id, spec.get("name"), spec.get("description")))
-        row = self._after(req, result.position, lambda conn: self._group(conn, group_id))
+        row = self._wrote(req, UpdateGroup(group_id, spec.get("name"), spec.get("description")), self._group)
         resp.media = {"group": group_view(req, row)}
 
     @falcon.before(policy.require("identity:delete_group"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, group_id: str) -> None:
-        with acting(req.context.command):
-            result = self._bus.handle(DeleteGroup(group_id))
-        self._written(req, result.position)
+        self._handled(req, DeleteGroup(group_id))
         resp.status = falcon.HTTP_204
 
 
@@ -87,9 +80,7 @@ class GroupUser(Resource):
     @falcon.before(policy.require("identity:add_user_to_group"))
     def on_put(self, req: falcon.Request, resp: falcon.Response, group_id: str, user_id: str) -> None:
         self._check(req, group_id, user_id)
-        with acting(req.context.command):
-            result = self._bus.handle(AddGroupUser(group_id, user_id))
-        self._written(req, result.position)
+        self._handled(req, AddGroupUser(group_id, user_id))
         resp.status = falcon.HTTP_204
 
     @falcon.before(policy.require("identity:check_user_in_group"))
@@ -103,9 +94,7 @@ class GroupUser(Resource):
     @falcon.before(policy.require("identity:remove_user_from_group"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, group_id: str, user_id: str) -> None:
         self._check(req, group_id, user_id)
-        with acting(req.context.command):
-            result = self._bus.handle(RemoveGroupUser(group_id, user_id))
-        self._written(req, result.position)
+        self._handled(req, RemoveGroupUser(group_id, user_id))
         resp.status = falcon.HTTP_204
 
 
@@ -113,10 +102,6 @@ class UserGroups(Resource):
     """``GET /identity/v3/users/{u}/groups``: the groups a user is in (yourself: always allowed)."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
-        if req.context.actor.user_id != user_id:
-            policy.authorize(req.context.actor, "identity:list_groups_for_user")
-        with self._read.connection(req) as conn:
-            self._user(conn, user_id)
-            rows = dq.user_groups(conn, user_id)
+        rows = self._theirs(req, user_id, "identity:list_groups_for_user", dq.user_groups)
         items = [{**group_view(req, r), "membership_expires_at": None} for r in rows]
         resp.media = collection(req, "groups", items)

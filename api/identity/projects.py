@@ -6,11 +6,10 @@ import falcon
 
 from api import policy
 from api.errors import BadRequest, ItemNotFound
-from api.identity.common import Resource, collection, flag
+from api.identity.common import Resource, collection, filters
 from api.identity.views import project_view
 from commands.keystone.projects import CreateProject, DeleteProject, UpdateProject
 from projections import identity_queries as q
-from stratus.context import acting
 
 SCHEMAS = ("identity.projects.create", "identity.projects.update")
 
@@ -21,12 +20,7 @@ class Projects(Resource):
     @falcon.before(policy.require("identity:list_projects"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
-            rows = q.list_projects(
-                conn,
-                name=req.get_param("name"),
-                domain_id=req.get_param("domain_id"),
-                enabled=flag(req, "enabled"),
-            )
+            rows = q.list_projects(conn, **filters(req, "name", "domain_id", "enabled"))
         resp.media = collection(req, "projects", [project_view(req, r) for r in rows])
 
     @falcon.before(policy.require("identity:create_project"))
@@ -37,9 +31,7 @@ class Projects(Resource):
         if spec.get("parent_id") not in (None, domain_id):
             raise BadRequest("Invalid input for field 'parent_id': Stratus has no project hierarchy.")
         cmd = CreateProject(spec["name"], domain_id, spec.get("description") or "", spec.get("enabled", True))
-        with acting(req.context.command):
-            result = self._bus.handle(cmd)
-        row = self._after(req, result.position, lambda conn: self._project(conn, result.id))
+        row = self._wrote(req, cmd, self._project)
         resp.status = falcon.HTTP_201
         resp.media = {"project": project_view(req, row)}
 
@@ -66,14 +58,10 @@ class ProjectItem(Resource):
             description=spec.get("description"),
             enabled=spec.get("enabled"),
         )
-        with acting(req.context.command):
-            result = self._bus.handle(cmd)
-        row = self._after(req, result.position, lambda conn: self._project(conn, project_id))
+        row = self._wrote(req, cmd, self._project)
         resp.media = {"project": project_view(req, row)}
 
     @falcon.before(policy.require("identity:delete_project"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
-        with acting(req.context.command):
-            result = self._bus.handle(DeleteProject(project_id))
-        self._after(req, result.position, lambda conn: None)  # its tokens end once the API sees it
+        self._handled(req, DeleteProject(project_id))  # its tokens end once the API sees it
         resp.status = falcon.HTTP_204

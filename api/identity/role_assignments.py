@@ -21,7 +21,6 @@ from commands.identity import SYSTEM_SCOPE
 from commands.keystone.assignments import Assignment, AssignRole, UnassignRole
 from projections import directory_queries as dq
 from projections import identity_queries as q
-from stratus.context import acting
 
 
 class _Assignments(Resource):
@@ -69,7 +68,9 @@ class AssignedRoles(_Assignments):
 class AssignedRole(_Assignments):
     """``PUT``/``HEAD``/``DELETE``: give, check and take back one role."""
 
-    def _assignment(self, req: falcon.Request, scope_id: str, actor_id: str, role_id: str) -> Assignment:
+    def _assignment(self, req: falcon.Request, role_id: str, ids: dict[str, str]) -> Assignment:
+        """The assignment the path names, once its scope, actor and role are found (404 otherwise)."""
+        scope_id, actor_id = self._ids(ids)
         with self._read.connection(req) as conn:
             self._target(conn, scope_id, actor_id)
             self._role(conn, role_id)
@@ -77,11 +78,7 @@ class AssignedRole(_Assignments):
 
     @falcon.before(policy.require("identity:create_grant"))
     def on_put(self, req: falcon.Request, resp: falcon.Response, role_id: str, **ids: str) -> None:
-        scope_id, actor_id = self._ids(ids)
-        assignment = self._assignment(req, scope_id, actor_id, role_id)
-        with acting(req.context.command):
-            result = self._bus.handle(AssignRole(assignment))
-        self._written(req, result.position)
+        self._handled(req, AssignRole(self._assignment(req, role_id, ids)))
         resp.status = falcon.HTTP_204
 
     @falcon.before(policy.require("identity:check_grant"))
@@ -98,11 +95,7 @@ class AssignedRole(_Assignments):
 
     @falcon.before(policy.require("identity:revoke_grant"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, role_id: str, **ids: str) -> None:
-        scope_id, actor_id = self._ids(ids)
-        assignment = self._assignment(req, scope_id, actor_id, role_id)
-        with acting(req.context.command):
-            result = self._bus.handle(UnassignRole(assignment))
-        self._written(req, result.position)
+        self._handled(req, UnassignRole(self._assignment(req, role_id, ids)))
         resp.status = falcon.HTTP_204
 
 

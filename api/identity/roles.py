@@ -19,7 +19,6 @@ from commands.identity import IMPLIED_ROLES
 from commands.keystone.roles import CreateRole, DeleteRole, ImplyRole, StopImplyingRole, UpdateRole
 from projections import directory_queries as dq
 from projections import identity_queries as q
-from stratus.context import acting
 
 SCHEMAS = ("identity.roles.create", "identity.roles.update")
 
@@ -39,9 +38,7 @@ class Roles(Resource):
     @falcon.before(policy.require("identity:create_role"))
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         spec = self._body(req, "identity.roles.create")["role"]
-        with acting(req.context.command):
-            result = self._bus.handle(CreateRole(spec["name"], spec.get("description") or ""))
-        row = self._after(req, result.position, lambda conn: self._role(conn, result.id))
+        row = self._wrote(req, CreateRole(spec["name"], spec.get("description") or ""), self._role)
         resp.status = falcon.HTTP_201
         resp.media = {"role": role_view(req, row)}
 
@@ -57,16 +54,12 @@ class RoleItem(Resource):
     @falcon.before(policy.require("identity:update_role"))
     def on_patch(self, req: falcon.Request, resp: falcon.Response, role_id: str) -> None:
         spec = self._body(req, "identity.roles.update")["role"]
-        with acting(req.context.command):
-            result = self._bus.handle(UpdateRole(role_id, spec.get("name"), spec.get("description")))
-        row = self._after(req, result.position, lambda conn: self._role(conn, role_id))
+        row = self._wrote(req, UpdateRole(role_id, spec.get("name"), spec.get("description")), self._role)
         resp.media = {"role": role_view(req, row)}
 
     @falcon.before(policy.require("identity:delete_role"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, role_id: str) -> None:
-        with acting(req.context.command):
-            result = self._bus.handle(DeleteRole(role_id))
-        self._written(req, result.position)
+        self._handled(req, DeleteRole(role_id))
         resp.status = falcon.HTTP_204
 
 
@@ -105,8 +98,7 @@ class RoleImply(Resource):
 
     @falcon.before(policy.require("identity:create_implied_role"))
     def on_put(self, req: falcon.Request, resp: falcon.Response, role_id: str, implied_role_id: str) -> None:
-        with acting(req.context.command):
-            result = self._bus.handle(ImplyRole(role_id, implied_role_id))
+        result = self._handle(req, ImplyRole(role_id, implied_role_id))
         resp.status = falcon.HTTP_201
         resp.media = self._after(
             req, result.position, lambda conn: self._view(req, conn, role_id, implied_role_id)
@@ -125,9 +117,7 @@ class RoleImply(Resource):
     def on_delete(
         self, req: falcon.Request, resp: falcon.Response, role_id: str, implied_role_id: str
     ) -> None:
-        with acting(req.context.command):
-            result = self._bus.handle(StopImplyingRole(role_id, implied_role_id))
-        self._written(req, result.position)
+        self._handled(req, StopImplyingRole(role_id, implied_role_id))
         resp.status = falcon.HTTP_204
 
 

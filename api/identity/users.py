@@ -12,7 +12,7 @@ import falcon
 
 from api import policy
 from api.errors import BadRequest, Unauthorized
-from api.identity.common import AUTH_FAILED, Resource, collection, flag
+from api.identity.common import AUTH_FAILED, Resource, collection, filters
 from api.identity.views import project_view, user_view
 from commands.keystone.users import CreateUser, DeleteUser, RecordPasswordSet, UpdateUser
 from projections import identity_queries as q
@@ -27,12 +27,7 @@ class Users(Resource):
     @falcon.before(policy.require("identity:list_users"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         with self._read.connection(req) as conn:
-            rows = q.list_users(
-                conn,
-                name=req.get_param("name"),
-                domain_id=req.get_param("domain_id"),
-                enabled=flag(req, "enabled"),
-            )
+            rows = q.list_users(conn, **filters(req, "name", "domain_id", "enabled"))
         resp.media = collection(req, "users", [user_view(req, r) for r in rows])
 
     @falcon.before(policy.require("identity:create_user"))
@@ -86,9 +81,7 @@ class UserItem(Resource):
     """``GET``/``PATCH``/``DELETE /identity/v3/users/{id}`` (a user may read themself)."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
-        actor = req.context.actor
-        if actor.user_id != user_id:
-            policy.authorize(actor, "identity:get_user")
+        self._themself_or(req, user_id, "identity:get_user")
         with self._read.connection(req) as conn:
             row = self._user(conn, user_id)
         resp.media = {"user": user_view(req, row)}
@@ -121,10 +114,9 @@ class UserItem(Resource):
 
     @falcon.before(policy.require("identity:delete_user"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
-        with acting(req.context.command):
-            result = self._bus.handle(DeleteUser(user_id))
+        result = self._handle(req, DeleteUser(user_id))
         self._credentials.forget(user_id)  # after the deletion is recorded: a crash leaves a hash, not a lie
-        self._after(req, result.position, lambda conn: None)
+        self._written(req, result.position)
         resp.status = falcon.HTTP_204
 
 
@@ -156,10 +148,5 @@ class UserProjects(Resource):
     """``GET /identity/v3/users/{id}/projects``: the projects the user holds a role on."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
-        actor = req.context.actor
-        if actor.user_id != user_id:
-            policy.authorize(actor, "identity:list_user_projects")
-        with self._read.connection(req) as conn:
-            self._user(conn, user_id)
-            rows = q.user_projects(conn, user_id)
+        rows = self._theirs(req, user_id, "identity:list_user_projects", q.user_projects)
         resp.media = collection(req, "projects", [project_view(req, r) for r in rows])

@@ -12,31 +12,32 @@ from api.identity.tokens import TokenClaims, isoformat
 from projections import identity_queries as q
 
 
+def _member(
+    req: falcon.Request, row: Row, path: tuple[str, ...], columns: tuple[str, ...], **fields: Any
+) -> dict[str, Any]:
+    """One resource's body: the ``columns`` of its row as they are, then ``fields``, then its link
+    (``path`` then its id), in that order (as Keystone's ``wrap_member`` adds ``links`` to a row)."""
+    body: dict[str, Any] = {column: row[column] for column in columns}
+    return {**body, **fields, "links": {"self": url(req, *path, row["id"])}}
+
+
 def project_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "name": row["name"],
-        "domain_id": row["domain_id"],
-        "description": row["description"],
-        "enabled": row["enabled"],
-        "is_domain": False,
-        "parent_id": row["domain_id"],
-        "tags": [],
-        "options": {},
-        "links": {"self": url(req, "projects", row["id"])},
-    }
+    return _member(
+        req,
+        row,
+        ("projects",),
+        ("id", "name", "domain_id", "description", "enabled"),
+        is_domain=False,
+        parent_id=row["domain_id"],
+        tags=[],
+        options={},
+    )
 
 
 def user_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    user: dict[str, Any] = {
-        "id": row["id"],
-        "name": row["name"],
-        "domain_id": row["domain_id"],
-        "enabled": row["enabled"],
-        "password_expires_at": None,
-        "options": {},
-        "links": {"self": url(req, "users", row["id"])},
-    }
+    user = _member(
+        req, row, ("users",), ("id", "name", "domain_id", "enabled"), password_expires_at=None, options={}
+    )
     for optional in ("default_project_id", "email", "description"):
         if row.get(optional) is not None:
             user[optional] = row[optional]
@@ -44,36 +45,17 @@ def user_view(req: falcon.Request, row: Row) -> dict[str, Any]:
 
 
 def role_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "name": row["name"],
-        "domain_id": None,
-        "description": row["description"],
-        "options": {},
-        "links": {"self": url(req, "roles", row["id"])},
-    }
+    return _member(
+        req, row, ("roles",), ("id", "name"), domain_id=None, description=row["description"], options={}
+    )
 
 
 def domain_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "name": row["name"],
-        "description": row["description"],
-        "enabled": row["enabled"],
-        "tags": [],
-        "options": {},
-        "links": {"self": url(req, "domains", row["id"])},
-    }
+    return _member(req, row, ("domains",), ("id", "name", "description", "enabled"), tags=[], options={})
 
 
 def group_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "name": row["name"],
-        "domain_id": row["domain_id"],
-        "description": row["description"],
-        "links": {"self": url(req, "groups", row["id"])},
-    }
+    return _member(req, row, ("groups",), ("id", "name", "domain_id", "description"))
 
 
 def token_view(
@@ -133,29 +115,20 @@ def _expiry(value: Any) -> str | None:
 
 
 def application_credential_view(req: falcon.Request, row: Row, roles: dict[str, Row]) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "name": row["name"],
-        "description": row["description"],
-        "project_id": row["project_id"],
-        "expires_at": _expiry(row["expires_at"]),
-        "unrestricted": row["unrestricted"],
-        "roles": [
-            {"id": r, "name": roles[r]["name"], "domain_id": None} for r in row["role_ids"] if r in roles
-        ],
-        "access_rules": row["access_rules"],
-        "links": {"self": url(req, "users", row["user_id"], "application_credentials", row["id"])},
-    }
+    return _member(
+        req,
+        row,
+        ("users", row["user_id"], "application_credentials"),
+        ("id", "name", "description", "project_id"),
+        expires_at=_expiry(row["expires_at"]),
+        unrestricted=row["unrestricted"],
+        roles=[{"id": r, "name": roles[r]["name"], "domain_id": None} for r in row["role_ids"] if r in roles],
+        access_rules=row["access_rules"],
+    )
 
 
 def access_rule_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "service": row["service"],
-        "path": row["path"],
-        "method": row["method"],
-        "links": {"self": url(req, "users", row["user_id"], "access_rules", row["id"])},
-    }
+    return _member(req, row, ("users", row["user_id"], "access_rules"), ("id", "service", "path", "method"))
 
 
 def endpoint_url(req: falcon.Request, value: str) -> str:
@@ -164,33 +137,21 @@ def endpoint_url(req: falcon.Request, value: str) -> str:
 
 
 def region_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "description": row["description"],
-        "parent_region_id": row["parent_region_id"],
-        "links": {"self": url(req, "regions", row["id"])},
-    }
+    return _member(req, row, ("regions",), ("id", "description", "parent_region_id"))
 
 
 def service_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "type": row["type"],
-        "name": row["name"],
-        "description": row["description"],
-        "enabled": row["enabled"],
-        "links": {"self": url(req, "services", row["id"])},
-    }
+    return _member(req, row, ("services",), ("id", "type", "name", "description", "enabled"))
 
 
 def endpoint_view(req: falcon.Request, row: Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "service_id": row["service_id"],
-        "interface": row["interface"],
-        "url": endpoint_url(req, row["url"]),
-        "region": row["region_id"],
-        "region_id": row["region_id"],
-        "enabled": row["enabled"],
-        "links": {"self": url(req, "endpoints", row["id"])},
-    }
+    return _member(
+        req,
+        row,
+        ("endpoints",),
+        ("id", "service_id", "interface"),
+        url=endpoint_url(req, row["url"]),
+        region=row["region_id"],
+        region_id=row["region_id"],
+        enabled=row["enabled"],
+    )

@@ -1,11 +1,15 @@
-"""Changing a flavor: its extra specs, its description, and which projects may use a private one."""
+"""Changing a flavor: its extra specs, its description, and which projects may use a private one.
+
+Each loads the flavor, makes one domain call and appends (``_changed``, one unit of work).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from commands import loaders
+from commands.flavor import Flavor
 from commands.unit_of_work import Result, UnitOfWork, retried
 
 
@@ -50,40 +54,33 @@ class RemoveFlavorAccess:
 
 
 @retried
+def _changed(flavorid: str, uow: UnitOfWork, change: Callable[[Flavor], None]) -> Result:
+    """Load the flavor, make the one domain call ``change``, append."""
+    flavor = loaders.flavor(uow, flavorid)
+    change(flavor)
+    return Result(flavorid, uow.save(flavor))
+
+
 def set_extra_specs(cmd: SetFlavorExtraSpecs, uow: UnitOfWork) -> Result:
     """Record the specs on the flavor."""
-    flavor = loaders.flavor(uow, cmd.flavorid)
-    flavor.set_extra_specs(dict(cmd.specs))
-    return Result(cmd.flavorid, uow.save(flavor))
+    return _changed(cmd.flavorid, uow, lambda flavor: flavor.set_extra_specs(dict(cmd.specs)))
 
 
-@retried
 def delete_extra_spec(cmd: DeleteFlavorExtraSpec, uow: UnitOfWork) -> Result:
     """Remove the spec from the flavor."""
-    flavor = loaders.flavor(uow, cmd.flavorid)
-    flavor.delete_extra_spec(cmd.key)
-    return Result(cmd.flavorid, uow.save(flavor))
+    return _changed(cmd.flavorid, uow, lambda flavor: flavor.delete_extra_spec(cmd.key))
 
 
-@retried
 def describe(cmd: DescribeFlavor, uow: UnitOfWork) -> Result:
     """Record the flavor's new description."""
-    flavor = loaders.flavor(uow, cmd.flavorid)
-    flavor.describe(cmd.description)
-    return Result(cmd.flavorid, uow.save(flavor))
+    return _changed(cmd.flavorid, uow, lambda flavor: flavor.describe(cmd.description))
 
 
-@retried
 def add_access(cmd: AddFlavorAccess, uow: UnitOfWork) -> Result:
     """Grant the project access to the flavor."""
-    flavor = loaders.flavor(uow, cmd.flavorid)
-    flavor.add_access(cmd.project_id)
-    return Result(cmd.flavorid, uow.save(flavor))
+    return _changed(cmd.flavorid, uow, lambda flavor: flavor.add_access(cmd.project_id))
 
 
-@retried
 def remove_access(cmd: RemoveFlavorAccess, uow: UnitOfWork) -> Result:
     """Withdraw the project's access to the flavor."""
-    flavor = loaders.flavor(uow, cmd.flavorid)
-    flavor.remove_access(cmd.project_id)
-    return Result(cmd.flavorid, uow.save(flavor))
+    return _changed(cmd.flavorid, uow, lambda flavor: flavor.remove_access(cmd.project_id))
