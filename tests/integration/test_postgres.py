@@ -18,6 +18,7 @@ from stratus.postgres import (
     database_url,
     drop_database,
 )
+from tests.fixtures.postgres import empty_database
 
 
 def _scalar(url: str, query: str) -> object:
@@ -27,12 +28,44 @@ def _scalar(url: str, query: str) -> object:
     return row[0]
 
 
+_OWN_SCHEMAS = (
+    "SELECT count(*) FROM pg_namespace WHERE nspname NOT IN ('pg_catalog', 'information_schema', "
+    "'pg_toast', 'public') AND nspname NOT LIKE 'pg_%temp_%'"
+)
+
+
 def test_each_test_gets_an_empty_database_of_its_own(database_url: str) -> None:
-    assert str(_scalar(database_url, "SELECT current_database()")).startswith("t_test_each_test")
+    assert str(_scalar(database_url, "SELECT current_database()")).startswith("t_")
     tables = _scalar(
         database_url, "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
     )
     assert tables == 0
+    assert _scalar(database_url, _OWN_SCHEMAS) == 0
+
+
+def test_a_database_is_emptied_for_the_next_test(pg_admin_url: str) -> None:
+    url = create_database(pg_admin_url, "stratus-test-recycled")
+    try:
+        with psycopg.connect(url, autocommit=True) as conn, psycopg.connect(url) as lingering:
+            conn.execute("CREATE SCHEMA stratus_rm; CREATE TABLE stratus_rm.t (x int)")
+            conn.execute("CREATE TABLE public.u (x serial); INSERT INTO public.u DEFAULT VALUES")
+            lingering.execute("SELECT 1")  # a session left open (a test's projector, say)
+            empty_database(url)
+            assert lingering.closed or lingering.broken or _terminated(lingering)
+        assert _scalar(url, _OWN_SCHEMAS) == 0
+        assert _scalar(url, "SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace") == 0
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE public.u (x int)")  # public is usable again
+    finally:
+        drop_database(pg_admin_url, "stratus-test-recycled")
+
+
+def _terminated(conn: psycopg.Connection[object]) -> bool:
+    try:
+        conn.execute("SELECT 1")
+    except psycopg.OperationalError:
+        return True
+    return False
 
 
 def test_create_and_drop_database(pg_admin_url: str) -> None:
