@@ -21,6 +21,7 @@ from eventsourcing.persistence import Tracking, TrackingRecorder
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from projections.queries import read_json_with_orjson
 from projections.schema import (
     CLAIM_COLUMNS,
     FLAVOR_COLUMNS,
@@ -70,6 +71,7 @@ class ReadModelView(TrackingRecorder):
 
     def __init__(self, conn: psycopg.Connection[Any], schema: str = LIVE_SCHEMA) -> None:
         self.conn = conn
+        read_json_with_orjson(conn)
         self.schema = schema
         self._s = sql.Identifier(schema)
         self._ws: _WorkingSet | None = None
