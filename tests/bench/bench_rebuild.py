@@ -42,7 +42,7 @@ from psycopg.types.json import Jsonb
 
 from commands.app import Stratus
 from commands.flavor import Flavor
-from commands.host import Host, Resources
+from commands.host import Host
 from commands.instance import Instance
 from projections import apply
 from projections.projector import Projector
@@ -59,6 +59,7 @@ from stratus.postgres import (
 )
 from stratus.serialization import dumps
 from tests.bench.harness import Bench, CpuMeter, loadavg, machine_lines, nats_server
+from tests.bench.lifecycles import Lifecycles
 from tests.bench.rawnats import RawNats
 
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -108,66 +109,28 @@ def build_log(
     builder.emit(*flavors)
     host_list = [Host.register(f"compute-{i:03}", 512, 2**21, 2**16) for i in range(hosts)]
     builder.emit(*host_list)
-    # Each server in flight: (instance, its host or None, next step).
-    flight: list[tuple[Instance, Host | None, str]] = []
+    lifecycles = Lifecycles(rng, host_list, builder.emit, in_flight=in_flight, delete_after_spawn=0.35)
     n = 0
+
+    def request() -> Instance:
+        nonlocal n
+        flavor = rng.choice(flavors)
+        inst = Instance.request(
+            uuid4(),
+            name=f"vm-{n}",
+            project_id=f"project-{n % 37}",
+            user_id=f"user-{n % 101}",
+            flavor=flavor.snapshot_for_instance(),
+            image_ref="cirros-0.6.2-x86_64",
+            metadata={"role": rng.choice(["web", "db", "batch"]), "n": str(n)},
+            availability_zone=None,
+            request_key=None,
+        )
+        n += 1
+        return inst
+
     while builder.appended + len(builder.buffer) < events:
-        if len(flight) < in_flight and (not flight or rng.random() < 0.3):
-            flavor = rng.choice(flavors)
-            inst = Instance.request(
-                uuid4(),
-                name=f"vm-{n}",
-                project_id=f"project-{n % 37}",
-                user_id=f"user-{n % 101}",
-                flavor=flavor.snapshot_for_instance(),
-                image_ref="cirros-0.6.2-x86_64",
-                metadata={"role": rng.choice(["web", "db", "batch"]), "n": str(n)},
-                availability_zone=None,
-                request_key=None,
-            )
-            n += 1
-            builder.emit(inst)
-            flight.append((inst, None, "schedule"))
-            continue
-        i = rng.randrange(len(flight))
-        inst, host, step = flight[i]
-        if step == "schedule":
-            if rng.random() < 0.03:
-                inst.fail("NoValidHost", "No valid host was found.")
-                builder.emit(inst)
-                flight[i] = (inst, None, "delete")
-                continue
-            host = rng.choice(host_list)
-            host.claim(inst.server_id, Resources.of_flavor(inst.flavor))
-            inst.schedule(host.hostname)
-            builder.emit(host, inst)
-            flight[i] = (inst, host, "spawn")
-        elif step == "spawn":
-            inst.start_spawning(inst.host or "")
-            builder.emit(inst)
-            flight[i] = (inst, host, "spawned")
-        elif step == "spawned":
-            inst.finish_spawning(1)
-            builder.emit(inst)
-            if rng.random() < 0.35:
-                flight[i] = (inst, host, "delete")
-            else:
-                flight.pop(i)  # stays ACTIVE
-        elif step == "delete":
-            inst.request_delete()
-            if host is None:
-                inst.mark_deleted()
-                builder.emit(inst)
-                flight.pop(i)
-            else:
-                builder.emit(inst)
-                flight[i] = (inst, host, "deleted")
-        else:
-            assert host is not None
-            inst.mark_deleted()
-            host.release(inst.server_id)
-            builder.emit(inst, host)
-            flight.pop(i)
+        lifecycles.step(request)
     builder.flush()
 
 
