@@ -12,6 +12,8 @@ many servers are in flight at once), then measures in each of R interleaved roun
   ``Projector.fetch`` (the rebuild's reader: Notifications decoded to domain events);
 - writing N rows shaped like ``stratus_rm.instances`` (same table, same indexes): ``COPY``, and
   ``executemany`` of the projection's ``INSERT ... ON CONFLICT DO UPDATE`` in one transaction;
+- the live projector's catch-up of the whole log into a fresh schema (``Projector.catch_up`` with
+  its lock and batches of 500: a projector back after downtime);
 - ``projections.rebuild.rebuild`` of the whole log (replay into a new schema, swap).
 
 Rates are medians over rounds; ratios are taken within a round (same load), then the median.
@@ -67,6 +69,9 @@ RAW_READ = "read: raw protocol, batch direct get (no client library)"
 ORDERED_READ = "read: nats-py ordered push consumer"
 COPY = "write: COPY into instances"
 REBUILD = "projections.rebuild.rebuild"
+# The live projector's catch-up (after a restart or downtime): its lock and batch size, no swap.
+CATCH_UP = "Projector.catch_up, as the live projector (lock, batches of 500)"
+CATCH_UP_BATCH = 500
 
 
 # -- the log --------------------------------------------------------------------------------------
@@ -378,6 +383,16 @@ def run_round(
         lambda: upsert_rows(conn, "bench_upsert", rows),
     )
 
+    def caught_up() -> int:
+        fresh_schema(conn, "bench_live")
+        live = Projector(recorder, mapper, conn, schema="bench_live", batch_size=CATCH_UP_BATCH)
+        position = live.catch_up()
+        if position != total:
+            raise RuntimeError(f"the catch-up reached {position}, the log has {total}")
+        return position
+
+    bench.measure(CATCH_UP, "events", caught_up)
+
     def rebuilt() -> int:
         result = rebuild(conn, recorder, mapper, batch_size=batch_size)
         if result.position != total:
@@ -464,11 +479,12 @@ def main(argv: list[str] | None = None) -> int:
             ]
             print(bench.table(title, baselines=baselines))
             print()
-            print("Ratios of the rebuild (median over rounds of the same round's ratio):")
-            for floor in bench.paths:
-                if floor != REBUILD:
-                    ratio = bench.ratio(REBUILD, floor)
-                    print(f"- rebuild / {floor}: {ratio:.2f}" if ratio is not None else f"- {floor}: -")
+            for path, name in ((REBUILD, "rebuild"), (CATCH_UP, "catch-up")):
+                print(f"Ratios of the {name} (median over rounds of the same round's ratio):")
+                for floor in bench.paths:
+                    if floor not in (REBUILD, CATCH_UP):
+                        ratio = bench.ratio(path, floor)
+                        print(f"- {name} / {floor}: {ratio:.2f}" if ratio is not None else f"- {floor}: -")
         finally:
             bridge.close()
             drop_database(admin_url, dbname)
