@@ -41,6 +41,7 @@ def open_pool(
         max_size=max_size,
         timeout=timeout,
         kwargs={"autocommit": True, "row_factory": dict_row},
+        configure=queries.read_json_with_orjson,
         open=False,
         name="stratus-api-read",
     )

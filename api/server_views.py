@@ -44,7 +44,11 @@ def host_id(project_id: str, host: str | None) -> str:
 def isotime(value: datetime | None) -> str | None:
     if value is None:
         return None
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    utc = value.astimezone(UTC)
+    if utc.year < 1000:  # isoformat pads the year to four digits; strftime's %Y does not
+        return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # the same text as strftime("%Y-%m-%dT%H:%M:%SZ"), at a third of the cost (two a row in a list)
+    return utc.replace(microsecond=0, tzinfo=None).isoformat() + "Z"
 
 
 def _usage_time(value: datetime | None) -> str | None:

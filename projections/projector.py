@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -39,7 +40,7 @@ from projections.readmodels import ReadModels
 from projections.schema import LIVE_SCHEMA, WRITER_LOCK
 from projections.view import ReadModelView
 from stratus.eventstore import EventStoreUnavailable
-from stratus.eventstore.envelope import decode_message
+from stratus.eventstore.envelope import decode_notification
 from stratus.quarantine import Quarantine, described
 
 log = logging.getLogger("stratus.projector")
@@ -77,7 +78,7 @@ class Entry:
 
     position: int
     topic: str
-    originator_id: str
+    originator_id: UUID | str
     event: Any = None
     error: Exception | None = None
 
@@ -94,7 +95,7 @@ class Batch:
     def notifications(self) -> Sequence[Entry]:
         return self.entries
 
-    @property
+    @cached_property  # read several times per transaction (keys, apply); the entries never change
     def events(self) -> list[tuple[Any, Tracking]]:
         return [(e.event, Tracking(self.name, e.position)) for e in self.entries if e.event is not None]
 
@@ -187,18 +188,18 @@ class Projector:
     def _entry(self, msg: Any) -> Entry:
         """One message as an entry; one that cannot be decoded is kept with its error (to quarantine)."""
         try:
-            notification, envelope = decode_message(msg)
+            notification = decode_notification(msg)
         except Exception as e:  # a garbled envelope: whatever decoding raises is this event's fault
             position, topic, originator = described(msg)
             return Entry(position, topic, originator, error=e)
-        entry = Entry(notification.id, envelope.topic, str(envelope.originator_id))
-        if notification.topic not in self._topics:
-            return entry
+        position, topic, originator = notification.id, notification.topic, notification.originator_id
+        if topic not in self._topics:
+            return Entry(position, topic, originator)
         try:
             event = self.mapper.to_domain_event(notification)
         except Exception as e:  # decoding and upcasting are pure: a failure is the event's own
-            return Entry(entry.position, entry.topic, entry.originator_id, error=e)
-        return Entry(entry.position, entry.topic, entry.originator_id, event=event)
+            return Entry(position, topic, originator, error=e)
+        return Entry(position, topic, originator, event=event)
 
     def apply(self, msgs: Sequence[Any], after: int) -> BatchResult:
         """Apply ``msgs`` (the log's entries right after position ``after``) in one transaction."""
@@ -260,7 +261,7 @@ class Projector:
     def _quarantine(self, entry: Entry, error: Exception) -> None:
         if self.quarantine is None:
             raise PoisonEvent(f"event at position {entry.position} cannot be applied") from error
-        at, topic, originator = entry.position, entry.topic, entry.originator_id
+        at, topic, originator = entry.position, entry.topic, str(entry.originator_id)
         self.quarantine.record(self.part, position=at, topic=topic, originator_id=originator, error=error)
 
     def _skip(self, batch: Batch) -> BatchResult:

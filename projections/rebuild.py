@@ -27,6 +27,7 @@ from projections.schema import (
     POSITION_CHANNEL,
     REBUILD_LOCK,
     WRITER_LOCK,
+    analyze,
     create_schema,
     schema_exists,
 )
@@ -87,6 +88,7 @@ def rebuild(
         replayed = projector.catch_up(until=_head(log))
         while _head(log) - replayed > batch_size:
             replayed = projector.catch_up(until=_head(log))
+        analyze(conn, NEW_SCHEMA)  # its first readers are planned on statistics, not on guesses
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
             # The live runner now waits for this lock: apply what arrived during the replay, up to the

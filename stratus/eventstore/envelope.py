@@ -165,22 +165,29 @@ class Envelope:
         return orjson.dumps(self.to_dict())
 
 
+def _notification(headers: Mapping[str, str], data: bytes, position: int) -> Notification:
+    raw_id = headers[CE_SUBJECT]
+    return Notification(
+        originator_id=UUID(raw_id) if headers.get(ID_TYPE) == "uuid" else raw_id,
+        originator_version=int(headers[CE_ORIGINATORVERSION]),
+        topic=headers[CE_TOPIC],
+        state=data,
+        id=position,
+    )
+
+
 def decode(
     headers: Mapping[str, str], data: bytes, *, position: int, nats_subject: str = ""
 ) -> tuple[Notification, Envelope]:
     """A stored message (headers, body, stream sequence) as a Notification and its Envelope."""
+    notification = _notification(headers, data, position)
     raw_id = headers[CE_SUBJECT]
-    originator_id: UUID | str = UUID(raw_id) if headers.get(ID_TYPE) == "uuid" else raw_id
-    version = int(headers[CE_ORIGINATORVERSION])
-    topic = headers[CE_TOPIC]
-    roles = headers.get(CE_ACTORROLES, "")
-    notification = Notification(
-        originator_id=originator_id,
-        originator_version=version,
-        topic=topic,
-        state=data,
-        id=position,
+    originator_id, version, topic = (
+        notification.originator_id,
+        notification.originator_version,
+        notification.topic,
     )
+    roles = headers.get(CE_ACTORROLES, "")
     envelope = Envelope(
         position=position,
         id=headers.get(CE_ID, event_id(originator_id, version)),
@@ -220,6 +227,16 @@ def decode_message_leniently(msg: Any) -> tuple[Notification, Envelope]:
         seq = headers.get(NATS_SEQUENCE)
         position = int(seq) if seq is not None else int(msg.metadata.sequence.stream)
         return _undecodable(headers, bytes(msg.data), position, headers.get(NATS_SUBJECT, msg.subject))
+
+
+def decode_notification(msg: Any) -> Notification:
+    """``decode_message``'s Notification alone, for readers that need no CloudEvents attributes (the
+    projector, rebuilds, aggregate loads): half the cost, since the envelope's 20 fields are not built.
+    Raises what ``decode_message`` raises."""
+    headers: Mapping[str, str] = msg.headers or {}
+    seq = headers.get(NATS_SEQUENCE)
+    position = int(seq) if seq is not None else int(msg.metadata.sequence.stream)
+    return _notification(headers, bytes(msg.data), position)
 
 
 def decode_message(msg: Any) -> tuple[Notification, Envelope]:

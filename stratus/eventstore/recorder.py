@@ -597,7 +597,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             self._update_head(str(originator_id), _head_of(msgs[-1]))
         events: list[StoredEvent] = []
         for m in msgs:
-            n, _ = env.decode_message(m)
+            n = env.decode_notification(m)
             v = n.originator_version
             if (gt is not None and v <= gt) or (lte is not None and v > lte):
                 continue
@@ -664,7 +664,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         events: list[StoredEvent] = []
         expected = version + 1
         for m in msgs[1:]:
-            n, _ = env.decode_message(m)
+            n = env.decode_notification(m)
             if n.originator_version != expected:
                 return None  # a gap: not the log the anchor was taken on
             expected += 1
@@ -898,7 +898,7 @@ class JetStreamApplicationRecorder(JetStreamAggregateRecorder, ApplicationRecord
             msgs = self.read_messages(first, limit, stop=stop)
         else:
             msgs = self._retrying(lambda: self._scan_topics(topics, first, limit, stop))
-        return [env.decode_message(m)[0] for m in msgs]
+        return [env.decode_notification(m) for m in msgs]
 
     async def _scan_topics(
         self, topics: Sequence[str], first: int, limit: int, stop: int | None

@@ -87,6 +87,7 @@ from tests.bench.bench_eventstore import publish_sequential, raw_message
 from tests.bench.bench_placement import process
 from tests.bench.bench_servers_detail import get
 from tests.bench.harness import loadavg, machine_lines
+from tests.bench.lifecycles import Lifecycles
 from workers.consumer import DurableConsumer
 from workers.host_feed import HostFeed
 from workers.host_view import HostView
@@ -115,7 +116,7 @@ class Growth:
         self.hosts = [Host.register(f"compute-{i:04}", 512, 2**21, 2**16) for i in range(hosts)]
         self.buffer: list[Any] = []
         self.appended = 0
-        self.flight: list[tuple[Instance, Host | None, str]] = []
+        self.lifecycles = Lifecycles(self.rng, self.hosts, self.emit)
         self.n = 0
         self.emit(*self.hosts)
 
@@ -172,50 +173,13 @@ class Growth:
 
     def churn(self) -> None:
         """One step of the servers in flight, or a new one (interleaved, as a busy cloud's are)."""
-        rng, flight = self.rng, self.flight
-        if len(flight) < 400 and (not flight or rng.random() < 0.3):
-            draw = rng.random()
-            listed = sorted(self.listed.values())
-            project = listed[0] if draw < 0.05 else listed[-1] if draw < 0.10 else f"churn-{self.n % 37}"
-            inst = self.request(project)
-            self.emit(inst)
-            flight.append((inst, None, "schedule"))
-            return
-        i = rng.randrange(len(flight))
-        inst, host, step = flight[i]
-        if step == "schedule":
-            if rng.random() < 0.03:
-                inst.fail("NoValidHost", "No valid host was found.")
-                self.emit(inst)
-                flight[i] = (inst, None, "delete")
-                return
-            host = rng.choice(self.hosts)
-            host.claim(inst.server_id, Resources.of_flavor(inst.flavor))
-            inst.schedule(host.hostname)
-            self.emit(host, inst)
-            flight[i] = (inst, host, "spawn")
-        elif step == "spawn":
-            inst.start_spawning(inst.host or "")
-            self.emit(inst)
-            flight[i] = (inst, host, "spawned")
-        elif step == "spawned":
-            inst.finish_spawning(1)
-            self.emit(inst)
-            flight[i] = (inst, host, "delete")
-        elif step == "delete":
-            inst.request_delete()
-            if host is None:
-                inst.mark_deleted()
-                flight.pop(i)
-            else:
-                flight[i] = (inst, host, "deleted")
-            self.emit(inst)
-        else:
-            assert host is not None
-            inst.mark_deleted()
-            host.release(inst.server_id)
-            self.emit(inst, host)
-            flight.pop(i)
+        self.lifecycles.step(self._churned)
+
+    def _churned(self) -> Instance:
+        draw = self.rng.random()
+        listed = sorted(self.listed.values())
+        project = listed[0] if draw < 0.05 else listed[-1] if draw < 0.10 else f"churn-{self.n % 37}"
+        return self.request(project)
 
     def adopt(self, view: HostView) -> None:
         """Take the hosts as the log has them now (others, e.g. the scheduler's step, claimed on them)."""
@@ -224,9 +188,10 @@ class Growth:
             if seen is not None and seen.version != host.version:
                 self.hosts[i] = copy.deepcopy(seen)  # the view's own stays the view's
         by_name = {h.hostname: h for h in self.hosts}
-        for k, (inst, held, step) in enumerate(self.flight):
+        flight = self.lifecycles.flight
+        for k, (inst, held, step) in enumerate(flight):
             if held is not None:
-                self.flight[k] = (inst, by_name[held.hostname], step)
+                flight[k] = (inst, by_name[held.hostname], step)
 
 
 # -- measuring ------------------------------------------------------------------------------------

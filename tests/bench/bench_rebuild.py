@@ -12,6 +12,8 @@ many servers are in flight at once), then measures in each of R interleaved roun
   ``Projector.fetch`` (the rebuild's reader: Notifications decoded to domain events);
 - writing N rows shaped like ``stratus_rm.instances`` (same table, same indexes): ``COPY``, and
   ``executemany`` of the projection's ``INSERT ... ON CONFLICT DO UPDATE`` in one transaction;
+- the live projector's catch-up of the whole log into a fresh schema (``Projector.catch_up`` with
+  its lock and batches of 500: a projector back after downtime);
 - ``projections.rebuild.rebuild`` of the whole log (replay into a new schema, swap).
 
 Rates are medians over rounds; ratios are taken within a round (same load), then the median.
@@ -42,7 +44,7 @@ from psycopg.types.json import Jsonb
 
 from commands.app import Stratus
 from commands.flavor import Flavor
-from commands.host import Host, Resources
+from commands.host import Host
 from commands.instance import Instance
 from projections import apply
 from projections.projector import Projector
@@ -59,6 +61,7 @@ from stratus.postgres import (
 )
 from stratus.serialization import dumps
 from tests.bench.harness import Bench, CpuMeter, loadavg, machine_lines, nats_server
+from tests.bench.lifecycles import Lifecycles
 from tests.bench.rawnats import RawNats
 
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -66,6 +69,9 @@ RAW_READ = "read: raw protocol, batch direct get (no client library)"
 ORDERED_READ = "read: nats-py ordered push consumer"
 COPY = "write: COPY into instances"
 REBUILD = "projections.rebuild.rebuild"
+# The live projector's catch-up (after a restart or downtime): its lock and batch size, no swap.
+CATCH_UP = "Projector.catch_up, as the live projector (lock, batches of 500)"
+CATCH_UP_BATCH = 500
 
 
 # -- the log --------------------------------------------------------------------------------------
@@ -108,66 +114,28 @@ def build_log(
     builder.emit(*flavors)
     host_list = [Host.register(f"compute-{i:03}", 512, 2**21, 2**16) for i in range(hosts)]
     builder.emit(*host_list)
-    # Each server in flight: (instance, its host or None, next step).
-    flight: list[tuple[Instance, Host | None, str]] = []
+    lifecycles = Lifecycles(rng, host_list, builder.emit, in_flight=in_flight, delete_after_spawn=0.35)
     n = 0
+
+    def request() -> Instance:
+        nonlocal n
+        flavor = rng.choice(flavors)
+        inst = Instance.request(
+            uuid4(),
+            name=f"vm-{n}",
+            project_id=f"project-{n % 37}",
+            user_id=f"user-{n % 101}",
+            flavor=flavor.snapshot_for_instance(),
+            image_ref="cirros-0.6.2-x86_64",
+            metadata={"role": rng.choice(["web", "db", "batch"]), "n": str(n)},
+            availability_zone=None,
+            request_key=None,
+        )
+        n += 1
+        return inst
+
     while builder.appended + len(builder.buffer) < events:
-        if len(flight) < in_flight and (not flight or rng.random() < 0.3):
-            flavor = rng.choice(flavors)
-            inst = Instance.request(
-                uuid4(),
-                name=f"vm-{n}",
-                project_id=f"project-{n % 37}",
-                user_id=f"user-{n % 101}",
-                flavor=flavor.snapshot_for_instance(),
-                image_ref="cirros-0.6.2-x86_64",
-                metadata={"role": rng.choice(["web", "db", "batch"]), "n": str(n)},
-                availability_zone=None,
-                request_key=None,
-            )
-            n += 1
-            builder.emit(inst)
-            flight.append((inst, None, "schedule"))
-            continue
-        i = rng.randrange(len(flight))
-        inst, host, step = flight[i]
-        if step == "schedule":
-            if rng.random() < 0.03:
-                inst.fail("NoValidHost", "No valid host was found.")
-                builder.emit(inst)
-                flight[i] = (inst, None, "delete")
-                continue
-            host = rng.choice(host_list)
-            host.claim(inst.server_id, Resources.of_flavor(inst.flavor))
-            inst.schedule(host.hostname)
-            builder.emit(host, inst)
-            flight[i] = (inst, host, "spawn")
-        elif step == "spawn":
-            inst.start_spawning(inst.host or "")
-            builder.emit(inst)
-            flight[i] = (inst, host, "spawned")
-        elif step == "spawned":
-            inst.finish_spawning(1)
-            builder.emit(inst)
-            if rng.random() < 0.35:
-                flight[i] = (inst, host, "delete")
-            else:
-                flight.pop(i)  # stays ACTIVE
-        elif step == "delete":
-            inst.request_delete()
-            if host is None:
-                inst.mark_deleted()
-                builder.emit(inst)
-                flight.pop(i)
-            else:
-                builder.emit(inst)
-                flight[i] = (inst, host, "deleted")
-        else:
-            assert host is not None
-            inst.mark_deleted()
-            host.release(inst.server_id)
-            builder.emit(inst, host)
-            flight.pop(i)
+        lifecycles.step(request)
     builder.flush()
 
 
@@ -415,6 +383,16 @@ def run_round(
         lambda: upsert_rows(conn, "bench_upsert", rows),
     )
 
+    def caught_up() -> int:
+        fresh_schema(conn, "bench_live")
+        live = Projector(recorder, mapper, conn, schema="bench_live", batch_size=CATCH_UP_BATCH)
+        position = live.catch_up()
+        if position != total:
+            raise RuntimeError(f"the catch-up reached {position}, the log has {total}")
+        return position
+
+    bench.measure(CATCH_UP, "events", caught_up)
+
     def rebuilt() -> int:
         result = rebuild(conn, recorder, mapper, batch_size=batch_size)
         if result.position != total:
@@ -501,11 +479,12 @@ def main(argv: list[str] | None = None) -> int:
             ]
             print(bench.table(title, baselines=baselines))
             print()
-            print("Ratios of the rebuild (median over rounds of the same round's ratio):")
-            for floor in bench.paths:
-                if floor != REBUILD:
-                    ratio = bench.ratio(REBUILD, floor)
-                    print(f"- rebuild / {floor}: {ratio:.2f}" if ratio is not None else f"- {floor}: -")
+            for path, name in ((REBUILD, "rebuild"), (CATCH_UP, "catch-up")):
+                print(f"Ratios of the {name} (median over rounds of the same round's ratio):")
+                for floor in bench.paths:
+                    if floor not in (REBUILD, CATCH_UP):
+                        ratio = bench.ratio(path, floor)
+                        print(f"- {name} / {floor}: {ratio:.2f}" if ratio is not None else f"- {floor}: -")
         finally:
             bridge.close()
             drop_database(admin_url, dbname)
