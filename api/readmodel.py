@@ -3,7 +3,10 @@
 A client that wrote something reads its own write by sending the write's ``X-Stratus-Position``
 back as ``X-Stratus-Min-Position`` (or ``?min_position=``): the read waits, up to the configured
 time, for the projector to have applied the log that far, and is answered 503 with ``Retry-After``
-otherwise. psycopg's connection and pool failures are translated here into a 503.
+otherwise. psycopg's connection and pool failures are translated here into a 503. Once PostgreSQL is
+found away (a connection failed, or none could be had while the pool could still grow), reads stop waiting
+out the pool's timeout: they take an idle connection or answer 503 at once, until one succeeds again
+(the pool reconnects in the background meanwhile).
 """
 
 from __future__ import annotations
@@ -96,6 +99,8 @@ class ReadModel:
         self._pool = pool
         self._wait = wait_seconds
         self._written = written
+        # True from a failure that showed PostgreSQL away until a connection is had again.
+        self._away = threading.Event()
 
     def note(self, key: str, position: int) -> None:
         """Remember a write that concerns others than its writer (``key``: whom), for their reads."""
@@ -116,13 +121,18 @@ class ReadModel:
             noted = [p for p in (self._written.of(key) for key in (*own, *concerning)) if p is not None]
             position = max(noted) if noted else None
         try:
-            with self._pool.connection() as conn:
+            # While PostgreSQL is away, an idle connection or none: no request waits out the timeout.
+            with self._pool.connection(timeout=0.0 if self._away.is_set() else None) as conn:
+                self._away.clear()
                 if position is not None and not queries.wait_for_position(conn, position, self._wait):
                     raise ReadModelBehind(position, self._wait)
                 yield conn
         except psycopg_pool.PoolTimeout as e:
+            if self._pool.get_stats().get("pool_size", 0) < self._pool.max_size:
+                self._away.set()  # not busy (it could have grown): it could not connect
             log.error("read-model pool exhausted or unreachable: %s", e)
             raise ServiceUnavailable("The read model is busy or unreachable; retry.") from e
         except psycopg.OperationalError as e:
+            self._away.set()
             log.error("read-model connection failed: %s", e)
             raise ServiceUnavailable("The read model is unreachable; retry.") from e
