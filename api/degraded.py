@@ -29,11 +29,18 @@ RETRY_AFTER_SECONDS = "5"
 _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Writes that append nothing: issuing a token is a signature and a password check (PostgreSQL).
 _NOT_TO_THE_LOG = frozenset({("POST", IDENTITY_PREFIX + "/v3/auth/tokens")})
+# Reads that read the log, not a read model: Placement's providers, the audit routes.
+_READS_FROM_THE_LOG = (
+    PLACEMENT_PREFIX + "/",
+    "/v2.1/stratus/history/",
+    "/v2.1/stratus/state/",
+    "/v2.1/stratus/usage/",
+)
 
 
 class Degraded:
-    """Middleware: a write answers 503 at once while the log is unreachable; every 503 says when to
-    retry; under ``/placement``, Nova's fault body becomes Placement's
+    """Middleware: a write (or a read of the log itself) answers 503 at once while the log is
+    unreachable; every 503 says when to retry; under ``/placement``, Nova's fault body becomes Placement's
     ``{"errors": [{"status", "title", "detail", "code", "request_id"}]}``.
 
     Put it before the authenticating middleware: with the log away, a write is refused before its
@@ -45,10 +52,16 @@ class Degraded:
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict[str, object]
     ) -> None:
-        if resource is None or req.method not in _WRITES or (req.method, req.path) in _NOT_TO_THE_LOG:
+        if resource is None or not self._needs_the_log(req):
             return
         if not self._log_reachable():
             raise EventStoreUnavailable("the API is not connected to NATS")
+
+    @staticmethod
+    def _needs_the_log(req: falcon.Request) -> bool:
+        if req.path.startswith(_READS_FROM_THE_LOG):
+            return True
+        return req.method in _WRITES and (req.method, req.path) not in _NOT_TO_THE_LOG
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, req_succeeded: bool

@@ -168,6 +168,7 @@ def test_with_jetstream_away_writes_answer_503_and_a_retry_acts_once(
     provider = {"name": "rp1"}
     headers = {**admin, "OpenStack-API-Version": "placement 1.39"}
     assert_placement_503(stack.request("POST", "/placement/resource_providers", headers, json=provider))
+    assert_placement_503(stack.request("GET", "/placement/resource_providers", headers))
     # Reads still answer from the read model.
     assert stack.get("/v2.1/flavors", P1).status_code == 200
 
