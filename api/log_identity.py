@@ -131,10 +131,11 @@ class IdentityFromLog:
         the user's password set or the user disabled (``users.tokens_valid_after``), or one of the
         user's roles revoked in the project (``project_token_cutoffs``)."""
         for e in self._app.repository.event_store.get(agg_id):
-            if e.timestamp <= issued_at:
-                continue
-            if isinstance(e, User.PasswordSet) or (isinstance(e, User.Updated) and not e.enabled):
-                return True
-            if isinstance(e, Project.RoleRevoked) and e.user_id == user_id:
+            ends = (
+                isinstance(e, User.PasswordSet)
+                or (isinstance(e, User.Updated) and not e.enabled)
+                or (isinstance(e, Project.RoleRevoked) and e.user_id == user_id)
+            )
+            if ends and isinstance(e, User.Event | Project.Event) and e.timestamp > issued_at:
                 return True
         return False

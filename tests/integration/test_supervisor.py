@@ -223,8 +223,9 @@ def test_stray_processes_left_in_a_parts_group_are_killed(tmp_path: Path) -> Non
     assert wait_until(lambda: not alive(pid), timeout=5)
 
 
-def test_service_parts_are_watched_and_stopped_like_children(tmp_path: Path) -> None:
-    """A server object managing its own process (JetStream, PostgreSQL) fits through ServicePart."""
+def sleeping_service(name: str) -> tuple[ServicePart, list[subprocess.Popen[bytes]], list[str]]:
+    """A server object that manages its own (sleeping) process, as JetStream's and PostgreSQL's do,
+    through ServicePart; with the processes it started and its starts and stops."""
     procs: list[subprocess.Popen[bytes]] = []
     events: list[str] = []
 
@@ -233,17 +234,23 @@ def test_service_parts_are_watched_and_stopped_like_children(tmp_path: Path) -> 
         events.append("started")
 
     def stop() -> None:
-        procs[0].terminate()
-        procs[0].wait()
+        procs[-1].terminate()
+        procs[-1].wait()
         events.append("stopped")
 
     service = ServicePart(
-        "nats",
+        name,
         start=start,
         stop=stop,
-        exit_status=lambda: procs[0].poll(),
+        exit_status=lambda: procs[-1].poll(),
         address=lambda: "nats://127.0.0.1:1234",
     )
+    return service, procs, events
+
+
+def test_service_parts_are_watched_and_stopped_like_children(tmp_path: Path) -> None:
+    """A server object managing its own process (JetStream, PostgreSQL) fits through ServicePart."""
+    service, procs, events = sleeping_service("nats")
     log = io.StringIO()
 
     def crash_service(parts: object) -> None:
@@ -453,19 +460,7 @@ def test_a_part_that_always_dies_stops_the_group_as_a_crash_loop(tmp_path: Path)
 
 def test_a_dead_service_part_is_stopped_and_started_again(tmp_path: Path) -> None:
     """A server object managing its own process (JetStream, PostgreSQL) restarts through ServicePart."""
-    procs: list[subprocess.Popen[bytes]] = []
-    events: list[str] = []
-
-    def start() -> None:
-        procs.append(subprocess.Popen([PY, "-c", "import time; time.sleep(60)"]))
-        events.append("started")
-
-    def stop() -> None:
-        procs[-1].terminate()
-        procs[-1].wait()
-        events.append("stopped")
-
-    service = ServicePart("nats", start=start, stop=stop, exit_status=lambda: procs[-1].poll())
+    service, procs, events = sleeping_service("nats")
     log = io.StringIO()
 
     def crash_then_stop(parts: object) -> None:
