@@ -5,8 +5,8 @@ back as ``X-Stratus-Min-Position`` (or ``?min_position=``): the read waits, up t
 time, for the projector to have applied the log that far, and is answered 503 with ``Retry-After``
 otherwise. psycopg's connection and pool failures are translated here into a 503. Once PostgreSQL is
 found away (a connection failed, or none could be had while the pool could still grow), reads stop waiting
-out the pool's timeout: they take an idle connection or answer 503 at once, until one succeeds again
-(the pool reconnects in the background meanwhile).
+out the pool's timeout: they take a connection within a tenth of a second or answer 503, until one
+succeeds again (the pool reconnects in the background meanwhile).
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ log = logging.getLogger("stratus.api")
 MIN_POSITION_HEADER = "X-Stratus-Min-Position"
 MIN_POSITION_PARAM = "min_position"
 POSITION_HEADER = "X-Stratus-Position"
+# While PostgreSQL is away, how long a read waits for a connection (psycopg_pool's 0 would refuse even
+# an idle one): long enough to take one the pool has reconnected in the background meanwhile.
+AWAY_WAIT_SECONDS = 0.1
 
 
 def open_pool(
@@ -121,8 +124,8 @@ class ReadModel:
             noted = [p for p in (self._written.of(key) for key in (*own, *concerning)) if p is not None]
             position = max(noted) if noted else None
         try:
-            # While PostgreSQL is away, an idle connection or none: no request waits out the timeout.
-            with self._pool.connection(timeout=0.0 if self._away.is_set() else None) as conn:
+            # While PostgreSQL is away, no request waits out the pool's timeout.
+            with self._pool.connection(timeout=AWAY_WAIT_SECONDS if self._away.is_set() else None) as conn:
                 self._away.clear()
                 if position is not None and not queries.wait_for_position(conn, position, self._wait):
                     raise ReadModelBehind(position, self._wait)
