@@ -20,8 +20,9 @@ from typing import Any
 
 import falcon
 
-from api.errors import BadRequest, Forbidden, Unauthorized
+from api.errors import BadRequest, Forbidden, ServiceUnavailable, Unauthorized
 from api.identity.tokens import InvalidToken, TokenClaims, TokenSigner
+from api.log_identity import CannotTell, IdentityFromLog
 from api.readmodel import ReadModel
 from commands.app import Stratus
 from commands.errors import NotFound
@@ -29,6 +30,7 @@ from commands.identity import effective_roles
 from commands.keystone import loaders as identities
 from commands.unit_of_work import UnitOfWork
 from projections import identity_queries
+from projections.queries import ReadModelUnavailable
 from stratus.context import Actor
 
 log = logging.getLogger("stratus.api")
@@ -50,10 +52,18 @@ class Authenticated:
 class Authenticator:
     """Checks a request's token and reads who it acts for (keystonemiddleware's part, for every API)."""
 
-    def __init__(self, signer: TokenSigner, read: ReadModel, identity_url: str = "") -> None:
+    def __init__(
+        self,
+        signer: TokenSigner,
+        read: ReadModel,
+        identity_url: str = "",
+        from_log: IdentityFromLog | None = None,
+    ) -> None:
         self.signer = signer
         self._read = read
         self._identity_url = identity_url
+        # Who a token speaks for while the read model is away (api/log_identity.py); None: a 503.
+        self._from_log = from_log
 
     def challenge(self, req: falcon.Request) -> dict[str, str]:
         """Where to get a token: keystonemiddleware's ``WWW-Authenticate`` header."""
@@ -74,20 +84,16 @@ class Authenticator:
             raise Unauthorized(
                 "The request you have made requires authentication.", headers=self.challenge(req)
             ) from None
-        with self._read.connection(req) as conn:
-            if not claims.project_id:  # scoped to the system
-                subject = identity_queries.system_subject(
-                    conn, claims.user_id, (claims.token_id, claims.chain), claims.issued_at
-                )
-            else:
-                subject = identity_queries.subject(
-                    conn,
-                    claims.user_id,
-                    claims.project_id,
-                    (claims.token_id, claims.chain),
-                    claims.issued_at,
-                    claims.application_credential_id,
-                )
+        try:
+            subject = self._subject(req, claims)
+        except (ServiceUnavailable, ReadModelUnavailable) as unavailable:
+            if self._from_log is None:
+                raise
+            try:
+                subject = self._from_log.subject(claims)
+            except CannotTell as e:
+                log.info("no read model, and the log cannot tell (request %s): %s", req.context.request_id, e)
+                raise unavailable from None
         reason = _refused(subject)
         if reason:
             log.info("token %s refused (request %s): %s", claims.token_id, req.context.request_id, reason)
@@ -97,6 +103,22 @@ class Authenticator:
         assert subject is not None
         actor = Actor(claims.user_id, claims.project_id, effective_roles(subject.role_names))
         return Authenticated(token, claims, actor, subject)
+
+    def _subject(self, req: falcon.Request, claims: TokenClaims) -> identity_queries.Subject | None:
+        """The token's subject as the identity read model has it now."""
+        with self._read.connection(req) as conn:
+            if not claims.project_id:  # scoped to the system
+                return identity_queries.system_subject(
+                    conn, claims.user_id, (claims.token_id, claims.chain), claims.issued_at
+                )
+            return identity_queries.subject(
+                conn,
+                claims.user_id,
+                claims.project_id,
+                (claims.token_id, claims.chain),
+                claims.issued_at,
+                claims.application_credential_id,
+            )
 
 
 def _refused(subject: identity_queries.Subject | None) -> str:

@@ -3,7 +3,10 @@
 A client that wrote something reads its own write by sending the write's ``X-Stratus-Position``
 back as ``X-Stratus-Min-Position`` (or ``?min_position=``): the read waits, up to the configured
 time, for the projector to have applied the log that far, and is answered 503 with ``Retry-After``
-otherwise. psycopg's connection and pool failures are translated here into a 503.
+otherwise. psycopg's connection and pool failures are translated here into a 503. Once PostgreSQL is
+found away (a connection failed, or none could be had while the pool could still grow), reads stop waiting
+out the pool's timeout: they take a connection within a tenth of a second or answer 503, until one
+succeeds again (the pool reconnects in the background meanwhile).
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ log = logging.getLogger("stratus.api")
 MIN_POSITION_HEADER = "X-Stratus-Min-Position"
 MIN_POSITION_PARAM = "min_position"
 POSITION_HEADER = "X-Stratus-Position"
+# While PostgreSQL is away, how long a read waits for a connection (psycopg_pool's 0 would refuse even
+# an idle one): long enough to take one the pool has reconnected in the background meanwhile.
+AWAY_WAIT_SECONDS = 0.1
 
 
 def open_pool(
@@ -97,6 +103,8 @@ class ReadModel:
         self._pool = pool
         self._wait = wait_seconds
         self._written = written
+        # True from a failure that showed PostgreSQL away until a connection is had again.
+        self._away = threading.Event()
 
     def note(self, key: str, position: int) -> None:
         """Remember a write that concerns others than its writer (``key``: whom), for their reads."""
@@ -117,13 +125,18 @@ class ReadModel:
             noted = [p for p in (self._written.of(key) for key in (*own, *concerning)) if p is not None]
             position = max(noted) if noted else None
         try:
-            with self._pool.connection() as conn:
+            # While PostgreSQL is away, no request waits out the pool's timeout.
+            with self._pool.connection(timeout=AWAY_WAIT_SECONDS if self._away.is_set() else None) as conn:
+                self._away.clear()
                 if position is not None and not queries.wait_for_position(conn, position, self._wait):
                     raise ReadModelBehind(position, self._wait)
                 yield conn
         except psycopg_pool.PoolTimeout as e:
+            if self._pool.get_stats().get("pool_size", 0) < self._pool.max_size:
+                self._away.set()  # not busy (it could have grown): it could not connect
             log.error("read-model pool exhausted or unreachable: %s", e)
             raise ServiceUnavailable("The read model is busy or unreachable; retry.") from e
         except psycopg.OperationalError as e:
+            self._away.set()
             log.error("read-model connection failed: %s", e)
             raise ServiceUnavailable("The read model is unreachable; retry.") from e

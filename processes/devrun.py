@@ -3,7 +3,8 @@
 JetStream (unless ``STRATUS_NATS_URL`` names servers), PostgreSQL (unless ``DATABASE_URL`` does), the
 identity seeding, then the API, the projector, the scheduler, one hypervisor worker on libvirt's test
 driver, the notifier, the event stream and, if asked, simulated hosts: each a ``stratus <part>``
-child of ``processes.supervisor.Supervisor``. Also the housekeeping of a developer's machine: one
+child of ``processes.supervisor.Supervisor``, which restarts a part that dies (with backoff) and
+stops the group on a crash loop. Also the housekeeping of a developer's machine: one
 ``run`` per data directory, and no JetStream server left over from a ``run`` that was killed.
 """
 
@@ -24,13 +25,20 @@ from typing import IO
 
 from processes import bootstrap
 from processes.spawn import child_env
-from processes.supervisor import ChildProcess, Part, ServicePart, Supervisor, http_responding
+from processes.supervisor import (
+    ChildProcess,
+    Part,
+    RestartPolicy,
+    ServicePart,
+    Supervisor,
+    http_responding,
+)
 from stratus import natsserver, postgres
 from stratus.config import ADMIN_PASSWORD_ENV, Settings
 
 
 def run(settings: Settings, *, nats_port: int | None, grace: float) -> int:
-    """Start every part, print how to reach them once they are up, and wait for Ctrl-C or a failure."""
+    """Start every part, print how to reach them once they are up, and wait for Ctrl-C or a crash loop."""
     data_dir = settings.data_dir.absolute()
     data_dir.mkdir(parents=True, exist_ok=True)
     settings = dataclasses.replace(settings, data_dir=data_dir)
@@ -103,10 +111,22 @@ def run(settings: Settings, *, nats_port: int | None, grace: float) -> int:
             sys.stdout.write(banner(started, api_url, generated))
             sys.stdout.flush()
 
-    supervisor = Supervisor(parts, grace=grace, settle=2.0, log=sys.stderr, on_ready=on_ready)
+    supervisor = Supervisor(
+        parts, grace=grace, settle=2.0, log=sys.stderr, on_ready=on_ready, restart=restart_policy(settings)
+    )
     status = supervisor.run()
     print("stratus: stopped." if status == 0 else "stratus: stopped after a failure.", file=sys.stderr)
     return status
+
+
+def restart_policy(settings: Settings) -> RestartPolicy:
+    """A part that dies is restarted with backoff; a crash loop stops the group (docs/operations.md)."""
+    return RestartPolicy(
+        backoff=settings.restart_backoff_seconds,
+        max_backoff=max(settings.restart_backoff_max_seconds, settings.restart_backoff_seconds),
+        crash_loop_deaths=settings.crash_loop_deaths,
+        crash_loop_window=settings.crash_loop_window_seconds,
+    )
 
 
 def _next_port(bind: str) -> str:

@@ -2,8 +2,12 @@
 
 ``stratus run`` is the whole control plane on one machine: a JetStream server, PostgreSQL, the API,
 the projector, the scheduler and a hypervisor worker. An operator needs it to behave like one program:
-one Ctrl-C stops everything cleanly, and when one part dies the group says which part, shows the end
-of its output, stops the others and exits non-zero, rather than leaving half a control plane running.
+one Ctrl-C stops everything cleanly. When one part dies, the group says which part and how (its exit
+status, the end of its output) and, under a ``RestartPolicy``, starts it again after a backoff that
+doubles with each death: on one machine that is the difference between a blip and an outage. Only a
+crash loop (too many deaths of one part within a window) stops the others and exits non-zero, rather
+than restarting forever or leaving half a control plane running. Without a policy, the first death
+stops the group.
 
 A ``Part`` is anything with that lifecycle. ``ChildProcess`` is a command the supervisor starts
 itself, in its own process group (so a terminal's Ctrl-C reaches the supervisor only, which then
@@ -27,6 +31,7 @@ import urllib.error
 import urllib.request
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import IO
@@ -48,6 +53,33 @@ class PartFailed(Exception):
         self.name = name
         self.reason = reason
         self.tail = tail
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """How a group treats a part that dies once started: start it again after ``backoff`` seconds,
+    doubling with each of its recent deaths up to ``max_backoff``; but stop the group when the part has
+    died ``crash_loop_deaths`` times within ``crash_loop_window`` seconds (a crash loop: restarting
+    again would only hide a part that cannot run). ``crash_loop_deaths=1``: the first death stops it."""
+
+    backoff: float = 1.0
+    max_backoff: float = 30.0
+    crash_loop_deaths: int = 5
+    crash_loop_window: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.crash_loop_deaths < 1:
+            raise ValueError("crash_loop_deaths must be at least 1")
+        if self.backoff < 0 or self.max_backoff < self.backoff or self.crash_loop_window < 0:
+            raise ValueError(f"an impossible restart policy: {self}")
+
+    def delay(self, recent_deaths: int) -> float:
+        """The wait before the restart that follows the ``recent_deaths``-th death in the window."""
+        return min(self.backoff * 2 ** max(recent_deaths - 1, 0), self.max_backoff)
+
+
+# The first death of a part stops the group (a Supervisor's default).
+NO_RESTARTS = RestartPolicy(crash_loop_deaths=1)
 
 
 def describe_status(returncode: int) -> str:
@@ -292,12 +324,13 @@ def http_responding(url: str) -> Callable[[], bool]:
 
 
 class Supervisor:
-    """Starts parts in order, watches them, and stops them in reverse order.
+    """Starts parts in order, watches them, restarts those that die, and stops them in reverse order.
 
-    ``run`` returns 0 after a clean stop on SIGINT/SIGTERM, and 1 when a part failed to start,
-    stopped on its own, or could not be stopped. Parts without a readiness check count as started
-    once they have stayed up for ``settle`` seconds; only then is ``on_ready`` called. A second
-    signal during shutdown skips the remaining grace periods.
+    ``run`` returns 0 after a clean stop on SIGINT/SIGTERM, and 1 when a part failed to start, died
+    in a crash loop (``restart``; by default its first death is one), or could not be stopped. Each
+    death is logged with the part's name, its exit status and the end of its output. Parts without a
+    readiness check count as started once they have stayed up for ``settle`` seconds; only then is
+    ``on_ready`` called. A second signal during shutdown skips the remaining grace periods.
     Must run in the main thread (it installs signal handlers, and restores them on return).
     """
 
@@ -310,6 +343,8 @@ class Supervisor:
         poll_interval: float = 0.2,
         log: IO[str] | None = None,
         on_ready: Callable[[Sequence[Part]], None] | None = None,
+        restart: RestartPolicy = NO_RESTARTS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         names = [p.name for p in parts]
         if len(set(names)) != len(names):
@@ -320,9 +355,15 @@ class Supervisor:
         self.poll_interval = poll_interval
         self.log = log if log is not None else sys.stderr
         self.on_ready = on_ready
+        self.restart = restart
         self.failure: PartFailed | None = None
         self.stop_failures: list[PartFailed] = []
+        # Each part's restarts so far, for whoever watches the group (tests, a status line).
+        self.restarts: collections.Counter[str] = collections.Counter()
+        self._clock = clock
         self._started: list[Part] = []
+        self._deaths: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
+        self._restart_at: dict[str, float] = {}  # dead parts waiting out their backoff
         self._stop_requested = threading.Event()
         self._hurry = threading.Event()
 
@@ -356,28 +397,81 @@ class Supervisor:
             part.start(self._stop_requested)
             # A part that started earlier may have died while this one was starting.
             self._check()
-        settled = time.monotonic() + self.settle
-        while time.monotonic() < settled and not self._stop_requested.wait(self.poll_interval):
+        settled = self._clock() + self.settle
+        # Until every part has settled, and none is waiting out a restart's backoff.
+        while (self._clock() < settled or self._restart_at) and not self._stopping():
             self._check()
 
     def _watch(self) -> None:
-        while not self._stop_requested.wait(self.poll_interval):
+        while not self._stopping():
             self._check()
+
+    def _stopping(self) -> bool:
+        """Wait one poll interval; true once a stop was asked for."""
+        return self._stop_requested.wait(self.poll_interval)
 
     def _check(self) -> None:
         for part in self._started:
+            if part.name in self._restart_at:
+                continue
             status = part.exit_status()
             if status is not None:
-                raise PartFailed(part.name, f"{describe_status(status)} unexpectedly", part.output_tail())
+                self._died(part, f"{describe_status(status)} unexpectedly", part.output_tail())
+        for part in self._started:
+            due = self._restart_at.get(part.name)
+            if due is not None and self._clock() >= due and not self._stop_requested.is_set():
+                self._start_again(part)
 
-    def _report(self, failure: PartFailed) -> None:
-        lines = [f"stratus: {failure.name} {failure.reason}; stopping the other parts."]
-        if failure.tail:
-            lines.append(f"--- last lines of {failure.name}'s output ---")
-            lines.append(failure.tail)
-            lines.append("---")
+    def _died(self, part: Part, reason: str, tail: str) -> None:
+        """Count a death; schedule the part's restart, or raise ``PartFailed`` on a crash loop."""
+        now = self._clock()
+        deaths = self._deaths[part.name]
+        deaths.append(now)
+        while deaths and deaths[0] < now - self.restart.crash_loop_window:
+            deaths.popleft()
+        if len(deaths) >= self.restart.crash_loop_deaths:
+            if self.restart.crash_loop_deaths > 1:
+                reason = (
+                    f"{reason}: {len(deaths)} deaths within {self.restart.crash_loop_window:g} s, "
+                    "a crash loop"
+                )
+            raise PartFailed(part.name, reason, tail)
+        delay = self.restart.delay(len(deaths))
+        self._restart_at[part.name] = now + delay
+        self._write(
+            f"stratus: {part.name} {reason}; restarting it in {delay:g} s "
+            f"(death {len(deaths)} of {self.restart.crash_loop_deaths} allowed within "
+            f"{self.restart.crash_loop_window:g} s).",
+            part.name,
+            tail,
+        )
+
+    def _start_again(self, part: Part) -> None:
+        del self._restart_at[part.name]
+        try:
+            part.stop(self.grace, self._hurry)  # reap what is left of it (its group, a pid file)
+        except PartFailed as failure:
+            self._write(f"stratus: {failure.name} {failure.reason}; starting it again anyway.")
+        try:
+            part.start(self._stop_requested)
+        except PartFailed as failure:
+            if self._stop_requested.is_set():
+                return
+            self._died(part, failure.reason, failure.tail)
+            return
+        self.restarts[part.name] += 1
+        self._write(f"stratus: {part.name} restarted (restart {self.restarts[part.name]}).")
+
+    def _write(self, message: str, name: str = "", tail: str = "") -> None:
+        lines = [message]
+        if tail:
+            lines += [f"--- last lines of {name}'s output ---", tail, "---"]
         self.log.write("\n".join(lines) + "\n")
         self.log.flush()
+
+    def _report(self, failure: PartFailed) -> None:
+        message = f"stratus: {failure.name} {failure.reason}; stopping the other parts."
+        self._write(message, failure.name, failure.tail)
 
     def _stop_all(self) -> None:
         # One part that cannot be stopped must not keep the others running.

@@ -93,6 +93,13 @@ class Settings:
     disk_weight_multiplier: float = 1.0
     # ``stratus run``: simulated hosts beside the one on libvirt.
     simulated_hosts: int = 0
+    # ``stratus run``: a part that dies is started again after a backoff (doubling with each recent
+    # death, up to the maximum); one that dies this many times within the window is a crash loop,
+    # which stops the whole group (1: the first death stops it).
+    restart_backoff_seconds: float = 1.0
+    restart_backoff_max_seconds: float = 30.0
+    crash_loop_deaths: int = 5
+    crash_loop_window_seconds: float = 60.0
     # ``stratus run``: whether the log's servers were named (STRATUS_NATS_URL or ``--nats-url``);
     # if not, ``run`` starts its own JetStream server.
     nats_urls_given: bool = field(default=False, compare=False)
@@ -156,6 +163,10 @@ class Settings:
             cpu_weight_multiplier=float(e.get("STRATUS_CPU_WEIGHT_MULTIPLIER", d.cpu_weight_multiplier)),
             disk_weight_multiplier=float(e.get("STRATUS_DISK_WEIGHT_MULTIPLIER", d.disk_weight_multiplier)),
             simulated_hosts=int(e.get("STRATUS_SIMULATED_HOSTS") or d.simulated_hosts),
+            restart_backoff_seconds=_seconds(e, "RESTART_BACKOFF", d.restart_backoff_seconds),
+            restart_backoff_max_seconds=_seconds(e, "RESTART_BACKOFF_MAX", d.restart_backoff_max_seconds),
+            crash_loop_deaths=_at_least_one(e, "CRASH_LOOP_DEATHS", d.crash_loop_deaths),
+            crash_loop_window_seconds=_seconds(e, "CRASH_LOOP_WINDOW", d.crash_loop_window_seconds),
             nats_urls_given=NATS_URL_ENV in e,
             admin_password=e.get(ADMIN_PASSWORD_ENV) or None,
         )
@@ -197,6 +208,10 @@ class Settings:
             "STRATUS_CPU_WEIGHT_MULTIPLIER": str(self.cpu_weight_multiplier),
             "STRATUS_DISK_WEIGHT_MULTIPLIER": str(self.disk_weight_multiplier),
             "STRATUS_SIMULATED_HOSTS": str(self.simulated_hosts),
+            "STRATUS_RESTART_BACKOFF": str(self.restart_backoff_seconds),
+            "STRATUS_RESTART_BACKOFF_MAX": str(self.restart_backoff_max_seconds),
+            "STRATUS_CRASH_LOOP_DEATHS": str(self.crash_loop_deaths),
+            "STRATUS_CRASH_LOOP_WINDOW": str(self.crash_loop_window_seconds),
         }
         if self.watch_bind is not None:
             env["STRATUS_WATCH_BIND"] = self.watch_bind

@@ -12,7 +12,7 @@ from api.identity.common import PREFIX
 
 _TITLES = {
     400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 409: "Conflict",
-    429: "Too Many Requests",
+    429: "Too Many Requests", 503: "Service Unavailable",
 }  # fmt: skip
 
 

@@ -224,6 +224,17 @@ def test_run_starts_the_control_plane_and_stops_it_on_sigterm(pg_tmp_path: Path)
             while not seen or not seen[-1].startswith(b"event: stratus.instance.spawned"):
                 seen.append(stream.readline())
                 assert seen[-1] and len(seen) < 200, seen
+        # A part killed outright comes back, named with how it died; the others run on.
+        (projector,) = children_of(proc.pid, "projector")
+        os.kill(projector, signal.SIGKILL)
+        for line in proc.stdout:
+            output.append(line)
+            if line.startswith("stratus: projector restarted"):
+                break
+        restarted = "".join(output)
+        assert "stratus: projector was killed by SIGKILL unexpectedly; restarting it in 1 s" in restarted
+        assert children_of(proc.pid, "projector") not in ([], [projector])
+        assert _token(port, password)
     finally:
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=60)
@@ -232,6 +243,20 @@ def test_run_starts_the_control_plane_and_stops_it_on_sigterm(pg_tmp_path: Path)
     assert banner.count(password) == 1 and password not in rest
     assert not EmbeddedPostgres(data / "pg").is_running()
     assert nats_servers_using(data / "nats") == []
+
+
+def children_of(parent: int, part: str) -> list[int]:
+    """The pids of ``stratus <part>`` processes whose parent is ``parent`` (a ``stratus run``)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            argv = (stat.parent / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and b"processes.cli" in argv and part.encode() in argv:
+            found.append(int(stat.parent.name))
+    return found
 
 
 def _token(port: int, password: str) -> str:

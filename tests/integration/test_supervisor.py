@@ -15,7 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from processes.supervisor import ChildProcess, Part, ServicePart, Supervisor, tcp_listening
+from processes.supervisor import (
+    ChildProcess,
+    Part,
+    RestartPolicy,
+    ServicePart,
+    Supervisor,
+    tcp_listening,
+)
 from tests.fixtures.processes import free_port
 
 PY = sys.executable
@@ -216,8 +223,9 @@ def test_stray_processes_left_in_a_parts_group_are_killed(tmp_path: Path) -> Non
     assert wait_until(lambda: not alive(pid), timeout=5)
 
 
-def test_service_parts_are_watched_and_stopped_like_children(tmp_path: Path) -> None:
-    """A server object managing its own process (JetStream, PostgreSQL) fits through ServicePart."""
+def sleeping_service(name: str) -> tuple[ServicePart, list[subprocess.Popen[bytes]], list[str]]:
+    """A server object that manages its own (sleeping) process, as JetStream's and PostgreSQL's do,
+    through ServicePart; with the processes it started and its starts and stops."""
     procs: list[subprocess.Popen[bytes]] = []
     events: list[str] = []
 
@@ -226,17 +234,23 @@ def test_service_parts_are_watched_and_stopped_like_children(tmp_path: Path) -> 
         events.append("started")
 
     def stop() -> None:
-        procs[0].terminate()
-        procs[0].wait()
+        procs[-1].terminate()
+        procs[-1].wait()
         events.append("stopped")
 
     service = ServicePart(
-        "nats",
+        name,
         start=start,
         stop=stop,
-        exit_status=lambda: procs[0].poll(),
+        exit_status=lambda: procs[-1].poll(),
         address=lambda: "nats://127.0.0.1:1234",
     )
+    return service, procs, events
+
+
+def test_service_parts_are_watched_and_stopped_like_children(tmp_path: Path) -> None:
+    """A server object managing its own process (JetStream, PostgreSQL) fits through ServicePart."""
+    service, procs, events = sleeping_service("nats")
     log = io.StringIO()
 
     def crash_service(parts: object) -> None:
@@ -370,3 +384,97 @@ def test_a_part_that_cannot_be_stopped_does_not_keep_the_others_running(tmp_path
     assert sup.run() == 1
     assert "postgres could not be stopped: pg_ctl: cannot stop server" in log.getvalue()
     assert journal.read_text().split() == ["api", "nats"]
+
+
+# -- restarts: a part that dies comes back; only a crash loop stops the group -----------------------
+
+QUICK = RestartPolicy(backoff=0.05, max_backoff=1.0, crash_loop_deaths=3, crash_loop_window=600.0)
+
+
+def test_a_part_killed_with_sigkill_is_restarted_and_the_others_keep_running(tmp_path: Path) -> None:
+    journal = tmp_path / "stopped"
+    log = io.StringIO()
+    seen: dict[str, int] = {}
+
+    def kill_projector_then_stop(parts: object) -> None:
+        def chaos() -> None:
+            try:
+                seen["api"], seen["first"] = pid_of(journal, "api"), pid_of(journal, "projector")
+                os.kill(seen["first"], signal.SIGKILL)
+                pid_file = Path(f"{journal}.projector.pid")
+                assert wait_until(lambda: pid_file.read_text().strip() not in ("", str(seen["first"])))
+                seen["second"] = pid_of(journal, "projector")
+                assert wait_until(lambda: sup.restarts["projector"] == 1)
+            finally:
+                sup.request_stop()
+
+        threading.Thread(target=chaos, daemon=True).start()
+
+    sup = Supervisor(
+        [serving("api", journal), serving("projector", journal)],
+        log=log,
+        on_ready=kill_projector_then_stop,
+        restart=QUICK,
+    )
+    assert sup.run() == 0, log.getvalue()
+
+    report = log.getvalue()
+    assert "projector was killed by SIGKILL unexpectedly; restarting it in 0.05 s" in report
+    assert "projector restarted (restart 1)" in report
+    assert "stopping the other parts" not in report
+    assert sup.restarts == {"projector": 1} and sup.failure is None
+    # The restarted projector is a new process; the API was never touched; both stopped at the end.
+    assert seen["second"] != seen["first"]
+    assert journal.read_text().split() == ["projector", "api"]
+    assert not alive(seen["api"]) and not alive(seen["second"])
+
+
+def test_a_part_that_always_dies_stops_the_group_as_a_crash_loop(tmp_path: Path) -> None:
+    journal = tmp_path / "stopped"
+    dying = ChildProcess(
+        "scheduler",
+        program("""
+            import sys
+            print("cannot reach JetStream", flush=True)
+            sys.exit(3)
+        """),
+    )
+    log = io.StringIO()
+    sup = Supervisor([serving("api", journal), dying], log=log, restart=QUICK)
+
+    assert sup.run() == 1
+    report = log.getvalue()
+    # Each death is named with its status, and the backoff doubles: 0.05 s, then 0.1 s.
+    assert "scheduler exited with status 3 unexpectedly; restarting it in 0.05 s (death 1 of 3" in report
+    assert "scheduler exited with status 3 unexpectedly; restarting it in 0.1 s (death 2 of 3" in report
+    assert (
+        "stratus: scheduler exited with status 3 unexpectedly: 3 deaths within 600 s, a crash loop; "
+        "stopping the other parts." in report
+    )
+    assert "cannot reach JetStream" in report
+    assert sup.failure is not None and sup.failure.name == "scheduler"
+    assert sup.restarts["scheduler"] == 2
+    assert journal.read_text().split() == ["api"]
+    assert not alive(pid_of(journal, "api"))
+
+
+def test_a_dead_service_part_is_stopped_and_started_again(tmp_path: Path) -> None:
+    """A server object managing its own process (JetStream, PostgreSQL) restarts through ServicePart."""
+    service, procs, events = sleeping_service("nats")
+    log = io.StringIO()
+
+    def crash_then_stop(parts: object) -> None:
+        def chaos() -> None:
+            try:
+                procs[0].kill()
+                assert wait_until(lambda: sup.restarts["nats"] == 1)
+            finally:
+                sup.request_stop()
+
+        threading.Thread(target=chaos, daemon=True).start()
+
+    sup = Supervisor([service], log=log, on_ready=crash_then_stop, restart=QUICK)
+    assert sup.run() == 0, log.getvalue()
+    assert "nats was killed by SIGKILL unexpectedly; restarting it in 0.05 s" in log.getvalue()
+    assert events == ["started", "stopped", "started", "stopped"]
+    assert len(procs) == 2 and procs[1].poll() is not None
