@@ -109,7 +109,7 @@ def _app(settings: Settings) -> Iterator[tuple[Any, history.LogReader]]:
     from commands.app import Stratus
     from stratus.eventstore import Factory, NatsBridge
 
-    bridge = NatsBridge(settings.nats_urls, name="stratus-audit").start()
+    bridge = NatsBridge(settings.nats_urls, name="stratus-audit", seed_file=settings.nats_seed_file).start()
     try:
         app = Stratus(Factory(bridge=bridge, settings=settings, ensure_stream=False))
         yield app, cast(history.LogReader, app.recorder)  # the JetStream recorder, which reads the log
@@ -138,8 +138,9 @@ def _verify(settings: Settings, args: argparse.Namespace, out: IO[str]) -> int:
             raise SystemExit(f"stratus audit verify: {e}") from e
     else:
         report = verify.verify(
-            settings.nats_urls, settings.stream, settings.subject_prefix, upto=args.upto, anchors=anchors
-        )
+            settings.nats_urls, settings.stream, settings.subject_prefix, upto=args.upto, anchors=anchors,
+            seed_file=settings.nats_seed_file,
+        )  # fmt: skip
     if args.json:
         _print(out, report.to_dict())
     elif report.ok:
@@ -236,8 +237,9 @@ def _usage(app: Any, reader: history.LogReader, args: argparse.Namespace, out: I
 def _export(settings: Settings, args: argparse.Namespace) -> int:
     aggregate = str(_aggregate_id(*args.resource)) if args.resource else None
     lines = export.export_lines(
-        settings.nats_urls, settings.stream, settings.subject_prefix, aggregate_id=aggregate
-    )
+        settings.nats_urls, settings.stream, settings.subject_prefix, aggregate_id=aggregate,
+        seed_file=settings.nats_seed_file,
+    )  # fmt: skip
     if args.output:
         with open(args.output, "wb") as f:
             n = export.write_export(f, lines)
@@ -251,7 +253,9 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
 def _import(settings: Settings, args: argparse.Namespace, out: IO[str]) -> int:
     from stratus.eventstore import Factory, NatsBridge
 
-    bridge = NatsBridge(settings.nats_urls, name="stratus-audit-import").start()
+    bridge = NatsBridge(
+        settings.nats_urls, name="stratus-audit-import", seed_file=settings.nats_seed_file
+    ).start()
     try:
         Factory(bridge=bridge, settings=settings).application_recorder()  # the stream, as Stratus makes it
         source: IO[bytes] = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115

@@ -52,7 +52,7 @@ def open_event_log(
 ) -> Iterator[tuple[EventLog, Mapper[UUID], Quarantine]]:
     """The event store's recorder, the application's mapper (which decodes and upcasts events) and
     the quarantine that events the projector cannot take go to."""
-    bridge = NatsBridge(settings.nats_urls, name=name)
+    bridge = NatsBridge(settings.nats_urls, name=name, seed_file=settings.nats_seed_file)
     bridge.start()
     try:
         factory = Factory(bridge=bridge, settings=settings)
