@@ -81,9 +81,14 @@ def run(settings: Settings, *, nats_port: int | None, grace: float) -> int:
 
     # Identity: the default roles, the admin project and user, the admin's password (first run).
     seeded: list[bootstrap.Seeded] = []
-    parts.append(
-        _identity_part(lambda: seeded.append(bootstrap.main(resolved("admin"), settings.admin_password)))
-    )
+
+    def seed() -> None:
+        admin = resolved("admin")
+        if nats is not None:  # signatures are required from the log's head on (docs/trust.md)
+            trust.cut_over(trust_dir, lambda: trust.log_head(admin))
+        seeded.append(bootstrap.main(admin, settings.admin_password))
+
+    parts.append(_identity_part(seed))
 
     output_lock = threading.Lock()
     api_url = f"http://{client_address(settings.api_bind)}/v2.1"

@@ -22,13 +22,14 @@ Roles:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from commands.census import census_id
 from commands.host import host_aggregate_id
 from stratus.config import Settings
+from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge
 from stratus.eventstore.subjects import encode_token
 from stratus.hostrpc import SUBJECT_PREFIX as HOST_RPC
 from stratus.liveness import bucket_for
@@ -209,6 +210,27 @@ def write_conf(registry: Registry, settings: Settings, directory: Path) -> Path:
     """``nats.conf``: the users of every identity not retired, with their permissions."""
     users = [natsconf.User(i.public_key, permissions(i, settings)) for i in registry.active]
     return natsconf.write(directory / NATS_CONF, users)
+
+
+def cut_over(directory: Path, head: Callable[[], int]) -> Registry:
+    """Set the signing cut-over once: every event after the log's ``head()`` must be signed.
+
+    A fresh log cuts over at position 1; a log written before signing keeps its older events as
+    unsigned (``stratus audit verify`` reports them as such) and is held to signatures from here on."""
+    path = directory / REGISTRY
+    registry = Registry.load(path)
+    if registry.signed_from is None:
+        registry = registry.cut_over(head() + 1)
+        registry.save(path)
+    return registry
+
+
+def log_head(settings: Settings) -> int:
+    """The log's last position (0: empty), the stream created if missing, as ``settings``' identity."""
+    with NatsBridge(settings.nats_urls, name="stratus-trust", seed_file=settings.nats_seed_file) as bridge:
+        recorder = JetStreamApplicationRecorder.from_settings(bridge, settings)
+        recorder.ensure_stream()
+        return recorder.max_notification_id() or 0
 
 
 def seed_file(directory: Path, name: str) -> Path:

@@ -28,6 +28,7 @@ from projections.projector import EventLog, Projector
 from projections.schema import ensure_live_schema
 from stratus.config import Settings
 from stratus.eventstore import EventStoreUnavailable, Factory, NatsBridge
+from stratus.eventstore.signing import Verifier
 from stratus.postgres import database_url
 from stratus.quarantine import Quarantine, reason
 
@@ -73,6 +74,7 @@ def run(
 ) -> None:
     """Follow the log until ``stop`` is set, reconnecting after temporary failures."""
     url = read_models_url(settings)
+    trust = Verifier.load(settings.trust_registry)
     with open_event_log(settings) as (events, mapper, quarantine):
         backoff = 0.2
         while not stop.is_set():
@@ -80,7 +82,9 @@ def run(
             try:
                 with psycopg.connect(url, autocommit=True, application_name="stratus-projector") as conn:
                     ensure_live_schema(conn)
-                    projector = Projector(events, mapper, conn, batch_size=batch_size, quarantine=quarantine)
+                    projector = Projector(
+                        events, mapper, conn, batch_size=batch_size, quarantine=quarantine, trust=trust
+                    )
                     log.info("projector following the log from position %d", projector.position())
                     projector.run(stop, idle_wait=idle_wait)
             except TEMPORARY as e:
