@@ -236,3 +236,26 @@ def log_head(settings: Settings) -> int:
 def seed_file(directory: Path, name: str) -> Path:
     """The seed file identity ``name`` connects and signs with."""
     return seed_path(directory, name)
+
+
+def main(settings: Settings, action: str, directory: Path, *, name: str | None, hosts: Sequence[str]) -> int:
+    """``stratus trust init|show|rotate|cut-over`` on the registry in ``directory``."""
+    if action == "init":
+        registry = prepare(settings, directory, hosts=hosts)
+    elif action == "rotate":
+        if not name:
+            raise SystemExit("stratus trust rotate: name the identity (api, scheduler, host:<name>, ...)")
+        try:
+            registry = rotate(settings, directory, name)
+        except KeyError as e:
+            raise SystemExit(f"stratus trust rotate: {e.args[0]}") from None
+    elif action == "cut-over":
+        registry = cut_over(directory, lambda: log_head(settings))
+    else:
+        registry = Registry.load(directory / REGISTRY)
+    print(f"registry: {directory / REGISTRY}  (nats-server users: {directory / NATS_CONF})")
+    print(f"signed from: {registry.signed_from if registry.signed_from is not None else 'not cut over yet'}")
+    for i in registry.identities:
+        where = "retired" if i.retired else str(seed_file(directory, i.name))
+        print(f"  {i.name:<24} {i.role:<10} {i.public_key}  {where}")
+    return 0

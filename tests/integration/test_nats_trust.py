@@ -9,6 +9,7 @@ checks that report and that nothing reached the log.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 
 import nats
@@ -26,15 +27,23 @@ from stratus.liveness import bucket_for
 from tests.fixtures.trust import Trusted
 
 
-def _violations(trusted: Trusted, name: str, action: Callable[[Client], Awaitable[object]]) -> list[str]:
-    """The permissions violations the server reported while identity ``name`` ran ``action``."""
+def _violations(
+    trusted: Trusted, name: str, action: Callable[[Client], Awaitable[object]], expected: int
+) -> list[str]:
+    """The permissions violations the server reported while identity ``name`` ran ``action``: it
+    waits (10 s at most) for ``expected`` of them, the server's reports being asynchronous."""
     seed = trust.seed_file(trusted.directory, name).read_text().strip()
-    errors: list[str] = []
-
-    async def on_error(e: Exception) -> None:
-        errors.append(str(e))
+    violations: list[str] = []
 
     async def attempt() -> None:
+        enough = asyncio.Event()
+
+        async def on_error(e: Exception) -> None:
+            if "permissions violation" in str(e).lower():
+                violations.append(str(e))
+                if len(violations) >= expected:
+                    enough.set()
+
         nc = Client()
         await nc.connect(
             servers=list(trusted.settings.nats_urls), nkeys_seed_str=seed, error_cb=on_error,
@@ -42,12 +51,14 @@ def _violations(trusted: Trusted, name: str, action: Callable[[Client], Awaitabl
         )  # fmt: skip
         try:
             await action(nc)
-            await nc.flush()  # the server answers in order: its -ERR comes before this PONG
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(enough.wait(), 10.0)
+            await nc.flush()
         finally:
             await nc.close()
 
     asyncio.run(attempt())
-    return [e for e in errors if "permissions violation" in e.lower()]
+    return violations
 
 
 def _log(trusted: Trusted) -> JetStreamApplicationRecorder:
@@ -76,7 +87,7 @@ def test_a_host_appends_its_own_events_and_not_another_hosts(trusted: Trusted) -
         await nc.jetstream().publish(_host_subject(trusted, "compute-1", "instanceclaimed"), b"{}")
         await nc.publish(_host_subject(trusted, "compute-2", "instanceclaimed"), b"{}")
 
-    violations = _violations(trusted, "host:compute-1", publish_both)
+    violations = _violations(trusted, "host:compute-1", publish_both, 1)
 
     assert len(violations) == 1 and str(host_aggregate_id("compute-2")) in violations[0]
     stored = log.read_messages(1, 10)
@@ -91,7 +102,7 @@ def test_a_host_cannot_append_identity_events(trusted: Trusted) -> None:
     layout = SubjectLayout(trusted.settings.subject_prefix)
     forged = layout.subject("9f1c0e39-0000-4000-8000-000000000001", "commands.identity:Project.RoleGranted")
 
-    violations = _violations(trusted, "host:compute-1", lambda nc: nc.publish(forged, b"{}"))
+    violations = _violations(trusted, "host:compute-1", lambda nc: nc.publish(forged, b"{}"), 1)
 
     assert violations and forged in violations[0]
     assert log.read_messages(1, 10) == []
@@ -105,7 +116,7 @@ def test_a_host_cannot_delete_or_purge_the_stream(trusted: Trusted) -> None:
         await nc.publish(f"$JS.API.STREAM.DELETE.{stream}", b"", reply=nc.new_inbox())
         await nc.publish(f"$JS.API.STREAM.PURGE.{stream}", b"", reply=nc.new_inbox())
 
-    violations = _violations(trusted, "host:compute-1", destroy)
+    violations = _violations(trusted, "host:compute-1", destroy, 2)
 
     assert len(violations) == 2
     info = log.bridge.run(lambda: log.bridge.js.stream_info(stream), 10.0)  # still there
@@ -121,7 +132,7 @@ def test_a_host_answers_only_its_own_rpcs_and_beats_only_for_itself(trusted: Tru
         await nc.publish(f"$KV.{bucket}.{encode_token('compute-1')}", b"{}")
         await nc.publish(f"$KV.{bucket}.{encode_token('compute-2')}", b"{}")
 
-    violations = _violations(trusted, "host:compute-1", impersonate)
+    violations = _violations(trusted, "host:compute-1", impersonate, 2)
 
     assert len(violations) == 2
     assert any("subscription" in v.lower() and "compute-2" in v for v in violations)
@@ -134,7 +145,7 @@ def test_read_only_identities_cannot_publish_but_can_read(trusted: Trusted, read
     layout = SubjectLayout(trusted.settings.subject_prefix)
     subject = layout.subject("9f1c0e39-0000-4000-8000-000000000002", "commands.instance:Instance.Created")
 
-    violations = _violations(trusted, reader, lambda nc: nc.publish(subject, b"{}"))
+    violations = _violations(trusted, reader, lambda nc: nc.publish(subject, b"{}"), 1)
 
     assert violations and subject in violations[0]
     assert log.read_messages(1, 10) == []
