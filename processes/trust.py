@@ -1,7 +1,7 @@
 """The identities of a Stratus deployment and what each may do on NATS and on the log.
 
-One table (``_ROLES`` below, docs/trust.md) says, per role, on which subjects of the log it may
-append and which other NATS subjects it may use. From it come both the nats-server's
+One table (``appends`` and ``permissions`` below, docs/trust.md) says, per role, on which subjects
+of the log it may append and which other NATS subjects it may use. From it come both the nats-server's
 ``authorization`` block (``nats.conf`` beside the registry: the server enforces it on every
 publish) and the rule the projector and ``stratus audit verify`` hold each signed event to (the
 registry's ``appends``). ``stratus run`` calls ``prepare`` before it starts the server: keys are
