@@ -10,6 +10,10 @@ first refused event.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
@@ -143,3 +147,37 @@ def test_rotation_retires_the_old_key_which_still_verifies_what_it_signed(signed
         seed_file=signed_log.as_part("auditor").nats_seed_file,
     )
     assert (report.signed, report.refused) == (1, 0)
+
+
+def test_stratus_audit_verify_and_stratus_trust_on_the_command_line(signed_log: Trusted) -> None:
+    """The commands an operator runs: ``stratus trust show`` lists the identities; ``stratus audit
+    verify`` with the registry counts the signed events and exits 1 naming a refused one."""
+    app = make_app(signed_log.bridge("api"), signed_log.as_part("api"))
+    project = Project(project_id=uuid4().hex, name="p", domain_id="default", description="", enabled=True)
+    app.save(project)
+    unsigned = JetStreamApplicationRecorder.from_settings(signed_log.bridge("admin"), signed_log.settings)
+    unsigned.insert_events([_grant(app, project, "member-user", "admin")])
+    env = {
+        **os.environ,
+        **signed_log.as_part("auditor").to_env(),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+
+    def stratus(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "processes.cli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    shown = stratus("trust", "show", "--dir", str(signed_log.directory))
+    verified = stratus("audit", "verify")
+
+    assert shown.returncode == 0 and "host:compute-1" in shown.stdout and "signed from: 1" in shown.stdout
+    assert verified.returncode == 1, verified.stderr
+    lines = verified.stdout.splitlines()
+    assert lines[0].startswith("OK: 2 events") and lines[-1].startswith("anchor: 2:")
+    assert "signatures: 1 signed (api 1), 0 unsigned" in verified.stdout
+    assert "REFUSED: 1 event(s); the first at position 2" in verified.stdout
