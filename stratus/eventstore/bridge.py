@@ -303,6 +303,12 @@ class NatsBridge:
                 log.info("closing the NATS connection: %s", e)
 
     async def _on_error(self, e: Exception) -> None:
+        if "permissions violation" in str(e).lower():
+            # The server refused a publish or subscription this part's identity may not make
+            # (docs/trust.md): a misconfigured seed or host name, or a bug; the call itself only
+            # times out, so say why here.
+            log.warning("NATS refused %s: %s", self.name, e)
+            return
         log.debug("NATS connection error: %r", e)
 
     async def _on_disconnected(self) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import nats
@@ -152,3 +154,23 @@ def test_read_only_identities_cannot_publish_but_can_read(trusted: Trusted, read
     seed = trust.seed_file(trusted.directory, reader)
     with RawReader(trusted.settings.nats_urls, trusted.settings.stream, seed_file=seed) as raw:
         assert raw.last_position(f"{trusted.settings.subject_prefix}.>") == 0
+
+
+def test_a_refused_publish_is_logged_by_the_part_that_made_it(
+    trusted: Trusted, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A part whose seed or host name is wrong sees its appends time out; its log says why."""
+    bridge = trusted.bridge("host:compute-1")
+    other = _host_subject(trusted, "compute-2", "instanceclaimed")
+
+    async def publish() -> None:
+        await bridge.nc.publish(other, b"{}")
+        await bridge.nc.flush()
+
+    with caplog.at_level(logging.WARNING, logger="stratus.eventstore.bridge"):
+        bridge.run(publish, 10.0)
+        deadline = time.monotonic() + 10  # the server's report is asynchronous
+        while not caplog.records and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    assert any("permissions violation" in r.getMessage() and other in r.getMessage() for r in caplog.records)
