@@ -196,7 +196,7 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
     from stratus.postgres import database_url
 
     url = settings.database_url or database_url(settings)
-    bridge = NatsBridge(settings.nats_urls, name="stratus-api")
+    bridge = NatsBridge(settings.nats_urls, name="stratus-api", seed_file=settings.nats_seed_file)
     bridge.start(wait=0)  # connect in the background: the API answers (503) while NATS is away
     try:
         pool = open_pool(url, max_size=max(8, settings.api_threads))  # a connection per thread at most

@@ -16,9 +16,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, cast
 
-from stratus.audit import export, history, verify
+from stratus.audit import export, history, signatures, verify
 from stratus.audit.filestore import FileStoreError
 from stratus.config import Settings
+from stratus.eventstore.signing import Verifier
 
 EXIT_BROKEN = 1
 EXIT_USAGE = 2
@@ -109,7 +110,7 @@ def _app(settings: Settings) -> Iterator[tuple[Any, history.LogReader]]:
     from commands.app import Stratus
     from stratus.eventstore import Factory, NatsBridge
 
-    bridge = NatsBridge(settings.nats_urls, name="stratus-audit").start()
+    bridge = NatsBridge(settings.nats_urls, name="stratus-audit", seed_file=settings.nats_seed_file).start()
     try:
         app = Stratus(Factory(bridge=bridge, settings=settings, ensure_stream=False))
         yield app, cast(history.LogReader, app.recorder)  # the JetStream recorder, which reads the log
@@ -138,16 +139,19 @@ def _verify(settings: Settings, args: argparse.Namespace, out: IO[str]) -> int:
             raise SystemExit(f"stratus audit verify: {e}") from e
     else:
         report = verify.verify(
-            settings.nats_urls, settings.stream, settings.subject_prefix, upto=args.upto, anchors=anchors
-        )
+            settings.nats_urls, settings.stream, settings.subject_prefix, upto=args.upto, anchors=anchors,
+            seed_file=settings.nats_seed_file,
+        )  # fmt: skip
+    signed = _signatures(settings, args, report.last_position)
     if args.json:
-        _print(out, report.to_dict())
+        _print(out, {**report.to_dict(), "signatures": signed.to_dict() if signed is not None else None})
     elif report.ok:
         out.write(
             f"OK: {report.checked} events, positions 1..{report.last_position}, chain unbroken"
             f"{f', anchors {report.anchors_checked} hold' if report.anchors_checked else ''} "
             f"({report.seconds:.2f}s, {report.events_per_second:,.0f} events/s)\n"
-            f"anchor: {report.last_position}:{report.global_hash}\n"
+            f"{_describe(signed)}"
+            f"anchor: {report.last_position}:{report.global_hash}\n"  # last: scripts take it from here
         )
     else:
         assert report.first_break is not None
@@ -155,8 +159,38 @@ def _verify(settings: Settings, args: argparse.Namespace, out: IO[str]) -> int:
         out.write(
             f"BROKEN at position {b.position}{f' (event {b.event_id})' if b.event_id else ''}: {b.reason}\n"
             f"positions 1..{report.last_position} verified before it\n"
+            f"{_describe(signed)}"
         )
-    return 0 if report.ok else EXIT_BROKEN
+    return 0 if report.ok and (signed is None or signed.ok) else EXIT_BROKEN
+
+
+def _signatures(settings: Settings, args: argparse.Namespace, last: int) -> signatures.SignatureReport | None:
+    """Who appended each event, checked against the trust registry (None: no registry named)."""
+    verifier = Verifier.load(settings.trust_registry)
+    if verifier is None:
+        return None
+    s = settings
+    if args.store:
+        return signatures.verify_store(Path(args.store), s.stream, s.subject_prefix, verifier, upto=last)
+    return signatures.verify(
+        s.nats_urls, s.stream, s.subject_prefix, verifier, upto=last, seed_file=s.nats_seed_file
+    )
+
+
+def _describe(signed: signatures.SignatureReport | None) -> str:
+    if signed is None:
+        return "signatures: not checked (no trust registry: STRATUS_TRUST_REGISTRY, docs/trust.md)\n"
+    who = ", ".join(f"{name} {n}" for name, n in sorted(signed.by_identity.items())) or "none"
+    cut = f"signed from position {signed.signed_from}" if signed.signed_from else "no cut-over yet"
+    text = f"signatures: {signed.signed} signed ({who}), {signed.unsigned} unsigned before the cut-over"
+    text += f" ({cut})\n"
+    if signed.first_refused is not None:
+        r = signed.first_refused
+        text += (
+            f"REFUSED: {signed.refused} event(s); the first at position {r.position}"
+            f"{f' (event {r.event_id})' if r.event_id else ''}: {r.reason}\n"
+        )
+    return text
 
 
 def _history(reader: history.LogReader, args: argparse.Namespace, out: IO[str]) -> int:
@@ -236,8 +270,9 @@ def _usage(app: Any, reader: history.LogReader, args: argparse.Namespace, out: I
 def _export(settings: Settings, args: argparse.Namespace) -> int:
     aggregate = str(_aggregate_id(*args.resource)) if args.resource else None
     lines = export.export_lines(
-        settings.nats_urls, settings.stream, settings.subject_prefix, aggregate_id=aggregate
-    )
+        settings.nats_urls, settings.stream, settings.subject_prefix, aggregate_id=aggregate,
+        seed_file=settings.nats_seed_file,
+    )  # fmt: skip
     if args.output:
         with open(args.output, "wb") as f:
             n = export.write_export(f, lines)
@@ -251,7 +286,9 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
 def _import(settings: Settings, args: argparse.Namespace, out: IO[str]) -> int:
     from stratus.eventstore import Factory, NatsBridge
 
-    bridge = NatsBridge(settings.nats_urls, name="stratus-audit-import").start()
+    bridge = NatsBridge(
+        settings.nats_urls, name="stratus-audit-import", seed_file=settings.nats_seed_file
+    ).start()
     try:
         Factory(bridge=bridge, settings=settings).application_recorder()  # the stream, as Stratus makes it
         source: IO[bytes] = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115

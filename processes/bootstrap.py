@@ -61,7 +61,9 @@ def main(settings: Settings, password: str | None) -> Seeded:
     from stratus.postgres import database_url
 
     url = settings.database_url or database_url(settings)
-    bridge = NatsBridge(settings.nats_urls, name="stratus-bootstrap").start()
+    bridge = NatsBridge(
+        settings.nats_urls, name="stratus-bootstrap", seed_file=settings.nats_seed_file
+    ).start()
     try:
         with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
             ensure_schema(conn)

@@ -122,6 +122,14 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
     return rebuild.main(_with_database(_settings(args)), keep_old=args.keep_old, **options)
 
 
+def _cmd_trust(args: argparse.Namespace) -> int:
+    from processes import trust
+
+    settings = _settings(args)
+    directory = args.dir if args.dir is not None else settings.data_dir / "trust"
+    return trust.main(settings, args.action, directory, name=args.name, hosts=args.host)
+
+
 def _cmd_notifier(args: argparse.Namespace) -> int:
     from processes import notifier
 
@@ -344,6 +352,13 @@ def _parser() -> argparse.ArgumentParser:
         help="only this part's (projector, notifier, scheduler, host-feed, hypervisor-<host>, rebuild)",
     )
     quarantine.add_argument("--json", action="store_true", help="one JSON object per line")
+    trust = add(
+        "trust", _cmd_trust, "NATS identities, their keys and the signing cut-over: see docs/trust.md"
+    )
+    trust.add_argument("action", choices=["init", "show", "rotate", "cut-over"])
+    trust.add_argument("name", nargs="?", help="rotate: the identity (api, scheduler, host:<name>, ...)")
+    trust.add_argument("--dir", type=Path, help="the registry's directory (default <data dir>/trust)")
+    trust.add_argument("--host", action="append", default=[], help="init: a compute host (repeatable)")
     add("notifier", _cmd_notifier, "publishes Nova-compatible versioned notifications projected from the log")
     watch = add("watch", _cmd_watch, "the event stream over HTTP (server-sent events), threaded")
     watch.add_argument(

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from processes import bootstrap
+from processes import bootstrap, trust
 from processes.spawn import child_env
 from processes.supervisor import (
     ChildProcess,
@@ -35,6 +35,17 @@ from processes.supervisor import (
 )
 from stratus import natsserver, postgres
 from stratus.config import ADMIN_PASSWORD_ENV, Settings
+from workers.simulator import host_names
+
+# The identity each part connects and signs as (processes/trust.py); ``watch`` is the API's.
+PART_IDENTITIES = {
+    "api": "api",
+    "watch": "api",
+    "projector": "projector",
+    "scheduler": "scheduler",
+    "notifier": "notifier",
+    "simulate": "simulator",
+}
 
 
 def run(settings: Settings, *, nats_port: int | None, grace: float) -> int:
@@ -45,11 +56,16 @@ def run(settings: Settings, *, nats_port: int | None, grace: float) -> int:
     _run_lock = _lock_data_dir(data_dir)  # held until this process exits
     parts: list[Part] = []
 
-    # JetStream: the pinned server from the wheel, unless the log lives elsewhere.
+    # JetStream: the pinned server from the wheel, unless the log lives elsewhere. Ours trusts no
+    # one: each part connects as its own NKey user, generated once into <data_dir>/trust.
     nats: natsserver.NatsServer | None = None
+    trust_dir = data_dir / "trust"
     if not settings.nats_urls_given:
         _stop_leftover_servers(data_dir / "nats")
-        nats = natsserver.NatsServer(store_dir=data_dir / "nats", port=nats_port)
+        simulated = host_names(settings.simulated_hosts) if settings.simulated_hosts > 0 else []
+        trust.prepare(settings, trust_dir, hosts=[settings.host_name], simulated=simulated)
+        conf = str(trust_dir / trust.NATS_CONF)
+        nats = natsserver.NatsServer(store_dir=data_dir / "nats", port=nats_port, extra_args=("-c", conf))
         parts.append(_nats_part(nats))
 
     # PostgreSQL: DATABASE_URL, or the embedded server under <data_dir>/pg.
@@ -60,17 +76,27 @@ def run(settings: Settings, *, nats_port: int | None, grace: float) -> int:
 
     watch_bind = settings.watch_bind or _next_port(settings.api_bind)
 
-    def resolved() -> Settings:
+    def resolved(identity: str | None = None) -> Settings:
+        """The settings of the part connecting as ``identity`` (None: as the run's settings say)."""
         s = dataclasses.replace(settings, watch_bind=watch_bind)
         if nats is not None:
-            s = dataclasses.replace(s, nats_urls=(nats.url,))
+            s = dataclasses.replace(s, nats_urls=(nats.url,), trust_registry=trust_dir / trust.REGISTRY)
+            if identity is not None:
+                s = dataclasses.replace(s, nats_seed_file=trust.seed_file(trust_dir, identity))
         if pg is not None:
             s = dataclasses.replace(s, database_url=pg.url)
         return s
 
     # Identity: the default roles, the admin project and user, the admin's password (first run).
     seeded: list[bootstrap.Seeded] = []
-    parts.append(_identity_part(lambda: seeded.append(bootstrap.main(resolved(), settings.admin_password))))
+
+    def seed() -> None:
+        admin = resolved("admin")
+        if nats is not None:  # signatures are required from the log's head on (docs/trust.md)
+            trust.cut_over(trust_dir, lambda: trust.log_head(admin))
+        seeded.append(bootstrap.main(admin, settings.admin_password))
+
+    parts.append(_identity_part(seed))
 
     output_lock = threading.Lock()
     api_url = f"http://{client_address(settings.api_bind)}/v2.1"
@@ -91,12 +117,13 @@ def run(settings: Settings, *, nats_port: int | None, grace: float) -> int:
     if hosts > 0:  # room to run: simulated hosts beside the one on libvirt (docs/operations.md)
         children.append(("simulate", f"{hosts} simulated hosts sim-00001 ...", None))
         commands["simulate"] = ["simulate", "--hosts", str(hosts), "--threads", "4"]
+    identities = {**PART_IDENTITIES, "hypervisor": f"host:{settings.host_name}"}
     for name, address, ready in children:
         parts.append(
             ChildProcess(
                 name,
                 [sys.executable, "-m", "processes.cli", *commands[name]],
-                env=lambda: child_env(resolved()),
+                env=lambda identity=identities[name]: child_env(resolved(identity)),  # type: ignore[misc]
                 address=address,
                 ready=ready,
                 ready_timeout=60.0,

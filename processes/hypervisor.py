@@ -24,7 +24,11 @@ def main(settings: Settings) -> int:
     try:
         with (
             stop_on_signals(stop),
-            NatsBridge(settings.nats_urls, name=f"stratus-hypervisor-{settings.host_name}") as bridge,
+            NatsBridge(
+                settings.nats_urls,
+                name=f"stratus-hypervisor-{settings.host_name}",
+                seed_file=settings.nats_seed_file,
+            ) as bridge,
         ):
             app = Stratus(Factory(bridge=bridge, settings=settings))
             run(

@@ -13,7 +13,9 @@ from stratus.quarantine import Quarantine
 
 def list_records(settings: Settings, *, part: str | None, as_json: bool) -> int:
     """Print every record (of ``part`` only, if given), oldest first, as a table or JSON lines."""
-    with NatsBridge(settings.nats_urls, name="stratus-quarantine") as bridge:
+    with NatsBridge(
+        settings.nats_urls, name="stratus-quarantine", seed_file=settings.nats_seed_file
+    ) as bridge:
         records = Quarantine(bridge, log_stream=settings.stream).list(part)
     if as_json:
         for r in records:

@@ -10,6 +10,7 @@ import psycopg
 from projections.rebuild import RebuildInProgress, rebuild
 from projections.runner import open_event_log, read_models_url
 from stratus.config import Settings
+from stratus.eventstore.signing import Verifier
 
 
 def main(settings: Settings, *, batch_size: int = 2000, keep_old: bool = False) -> int:
@@ -18,8 +19,9 @@ def main(settings: Settings, *, batch_size: int = 2000, keep_old: bool = False) 
     with open_event_log(settings) as (log, mapper, quarantine), psycopg.connect(url, autocommit=True) as conn:
         try:
             result = rebuild(
-                conn, log, mapper, batch_size=batch_size, keep_old=keep_old, quarantine=quarantine
-            )
+                conn, log, mapper, batch_size=batch_size, keep_old=keep_old, quarantine=quarantine,
+                trust=Verifier.load(settings.trust_registry),
+            )  # fmt: skip
         except RebuildInProgress as e:
             print(f"stratus rebuild: {e}", file=sys.stderr)
             return 1

@@ -16,7 +16,10 @@ def main(settings: Settings) -> int:
     """Schedule until SIGTERM/SIGINT, sharded and batched as ``settings`` say."""
     shard = Shard.parse(settings.scheduler_shard)  # a bad value stops it here, naming the variable
     stop = threading.Event()
-    with stop_on_signals(stop), NatsBridge(settings.nats_urls, name="stratus-scheduler") as bridge:
+    with (
+        stop_on_signals(stop),
+        NatsBridge(settings.nats_urls, name="stratus-scheduler", seed_file=settings.nats_seed_file) as bridge,
+    ):
         app = Stratus(Factory(bridge=bridge, settings=settings))
         run(
             settings,

@@ -28,7 +28,10 @@ def main(
     stop = threading.Event()
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
     directory = settings.data_dir / "simulator"
-    with stop_on_signals(stop), NatsBridge(settings.nats_urls, name="stratus-simulator") as bridge:
+    with (
+        stop_on_signals(stop),
+        NatsBridge(settings.nats_urls, name="stratus-simulator", seed_file=settings.nats_seed_file) as bridge,
+    ):
         bus = bootstrap(Stratus(Factory(bridge=bridge, settings=settings)))
         cloud = SimulatedCloud(bus, directory, host_names(hosts, prefix), shape)
         try:

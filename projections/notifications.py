@@ -526,7 +526,9 @@ def _copy(instance: Instance | None) -> Instance | None:
 def open_notifier(settings: Settings, *, prefix: str = DEFAULT_PREFIX) -> Iterator[Notifier]:
     from commands.app import Stratus
 
-    bridge = NatsBridge(settings.nats_urls, name="stratus-notifier").start()
+    bridge = NatsBridge(
+        settings.nats_urls, name="stratus-notifier", seed_file=settings.nats_seed_file
+    ).start()
     try:
         factory = Factory(bridge=bridge, settings=settings)
         app = Stratus(factory)

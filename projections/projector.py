@@ -41,6 +41,7 @@ from projections.schema import LIVE_SCHEMA, WRITER_LOCK
 from projections.view import ReadModelView
 from stratus.eventstore import EventStoreUnavailable
 from stratus.eventstore.envelope import decode_notification
+from stratus.eventstore.signing import Verifier
 from stratus.quarantine import Quarantine, described
 
 log = logging.getLogger("stratus.projector")
@@ -142,7 +143,8 @@ class Projector:
     ``lock=True`` (the live schema) takes the writers' advisory lock in every batch transaction;
     a rebuild filling its own schema runs without it until its swap. ``conn`` must be an
     autocommit connection: the projector opens one transaction per batch. While a batch is being
-    applied, a reader thread already fetches and decodes the next one.
+    applied, a reader thread already fetches and decodes the next one. ``trust``: checks each
+    event's signer (docs/trust.md); an event it refuses is quarantined like one that cannot be decoded.
     """
 
     def __init__(
@@ -156,6 +158,7 @@ class Projector:
         lock: bool = True,
         quarantine: Quarantine | None = None,
         part: str = "projector",
+        trust: Verifier | None = None,
     ) -> None:
         if not conn.autocommit:
             raise ValueError("the projector needs an autocommit connection (one transaction per batch)")
@@ -170,6 +173,7 @@ class Projector:
         self._topics = frozenset(ReadModels.topics)
         self.quarantine = quarantine
         self.part = part
+        self.trust = trust
 
     def position(self) -> int:
         return self.view.max_tracking_id(self.projection.name) or 0
@@ -193,6 +197,9 @@ class Projector:
             position, topic, originator = described(msg)
             return Entry(position, topic, originator, error=e)
         position, topic, originator = notification.id, notification.topic, notification.originator_id
+        refused = self.trust.refusal(msg.headers or {}, bytes(msg.data), position) if self.trust else None
+        if refused is not None:
+            return Entry(position, topic, originator, error=refused)
         if topic not in self._topics:
             return Entry(position, topic, originator)
         try:

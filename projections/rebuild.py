@@ -31,6 +31,7 @@ from projections.schema import (
     create_schema,
     schema_exists,
 )
+from stratus.eventstore.signing import Verifier
 from stratus.quarantine import Quarantine
 
 NEW_SCHEMA = f"{LIVE_SCHEMA}_new"
@@ -62,12 +63,14 @@ def rebuild(
     batch_size: int = 2000,
     keep_old: bool = False,
     quarantine: Quarantine | None = None,
+    trust: Verifier | None = None,
 ) -> RebuildResult:
     """Replay ``log`` into a new schema and swap it in as ``stratus_rm``; ``conn`` must be autocommit.
 
     ``keep_old`` leaves the previous generation as ``stratus_rm_old`` (for comparison) instead of
     dropping it. ``quarantine``: where events the replay cannot apply are recorded (part ``rebuild``)
-    and skipped; without one such an event stops the rebuild (``PoisonEvent``).
+    and skipped; without one such an event stops the rebuild (``PoisonEvent``). ``trust``: refuses
+    events as the live projector does (docs/trust.md), so that a rebuild equals the live models.
     """
     if not conn.autocommit:
         raise ValueError("rebuild needs an autocommit connection (it manages its own transactions)")
@@ -81,7 +84,7 @@ def rebuild(
             create_schema(conn, NEW_SCHEMA)
         projector = Projector(
             log, mapper, conn, schema=NEW_SCHEMA, batch_size=batch_size, lock=False,
-            quarantine=quarantine, part="rebuild",
+            quarantine=quarantine, part="rebuild", trust=trust,
         )  # fmt: skip
         # Replay up to the log's head, again while writers appended more than a batch meanwhile, so
         # that the lock below is held for a batch at most (each pass is bounded by the head it saw).

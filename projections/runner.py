@@ -28,6 +28,7 @@ from projections.projector import EventLog, Projector
 from projections.schema import ensure_live_schema
 from stratus.config import Settings
 from stratus.eventstore import EventStoreUnavailable, Factory, NatsBridge
+from stratus.eventstore.signing import Verifier
 from stratus.postgres import database_url
 from stratus.quarantine import Quarantine, reason
 
@@ -52,7 +53,7 @@ def open_event_log(
 ) -> Iterator[tuple[EventLog, Mapper[UUID], Quarantine]]:
     """The event store's recorder, the application's mapper (which decodes and upcasts events) and
     the quarantine that events the projector cannot take go to."""
-    bridge = NatsBridge(settings.nats_urls, name=name)
+    bridge = NatsBridge(settings.nats_urls, name=name, seed_file=settings.nats_seed_file)
     bridge.start()
     try:
         factory = Factory(bridge=bridge, settings=settings)
@@ -73,6 +74,7 @@ def run(
 ) -> None:
     """Follow the log until ``stop`` is set, reconnecting after temporary failures."""
     url = read_models_url(settings)
+    trust = Verifier.load(settings.trust_registry)
     with open_event_log(settings) as (events, mapper, quarantine):
         backoff = 0.2
         while not stop.is_set():
@@ -80,7 +82,9 @@ def run(
             try:
                 with psycopg.connect(url, autocommit=True, application_name="stratus-projector") as conn:
                     ensure_live_schema(conn)
-                    projector = Projector(events, mapper, conn, batch_size=batch_size, quarantine=quarantine)
+                    projector = Projector(
+                        events, mapper, conn, batch_size=batch_size, quarantine=quarantine, trust=trust
+                    )
                     log.info("projector following the log from position %d", projector.position())
                     projector.run(stop, idle_wait=idle_wait)
             except TEMPORARY as e:

@@ -103,6 +103,11 @@ class Settings:
     # ``stratus run``: whether the log's servers were named (STRATUS_NATS_URL or ``--nats-url``);
     # if not, ``run`` starts its own JetStream server.
     nats_urls_given: bool = field(default=False, compare=False)
+    # Trust on the log (docs/trust.md): this part's NKey seed, with which it connects to NATS and
+    # signs what it appends (None: no credentials, nothing signed), and the deployment's registry of
+    # identities that the projector checks every event's signer against (None: not checked).
+    nats_seed_file: Path | None = None
+    trust_registry: Path | None = None
     # The seeded admin's password (STRATUS_ADMIN_PASSWORD; None: generated on the first run). A secret
     # for the seeding only: never in ``to_env``, never printed.
     admin_password: str | None = field(default=None, compare=False, repr=False)
@@ -167,6 +172,8 @@ class Settings:
             restart_backoff_max_seconds=_seconds(e, "RESTART_BACKOFF_MAX", d.restart_backoff_max_seconds),
             crash_loop_deaths=_at_least_one(e, "CRASH_LOOP_DEATHS", d.crash_loop_deaths),
             crash_loop_window_seconds=_seconds(e, "CRASH_LOOP_WINDOW", d.crash_loop_window_seconds),
+            nats_seed_file=_path(e, "STRATUS_NATS_SEED_FILE"),
+            trust_registry=_path(e, "STRATUS_TRUST_REGISTRY"),
             nats_urls_given=NATS_URL_ENV in e,
             admin_password=e.get(ADMIN_PASSWORD_ENV) or None,
         )
@@ -219,10 +226,20 @@ class Settings:
             env["STRATUS_TOKEN_KEY_FILE"] = str(self.token_key_file)
         if self.database_url:
             env["DATABASE_URL"] = self.database_url
+        if self.nats_seed_file is not None:
+            env["STRATUS_NATS_SEED_FILE"] = str(self.nats_seed_file)
+        if self.trust_registry is not None:
+            env["STRATUS_TRUST_REGISTRY"] = str(self.trust_registry)
         return env
 
 
 _N = TypeVar("_N", int, float)
+
+
+def _path(env: Mapping[str, str], name: str) -> Path | None:
+    """The path ``name`` gives, None where unset or blank."""
+    text = env.get(name, "").strip()
+    return Path(text) if text else None
 
 
 def _number(env: Mapping[str, str], setting: str, parse: Callable[[str], _N], what: str) -> _N | None:

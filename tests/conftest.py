@@ -13,4 +13,5 @@ pytest_plugins = [
     "tests.fixtures.hypervisor",
     "tests.fixtures.api",
     "tests.fixtures.deployed",
+    "tests.fixtures.trust",
 ]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 import nats.js.errors
@@ -65,13 +66,18 @@ def _original_case(block: bytes, lower: bytes) -> str:
 
 
 def export_lines(
-    urls: tuple[str, ...] | list[str], stream: str, subject_prefix: str, *, aggregate_id: str | None = None
+    urls: tuple[str, ...] | list[str],
+    stream: str,
+    subject_prefix: str,
+    *,
+    aggregate_id: str | None = None,
+    seed_file: Path | None = None,
 ) -> Iterator[bytes]:
     """The log (or one aggregate's events) as JSON Lines, each ending in a newline."""
     layout = SubjectLayout(subject_prefix)
     filt = layout.aggregate_filter(aggregate_id) if aggregate_id is not None else layout.all
     cut = len(subject_prefix) + 1
-    with RawReader(urls, stream) as reader:
+    with RawReader(urls, stream, seed_file=seed_file) as reader:
         last = reader.last_position(layout.all)
         for m in reader.messages(filt, 1, last):
             line: dict[str, Any] = {

@@ -5,18 +5,22 @@ nats-py spends 20-100 µs per message parsing headers and scheduling callbacks; 
 client protocol on a blocking socket, sends batch direct gets (``$JS.API.DIRECT.GET.<stream>``) and
 hands back each message's raw header block and body, pipelining the next batch request while the
 caller processes the current one. No reconnects (a verification is simply run again), no TLS:
-``tls://`` URLs are refused with a clear error. ``user:password@`` and ``?token=`` in the URL work.
+``tls://`` URLs are refused with a clear error. ``user:password@`` and ``?token=`` in the URL work,
+and so does an NKey seed (``seed_file``: the part's, docs/trust.md).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from stratus.eventstore.errors import EventStoreUnavailable
+from stratus.trust.nkeys import KeyPair
 
 
 class RawReaderError(EventStoreUnavailable):
@@ -49,8 +53,16 @@ def _seq_and_subject(block: bytes) -> tuple[int, str]:
 class RawReader:
     """Reads one stream's messages in position order; ``with RawReader(urls, stream) as r: ...``."""
 
-    def __init__(self, urls: tuple[str, ...] | list[str], stream: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        urls: tuple[str, ...] | list[str],
+        stream: str,
+        *,
+        timeout: float = 30.0,
+        seed_file: Path | None = None,
+    ) -> None:
         self.stream = stream
+        self._key = KeyPair.from_seed(seed_file.read_text().strip()) if seed_file is not None else None
         self._subject = f"$JS.API.DIRECT.GET.{stream}".encode()
         self._buf = bytearray()
         self._pos = 0
@@ -96,6 +108,10 @@ class RawReader:
         token = parse_qs(parts.query).get("token")
         if token:
             connect["auth_token"] = token[0]
+        nonce = json.loads(info[5:]).get("nonce") if self._key is not None else None
+        if self._key is not None and nonce:
+            connect["nkey"] = self._key.public_key
+            connect["sig"] = base64.urlsafe_b64encode(self._key.sign(nonce.encode())).decode().rstrip("=")
         sock.sendall(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
         while True:
             line = self._line()

@@ -299,13 +299,15 @@ def verify(
     *,
     upto: int | None = None,
     anchors: Mapping[int, str] | None = None,
+    seed_file: Path | None = None,
 ) -> Report:
     """Check the stream from position 1 to ``upto`` (default: its last position when the check starts).
 
     ``anchors``: ``{position: global hash}`` values of earlier reports; each must still hold.
+    ``seed_file``: the NKey seed to connect with (docs/trust.md).
     """
     started = time.perf_counter()
-    with RawReader(urls, stream) as reader:
+    with RawReader(urls, stream, seed_file=seed_file) as reader:
         last = reader.last_position(f"{subject_prefix}.>") if upto is None else upto
         checker = _Checker(last, dict(anchors or {}))
         for m in reader.messages(f"{subject_prefix}.>", 1, last):

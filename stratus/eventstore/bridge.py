@@ -12,11 +12,13 @@ Create the bridge after forking (in each gunicorn worker's composition root), ne
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import logging
 import re
 import threading
 from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -26,6 +28,7 @@ from nats.aio.client import Client as _NatsClient
 from nats.js import JetStreamContext
 
 from stratus.eventstore.errors import EventStoreUnavailable
+from stratus.trust.nkeys import KeyPair
 
 _CRLF = b"\r\n"
 _WHITESPACE = re.compile(r"\s")
@@ -57,6 +60,14 @@ class Client(_NatsClient):
                 out[key] = value.strip().decode("utf-8", "replace")
         return out
 
+    def _setup_nkeys_connect(self) -> None:
+        # An NKey seed given as ``nkeys_seed_str`` signs the server's nonce with Stratus's own NKey
+        # code (stratus.trust.nkeys, on ``cryptography``), so nats-py's optional ``nkeys`` is not needed.
+        assert self._nkeys_seed_str is not None, "Stratus connects with nkeys_seed_str only"
+        key = KeyPair.from_seed(self._nkeys_seed_str)
+        self._public_nkey = key.public_key
+        self._signature_cb = lambda nonce: base64.b64encode(key.sign(nonce.encode()))
+
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +89,8 @@ class NatsBridge:
 
     ``urls``: every server of the cluster (``Settings.nats_urls``). ``start(wait)`` connects and
     waits at most ``wait`` seconds for the first connection (``wait=0``: keep trying in the
-    background; calls then wait for it within their own timeouts).
+    background; calls then wait for it within their own timeouts). ``seed_file``: the part's NKey
+    seed (``Settings.nats_seed_file``), read here; None connects without credentials.
     """
 
     def __init__(
@@ -89,6 +101,7 @@ class NatsBridge:
         reconnect_time_wait: float = 0.1,
         connect_timeout: float = 2.0,
         ping_interval: int = 10,
+        seed_file: Path | None = None,
     ) -> None:
         if not urls:
             raise ValueError("NatsBridge needs at least one NATS URL")
@@ -97,6 +110,7 @@ class NatsBridge:
         self._reconnect_time_wait = reconnect_time_wait
         self._connect_timeout = connect_timeout
         self._ping_interval = ping_interval
+        self._seed = seed_file.read_text().strip() if seed_file is not None else None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name=f"nats-bridge-{name}", daemon=True)
         self._nc: Client | None = None
@@ -250,6 +264,7 @@ class NatsBridge:
         delay = self._reconnect_time_wait
         while not self._closed:
             nc = Client()
+            credentials = {"nkeys_seed_str": self._seed} if self._seed is not None else {}
             try:
                 await nc.connect(
                     servers=self.urls,
@@ -262,6 +277,7 @@ class NatsBridge:
                     error_cb=self._on_error,
                     disconnected_cb=self._on_disconnected,
                     reconnected_cb=self._on_reconnected,
+                    **credentials,  # type: ignore[arg-type]
                 )
             except (TimeoutError, nats.errors.NoServersError, OSError, nats.errors.Error) as e:
                 log.info("NATS not reachable at %s (%s); retrying", ", ".join(map(redacted, self.urls)), e)
@@ -287,6 +303,12 @@ class NatsBridge:
                 log.info("closing the NATS connection: %s", e)
 
     async def _on_error(self, e: Exception) -> None:
+        if "permissions violation" in str(e).lower():
+            # The server refused a publish or subscription this part's identity may not make
+            # (docs/trust.md): a misconfigured seed or host name, or a bug; the call itself only
+            # times out, so say why here.
+            log.warning("NATS refused %s: %s", self.name, e)
+            return
         log.debug("NATS connection error: %r", e)
 
     async def _on_disconnected(self) -> None:

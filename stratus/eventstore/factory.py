@@ -53,7 +53,11 @@ class Factory(InfrastructureFactory[TrackingRecorder]):
         super().__init__(env)
         self.settings = settings if settings is not None else Settings.from_env(dict(self.env))
         self._owns_bridge = bridge is None
-        self.bridge = bridge if bridge is not None else NatsBridge(self.settings.nats_urls, name="stratus")
+        self.bridge = (
+            bridge
+            if bridge is not None
+            else NatsBridge(self.settings.nats_urls, name="stratus", seed_file=self.settings.nats_seed_file)
+        )
         self._ensure_stream = ensure_stream
         self._recorder_options = recorder_options
         self._application_recorder: JetStreamApplicationRecorder | None = None

@@ -45,6 +45,7 @@ from stratus.eventstore.errors import (
     EventStoreUnavailable,
     TooManyEventsError,
 )
+from stratus.eventstore.signing import Signer
 from stratus.eventstore.subjects import SubjectLayout
 
 log = logging.getLogger(__name__)
@@ -188,8 +189,10 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         attempt_timeout: float = 2.0,
         context: Callable[[], CommandContext] = current,
         cache_size: int = 100_000,
+        signer: Signer | None = None,
     ) -> None:
         self.bridge = bridge
+        self.signer = signer
         self.stream = stream
         self.layout = SubjectLayout(subject_prefix)
         self.source = source
@@ -216,6 +219,8 @@ class JetStreamAggregateRecorder(AggregateRecorder):
     @classmethod
     def from_settings(cls, bridge: NatsBridge, settings: Settings, **kwargs: Any) -> Any:
         kwargs.setdefault("source", f"/stratus/{settings.cloud_name}")
+        if settings.nats_seed_file is not None:
+            kwargs.setdefault("signer", Signer.from_seed_file(settings.nats_seed_file))
         return cls(
             bridge,
             stream=settings.stream,
@@ -422,6 +427,8 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                 out.headers[chain.CHAIN_PREV] = prev
                 prev = chain.event_hash(out.headers, out.data)
                 out.headers[chain.CHAIN_HASH] = prev
+                if self.signer is not None:
+                    self.signer.sign(out.headers)
 
     async def _publish(self, outs: list[_Out], timeout: float) -> list[int]:
         """One attempt: a plain publish for one event, an atomic batch for several."""

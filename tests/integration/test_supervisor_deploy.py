@@ -1,5 +1,6 @@
 """deploy/: the example JetStream cluster configuration works, on three loopback nodes, and is closed:
-clients need the password over TLS, routes a certificate from the deployment's CA."""
+clients connect over TLS as the NKey users `stratus trust init` generates (docs/trust.md), routes
+need a certificate from the deployment's CA."""
 
 from __future__ import annotations
 
@@ -20,9 +21,12 @@ import nats
 import pytest
 from nats.js.api import StreamConfig
 
+from processes import trust
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge
+from stratus.eventstore.bridge import Client
 from stratus.natsserver import binary
+from stratus.trust.nkeys import KeyPair
 from tests.fixtures.tls import write_test_pki
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,13 +45,18 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-PASSWORD = "cluster-test-password"
+def users(directory: Path) -> Path:
+    """``<directory>/trust``: the identities `stratus trust init --host compute-1` generates, and the
+    users file the node configurations include (``trust/nats.conf``, beside them)."""
+    trust.prepare(Settings(), directory / "trust", hosts=["compute-1"])
+    return directory / "trust"
 
 
 def test_there_are_three_node_configs_that_the_pinned_server_accepts(tmp_path: Path) -> None:
     assert [c.name for c in CONFIGS] == ["nats-1.conf", "nats-2.conf", "nats-3.conf"]
     tls = write_test_pki(tmp_path / "tls")
-    env = {"PATH": "/usr/bin:/bin", "STRATUS_NATS_PASSWORD": PASSWORD}
+    users(tmp_path)
+    env = {"PATH": "/usr/bin:/bin"}
     for conf in CONFIGS:
         local = tmp_path / conf.name
         local.write_text(conf.read_text().replace("/etc/stratus/tls", str(tls)))
@@ -58,14 +67,15 @@ def test_there_are_three_node_configs_that_the_pinned_server_accepts(tmp_path: P
 
 
 def test_the_example_configs_refuse_to_start_open() -> None:
-    """Without its certificates and password a node does not start: it never falls back to an open port."""
+    """Without its certificates and users a node does not start: it never falls back to an open port."""
     for conf in CONFIGS:
         done = subprocess.run(
             [str(binary()), "-t", "-c", str(conf)], capture_output=True, text=True, env={"PATH": "/bin"}
         )
         assert done.returncode != 0
         text = conf.read_text()
-        assert "allow_non_tls: false" in text and "password: $STRATUS_NATS_PASSWORD" in text
+        assert "allow_non_tls: false" in text and 'include "trust/nats.conf"' in text
+        assert "password" not in text  # NKey users only
         assert "verify: true" in text.split("cluster {", 1)[1]  # routes: mutual TLS
         assert "http: 127.0.0.1:" in text  # monitoring on loopback only
 
@@ -92,11 +102,13 @@ def _meta_leader(monitor_port: int) -> str | None:
 @pytest.fixture
 def loopback_cluster(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[list[str], list[subprocess.Popen[bytes]]]]:
+) -> Iterator[tuple[list[str], list[subprocess.Popen[bytes]], Path]]:
     """The three example nodes on loopback: same files, ports and paths rewritten, a test CA's
-    certificates in place of /etc/stratus/tls; clients trust that CA through ``SSL_CERT_FILE``, as
-    deploy/systemd/stratus.env.example has the parts do. Yields client URLs with the password."""
+    certificates in place of /etc/stratus/tls, generated users beside the files; clients trust that
+    CA through ``SSL_CERT_FILE``, as deploy/systemd/stratus.env.example has the parts do. Yields
+    client URLs, the node processes and the directory of the identities' seeds."""
     tls = write_test_pki(tmp_path / "tls")
+    seeds = users(tmp_path)
     monkeypatch.setenv("SSL_CERT_FILE", str(tls / "ca.pem"))
     client, route, monitor = free_ports(3), free_ports(3), free_ports(3)
     procs = []
@@ -114,8 +126,9 @@ def loopback_cluster(
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-m", "processes.cli", "nats", "--config", str(local)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                env={**os.environ, "STRATUS_NATS_PASSWORD": PASSWORD},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=dict(os.environ),
             )
         )
     try:
@@ -133,7 +146,7 @@ def loopback_cluster(
         while not _meta_leader(monitor[0]):
             assert time.monotonic() < deadline, "the cluster elected no leader"
             time.sleep(0.1)
-        yield [f"tls://stratus:{PASSWORD}@127.0.0.1:{p}" for p in client], procs
+        yield [f"tls://127.0.0.1:{p}" for p in client], procs, seeds
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
@@ -146,12 +159,14 @@ def loopback_cluster(
 
 
 def test_the_example_cluster_keeps_a_three_replica_stream_through_the_loss_of_a_node(
-    loopback_cluster: tuple[list[str], list[subprocess.Popen[bytes]]],
+    loopback_cluster: tuple[list[str], list[subprocess.Popen[bytes]], Path],
 ) -> None:
-    urls, procs = loopback_cluster
+    urls, procs, seeds = loopback_cluster
+    admin = trust.seed_file(seeds, "admin").read_text().strip()
 
     async def scenario() -> None:
-        nc = await nats.connect(servers=urls, connect_timeout=5)
+        nc = Client()
+        await nc.connect(servers=urls, connect_timeout=5, nkeys_seed_str=admin)
         try:
             js = nc.jetstream(timeout=10)
             deadline = time.monotonic() + 20
@@ -183,31 +198,39 @@ def test_the_example_cluster_keeps_a_three_replica_stream_through_the_loss_of_a_
     asyncio.run(scenario())
 
 
-def test_the_example_cluster_refuses_clients_without_tls_or_the_password(
-    loopback_cluster: tuple[list[str], list[subprocess.Popen[bytes]]],
+def test_the_example_cluster_refuses_clients_without_tls_or_their_key(
+    loopback_cluster: tuple[list[str], list[subprocess.Popen[bytes]], Path],
 ) -> None:
-    """Whoever reaches the port cannot append: plain text and a wrong or missing password are refused,
-    while a Stratus part given the URL with the password (over TLS) works."""
-    urls, _ = loopback_cluster
-    host = urls[0].rsplit("@", 1)[1]
+    """Whoever reaches the port cannot append: plain text, no credentials and a key that is not one
+    of the deployment's are refused, while a Stratus part given its seed (over TLS) works."""
+    urls, _, seeds = loopback_cluster
+    host = urls[0].split("://", 1)[1]
 
-    async def refused(url: str) -> str:
+    async def refused(url: str, seed: str | None = None) -> str:
+        nc = Client()
+        credentials = {"nkeys_seed_str": seed} if seed is not None else {}
         try:
-            nc = await nats.connect(url, connect_timeout=3, allow_reconnect=False, max_reconnect_attempts=0)
+            await nc.connect(
+                servers=[url], connect_timeout=3, allow_reconnect=False, max_reconnect_attempts=0,
+                **credentials,  # type: ignore[arg-type]
+            )  # fmt: skip
         except Exception as e:  # any refusal will do
             return type(e).__name__
         await nc.close()
         return "connected"
 
-    for url in (f"nats://{host}", f"tls://{host}", f"tls://stratus:wrong@{host}"):
-        assert asyncio.run(refused(url)) != "connected", url
+    for url, seed in (
+        (f"nats://{host}", None),
+        (f"tls://{host}", None),
+        (f"tls://{host}", KeyPair.generate().seed),
+    ):
+        assert asyncio.run(refused(url, seed)) != "connected", url
     # A client that speaks plain text gets the INFO line demanding TLS and nothing else.
     address, port = host.split(":")
     with socket.create_connection((address, int(port)), timeout=5) as sock:
         info = json.loads(sock.recv(65536).split(b" ", 1)[1])
-        assert info["tls_required"] is True and info["auth_required"] is True
-        connect = b'CONNECT {"user":"stratus","pass":"%s","verbose":true}\r\n' % PASSWORD.encode()
-        sock.sendall(connect + b"PUB x 1\r\na\r\n")
+        assert info["tls_required"] is True and info["auth_required"] is True and info.get("nonce")
+        sock.sendall(b'CONNECT {"verbose":true}\r\nPUB x 1\r\na\r\n')
         sock.settimeout(5)
         try:
             answer = sock.recv(65536)
@@ -215,8 +238,7 @@ def test_the_example_cluster_refuses_clients_without_tls_or_the_password(
             answer = b""
         assert b"+OK" not in answer
 
-    settings = Settings(nats_urls=tuple(urls))
-    with NatsBridge(settings.nats_urls, name="deploy-test") as bridge:
+    with NatsBridge(urls, name="deploy-test", seed_file=trust.seed_file(seeds, "api")) as bridge:
         assert bridge.is_connected
 
 

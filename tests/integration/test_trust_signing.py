@@ -1,0 +1,183 @@
+"""Every event signed by who appended it; the projector and ``stratus audit verify`` refuse the rest.
+
+The issue's attack: with a working NATS connection, append ``Project.RoleGranted`` (admin for a
+member) stamped with the real admin as actor. Here it is appended through a connection the server
+accepts (the operator's, so that it reaches the log at all: the test of NATS permissions is
+test_nats_trust.py), once unsigned and once signed with a compute host's key. The projector
+quarantines both and applies the API's genuine grant; ``audit verify``'s signature pass names the
+first refused event.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import pytest
+
+from commands.app import Stratus
+from commands.identity import Project
+from processes import trust
+from projections.projector import Projector
+from stratus.audit import signatures
+from stratus.context import Actor, CommandContext, acting
+from stratus.eventstore import JetStreamApplicationRecorder
+from stratus.eventstore.signing import SIGNER, Signer, Verifier
+from stratus.quarantine import Quarantine
+from tests.fixtures.commands import make_app
+from tests.fixtures.projections import read_models
+from tests.fixtures.trust import Trusted
+
+ADMIN = Actor(user_id="the-real-admin", project_id="admin", roles=("admin",))
+
+
+@pytest.fixture
+def signed_log(trusted: Trusted) -> Trusted:
+    """The deployment with its signing cut-over at the log's first position."""
+    trust.cut_over(trusted.directory, lambda: 0)
+    return trusted
+
+
+def _grant(app: Stratus, project: Project, user: str, role: str) -> Any:
+    """``project`` with ``user`` granted ``role``, as a stored event not yet appended."""
+    project._role_granted(user, role)
+    (pending,) = project.collect_events()
+    return app.mapper.to_stored_event(pending)
+
+
+def test_the_recorder_signs_with_the_parts_key(signed_log: Trusted) -> None:
+    app = make_app(signed_log.bridge("api"), signed_log.as_part("api"))
+    project = Project(project_id=uuid4().hex, name="p", domain_id="default", description="", enabled=True)
+    app.save(project)
+
+    (msg,) = app.recorder.read_messages(1, 10)  # type: ignore[attr-defined]
+
+    api = signed_log.registry.current("api")
+    assert api is not None and (msg.headers or {})[SIGNER] == api.public_key
+    verifier = Verifier.load(signed_log.settings.trust_registry)
+    assert verifier is not None and verifier.refusal(msg.headers or {}, bytes(msg.data), 1) is None
+
+
+def test_a_forged_role_grant_is_quarantined_and_reported(signed_log: Trusted, database_url: str) -> None:
+    api_settings = signed_log.as_part("api")
+    app = make_app(signed_log.bridge("api"), api_settings)
+    operator = signed_log.bridge("admin")
+    project_id = uuid4().hex
+    with acting(CommandContext(actor=ADMIN)):
+        project = Project(project_id=project_id, name="p", domain_id="default", description="", enabled=True)
+        project._role_granted("member-user", "member")
+        app.save(project)  # positions 1, 2: the API's, signed
+        unsigned = JetStreamApplicationRecorder.from_settings(operator, signed_log.settings)
+        unsigned.insert_events([_grant(app, project, "member-user", "admin")])  # 3: nobody's signature
+        host_key = Signer.from_seed_file(trust.seed_file(signed_log.directory, "host:compute-1"))
+        by_host = JetStreamApplicationRecorder.from_settings(operator, signed_log.settings, signer=host_key)
+        by_host.insert_events([_grant(app, project, "member-user", "manager")])  # 4: a host's
+
+    quarantine = Quarantine(operator, log_stream=signed_log.settings.stream)
+    trust_check = Verifier.load(signed_log.settings.trust_registry)
+    with read_models(database_url) as conn:
+        projector = Projector(app.recorder, app.mapper, conn, quarantine=quarantine, trust=trust_check)  # type: ignore[arg-type]
+        assert projector.catch_up() == 4
+        rows = conn.execute(
+            "SELECT role_id FROM stratus_rm.role_assignments WHERE project_id = %s", (project_id,)
+        ).fetchall()
+
+    assert [r[0] for r in rows] == ["member"]
+    records = quarantine.list("projector")
+    assert [(r.position, r.error) for r in records] == [(3, "UntrustedEvent"), (4, "UntrustedEvent")]
+    assert (
+        "unsigned" in records[0].reason
+        and "host:compute-1 (host) may not append project" in records[1].reason
+    )
+
+    assert trust_check is not None
+    report = signatures.verify(
+        signed_log.settings.nats_urls, signed_log.settings.stream, signed_log.settings.subject_prefix,
+        trust_check, seed_file=trust.seed_file(signed_log.directory, "auditor"),
+    )  # fmt: skip
+    assert (report.signed, report.unsigned, report.refused) == (2, 0, 2)
+    assert report.first_refused is not None and report.first_refused.position == 3
+    assert dict(report.by_identity) == {"api": 2}
+
+
+def test_a_log_from_before_signing_verifies_as_unsigned_up_to_the_cut_over(trusted: Trusted) -> None:
+    """Old logs: events before the cut-over are reported unsigned, not refused; after it, refused."""
+    operator = trusted.bridge("admin")
+    unsigned = JetStreamApplicationRecorder.from_settings(operator, trusted.settings)
+    unsigned.ensure_stream()
+    app = make_app(operator, trusted.settings)
+    for _ in range(2):
+        project = Project(project_id=uuid4().hex, name="p", domain_id="default", description="", enabled=True)
+        unsigned.insert_events([app.mapper.to_stored_event(e) for e in project.collect_events()])
+    trust.cut_over(trusted.directory, lambda: unsigned.max_notification_id() or 0)
+    late = Project(project_id=uuid4().hex, name="p", domain_id="default", description="", enabled=True)
+    unsigned.insert_events([app.mapper.to_stored_event(e) for e in late.collect_events()])
+
+    verifier = Verifier.load(trusted.settings.trust_registry)
+    assert verifier is not None and verifier.registry.signed_from == 3
+    s = trusted.settings
+    report = signatures.verify(
+        s.nats_urls, s.stream, s.subject_prefix, verifier, seed_file=trusted.as_part("auditor").nats_seed_file
+    )
+    assert (report.signed, report.unsigned, report.refused) == (0, 2, 1)
+    assert report.first_refused is not None and report.first_refused.position == 3
+
+
+def test_rotation_retires_the_old_key_which_still_verifies_what_it_signed(signed_log: Trusted) -> None:
+    app = make_app(signed_log.bridge("api"), signed_log.as_part("api"))
+    app.save(Project(project_id=uuid4().hex, name="p", domain_id="default", description="", enabled=True))
+    old = signed_log.registry.current("api")
+
+    registry = trust.rotate(signed_log.settings, signed_log.directory, "api")
+
+    new = registry.current("api")
+    assert old is not None and new is not None and new.public_key != old.public_key
+    assert old.public_key not in (signed_log.directory / trust.NATS_CONF).read_text()
+    verifier = Verifier(registry)
+    s = signed_log.settings
+    report = signatures.verify(
+        s.nats_urls,
+        s.stream,
+        s.subject_prefix,
+        verifier,
+        seed_file=signed_log.as_part("auditor").nats_seed_file,
+    )
+    assert (report.signed, report.refused) == (1, 0)
+
+
+def test_stratus_audit_verify_and_stratus_trust_on_the_command_line(signed_log: Trusted) -> None:
+    """The commands an operator runs: ``stratus trust show`` lists the identities; ``stratus audit
+    verify`` with the registry counts the signed events and exits 1 naming a refused one."""
+    app = make_app(signed_log.bridge("api"), signed_log.as_part("api"))
+    project = Project(project_id=uuid4().hex, name="p", domain_id="default", description="", enabled=True)
+    app.save(project)
+    unsigned = JetStreamApplicationRecorder.from_settings(signed_log.bridge("admin"), signed_log.settings)
+    unsigned.insert_events([_grant(app, project, "member-user", "admin")])
+    env = {
+        **os.environ,
+        **signed_log.as_part("auditor").to_env(),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+
+    def stratus(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "processes.cli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    shown = stratus("trust", "show", "--dir", str(signed_log.directory))
+    verified = stratus("audit", "verify")
+
+    assert shown.returncode == 0 and "host:compute-1" in shown.stdout and "signed from: 1" in shown.stdout
+    assert verified.returncode == 1, verified.stderr
+    lines = verified.stdout.splitlines()
+    assert lines[0].startswith("OK: 2 events") and lines[-1].startswith("anchor: 2:")
+    assert "signatures: 1 signed (api 1), 0 unsigned" in verified.stdout
+    assert "REFUSED: 1 event(s); the first at position 2" in verified.stdout
