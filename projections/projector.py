@@ -196,7 +196,7 @@ class Projector:
         except Exception as e:  # a garbled envelope: whatever decoding raises is this event's fault
             position, topic, originator = described(msg)
             return Entry(position, topic, originator, error=e)
-        position, topic, originator = notification.id, notification.topic, notification.originator_id
+        position, topic, originator = notification.id, notification.topic, str(notification.originator_id)
         refused = self.trust.refusal(msg.headers or {}, bytes(msg.data), position) if self.trust else None
         if refused is not None:
             return Entry(position, topic, originator, error=refused)
