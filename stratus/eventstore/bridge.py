@@ -108,6 +108,7 @@ class NatsBridge:
         self._lock = threading.Lock()
         # Callers' tasks in flight, cancelled by close() so that no calling thread hangs.
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.hops = 0  # calls handed to the loop by ``run`` (tests and benches count them)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -187,17 +188,21 @@ class NatsBridge:
             raise EventStoreUnavailable("the NATS bridge is closed")
         if not self._started:
             self.start(wait=0)
+        self.hops += 1
 
-        async def runner() -> T:
-            await self._wait_connected()
-            return await coro_factory()
-
+        # One task per call, its deadline a timer on it (``asyncio.timeout``), not a second task under
+        # ``wait_for``: every task and future between the coroutine and the caller costs a pass of the
+        # loop on the way in and on the way out, and an append is mostly such passes (see
+        # docs/performance.md, "Event store: appends").
         async def bounded() -> T:
             task = asyncio.current_task()
             assert task is not None
             self._tasks.add(task)
             try:
-                return await asyncio.wait_for(runner(), timeout)
+                async with asyncio.timeout(timeout):
+                    if self._connected is None or not self._connected.is_set():
+                        await self._wait_connected()
+                    return await coro_factory()
             finally:
                 self._tasks.discard(task)
 
@@ -218,12 +223,13 @@ class NatsBridge:
         if not self._started:
             self.start(wait=0)
 
-        def create() -> None:
-            task = self._loop.create_task(coro_factory())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        self._loop.call_soon_threadsafe(self._create_task, coro_factory)
 
-        self._loop.call_soon_threadsafe(create)
+    def after(self, coro_factory: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        """From a coroutine on the loop: start ``coro_factory()`` on the loop's next pass, as ``spawn``
+        does (fire and forget, cancelled by ``close()``). The task that called it finishes first, so a
+        synchronous caller waiting for that task gets its answer before this work starts."""
+        self._loop.call_soon(self._create_task, coro_factory)
 
     def call_soon(self, fn: Callable[[], object]) -> None:
         """Schedule a plain callback on the loop (fire and forget)."""
@@ -231,6 +237,11 @@ class NatsBridge:
             self._loop.call_soon_threadsafe(fn)
 
     # -- internals ------------------------------------------------------------------------------
+
+    def _create_task(self, coro_factory: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        task = self._loop.create_task(coro_factory())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _run_loop(self) -> None:
         asyncio.set_event_loop(self._loop)

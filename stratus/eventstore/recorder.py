@@ -449,10 +449,14 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             if ack.batch_size is not None and ack.batch_size != n:
                 raise RuntimeError(f"atomic batch of {n} acknowledged with size {ack.batch_size}")
             seqs = list(range(ack.seq - n + 1, ack.seq + 1))
-        # Wake subscribers (here and in other processes); fire and forget.
-        with contextlib.suppress(nats.errors.Error):
-            await nc.publish(self.wake_subject, str(seqs[-1]).encode())
+        # Wake subscribers (here and in other processes), fire and forget, once the caller has its
+        # answer: published here, its socket write came before the caller was woken.
+        self.bridge.after(lambda position=seqs[-1]: self._announce(position))  # type: ignore[misc]
         return seqs
+
+    async def _announce(self, position: int) -> None:
+        with contextlib.suppress(nats.errors.Error):
+            await self.bridge.nc.publish(self.wake_subject, str(position).encode())
 
     def _resolve(
         self, outs: list[_Out], groups: dict[str, _Group], append_id: str, *, deep: bool, timeout: float
@@ -584,13 +588,19 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             msgs = [msg] if msg is not None else []
         elif lte is None:
             prefetched = self._take_prefetched(subject)
-            # where version ``gt`` is stored, if it was seen (the head, or one seen before it): read on
-            seen = self._seen(originator_id)
-            from_seq = seen.seq_of(gt) if seen is not None and gt is not None else None
-            msgs = self._retrying(
-                lambda: self._aggregate_messages(subject, after=gt, head=prefetched, from_seq=from_seq),
-                long=True,
-            )
+            # A prefetched head often answers alone (no such aggregate, nothing after ``gt``, or only
+            # the head itself): then there is nothing to ask the server, and no hop to the loop.
+            answered = _answered_by_head(prefetched[0], gt) if prefetched is not None else None
+            if answered is not None:
+                msgs = answered
+            else:
+                # where version ``gt`` is stored, if it was seen (the head, or one seen before it)
+                seen = self._seen(originator_id)
+                from_seq = seen.seq_of(gt) if seen is not None and gt is not None else None
+                msgs = self._retrying(
+                    lambda: self._aggregate_messages(subject, after=gt, head=prefetched, from_seq=from_seq),
+                    long=True,
+                )
         else:
             msgs = self._retrying(lambda: self._aggregate_messages(subject), long=True)
         if msgs and lte is None:
@@ -687,13 +697,10 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             last = head[0]
         else:
             last = await self.last_message(subject, self.attempt_timeout)
-        if last is None:
-            return []
+        answered = _answered_by_head(last, after)
+        if answered is not None or last is None:  # (a missing head is answered: no events)
+            return answered or []
         newest = _head_of(last)
-        if after is not None and newest.version <= after:
-            return []
-        if newest.version <= 1 or (after is not None and newest.version == after + 1):
-            return [last]
         if after is not None and from_seq is not None:  # only what follows version ``after``
             count = newest.version - after
             return await self._direct_scan(subject, from_seq + 1, count, newest.seq, self.attempt_timeout)
@@ -854,6 +861,19 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             if (end.headers or {}).get("Nats-Num-Pending") == "0":
                 break
         return out
+
+
+def _answered_by_head(last: Msg | None, after: int | None) -> list[Msg] | None:
+    """An aggregate's messages after version ``after`` (None: all), when its last message ``last``
+    (None: it has none) is all there is to read; None when the ones before it must be read too."""
+    if last is None:
+        return []
+    version = int((last.headers or {})[env.CE_ORIGINATORVERSION])
+    if after is not None and version <= after:
+        return []
+    if version <= 1 or (after is not None and version == after + 1):
+        return [last]
+    return None
 
 
 def _head_of(msg: Msg, *, seq: int | None = None) -> _Head:

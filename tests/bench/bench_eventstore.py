@@ -33,7 +33,9 @@ from commands.app import Stratus
 from commands.flavors.create import CreateFlavor
 from commands.handlers import Handlers
 from commands.instance import Instance
+from commands.operations import Operations
 from commands.servers.create import CreateServer
+from commands.usage import ProjectUsage
 from stratus.config import Settings
 from stratus.context import CommandContext
 from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
@@ -45,6 +47,8 @@ Message = tuple[str, bytes, dict[str, str]]
 EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
 EXPECTED_SEQ_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
 HOPPED = "raw js.publish, same message, one NatsBridge.run each"
+ONE_PUBLISH = "raw js.publish, same message (new aggregate)"
+CREATE_FLOOR = "raw atomic batch of 2: a create's charge and request"
 FLAVOR = {
     "id": "m1.small",
     "name": "m1.small",
@@ -89,6 +93,28 @@ def raw_message(recorder: JetStreamApplicationRecorder, e: StoredEvent, expected
     headers[EXPECTED_SEQ] = str(expected_seq)
     headers[EXPECTED_SEQ_SUBJECT] = recorder.layout.aggregate_filter(e.originator_id)
     return recorder.layout.subject(e.originator_id, e.topic), e.state, headers
+
+
+def create_batches(
+    bridge: NatsBridge, recorder: JetStreamApplicationRecorder, mapper: Mapper[UUID], k: int, tag: str
+) -> list[list[Message]]:
+    """The atomic appends of ``k`` creates in one project, prebuilt: each charges the project's usage
+    (under the check of its last sequence) and requests one server, in that order, as
+    ``commands.servers.create`` appends them. The project's usage is opened first (not measured); the
+    sequences the charges expect are known because nothing else appends while the floor runs."""
+    usage = ProjectUsage.open(f"floor-{tag}")
+    (opened,) = (mapper.to_stored_event(e) for e in usage.collect_events())
+    subject, data, headers = raw_message(recorder, opened, 0)
+    last = bridge.run(lambda: publish_sequential(bridge, [(subject, data, headers)]), 10.0)[0]
+    instances = new_instances(k, tag)
+    out = []
+    for i, inst in enumerate(instances):
+        usage.charge([str(inst.id)], 1, 2048, {"instances": -1, "cores": -1, "ram": -1})
+        (charged,) = (mapper.to_stored_event(e) for e in usage.collect_events())
+        (requested,) = stored(mapper, [inst])
+        expected = last + 2 * i - 1 if i else last  # the previous batch's charge (first of its two)
+        out.append([raw_message(recorder, charged, expected), raw_message(recorder, requested, 0)])
+    return [batched(msgs, len(msgs))[0] for msgs in out]
 
 
 # -- raw floors (coroutines on the bridge's loop) -------------------------------------------------
@@ -258,6 +284,15 @@ def run_round(bench: Bench, e: Env, n: int, batch: int, r: int) -> None:
         floor="raw js.publish, same message (new aggregate)",
     )
 
+    # The floor of a create: its atomic append (usage charged, server requested), prebuilt.
+    create_floor = create_batches(bridge, recorder, mapper, k, f"cf{r}")
+
+    def raw_creates() -> int:
+        bridge.run(lambda: publish_atomic(bridge, create_floor), long)
+        return len(create_floor)
+
+    bench.measure(CREATE_FLOOR, "commands", raw_creates, floor=ONE_PUBLISH)
+
     def create_servers() -> int:
         for i in range(k):
             e.handlers.create_server(
@@ -265,12 +300,7 @@ def run_round(bench: Bench, e: Env, n: int, batch: int, r: int) -> None:
             )
         return k
 
-    bench.measure(
-        "Handlers.create_server",
-        "commands",
-        create_servers,
-        floor="raw js.publish, same message (new aggregate)",
-    )
+    bench.measure("Handlers.create_server", "commands", create_servers, floor=CREATE_FLOOR)
 
     # Diagnostics: the sync -> async hop alone, and the connection's pipelined ceiling.
     async def noop() -> None:
@@ -329,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
             recorder = factory.application_recorder()
             app = Stratus(factory)
             handlers = Handlers(app)
+            # Nova's default quota (10 instances) would refuse the bench's creates after the tenth.
+            Operations(app).set_quota("p1", {"instances": -1, "cores": -1, "ram": -1}, {})
             handlers.create_flavor(
                 CreateFlavor(flavorid="m1.small", name="m1.small", vcpus=1, ram=2048, disk=20)
             )
@@ -356,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                     baselines=[
                         ("payload-only publish", "raw js.publish, payload only"),
                         ("one hop per publish", HOPPED),
+                        ("one publish (new aggregate)", ONE_PUBLISH),
                     ],
                 )
             )
