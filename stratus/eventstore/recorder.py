@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import threading
 import time
@@ -209,6 +210,10 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         self._mux_prefix: str | None = None
         self._mux_pending: dict[str, tuple[list[Msg], asyncio.Future[Msg]]] = {}
         self._mux_lock: asyncio.Lock | None = None
+        # Acknowledgements of appends, on one inbox subscription (created on the loop).
+        self._ack_prefix: str | None = None
+        self._acks: dict[str, asyncio.Future[Msg]] = {}
+        self._ack_tokens = itertools.count()
         # How appends went: "appended", "unknown_outcome" (timeouts, disconnects), "rejected" (stale
         # head or duplicate), "recovered" (an unknown outcome turned out stored), "conflicts".
         self.stats: Counter[str] = Counter()
@@ -380,7 +385,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                 self.stats["conflicts"] += 1
                 raise
             try:
-                seqs = self._run(lambda t=attempt_timeout: self._publish(outs, t), attempt_timeout)  # type: ignore[misc]
+                seqs = self._run(lambda: self._publish(outs), attempt_timeout)
             except (_Rejected, _Duplicate) as e:
                 # Message ids are aggregate:version, so a duplicate id says that someone stored that
                 # version: this append only if an earlier attempt of it may have been stored
@@ -423,36 +428,70 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                 prev = chain.event_hash(out.headers, out.data)
                 out.headers[chain.CHAIN_HASH] = prev
 
-    async def _publish(self, outs: list[_Out], timeout: float) -> list[int]:
-        """One attempt: a plain publish for one event, an atomic batch for several."""
-        js, nc = self.bridge.js, self.bridge.nc
+    async def _publish(self, outs: list[_Out]) -> list[int]:
+        """One attempt: a plain publish for one event, an atomic batch for several (bounded by the
+        caller's timeout on the bridge)."""
         n = len(outs)
         if n == 1:
             out = outs[0]
-            ack = await js.publish(out.subject, out.data, timeout=timeout, headers=dict(out.headers))
-            if ack.duplicate:
-                raise _Duplicate(f"duplicate ack at {ack.seq}")
-            seqs = [ack.seq]
+            ack = await self._acked(out.subject, out.data, out.headers)
+            if ack.get("duplicate"):
+                raise _Duplicate(f"duplicate ack at {ack['seq']}")
+            seqs = [int(ack["seq"])]
         else:
-            batch_id = uuid.uuid4().hex
+            nc, batch_id = self.bridge.nc, uuid.uuid4().hex
             for i, out in enumerate(outs[:-1], 1):
                 await nc.publish(
                     out.subject, out.data, headers={**out.headers, _BATCH_ID: batch_id, _BATCH_SEQ: str(i)}
                 )
             last = outs[-1]
-            ack = await js.publish(
-                last.subject,
-                last.data,
-                timeout=timeout,
-                headers={**last.headers, _BATCH_ID: batch_id, _BATCH_SEQ: str(n), _BATCH_COMMIT: "1"},
-            )
-            if ack.batch_size is not None and ack.batch_size != n:
-                raise RuntimeError(f"atomic batch of {n} acknowledged with size {ack.batch_size}")
-            seqs = list(range(ack.seq - n + 1, ack.seq + 1))
+            commit = {**last.headers, _BATCH_ID: batch_id, _BATCH_SEQ: str(n), _BATCH_COMMIT: "1"}
+            ack = await self._acked(last.subject, last.data, commit)
+            if ack.get("count", n) != n:
+                raise RuntimeError(f"atomic batch of {n} acknowledged with size {ack['count']}")
+            seq = int(ack["seq"])
+            seqs = list(range(seq - n + 1, seq + 1))
         # Wake subscribers (here and in other processes), fire and forget, once the caller has its
         # answer: published here, its socket write came before the caller was woken.
         self.bridge.after(lambda position=seqs[-1]: self._announce(position))  # type: ignore[misc]
         return seqs
+
+    async def _acked(self, subject: str, data: bytes, headers: dict[str, str]) -> dict[str, Any]:
+        """Publish one message to the stream and return JetStream's acknowledgement (``seq``, and
+        ``duplicate`` or a batch's ``count``); a refusal raises nats-py's ``APIError``, as
+        ``js.publish`` does. The reply comes to one inbox subscription of this recorder and is awaited
+        as it lands, within the caller's timeout: ``js.publish`` (``nc.request``) would add a timer
+        and a future of its own, a pass of the loop per append (docs/performance.md)."""
+        prefix = await self._ensure_acks()
+        token = str(next(self._ack_tokens))
+        answer: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
+        self._acks[token] = answer
+        try:
+            await self.bridge.nc.publish(subject, data, reply=f"{prefix}.{token}", headers=headers)
+            msg = await answer
+        finally:
+            self._acks.pop(token, None)
+        if msg.headers and msg.headers.get("Status") == "503":
+            raise nats.errors.NoRespondersError  # no stream on the subject (yet): a transient
+        ack: dict[str, Any] = orjson.loads(msg.data)
+        if "error" in ack:
+            raise nats.js.errors.APIError.from_error(ack["error"])
+        return ack
+
+    async def _ensure_acks(self) -> str:
+        if self._ack_prefix is None:
+            prefix = self.bridge.nc.new_inbox()
+            sub = await self.bridge.nc.subscribe(f"{prefix}.*", cb=self._on_ack)
+            if self._ack_prefix is None:
+                self._ack_prefix = prefix
+            else:  # another append subscribed meanwhile (both awaited their SUB): keep the first
+                await sub.unsubscribe()
+        return self._ack_prefix
+
+    async def _on_ack(self, msg: Msg) -> None:
+        answer = self._acks.get(msg.subject.rsplit(".", 1)[-1])
+        if answer is not None and not answer.done():
+            answer.set_result(msg)
 
     async def _announce(self, position: int) -> None:
         with contextlib.suppress(nats.errors.Error):
