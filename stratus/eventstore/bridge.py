@@ -230,30 +230,40 @@ class NatsBridge:
         self.hops += 1
 
         # One task per call, its deadline a timer on it (``asyncio.timeout``), not a second task under
-        # ``wait_for``: every task and future between the coroutine and the caller costs a pass of the
-        # loop on the way in and on the way out, and an append is mostly such passes (see
-        # docs/performance.md, "Event store: appends").
+        # ``wait_for``; the caller waits on a bare lock the task's completion releases, not on a
+        # ``concurrent.futures.Future`` (a condition, an RLock and a waiter lock per call). Each layer
+        # between the coroutine and the caller costs a pass of the loop or a few microseconds, and a
+        # one-event append is mostly such overhead (see docs/performance.md, "Event store: appends").
         async def bounded() -> T:
-            task = asyncio.current_task()
-            assert task is not None
-            self._tasks.add(task)
-            try:
-                async with asyncio.timeout(timeout):
-                    if self._connected is None or not self._connected.is_set():
-                        await self._wait_connected()
-                    return await coro_factory()
-            finally:
-                self._tasks.discard(task)
+            async with asyncio.timeout(timeout):
+                if self._connected is None or not self._connected.is_set():
+                    await self._wait_connected()
+                return await coro_factory()
 
-        future = asyncio.run_coroutine_threadsafe(bounded(), self._loop)
-        try:
-            # The loop enforces the timeout; the margin only guards against a stuck loop.
-            return future.result(timeout + 5.0)
-        except concurrent.futures.TimeoutError as e:
-            future.cancel()
-            raise TimeoutError(f"NATS call did not finish within {timeout}s") from e
-        except concurrent.futures.CancelledError as e:
-            raise EventStoreUnavailable("the NATS bridge was closed during the call") from e
+        done = threading.Lock()
+        done.acquire()
+        tasks: list[asyncio.Task[T]] = []  # the call's task, once the loop created it
+
+        def begin() -> None:
+            task = self._loop.create_task(bounded())
+            tasks.append(task)
+            self._tasks.add(task)
+            task.add_done_callback(end)
+
+        def end(task: asyncio.Task[T]) -> None:
+            self._tasks.discard(task)
+            done.release()
+
+        self._loop.call_soon_threadsafe(begin)
+        # The loop enforces the timeout; the margin only guards against a stuck loop.
+        if not done.acquire(timeout=timeout + 5.0):
+            if tasks:
+                self._loop.call_soon_threadsafe(tasks[0].cancel)
+            raise TimeoutError(f"NATS call did not finish within {timeout}s")
+        task = tasks[0]
+        if task.cancelled():
+            raise EventStoreUnavailable("the NATS bridge was closed during the call")
+        return task.result()
 
     def spawn(self, coro_factory: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         """Run a background coroutine on the loop until it returns or ``close()`` cancels it."""
