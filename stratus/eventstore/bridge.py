@@ -288,6 +288,8 @@ class NatsBridge:
     # -- internals ------------------------------------------------------------------------------
 
     def _create_task(self, coro_factory: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        if self._closed:  # close() has begun: its shutdown would not see (nor cancel) a new task
+            return
         task = self._loop.create_task(coro_factory())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
