@@ -79,6 +79,23 @@ class Client(_NatsClient):
         if self._flush_queue is not None and self._flush_queue.empty():
             await self._flush_pending()
 
+    def publish_with_next_write(self, subject: str, payload: bytes) -> None:
+        """A core publish (no reply, no headers) queued to go out with the connection's next write,
+        without a write of its own; ``flush_soon`` asks for one. Dropped when not connected: for
+        hints that may be lost (a commit's wake-up), not for messages that must arrive."""
+        if not self.is_connected:
+            return
+        command = prot_command.pub_cmd(subject, "", payload)
+        self._pending.append(command)
+        self._pending_data_size += len(command)
+        self.stats["out_msgs"] += 1
+        self.stats["out_bytes"] += len(payload)
+
+    def flush_soon(self) -> None:
+        """Ask the flusher to write whatever is pending (from the loop; nothing if nothing is)."""
+        if self._pending_data_size and self._flush_queue is not None and self._flush_queue.empty():
+            self._flush_queue.put_nowait(asyncio.get_running_loop().create_future())
+
 
 def _header_block(headers: dict[str, Any]) -> bytes:
     """A NATS header block as nats-py's ``_send_publish`` builds it."""
@@ -273,12 +290,6 @@ class NatsBridge:
             self.start(wait=0)
 
         self._loop.call_soon_threadsafe(self._create_task, coro_factory)
-
-    def after(self, coro_factory: Callable[[], Coroutine[Any, Any, Any]]) -> None:
-        """From a coroutine on the loop: start ``coro_factory()`` on the loop's next pass, as ``spawn``
-        does (fire and forget, cancelled by ``close()``). The task that called it finishes first, so a
-        synchronous caller waiting for that task gets its answer before this work starts."""
-        self._loop.call_soon(self._create_task, coro_factory)
 
     def call_soon(self, fn: Callable[[], object]) -> None:
         """Schedule a plain callback on the loop (fire and forget)."""
