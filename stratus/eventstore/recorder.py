@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 _READ_BATCH = 1000
 _EARLIER_HEADS = 8  # earlier heads remembered per aggregate (see _Head.earlier)
-_WAKE_DELAY = 0.001  # the longest a commit's wake-up waits for a write to go with (_announce)
+_WAKE_DELAY = 0.002  # the longest a commit's wake-up waits for a write to go with (_announce)
 _LONG_READ = 3600.0  # the bound of a whole aggregate's read; each request in it has attempt_timeout
 
 # JetStream error codes (nats-server errors.json).
@@ -461,7 +461,9 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         forget, sent with the connection's next write (usually the next append's) or ``_WAKE_DELAY``
         later, whichever comes first. Sent on its own, each wake-up was a socket write and a
         wake-up of nats-server that every append paid; a subscriber now hears of a commit at most
-        a millisecond later when nothing else is written (docs/performance.md)."""
+        ``_WAKE_DELAY`` later when nothing else is written. (At 1 ms the timer's own firings, about
+        one per two appends in a stream of them, still cost what the wake-ups had; at 2 ms they
+        no longer show: docs/performance.md.)"""
         nc = self.bridge.nc
         nc.publish_with_next_write(self.wake_subject, str(position).encode())
         if not self._wake_timer_set:
