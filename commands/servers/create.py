@@ -26,8 +26,8 @@ from commands.image import Image
 from commands.instance import Instance, check_metadata_items
 from commands.keypair import KeyPair
 from commands.network import FixedNetwork, Network
+from commands.quota import DEFAULT_CLASS, quota_aggregate_id, quota_class_id
 from commands.quota import check as quota_check
-from commands.quota import quota_aggregate_id
 from commands.server_group import GroupMembership
 from commands.unit_of_work import Result, UnitOfWork, exists
 from commands.usage import usage_aggregate_id
@@ -147,10 +147,11 @@ def _decide_creates(
     decided again without it; a lone request's error is raised."""
     project = requests[0][0].project_id
     outcomes: dict[int, ServersCreated | BaseException] = {}
-    reads = {
+    reads = {  # what every create loads: its flavor, the project's usage and limits (uow.limits)
         *(flavor_aggregate_id(cmd.flavor_ref) for cmd, _ in requests),
         usage_aggregate_id(project, uow.usage_epochs.get(project, 0)),
         quota_aggregate_id(project),
+        quota_class_id(DEFAULT_CLASS),
     }
     with uow.app.recorder.prefetched(reads):  # one hop for them all
         prepared: dict[int, _Create] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import threading
 import time
@@ -52,6 +53,7 @@ log = logging.getLogger(__name__)
 
 _READ_BATCH = 1000
 _EARLIER_HEADS = 8  # earlier heads remembered per aggregate (see _Head.earlier)
+_WAKE_DELAY = 0.002  # the longest a commit's wake-up waits for a write to go with (_announce)
 _LONG_READ = 3600.0  # the bound of a whole aggregate's read; each request in it has attempt_timeout
 
 # JetStream error codes (nats-server errors.json).
@@ -212,6 +214,11 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         self._mux_prefix: str | None = None
         self._mux_pending: dict[str, tuple[list[Msg], asyncio.Future[Msg]]] = {}
         self._mux_lock: asyncio.Lock | None = None
+        self._wake_timer_set = False  # a flush of pending wake-ups is due (``_announce``)
+        # Acknowledgements of appends, on one inbox subscription (created on the loop).
+        self._ack_prefix: str | None = None
+        self._acks: dict[str, asyncio.Future[Msg]] = {}
+        self._ack_tokens = itertools.count()
         # How appends went: "appended", "unknown_outcome" (timeouts, disconnects), "rejected" (stale
         # head or duplicate), "recovered" (an unknown outcome turned out stored), "conflicts".
         self.stats: Counter[str] = Counter()
@@ -385,7 +392,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                 self.stats["conflicts"] += 1
                 raise
             try:
-                seqs = self._run(lambda t=attempt_timeout: self._publish(outs, t), attempt_timeout)  # type: ignore[misc]
+                seqs = self._run(lambda: self._publish(outs), attempt_timeout)
             except (_Rejected, _Duplicate) as e:
                 # Message ids are aggregate:version, so a duplicate id says that someone stored that
                 # version: this append only if an earlier attempt of it may have been stored
@@ -430,36 +437,87 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                 if self.signer is not None:
                     self.signer.sign(out.headers)
 
-    async def _publish(self, outs: list[_Out], timeout: float) -> list[int]:
-        """One attempt: a plain publish for one event, an atomic batch for several."""
-        js, nc = self.bridge.js, self.bridge.nc
+    async def _publish(self, outs: list[_Out]) -> list[int]:
+        """One attempt: a plain publish for one event, an atomic batch for several (bounded by the
+        caller's timeout on the bridge)."""
         n = len(outs)
         if n == 1:
             out = outs[0]
-            ack = await js.publish(out.subject, out.data, timeout=timeout, headers=dict(out.headers))
-            if ack.duplicate:
-                raise _Duplicate(f"duplicate ack at {ack.seq}")
-            seqs = [ack.seq]
+            ack = await self._acked(out.subject, out.data, out.headers)
+            if ack.get("duplicate"):
+                raise _Duplicate(f"duplicate ack at {ack['seq']}")
+            seqs = [int(ack["seq"])]
         else:
-            batch_id = uuid.uuid4().hex
+            nc, batch_id = self.bridge.nc, uuid.uuid4().hex
             for i, out in enumerate(outs[:-1], 1):
                 await nc.publish(
                     out.subject, out.data, headers={**out.headers, _BATCH_ID: batch_id, _BATCH_SEQ: str(i)}
                 )
             last = outs[-1]
-            ack = await js.publish(
-                last.subject,
-                last.data,
-                timeout=timeout,
-                headers={**last.headers, _BATCH_ID: batch_id, _BATCH_SEQ: str(n), _BATCH_COMMIT: "1"},
-            )
-            if ack.batch_size is not None and ack.batch_size != n:
-                raise RuntimeError(f"atomic batch of {n} acknowledged with size {ack.batch_size}")
-            seqs = list(range(ack.seq - n + 1, ack.seq + 1))
-        # Wake subscribers (here and in other processes); fire and forget.
-        with contextlib.suppress(nats.errors.Error):
-            await nc.publish(self.wake_subject, str(seqs[-1]).encode())
+            commit = {**last.headers, _BATCH_ID: batch_id, _BATCH_SEQ: str(n), _BATCH_COMMIT: "1"}
+            ack = await self._acked(last.subject, last.data, commit)
+            if ack.get("count", n) != n:
+                raise RuntimeError(f"atomic batch of {n} acknowledged with size {ack['count']}")
+            seq = int(ack["seq"])
+            seqs = list(range(seq - n + 1, seq + 1))
+        self._announce(seqs[-1])
         return seqs
+
+    def _announce(self, position: int) -> None:
+        """Wake subscribers (here and in other processes) with a commit's last position: fire and
+        forget, sent with the connection's next write (usually the next append's) or ``_WAKE_DELAY``
+        later, whichever comes first. Sent on its own, each wake-up was a socket write and a
+        wake-up of nats-server that every append paid; a subscriber now hears of a commit at most
+        ``_WAKE_DELAY`` later when nothing else is written. (At 1 ms the timer's own firings, about
+        one per two appends in a stream of them, still cost what the wake-ups had; at 2 ms they
+        no longer show: docs/performance.md.)"""
+        nc = self.bridge.nc
+        nc.publish_with_next_write(self.wake_subject, str(position).encode())
+        if not self._wake_timer_set:
+            self._wake_timer_set = True
+            asyncio.get_running_loop().call_later(_WAKE_DELAY, self._wake_due)
+
+    def _wake_due(self) -> None:
+        self._wake_timer_set = False
+        with contextlib.suppress(EventStoreUnavailable):  # the bridge closed meanwhile
+            self.bridge.nc.flush_soon()
+
+    async def _acked(self, subject: str, data: bytes, headers: dict[str, str]) -> dict[str, Any]:
+        """Publish one message to the stream and return JetStream's acknowledgement (``seq``, and
+        ``duplicate`` or a batch's ``count``); a refusal raises nats-py's ``APIError``, as
+        ``js.publish`` does. The reply comes to one inbox subscription of this recorder and is awaited
+        as it lands, within the caller's timeout: ``js.publish`` (``nc.request``) would add a timer
+        and a future of its own, a pass of the loop per append (docs/performance.md)."""
+        prefix = await self._ensure_acks()
+        token = str(next(self._ack_tokens))
+        answer: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
+        self._acks[token] = answer
+        try:
+            await self.bridge.nc.publish(subject, data, reply=f"{prefix}.{token}", headers=headers)
+            msg = await answer
+        finally:
+            self._acks.pop(token, None)
+        if msg.headers and msg.headers.get("Status") == "503":
+            raise nats.errors.NoRespondersError  # no stream on the subject (yet): a transient
+        ack: dict[str, Any] = orjson.loads(msg.data)
+        if "error" in ack:
+            raise nats.js.errors.APIError.from_error(ack["error"])
+        return ack
+
+    async def _ensure_acks(self) -> str:
+        if self._ack_prefix is None:
+            prefix = self.bridge.nc.new_inbox()
+            sub = await self.bridge.nc.subscribe(f"{prefix}.*", cb=self._on_ack)
+            if self._ack_prefix is None:
+                self._ack_prefix = prefix
+            else:  # another append subscribed meanwhile (both awaited their SUB): keep the first
+                await sub.unsubscribe()
+        return self._ack_prefix
+
+    async def _on_ack(self, msg: Msg) -> None:
+        answer = self._acks.get(msg.subject.rsplit(".", 1)[-1])
+        if answer is not None and not answer.done():
+            answer.set_result(msg)
 
     def _resolve(
         self, outs: list[_Out], groups: dict[str, _Group], append_id: str, *, deep: bool, timeout: float
@@ -591,13 +649,19 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             msgs = [msg] if msg is not None else []
         elif lte is None:
             prefetched = self._take_prefetched(subject)
-            # where version ``gt`` is stored, if it was seen (the head, or one seen before it): read on
-            seen = self._seen(originator_id)
-            from_seq = seen.seq_of(gt) if seen is not None and gt is not None else None
-            msgs = self._retrying(
-                lambda: self._aggregate_messages(subject, after=gt, head=prefetched, from_seq=from_seq),
-                long=True,
-            )
+            # A prefetched head often answers alone (no such aggregate, nothing after ``gt``, or only
+            # the head itself): then there is nothing to ask the server, and no hop to the loop.
+            answered = _answered_by_head(prefetched[0], gt) if prefetched is not None else None
+            if answered is not None:
+                msgs = answered
+            else:
+                # where version ``gt`` is stored, if it was seen (the head, or one seen before it)
+                seen = self._seen(originator_id)
+                from_seq = seen.seq_of(gt) if seen is not None and gt is not None else None
+                msgs = self._retrying(
+                    lambda: self._aggregate_messages(subject, after=gt, head=prefetched, from_seq=from_seq),
+                    long=True,
+                )
         else:
             msgs = self._retrying(lambda: self._aggregate_messages(subject), long=True)
         if msgs and lte is None:
@@ -694,13 +758,10 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             last = head[0]
         else:
             last = await self.last_message(subject, self.attempt_timeout)
-        if last is None:
-            return []
+        answered = _answered_by_head(last, after)
+        if answered is not None or last is None:  # (a missing head is answered: no events)
+            return answered or []
         newest = _head_of(last)
-        if after is not None and newest.version <= after:
-            return []
-        if newest.version <= 1 or (after is not None and newest.version == after + 1):
-            return [last]
         if after is not None and from_seq is not None:  # only what follows version ``after``
             count = newest.version - after
             return await self._direct_scan(subject, from_seq + 1, count, newest.seq, self.attempt_timeout)
@@ -861,6 +922,19 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             if (end.headers or {}).get("Nats-Num-Pending") == "0":
                 break
         return out
+
+
+def _answered_by_head(last: Msg | None, after: int | None) -> list[Msg] | None:
+    """An aggregate's messages after version ``after`` (None: all), when its last message ``last``
+    (None: it has none) is all there is to read; None when the ones before it must be read too."""
+    if last is None:
+        return []
+    version = int((last.headers or {})[env.CE_ORIGINATORVERSION])
+    if after is not None and version <= after:
+        return []
+    if version <= 1 or (after is not None and version == after + 1):
+        return [last]
+    return None
 
 
 def _head_of(msg: Msg, *, seq: int | None = None) -> _Head:

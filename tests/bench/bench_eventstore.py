@@ -1,19 +1,24 @@
 """Appends per second through the event store, against raw nats-py publishes of the same messages.
 
 Run: ``python -m tests.bench.bench_eventstore [--events N] [--rounds R]`` (a few minutes at most).
-It starts its own nats-server (temporary store, free port) and, in each of R interleaved rounds:
+It starts its own nats-server (temporary store, free port) and, in each of R rounds:
 
 - raw floors, each one coroutine on the bridge's event loop with prebuilt messages:
   sequential ``await js.publish`` of the payload alone, then of the same message our recorder sends
   (payload, CloudEvents headers, msg id, expected-last-sequence check on the aggregate);
-- ``recorder.append([one event])`` from synchronous code: new aggregates, then version 2 of each;
+- ``recorder.append([one event])`` from synchronous code: new aggregates, then version 2 of each,
+  beside the same publishes made from synchronous code (one ``NatsBridge.run`` hop each);
 - atomic appends of 10 events (10 new aggregates, one NATS atomic batch) against the raw atomic
   batch and against 10 raw publishes pipelined with ``publish_async`` (not atomic);
-- the command path: ``Handlers.create_flavor`` and ``Handlers.create_server`` (load flavor, decide,
-  append) per second;
+- the command path: ``Handlers.create_flavor`` against one publish of a flavor's event, and
+  ``Handlers.create_server`` (load flavor, quota and usage, decide, append) against its atomic
+  append prebuilt: one batch of 2 messages on 2 subjects (the project's usage charged under its
+  expected-last-sequence check, the server requested), its ratio to one publish in a column too;
 - diagnostics: an empty ``NatsBridge.run`` hop per second, and all N raw publishes pipelined.
 
-Rates are medians over rounds; ratios are taken within a round (same load), then the median.
+A floor and the paths compared with it run in alternating chunks (25 events, 5 creates, one atomic
+batch), each path timed over its chunks (``interleaved``): on a shared machine they see the same
+load. Rates are medians over rounds; ratios are taken within a round, then the median.
 """
 
 from __future__ import annotations
@@ -27,24 +32,35 @@ import uuid
 from collections.abc import Callable, Sequence
 from uuid import UUID, uuid4
 
+from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import Mapper, StoredEvent
 
 from commands.app import Stratus
+from commands.flavor import Flavor
 from commands.flavors.create import CreateFlavor
 from commands.handlers import Handlers
 from commands.instance import Instance
+from commands.operations import Operations
 from commands.servers.create import CreateServer
+from commands.usage import ProjectUsage
 from stratus.config import Settings
 from stratus.context import CommandContext
 from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
 from stratus.eventstore import envelope as env
-from tests.bench.harness import Bench, CpuMeter, loadavg, machine_lines, nats_server
+from tests.bench.harness import Bench, CpuMeter, Sample, loadavg, machine_lines, nats_server
 
 Message = tuple[str, bytes, dict[str, str]]
 
 EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
 EXPECTED_SEQ_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
+BARE = "raw js.publish, payload only"
+ONE_PUBLISH = "raw js.publish, same message (new aggregate)"
+NEXT_PUBLISH = "raw js.publish, same message (version n+1)"
 HOPPED = "raw js.publish, same message, one NatsBridge.run each"
+FLAVOR_FLOOR = "raw js.publish, a flavor's message"
+CREATE_FLOOR = "raw atomic batch of 2: a create's charge and request"
+CHUNK = 25  # units of each path in turn (``interleaved``)
+CREATE_CHUNK = 5  # a create's atomic batch costs milliseconds
 FLAVOR = {
     "id": "m1.small",
     "name": "m1.small",
@@ -74,10 +90,14 @@ def new_instances(n: int, tag: str) -> list[Instance]:
     ]
 
 
-def stored(mapper: Mapper[UUID], instances: Sequence[Instance]) -> list[StoredEvent]:
-    """The pending event of each instance (exactly one each), as the recorder receives it."""
+def new_flavor(flavorid: str, i: int) -> CreateFlavor:
+    return CreateFlavor(flavorid=flavorid, name=f"flavor {i}", vcpus=1, ram=512, disk=1)
+
+
+def stored(mapper: Mapper[UUID], aggregates: Sequence[Aggregate]) -> list[StoredEvent]:
+    """The pending event of each aggregate (exactly one each), as the recorder receives it."""
     out = []
-    for inst in instances:
+    for inst in aggregates:
         (event,) = inst.collect_events()
         out.append(mapper.to_stored_event(event))
     return out
@@ -89,6 +109,25 @@ def raw_message(recorder: JetStreamApplicationRecorder, e: StoredEvent, expected
     headers[EXPECTED_SEQ] = str(expected_seq)
     headers[EXPECTED_SEQ_SUBJECT] = recorder.layout.aggregate_filter(e.originator_id)
     return recorder.layout.subject(e.originator_id, e.topic), e.state, headers
+
+
+def create_batches(
+    bridge: NatsBridge, recorder: JetStreamApplicationRecorder, mapper: Mapper[UUID], k: int, tag: str
+) -> tuple[list[list[Message]], list[int]]:
+    """The atomic appends of ``k`` creates in one project, prebuilt: each charges the project's usage
+    (under the check of its last sequence) and requests one server, in that order, as
+    ``commands.servers.create`` appends them; and the sequence of the usage's last event (its
+    opening, appended here unmeasured), which ``publish_creates`` carries from one append to the next."""
+    usage = ProjectUsage.open(f"floor-{tag}")
+    (opened,) = (mapper.to_stored_event(e) for e in usage.collect_events())
+    last = bridge.run(lambda: publish_sequential(bridge, [raw_message(recorder, opened, 0)]), 10.0)
+    out = []
+    for inst in new_instances(k, tag):
+        usage.charge([str(inst.id)], 1, 2048, {"instances": -1, "cores": -1, "ram": -1})
+        (charged,) = (mapper.to_stored_event(e) for e in usage.collect_events())
+        (requested,) = stored(mapper, [inst])
+        out.append([raw_message(recorder, charged, 0), raw_message(recorder, requested, 0)])
+    return [batched(msgs, len(msgs))[0] for msgs in out], last
 
 
 # -- raw floors (coroutines on the bridge's loop) -------------------------------------------------
@@ -112,6 +151,17 @@ async def publish_atomic(bridge: NatsBridge, batches: Sequence[Sequence[Message]
         if ack.batch_size != len(batch):
             raise RuntimeError(f"atomic batch of {len(batch)} acknowledged as {ack.batch_size}")
     return sum(len(b) for b in batches)
+
+
+async def publish_creates(bridge: NatsBridge, batches: Sequence[Sequence[Message]], last: list[int]) -> int:
+    """``publish_atomic`` for ``create_batches``: each charge expects the usage's last sequence
+    (``last[0]``, the previous charge: other appends land in between when the bench interleaves)."""
+    js, nc = bridge.js, bridge.nc
+    for (charge_subject, charge, charge_headers), (subject, data, headers) in batches:
+        await nc.publish(charge_subject, charge, headers={**charge_headers, EXPECTED_SEQ: str(last[0])})
+        ack = await js.publish(subject, data, headers=headers)
+        last[0] = ack.seq - 1
+    return len(batches)
 
 
 async def publish_pipelined(bridge: NatsBridge, groups: Sequence[Sequence[Message]]) -> int:
@@ -147,129 +197,162 @@ class Env:
     handlers: Handlers
 
 
+Chunk = Callable[[int, int], int]  # does units [start, stop) of a path, returns how many it did
+
+
+def interleaved(
+    bench: Bench, unit: str, paths: Sequence[tuple[str, str | None, Chunk]], n: int, chunk: int
+) -> None:
+    """Measure ``paths`` (name, floor, what does a chunk) alternately, ``chunk`` units of each in turn,
+    and record each path's time over its chunks as its sample of this round: a floor and the path
+    compared with it see the same moments of a shared machine's load, not two stretches of it. The
+    CPU shown is the block's (all its paths)."""
+    seconds = dict.fromkeys((name for name, _, _ in paths), 0.0)
+    counts = dict.fromkeys(seconds, 0)
+    with bench.meter.measure() as cpu:
+        for start in range(0, n, chunk):
+            for name, _, fn in paths:
+                started = time.perf_counter()
+                counts[name] += fn(start, min(n, start + chunk))
+                seconds[name] += time.perf_counter() - started
+    for name, floor, _ in paths:
+        sample = Sample(counts[name], seconds[name], cpu[0])
+        bench.path(name, unit, floor).samples.append(sample)
+        print(f"  {name}: {sample.count} {unit} in {sample.seconds:.2f} s = {sample.rate:,.0f}/s")
+
+
 def run_round(bench: Bench, e: Env, n: int, batch: int, r: int) -> None:
     bridge, recorder, mapper = e.bridge, e.recorder, e.mapper
     long = 600.0
 
-    # (a) floors: sequential js.publish, payload only / the same message as ours.
+    def raw(msgs: Sequence[Message], seqs: list[int] | None = None) -> Chunk:
+        """Sequential js.publish of ``msgs[start:stop]`` in one coroutine (one hop per chunk)."""
+
+        def run(start: int, stop: int) -> int:
+            acked = bridge.run(lambda: publish_sequential(bridge, msgs[start:stop]), long)
+            if seqs is not None:
+                seqs.extend(acked)
+            return len(acked)
+
+        return run
+
+    def ours(events: Sequence[StoredEvent], size: int = 1) -> Chunk:
+        """``recorder.append`` of ``events[start:stop]``, ``size`` events per append."""
+
+        def run(start: int, stop: int) -> int:
+            for i in range(start, stop, size):
+                recorder.append(events[i : i + size])
+            return stop - start
+
+        return run
+
+    # (a) the payload alone (a baseline column), then the same message as ours, new aggregates.
     bare = [raw_message(recorder, s, 0) for s in stored(mapper, new_instances(n, f"bare{r}"))]
-    bench.measure(
-        "raw js.publish, payload only",
-        "events",
-        lambda: len(bridge.run(lambda: publish_sequential(bridge, bare, bare=True), long)),
-    )
-    raw_instances = new_instances(n, f"raw{r}")
+    bench.measure(BARE, "events", lambda: raw(bare)(0, n))
+    raw_instances, ours_instances = new_instances(n, f"raw{r}"), new_instances(n, f"ours{r}")
     same = [raw_message(recorder, s, 0) for s in stored(mapper, raw_instances)]
-    seqs: list[int] = []
-
-    def raw_same() -> int:
-        seqs.extend(bridge.run(lambda: publish_sequential(bridge, same), long))
-        return len(seqs)
-
-    bench.measure("raw js.publish, same message (new aggregate)", "events", raw_same)
-
     # The same, but from synchronous code: one NatsBridge.run (a thread hop each way) per publish.
     hopped = [raw_message(recorder, s, 0) for s in stored(mapper, new_instances(n, f"hop{r}"))]
 
-    def raw_hopped() -> int:
-        for msg in hopped:
+    def hop_each(start: int, stop: int) -> int:
+        for msg in hopped[start:stop]:
             bridge.run(lambda msg=msg: publish_sequential(bridge, [msg]), 10.0)  # type: ignore[misc]
-        return len(hopped)
+        return stop - start
 
-    bench.measure(HOPPED, "events", raw_hopped, floor="raw js.publish, same message (new aggregate)")
-
-    # (b) ours: one event per append, new aggregates.
-    ours_instances = new_instances(n, f"ours{r}")
-    ours_new = stored(mapper, ours_instances)
-
-    def append_each(events: list[StoredEvent]) -> int:
-        for ev in events:
-            recorder.append([ev])
-        return len(events)
-
-    bench.measure(
-        "recorder.append, 1 event, new aggregate",
+    seqs: list[int] = []
+    interleaved(
+        bench,
         "events",
-        lambda: append_each(ours_new),
-        floor="raw js.publish, same message (new aggregate)",
+        [
+            (ONE_PUBLISH, None, raw(same, seqs)),
+            (HOPPED, ONE_PUBLISH, hop_each),
+            ("recorder.append, 1 event, new aggregate", ONE_PUBLISH, ours(stored(mapper, ours_instances))),
+        ],
+        n,
+        CHUNK,
     )
 
-    # (a'/b') version 2 of each aggregate: the check is against the aggregate's last sequence.
+    # (b) version 2 of each aggregate: the check is against the aggregate's last sequence.
     for inst in raw_instances + ours_instances:
         inst.schedule(f"compute-{r}")
     next_raw = [raw_message(recorder, s, q) for s, q in zip(stored(mapper, raw_instances), seqs, strict=True)]
-    bench.measure(
-        "raw js.publish, same message (version n+1)",
+    interleaved(
+        bench,
         "events",
-        lambda: len(bridge.run(lambda: publish_sequential(bridge, next_raw), long)),
-    )
-    ours_next = stored(mapper, ours_instances)
-    bench.measure(
-        "recorder.append, 1 event, version n+1",
-        "events",
-        lambda: append_each(ours_next),
-        floor="raw js.publish, same message (version n+1)",
+        [
+            (NEXT_PUBLISH, None, raw(next_raw)),
+            ("recorder.append, 1 event, version n+1", NEXT_PUBLISH, ours(stored(mapper, ours_instances))),
+        ],
+        n,
+        CHUNK,
     )
 
-    # (c) atomic multi-event appends.
+    # (c) atomic multi-event appends, a batch of each in turn.
     m = max(batch, (n // 4) // batch * batch)  # fewer: a commit costs milliseconds
     raw_b = batched([raw_message(recorder, s, 0) for s in stored(mapper, new_instances(m, f"rb{r}"))], batch)
-    bench.measure(
-        f"raw atomic batch of {batch}",
-        "events",
-        lambda: bridge.run(lambda: publish_atomic(bridge, raw_b), long),
-    )
     raw_p = [raw_message(recorder, s, 0) for s in stored(mapper, new_instances(m, f"rp{r}"))]
-    groups = [raw_p[i : i + batch] for i in range(0, m, batch)]
-    bench.measure(
-        f"raw publish_async, {batch} pipelined (not atomic)",
+
+    def atomic(start: int, stop: int) -> int:
+        return int(bridge.run(lambda: publish_atomic(bridge, raw_b[start // batch : stop // batch]), long))
+
+    def pipelined(start: int, stop: int) -> int:
+        return int(bridge.run(lambda: publish_pipelined(bridge, [raw_p[start:stop]]), long))
+
+    atomic_floor = f"raw atomic batch of {batch}"
+    interleaved(
+        bench,
         "events",
-        lambda: bridge.run(lambda: publish_pipelined(bridge, groups), long),
-        floor=f"raw atomic batch of {batch}",
-    )
-    ours_b = stored(mapper, new_instances(m, f"ob{r}"))
-
-    def append_batches() -> int:
-        for i in range(0, m, batch):
-            recorder.append(ours_b[i : i + batch])
-        return m
-
-    bench.measure(
-        f"recorder.append, {batch} events (atomic)",
-        "events",
-        append_batches,
-        floor=f"raw atomic batch of {batch}",
+        [
+            (atomic_floor, None, atomic),
+            (f"raw publish_async, {batch} pipelined (not atomic)", atomic_floor, pipelined),
+            (
+                f"recorder.append, {batch} events (atomic)",
+                atomic_floor,
+                ours(stored(mapper, new_instances(m, f"ob{r}")), batch),
+            ),
+        ],
+        m,
+        batch,
     )
 
-    # (d) the command path.
+    # (d) the command path. A create's floor is its atomic append (the project's usage charged,
+    # the server requested), prebuilt; a flavor's, one publish.
     k = max(1, n // 2)
+    flavor_floor = [
+        raw_message(recorder, s, 0)
+        for s in stored(mapper, [Flavor.create(**vars(new_flavor(f"ff{r}-{i}", i))) for i in range(k)])
+    ]
 
-    def create_flavors() -> int:
-        for i in range(k):
-            e.handlers.create_flavor(
-                CreateFlavor(flavorid=f"f{r}-{i}", name=f"flavor {i}", vcpus=1, ram=512, disk=1)
-            )
-        return k
+    def create_flavors(start: int, stop: int) -> int:
+        for i in range(start, stop):
+            e.handlers.create_flavor(new_flavor(f"f{r}-{i}", i))
+        return stop - start
 
-    bench.measure(
-        "Handlers.create_flavor",
+    interleaved(
+        bench,
         "commands",
-        create_flavors,
-        floor="raw js.publish, same message (new aggregate)",
+        [(FLAVOR_FLOOR, None, raw(flavor_floor)), ("Handlers.create_flavor", FLAVOR_FLOOR, create_flavors)],
+        k,
+        CHUNK,
     )
+    create_floor, usage_last = create_batches(bridge, recorder, mapper, k, f"cf{r}")
 
-    def create_servers() -> int:
-        for i in range(k):
+    def raw_creates(start: int, stop: int) -> int:
+        return int(bridge.run(lambda: publish_creates(bridge, create_floor[start:stop], usage_last), long))
+
+    def create_servers(start: int, stop: int) -> int:
+        for i in range(start, stop):
             e.handlers.create_server(
                 CreateServer(name=f"vm-{r}-{i}", project_id="p1", user_id="u1", flavor_ref="m1.small")
             )
-        return k
+        return stop - start
 
-    bench.measure(
-        "Handlers.create_server",
+    interleaved(
+        bench,
         "commands",
-        create_servers,
-        floor="raw js.publish, same message (new aggregate)",
+        [(CREATE_FLOOR, None, raw_creates), ("Handlers.create_server", CREATE_FLOOR, create_servers)],
+        k,
+        CREATE_CHUNK,
     )
 
     # Diagnostics: the sync -> async hop alone, and the connection's pipelined ceiling.
@@ -287,7 +370,7 @@ def run_round(bench: Bench, e: Env, n: int, batch: int, r: int) -> None:
         "raw publish_async, all pipelined (not atomic)",
         "events",
         lambda: bridge.run(lambda: publish_pipelined(bridge, [ceiling]), long),
-        floor="raw js.publish, same message (new aggregate)",
+        floor=ONE_PUBLISH,
     )
 
 
@@ -329,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
             recorder = factory.application_recorder()
             app = Stratus(factory)
             handlers = Handlers(app)
+            # Nova's default quota (10 instances) would refuse the bench's creates after the tenth.
+            Operations(app).set_quota("p1", {"instances": -1, "cores": -1, "ram": -1}, {})
             handlers.create_flavor(
                 CreateFlavor(flavorid="m1.small", name="m1.small", vcpus=1, ram=2048, disk=20)
             )
@@ -354,8 +439,9 @@ def main(argv: list[str] | None = None) -> int:
                 bench.table(
                     f"Event store appends ({args.events} events per path per round, {args.rounds} rounds)",
                     baselines=[
-                        ("payload-only publish", "raw js.publish, payload only"),
+                        ("payload-only publish", BARE),
                         ("one hop per publish", HOPPED),
+                        ("one publish (new aggregate)", ONE_PUBLISH),
                     ],
                 )
             )

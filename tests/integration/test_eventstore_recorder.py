@@ -395,6 +395,30 @@ def test_prefetched_heads_serve_the_first_load_of_each_aggregate(
     assert [e.originator_version for e in recorder.select_events(one, gt=1)] == [2]
 
 
+def test_loads_a_prefetched_head_answers_make_no_hop(recorder: JetStreamApplicationRecorder) -> None:
+    """A head read ahead answers alone for an aggregate that does not exist, one with nothing after
+    the cached version, and one whose only new event is the head: those loads hand nothing to the
+    bridge's loop (a command loading several aggregates pays one hop for them all)."""
+    one, three, missing = uuid4(), uuid4(), uuid4()
+    recorder.append([ev(one, 1)])
+    recorder.append([ev(three, 1), ev(three, 2, topic=TOPIC_RENAMED), ev(three, 3, topic=TOPIC_RENAMED)])
+    bridge = recorder.bridge
+    with recorder.prefetched([one, three, missing]):
+        hops = bridge.hops
+        assert [e.originator_version for e in recorder.select_events(one)] == [1]
+        assert [e.originator_version for e in recorder.select_events(three, gt=2)] == [3]
+        assert recorder.select_events(missing) == []
+        assert bridge.hops == hops
+    with recorder.prefetched([three]):
+        hops = bridge.hops
+        assert recorder.select_events(three, gt=3) == []
+        assert bridge.hops == hops
+    with recorder.prefetched([three]):
+        hops = bridge.hops
+        assert [e.originator_version for e in recorder.select_events(three, gt=1)] == [2, 3]  # a read
+        assert bridge.hops == hops + 1
+
+
 def test_a_cached_aggregate_catches_up_from_where_it_was_seen(
     recorder: JetStreamApplicationRecorder, make_recorder: Make, settings: Settings
 ) -> None:
