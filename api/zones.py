@@ -22,15 +22,7 @@ from api.readmodel import POSITION_HEADER, ReadModel
 from api.resource import BusResource
 from api.services import _now, service_view
 from commands.host_aggregate import DEFAULT_ZONE, INTERNAL_ZONE
-from commands.hosts.aggregates import (
-    AddHostToAggregate,
-    CreateHostAggregate,
-    DeleteHostAggregate,
-    RemoveHostFromAggregate,
-    SetHostAggregateMetadata,
-    UpdateHostAggregate,
-    host_aggregate,
-)
+from commands.hosts import aggregates
 from commands.hosts.services import COMPUTE_BINARY
 from projections import admin_queries
 from stratus.context import acting
@@ -125,7 +117,7 @@ class _Aggregates(BusResource):
 
     def _answer(self, req: falcon.Request, resp: falcon.Response, position: int, aggregate_uuid: str) -> None:
         """Answer with the aggregate as the log has it now (the read model may not have it yet)."""
-        agg = host_aggregate(self._bus.uow, aggregate_uuid)
+        agg = aggregates.host_aggregate(self._bus.uow, aggregate_uuid)
         resp.set_header(POSITION_HEADER, str(position))
         view = {
             "id": agg.number,
@@ -154,7 +146,7 @@ class Aggregates(_Aggregates):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:create")
         spec = self._body(req, "aggregates.create")["aggregate"]
-        command = CreateHostAggregate(spec["name"], spec.get("availability_zone"))
+        command = aggregates.CreateHostAggregate(spec["name"], spec.get("availability_zone"))
         with acting(req.context.command):
             result = self._bus.handle(command)
         self._answer(req, resp, result.position, result.id)
@@ -173,7 +165,7 @@ class Aggregate(_Aggregates):
         auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:update")
         spec = self._body(req, "aggregates.update")["aggregate"]
         uid = self._uuid(req, aggregate_id)
-        command = UpdateHostAggregate(
+        command = aggregates.UpdateHostAggregate(
             uid,
             name=spec.get("name"),
             availability_zone=spec.get("availability_zone"),
@@ -187,7 +179,7 @@ class Aggregate(_Aggregates):
         auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:delete")
         uid = self._uuid(req, aggregate_id)
         with acting(req.context.command):
-            result = self._bus.handle(DeleteHostAggregate(uid))
+            result = self._bus.handle(aggregates.DeleteHostAggregate(uid))
         resp.set_header(POSITION_HEADER, str(result.position))
         resp.status = falcon.HTTP_200
 
@@ -202,11 +194,11 @@ class AggregateAction(_Aggregates):
         uid = self._uuid(req, aggregate_id)
         with acting(req.context.command):
             if action == "add_host":
-                result = self._bus.handle(AddHostToAggregate(uid, args["host"]))
+                result = self._bus.handle(aggregates.AddHostToAggregate(uid, args["host"]))
             elif action == "remove_host":
-                result = self._bus.handle(RemoveHostFromAggregate(uid, args["host"]))
+                result = self._bus.handle(aggregates.RemoveHostFromAggregate(uid, args["host"]))
             else:
-                result = self._bus.handle(SetHostAggregateMetadata(uid, args["metadata"]))
+                result = self._bus.handle(aggregates.SetHostAggregateMetadata(uid, args["metadata"]))
         self._answer(req, resp, result.position, uid)
 
 
