@@ -118,8 +118,8 @@ class ServerAction:
             raise BadRequest(f"There is no such action: {name[:100]}")
         act(req, resp, server_id, {"name": name, "value": value})
         if auth.is_admin(req.context.actor):  # its project's users read an admin's action at once
-            deleted = loaders.instance(self._bus.uow, server_id, deleted_too=True)
-            req.context.written_project = deleted.project_id
+            server = loaders.instance(self._bus.uow, server_id, deleted_too=True)
+            req.context.written_project = server.project_id
 
     def _handle(self, req: falcon.Request, command: object) -> Any:
         """Run ``command`` as the request's caller; the use case's result."""

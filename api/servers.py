@@ -328,8 +328,8 @@ class ServerItem(_Servers):
         with acting(req.context.command):
             result = self._bus.handle(DeleteServer(server_id, auth.server_scope(actor)))
         if auth.is_admin(actor):  # the server's project's users read its deletion at once
-            deleted = loaders.instance(self._bus.uow, server_id, deleted_too=True)
-            req.context.written_project = deleted.project_id
+            server = loaders.instance(self._bus.uow, server_id, deleted_too=True)
+            req.context.written_project = server.project_id
         resp.status = falcon.HTTP_204
         resp.set_header(POSITION_HEADER, str(result.position))
 
