@@ -3,9 +3,9 @@
 
 ``LazyApp`` connects to nothing when made. It is a WSGI callable that builds the real collaborators
 (Settings from the environment, the NATS bridge, the JetStream event store, the ``Stratus``
-application and its command ``Handlers``, the read model's connection pool) on the first request
-it serves, in the worker process, after gunicorn has forked, and closes them when the worker
-exits. Tests call ``create_app(deps)`` with collaborators they built themselves.
+application and its message bus, the read model's connection pool) on the first request it serves,
+in the worker process, after gunicorn has forked, and closes them when the worker exits. Tests
+call ``create_app(deps)`` with collaborators they built themselves.
 """
 
 from __future__ import annotations
@@ -46,16 +46,15 @@ from api.log_identity import IdentityFromLog
 from api.middleware import REQUEST_ID_HEADERS, RequestContext
 from api.openapi import OpenAPIDocument
 from api.placement import add_routes as add_placement_routes
-from api.placement.view import ProviderView
 from api.readmodel import ReadModel, Written, open_pool
 from api.server_actions import add_routes as add_server_action_routes
 from api.server_actions import host_liveness, scheduler_beats
-from commands.handlers import Handlers
+from commands.bus import MessageBus, bootstrap
 from commands.image_usage import ImageLimits
 from commands.network import FixedNetwork
-from commands.operations import Operations
 from stratus import serialization
 from stratus.config import Settings
+from stratus.eventstore import JetStreamApplicationRecorder
 from stratus.hostrpc import HostRPC
 from stratus.liveness import Heartbeats, LivenessReader
 
@@ -82,7 +81,12 @@ def _new_request_id() -> str:
 class Deps:
     """Everything the API's resources need, built by a composition root."""
 
-    handlers: Handlers
+    # The process's message bus (``commands.bus.bootstrap``): every write is a command sent to it.
+    bus: MessageBus
+    # The log the bus appends to, which some resources read beside it: a server's actions and the
+    # audit history (``history.LogReader``), Placement's providers (``ProviderLog``), the event
+    # stream (``api.watch``); each resource is typed by the Protocol of what it reads.
+    log: JetStreamApplicationRecorder
     pool: psycopg_pool.ConnectionPool
     settings: Settings
     # Signs and verifies tokens. The composition root passes the deployment's key; the default, a
@@ -92,20 +96,16 @@ class Deps:
     new_request_id: Callable[[], str] = _new_request_id
     max_body_bytes: int = MAX_BODY_BYTES
     # Beside the log, on the process's NATS bridge: questions to compute hosts (a console's output)
-    # and the hosts' and schedulers' heartbeats. None: on the bridge the event store uses
-    # (``beside_the_log``), for a test that builds Deps around its own Handlers.
+    # and the hosts' and schedulers' heartbeats. None: on the bridge of ``log`` (``beside_the_log``),
+    # for a test that builds Deps around its own bus.
     host_rpc: HostRPC | None = None
     heartbeats: LivenessReader | None = None
 
 
 def beside_the_log(deps: Deps) -> tuple[HostRPC, LivenessReader]:
     """The host RPC client and the heartbeats reader ``deps`` names; those it leaves out are built on
-    the NATS bridge of its event store."""
-    if deps.host_rpc is not None and deps.heartbeats is not None:
-        return deps.host_rpc, deps.heartbeats
-    bridge = getattr(deps.handlers.app.recorder, "bridge", None)
-    if bridge is None:
-        raise TypeError("Deps names no host_rpc or heartbeats, and its event store has no NATS bridge")
+    the NATS bridge of its log."""
+    bridge = deps.log.bridge
     return (
         deps.host_rpc or HostRPC(bridge),
         deps.heartbeats or Heartbeats.beside(bridge, deps.settings),
@@ -129,7 +129,11 @@ def create_app(deps: Deps) -> falcon.App:
     validators = load_validators(REQUEST_SCHEMAS)
     host_rpc, heartbeats = beside_the_log(deps)
     down_after = deps.settings.host_down_after_seconds
-    server_args = (deps.handlers, read, validators, deps.max_body_bytes)
+    # One bus for every resource: the one the composition root built, with the deployment's image
+    # limits (the image commands' quota) from its settings.
+    image_limits = ImageLimits(deps.settings.image_count_total, deps.settings.image_size_total_mb)
+    bus = deps.bus.extended(image_limits=image_limits)
+    server_args = (bus, read, validators, deps.max_body_bytes)
     flavor_args = (*server_args, deps.new_flavor_id)
 
     app.add_route("/", versions.Versions())
@@ -143,28 +147,27 @@ def create_app(deps: Deps) -> falcon.App:
         "/v2.1/servers/detail", servers.ServerDetailCollection(*server_args, user_data, liveness=alive)
     )
     app.add_route("/v2.1/servers/{server_id}", servers.ServerItem(*server_args, user_data, liveness=alive))
-    add_server_action_routes(app, deps.handlers, deps.max_body_bytes, read, user_data, host_rpc=host_rpc)
+    add_server_action_routes(app, bus, deps.max_body_bytes, read, user_data, host_rpc=host_rpc, log=deps.log)
     app.add_route("/v2.1/flavors", flavors.FlavorCollection(*flavor_args))
     app.add_route("/v2.1/flavors/detail", flavors.FlavorDetailCollection(*flavor_args))
     app.add_route("/v2.1/flavors/{flavor_id}", flavors.FlavorItem(*flavor_args))
     hypervisors.add_routes(app, read, alive, heartbeats.reports)
     extensions.add_routes(app)
-    image_limits = ImageLimits(deps.settings.image_count_total, deps.settings.image_size_total_mb)
-    bus = deps.handlers.bus.extended(image_limits=image_limits)
-    images_keypairs.add_routes(app, deps.handlers, bus, read, deps.settings.data_dir, deps.max_body_bytes)
+    images_keypairs.add_routes(app, bus, read, deps.settings.data_dir, deps.max_body_bytes)
     compute_admin.add_routes(
         app,
-        Operations(deps.handlers.app),
+        bus,
         read,
         deps.max_body_bytes,
         alive,
         scheduler_beats(heartbeats, down_after),
     )
-    networks.add_routes(app, lambda: deps.handlers.network)
-    app.add_route("/v2.1/stratus/history/{kind}/{resource_id}", audit.History(deps.handlers))
-    app.add_route("/v2.1/stratus/state/{kind}/{resource_id}", audit.State(deps.handlers))
-    app.add_route("/v2.1/stratus/usage/{project_id}", audit.Usage(deps.handlers))
-    add_placement_routes(app, bus, ProviderView(deps.handlers.app))
+    networks.add_routes(app, bus.dependencies["network"])
+    on_the_log = (bus.app, deps.log)
+    app.add_route("/v2.1/stratus/history/{kind}/{resource_id}", audit.History(*on_the_log))
+    app.add_route("/v2.1/stratus/state/{kind}/{resource_id}", audit.State(*on_the_log))
+    app.add_route("/v2.1/stratus/usage/{project_id}", audit.Usage(*on_the_log))
+    add_placement_routes(app, bus, deps.log)
     identity.add_routes(
         app,
         bus=bus,
@@ -204,8 +207,9 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
         bridge.close()
         raise
     try:
-        app = Stratus(Factory(bridge=bridge, settings=settings))
-        handlers = Handlers(app, network=fixed_network(settings))
+        factory = Factory(bridge=bridge, settings=settings)
+        bus = bootstrap(Stratus(factory), network=fixed_network(settings))
+        log = factory.application_recorder()  # the bus's application's recorder, typed as what it is
         signer = TokenSigner(load_or_create_key(settings.token_key_path), settings.token_ttl_seconds)
         with pool.connection() as conn:
             ensure_schema(conn)
@@ -219,7 +223,8 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
         bridge.close()
 
     deps = Deps(
-        handlers=handlers,
+        bus=bus,
+        log=log,
         pool=pool,
         settings=settings,
         token_signer=signer,

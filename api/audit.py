@@ -22,8 +22,8 @@ from api import auth
 from api.errors import BadRequest, ItemNotFound
 from api.redaction import project_of, state_for_member, view
 from commands import resources
+from commands.app import Stratus
 from commands.errors import InvalidInput
-from commands.handlers import Handlers
 from projections import asof
 from stratus import positions
 from stratus.audit import history
@@ -67,9 +67,10 @@ def _limit_marker(req: falcon.Request) -> tuple[int, int | None]:
 
 
 class _Audit:
-    def __init__(self, handlers: Handlers) -> None:
-        self._app = handlers.app
-        self._reader: history.LogReader = handlers.app.recorder  # type: ignore[assignment]
+    def __init__(self, app: Stratus, log: history.LogReader) -> None:
+        """``app``: the aggregates past states are folded with; ``log``: where their events are read."""
+        self._app = app
+        self._reader = log
 
     def _aggregate(self, actor: Actor, kind: str, resource_id: str) -> UUID | str:
         try:

@@ -24,7 +24,7 @@ from api import (
 )
 from api.body import load_validators
 from api.readmodel import ReadModel
-from commands.operations import Operations
+from commands.bus import MessageBus
 
 REQUEST_SCHEMAS = (
     "hosts.update",
@@ -47,7 +47,7 @@ REQUEST_SCHEMAS = (
 
 def add_routes(
     app: falcon.App,
-    ops: Operations,
+    bus: MessageBus,
     read: ReadModel,
     max_body_bytes: int,
     liveness: Callable[[list[str]], dict[str, bool]] | None = None,
@@ -56,14 +56,14 @@ def add_routes(
     """``liveness``: which hosts send heartbeats (``stratus.liveness``), for services' ``state``;
     ``schedulers``: the schedulers that beat, for their rows."""
     validators = load_validators(REQUEST_SCHEMAS)
-    args = (ops, read, validators, max_body_bytes)
+    args = (bus, read, validators, max_body_bytes)
     v = "/v2.1"
     app.add_route(f"{v}/flavors/{{flavor_id}}/os-extra_specs", flavor_extras.ExtraSpecs(*args))
     app.add_route(f"{v}/flavors/{{flavor_id}}/os-extra_specs/{{key}}", flavor_extras.ExtraSpec(*args))
     app.add_route(f"{v}/flavors/{{flavor_id}}/os-flavor-access", flavor_extras.FlavorAccess(*args))
     app.add_route(f"{v}/flavors/{{flavor_id}}/action", flavor_extras.FlavorAction(*args))
     app.add_route(f"{v}/os-services", services.Services(read, liveness=liveness, schedulers=schedulers))
-    service = services.ServiceAction(ops, validators, max_body_bytes, read, liveness=liveness)
+    service = services.ServiceAction(bus, validators, max_body_bytes, read, liveness=liveness)
     app.add_route(f"{v}/os-services/{{action}}", service)
     app.add_route(f"{v}/os-availability-zone", zones.AvailabilityZones(read, detail=False, liveness=liveness))
     app.add_route(
@@ -84,7 +84,7 @@ def add_routes(
     app.add_route(f"{v}/os-hosts", hosts.Hosts(read))
     app.add_route(f"{v}/os-instance_usage_audit_log", audit_log.AuditLogs(read))
     app.add_route(f"{v}/os-instance_usage_audit_log/{{before}}", audit_log.AuditLog(read))
-    host = hosts.Host(read, ops, validators["hosts.update"], max_body_bytes)
+    host = hosts.Host(read, bus, validators["hosts.update"], max_body_bytes)
     app.add_route(f"{v}/os-hosts/{{host_name}}", host)
     app.add_route(f"{v}/os-hosts/{{host_name}}/{{action}}", hosts.HostPowerAction(read))
     app.add_route(f"{v}/os-simple-tenant-usage", usage.TenantUsages(read))

@@ -14,7 +14,14 @@ import falcon
 from api import auth
 from api.errors import BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER, ReadModel
-from api.resource import OperationsResource
+from api.resource import BusResource
+from commands import loaders
+from commands.flavors.change import (
+    AddFlavorAccess,
+    DeleteFlavorExtraSpec,
+    RemoveFlavorAccess,
+    SetFlavorExtraSpecs,
+)
 from commands.unit_of_work import Result
 from projections import queries
 from stratus.context import Actor, acting
@@ -45,7 +52,7 @@ def _spec_value(value: object) -> str:
     return str(value)
 
 
-class _Resource(OperationsResource):
+class _Resource(BusResource):
     def _written(self, resp: falcon.Response, result: Result) -> None:
         resp.set_header(POSITION_HEADER, str(result.position))
         self._read.note(FLAVORS, result.position)
@@ -64,7 +71,7 @@ class ExtraSpecs(_Resource):
             k: _spec_value(v) for k, v in self._body(req, "flavors.extra_specs.create")["extra_specs"].items()
         }
         with acting(req.context.command):
-            result = self._ops.set_flavor_extra_specs(flavor_id, specs)
+            result = self._bus.handle(SetFlavorExtraSpecs(flavor_id, specs))
         self._written(resp, result)
         resp.media = {"extra_specs": specs}
 
@@ -85,14 +92,14 @@ class ExtraSpec(_Resource):
             raise BadRequest("Request body and URI mismatch")
         value = _spec_value(body[key])
         with acting(req.context.command):
-            result = self._ops.set_flavor_extra_specs(flavor_id, {key: value})
+            result = self._bus.handle(SetFlavorExtraSpecs(flavor_id, {key: value}))
         self._written(resp, result)
         resp.media = {key: value}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, flavor_id: str, key: str) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-flavor-extra-specs:delete")
         with acting(req.context.command):
-            result = self._ops.delete_flavor_extra_spec(flavor_id, key)
+            result = self._bus.handle(DeleteFlavorExtraSpec(flavor_id, key))
         self._written(resp, result)
         resp.status = falcon.HTTP_200
 
@@ -121,13 +128,13 @@ class FlavorAction(_Resource):
         project = args["tenant"]
         if action == "addTenantAccess":
             auth.require_admin(req.context.actor, "os_compute_api:os-flavor-access:add_tenant_access")
-            auth.require_project(self._ops.app, project)
+            auth.require_project(self._bus.app, project)
             with acting(req.context.command):
-                result = self._ops.add_flavor_access(flavor_id, project)
+                result = self._bus.handle(AddFlavorAccess(flavor_id, project))
         else:
             auth.require_admin(req.context.actor, "os_compute_api:os-flavor-access:remove_tenant_access")
             with acting(req.context.command):
-                result = self._ops.remove_flavor_access(flavor_id, project)
+                result = self._bus.handle(RemoveFlavorAccess(flavor_id, project))
         self._written(resp, result)
-        flavor = self._ops.flavor(flavor_id)
+        flavor = loaders.flavor(self._bus.uow, flavor_id)
         resp.media = _access_list(flavor_id, list(flavor.projects))

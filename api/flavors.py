@@ -23,10 +23,11 @@ from api.links import int_filter, next_links, page_params, resource_links
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.servers import UPDATE_READ_WAIT_SECONDS
 from api.versions import at_least, since
+from commands import loaders
+from commands.bus import MessageBus
 from commands.errors import DomainError
 from commands.flavors.change import DescribeFlavor
 from commands.flavors.create import CreateFlavor, DeleteFlavor
-from commands.handlers import Handlers
 from projections import queries
 from stratus.context import acting
 
@@ -112,13 +113,13 @@ def _rxtx(value: object) -> float:
 class _Flavors:
     def __init__(
         self,
-        handlers: Handlers,
+        bus: MessageBus,
         read_model: ReadModel,
         validators: dict[str, Draft202012Validator],
         max_body_bytes: int,
         new_flavor_id: Callable[[], str],
     ) -> None:
-        self._handlers = handlers
+        self._bus = bus
         self._read = read_model
         self._create_validator = validators["flavors.create"]
         self._update_validator = validators["flavors.update"]
@@ -185,7 +186,7 @@ class FlavorCollection(_Flavors):
                 "('rxtx_factor' was unexpected)"
             )
         with acting(req.context.command):
-            result = self._handlers.bus.handle(command)
+            result = self._bus.handle(command)
         resp.set_header(POSITION_HEADER, str(result.position))
         self._read.note(FLAVORS, result.position)
         resp.media = {"flavor": detail_view(req, {**vars(command), "flavorid": result.id, "extra_specs": {}})}
@@ -208,7 +209,7 @@ class FlavorItem(_Flavors):
             if row is None and self._in_log(flavor_id):
                 # Created a moment ago (SDKs read right after POST without a position): wait once
                 # for the read model to reach the log's head rather than answer 404 for it.
-                head = self._handlers.app.recorder.max_notification_id() or 0
+                head = self._bus.app.recorder.max_notification_id() or 0
                 if queries.wait_for_position(conn, head, UPDATE_READ_WAIT_SECONDS):
                     row = queries.get_flavor(conn, flavor_id)
         if row is None or not can_see(req.context.actor, row):
@@ -221,7 +222,7 @@ class FlavorItem(_Flavors):
         auth.require_admin(req.context.actor, "os_compute_api:os-flavor-manage:update")
         spec = read_json(req, self._update_validator, self._max_body)["flavor"]
         with acting(req.context.command):
-            result = self._handlers.bus.handle(DescribeFlavor(flavor_id, spec["description"]))
+            result = self._bus.handle(DescribeFlavor(flavor_id, spec["description"]))
         resp.set_header(POSITION_HEADER, str(result.position))
         self._read.note(FLAVORS, result.position)
         with self._read.connection(req, concerning=(FLAVORS,)) as conn:
@@ -234,7 +235,7 @@ class FlavorItem(_Flavors):
 
     def _in_log(self, flavor_id: str) -> bool:
         try:
-            self._handlers.flavor(flavor_id)
+            loaders.flavor(self._bus.uow, flavor_id)
         except DomainError:
             return False
         return True
@@ -243,7 +244,7 @@ class FlavorItem(_Flavors):
         """Deleting a flavor keeps the servers built from it as they are (they hold a copy)."""
         auth.require_admin(req.context.actor, "os_compute_api:os-flavor-manage:delete")
         with acting(req.context.command):
-            result = self._handlers.bus.handle(DeleteFlavor(flavor_id))
+            result = self._bus.handle(DeleteFlavor(flavor_id))
         resp.status = falcon.HTTP_202
         resp.set_header(POSITION_HEADER, str(result.position))
         self._read.note(FLAVORS, result.position)

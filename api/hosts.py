@@ -22,8 +22,8 @@ from api.body import read_json
 from api.errors import ApiError, BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.services import COMPUTE_BINARY
+from commands.bus import MessageBus
 from commands.hosts.services import SetServiceStatus
-from commands.operations import Operations
 from projections import admin_queries, queries
 from stratus.context import acting
 
@@ -71,10 +71,10 @@ class Host:
     """``GET``/``PUT /v2.1/os-hosts/{host}``: usage by project; enable or disable the host."""
 
     def __init__(
-        self, read: ReadModel, ops: Operations, validator: Draft202012Validator, max_body: int
+        self, read: ReadModel, bus: MessageBus, validator: Draft202012Validator, max_body: int
     ) -> None:
         self._read = read
-        self._ops = ops
+        self._bus = bus
         self._validator = validator
         self._max_body = max_body
 
@@ -116,7 +116,7 @@ class Host:
         disabled = body["status"] == "disable"
         with acting(req.context.command):
             command = SetServiceStatus(host_name, COMPUTE_BINARY, disabled=disabled)
-            result = self._ops.set_service_status(command)
+            result = self._bus.handle(command)
         resp.set_header(POSITION_HEADER, str(result.position))
         resp.media = {"host": host_name, "status": "disabled" if disabled else "enabled"}
 

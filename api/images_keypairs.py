@@ -17,7 +17,6 @@ from api import image, keypairs, nova_images, server_fields
 from api.body import load_validators
 from api.readmodel import ReadModel
 from commands.bus import MessageBus
-from commands.handlers import Handlers
 from stratus.imagestore import BlobStore, ImageStore
 
 SCHEMAS = ("images.create", "keypairs.create", "servers.metadata", "servers.metadata_item", "servers.tags")
@@ -32,10 +31,10 @@ def user_data_store(data_dir: Path) -> BlobStore:
 
 
 def add_routes(
-    app: falcon.App, handlers: Handlers, bus: MessageBus, read: ReadModel, data_dir: Path, max_body_bytes: int
+    app: falcon.App, bus: MessageBus, read: ReadModel, data_dir: Path, max_body_bytes: int
 ) -> None:
     """Mount the image service, Nova's image proxy, key pairs and servers' metadata and tags; ``bus``
-    carries the image and key-pair commands (with the deployment's image limits)."""
+    carries their commands (with the deployment's image limits)."""
     validators = load_validators(SCHEMAS)
     image.add_routes(
         app,
@@ -51,7 +50,7 @@ def add_routes(
     app.add_route("/v2.1/os-keypairs", keypairs.KeyPairCollection(*keypair_args))
     app.add_route("/v2.1/os-keypairs/{name}", keypairs.KeyPairItem(*keypair_args))
 
-    field_args = (handlers, validators, max_body_bytes)
+    field_args = (bus, validators, max_body_bytes)
     app.add_route("/v2.1/servers/{server_id}/metadata", server_fields.Metadata(*field_args))
     app.add_route("/v2.1/servers/{server_id}/metadata/{key}", server_fields.MetadataItem(*field_args))
     app.add_route("/v2.1/servers/{server_id}/tags", server_fields.Tags(*field_args))

@@ -8,7 +8,6 @@ networks went with nova-network: Nova's 410 Gone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import falcon
@@ -42,11 +41,11 @@ def network_view(network: FixedNetwork, admin: bool) -> dict[str, Any]:
 class NetworkCollection:
     """``GET /v2.1/os-networks``; ``POST`` (and ``/add``) are gone, as nova-network."""
 
-    def __init__(self, network: Callable[[], FixedNetwork | None]) -> None:
+    def __init__(self, network: FixedNetwork | None) -> None:
         self._network = network
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        admin, network = auth.is_admin(req.context.actor), self._network()
+        admin, network = auth.is_admin(req.context.actor), self._network
         resp.media = {"networks": [network_view(network, admin)] if network else []}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -57,11 +56,11 @@ class NetworkCollection:
 class NetworkItem:
     """``GET /v2.1/os-networks/{id}``; ``DELETE`` is gone, as nova-network."""
 
-    def __init__(self, network: Callable[[], FixedNetwork | None]) -> None:
+    def __init__(self, network: FixedNetwork | None) -> None:
         self._network = network
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, network_id: str) -> None:
-        network = self._network()
+        network = self._network
         if network is None or network_id != str(network.id):
             raise ItemNotFound("Network not found")
         resp.media = {"network": network_view(network, auth.is_admin(req.context.actor))}
@@ -70,7 +69,7 @@ class NetworkItem:
         raise Gone("Deleting networks went with nova-network (removed in Nova 21.0.0).")
 
 
-def add_routes(app: falcon.App, network: Callable[[], FixedNetwork | None]) -> None:
-    """``network``: the configured fixed network, as the command side has it now."""
+def add_routes(app: falcon.App, network: FixedNetwork | None) -> None:
+    """``network``: the fixed network the bus gives servers addresses on (None: none)."""
     app.add_route("/v2.1/os-networks", NetworkCollection(network))
     app.add_route("/v2.1/os-networks/{network_id}", NetworkItem(network))

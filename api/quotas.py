@@ -16,9 +16,10 @@ from api import auth
 from api.body import as_bool, as_int
 from api.errors import BadRequest
 from api.readmodel import POSITION_HEADER
-from api.resource import OperationsResource
+from api.resource import BusResource
 from api.versions import at_least
 from commands.quota import DEFAULT_CLASS, DEFAULT_LIMITS
+from commands.quotas.limits import ResetQuota, SetQuota, SetQuotaClass, quota_class
 from projections import admin_queries
 from stratus.context import Actor, acting
 
@@ -31,7 +32,7 @@ def _may_read(actor: Actor, project_id: str) -> None:
         auth.require_admin(actor, "os_compute_api:os-quota-sets:show")
 
 
-class _Quotas(OperationsResource):
+class _Quotas(BusResource):
     def _state(self, req: falcon.Request, project_id: str) -> tuple[dict[str, int], dict[str, int]]:
         """(limits, usage) of ``project_id`` from the read model."""
         actor = req.context.actor
@@ -66,19 +67,19 @@ class QuotaSet(_Quotas):
                 f"Invalid input for field/attribute quota_set. Additional properties are not allowed "
                 f"({', '.join(map(repr, unknown))} unexpected at this microversion)"
             )
-        auth.require_project(self._ops.app, project_id)
+        auth.require_project(self._bus.app, project_id)
         force = as_bool(spec.pop("force", False))
         spec = {k: as_int(v, f"quota_set.{k}", -1) for k, v in spec.items()}
         _, used = self._state(req, project_id)
         with acting(req.context.command):
-            result = self._ops.set_quota(project_id, spec, used, force)
+            result = self._bus.handle(SetQuota(project_id, spec, used, force))
         resp.set_header(POSITION_HEADER, str(result.position))
-        resp.media = {"quota_set": shown(req, dict(self._ops.limits(project_id)))}
+        resp.media = {"quota_set": shown(req, dict(self._bus.uow.limits(project_id)))}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, project_id: str) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-quota-sets:delete")
         with acting(req.context.command):
-            result = self._ops.reset_quota(project_id)
+            result = self._bus.handle(ResetQuota(project_id))
         resp.set_header(POSITION_HEADER, str(result.position))
         resp.status = falcon.HTTP_202
 
@@ -122,10 +123,10 @@ class QuotaClassSet(_Quotas):
             )
         limits = {k: as_int(v, f"quota_class_set.{k}", -1) for k, v in spec.items()}
         with acting(req.context.command):
-            result = self._ops.set_quota_class(class_id, limits)
+            result = self._bus.handle(SetQuotaClass(class_id, limits))
         self._read.note(QUOTA_DEFAULTS, result.position)
         resp.set_header(POSITION_HEADER, str(result.position))
-        resp.media = {"quota_class_set": class_shown(req, self._ops.quota_class(class_id))}
+        resp.media = {"quota_class_set": class_shown(req, quota_class(self._bus.uow, class_id))}
 
 
 # What Nova stopped showing, by the microversion that removed it: the proxied network quotas (2.36),

@@ -1,8 +1,9 @@
 """The collaborators a compute admin resource receives, once: what they share, not what they serve.
 
-Flavor extra specs, quota sets, server groups and host aggregates each write through ``Operations``,
-read the read model, and validate request bodies against ``schemas/api/``. ``create_app`` hands each
-the same four collaborators; this base keeps them and reads a body against a named schema.
+Flavor extra specs, quota sets, server groups and host aggregates each send their commands to the
+process's message bus (``commands.bus``), read the read model, and validate request bodies against
+``schemas/api/``. ``create_app`` hands each the same four collaborators; this base keeps them and
+reads a body against a named schema.
 """
 
 from __future__ import annotations
@@ -14,20 +15,20 @@ from jsonschema import Draft202012Validator
 
 from api.body import read_json
 from api.readmodel import ReadModel
-from commands.operations import Operations
+from commands.bus import MessageBus
 
 
-class OperationsResource:
-    """A resource that writes through ``Operations`` and reads bodies validated by name."""
+class BusResource:
+    """A resource that sends commands to the bus and reads bodies validated by name."""
 
     def __init__(
         self,
-        ops: Operations,
+        bus: MessageBus,
         read_model: ReadModel,
         validators: dict[str, Draft202012Validator],
         max_body_bytes: int,
     ) -> None:
-        self._ops = ops
+        self._bus = bus
         self._read = read_model
         self._validators = validators
         self._max_body = max_body_bytes

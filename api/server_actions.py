@@ -29,8 +29,9 @@ from api.errors import ApiError, BadRequest, ItemNotFound, ReadModelBehind
 from api.links import next_links, page_params, time_param
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
+from commands import loaders
+from commands.bus import MessageBus
 from commands.errors import ConflictingState, InvalidState, NotFound
-from commands.handlers import Handlers
 from commands.servers.actions import (
     LockServer,
     RebuildServer,
@@ -71,7 +72,7 @@ class ServerAction:
 
     def __init__(
         self,
-        handlers: Handlers,
+        bus: MessageBus,
         validators: dict[str, Draft202012Validator],
         max_body_bytes: int,
         *,
@@ -83,7 +84,7 @@ class ServerAction:
         """``read``: the read model a rebuild's answer (the server, as Nova answers) is read from;
         ``user_data``: where a rebuild's new user data is filed; ``host_rpc``: how a console's output
         is asked of its host."""
-        self._handlers = handlers
+        self._bus = bus
         self._host_rpc = host_rpc
         self._read = read
         self._user_data = user_data
@@ -117,12 +118,13 @@ class ServerAction:
             raise BadRequest(f"There is no such action: {name[:100]}")
         act(req, resp, server_id, {"name": name, "value": value})
         if auth.is_admin(req.context.actor):  # its project's users read an admin's action at once
-            req.context.written_project = self._handlers.instance(server_id, deleted_too=True).project_id
+            server = loaders.instance(self._bus.uow, server_id, deleted_too=True)
+            req.context.written_project = server.project_id
 
     def _handle(self, req: falcon.Request, command: object) -> Any:
         """Run ``command`` as the request's caller; the use case's result."""
         with acting(req.context.command):
-            return self._handlers.bus.handle(command)
+            return self._bus.handle(command)
 
     def _power(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         actor: Actor = req.context.actor
@@ -137,21 +139,21 @@ class ServerAction:
     def _reset_state(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         """Nova's os-resetState (admins): the server ``active`` or ``error``, its task dropped."""
         auth.require_admin(req.context.actor, "os_compute_api:os-admin-actions:reset_state")
-        self._handlers.instance(server_id)  # 404 first, as Nova
+        loaders.instance(self._bus.uow, server_id)  # 404 first, as Nova
         result = self._handle(req, ResetServerState(server_id, body["value"]["state"]))
         _accepted(resp, result.position)
 
     def _restore(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         """Stratus deletes at once (Nova's ``reclaim_instance_interval = 0``): no server is ever
         SOFT_DELETED, so a restore is Nova's 409 for a server in any other state."""
-        inst = self._handlers.instance(server_id, auth.server_scope(req.context.actor))
+        inst = loaders.instance(self._bus.uow, server_id, auth.server_scope(req.context.actor))
         raise InvalidState(f"Cannot 'restore' instance {server_id} while it is in vm_state {inst.vm_state}")
 
     def _force_delete(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         """Nova's forceDelete: the delete, at once, in any state (there is no soft delete to skip)."""
         actor: Actor = req.context.actor
         with acting(req.context.command):
-            result = self._handlers.delete_server(DeleteServer(server_id, auth.server_scope(actor)))
+            result = self._bus.handle(DeleteServer(server_id, auth.server_scope(actor)))
         _accepted(resp, result.position)
 
     def _lock(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
@@ -177,7 +179,7 @@ class ServerAction:
         the guest from the new image afterwards."""
         actor: Actor = req.context.actor
         scope = auth.server_scope(actor)
-        self._handlers.instance(server_id, scope)  # 404 for a server the caller cannot see
+        loaders.instance(self._bus.uow, server_id, scope)  # 404 for a server the caller cannot see
         spec = body["value"]
         image_ref = str(spec["imageRef"]).rstrip("/").rsplit("/", 1)[-1]
         servers.refuse_before(req, spec, {"description": 19, "key_name": 54, "user_data": 57}, "rebuild")
@@ -246,13 +248,13 @@ class ServerAction:
         ``shelved_offload_time = 0``), so a server is never left SHELVED: Nova's 409 for any other state."""
         actor: Actor = req.context.actor
         auth.require_admin(actor, "os_compute_api:os-shelve:shelve_offload")
-        self._handlers.instance(server_id).request_shelve_offload()
+        loaders.instance(self._bus.uow, server_id).request_shelve_offload()
 
-    # -- resize and cold migration (commands.migration) -----------------------------------------
+    # -- resize and cold migration (commands.servers.moves) -----------------------------------------
     def _resize(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         actor: Actor = req.context.actor
         scope = auth.server_scope(actor)
-        self._handlers.instance(server_id, scope)  # 404 for a server the caller cannot see
+        loaders.instance(self._bus.uow, server_id, scope)  # 404 for a server the caller cannot see
         flavor_ref = str(body["value"]["flavorRef"]).rstrip("/").rsplit("/", 1)[-1]
         command = ResizeServer(server_id, scope, flavor_ref, admin=auth.is_admin(actor))
         try:
@@ -270,7 +272,7 @@ class ServerAction:
                 "Invalid input for field/attribute migrate. Additional properties are not allowed "
                 "('host' was unexpected; it needs microversion 2.56)"
             )
-        self._handlers.instance(server_id)
+        loaders.instance(self._bus.uow, server_id)
         try:
             result = self._handle(req, MigrateServer(server_id, host))
         except NotFound as e:  # the target host (Nova: 400)
@@ -292,7 +294,7 @@ class ServerAction:
 
     def _console_output(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
         actor: Actor = req.context.actor
-        inst = self._handlers.instance(server_id, auth.server_scope(actor))
+        inst = loaders.instance(self._bus.uow, server_id, auth.server_scope(actor))
         if inst.host is None:
             raise ConflictingState(f"Instance {server_id} is not ready")
         raw = (body["value"] or {}).get("length")
@@ -321,21 +323,22 @@ def scheduler_beats(heartbeats: LivenessReader, down_after: float) -> Callable[[
 
 def add_routes(
     app: falcon.App,
-    handlers: Handlers,
+    bus: MessageBus,
     max_body_bytes: int,
     read: ReadModel | None = None,
     user_data: BlobStore | None = None,
     *,
     host_rpc: hostrpc.HostRPC,
+    log: history.LogReader,
 ) -> None:
-    """The action and instance-action routes of ``/v2.1/servers/{server_id}``."""
+    """The action and instance-action routes of ``/v2.1/servers/{server_id}``; ``log``: where a
+    server's actions are read from (its events)."""
     validators = load_validators(("servers.action",))
-    action = ServerAction(
-        handlers, validators, max_body_bytes, read=read, user_data=user_data, host_rpc=host_rpc
-    )
+    action = ServerAction(bus, validators, max_body_bytes, read=read, user_data=user_data, host_rpc=host_rpc)
     app.add_route("/v2.1/servers/{server_id}/action", action)
-    app.add_route("/v2.1/servers/{server_id}/os-instance-actions", InstanceActionCollection(handlers))
-    app.add_route("/v2.1/servers/{server_id}/os-instance-actions/{request_id}", InstanceActionItem(handlers))
+    actions = (bus, log)
+    app.add_route("/v2.1/servers/{server_id}/os-instance-actions", InstanceActionCollection(*actions))
+    app.add_route("/v2.1/servers/{server_id}/os-instance-actions/{request_id}", InstanceActionItem(*actions))
 
 
 def _accepted(resp: falcon.Response, position: int) -> None:
@@ -384,9 +387,9 @@ def _event_view(
 
 
 class _Actions:
-    def __init__(self, handlers: Handlers) -> None:
-        self._handlers = handlers
-        self._reader: history.LogReader = handlers.app.recorder  # type: ignore[assignment]
+    def __init__(self, bus: MessageBus, log: history.LogReader) -> None:
+        self._bus = bus
+        self._reader = log
 
     def _actions(
         self, req: falcon.Request, server_id: str
@@ -394,7 +397,7 @@ class _Actions:
         """The server's project and its actions, oldest first."""
         # 404 for another project's server; from 2.21 a deleted server's actions are still shown
         scope = auth.server_scope(req.context.actor)
-        inst = self._handlers.instance(server_id, scope, deleted_too=at_least(req, 21))
+        inst = loaders.instance(self._bus.uow, server_id, scope, deleted_too=at_least(req, 21))
         entries = history.all_entries(self._reader, UUID(server_id))
         return inst.project_id, instance_actions.fold([e.envelope for e in entries])
 

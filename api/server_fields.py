@@ -17,7 +17,8 @@ from api.body import read_json
 from api.errors import BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER
 from api.versions import since
-from commands.handlers import Handlers
+from commands import loaders
+from commands.bus import MessageBus
 from commands.instance import Instance
 from commands.servers.fields import (
     AddServerTag,
@@ -34,9 +35,9 @@ MAX_TAG_LENGTH = 60
 
 class _Fields:
     def __init__(
-        self, handlers: Handlers, validators: dict[str, Draft202012Validator], max_body_bytes: int
+        self, bus: MessageBus, validators: dict[str, Draft202012Validator], max_body_bytes: int
     ) -> None:
-        self._handlers = handlers
+        self._bus = bus
         self._validators = validators
         self._max_body = max_body_bytes
 
@@ -45,7 +46,7 @@ class _Fields:
         return auth.server_scope(actor)
 
     def _server(self, req: falcon.Request, server_id: str) -> Instance:
-        return self._handlers.instance(server_id, self._scope(req))
+        return loaders.instance(self._bus.uow, server_id, self._scope(req))
 
     def _body(self, req: falcon.Request, schema: str) -> dict[str, Any]:
         return read_json(req, self._validators[schema], self._max_body)
@@ -70,7 +71,7 @@ class Metadata(_Fields):
     def _set(self, req: falcon.Request, resp: falcon.Response, server_id: str, *, replace: bool) -> None:
         items = self._body(req, "servers.metadata")["metadata"]
         with acting(req.context.command):
-            result = self._handlers.bus.handle(SetServerMetadata(server_id, self._scope(req), items, replace))
+            result = self._bus.handle(SetServerMetadata(server_id, self._scope(req), items, replace))
         self._written(resp, result)
         resp.media = {"metadata": self._server(req, server_id).metadata}
 
@@ -89,13 +90,13 @@ class MetadataItem(_Fields):
         if key not in meta:
             raise BadRequest("Request body and URI mismatch")
         with acting(req.context.command):
-            result = self._handlers.bus.handle(SetServerMetadata(server_id, self._scope(req), meta))
+            result = self._bus.handle(SetServerMetadata(server_id, self._scope(req), meta))
         self._written(resp, result)
         resp.media = {"meta": meta}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, server_id: str, key: str) -> None:
         with acting(req.context.command):
-            result = self._handlers.bus.handle(DeleteServerMetadataItem(server_id, self._scope(req), key))
+            result = self._bus.handle(DeleteServerMetadataItem(server_id, self._scope(req), key))
         self._written(resp, result)
         resp.status = falcon.HTTP_204
 
@@ -110,13 +111,13 @@ class Tags(_Fields):
     def on_put(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
         tags = self._body(req, "servers.tags")["tags"]
         with acting(req.context.command):
-            result = self._handlers.bus.handle(SetServerTags(server_id, self._scope(req), tuple(tags)))
+            result = self._bus.handle(SetServerTags(server_id, self._scope(req), tuple(tags)))
         self._written(resp, result)
         resp.media = {"tags": self._server(req, server_id).tags}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
         with acting(req.context.command):
-            result = self._handlers.bus.handle(SetServerTags(server_id, self._scope(req), ()))
+            result = self._bus.handle(SetServerTags(server_id, self._scope(req), ()))
         self._written(resp, result)
         resp.status = falcon.HTTP_204
 
@@ -134,13 +135,13 @@ class Tag(_Fields):
         if not 1 <= len(tag) <= MAX_TAG_LENGTH or "," in tag or "/" in tag:
             raise BadRequest(f"Invalid tag: 1 to {MAX_TAG_LENGTH} characters, without ',' or '/'.")
         with acting(req.context.command):
-            result = self._handlers.bus.handle(AddServerTag(server_id, self._scope(req), tag))
+            result = self._bus.handle(AddServerTag(server_id, self._scope(req), tag))
         self._written(resp, result)
         resp.status = falcon.HTTP_201 if result.added else falcon.HTTP_204
         resp.location = req.url
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, server_id: str, tag: str) -> None:
         with acting(req.context.command):
-            result = self._handlers.bus.handle(RemoveServerTag(server_id, self._scope(req), tag))
+            result = self._bus.handle(RemoveServerTag(server_id, self._scope(req), tag))
         self._written(resp, result)
         resp.status = falcon.HTTP_204

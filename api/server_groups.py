@@ -16,9 +16,9 @@ import falcon
 from api import auth
 from api.errors import BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER
-from api.resource import OperationsResource
+from api.resource import BusResource
 from api.versions import at_least
-from commands.servers.groups import CreateServerGroup
+from commands.servers.groups import CreateServerGroup, DeleteServerGroup
 from projections import admin_queries
 from stratus.context import Actor, acting
 
@@ -60,7 +60,7 @@ def _policy_and_rules(req: falcon.Request, spec: dict[str, Any]) -> tuple[str, d
     return policy, rules
 
 
-class ServerGroups(OperationsResource):
+class ServerGroups(BusResource):
     """``GET`` and ``POST /v2.1/os-server-groups``."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -76,13 +76,13 @@ class ServerGroups(OperationsResource):
         policy, rules = _policy_and_rules(req, spec)
         command = CreateServerGroup(spec["name"], actor.project_id, actor.user_id, policy, rules)
         with acting(req.context.command):
-            result = self._ops.create_server_group(command)
+            result = self._bus.handle(command)
         resp.set_header(POSITION_HEADER, str(result.position))
         row = {**vars(command), "id": result.id, "members": {}}
         resp.media = {"server_group": group_view(req, row)}
 
 
-class ServerGroup(OperationsResource):
+class ServerGroup(BusResource):
     """``GET`` and ``DELETE /v2.1/os-server-groups/{group_id}``."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, group_id: str) -> None:
@@ -95,6 +95,6 @@ class ServerGroup(OperationsResource):
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, group_id: str) -> None:
         with acting(req.context.command):
-            result = self._ops.delete_server_group(group_id, auth.server_scope(req.context.actor))
+            result = self._bus.handle(DeleteServerGroup(group_id, auth.server_scope(req.context.actor)))
         resp.set_header(POSITION_HEADER, str(result.position))
         resp.status = falcon.HTTP_204

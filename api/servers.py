@@ -41,8 +41,9 @@ from api.server_views import (
     detail_view,
 )
 from api.versions import at_least
+from commands import loaders
+from commands.bus import MessageBus
 from commands.errors import NotFound
-from commands.handlers import Handlers
 from commands.host_aggregate import DEFAULT_ZONE
 from commands.servers.actions import PinZone
 from commands.servers.create import CreateServer
@@ -71,7 +72,7 @@ UPDATE_READ_WAIT_SECONDS = 5.0
 class _Servers:
     def __init__(
         self,
-        handlers: Handlers,
+        bus: MessageBus,
         read_model: ReadModel,
         validators: dict[str, Draft202012Validator],
         max_body_bytes: int,
@@ -80,7 +81,7 @@ class _Servers:
         liveness: Callable[[list[str]], dict[str, bool]] | None = None,
     ) -> None:
         self._liveness = liveness  # which hosts send heartbeats (None: not tracked)
-        self._handlers = handlers
+        self._bus = bus
         self._read = read_model
         self._create_validator = validators["servers.create"]
         self._validators = validators
@@ -204,7 +205,7 @@ class ServerCollection(_Servers):
             raise BadRequest("Unable to set hostname for more than one server; use max_count 1.")
         try:
             with acting(req.context.command):
-                result = self._handlers.create_server(command)
+                result = self._bus.handle(command)
         except NotFound as e:
             # A reference in the body that names nothing is the request's fault (Nova: 400).
             raise BadRequest(e.message) from e
@@ -271,7 +272,7 @@ class ServerItem(_Servers):
             if row is None and self._in_log(server_id, scope):
                 # Created a moment ago (clients read right after POST): wait for the read model to
                 # reach the log's head, once, instead of answering 404 for a server that exists.
-                head = self._handlers.app.recorder.max_notification_id() or 0
+                head = self._bus.app.recorder.max_notification_id() or 0
                 if queries.wait_for_position(conn, head, UPDATE_READ_WAIT_SECONDS):
                     row = queries.get_server(conn, server_id, scope)
             if row is None or row["deleted"]:
@@ -283,7 +284,7 @@ class ServerItem(_Servers):
 
     def _in_log(self, server_id: str, scope: str | None) -> bool:
         try:
-            self._handlers.instance(server_id, scope)
+            loaders.instance(self._bus.uow, server_id, scope)
         except NotFound:
             return False
         return True
@@ -304,10 +305,10 @@ class ServerItem(_Servers):
             fields=_described(req, changes, defaults=False),
         )
         with acting(req.context.command):
-            result = self._handlers.bus.handle(command)
+            result = self._bus.handle(command)
             if pin is not ...:  # 2.104: unpin (null), or pin again to the zone it is in (else 409)
                 pinned = PinZone(server_id, auth.server_scope(actor), pin)
-                result = max(result, self._handlers.bus.handle(pinned), key=lambda r: r.position)
+                result = max(result, self._bus.handle(pinned), key=lambda r: r.position)
         resp.set_header(POSITION_HEADER, str(result.position))
         with self._read.connection(req) as conn:
             if not queries.wait_for_position(conn, result.position, UPDATE_READ_WAIT_SECONDS):
@@ -325,9 +326,10 @@ class ServerItem(_Servers):
     def on_delete(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
         actor: Actor = req.context.actor
         with acting(req.context.command):
-            result = self._handlers.delete_server(DeleteServer(server_id, auth.server_scope(actor)))
+            result = self._bus.handle(DeleteServer(server_id, auth.server_scope(actor)))
         if auth.is_admin(actor):  # the server's project's users read its deletion at once
-            req.context.written_project = self._handlers.instance(server_id, deleted_too=True).project_id
+            server = loaders.instance(self._bus.uow, server_id, deleted_too=True)
+            req.context.written_project = server.project_id
         resp.status = falcon.HTTP_204
         resp.set_header(POSITION_HEADER, str(result.position))
 

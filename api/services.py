@@ -24,9 +24,10 @@ from api import auth, versions
 from api.body import as_bool, read_json
 from api.errors import BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER, ReadModel
+from commands import loaders
+from commands.bus import MessageBus
 from commands.host_aggregate import DEFAULT_ZONE
 from commands.hosts.services import COMPUTE_BINARY, SetServiceStatus
-from commands.operations import Operations
 from projections import admin_queries
 from stratus.context import acting
 from stratus.liveness import SCHEDULER_BINARY
@@ -132,14 +133,14 @@ class ServiceAction:
 
     def __init__(
         self,
-        ops: Operations,
+        bus: MessageBus,
         validators: dict[str, Draft202012Validator],
         max_body_bytes: int,
         read_model: ReadModel,
         now: Callable[[], datetime] = _now,
         liveness: Callable[[list[str]], dict[str, bool]] | None = None,
     ) -> None:
-        self._ops = ops
+        self._bus = bus
         self._validators = validators
         self._max_body = max_body_bytes
         self._read = read_model
@@ -172,7 +173,7 @@ class ServiceAction:
             command = SetServiceStatus(host, binary, forced_down=body["forced_down"])
             service["forced_down"] = body["forced_down"]
         with acting(req.context.command):
-            result = self._ops.set_service_status(command)
+            result = self._bus.handle(command)
         resp.set_header(POSITION_HEADER, str(result.position))
         resp.media = {"service": service}
 
@@ -202,8 +203,8 @@ class ServiceAction:
         reason = body.get("disabled_reason") if disabled else None
         command = SetServiceStatus(row["hostname"], COMPUTE_BINARY, disabled, reason, forced_down)
         with acting(req.context.command):
-            result = self._ops.set_service_status(command)
-        host = self._ops.host(row["hostname"])
+            result = self._bus.handle(command)
+        host = loaders.host(self._bus.uow, row["hostname"])
         updated = {
             **row,
             "disabled": host.disabled,

@@ -355,7 +355,7 @@ class WatchApp(LazyApp):
         settings = deps.settings
         authenticator = Authenticator(deps.token_signer, ReadModel(deps.pool, settings.read_wait_seconds))
         limits = StreamLimits.for_pool(settings, self._threads)
-        events = Events(deps.handlers.app.recorder, authenticator=authenticator, limits=limits)  # type: ignore[arg-type]
+        events = Events(deps.log, authenticator=authenticator, limits=limits)
         app.add_route(ROUTE, events)
 
 

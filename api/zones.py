@@ -19,10 +19,10 @@ import falcon
 from api import auth, versions
 from api.errors import BadRequest, ItemNotFound
 from api.readmodel import POSITION_HEADER, ReadModel
-from api.resource import OperationsResource
+from api.resource import BusResource
 from api.services import _now, service_view
 from commands.host_aggregate import DEFAULT_ZONE, INTERNAL_ZONE
-from commands.hosts.aggregates import CreateHostAggregate, UpdateHostAggregate
+from commands.hosts import aggregates
 from commands.hosts.services import COMPUTE_BINARY
 from projections import admin_queries
 from stratus.context import acting
@@ -103,7 +103,7 @@ class AvailabilityZones:
         resp.media = {"availabilityZoneInfo": info}
 
 
-class _Aggregates(OperationsResource):
+class _Aggregates(BusResource):
     def _row(self, req: falcon.Request, aggregate_id: str) -> dict[str, Any]:
         with self._read.connection(req) as conn:
             row = admin_queries.get_host_aggregate(conn, aggregate_id)
@@ -117,7 +117,7 @@ class _Aggregates(OperationsResource):
 
     def _answer(self, req: falcon.Request, resp: falcon.Response, position: int, aggregate_uuid: str) -> None:
         """Answer with the aggregate as the log has it now (the read model may not have it yet)."""
-        agg = self._ops.host_aggregate(aggregate_uuid)
+        agg = aggregates.host_aggregate(self._bus.uow, aggregate_uuid)
         resp.set_header(POSITION_HEADER, str(position))
         view = {
             "id": agg.number,
@@ -146,9 +146,9 @@ class Aggregates(_Aggregates):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:create")
         spec = self._body(req, "aggregates.create")["aggregate"]
-        command = CreateHostAggregate(spec["name"], spec.get("availability_zone"))
+        command = aggregates.CreateHostAggregate(spec["name"], spec.get("availability_zone"))
         with acting(req.context.command):
-            result = self._ops.create_host_aggregate(command)
+            result = self._bus.handle(command)
         self._answer(req, resp, result.position, result.id)
         for key in ("hosts", "metadata"):  # Nova's create answer has neither
             resp.media["aggregate"].pop(key)
@@ -165,21 +165,21 @@ class Aggregate(_Aggregates):
         auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:update")
         spec = self._body(req, "aggregates.update")["aggregate"]
         uid = self._uuid(req, aggregate_id)
-        command = UpdateHostAggregate(
+        command = aggregates.UpdateHostAggregate(
             uid,
             name=spec.get("name"),
             availability_zone=spec.get("availability_zone"),
             set_zone="availability_zone" in spec,
         )
         with acting(req.context.command):
-            result = self._ops.update_host_aggregate(command)
+            result = self._bus.handle(command)
         self._answer(req, resp, result.position, uid)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, aggregate_id: str) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-aggregates:delete")
         uid = self._uuid(req, aggregate_id)
         with acting(req.context.command):
-            result = self._ops.delete_host_aggregate(uid)
+            result = self._bus.handle(aggregates.DeleteHostAggregate(uid))
         resp.set_header(POSITION_HEADER, str(result.position))
         resp.status = falcon.HTTP_200
 
@@ -194,11 +194,11 @@ class AggregateAction(_Aggregates):
         uid = self._uuid(req, aggregate_id)
         with acting(req.context.command):
             if action == "add_host":
-                result = self._ops.add_host_to_aggregate(uid, args["host"])
+                result = self._bus.handle(aggregates.AddHostToAggregate(uid, args["host"]))
             elif action == "remove_host":
-                result = self._ops.remove_host_from_aggregate(uid, args["host"])
+                result = self._bus.handle(aggregates.RemoveHostFromAggregate(uid, args["host"]))
             else:
-                result = self._ops.set_host_aggregate_metadata(uid, args["metadata"])
+                result = self._bus.handle(aggregates.SetHostAggregateMetadata(uid, args["metadata"]))
         self._answer(req, resp, result.position, uid)
 
 

@@ -163,7 +163,7 @@ def row_view(row: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Metadefs:
-    """What every metadefs resource shares: the handlers, the read model, and how a write answers."""
+    """What every metadefs resource shares: the bus, the read model, and how a write answers."""
 
     def __init__(self, metadefs: MessageBus, read: ReadModel, max_body_bytes: int) -> None:
         self._metadefs = metadefs

@@ -21,17 +21,16 @@ from api.placement import (
     traits,
     usages,
 )
-from api.placement.view import ConsumerOwners, ProviderView
+from api.placement.view import ConsumerOwners, ProviderLog, ProviderView
 from commands.bus import MessageBus
-from commands.placement_handlers import PlacementHandlers
 
 PREFIX = "/placement"
 
 
-def add_routes(app: falcon.App, bus: MessageBus | PlacementHandlers, view: ProviderView) -> None:
-    """Mount Placement under ``/placement`` (``bus``: or the facade tests and benchmarks hand in)."""
-    if isinstance(bus, PlacementHandlers):
-        bus = bus.bus
+def add_routes(app: falcon.App, bus: MessageBus, log: ProviderLog) -> None:
+    """Mount Placement under ``/placement``: writes are ``bus``'s commands, reads the providers folded
+    from ``log`` (``ProviderView``)."""
+    view = ProviderView(bus.app, log)
     p = PREFIX
     rp = f"{p}/resource_providers/{{uuid}}"
     app.add_route(p, root.Root())
@@ -46,7 +45,7 @@ def add_routes(app: falcon.App, bus: MessageBus | PlacementHandlers, view: Provi
     app.add_route(f"{p}/resource_classes/{{name}}", resource_classes.Item(bus, view))
     app.add_route(f"{rp}/aggregates", aggregates.ProviderAggregates(bus, view))
     app.add_route(f"{rp}/usages", usages.ProviderUsages(view))
-    app.add_route(f"{p}/usages", usages.ProjectUsages(view, ConsumerOwners(bus.app)))
+    app.add_route(f"{p}/usages", usages.ProjectUsages(view, ConsumerOwners(log)))
     app.add_route(f"{rp}/allocations", allocations.ProviderAllocations(view))
     app.add_route(f"{p}/allocations", allocations.Allocations(bus, view))
     app.add_route(f"{p}/allocations/{{consumer}}", allocations.ConsumerAllocations(bus, view))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import orjson
@@ -24,19 +24,25 @@ from commands.host import Host
 from commands.instance import Instance
 from commands.provider import ResourceProvider
 from commands.resource_provider import Provider
+from stratus.audit.history import LogReader
 from stratus.eventstore.envelope import decode_message
 
 _BATCH = 1000
 
 
-def read(app: Stratus, subject_filter: str, after: int, head: int, batch: int) -> Iterator[tuple[Any, Any]]:
+class ProviderLog(LogReader, Protocol):
+    """What the view reads of the log: pages of messages by subject, its layout, and its head (the
+    composition root hands in the process's JetStream recorder)."""
+
+    def max_notification_id(self) -> int | None: ...
+
+
+def read(log: LogReader, subject_filter: str, after: int, head: int, batch: int) -> Iterator[tuple[Any, Any]]:
     """The (notification, envelope) of every event matching ``subject_filter`` after position
     ``after`` up to ``head``, read in batches."""
     position = after
     while position < head:
-        msgs = app.recorder.read_messages(  # type: ignore[attr-defined]
-            position + 1, batch, stop=head, subject_filter=subject_filter
-        )
+        msgs = log.read_messages(position + 1, batch, stop=head, subject_filter=subject_filter)
         for msg in msgs:
             notification, envelope = decode_message(msg)
             position = notification.id
@@ -48,11 +54,12 @@ def read(app: Stratus, subject_filter: str, after: int, head: int, batch: int) -
 class ProviderView:
     """The resource providers (hosts and operators' providers) folded from the log in this process."""
 
-    def __init__(self, app: Stratus, batch: int = _BATCH) -> None:
+    def __init__(self, app: Stratus, log: ProviderLog, batch: int = _BATCH) -> None:
+        """``app``: whose mapper turns the log's messages into events; ``log``: where they are read."""
         self._app = app
+        self._log = log
         self._batch = batch
-        layout = app.recorder.layout  # type: ignore[attr-defined]
-        self._filters = (layout.kind_filter("host"), layout.kind_filter("resourceprovider"))
+        self._filters = (log.layout.kind_filter("host"), log.layout.kind_filter("resourceprovider"))
         self._lock = threading.Lock()
         self._providers: dict[UUID, Host | ResourceProvider] = {}
         # How many times the claims of each server (or migration) changed: its consumer generation.
@@ -62,9 +69,9 @@ class ProviderView:
     def refresh(self) -> dict[UUID, Host | ResourceProvider]:
         """Catch up with the log; a snapshot of every provider (do not mutate them)."""
         with self._lock:
-            head = self._app.recorder.max_notification_id() or 0
+            head = self._log.max_notification_id() or 0
             for subject_filter in self._filters:
-                for notification, _ in read(self._app, subject_filter, self.position, head, self._batch):
+                for notification, _ in read(self._log, subject_filter, self.position, head, self._batch):
                     self._apply(self._app.mapper.to_domain_event(notification))
             self.position = max(self.position, head)
             return {k: p for k, p in self._providers.items() if not getattr(p, "deleted", False)}
@@ -131,12 +138,11 @@ class ConsumerOwners:
     Placement's own consumers (``Consumer`` events), folded from the log on demand, for
     ``GET /usages?project_id=``. Reads only when asked, from where it stopped."""
 
-    def __init__(self, app: Stratus, batch: int = _BATCH) -> None:
-        self._app = app
+    def __init__(self, log: ProviderLog, batch: int = _BATCH) -> None:
+        self._log = log
         self._batch = batch
-        layout = app.recorder.layout  # type: ignore[attr-defined]
-        self._servers = layout.topic_filter(get_topic(Instance.Requested))  # type: ignore[attr-defined]
-        self._consumers = layout.kind_filter("consumer")
+        self._servers = log.layout.topic_filter(get_topic(Instance.Requested))
+        self._consumers = log.layout.kind_filter("consumer")
         self._lock = threading.Lock()
         self._owners: dict[str, tuple[str, str, str]] = {}  # consumer uuid -> (project, user, type)
         self._uuids: dict[str, str] = {}  # Consumer aggregate id -> its consumer uuid
@@ -144,10 +150,10 @@ class ConsumerOwners:
 
     def refresh(self) -> dict[str, tuple[str, str, str]]:
         with self._lock:
-            head = self._app.recorder.max_notification_id() or 0
+            head = self._log.max_notification_id() or 0
             for subject_filter in (self._servers, self._consumers):
                 for notification, envelope in read(
-                    self._app, subject_filter, self._position, head, self._batch
+                    self._log, subject_filter, self._position, head, self._batch
                 ):
                     payload = orjson.loads(notification.state)
                     aggregate = str(envelope.originator_id)

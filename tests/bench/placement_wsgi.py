@@ -16,9 +16,9 @@ from typing import Any
 import falcon
 
 from api.placement import add_routes
-from api.placement.view import ProviderView
+from api.placement.view import ProviderLog
 from commands.app import Stratus
-from commands.placement_handlers import PlacementHandlers
+from commands.bus import bootstrap
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext
 
@@ -32,9 +32,9 @@ class NoAuth:
         req.context.command = CommandContext(actor=ADMIN, request_id=req.context.request_id)
 
 
-def create_app(app: Stratus) -> falcon.App:
+def create_app(app: Stratus, log: ProviderLog) -> falcon.App:
     wsgi = falcon.App(middleware=[NoAuth()])
-    add_routes(wsgi, PlacementHandlers(app), ProviderView(app))
+    add_routes(wsgi, bootstrap(app), log)
     return wsgi
 
 
@@ -52,7 +52,8 @@ class _Lazy:
 
                 settings = Settings.from_env()
                 bridge = NatsBridge(settings.nats_urls, name="bench-placement").start()
-                self._app = create_app(Stratus(Factory(bridge=bridge, settings=settings)))
+                factory = Factory(bridge=bridge, settings=settings)
+                self._app = create_app(Stratus(factory), factory.application_recorder())
         return self._app(environ, start_response)
 
 

@@ -386,7 +386,8 @@ def test_hypervisors(stack: Stack, api_settings: Settings) -> None:
 def test_read_model_behind_is_a_503(stack: Stack, api_settings: Settings) -> None:
     fast = create_app(
         Deps(
-            handlers=stack.handlers,
+            bus=stack.bus,
+            log=stack.log,
             pool=open_pool(api_settings.database_url or ""),
             settings=dataclasses.replace(api_settings, read_wait_seconds=0.2),
             token_signer=stack.signer,

@@ -47,6 +47,13 @@ def _position(r: Any) -> int:
 
 
 @pytest.fixture
+def api_network() -> FixedNetwork:
+    """The stack's fixed network (``tests.fixtures.api``): the contract server has an address, in
+    every view, and ``os-networks`` lists it."""
+    return FixedNetwork("private", "10.0.0.0/24")
+
+
+@pytest.fixture
 def server(stack: Stack) -> tuple[str, int]:
     """A placed, locked server with every optional field set, and the log position after it."""
     return contract_server(stack)
@@ -57,7 +64,6 @@ def contract_server(stack: Stack) -> tuple[str, int]:
     flavor_id, _ = stack.flavor(id="contract", vcpus=1, ram=512, disk=1)
     stack.request("POST", f"/v2.1/flavors/{flavor_id}/os-extra_specs", json={"extra_specs": {"hw:x": "1"}})
     stack.handlers.register_host(RegisterHost("cmp-contract", vcpus=8, memory_mb=16384, disk_gb=100))
-    stack.handlers.network = FixedNetwork("private", "10.0.0.0/24")  # an address, in every view
     body = {
         "server": {
             "name": "contract",
@@ -518,11 +524,6 @@ def contract(stack: Stack) -> Values:
     return {"server": sid, "after": after}
 
 
-def private_network(stack: Stack) -> Values:
-    stack.handlers.network = FixedNetwork("private", "10.0.0.0/24")
-    return {}
-
-
 def project(stack: Stack) -> Values:
     return {"p1": stack.project_id("p1")}
 
@@ -640,7 +641,7 @@ TABLES: dict[str, tuple[Callable[[Stack], Values], list[Call]]] = {
     "instance actions as an admin": (contract, instance_actions(ADMIN)),
     "instance actions as a member": (contract, instance_actions(P1)),
     "described fields kept and changed": (contract, DESCRIBED_FIELDS),
-    "os-networks until 2.35": (private_network, OS_NETWORKS_UNTIL_2_35),
+    "os-networks until 2.35": (lambda stack: {}, OS_NETWORKS_UNTIL_2_35),
     "list query parameters as Nova takes them": (contract, LIST_QUERY_PARAMETERS),
     "unknown query parameters refused from 2.102": (project, UNKNOWN_QUERY_PARAMETERS_FROM_2_102),
 }

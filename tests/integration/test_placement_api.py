@@ -225,7 +225,7 @@ def test_the_view_reads_the_log_in_pages(stack: Stack, cloud: dict[str, str]) ->
         placement.create_trait(trait)
     for n in range(3):
         placement.set_traits(cloud["cmp-a"], None, [f"CUSTOM_T{n}"])
-    view = ProviderView(h.app, batch=2)
+    view = ProviderView(h.app, stack.log, batch=2)
     hosts = {str(k): v for k, v in view.refresh().items()}
     assert set(hosts) == set(cloud.values())
     assert hosts[cloud["cmp-a"]].traits == ["CUSTOM_T2"] and hosts[cloud["cmp-a"]].generation == 3

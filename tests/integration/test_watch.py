@@ -36,7 +36,7 @@ def http_server(
     if request.param == "stratus-watch":
         yield from _stratus_watch(api_settings, tmp_path)
         return
-    watch.add_route(stack.app, stack.handlers.app.recorder, heartbeat=0.5)  # type: ignore[arg-type]
+    watch.add_route(stack.app, stack.log, heartbeat=0.5)
     server = make_server("127.0.0.1", 0, stack.app, server_class=ThreadingServer, handler_class=Quiet)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()

@@ -39,7 +39,7 @@ from commands.servers.moves import MigrateServer
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from stratus.config import Settings
-from stratus.eventstore import JetStreamApplicationRecorder, envelope
+from stratus.eventstore import envelope
 from tests.fixtures.api import ADMIN, P1, Stack
 from tests.fixtures.processes import free_port, serving
 from tests.fixtures.watch import Http, Quiet, ThreadingServer, create_server, read_events
@@ -52,8 +52,7 @@ def guarded(stack: Stack, api_settings: Settings) -> Iterator[Http]:
     """The stream as ``stratus watch`` composes it (re-authorized, capped), on a threaded WSGI server."""
     pool = open_pool(api_settings.database_url or "")
     authenticator = Authenticator(stack.signer, ReadModel(pool, 5.0))
-    recorder: JetStreamApplicationRecorder = stack.handlers.app.recorder  # type: ignore[assignment]
-    watch.add_route(stack.app, recorder, heartbeat=0.2, authenticator=authenticator, limits=LIMITS)
+    watch.add_route(stack.app, stack.log, heartbeat=0.2, authenticator=authenticator, limits=LIMITS)
     server = make_server("127.0.0.1", 0, stack.app, server_class=ThreadingServer, handler_class=Quiet)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
@@ -210,8 +209,7 @@ def at_once(stack: Stack, api_settings: Settings) -> Iterator[Rechecks]:
     signer = TokenSigner(key, clock=lambda: dt.datetime.now(dt.UTC) + rechecks.ahead)
     authenticator = Authenticator(signer, ReadModel(rechecks.pool, 5.0))
     limits = watch.StreamLimits(per_user=2, total=10, recheck_seconds=0.0)
-    recorder: JetStreamApplicationRecorder = stack.handlers.app.recorder  # type: ignore[assignment]
-    watch.add_route(stack.app, recorder, heartbeat=0.2, authenticator=authenticator, limits=limits)
+    watch.add_route(stack.app, stack.log, heartbeat=0.2, authenticator=authenticator, limits=limits)
     yield rechecks
     rechecks.pool.close()
 
@@ -321,7 +319,7 @@ def _stratus_watch_as_set(settings: Settings, tmp_path: Path) -> Iterator[Http]:
 # -- messages on the log that are not (readable) events -------------------------------------------
 def _publish(stack: Stack, like: int, aggregate: str, version: int, data: bytes, **changes: str) -> int:
     """A message on ``aggregate``'s subject with the headers of the event at ``like``, changed."""
-    recorder: JetStreamApplicationRecorder = stack.handlers.app.recorder  # type: ignore[assignment]
+    recorder = stack.log
     (msg,) = recorder.read_messages(like, 1)
     headers = {k: v for k, v in (msg.headers or {}).items() if not k.startswith("Nats-")}
     headers.update({envelope.CE_SUBJECT: aggregate, envelope.CE_ORIGINATORVERSION: str(version)})
@@ -337,7 +335,7 @@ def _publish(stack: Stack, like: int, aggregate: str, version: int, data: bytes,
 
 def _publish_raw(stack: Stack, subject: str, data: bytes) -> int:
     """A message on the log's subjects without the event store's envelope (any NATS client can)."""
-    recorder: JetStreamApplicationRecorder = stack.handlers.app.recorder  # type: ignore[assignment]
+    recorder = stack.log
 
     async def publish() -> int:
         full = recorder.layout.all.replace(">", subject)
