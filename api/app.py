@@ -42,7 +42,7 @@ from api.auth import Authenticator
 from api.body import MAX_BODY_BYTES, load_validators
 from api.identity.credentials import Credentials, ensure_schema, password_hasher
 from api.identity.tokens import TokenSigner, load_or_create_key
-from api.log_identity import IdentityFromLog
+from api.log_identity import IdentityFromLog, log_reachable
 from api.middleware import REQUEST_ID_HEADERS, RequestContext
 from api.openapi import OpenAPIDocument
 from api.placement import add_routes as add_placement_routes
@@ -115,10 +115,11 @@ def beside_the_log(deps: Deps) -> tuple[HostRPC, LivenessReader]:
 def create_app(deps: Deps) -> falcon.App:
     written = Written()  # each user's last write through this process, for their next reads
     read = ReadModel(deps.pool, deps.settings.read_wait_seconds, written)
-    authenticator = Authenticator(deps.token_signer, read, from_log=IdentityFromLog(deps.handlers.app))
+    reachable = log_reachable(deps.log.bridge)  # whether the log is there now (api/degraded.py)
+    authenticator = Authenticator(deps.token_signer, read, from_log=IdentityFromLog(deps.bus.app, reachable))
     middleware: list[Any] = [RequestContext(authenticator, deps.new_request_id), identity.KeystoneErrors()]
     middleware.append(positions.PositionHeader(written))
-    middleware.insert(0, degraded.Degraded(deps.handlers.app))  # before authentication (api/degraded.py)
+    middleware.insert(0, degraded.Degraded(reachable))  # before authentication (api/degraded.py)
     app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     json = falcon.media.JSONHandler(dumps=serialization.dumps, loads=serialization.loads)

@@ -15,14 +15,14 @@ under ``/placement`` Nova's fault body becomes Placement's ``{"errors": [...]}``
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import falcon
 
 from api import error_codes as codes
 from api.identity.common import PREFIX as IDENTITY_PREFIX
-from api.log_identity import log_reachable
 from api.placement import PREFIX as PLACEMENT_PREFIX
 from api.placement.common import error_body
-from commands.app import Stratus
 from stratus.eventstore.errors import EventStoreUnavailable
 
 RETRY_AFTER_SECONDS = "5"
@@ -46,8 +46,8 @@ class Degraded:
     Put it before the authenticating middleware: with the log away, a write is refused before its
     token is checked (which, with PostgreSQL away too, would ask the log)."""
 
-    def __init__(self, app: Stratus) -> None:
-        self._log_reachable = log_reachable(app)
+    def __init__(self, log_reachable: Callable[[], bool]) -> None:
+        self._log_reachable = log_reachable
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict[str, object]

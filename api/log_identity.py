@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
@@ -31,10 +31,16 @@ _BUILTIN_ROLES = {role_id(name): name for name in ROLE_NAMES}
 RECONNECT_GRACE_SECONDS = 1.0
 
 
-def log_reachable(app: Stratus, grace: float = RECONNECT_GRACE_SECONDS) -> Callable[[], bool]:
-    """Whether the app's log is connected now (or within ``grace`` seconds); always, for a log
-    without a connection (the in-memory recorder of the unit tier)."""
-    bridge = getattr(app.recorder, "bridge", None)
+class Connection(Protocol):
+    """What ``log_reachable`` asks of the log's connection (``NatsBridge``)."""
+
+    @property
+    def is_connected(self) -> bool: ...
+
+
+def log_reachable(bridge: Connection | None, grace: float = RECONNECT_GRACE_SECONDS) -> Callable[[], bool]:
+    """Whether the log's connection is up now (or within ``grace`` seconds); always, for a log
+    without a connection (None: the in-memory recorder of the unit tier)."""
 
     def reachable() -> bool:
         if bridge is None or bridge.is_connected:
@@ -61,9 +67,9 @@ class IdentityFromLog:
     would refuse. Raises ``CannotTell`` for everything else.
     """
 
-    def __init__(self, app: Stratus) -> None:
+    def __init__(self, app: Stratus, reachable: Callable[[], bool]) -> None:
         self._app = app
-        self._reachable = log_reachable(app)
+        self._reachable = reachable
 
     def subject(self, claims: TokenClaims) -> Subject | None:
         """The token's subject now (None: no such user), or ``CannotTell``."""
