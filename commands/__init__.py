@@ -34,8 +34,7 @@ one domain method and appends what changed in one atomic append. The layout:
 
 The aggregates keep their modules (``instance``, ``host``, ``flavor``, ``image``, ``task``,
 ``placement``, ``identity``, ``application_credentials``...): their module path is part of every
-recorded event's topic. ``handlers.Handlers``, ``operations.Operations``, ``lifecycle``,
-``migration``, ``server_fields``, ``identity_handlers.IdentityHandlers`` and
-``placement_handlers.PlacementHandlers`` are the methods callers used before the bus, each one line
-over it; new code sends commands: ``bus.handle(DeleteServer(...))``.
+recorded event's topic. Callers send commands to the bus their composition root built:
+``bus.handle(DeleteServer(...))`` (the one-line facades of the methods callers used before the bus
+are the tests', in ``tests/fixtures/facades``).
 """

@@ -263,21 +263,3 @@ def _inject(handler: Handler, uow: UnitOfWork, deps: Mapping[str, Any]) -> Calla
 @functools.cache
 def _parameters(handler: Handler) -> tuple[str, ...]:
     return tuple(inspect.signature(handler).parameters)[2:]  # after the command and the unit of work
-
-
-class Facade:
-    """The base of the classes that keep, for the tests that call them, the methods callers used
-    before the bus (``IdentityHandlers``, ``PlacementHandlers``): each method one line over a bus of
-    the facade's own. New code sends commands to the bus its composition root built."""
-
-    def __init__(self, app: Stratus, *, attempts: int = 5) -> None:
-        self.bus: MessageBus = bootstrap(app, attempts=attempts)
-
-    @property
-    def app(self) -> Stratus:
-        """The application on the log the commands append to."""
-        return self.bus.app
-
-    def handle(self, command: object) -> Any:
-        """Run the command's use case (``MessageBus.handle``)."""
-        return self.bus.handle(command)

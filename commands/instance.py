@@ -709,7 +709,7 @@ class Instance(Aggregate):
         self.locked_by = None
         self.locked_reason = None
 
-    # -- resize and cold migration (commands.migration) -----------------------------------------
+    # -- resize and cold migration (commands.servers.moves) -----------------------------------------
     def request_migration(
         self,
         migration_id: str,

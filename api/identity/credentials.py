@@ -55,6 +55,7 @@ def password_hasher(settings: Settings) -> PasswordHasher:
         parallelism=4,
     )
 
+
 _DDL = f"""
 CREATE SCHEMA IF NOT EXISTS {SCHEMA};
 CREATE TABLE IF NOT EXISTS {SCHEMA}.credentials (

@@ -24,16 +24,27 @@ from stratus.eventstore import NatsBridge
 from tests.bench.harness import Bench, CpuMeter, machine_lines, nats_server
 from tests.fixtures.nats import unique_settings
 
-TOPICS = ["commands.instance:Instance.Requested", "commands.instance:Instance.Scheduled",
-          "commands.instance:Instance.Spawned"]
+TOPICS = [
+    "commands.instance:Instance.Requested",
+    "commands.instance:Instance.Scheduled",
+    "commands.instance:Instance.Spawned",
+]
 
 
 def body(i: int) -> bytes:
-    return orjson.dumps({
-        "timestamp": "2026-11-22T08:00:00.123456Z", "name": f"vm-{i}", "project_id": "p1", "user_id": "u1",
-        "flavor": {"id": "m1.tiny", "name": "m1.tiny", "vcpus": 1, "ram": 512, "disk": 1, "ephemeral": 0},
-        "image_ref": "cirros", "metadata": {}, "availability_zone": None, "request_key": None,
-    })
+    return orjson.dumps(
+        {
+            "timestamp": "2026-11-22T08:00:00.123456Z",
+            "name": f"vm-{i}",
+            "project_id": "p1",
+            "user_id": "u1",
+            "flavor": {"id": "m1.tiny", "name": "m1.tiny", "vcpus": 1, "ram": 512, "disk": 1, "ephemeral": 0},
+            "image_ref": "cirros",
+            "metadata": {},
+            "availability_zone": None,
+            "request_key": None,
+        }
+    )
 
 
 def main() -> None:

@@ -38,9 +38,7 @@ from eventsourcing.persistence import Mapper, StoredEvent
 from commands.app import Stratus
 from commands.flavor import Flavor
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.instance import Instance
-from commands.operations import Operations
 from commands.servers.create import CreateServer
 from commands.usage import ProjectUsage
 from stratus.config import Settings
@@ -48,6 +46,8 @@ from stratus.context import CommandContext
 from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
 from stratus.eventstore import envelope as env
 from tests.bench.harness import Bench, CpuMeter, Sample, loadavg, machine_lines, nats_server
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.operations import Operations
 
 Message = tuple[str, bytes, dict[str, str]]
 

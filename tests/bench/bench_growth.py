@@ -75,10 +75,8 @@ from eventsourcing.domain import Aggregate
 from commands.app import Stratus
 from commands.bus import bootstrap
 from commands.errors import InsufficientResources
-from commands.handlers import CreateFlavor, CreateServer, Handlers
 from commands.host import Host, Resources, host_aggregate_id
 from commands.instance import Instance
-from commands.operations import Operations
 from projections.schema import LIVE_SCHEMA
 from stratus.context import CommandContext
 from stratus.eventstore import Factory, NatsBridge
@@ -88,6 +86,8 @@ from tests.bench.bench_placement import process
 from tests.bench.bench_servers_detail import get
 from tests.bench.harness import loadavg, machine_lines
 from tests.bench.lifecycles import Lifecycles
+from tests.fixtures.facades.handlers import CreateFlavor, CreateServer, Handlers
+from tests.fixtures.facades.operations import Operations
 from workers.consumer import DurableConsumer
 from workers.host_feed import HostFeed
 from workers.host_view import HostView

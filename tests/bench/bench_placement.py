@@ -43,13 +43,13 @@ import psycopg
 from commands.app import Stratus
 from commands.errors import NotFound
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
-from commands.operations import Operations
 from commands.servers.create import CreateServer
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.envelope import decode_message
 from tests.bench.harness import Bench, CpuMeter, loadavg, machine_lines, nats_server
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.operations import Operations
 from tests.fixtures.processes import free_port, stop
 from workers import scheduler, simulator
 from workers.simulator import HostShape, SimulatedCloud, host_names
@@ -157,7 +157,9 @@ class Watcher:
                             if reservation is not None:
                                 done, _, outcome = self.reservations.get(reservation, (0, now, "spawned"))
                                 self.reservations[reservation] = (
-                                    done + 1, now, outcome if kind == "spawned" else kind
+                                    done + 1,
+                                    now,
+                                    outcome if kind == "spawned" else kind,
                                 )
                     self._cond.notify_all()
                 position = last if len(msgs) == 1000 else head

@@ -25,13 +25,13 @@ import orjson
 
 from commands.app import Stratus
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.instance import Instance
 from commands.quota import ProjectQuota
 from commands.servers.create import CreateServer
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from tests.bench.harness import Bench, CpuMeter, loadavg, machine_lines, nats_server
+from tests.fixtures.facades.handlers import Handlers
 
 UNLIMITED = {"instances": -1, "cores": -1, "ram": -1}
 

@@ -32,10 +32,8 @@ from pathlib import Path
 
 from commands.app import Stratus
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.host import Host, Resources, host_aggregate_id
 from commands.instance import Instance
-from commands.operations import Operations
 from commands.servers.create import CreateServer
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
@@ -43,6 +41,8 @@ from stratus.eventstore.envelope import APPEND_ID, decode_message
 from stratus.eventstore.subjects import SubjectLayout
 from tests.bench.bench_placement import process
 from tests.bench.harness import TreeCpu, loadavg, machine_lines, nats_server
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.operations import Operations
 from workers.simulator import host_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,8 +111,15 @@ def floor(app: Stratus, names: list[str], pairs: int, batch: int) -> float:
     hosts: list[Host] = [app.repository.get(host_aggregate_id(n)) for n in names]
     servers = [
         Instance.request(
-            uuid.uuid4(), name="floor", project_id="floor", user_id="u", flavor=flavor, image_ref="",
-            metadata={}, availability_zone=None, request_key=None,
+            uuid.uuid4(),
+            name="floor",
+            project_id="floor",
+            user_id="u",
+            flavor=flavor,
+            image_ref="",
+            metadata={},
+            availability_zone=None,
+            request_key=None,
         )
         for _ in range(pairs)
     ]

@@ -8,7 +8,6 @@ import pytest
 from commands.app import Stratus
 from commands.errors import InvalidState
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.hosts.register import RegisterHost
 from commands.servers.create import CreateServer
 from commands.servers.scheduling import PlaceInstance
@@ -16,6 +15,7 @@ from commands.servers.spawn import FinishSpawning, StartSpawning
 from commands.states import VmState
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
+from tests.fixtures.facades.handlers import Handlers
 
 
 @pytest.fixture

@@ -27,7 +27,6 @@ from falcon import testing
 from api.app import Deps, LazyApp, create_app
 from api.readmodel import open_pool
 from commands.hosts.register import RegisterHost
-from commands.placement_handlers import PlacementHandlers
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FailInstance
 from processes import bootstrap
@@ -36,6 +35,7 @@ from stratus.config import Settings
 from stratus.eventstore import NatsBridge
 from stratus.liveness import Heartbeats, bucket_for
 from tests.fixtures.api import ADMIN, ADMIN_P9, P1, P2, Stack, assert_fault
+from tests.fixtures.facades.placement_handlers import PlacementHandlers
 from tests.fixtures.identity import ADMIN_PASSWORD, Identities
 from tests.fixtures.processes import ROOT, free_port
 

@@ -9,11 +9,11 @@ import re
 from jsonschema import Draft202012Validator
 
 from commands.app import Stratus
-from commands.handlers import CreateFlavor, CreateServer, Handlers, PlaceInstance, RegisterHost
 from schemas import asyncapi
 from stratus.audit.rawreader import RawReader
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
+from tests.fixtures.facades.handlers import CreateFlavor, CreateServer, Handlers, PlaceInstance, RegisterHost
 
 
 def test_real_messages_match_the_document(bridge: NatsBridge, settings: Settings) -> None:

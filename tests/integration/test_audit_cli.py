@@ -10,12 +10,12 @@ from pathlib import Path
 
 from commands.app import Stratus
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.servers.create import CreateServer
 from commands.servers.delete import DeleteServer
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
+from tests.fixtures.facades.handlers import Handlers
 from tests.fixtures.nats import unique_settings
 
 ROOT = Path(__file__).resolve().parents[2]

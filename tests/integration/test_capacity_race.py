@@ -15,13 +15,13 @@ from typing import Any
 from commands.app import Stratus
 from commands.errors import NoValidHost
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.host import Host, Resources
 from commands.hosts.register import RegisterHost
 from commands.instance import Instance
 from commands.servers.create import CreateServer
 from commands.states import VmState
 from stratus.config import Settings
+from tests.fixtures.facades.handlers import Handlers
 from tests.fixtures.projections import make_projector, read_models
 from tests.fixtures.quotas import race
 from tests.fixtures.scheduler import settled

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from commands.handlers import RegisterHost
 from tests.fixtures.api import P1, Stack, alive
+from tests.fixtures.facades.handlers import RegisterHost
 from tests.fixtures.http_table import Call, Values, run
 
 

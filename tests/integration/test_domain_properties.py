@@ -23,9 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from commands.app import Stratus
 from commands.errors import DomainError, InsufficientResources, QuotaExceeded
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.hosts.register import RegisterHost
-from commands.operations import Operations
 from commands.servers.create import CreateServer
 from commands.servers.delete import DeleteServer, FinishDeletion
 from commands.servers.scheduling import PlaceInstance
@@ -33,6 +31,8 @@ from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from commands.states import PowerState, VmState
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.operations import Operations
 
 PROJECTS = ("pa", "pb")
 FLAVORS = {"small": (1, 512, 1), "big": (3, 2048, 5)}  # vcpus, ram MiB, disk GiB

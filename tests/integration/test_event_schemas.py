@@ -39,7 +39,6 @@ from commands import (
 from commands.application_credentials import CreateApplicationCredential
 from commands.bus import MessageBus
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.hosts.aggregates import CreateHostAggregate, UpdateHostAggregate
 from commands.hosts.register import RegisterHost
 from commands.hosts.services import SetServiceStatus
@@ -55,16 +54,6 @@ from commands.identity_domains import (
     UpdateGroup,
     UpdateRole,
 )
-from commands.identity_handlers import (
-    CreateProject,
-    CreateUser,
-    GrantRole,
-    IdentityHandlers,
-    RevokeRole,
-    RevokeToken,
-    UpdateProject,
-    UpdateUser,
-)
 from commands.images.create import CreateImage, DeleteImage, RecordImageUpload
 from commands.images.tasks import RecordTask
 from commands.images.update import (
@@ -75,13 +64,8 @@ from commands.images.update import (
     UpdateImage,
 )
 from commands.keypairs.manage import CreateKeyPair, DeleteKeyPair
-from commands.lifecycle import LifecycleHandlers, ReconciliationHandlers
 from commands.metadefs.namespaces import ChangeNamespace, CreateNamespace, DeleteNamespace, UpdateNamespace
-from commands.migration import MigrationHandlers
 from commands.network import FixedNetwork
-from commands.operations import Operations
-from commands.placement_handlers import PlacementHandlers
-from commands.server_fields import ServerFieldHandlers
 from commands.servers.actions import (
     FailAction,
     FinishAction,
@@ -103,6 +87,22 @@ from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from commands.states import PowerState
 from stratus.context import Actor, CommandContext, acting
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.identity_handlers import (
+    CreateProject,
+    CreateUser,
+    GrantRole,
+    IdentityHandlers,
+    RevokeRole,
+    RevokeToken,
+    UpdateProject,
+    UpdateUser,
+)
+from tests.fixtures.facades.lifecycle import LifecycleHandlers, ReconciliationHandlers
+from tests.fixtures.facades.migration import MigrationHandlers
+from tests.fixtures.facades.operations import Operations
+from tests.fixtures.facades.placement_handlers import PlacementHandlers
+from tests.fixtures.facades.server_fields import ServerFieldHandlers
 
 
 def _event_classes() -> list[tuple[str, str]]:
@@ -268,7 +268,7 @@ def _directory_scenario(ident: IdentityHandlers) -> None:
 
 
 def _operator_scenario(handlers: Handlers) -> None:
-    """Flavor extras, services, aggregates and zones, quotas, server groups (commands.operations)."""
+    """Flavor extras, services, aggregates and zones, quotas, server groups (the Operations facade)."""
     ops = Operations(handlers.app)
     ops.create_flavor(CreateFlavor("2", "m1.private", 1, 256, 1, is_public=False))
     ops.set_flavor_extra_specs("2", {"hw:cpu_policy": "dedicated"})
@@ -423,7 +423,7 @@ def _placement_scenario(handlers: Handlers) -> None:
 
 
 def _move_scenario(handlers: Handlers) -> None:
-    """A resize confirmed, one reverted, and one that found no host (commands.migration)."""
+    """A resize confirmed, one reverted, and one that found no host (tests.fixtures.facades.migration)."""
     handlers.create_flavor(CreateFlavor("mv", "m1.mover", 1, 1024, 1))
     handlers.register_host(RegisterHost("c2", 2, 4096, 20))
     moves = MigrationHandlers(handlers)

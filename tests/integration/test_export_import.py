@@ -20,7 +20,6 @@ from psycopg.rows import dict_row
 import schemas
 from commands.app import Stratus
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.hosts.register import RegisterHost
 from commands.instance import Instance
 from commands.servers.create import CreateServer
@@ -36,6 +35,7 @@ from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
 from stratus.postgres import create_database, drop_database
+from tests.fixtures.facades.handlers import Handlers
 from tests.fixtures.nats import unique_settings
 
 

@@ -19,7 +19,6 @@ from eventsourcing.utils import get_topic
 from commands.app import Stratus
 from commands.errors import InvalidInput, NoMoreFixedIps, NotFound
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.images.create import CreateImage, RecordImageUpload
 from commands.instance import Instance
 from commands.network import FixedNetwork, Network
@@ -28,6 +27,7 @@ from commands.servers.delete import DeleteServer
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from stratus.imagestore import ImageStore
+from tests.fixtures.facades.handlers import Handlers
 from workers.compute import BootImages
 from workers.virt import PermanentVirtError
 

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from commands.errors import QuotaExceeded
-from commands.handlers import Handlers
-from commands.operations import Operations
 from commands.servers.create import MOST_EVENTS_PER_CREATE_GROUP, CreateServer
 from commands.usage import usage_aggregate_id
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import MAX_EVENTS_PER_APPEND, JetStreamApplicationRecorder
 from tests.fixtures.commands import M1_BIG, M1_THREE, M1_TINY
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.operations import Operations
 from tests.fixtures.quotas import assert_usage_consistent, at_once
 
 pytestmark = pytest.mark.flavors(M1_TINY, M1_THREE, M1_BIG)

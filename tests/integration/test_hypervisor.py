@@ -16,7 +16,6 @@ import libvirt
 import pytest
 
 from commands.app import Stratus
-from commands.handlers import Handlers
 from commands.hosts.register import RegisterHost
 from commands.servers.create import CreateServer
 from commands.servers.delete import DeleteServer
@@ -26,6 +25,7 @@ from commands.states import PowerState, TaskState, VmState
 from stratus.config import Settings
 from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge
 from tests.fixtures.commands import M1_SMALL
+from tests.fixtures.facades.handlers import Handlers
 from tests.fixtures.hypervisor import (
     FAST_RETRY,
     HOST,

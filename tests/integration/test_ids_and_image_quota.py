@@ -134,7 +134,7 @@ def test_no_rsa_key_is_generated_for_a_key_pair_that_will_be_refused(stack: Stac
             generated.append(1)
         return generate_ssh_key()
 
-    from commands.operations import Operations
+    from tests.fixtures.facades.operations import Operations
 
     Operations(stack.handlers.app).set_quota("p1", {"key_pairs": 1}, {})
     catalog = stack.handlers.bus.extended(generate_key=counting_key)

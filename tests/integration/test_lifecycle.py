@@ -17,15 +17,15 @@ import pytest
 from eventsourcing.persistence import IntegrityError
 
 from commands.errors import Forbidden, InstanceLocked, InvalidState
-from commands.handlers import Handlers
 from commands.instance import Instance
-from commands.lifecycle import LifecycleHandlers
 from commands.servers.actions import LockServer, RequestAction, UnlockServer
 from commands.servers.delete import DeleteServer
 from commands.states import PowerState, VmState
 from stratus import hostrpc
 from stratus.eventstore import NatsBridge
 from tests.fixtures.commands import M1_SMALL
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.lifecycle import LifecycleHandlers
 from tests.fixtures.hypervisor import HOST, FlakyDriver, Hosted, gone, settled
 from tests.fixtures.workers import Worker, eventually
 from workers.libvirt_driver import LibvirtDriver

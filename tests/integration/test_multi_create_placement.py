@@ -13,12 +13,12 @@ import pytest
 from commands.app import Stratus
 from commands.errors import NoValidHost
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.hosts.register import RegisterHost
 from commands.servers.create import CreateServer
 from commands.servers.delete import DeleteServer, FinishDeletion
 from commands.states import VmState
 from stratus.context import CommandContext
+from tests.fixtures.facades.handlers import Handlers
 from tests.fixtures.scheduler import settled
 from tests.fixtures.workers import Worker, eventually
 

@@ -13,9 +13,7 @@ import pytest
 import schemas
 from commands.app import Stratus
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.hosts.register import RegisterHost
-from commands.migration import MigrationHandlers
 from commands.servers.create import CreateServer
 from commands.servers.delete import DeleteServer, FinishDeletion
 from commands.servers.moves import ResizeDecision, ResizeServer
@@ -26,6 +24,8 @@ from projections import notifications
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.migration import MigrationHandlers
 
 
 @pytest.fixture

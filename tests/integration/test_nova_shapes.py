@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from commands.hosts.register import RegisterHost
-from commands.lifecycle import LifecycleHandlers
 from commands.network import FixedNetwork
 from commands.servers.actions import FinishAction
 from commands.servers.scheduling import PlaceInstance
@@ -28,6 +27,7 @@ from commands.servers.spawn import FinishSpawning, StartSpawning
 from commands.states import PowerState
 from tests.fixtures import nova_schemas
 from tests.fixtures.api import ADMIN, P1, P2, Stack, ssh_public_key, upload
+from tests.fixtures.facades.lifecycle import LifecycleHandlers
 from tests.fixtures.http_table import EVERY, Call, Values, run
 
 MV = "OpenStack-API-Version"

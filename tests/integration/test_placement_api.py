@@ -12,14 +12,14 @@ from api.placement.view import ProviderView
 from commands.flavors.create import CreateFlavor
 from commands.host import host_aggregate_id
 from commands.hosts.register import RegisterHost
-from commands.migration import MigrationHandlers
-from commands.placement_handlers import PlacementHandlers
 from commands.servers.create import CreateServer
 from commands.servers.moves import MigrateServer, ResizeDecision
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FinishSpawning, StartSpawning
 from commands.states import PowerState
 from tests.fixtures.api import P1, Stack
+from tests.fixtures.facades.migration import MigrationHandlers
+from tests.fixtures.facades.placement_handlers import PlacementHandlers
 
 V = {"OpenStack-API-Version": "placement 1.39"}
 

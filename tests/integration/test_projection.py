@@ -19,7 +19,6 @@ from psycopg import sql
 from commands.app import Stratus
 from commands.flavor import Flavor
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.hosts.register import RegisterHost
 from commands.servers.create import CreateServer
 from commands.servers.delete import DeleteServer, FinishDeletion
@@ -27,6 +26,7 @@ from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from projections import queries
 from projections.schema import POSITION_CHANNEL
+from tests.fixtures.facades.handlers import Handlers
 from tests.fixtures.projections import head, make_projector, populate, public_image
 
 # -- shared helpers (the crash and rebuild tests use them too) ----------------------------------

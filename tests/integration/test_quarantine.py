@@ -29,7 +29,6 @@ from commands.app import Stratus
 from commands.errors import NotFound
 from commands.flavor import Flavor
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.host import Host
 from commands.hosts.register import RegisterHost
 from commands.instance import Instance
@@ -45,6 +44,7 @@ from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.subjects import SubjectLayout
 from stratus.quarantine import Quarantine, Quarantined
 from tests.fixtures.commands import make_app
+from tests.fixtures.facades.handlers import Handlers
 from tests.fixtures.projections import head, projector_thread, read_models
 from tests.fixtures.workers import Worker, eventually
 from workers import hypervisor, scheduler

@@ -9,13 +9,10 @@ from typing import Any
 import pytest
 
 from commands.errors import QuotaExceeded
-from commands.handlers import Handlers
 from commands.hosts.register import RegisterHost
 from commands.keypairs.keys import generate_ssh_key
 from commands.keypairs.manage import CreateKeyPair, DeleteKeyPair
-from commands.operations import Operations
 from commands.quota import DEFAULT_LIMITS
-from commands.server_fields import ServerFieldHandlers
 from commands.servers.create import CreateServer
 from commands.servers.delete import DeleteServer, FinishDeletion
 from commands.servers.fields import SetServerMetadata
@@ -25,6 +22,9 @@ from commands.servers.spawn import FailInstance
 from commands.usage import EPOCH_EVENTS, usage_aggregate_id
 from stratus.config import Settings
 from tests.fixtures.commands import M1_BIG, M1_THREE, M1_TINY
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.operations import Operations
+from tests.fixtures.facades.server_fields import ServerFieldHandlers
 from tests.fixtures.quotas import assert_usage_consistent, race
 
 pytestmark = pytest.mark.flavors(M1_TINY, M1_THREE, M1_BIG)

@@ -9,8 +9,6 @@ import psycopg
 import pytest
 
 from commands.app import Stratus
-from commands.handlers import Handlers
-from commands.operations import Operations
 from commands.servers.create import CreateServer
 from commands.servers.scheduling import PlaceInstance
 from processes.rebuild import main
@@ -18,6 +16,8 @@ from projections import queries
 from projections.rebuild import NEW_SCHEMA, OLD_SCHEMA, RebuildInProgress, rebuild
 from projections.schema import LIVE_SCHEMA, REBUILD_LOCK, schema_exists
 from stratus.config import Settings
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.operations import Operations
 from tests.fixtures.projections import head, populate, snapshot
 
 

@@ -12,12 +12,12 @@ import libvirt
 import pytest
 
 from commands.census import DESTROYED, LEFT_ALONE, GuestCensus, census_id
-from commands.handlers import Handlers
-from commands.lifecycle import LifecycleHandlers
 from commands.servers.actions import RequestAction
 from commands.servers.delete import DeleteServer
 from commands.states import PowerState, VmState
 from tests.fixtures.commands import M1_SMALL
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.lifecycle import LifecycleHandlers
 from tests.fixtures.hypervisor import HOST, HOST_XML, Hosted, gone, settled
 from tests.fixtures.workers import Worker, eventually
 from workers.hypervisor import HYPERVISOR

@@ -18,10 +18,7 @@ import pytest
 from commands.app import Stratus
 from commands.errors import InstanceLocked, InvalidInput, InvalidState, QuotaExceeded
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.instance import Instance
-from commands.lifecycle import LifecycleHandlers
-from commands.migration import MigrationHandlers
 from commands.quota import ProjectQuota
 from commands.servers.actions import LockServer, RequestAction
 from commands.servers.delete import DeleteServer
@@ -30,6 +27,9 @@ from commands.states import PowerState, TaskState, VmState
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge
 from tests.fixtures.commands import M1_SMALL
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.lifecycle import LifecycleHandlers
+from tests.fixtures.facades.migration import MigrationHandlers
 from tests.fixtures.hypervisor import (
     HOST,
     OTHER,

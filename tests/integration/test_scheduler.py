@@ -10,7 +10,6 @@ import pytest
 from commands.app import Stratus
 from commands.errors import NotFound, NoValidHost
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.host import Resources
 from commands.hosts.register import RegisterHost
 from commands.servers.create import CreateServer
@@ -19,6 +18,7 @@ from commands.states import VmState
 from stratus.eventstore import Factory, NatsBridge
 from stratus.natsserver import NatsServer
 from tests.fixtures.commands import M1_HUGE, M1_SMALL
+from tests.fixtures.facades.handlers import Handlers
 from tests.fixtures.nats import unique_settings
 from tests.fixtures.scheduler import settled
 from tests.fixtures.workers import Worker, eventually

@@ -10,12 +10,10 @@ import orjson
 import pytest
 
 from commands.app import Stratus
-from commands.handlers import Handlers
 from commands.host import Resources
 from commands.hosts.register import RegisterHost
 from commands.hosts.services import SetServiceStatus
 from commands.instance import Instance
-from commands.operations import Operations
 from commands.servers.create import CreateServer
 from commands.servers.scheduling import PlaceInstance
 from commands.states import VmState
@@ -24,6 +22,8 @@ from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.envelope import APPEND_ID, decode_message
 from tests.fixtures.commands import M1_HUGE, M1_SMALL
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.operations import Operations
 from tests.fixtures.scheduler import settled
 from tests.fixtures.workers import Worker, eventually
 from workers import scheduler

@@ -18,15 +18,15 @@ import pytest
 
 from commands.app import Stratus
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.host import Resources
 from commands.hosts.register import RegisterHost
-from commands.operations import Operations
 from commands.servers.create import CreateServer
 from commands.states import TaskState, VmState
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.envelope import decode_message
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.operations import Operations
 from tests.fixtures.workers import Worker, eventually
 from workers import scheduler
 

@@ -12,12 +12,9 @@ import pytest
 
 from commands.errors import GroupPolicyViolated, InvalidInput, NotFound, QuotaExceeded
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.hosts.aggregates import CreateHostAggregate
 from commands.hosts.register import RegisterHost
 from commands.hosts.services import SetServiceStatus
-from commands.migration import MigrationHandlers
-from commands.operations import Operations
 from commands.servers.create import CreateServer
 from commands.servers.delete import DeleteServer, FinishDeletion
 from commands.servers.groups import CreateServerGroup
@@ -26,6 +23,9 @@ from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FinishSpawning, StartSpawning
 from commands.states import PowerState, VmState
 from tests.fixtures.commands import M1_HUGE, M1_SMALL
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.migration import MigrationHandlers
+from tests.fixtures.facades.operations import Operations
 from tests.fixtures.scheduler import settled
 from tests.fixtures.workers import Worker, eventually
 from workers.host_selection import NO_VALID_HOST

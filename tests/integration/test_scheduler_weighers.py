@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 from commands.app import Stratus
 from commands.errors import NoValidHost
-from commands.handlers import CreateFlavor, CreateServer, Handlers, RegisterHost
-from commands.operations import Operations
-from commands.placement_handlers import PlacementHandlers
 from commands.states import VmState
+from tests.fixtures.facades.handlers import CreateFlavor, CreateServer, Handlers, RegisterHost
+from tests.fixtures.facades.operations import Operations
+from tests.fixtures.facades.placement_handlers import PlacementHandlers
 from tests.fixtures.scheduler import settled
 from tests.fixtures.workers import Worker, eventually
 

@@ -19,9 +19,6 @@ from commands.app import Stratus
 from commands.bus import bootstrap
 from commands.errors import NotFound
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
-from commands.lifecycle import LifecycleHandlers
-from commands.migration import MigrationHandlers
 from commands.servers.actions import RequestAction
 from commands.servers.create import CreateServer
 from commands.servers.delete import DeleteServer
@@ -31,6 +28,9 @@ from processes.cli import _parser as build_parser
 from stratus import hostrpc
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.lifecycle import LifecycleHandlers
+from tests.fixtures.facades.migration import MigrationHandlers
 from tests.fixtures.hypervisor import registered
 from tests.fixtures.processes import ROOT
 from tests.fixtures.workers import Worker, eventually

@@ -34,13 +34,13 @@ from api.identity.tokens import TokenSigner, load_or_create_key
 from api.readmodel import ReadModel, open_pool
 from commands.host import host_aggregate_id
 from commands.hosts.register import RegisterHost
-from commands.migration import MigrationHandlers
 from commands.servers.moves import MigrateServer
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from stratus.config import Settings
 from stratus.eventstore import envelope
 from tests.fixtures.api import ADMIN, P1, Stack
+from tests.fixtures.facades.migration import MigrationHandlers
 from tests.fixtures.processes import free_port, serving
 from tests.fixtures.watch import Http, Quiet, ThreadingServer, create_server, read_events
 

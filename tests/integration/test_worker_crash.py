@@ -15,14 +15,14 @@ import libvirt
 import pytest
 
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
-from commands.migration import MigrationHandlers
 from commands.servers.delete import DeleteServer
 from commands.servers.moves import ResizeDecision, ResizeServer
 from commands.states import PowerState, TaskState, VmState
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge
 from tests.fixtures.commands import M1_SMALL
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.migration import MigrationHandlers
 from tests.fixtures.hypervisor import (
     HOST,
     HOST_XML,

@@ -16,7 +16,6 @@ from eventsourcing.persistence import StoredEvent
 from commands.app import Stratus
 from commands.errors import InsufficientResources, QuotaExceeded
 from commands.flavors.create import CreateFlavor
-from commands.handlers import Handlers
 from commands.hosts.register import RegisterHost
 from commands.instance import Instance
 from commands.servers.create import CreateServer
@@ -25,6 +24,7 @@ from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FinishSpawning, StartSpawning
 from commands.states import VmState
 from stratus.eventstore.memory import InMemoryFactory, InMemoryRecorder
+from tests.fixtures.facades.handlers import Handlers
 
 PROJECT, USER = "p1", "u1"
 

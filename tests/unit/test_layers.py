@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import configparser
 import subprocess
 import sys
@@ -38,3 +39,19 @@ def test_every_first_party_package_is_a_layer() -> None:
         if name.strip()
     }
     assert packages == roots == layers
+
+
+def test_no_production_module_imports_the_tests() -> None:
+    """The facades over the bus (tests/fixtures/facades) and every other test helper stay the tests':
+    the API and the workers hold the bus their composition root built (docs/architecture.md)."""
+    offenders = []
+    for path in ROOT.glob("*/**/*.py"):
+        top = path.relative_to(ROOT).parts[0]
+        if top in {"tests", ".venv", ".stratus"} or not (ROOT / top / "__init__.py").exists():
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] == "tests"]
+    assert not offenders, offenders
