@@ -69,6 +69,62 @@ def _unavailable(what: str) -> Iterator[None]:
         raise EventStoreUnavailable(f"{what}: JetStream unavailable ({type(e).__name__})") from e
 
 
+# What this code sets on a durable consumer, each as (field, normalised value): the fields a
+# release may change and JetStream updates in place (a consumer's delivery and ack policies cannot be).
+def _wanted(config: ConsumerConfig) -> dict[str, object]:
+    filters = list(config.filter_subjects or ([config.filter_subject] if config.filter_subject else []))
+    return {
+        "filter subjects": sorted(filters),
+        "ack wait": config.ack_wait,
+        "max deliver": config.max_deliver,
+        "description": config.description,
+    }
+
+
+class ConsumerMismatch(Exception):
+    """A durable consumer exists with a configuration that cannot be changed in place."""
+
+
+async def reconcile(js: Any, stream: str, config: ConsumerConfig) -> None:
+    """Create the durable consumer ``config`` names, or bring an existing one to ``config`` in place.
+
+    A release may change what a part consumes (a new event type to act on, a new ack wait): the
+    durable made by the previous release is updated, not deleted, so it keeps its position (its ack
+    floor and what it delivered): the events after it are delivered once, those before it are not
+    delivered again. (An event of a newly filtered type that is before the position is not delivered:
+    the previous release had no use for it.) JetStream updates a durable in place when asked to create
+    it with a changed configuration; its delivery and ack policies cannot change, and a consumer that
+    differs there is refused here rather than deleted (docs/upgrades.md)."""
+    name = config.durable_name or ""
+    try:
+        info = await js.consumer_info(stream, name)
+    except nats.js.errors.NotFoundError:
+        await js.add_consumer(stream, config=config)
+        return
+    fixed = [
+        f"{field} {getattr(info.config, field)} (wanted {getattr(config, field)})"
+        for field in ("deliver_policy", "ack_policy", "deliver_subject")
+        if getattr(info.config, field) != getattr(config, field)
+    ]
+    if fixed:
+        raise ConsumerMismatch(
+            f"durable consumer {name} on {stream} cannot be updated in place: {', '.join(fixed)}; "
+            "delete it (nats consumer rm) to have it made again from the start of the log"
+        )
+    had, want = _wanted(info.config), _wanted(config)
+    changed = {k: (had[k], want[k]) for k in want if had[k] != want[k]}
+    if not changed:
+        return
+    updated = await js.add_consumer(stream, config=config)  # an existing durable: updated in place
+    if _wanted(updated.config) != want:
+        raise ConsumerMismatch(f"JetStream did not update durable consumer {name} on {stream}: {changed}")
+    log.warning(
+        "durable consumer %s on %s updated in place at position %d: %s",
+        name, stream, updated.ack_floor.stream_seq,
+        "; ".join(f"{k} {old} -> {new}" for k, (old, new) in changed.items()),
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Delivery:
     """One consumed event, with how many times it has been delivered (1 = first time)."""
@@ -125,7 +181,7 @@ class DurableConsumer:
     def open(self) -> DurableConsumer:
         async def subscribe() -> Any:
             js = self._bridge.js
-            await js.add_consumer(self.stream, config=self._config)
+            await reconcile(js, self.stream, self._config)
             return await js.pull_subscribe_bind(durable=self.durable, stream=self.stream)
 
         self._sub = self._bridge.run(subscribe, self._timeout)
