@@ -12,6 +12,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from commands.handlers import Handlers
 from commands.hosts.register import RegisterHost
+from commands.instance import Instance
 from commands.migration import MigrationHandlers
 from commands.servers.create import CreateServer
 from commands.servers.moves import MigrateServer
@@ -71,7 +72,12 @@ def test_an_older_filter_is_updated_in_place_and_the_position_kept(
     start_scheduler()  # today's scheduler: same durable, today's filter subjects
 
     assert eventually(lambda: settled(handlers, second)).host in ("compute-a", "compute-b")
-    moved = eventually(lambda: (i := handlers.instance(first)).task_state != TaskState.RESIZE_PREP and i)
+
+    def placed() -> Instance | None:
+        inst = handlers.instance(first)
+        return inst if inst.task_state != TaskState.RESIZE_PREP else None
+
+    moved = eventually(placed)
     assert moved.migration is not None and moved.migration["dest"] == "compute-b"
     now = eventually(lambda: (i := info(bridge, settings)).num_ack_pending == 0 and i)
     assert sorted(now.config.filter_subjects) == sorted(
