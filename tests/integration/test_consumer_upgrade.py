@@ -4,6 +4,7 @@ skipped (docs/upgrades.md)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +26,9 @@ from tests.fixtures.commands import M1_SMALL
 from tests.fixtures.scheduler import settled
 from tests.fixtures.workers import Worker, eventually
 from workers import scheduler
-from workers.consumer import ConsumerMismatch, DurableConsumer
+from workers.consumer import ConsumerMismatch, Delivery, DurableConsumer, serve
+from workers.outcome import DONE, Outcome
+from workers.scheduler import SCHEDULER
 
 pytestmark = pytest.mark.flavors(M1_SMALL)
 
@@ -110,3 +113,35 @@ def test_a_consumer_that_cannot_be_updated_in_place_is_refused(
     with pytest.raises(ConsumerMismatch, match="deliver_policy"):
         consumer.open()
     assert info(bridge, settings, "old-push").config.deliver_policy == DeliverPolicy.NEW
+
+
+def test_a_stopping_part_hands_back_what_it_took_for_the_next_one_at_once(
+    handlers: Handlers, bridge: NatsBridge, settings: Settings
+) -> None:
+    """On SIGTERM a worker finishes the message in hand and hands back the others it fetched: the part
+    started next gets them now, not after the ack wait (a rolling restart delays no step)."""
+    requested, _ = scheduler.subjects(settings)
+    servers = [handlers.create_server(CreateServer(f"vm-{i}", "p1", "u1", "small")).id for i in range(3)]
+    stop = threading.Event()
+    handled: list[Delivery] = []
+
+    def handle(d: Delivery) -> Outcome:
+        handled.append(d)
+        stop.set()  # SIGTERM while the first of three is in hand
+        return DONE
+
+    wait = 3600.0  # an ack wait no test would outlast: what comes back, comes back because handed back
+    old = DurableConsumer(bridge, stream=settings.stream, durable="stopping", filter_subjects=[requested],
+                          ack_wait=wait).open()  # fmt: skip
+    serve(old, handle, stop, actor=SCHEDULER, batch=3, poll=1.0)
+    old.close()
+    assert [d.originator_id for d in handled] == servers[:1]
+
+    new = DurableConsumer(bridge, stream=settings.stream, durable="stopping", filter_subjects=[requested],
+                          ack_wait=wait).open()  # fmt: skip
+    try:
+        msgs = new.fetch(3, 10.0)
+        assert [m.metadata.num_delivered for m in msgs] == [2, 2]
+        assert [str(m.headers["ce-subject"]) for m in msgs if m.headers] == servers[1:]
+    finally:
+        new.close()
