@@ -69,6 +69,62 @@ def _unavailable(what: str) -> Iterator[None]:
         raise EventStoreUnavailable(f"{what}: JetStream unavailable ({type(e).__name__})") from e
 
 
+# What this code sets on a durable consumer, each as (field, normalised value): the fields a
+# release may change and JetStream updates in place (a consumer's delivery and ack policies cannot be).
+def _wanted(config: ConsumerConfig) -> dict[str, object]:
+    filters = list(config.filter_subjects or ([config.filter_subject] if config.filter_subject else []))
+    return {
+        "filter subjects": sorted(filters),
+        "ack wait": config.ack_wait,
+        "max deliver": config.max_deliver,
+        "description": config.description,
+    }
+
+
+class ConsumerMismatch(Exception):
+    """A durable consumer exists with a configuration that cannot be changed in place."""
+
+
+async def reconcile(js: Any, stream: str, config: ConsumerConfig) -> None:
+    """Create the durable consumer ``config`` names, or bring an existing one to ``config`` in place.
+
+    A release may change what a part consumes (a new event type to act on, a new ack wait): the
+    durable made by the previous release is updated, not deleted, so it keeps its position (its ack
+    floor and what it delivered): the events after it are delivered once, those before it are not
+    delivered again. (An event of a newly filtered type that is before the position is not delivered:
+    the previous release had no use for it.) JetStream updates a durable in place when asked to create
+    it with a changed configuration; its delivery and ack policies cannot change, and a consumer that
+    differs there is refused here rather than deleted (docs/upgrades.md)."""
+    name = config.durable_name or ""
+    try:
+        info = await js.consumer_info(stream, name)
+    except nats.js.errors.NotFoundError:
+        await js.add_consumer(stream, config=config)
+        return
+    fixed = [
+        f"{field} {getattr(info.config, field)} (wanted {getattr(config, field)})"
+        for field in ("deliver_policy", "ack_policy", "deliver_subject")
+        if getattr(info.config, field) != getattr(config, field)
+    ]
+    if fixed:
+        raise ConsumerMismatch(
+            f"durable consumer {name} on {stream} cannot be updated in place: {', '.join(fixed)}; "
+            "delete it (nats consumer rm) to have it made again from the start of the log"
+        )
+    had, want = _wanted(info.config), _wanted(config)
+    changed = {k: (had[k], want[k]) for k in want if had[k] != want[k]}
+    if not changed:
+        return
+    updated = await js.add_consumer(stream, config=config)  # an existing durable: updated in place
+    if _wanted(updated.config) != want:
+        raise ConsumerMismatch(f"JetStream did not update durable consumer {name} on {stream}: {changed}")
+    log.warning(
+        "durable consumer %s on %s updated in place at position %d: %s",
+        name, stream, updated.ack_floor.stream_seq,
+        "; ".join(f"{k} {old} -> {new}" for k, (old, new) in changed.items()),
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Delivery:
     """One consumed event, with how many times it has been delivered (1 = first time)."""
@@ -125,7 +181,7 @@ class DurableConsumer:
     def open(self) -> DurableConsumer:
         async def subscribe() -> Any:
             js = self._bridge.js
-            await js.add_consumer(self.stream, config=self._config)
+            await reconcile(js, self.stream, self._config)
             return await js.pull_subscribe_bind(durable=self.durable, stream=self.stream)
 
         self._sub = self._bridge.run(subscribe, self._timeout)
@@ -162,6 +218,26 @@ class DurableConsumer:
 
         with _unavailable(f"acknowledging to {self.durable}"):
             self._bridge.run(ack, self._timeout)
+
+    def release(self, msgs: Sequence[Msg]) -> None:
+        """Hand back messages taken but not handled (the part is stopping): they are redelivered at
+        once to whoever consumes next, not after the ack wait (two minutes for a hypervisor), so a
+        rolling restart delays no step. Best effort: if JetStream is away they come back after the
+        ack wait anyway."""
+        if not msgs:
+            return
+
+        async def nak() -> None:
+            for m in msgs:
+                await m.nak()
+
+        try:
+            with _unavailable(f"handing messages back to {self.durable}"):
+                self._bridge.run(nak, self._timeout)
+        except _CLOSE_ERRORS as e:
+            log.info(
+                "consumer %s: %d message(s) come back after the ack wait: %s", self.durable, len(msgs), e
+            )
 
     def nak(self, msg: Msg, delay: float) -> None:
         with _unavailable(f"returning a message to {self.durable}"):
@@ -212,9 +288,11 @@ def serve(
     appends record their causation and the conversation's correlation id.
     """
     while not stop.is_set():
-        for msg in _fetch(consumer, batch, poll, stop):
+        msgs = _fetch(consumer, batch, poll, stop)
+        for i, msg in enumerate(msgs):
             if stop.is_set():
-                break  # unacknowledged: redelivered to whoever runs next
+                consumer.release(msgs[i:])  # redelivered at once to whoever runs next
+                break
             _process(consumer, handle, msg, actor, settle)
 
 
@@ -243,8 +321,11 @@ def serve_batches(
     context itself (``Delivery.context``), since one append may carry the work of several."""
     while not stop.is_set():
         msgs = _fetch(consumer, batch, poll, stop)
-        if not msgs or stop.is_set():
-            continue  # unacknowledged: redelivered to whoever runs next
+        if stop.is_set():
+            consumer.release(msgs)  # redelivered at once to whoever runs next
+            continue
+        if not msgs:
+            continue
         deliveries = _deliveries(consumer, msgs)
         if not deliveries:
             continue
