@@ -114,6 +114,12 @@ def _cmd_metadata(args: argparse.Namespace) -> int:
     metadata.serve(_with_database(_settings(args)))
 
 
+def _cmd_metadata_proxy(args: argparse.Namespace) -> int:
+    from processes import metadata
+
+    return metadata.proxy(_settings(args), args.instance_id, args.project_id, args.service)
+
+
 def _cmd_projector(args: argparse.Namespace) -> int:
     from processes import projector
 
@@ -383,6 +389,15 @@ def _parser() -> argparse.ArgumentParser:
         dest="metadata_bind",
         help="address to listen on (STRATUS_METADATA_BIND; 127.0.0.1:8780, the API port + 2 under run)",
     )
+
+    metadata_proxy = add(
+        "metadata-proxy",
+        _cmd_metadata_proxy,
+        "one guest connection on stdin/stdout, relayed signed to the metadata service (QEMU's guestfwd)",
+    )
+    metadata_proxy.add_argument("--instance-id", required=True, help="the server the connection is from")
+    metadata_proxy.add_argument("--project-id", required=True, help="the server's project")
+    metadata_proxy.add_argument("--service", help="the metadata service's host:port (STRATUS_METADATA_BIND)")
 
     # Handled in main() before parsing; listed here for --help.
     sub.add_parser("test", help="run the test suite (further arguments go to pytest)", add_help=False)

@@ -7,10 +7,12 @@ that guests reach 169.254.169.254 from.
 
 from __future__ import annotations
 
+import io
 import sys
-from typing import NoReturn
+from typing import NoReturn, cast
 
 from api.metadata.app import MetadataApp
+from api.metadata.relay import relay
 from processes import logs
 from processes.spawn import child_env, exec_program, version_at_least
 from stratus.config import Settings
@@ -41,3 +43,18 @@ def serve(settings: Settings) -> NoReturn:
         METADATA_APP,
     ]  # fmt: skip
     exec_program(argv, child_env(settings))
+
+
+def proxy(settings: Settings, instance_id: str, project_id: str, service: str | None) -> int:
+    """``stratus metadata-proxy``: relay the one guest connection on stdin/stdout to the service at
+    ``service`` (default: ``settings.metadata_bind``), signed for ``instance_id`` of ``project_id``."""
+    if settings.metadata_proxy_key_file is None:
+        print("stratus metadata-proxy: STRATUS_METADATA_PROXY_KEY_FILE is not set", file=sys.stderr)
+        return 2
+    key = settings.metadata_proxy_key_file.read_bytes().strip()
+    host, _, port = (service or settings.metadata_bind or METADATA_BIND).rpartition(":")
+    host = "127.0.0.1" if host in ("", "0.0.0.0") else host.strip("[]")
+    guest_in = cast(io.BufferedIOBase, sys.stdin.buffer)
+    guest_out = cast(io.BufferedIOBase, sys.stdout.buffer)
+    relay(guest_in, guest_out, (host, int(port)), instance_id, project_id, key)
+    return 0
