@@ -2,10 +2,10 @@
 
 JetStream (unless ``STRATUS_NATS_URL`` names servers), PostgreSQL (unless ``DATABASE_URL`` does), the
 identity seeding, then the API, the projector, the scheduler, one hypervisor worker on libvirt's test
-driver, the notifier, the event stream and, if asked, simulated hosts: each a ``stratus <part>``
-child of ``processes.supervisor.Supervisor``, which restarts a part that dies (with backoff) and
-stops the group on a crash loop. Also the housekeeping of a developer's machine: one
-``run`` per data directory, and no JetStream server left over from a ``run`` that was killed.
+driver, the notifier, the event stream, the metadata service and, if asked, simulated hosts: each a
+``stratus <part>`` child of ``processes.supervisor.Supervisor``, which restarts a part that dies
+(with backoff) and stops the group on a crash loop. Also the housekeeping of a developer's machine:
+one ``run`` per data directory, and no JetStream server left over from a ``run`` that was killed.
 """
 
 from __future__ import annotations

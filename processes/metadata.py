@@ -51,7 +51,11 @@ def proxy(settings: Settings, instance_id: str, project_id: str, service: str | 
     if settings.metadata_proxy_key_file is None:
         print("stratus metadata-proxy: STRATUS_METADATA_PROXY_KEY_FILE is not set", file=sys.stderr)
         return 2
-    key = settings.metadata_proxy_key_file.read_bytes().strip()
+    try:
+        key = settings.metadata_proxy_key_file.read_bytes().strip()
+    except OSError as e:
+        print(f"stratus metadata-proxy: cannot read the proxy key: {e}", file=sys.stderr)
+        return 2
     host, _, port = (service or settings.metadata_bind or METADATA_BIND).rpartition(":")
     host = "127.0.0.1" if host in ("", "0.0.0.0") else host.strip("[]")
     guest_in = cast(io.BufferedIOBase, sys.stdin.buffer)

@@ -10,8 +10,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +19,7 @@ import falcon
 import psycopg
 import psycopg_pool
 
+from api.app import LazyApp
 from api.images_keypairs import user_data_store
 from api.metadata import lookup
 from api.metadata.caller import ByInstance, Identifier, Refused
@@ -195,24 +195,9 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
     return deps, pool.close
 
 
-class MetadataApp:
-    """A WSGI app that composes the real one on its first request, in the process that serves it."""
-
-    def __init__(self, settings_factory: Callable[[], Settings] = Settings.from_env) -> None:
-        self._settings_factory = settings_factory
-        self._lock = threading.Lock()
-        self._app: falcon.App | None = None
-
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        app = self._app
-        if app is None:
-            try:
-                app = self._compose()
-            except Exception:
-                log.exception("the metadata service could not be composed; answering 503")
-                start_response("503 Service Unavailable", [("Content-Type", TEXT), ("Retry-After", "5")])
-                return [b"503 Service Unavailable\n\nThe metadata service is starting; retry.\n"]
-        return app(environ, start_response)
+class MetadataApp(LazyApp):
+    """The API's lazy WSGI app, composing the metadata service's app in place of the API's: on its
+    first request, in the gunicorn worker that serves it (503 until it can)."""
 
     def _compose(self) -> falcon.App:
         with self._lock:

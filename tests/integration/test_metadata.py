@@ -24,6 +24,7 @@ from api.images_keypairs import user_data_store
 from api.metadata.app import Deps, create_app
 from api.metadata.caller import Identifier, signature
 from api.metadata.passwords import PasswordStore
+from api.metadata.relay import BadRequest, signed_request
 from api.metadata.vendordata import Providers, load_static, parse_targets
 from api.readmodel import open_pool
 from commands.network import FixedNetwork
@@ -366,3 +367,29 @@ def test_the_settings_round_trip(tmp_path: Path) -> None:
     assert Settings.from_env(s.to_env()) == s
     with pytest.raises(ValueError, match="STRATUS_METADATA_SOURCE_ADDRESS must be one of off, peer"):
         Settings.from_env({"STRATUS_METADATA_SOURCE_ADDRESS": "anyone"})
+
+
+def test_the_proxy_replaces_whatever_names_a_caller() -> None:
+    """``stratus metadata-proxy`` serves one server: a guest's own caller headers never go on."""
+    forged = (
+        b"POST /openstack/latest/password HTTP/1.1\r\nHost: 169.254.169.254\r\nX-Instance-ID: other\r\n"
+        b"x-tenant-id: p2\r\nX-Instance-ID-Signature: abc\r\nX-Forwarded-For: 10.0.0.9\r\n"
+        b"Connection: keep-alive\r\nContent-Length: 4"
+    )
+    request, length = signed_request(forged, "mine", "p1", SECRET)
+    lines = request.decode().split("\r\n")
+    assert lines[0] == "POST /openstack/latest/password HTTP/1.1" and length == 4
+    assert [line for line in lines if line.lower().startswith(("x-", "connection"))] == [
+        "X-Instance-ID: mine",
+        "X-Tenant-ID: p1",
+        f"X-Instance-ID-Signature: {signature(SECRET, 'mine')}",
+        "Connection: close",
+    ]
+    assert request.endswith(b"\r\n\r\n") and "Host: 169.254.169.254" in lines
+    for bad in (
+        b"GET /\r\nHost: x",
+        b"GET / HTTP/1.1\r\nno colon",
+        b"GET / HTTP/1.1\r\nContent-Length: 999999",
+    ):
+        with pytest.raises(BadRequest):
+            signed_request(bad, "mine", "p1", SECRET)
