@@ -73,7 +73,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 _SAME_NAMED = (
     "api_bind", "api_workers", "api_threads", "host_name", "libvirt_uri",
     "heartbeat_interval_seconds", "reconcile_interval_seconds", "shutdown_timeout_seconds",
-    "host_concurrency", "watch_bind", "watch_threads", "simulated_hosts",
+    "host_concurrency", "watch_bind", "watch_threads", "simulated_hosts", "metadata_bind",
 )  # fmt: skip
 
 
@@ -106,6 +106,18 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     from processes import api
 
     api.serve_watch(_with_database(_settings(args)))
+
+
+def _cmd_metadata(args: argparse.Namespace) -> int:
+    from processes import metadata
+
+    metadata.serve(_with_database(_settings(args)))
+
+
+def _cmd_metadata_proxy(args: argparse.Namespace) -> int:
+    from processes import metadata
+
+    return metadata.proxy(_settings(args), args.instance_id, args.project_id, args.service)
 
 
 def _cmd_projector(args: argparse.Namespace) -> int:
@@ -370,6 +382,22 @@ def _parser() -> argparse.ArgumentParser:
         dest="watch_threads",
         help="open streams at most (STRATUS_WATCH_THREADS, default 64)",
     )
+
+    metadata = add("metadata", _cmd_metadata, "the metadata service guests read at 169.254.169.254")
+    metadata.add_argument(
+        "--bind",
+        dest="metadata_bind",
+        help="address to listen on (STRATUS_METADATA_BIND; 127.0.0.1:8780, the API port + 2 under run)",
+    )
+
+    metadata_proxy = add(
+        "metadata-proxy",
+        _cmd_metadata_proxy,
+        "one guest connection on stdin/stdout, relayed signed to the metadata service (QEMU's guestfwd)",
+    )
+    metadata_proxy.add_argument("--instance-id", required=True, help="the server the connection is from")
+    metadata_proxy.add_argument("--project-id", required=True, help="the server's project")
+    metadata_proxy.add_argument("--service", help="the metadata service's host:port (STRATUS_METADATA_BIND)")
 
     # Handled in main() before parsing; listed here for --help.
     sub.add_parser("test", help="run the test suite (further arguments go to pytest)", add_help=False)

@@ -2,10 +2,10 @@
 
 JetStream (unless ``STRATUS_NATS_URL`` names servers), PostgreSQL (unless ``DATABASE_URL`` does), the
 identity seeding, then the API, the projector, the scheduler, one hypervisor worker on libvirt's test
-driver, the notifier, the event stream and, if asked, simulated hosts: each a ``stratus <part>``
-child of ``processes.supervisor.Supervisor``, which restarts a part that dies (with backoff) and
-stops the group on a crash loop. Also the housekeeping of a developer's machine: one
-``run`` per data directory, and no JetStream server left over from a ``run`` that was killed.
+driver, the notifier, the event stream, the metadata service and, if asked, simulated hosts: each a
+``stratus <part>`` child of ``processes.supervisor.Supervisor``, which restarts a part that dies
+(with backoff) and stops the group on a crash loop. Also the housekeeping of a developer's machine:
+one ``run`` per data directory, and no JetStream server left over from a ``run`` that was killed.
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ from stratus import natsserver, postgres
 from stratus.config import ADMIN_PASSWORD_ENV, Settings
 from workers.simulator import host_names
 
-# The identity each part connects and signs as (processes/trust.py); ``watch`` is the API's.
-PART_IDENTITIES = {
+# The identity each part connects and signs as (processes/trust.py); ``watch`` is the API's; the
+# metadata service reads PostgreSQL only and connects to NATS as no one.
+PART_IDENTITIES: dict[str, str | None] = {
+    "metadata": None,
     "api": "api",
     "watch": "api",
     "projector": "projector",
@@ -75,10 +77,11 @@ def run(settings: Settings, *, nats_port: int | None, grace: float) -> int:
         parts.append(_postgres_part(pg))
 
     watch_bind = settings.watch_bind or _next_port(settings.api_bind)
+    metadata_bind = settings.metadata_bind or _next_port(_next_port(settings.api_bind))
 
     def resolved(identity: str | None = None) -> Settings:
         """The settings of the part connecting as ``identity`` (None: as the run's settings say)."""
-        s = dataclasses.replace(settings, watch_bind=watch_bind)
+        s = dataclasses.replace(settings, watch_bind=watch_bind, metadata_bind=metadata_bind)
         if nats is not None:
             s = dataclasses.replace(s, nats_urls=(nats.url,), trust_registry=trust_dir / trust.REGISTRY)
             if identity is not None:
@@ -110,6 +113,11 @@ def run(settings: Settings, *, nats_port: int | None, grace: float) -> int:
             "watch",
             f"http://{client_address(watch_bind)}/v2.1/stratus/events (server-sent events)",
             http_responding(f"http://{client_address(watch_bind)}/"),
+        ),
+        (
+            "metadata",
+            f"http://{client_address(metadata_bind)}/ (docs/metadata.md)",
+            http_responding(f"http://{client_address(metadata_bind)}/"),
         ),
     ]
     hosts = settings.simulated_hosts

@@ -108,6 +108,24 @@ class Settings:
     # identities that the projector checks every event's signer against (None: not checked).
     nats_seed_file: Path | None = None
     trust_registry: Path | None = None
+    # The metadata service (``stratus metadata``, docs/metadata.md): its address (None: 127.0.0.1:8780
+    # alone, the API's port + 2 under ``stratus run``) and gunicorn's threads;
+    # the file holding the secret a proxy signs ``X-Instance-ID`` with (Nova's
+    # metadata_proxy_shared_secret; None: no proxied request is believed); whether the caller's
+    # address names the server ("off", "peer": the connection's, "forwarded": the first of
+    # X-Forwarded-For, set by a trusted proxy in front); the domain a guest's hostname ends with
+    # (Nova's dhcp_domain, "" for none); the vendordata providers (Nova's names: StaticJSON,
+    # DynamicJSON), StaticJSON's file, DynamicJSON's ``name@url`` targets and their timeouts.
+    metadata_bind: str | None = None
+    metadata_threads: int = 8
+    metadata_proxy_key_file: Path | None = None
+    metadata_source_address: str = "off"
+    metadata_dhcp_domain: str = "novalocal"
+    vendordata_providers: tuple[str, ...] = ("StaticJSON",)
+    vendordata_jsonfile_path: Path | None = None
+    vendordata_dynamic_targets: tuple[str, ...] = ()
+    vendordata_dynamic_connect_timeout: float = 5.0
+    vendordata_dynamic_read_timeout: float = 5.0
     # The seeded admin's password (STRATUS_ADMIN_PASSWORD; None: generated on the first run). A secret
     # for the seeding only: never in ``to_env``, never printed.
     admin_password: str | None = field(default=None, compare=False, repr=False)
@@ -174,6 +192,24 @@ class Settings:
             crash_loop_window_seconds=_seconds(e, "CRASH_LOOP_WINDOW", d.crash_loop_window_seconds),
             nats_seed_file=_path(e, "STRATUS_NATS_SEED_FILE"),
             trust_registry=_path(e, "STRATUS_TRUST_REGISTRY"),
+            metadata_bind=e.get("STRATUS_METADATA_BIND") or None,
+            metadata_threads=_at_least_one(e, "METADATA_THREADS", d.metadata_threads),
+            metadata_proxy_key_file=_path(e, "STRATUS_METADATA_PROXY_KEY_FILE"),
+            metadata_source_address=_one_of(
+                e, "METADATA_SOURCE_ADDRESS", d.metadata_source_address, SOURCE_ADDRESS_MODES
+            ),
+            metadata_dhcp_domain=e.get("STRATUS_METADATA_DHCP_DOMAIN", d.metadata_dhcp_domain).strip(),
+            vendordata_providers=_names(e, "STRATUS_VENDORDATA_PROVIDERS", d.vendordata_providers),
+            vendordata_jsonfile_path=_path(e, "STRATUS_VENDORDATA_JSONFILE_PATH"),
+            vendordata_dynamic_targets=_names(
+                e, "STRATUS_VENDORDATA_DYNAMIC_TARGETS", d.vendordata_dynamic_targets
+            ),
+            vendordata_dynamic_connect_timeout=_seconds(
+                e, "VENDORDATA_DYNAMIC_CONNECT_TIMEOUT", d.vendordata_dynamic_connect_timeout
+            ),
+            vendordata_dynamic_read_timeout=_seconds(
+                e, "VENDORDATA_DYNAMIC_READ_TIMEOUT", d.vendordata_dynamic_read_timeout
+            ),
             nats_urls_given=NATS_URL_ENV in e,
             admin_password=e.get(ADMIN_PASSWORD_ENV) or None,
         )
@@ -219,6 +255,13 @@ class Settings:
             "STRATUS_RESTART_BACKOFF_MAX": str(self.restart_backoff_max_seconds),
             "STRATUS_CRASH_LOOP_DEATHS": str(self.crash_loop_deaths),
             "STRATUS_CRASH_LOOP_WINDOW": str(self.crash_loop_window_seconds),
+            "STRATUS_METADATA_THREADS": str(self.metadata_threads),
+            "STRATUS_METADATA_SOURCE_ADDRESS": self.metadata_source_address,
+            "STRATUS_METADATA_DHCP_DOMAIN": self.metadata_dhcp_domain,
+            "STRATUS_VENDORDATA_PROVIDERS": ",".join(self.vendordata_providers),
+            "STRATUS_VENDORDATA_DYNAMIC_TARGETS": ",".join(self.vendordata_dynamic_targets),
+            "STRATUS_VENDORDATA_DYNAMIC_CONNECT_TIMEOUT": str(self.vendordata_dynamic_connect_timeout),
+            "STRATUS_VENDORDATA_DYNAMIC_READ_TIMEOUT": str(self.vendordata_dynamic_read_timeout),
         }
         if self.watch_bind is not None:
             env["STRATUS_WATCH_BIND"] = self.watch_bind
@@ -230,10 +273,34 @@ class Settings:
             env["STRATUS_NATS_SEED_FILE"] = str(self.nats_seed_file)
         if self.trust_registry is not None:
             env["STRATUS_TRUST_REGISTRY"] = str(self.trust_registry)
+        if self.metadata_bind is not None:
+            env["STRATUS_METADATA_BIND"] = self.metadata_bind
+        if self.metadata_proxy_key_file is not None:
+            env["STRATUS_METADATA_PROXY_KEY_FILE"] = str(self.metadata_proxy_key_file)
+        if self.vendordata_jsonfile_path is not None:
+            env["STRATUS_VENDORDATA_JSONFILE_PATH"] = str(self.vendordata_jsonfile_path)
         return env
 
 
 _N = TypeVar("_N", int, float)
+# How the metadata service may tell a guest by its address (``Settings.metadata_source_address``).
+SOURCE_ADDRESS_MODES = ("off", "peer", "forwarded")
+
+
+def _names(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    """A comma-separated list (blanks dropped); ``default`` where unset."""
+    text = env.get(name)
+    if text is None:
+        return default
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _one_of(env: Mapping[str, str], setting: str, default: str, choices: tuple[str, ...]) -> str:
+    """``STRATUS_<setting>``, one of ``choices``, or an error naming it."""
+    value = env.get(f"STRATUS_{setting}", "").strip() or default
+    if value not in choices:
+        raise ValueError(f"STRATUS_{setting} must be one of {', '.join(choices)}, not {value[:40]!r}")
+    return value
 
 
 def _path(env: Mapping[str, str], name: str) -> Path | None:

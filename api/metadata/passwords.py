@@ -1,0 +1,59 @@
+"""The password a guest posts once to ``/openstack/<version>/password`` (Nova's password.py).
+
+A guest agent (cloudbase-init, say) posts its administrator password encrypted with the server's
+public key; the owner reads it back and decrypts it. Nova keeps it in the server's system
+metadata; Stratus keeps it off the log, as it keeps user data (it is a secret, and the log is
+forever): one file per server under ``<data dir>/metadata_passwords``, created exclusively, so the
+first post wins and any later one is a conflict, across every process sharing the directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+# Nova's limit: four system-metadata chunks of 255 characters.
+MAX_SIZE = 4 * 255
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+class PasswordError(Exception):
+    """The password cannot be read or kept (disk, permissions)."""
+
+
+class AlreadySet(Exception):
+    """The server's password was posted before: Nova's 409."""
+
+
+class PasswordStore:
+    """Servers' posted passwords, one file each, named by the server's id."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _path(self, server_id: str) -> Path:
+        if not _UUID.match(server_id):
+            raise PasswordError(f"not a server id: {server_id[:80]!r}")
+        return self.root / server_id
+
+    def get(self, server_id: str) -> bytes | None:
+        try:
+            return self._path(server_id).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise PasswordError(str(e)) from e
+
+    def set_once(self, server_id: str, password: bytes) -> None:
+        """Keep ``password``; ``AlreadySet`` if the server has one."""
+        path = self._path(server_id)
+        try:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            raise AlreadySet(server_id) from None
+        except OSError as e:
+            raise PasswordError(str(e)) from e
+        with os.fdopen(fd, "wb") as f:
+            f.write(password)
