@@ -40,6 +40,7 @@ from api import (
 )
 from api.auth import Authenticator
 from api.body import MAX_BODY_BYTES, load_validators
+from api.idempotency import IdempotencyKeys
 from api.identity.credentials import Credentials, ensure_schema, password_hasher
 from api.identity.tokens import TokenSigner, load_or_create_key
 from api.log_identity import IdentityFromLog
@@ -118,6 +119,7 @@ def create_app(deps: Deps) -> falcon.App:
     authenticator = Authenticator(deps.token_signer, read, from_log=IdentityFromLog(deps.handlers.app))
     middleware: list[Any] = [RequestContext(authenticator, deps.new_request_id), identity.KeystoneErrors()]
     middleware.append(positions.PositionHeader(written))
+    middleware.append(IdempotencyKeys(deps.handlers.app, deps.max_body_bytes))  # after authentication
     middleware.insert(0, degraded.Degraded(deps.handlers.app))  # before authentication (api/degraded.py)
     app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
