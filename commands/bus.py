@@ -199,10 +199,13 @@ HANDLERS: Mapping[type, Handler] = {
 
 #: The commands a replay under an idempotency key can answer for: their handler returns a plain
 #: ``Result`` (the id acted on and a position), which the key's claim records.
+#: Not an application credential's creation: its id and secret are drawn by the API beside the
+#: command, so a rebuilt answer would name a credential that does not exist.
 _REBUILT = frozenset(
     cls
     for cls, handler in HANDLERS.items()
     if inspect.signature(handler).return_annotation in ("Result", Result)
+    and cls is not keystone_credentials.CreateApplicationCredential
 )
 
 

@@ -211,13 +211,14 @@ def _name(command: object | None) -> str:
 
 
 def _target(request: Keyed) -> str:
-    """What the command acted on: the first id drawn for it (a create), else its first field (the
-    server, flavor, project... every command names its target first)."""
+    """What the command acted on: the first id drawn for it (a create), else its first id field that
+    is set (``server_id``, ``flavorid``, a chosen ``image_id``...), else its first field."""
     if request.generated:
         return request.generated[0]
     command = request.command
     if command is None or not dataclasses.is_dataclass(command):
         return ""
-    fields = dataclasses.fields(command)
-    value = getattr(command, fields[0].name) if fields else None
+    values = [getattr(command, f.name) for f in dataclasses.fields(command)]
+    named = [getattr(command, f.name) for f in dataclasses.fields(command) if f.name.endswith("id")]
+    value = next((v for v in named if v), values[0] if values else None)
     return "" if value is None else str(value)

@@ -15,6 +15,7 @@ from commands.bus import MessageBus, bootstrap
 from commands.flavor import Flavor, flavor_aggregate_id
 from commands.flavors.create import CreateFlavor
 from commands.idempotency import IdempotencyKey, Keyed, KeyInUse, key_id
+from commands.images.create import CreateImage
 from commands.keystone.projects import CreateProject
 from commands.unit_of_work import Result
 from stratus.eventstore.memory import InMemoryFactory, InMemoryRecorder
@@ -104,3 +105,11 @@ def test_the_claim_of_a_create_names_the_id_drawn_for_it(log: Appends) -> None:
 def test_without_a_key_nothing_is_claimed(log: Appends) -> None:
     process(log).handle(flavor("small"))
     assert not any(t.endswith("IdempotencyKey.Claimed") for batch in log.batches for t in batch)
+
+
+def test_the_claim_names_a_chosen_id_rather_than_the_first_field(log: Appends) -> None:
+    bus = process(log)
+    chosen = "0d6f4d2c-7c3b-4f7e-9b3a-2f7d1c7a9e10"
+    with idempotency.keyed(Keyed("p1", "k1", FINGERPRINT)):
+        result = bus.handle(CreateImage("p1", "cirros", image_id=chosen))
+    assert record(bus).target == result.id == chosen
