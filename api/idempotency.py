@@ -38,14 +38,18 @@ from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError
 from falcon.stream import BoundedStream
 
+from api import error_codes as codes
 from api.body import unstorable
 from api.errors import BadRequest
 from api.middleware import REQUEST_ID_HEADERS
+from api.placement import PREFIX as PLACEMENT
+from api.placement.common import error_body
 from commands import idempotency
 from commands.app import Stratus
-from commands.idempotency import IdempotencyKey, Keyed
+from commands.idempotency import IdempotencyKey, Keyed, KeyReused
 from commands.unit_of_work import Result
 from stratus import serialization
+from stratus.context import Actor
 from stratus.eventstore.errors import EventStoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -75,6 +79,17 @@ class IdempotencyKeys:
         actor = getattr(req.context, "actor", None)
         if key is None or actor is None or req.method not in _MUTATING or _exempt(req):
             return
+        try:
+            self._enter(req, resp, key, actor)
+        except (BadRequest, KeyReused) as e:
+            if not req.path.startswith(PLACEMENT):
+                raise  # Nova's fault (Keystone's error under /identity: api/identity/middleware.py)
+            status = e.status if isinstance(e, BadRequest) else codes.IDEMPOTENCY_KEY_REUSED.status
+            resp.status = falcon.code_to_http_status(status)
+            resp.media = error_body(status, e.message, e.code, getattr(req.context, "request_id", ""))
+            resp.complete = True  # Placement's error shape, as its responders answer
+
+    def _enter(self, req: falcon.Request, resp: falcon.Response, key: str, actor: Actor) -> None:
         if not 1 <= len(key) <= idempotency.MAX_KEY_LENGTH or unstorable(key):
             raise BadRequest(f"{HEADER} must be 1 to {idempotency.MAX_KEY_LENGTH} storable characters.")
         scope = actor.project_id or f"user:{actor.user_id}"

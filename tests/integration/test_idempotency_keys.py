@@ -159,3 +159,20 @@ def test_a_malformed_key_is_refused(stack: Stack) -> None:
     sid = active_server(stack)
     r = action(stack, sid, {"os-stop": None}, key="k" * 256)
     assert_fault(r, 400, "badRequest", "Idempotency-Key")
+
+
+def test_placement_writes_take_the_key_and_refuse_its_reuse_in_placement_shape(stack: Stack) -> None:
+    headers = {**stack.auth(ADMIN), "OpenStack-API-Version": "placement 1.20", "Idempotency-Key": "rp-1"}
+    first, again = (
+        stack.request("POST", "/placement/resource_providers", headers, json={"name": "rp-once"})
+        for _ in range(2)
+    )
+    assert first.status_code == again.status_code == 200, first.text
+    assert first.json == again.json and again.headers["Idempotent-Replayed"] == "true"
+    listed = stack.request("GET", "/placement/resource_providers?name=rp-once", headers).json
+    assert [p["uuid"] for p in listed["resource_providers"]] == [first.json["uuid"]]
+
+    other = stack.request("POST", "/placement/resource_providers", headers, json={"name": "rp-twice"})
+    assert other.status_code == 422
+    (error,) = other.json["errors"]
+    assert error["code"] == "stratus.idempotency_key_reused" and error["status"] == 422
