@@ -147,17 +147,13 @@ def leave(token: Token[Keyed | None]) -> None:
 
 @contextmanager
 def keyed(request: Keyed | None) -> Iterator[Keyed | None]:
-    """Run the commands of one request under its key (None: no key)."""
+    """Run the commands of one request under its key (None: no key); ``enter`` and ``leave`` as a
+    block, for callers whose request is one block (a CLI, the tests)."""
     token = _keyed.set(request)
     try:
         yield request
     finally:
-        _keyed.reset(token)
-
-
-def current() -> Keyed | None:
-    """The request under a key this thread is running, if any."""
-    return _keyed.get()
+        leave(token)
 
 
 @contextmanager
@@ -218,7 +214,6 @@ def _target(request: Keyed) -> str:
     command = request.command
     if command is None or not dataclasses.is_dataclass(command):
         return ""
-    values = [getattr(command, f.name) for f in dataclasses.fields(command)]
-    named = [getattr(command, f.name) for f in dataclasses.fields(command) if f.name.endswith("id")]
-    value = next((v for v in named if v), values[0] if values else None)
+    fields = [(f.name, getattr(command, f.name)) for f in dataclasses.fields(command)]
+    value = next((v for name, v in fields if name.endswith("id") and v), fields[0][1] if fields else None)
     return "" if value is None else str(value)
