@@ -155,6 +155,14 @@ def test_a_retried_keystone_create_makes_one_project(stack: Stack) -> None:
     assert refused.status_code == 422
 
 
+def test_a_request_refused_before_acting_leaves_the_key_free(stack: Stack) -> None:
+    sid = active_server(stack)
+    missing = "00000000-0000-4000-8000-000000000000"
+    assert action(stack, missing, {"os-stop": None}, key="free").status_code == 404
+    r = action(stack, sid, {"os-stop": None}, key="free")  # another request, and yet not a reuse
+    assert r.status_code == 202 and "Idempotent-Replayed" not in r.headers
+
+
 def test_a_malformed_key_is_refused(stack: Stack) -> None:
     sid = active_server(stack)
     r = action(stack, sid, {"os-stop": None}, key="k" * 256)
