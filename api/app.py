@@ -119,7 +119,9 @@ def create_app(deps: Deps) -> falcon.App:
     authenticator = Authenticator(deps.token_signer, read, from_log=IdentityFromLog(deps.handlers.app))
     middleware: list[Any] = [RequestContext(authenticator, deps.new_request_id), identity.KeystoneErrors()]
     middleware.append(positions.PositionHeader(written))
-    middleware.append(IdempotencyKeys(deps.handlers.app, deps.max_body_bytes))  # after authentication
+    middleware.append(
+        IdempotencyKeys(deps.handlers.app, deps.max_body_bytes, deps.token_signer.digests)
+    )  # after authentication
     middleware.insert(0, degraded.Degraded(deps.handlers.app))  # before authentication (api/degraded.py)
     app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True

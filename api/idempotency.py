@@ -28,9 +28,9 @@ ignore the header.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import falcon
@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
+FINGERPRINT = "idempotency-fingerprint"  # the purpose the digest keys are derived for
 _MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _SECRETS = frozenset({"adminPass", "private_key", "secret", "password", "original_password"})
 # Headers an answer is not replayed with: this request's own ids, and what the server adds itself.
@@ -67,9 +68,10 @@ _NOT_REPLAYED = frozenset(
 class IdempotencyKeys:
     """Middleware (after authentication): dedupe retried mutating requests by ``Idempotency-Key``."""
 
-    def __init__(self, app: Stratus, max_body_bytes: int) -> None:
+    def __init__(self, app: Stratus, max_body_bytes: int, digests: Callable[[str, bytes], list[str]]) -> None:
         self._app = app
         self._max_body = max_body_bytes
+        self._digests = digests  # keyed: the log never holds a plain digest of a body (passwords)
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict[str, Any]
@@ -93,10 +95,11 @@ class IdempotencyKeys:
         if not 1 <= len(key) <= idempotency.MAX_KEY_LENGTH or unstorable(key):
             raise BadRequest(f"{HEADER} must be 1 to {idempotency.MAX_KEY_LENGTH} storable characters.")
         scope = actor.project_id or f"user:{actor.user_id}"
-        request = Keyed(scope, key, self._fingerprint(req))
+        fingerprints = self._fingerprints(req)
+        request = Keyed(scope, key, fingerprints[0])
         record = self._record(request)
         if record is not None:
-            record.check(request.fingerprint)  # KeyReused: 422
+            record.check(fingerprints)  # KeyReused: 422
             if record.answer is not None:
                 _replay(resp, *record.answer)
                 return
@@ -145,17 +148,14 @@ class IdempotencyKeys:
             # renders the answer again; the client has this answer already.
             log.info("answer of idempotency key %s not recorded: %s", request.record_id, e)
 
-    def _fingerprint(self, req: falcon.Request) -> str:
+    def _fingerprints(self, req: falcon.Request) -> list[str]:
         """What makes two requests the same: method, path, query and body (read here, and given back
-        to the resource as the stream it reads)."""
+        to the resource as the stream it reads), digested under each of the deployment's keys."""
         data = BoundedStream(req.env["wsgi.input"], req.content_length or 0).read(self._max_body + 1)
         # The resource reads it again: falcon wraps ``wsgi.input`` on its first read of the body.
         req.env["wsgi.input"] = req.stream = io.BytesIO(data)
-        digest = hashlib.sha256()
-        for part in (req.method.encode(), req.path.encode(), req.query_string.encode(), data):
-            digest.update(len(part).to_bytes(8, "big"))
-            digest.update(part)
-        return digest.hexdigest()
+        parts = (req.method.encode(), req.path.encode(), req.query_string.encode(), data)
+        return self._digests(FINGERPRINT, b"".join(len(p).to_bytes(8, "big") + p for p in parts))
 
 
 def _exempt(req: falcon.Request) -> bool:

@@ -5,7 +5,9 @@ failure (a timeout, a dropped connection, a 503) without acting twice. The recor
 small aggregate per (scope, key), the scope being the caller's project (or its user when it has no
 project), so two projects' keys never meet:
 
-- ``Claimed`` (the request's fingerprint: method, path, query and body) is appended **in the same
+- ``Claimed`` (the request's fingerprint: an HMAC of its method, path, query and body under a key
+  the API nodes hold, so the log never holds a digest that would confirm a guessed password or user
+  data) is appended **in the same
   atomic append** as the request's first effect (``Stratus.save`` asks ``claim()`` for it). So the
   log has the claim if and only if the request acted, whatever crashes between the append and the
   client reading the answer: a process dying after JetStream stored the batch, an acknowledgement
@@ -26,7 +28,7 @@ for ever and on every node.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
@@ -91,9 +93,10 @@ class IdempotencyKey(Aggregate):
         self.target = target
         self.answer: tuple[int, str, dict[str, str]] | None = None
 
-    def check(self, fingerprint: str) -> None:
-        """Refuse the key for a request other than the one it was first used for."""
-        if fingerprint != self.fingerprint:
+    def check(self, fingerprints: Collection[str]) -> None:
+        """Refuse the key for a request other than the one it was first used for (``fingerprints``:
+        the request's, one per fingerprint key the deployment knows)."""
+        if self.fingerprint not in fingerprints:
             raise KeyReused(
                 "This Idempotency-Key was already used with a different request (method, path or body)."
             )

@@ -3,12 +3,14 @@ second request with the key cannot act, and a replay returns the claimed result 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from eventsourcing.persistence import StoredEvent
 
+from api.identity.tokens import TokenSigner
 from commands import idempotency
 from commands.app import Stratus
 from commands.bus import MessageBus, bootstrap
@@ -113,3 +115,14 @@ def test_the_claim_names_a_chosen_id_rather_than_the_first_field(log: Appends) -
     with idempotency.keyed(Keyed("p1", "k1", FINGERPRINT)):
         result = bus.handle(CreateImage("p1", "cirros", image_id=chosen))
     assert record(bus).target == result.id == chosen
+
+
+def test_fingerprints_are_keyed_agree_across_nodes_and_survive_a_key_rotation() -> None:
+    old, new = b"o" * 32, b"n" * 32
+    body = b'{"user": {"name": "u", "password": "hunter2"}}'
+    (digest,) = TokenSigner(old).digests("idempotency-fingerprint", body)
+    assert TokenSigner(old).digests("idempotency-fingerprint", body) == [digest]  # another API node
+    assert digest != hashlib.sha256(body).hexdigest()  # no plain digest to confirm a guess with
+    assert TokenSigner(old).digests("other-purpose", body) != [digest]
+    rotated = TokenSigner([new, old]).digests("idempotency-fingerprint", body)
+    assert rotated[0] != digest and digest in rotated
