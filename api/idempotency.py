@@ -19,7 +19,7 @@ holds across restarts, API workers and nodes:
 A request that fails before appending anything (validation, 404, a refused state) leaves no record:
 it had no effect, and a retry is decided afresh. 5xx answers are never recorded (the outcome was not
 known to the client either). Secrets in an answer (adminPass, private_key, secrets, passwords) are
-not recorded: a replay carries their keys with empty values.
+not recorded, nor is user data: a replay carries their keys with empty values.
 
 Server create keeps its own key handling (``api/servers.py``: a create with a key always answers with
 the server the key first made); image data uploads (``application/octet-stream``) and token requests
@@ -58,7 +58,10 @@ HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
 FINGERPRINT = "idempotency-fingerprint"  # the purpose the digest keys are derived for
 _MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-_SECRETS = frozenset({"adminPass", "private_key", "secret", "password", "original_password"})
+# Values never kept on the log (docs/security.md): secrets, and user data (a server's body at 2.3+).
+_SECRETS = frozenset(
+    {"adminPass", "private_key", "secret", "password", "original_password", "OS-EXT-SRV-ATTR:user_data"}
+)
 # Headers an answer is not replayed with: this request's own ids, and what the server adds itself.
 _NOT_REPLAYED = frozenset(
     {*(h.lower() for h in REQUEST_ID_HEADERS), "x-subject-token", "date", "content-length"}

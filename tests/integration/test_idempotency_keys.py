@@ -6,12 +6,14 @@ is refused with 422.
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 from uuid import UUID
 
 import falcon
 
 from commands.hosts.register import RegisterHost
+from commands.idempotency import IdempotencyKey, key_id
 from commands.instance import Instance
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FinishSpawning, StartSpawning
@@ -184,3 +186,21 @@ def test_placement_writes_take_the_key_and_refuse_its_reuse_in_placement_shape(s
     assert other.status_code == 422
     (error,) = other.json["errors"]
     assert error["code"] == "stratus.idempotency_key_reused" and error["status"] == 422
+
+
+def test_the_recorded_answer_keeps_no_user_data(stack: Stack) -> None:
+    flavor_id, _ = stack.flavor()
+    secret = base64.b64encode(b"#!/bin/sh\necho s3cr3t\n").decode()
+    sid, _ = stack.server(flavor_id, ADMIN, user_data=secret)
+    headers = {**stack.auth(ADMIN), "OpenStack-API-Version": "compute 2.75", "Idempotency-Key": "rename"}
+    body = {"server": {"name": "renamed"}}
+    first = stack.request("PUT", f"/v2.1/servers/{sid}", headers, json=body)
+    assert first.status_code == 200, first.text
+    assert first.json["server"]["OS-EXT-SRV-ATTR:user_data"] == secret  # the client got it once
+    replayed = stack.request("PUT", f"/v2.1/servers/{sid}", headers, json=body)
+    assert replayed.headers["Idempotent-Replayed"] == "true"
+    assert replayed.json["server"]["OS-EXT-SRV-ATTR:user_data"] == ""  # the key stays, not the value
+    assert replayed.json["server"]["name"] == "renamed"
+    record: object = stack.handlers.app.repository.get(key_id(stack.project_id("p1"), "rename"))
+    assert isinstance(record, IdempotencyKey) and record.answer is not None
+    assert secret not in record.answer[1]
