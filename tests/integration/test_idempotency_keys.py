@@ -154,7 +154,8 @@ def test_a_retried_keystone_create_makes_one_project(stack: Stack) -> None:
     assert first.status_code == again.status_code == 201, first.text
     assert first.json == again.json
     refused = stack.request("POST", "/identity/v3/projects", headers, json={"project": {"name": "twice"}})
-    assert refused.status_code == 422
+    assert refused.status_code == 422 and set(refused.json) == {"error"}  # Keystone's error shape
+    assert refused.json["error"]["code"] == 422
 
 
 def test_a_request_refused_before_acting_leaves_the_key_free(stack: Stack) -> None:
