@@ -40,6 +40,7 @@ from api import (
 )
 from api.auth import Authenticator
 from api.body import MAX_BODY_BYTES, load_validators
+from api.idempotency import IdempotencyKeys
 from api.identity.credentials import Credentials, ensure_schema, password_hasher
 from api.identity.tokens import TokenSigner, load_or_create_key
 from api.log_identity import IdentityFromLog, log_reachable
@@ -119,6 +120,8 @@ def create_app(deps: Deps) -> falcon.App:
     authenticator = Authenticator(deps.token_signer, read, from_log=IdentityFromLog(deps.bus.app, reachable))
     middleware: list[Any] = [RequestContext(authenticator, deps.new_request_id), identity.KeystoneErrors()]
     middleware.append(positions.PositionHeader(written))
+    # after authentication: a key is scoped to the caller's project
+    middleware.append(IdempotencyKeys(deps.bus.app, deps.max_body_bytes, deps.token_signer.digests))
     middleware.insert(0, degraded.Degraded(reachable))  # before authentication (api/degraded.py)
     app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True

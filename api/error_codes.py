@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from commands import errors as domain
+from commands import idempotency
 from commands.provider import CannotDeleteParent, DuplicateProvider
 from commands.resource_provider import InventoryInUse, ProviderGenerationConflict, ProviderInUse
 
@@ -93,6 +94,21 @@ EVENT_LOG_UNAVAILABLE = _declare(
 )
 SERVICE_UNAVAILABLE = _declare(
     "api.service_unavailable", 503, "The API cannot reach its services yet (or a service is down): retry."
+)
+IDEMPOTENCY_KEY_REUSED = _declare(
+    idempotency.KeyReused.code,
+    422,
+    "The Idempotency-Key was used before with another request (method, path or body): use a new key.",
+)
+IDEMPOTENCY_KEY_IN_USE = _declare(
+    idempotency.KeyInUse.code,
+    409,
+    "Another request with the same Idempotency-Key acted at the same moment: retry to get its answer.",
+)
+IDEMPOTENCY_ANSWER_LOST = _declare(
+    idempotency.AnswerLost.code,
+    409,
+    "The request acted before under its Idempotency-Key and its answer was lost: read the resource.",
 )
 CONSOLE_NOT_AVAILABLE = _declare(
     "compute.console_not_available", 404, "The server's host did not answer for its console output."

@@ -17,6 +17,7 @@ from eventsourcing.persistence import IntegrityError
 
 from api import error_codes as codes
 from commands import errors as domain
+from commands import idempotency
 from projections import queries
 from stratus.eventstore.errors import EventStoreUnavailable
 
@@ -54,6 +55,7 @@ DOMAIN_STATUS: Mapping[type[domain.DomainError], int] = {
         domain.Forbidden,
         domain.NoMoreFixedIps,
         domain.ConflictingState,
+        idempotency.KeyReused,
     )
 }
 

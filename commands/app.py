@@ -20,8 +20,15 @@ from uuid import UUID
 
 from eventsourcing.application import Application, ProcessingEvent, Repository
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import ApplicationRecorder, InfrastructureFactory, Transcoder
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    InfrastructureFactory,
+    IntegrityError,
+    Recording,
+    Transcoder,
+)
 
+from commands import idempotency
 from commands.ports import RecorderPort
 from stratus.eventstore.snapshots import Snapshot, SnapshottingRepository, take_snapshot
 from stratus.serialization import OrjsonTranscoder
@@ -93,6 +100,25 @@ class Stratus(Application[UUID]):
                 f"{type(self.recorder).__name__} is not a recorder Stratus can decide on: it lacks "
                 "what commands.ports.RecorderPort asks for (prefetched, known_version...)"
             )
+
+    def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
+        """Append the aggregates' new events atomically; under an idempotency key, the key's claim
+        goes first in the request's first append (``commands.idempotency``), so the positions the
+        caller reads (the last recording's) are its own events'."""
+        claim = idempotency.claim()
+        if claim is None:
+            return super().save(*objs, **kwargs)
+        try:
+            recordings = super().save(claim, *objs, **kwargs)
+        except IntegrityError:
+            if claim.id in self.repository:  # another request with the key appended first
+                raise idempotency.KeyInUse(
+                    "Another request with this Idempotency-Key is in progress or was just made; "
+                    "retry to get its answer."
+                ) from None
+            raise  # a race on the command's own aggregates: the command decides again
+        idempotency.claimed()
+        return recordings
 
     def construct_factory(self, env: Any) -> InfrastructureFactory[Any]:
         # The factory was built before this application's environment: it learns from it whether

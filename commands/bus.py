@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from uuid import UUID, uuid4
 
+from commands import idempotency
 from commands.app import Stratus
 from commands.flavors import change as flavor_changes
 from commands.flavors import create as flavors
@@ -52,7 +53,7 @@ from commands.providers import inventories as placement_inventories
 from commands.providers import manage as placement_providers
 from commands.quotas import limits as quotas
 from commands.servers import actions, create, delete, fields, groups, moves, reconcile, scheduling, spawn
-from commands.unit_of_work import UnitOfWork
+from commands.unit_of_work import Result, UnitOfWork
 
 Handler = Callable[..., Any]
 
@@ -196,6 +197,18 @@ HANDLERS: Mapping[type, Handler] = {
 }
 
 
+#: The commands a replay under an idempotency key can answer for: their handler returns a plain
+#: ``Result`` (the id acted on and a position), which the key's claim records.
+#: Not an application credential's creation: its id and secret are drawn by the API beside the
+#: command, so a rebuilt answer would name a credential that does not exist.
+_REBUILT = frozenset(
+    cls
+    for cls, handler in HANDLERS.items()
+    if inspect.signature(handler).return_annotation in ("Result", Result)
+    and cls is not keystone_credentials.CreateApplicationCredential
+)
+
+
 class MessageBus:
     """Dispatches each command to its handler, with the handler's dependencies bound."""
 
@@ -217,7 +230,15 @@ class MessageBus:
             handler = self._handlers[type(command)]
         except KeyError:
             raise TypeError(f"no handler for {type(command).__name__}") from None
-        return handler(command)
+        with idempotency.handling(command) as replayed:  # a request retried under its key
+            if replayed is None:
+                return handler(command)
+            if type(command) not in _REBUILT:
+                raise idempotency.AnswerLost(
+                    "This request acted before under its Idempotency-Key, and its answer was lost; "
+                    "read the resource to see the outcome."
+                )
+            return replayed
 
     def extended(self, **dependencies: Any) -> MessageBus:
         """This bus with more (or other) dependencies, on the same unit of work (and the same group
@@ -256,8 +277,16 @@ def _inject(handler: Handler, uow: UnitOfWork, deps: Mapping[str, Any]) -> Calla
     """``handler`` with the unit of work and the dependencies it names bound (cosmicpython's
     ``inject_dependencies``)."""
     wanted = _parameters(handler)
-    bound = {name: deps[name] for name in wanted if name in deps}
+    bound = {name: _noted(name, deps[name]) for name in wanted if name in deps}
     return functools.partial(handler, uow=uow, **bound)
+
+
+def _noted(name: str, dependency: Any) -> Any:
+    """New ids drawn for a command are noted for its idempotency key's claim (what it created)."""
+    return idempotency.drawn(dependency) if name in _ID_GENERATORS else dependency
+
+
+_ID_GENERATORS = frozenset({"new_id", "new_identity_id"})
 
 
 @functools.cache

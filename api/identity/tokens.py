@@ -23,6 +23,8 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import hashlib
+import hmac
 import os
 import re
 import secrets
@@ -109,9 +111,17 @@ class TokenSigner:
         if not keys or any(len(k) != _KEY_BYTES for k in keys):
             raise ValueError(f"every token key must be {_KEY_BYTES} bytes")
         self._fernet = MultiFernet([Fernet(base64.urlsafe_b64encode(k)) for k in keys])
+        self._keys = tuple(keys)
         self.ttl = dt.timedelta(seconds=ttl_seconds)
         self._clock = clock
         self._new_id = new_id
+
+    def digests(self, purpose: str, data: bytes) -> list[str]:
+        """HMAC-SHA256 digests of ``data`` under a key derived from each token key for ``purpose``
+        (the issuing key's first): a digest a reader of the log, who holds no key, cannot confirm a
+        guess with, which every API node computes alike, and which survives a key rotation."""
+        derived = (hmac.new(k, f"stratus:{purpose}".encode(), hashlib.sha256).digest() for k in self._keys)
+        return [hmac.new(k, data, hashlib.sha256).hexdigest() for k in derived]
 
     def issue(
         self,
