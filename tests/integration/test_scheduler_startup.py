@@ -5,18 +5,17 @@ JetStream; docs/performance.md, "Growth")."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from uuid import uuid4
 
 import pytest
 
 from commands.app import SNAPSHOT_INTERVAL, Stratus
-from commands.host import Host, Resources
+from commands.host import Host
 from stratus.config import Settings
-from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
+from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.snapshot_stream import JetStreamSnapshotRecorder
 from stratus.eventstore.snapshots import Snapshot
-from tests.fixtures.snapshots import same
+from tests.fixtures.snapshots import claimed_on, same
 from workers import scheduler
 from workers.host_feed import WINDOW_PER_HOST, HostFeed
 from workers.host_view import HostView
@@ -24,32 +23,13 @@ from workers.host_view import HostView
 N = SNAPSHOT_INTERVAL
 
 
-@pytest.fixture
-def factory(
-    bridge: NatsBridge, settings: Settings, recorder: JetStreamApplicationRecorder
-) -> Iterator[Factory]:
-    """The test's stream (deleted by the ``recorder`` fixture) and its snapshot stream (deleted here)."""
-    f = Factory(bridge=bridge, settings=settings)
-    yield f
-    if not bridge.closed:
-        snapshots = f.aggregate_recorder("snapshots")
-        assert isinstance(snapshots, JetStreamSnapshotRecorder)
-        snapshots.delete_stream()
-
-
-def grown(app: Stratus, host: Host, events: int, *, per_save: int = 30) -> Host:
-    """``host`` claimed on (a quarter released) for ``events`` more events, ``per_save`` per append."""
-    target = host.version + events
-    i = host.version
-    while host.version < target:
-        for _ in range(min(per_save, target - host.version)):
-            if i % 4 == 3:
-                host.release(f"{host.hostname}-{i - 1}")
-            else:
-                host.claim(f"{host.hostname}-{i}", Resources(1, 2, 3))
-            i += 1
-        app.save(host)
-    return host
+def dropping_snapshots(app: Stratus, request: pytest.FixtureRequest) -> Stratus:
+    """``app``, whose snapshot stream is deleted after the test (the ``recorder`` fixture deletes the log)."""
+    assert app.snapshots is not None
+    snapshots = app.snapshots.recorder
+    assert isinstance(snapshots, JetStreamSnapshotRecorder)
+    request.addfinalizer(snapshots.delete_stream)
+    return app
 
 
 def started(
@@ -81,15 +61,15 @@ def assert_same_view(a: HostView, b: HostView) -> None:
 
 
 def test_a_scheduler_starts_from_the_hosts_snapshots_and_builds_the_view_a_full_fold_builds(
-    factory: Factory, bridge: NatsBridge, settings: Settings, request: pytest.FixtureRequest
+    app: Stratus, bridge: NatsBridge, settings: Settings, request: pytest.FixtureRequest
 ) -> None:
-    app = Stratus(factory)
+    app = dropping_snapshots(app, request)
     hosts = [Host.register(f"compute-{i}-{uuid4().hex[:6]}", 10_000, 10**7, 10**6) for i in range(4)]
     app.save(*hosts)
-    grown(app, hosts[0], 2 * N + 17)  # snapshotted twice, 17 events after
-    grown(app, hosts[1], N - 3)  # never snapshotted: its whole (short) history is read
-    grown(app, hosts[2], 2 * N - 1)  # snapshotted at its last event: nothing after it
-    grown(app, hosts[3], N + 5)
+    claimed_on(app, hosts[0], 2 * N + 17)  # snapshotted twice, 17 events after
+    claimed_on(app, hosts[1], N - 3, per_save=30)  # never snapshotted: its whole (short) history is read
+    claimed_on(app, hosts[2], 2 * N - 1)  # snapshotted at its last event: nothing after it
+    claimed_on(app, hosts[3], N + 5)
     hosts[3].disable("maintenance")
     app.save(hosts[3])
 
@@ -109,8 +89,8 @@ def test_a_scheduler_starts_from_the_hosts_snapshots_and_builds_the_view_a_full_
     assert_same_view(alone, folded)
     assert feed_alone.started == {"snapshot": 0, "loaded": 4}
     # The feed goes on from where the loads began: later events and a new host reach both views.
-    grown(app, hosts[1], 7)
-    grown(app, hosts[0], N)
+    claimed_on(app, hosts[1], 7)
+    claimed_on(app, hosts[0], N)
     late = Host.register(f"compute-late-{uuid4().hex[:6]}", 8, 4096, 100)
     app.save(late)
     feed.catch_up()
@@ -121,25 +101,25 @@ def test_a_scheduler_starts_from_the_hosts_snapshots_and_builds_the_view_a_full_
 
 
 def test_a_scheduler_starts_on_a_log_with_no_host(
-    factory: Factory, bridge: NatsBridge, settings: Settings, request: pytest.FixtureRequest
+    app: Stratus, bridge: NatsBridge, settings: Settings, request: pytest.FixtureRequest
 ) -> None:
+    app = dropping_snapshots(app, request)
     view, feed, _ = started(bridge, settings, request, window=0)
     assert len(view) == 0
-    app = Stratus(factory)
     app.save(Host.register("compute-first", 8, 4096, 100))
     feed.catch_up()
     assert view.named("compute-first") is not None
 
 
 def test_a_snapshot_that_is_not_of_this_log_is_not_followed(
-    factory: Factory, bridge: NatsBridge, settings: Settings, request: pytest.FixtureRequest
+    app: Stratus, bridge: NatsBridge, settings: Settings, request: pytest.FixtureRequest
 ) -> None:
     """A snapshot whose anchor is not the log's event there (a log restored from an older backup, or
     replaced): the feed reads that host afresh when it reaches the anchor."""
-    app = Stratus(factory)
+    app = dropping_snapshots(app, request)
     host = Host.register(f"compute-{uuid4().hex[:6]}", 10_000, 10**7, 10**6)
     app.save(host)
-    grown(app, host, N + 10)
+    claimed_on(app, host, N + 10)
     assert app.snapshots is not None
     (good,) = app.snapshots.get(host.id, desc=True, limit=1)
     assert isinstance(good, Snapshot)
