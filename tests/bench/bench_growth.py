@@ -31,8 +31,10 @@ measures, ``--samples`` calls each, one call at a time (latency: median and p90)
   first page's SQL alone (the floor);
 - **scheduling**: the scheduler's step, in this process: ``Scheduling.place_batch`` of one request
   (catch the host view up, rank, claim, one atomic append of the claim and the placement) for the
-  servers the command samples created; and the scheduler's start-up: a new host view folded from
-  every Host event in the log (``HostFeed``, as ``stratus scheduler`` starts);
+  servers the command samples created; and the scheduler's start-up, in a fresh application: a new
+  host view started from the hosts' snapshots (``HostFeed``, as ``stratus scheduler`` starts), and,
+  for comparison, folded from every Host event in the log (snapshots off: every start before); the
+  log's hosts are snapshotted as the application would (``Growth.snapshot_hosts``);
 - **a host's load**: ``repository.get`` of one host (its whole history: every claim and release);
 - **memory**: the RSS (and PSS) of the API (gunicorn master and worker), the projector, nats-server,
   and PostgreSQL's backends connected to the bench's database.
