@@ -134,8 +134,11 @@ def usage(uow: UnitOfWork, project_id: str) -> ProjectUsage:
         try:
             agg: Aggregate = uow.app.repository.get(usage_aggregate_id(project_id, epoch))
         except AggregateNotFoundError:
-            if epoch == 0:
-                return ProjectUsage.open(project_id)
+            if epoch == 0:  # the project's first server opens it: the next create need not look again
+                epochs[project_id] = 0
+                opened = ProjectUsage.open(project_id)
+                uow.appending(opened)  # and finds it cached once it is saved
+                return opened
             raise  # a closed epoch always has a successor: the two are appended together
         if not isinstance(agg, ProjectUsage):
             raise NotFound(f"Quota usage of project {project_id} could not be found.")

@@ -36,6 +36,7 @@ from commands.quota import (
 )
 
 A = TypeVar("A", bound=Aggregate)
+_Q = TypeVar("_Q", ProjectQuota, QuotaClass)
 T = TypeVar("T")
 
 CONFLICT = "Another request changed this resource at the same time; retry."
@@ -93,6 +94,8 @@ class UnitOfWork:
         self.attempts = attempts
         # project -> the epoch of its quota usage last seen current (``commands.loaders.usage``)
         self.usage_epochs: dict[str, int] = {}
+        # quota (or quota class) -> (its version, itself; None while the log has none): ``_current``
+        self._quotas: dict[UUID, tuple[int, Aggregate | None]] = {}
 
     def find(self, cls: type[A], aggregate_id: UUID, *, appended: bool = False) -> A | None:
         """The aggregate as the log has it. ``appended``: the command appends to it, so on its first
@@ -110,12 +113,36 @@ class UnitOfWork:
             return None
         return agg if isinstance(agg, cls) else None
 
+    def appending(self, aggregate: Aggregate) -> Aggregate:
+        """Note that the command appends to ``aggregate`` (loaded or opened otherwise than by
+        ``find(appended=True)``): once saved, this process caches it, so the next command finds it
+        without a load (see ``_Attempt``)."""
+        attempt = _attempt.get()
+        if attempt is not None:
+            attempt.appended.add(aggregate.id)
+        return aggregate
+
     def limits(self, project_id: str) -> Mapping[str, int]:
         """The project's quota limits: its own where an admin set them, else the default quota
         class's, else Nova's built-in defaults."""
-        defaults = self.find(QuotaClass, quota_class_id(DEFAULT_CLASS))
-        project = self.find(ProjectQuota, quota_aggregate_id(project_id))
+        defaults = self._current(QuotaClass, quota_class_id(DEFAULT_CLASS))
+        project = self._current(ProjectQuota, quota_aggregate_id(project_id))
         return {**(defaults.limits if defaults else DEFAULT_LIMITS), **(project.overrides if project else {})}
+
+    def _current(self, cls: type[_Q], aggregate_id: UUID) -> _Q | None:
+        """A quota or quota class as the log has it now, kept in this process by its version: the log's
+        head (read ahead with a create's other reads, ``recorder.prefetched``) says whether it changed
+        since, and it is loaded again only then. Most have no events at all (a project without
+        overrides, no default class set): those cost no load, so no read of the snapshot stream
+        either. Never handed to a command to change (the cached object is shared): limits only."""
+        version, known = self._quotas.get(aggregate_id, (0, None))
+        if aggregate_id in self._quotas and not self.app.recorder.select_events(aggregate_id, gt=version):
+            return known if isinstance(known, cls) else None
+        found = self.find(cls, aggregate_id)
+        if len(self._quotas) > 100_000:
+            self._quotas.clear()
+        self._quotas[aggregate_id] = (found.version, found) if found is not None else (0, None)
+        return found
 
     def ledger(self, resource: str, owner: str) -> Ledger:
         """What ``resource`` counts for ``owner`` (``commands.ledger``), as the log has it."""

@@ -20,7 +20,7 @@ from stratus.config import Settings
 from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
 from stratus.eventstore.snapshot_stream import SNAPSHOT_SHA256, JetStreamSnapshotRecorder
 from stratus.eventstore.snapshots import decode_value
-from tests.fixtures.snapshots import Shelf, replayed, same
+from tests.fixtures.snapshots import Shelf, claimed_on, replayed, same
 
 N = SNAPSHOT_INTERVAL
 
@@ -54,16 +54,7 @@ def host_at(app: Stratus, version: int, *, per_save: int = 40) -> Host:
     """A host claimed on until ``version``, ``per_save`` events per append (some released)."""
     host = Host.register(f"host-{uuid4().hex[:8]}", vcpus=100_000, memory_mb=10**8, disk_gb=10**7)
     app.save(host)
-    i = 0
-    while host.version < version:
-        for _ in range(min(per_save, version - host.version)):
-            if i % 4 == 3:
-                host.release(f"i{i - 1}")
-            else:
-                host.claim(f"i{i}", Resources(1, 2, 3))
-            i += 1
-        app.save(host)
-    return host
+    return claimed_on(app, host, version - host.version, per_save=per_save)
 
 
 def test_a_cold_load_reads_the_snapshot_and_the_events_after_it(factory: Factory) -> None:
