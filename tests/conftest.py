@@ -14,4 +14,5 @@ pytest_plugins = [
     "tests.fixtures.api",
     "tests.fixtures.deployed",
     "tests.fixtures.trust",
+    "tests.fixtures.cluster",
 ]
