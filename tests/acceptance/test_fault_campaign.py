@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import threading
 import time
+import urllib.error
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,8 @@ REPORT = os.environ.get("STRATUS_FAULT_REPORT")
 PROJECTS = 3
 MAX_SERVERS = 4  # per project, under the default quota of 10 instances
 SETTLE_SECONDS = 90.0
-FLAVOR = {"name": "fault.tiny", "id": "fault.tiny", "ram": 64, "vcpus": 1, "disk": 1}
+VCPUS, RAM = 1, 64
+FLAVOR = {"name": "fault.tiny", "id": "fault.tiny", "ram": RAM, "vcpus": VCPUS, "disk": 1}
 # Nova's statuses and task states that name work under way, not a state to stay in.
 TRANSITIONAL = {"BUILD", "REBOOT", "HARD_REBOOT", "MIGRATING", "RESIZE", "REBUILD", "REVERT_RESIZE"}
 FAULTS = (
@@ -84,7 +86,7 @@ class Ledger:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, op: str, status: int | None, detail: str = "") -> None:
-        kind = "no answer" if status is None else str(status)
+        kind = str(status) if status is not None else f"no answer ({detail})"
         with self.lock:
             self.outcomes[f"{op} {kind}"] += 1
             if status is not None and status >= 500:
@@ -118,10 +120,19 @@ def test_a_fault_campaign_loses_nothing_and_leaves_nothing_stuck(fault_cluster: 
         assert part.running(), (part.name, c.log_tails())
     violations: list[str] = []
     settled = _settle(c)
+    durables = ["scheduler", *(f"hypervisor-{h}" for h in HOSTS)]
+    interest = c.nats.interest([f"$JS.API.CONSUMER.MSG.NEXT.{c.settings.stream}.{d}" for d in durables])
     violations += [
         f"left transitional: {s['id']} {s['status']} task_state={s['task_state']}" for s in settled
     ]
     final = _servers(c)
+    present = {s["id"]: s for s in final}
+    violations += [
+        f"acknowledged delete {a.request_id}: {a.server_id} still there, {present[a.server_id]['status']}"
+        f" {present[a.server_id]['fault']}"
+        for a in ledger.acks
+        if a.op == "delete" and a.server_id in present
+    ]
     violations += _quota_mismatches(c, list(projects))
     violations += _over_allocation(c)
     log = _read_log(c)
@@ -142,6 +153,8 @@ def test_a_fault_campaign_loses_nothing_and_leaves_nothing_stuck(fault_cluster: 
         "ended_in_error": [f"{s['id']}: {s['fault']}" for s in final if s["status"] == "ERROR"],
         "violations": violations,
         "histories": {sid: _history(log, sid) for sid in sorted(suspects)},
+        # which node each part is connected to, and whether it sees the consumers' pull subjects
+        "nats_interest": interest,
     }
     print(json.dumps(summary, indent=1))
     if REPORT:  # the summary, and the parts' logs beside it
@@ -175,7 +188,8 @@ def _storm(http: Http, project_id: str, rng: random.Random, ledger: Ledger, stop
         try:
             status, headers, doc = http.call(method, path, body)
         except NO_ANSWER as e:
-            ledger.record(op, None, repr(e))
+            reason = e.reason if isinstance(e, urllib.error.URLError) else e
+            ledger.record(op, None, type(reason).__name__)
             time.sleep(0.2)
             continue
         ledger.record(op, status, json.dumps(doc) if doc is not None else "")
@@ -292,7 +306,7 @@ def _quota_mismatches(c: FaultCluster, projects: list[str]) -> list[str]:
         assert status == 200, (status, doc)
         q = doc["quota_set"]
         used = {k: q[k]["in_use"] for k in ("instances", "cores", "ram")}
-        want = {"instances": live, "cores": holding * FLAVOR["vcpus"], "ram": holding * FLAVOR["ram"]}
+        want = {"instances": live, "cores": holding * VCPUS, "ram": holding * RAM}
         if used != want:
             mine = [f"{s['id']} {s['status']} on {s['host']}" for s in servers if s["project"] == pid]
             out.append(f"quota usage of {pid}: {used}, live servers make {want}: {mine}")
@@ -368,7 +382,7 @@ def _rebuild_mismatches(c: FaultCluster) -> list[str]:
     with RawReader(c.settings.nats_urls, c.settings.stream) as reader:
         head = reader.last_position(f"{c.settings.subject_prefix}.>")
     deadline = time.monotonic() + 60
-    with psycopg.connect(c.settings.database_url, autocommit=True) as conn:
+    with psycopg.connect(c.database_url, autocommit=True) as conn:
         while True:
             (position,) = conn.execute(f"SELECT position FROM {LIVE_SCHEMA}.tracking").fetchone() or (0,)
             if position >= head or time.monotonic() > deadline:
@@ -383,7 +397,7 @@ def _rebuild_mismatches(c: FaultCluster) -> list[str]:
     )
     if done.returncode != 0:
         return [f"stratus rebuild failed: {done.stderr[-2000:]}"]
-    with psycopg.connect(c.settings.database_url, autocommit=True) as conn:
+    with psycopg.connect(c.database_url, autocommit=True) as conn:
         live, fresh = snapshot(conn, OLD_SCHEMA), snapshot(conn, LIVE_SCHEMA)
     return [
         f"read model {table}: {len(live[table])} rows live, {len(fresh[table])} rebuilt, they differ"
