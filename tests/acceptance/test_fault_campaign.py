@@ -116,9 +116,11 @@ def test_a_fault_campaign_loses_nothing_and_leaves_nothing_stuck(fault_cluster: 
     for t in load:
         t.join(timeout=60)
 
-    for part in c.parts.values():  # every part is running again (a fault restarts what it kills)
-        assert part.running(), (part.name, c.log_tails())
     violations: list[str] = []
+    for part in c.parts.values():  # a fault restarts what it kills: one that exited did so by itself
+        if not part.running():
+            violations.append(f"{part.name} exited by itself ({part.status()}): {part.log_tail(12)}")
+            part.start()  # as a supervisor would, so that the checks can run
     settled = _settle(c)
     durables = ["scheduler", *(f"hypervisor-{h}" for h in HOSTS)]
     interest = c.nats.interest([f"$JS.API.CONSUMER.MSG.NEXT.{c.settings.stream}.{d}" for d in durables])
