@@ -15,4 +15,5 @@ pytest_plugins = [
     "tests.fixtures.deployed",
     "tests.fixtures.trust",
     "tests.fixtures.rolling",
+    "tests.fixtures.cluster",
 ]

@@ -4,10 +4,11 @@ A worker killed mid-step (``kill -9``, a power cut) leaves its message unacknowl
 redelivers it, but only after the ack wait (two minutes). Nova's compute service does the same
 check at start (``_init_instance``): before consuming, the worker looks at every instance its host
 holds a claim for and, if one is in a transitional task state, runs that step again now:
-``spawning`` → spawn, ``deleting`` → tear down, an action's task state → that action, a resize or
-migration at a step of this host's → that step. Every step is
-idempotent and checks the instance's state first, so the redelivered message, when it comes,
-finds the step done and is acknowledged; a step that fails here is recorded like any other failure.
+``spawning``, or placed here and not begun (the killed run took the placement and died before the
+spawn began) → spawn, ``deleting`` → tear down, an action's task state → that action, a resize or
+migration at a step of this host's → that step. Every step is idempotent and checks the
+instance's state first, so the redelivered message, when it comes, finds the step done and is
+acknowledged; a step that fails here is recorded like any other failure.
 
 A step that kills the worker every time must not turn this into a crash loop: before running a
 step the worker notes it in ``<marks>/recovering-<id>`` (a count, on the host's disk), and removes
@@ -28,7 +29,7 @@ from commands import loaders
 from commands.actions import ACTIONS
 from commands.bus import MessageBus
 from commands.errors import NotFound
-from commands.states import TaskState
+from commands.states import TaskState, VmState
 from stratus.quarantine import reason
 from workers.compute import DELETION_REQUESTED, SCHEDULED
 from workers.consumer import STORE_TEMPORARY
@@ -71,7 +72,10 @@ def recover(
             continue
         task = inst.task_state
         move = moves.pending(inst)
-        if move is None and task not in _UNDER_WAY:
+        # placed here and not yet begun: the killed run took the `Scheduled` message (unacknowledged
+        # for the ack wait) and died before it recorded the spawn's start
+        placed = inst.vm_state == VmState.BUILDING and task is None
+        if move is None and task not in _UNDER_WAY and not placed:
             continue
         mark = marks / f"recovering-{server_id}"
         tries = int(mark.read_text() or 0) if mark.is_file() else 0
@@ -83,7 +87,7 @@ def recover(
         try:
             if move is not None:
                 outcome = moves.handle(move, server_id, attempt=1)
-            elif task == TaskState.SPAWNING:
+            elif task == TaskState.SPAWNING or placed:
                 outcome = compute.handle(SCHEDULED, server_id, attempt=1)
             elif task == TaskState.DELETING:
                 outcome = compute.handle(DELETION_REQUESTED, server_id, attempt=1)

@@ -60,7 +60,11 @@ _LONG_READ = 3600.0  # the bound of a whole aggregate's read; each request in it
 ERR_WRONG_LAST_SEQUENCE = 10071
 ERR_BATCH_DUPLICATE_MSG_ID = 10201
 _TRANSIENT_CODES = frozenset({408, 429, 503})
-_TRANSIENT_ERR_CODES = frozenset({10008, 10009, 10210})
+# 10158, "duplicate message id is in process": on a cluster, an earlier attempt with the same msg id is
+# still being replicated (seen by the fault campaign after a stream leader was killed): the outcome is
+# unknown, as after a timeout.
+ERR_DUPLICATE_IN_PROCESS = 10158
+_TRANSIENT_ERR_CODES = frozenset({10008, 10009, 10210, ERR_DUPLICATE_IN_PROCESS})
 
 _EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _EXPECTED_SEQ_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"

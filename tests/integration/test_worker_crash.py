@@ -36,6 +36,8 @@ from tests.fixtures.hypervisor import (
 )
 from tests.fixtures.workers import Worker, eventually
 from workers import scheduler
+from workers.consumer import DurableConsumer
+from workers.hypervisor import ACK_WAIT, durable_name, subjects
 from workers.libvirt_driver import LibvirtDriver
 
 pytestmark = pytest.mark.flavors(M1_SMALL)
@@ -160,3 +162,32 @@ def test_a_resize_cut_by_kill_9_on_its_source_completes_after_restart(
         assert handlers.host(HOST).claims == {}
     finally:
         sched.close()
+
+
+def test_a_placement_received_by_a_worker_killed_before_it_began_the_spawn_completes_after_restart(
+    handlers: Handlers,
+    driver: LibvirtDriver,
+    conn: libvirt.virConnect,
+    bridge: NatsBridge,
+    settings: Settings,
+    start_hypervisor: Callable[..., Worker],
+) -> None:
+    # The fault campaign's case (docs/reliability.md): the worker took the `Scheduled` message and
+    # died before appending `SpawningStarted`, so the server is BUILDING with no task state, its
+    # message unacknowledged for the two-minute ack wait.
+    start_hypervisor(driver).close()  # registers the host and makes its durable consumer
+    server = create_and_place(handlers)
+    dead = DurableConsumer(
+        bridge, stream=settings.stream, durable=durable_name(HOST), filter_subjects=subjects(settings),
+        ack_wait=ACK_WAIT,
+    ).open()  # fmt: skip
+    taken = eventually(lambda: dead.fetch(10, 1.0), timeout=20)  # received, never acknowledged
+    assert server in {str(m.headers.get("ce-subject")) for m in taken if m.headers}
+    dead.close()
+    inst = handlers.instance(server)
+    assert (inst.vm_state, inst.task_state) == (VmState.BUILDING, None)
+
+    start_hypervisor(driver)  # the restart
+    inst = eventually(lambda: settled(handlers, server), timeout=20)  # well before the 120 s ack wait
+    assert (inst.vm_state, inst.task_state, inst.power_state) == (VmState.ACTIVE, None, PowerState.RUNNING)
+    assert conn.lookupByUUIDString(server).isActive()
