@@ -24,11 +24,11 @@ from api.images_keypairs import user_data_store
 from api.metadata import lookup
 from api.metadata.caller import ByInstance, Identifier, Refused
 from api.metadata.passwords import MAX_SIZE, AlreadySet, PasswordError, PasswordStore
-from api.metadata.tree import EC2_VERSIONS, PASSWORD, TEXT, Guest, NotInTree, render
-from api.metadata.vendordata import Providers, instance_context, load_static, parse_targets
 from api.readmodel import open_pool
 from stratus.config import Settings
 from stratus.imagestore import BlobStore, StoreError
+from stratus.metadata.tree import EC2_VERSIONS, PASSWORD, TEXT, Guest, NotInTree, render
+from stratus.metadata.vendordata import Providers, instance_context, load_static, parse_targets
 
 log = logging.getLogger("stratus.metadata")
 

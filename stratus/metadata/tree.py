@@ -18,7 +18,7 @@ from uuid import UUID, uuid5
 
 import orjson
 
-from api.server_views import hostname_for
+from stratus.hostname import hostname_for
 
 # The EC2 versions, then Nova's OpenStack versions (each the date of the release that changed it).
 EC2_VERSIONS = (
