@@ -115,6 +115,17 @@ def domain_xml(guest: GuestSpec, *, arch: str | None = None) -> str:
         # Appended, not truncated, on every start: the console log keeps the guest's whole history.
         ET.SubElement(serial, "source", path=guest.console_log, append="on")
         ET.SubElement(serial, "target", port="0")
+    if guest.config_drive:
+        # Nova's config drive device: a read-only cdrom, on IDE for x86 guests (i440fx), on SCSI
+        # (virtio-scsi) where the machine has no IDE bus (aarch64's virt).
+        ide = arch in (None, "x86_64", "i686")
+        cdrom = ET.SubElement(devices, "disk", type="file", device="cdrom")
+        ET.SubElement(cdrom, "driver", name="qemu", type="raw")
+        ET.SubElement(cdrom, "source", file=guest.config_drive)
+        ET.SubElement(cdrom, "target", dev="hda" if ide else "sda", bus="ide" if ide else "scsi")
+        ET.SubElement(cdrom, "readonly")
+        if not ide:
+            ET.SubElement(devices, "controller", type="scsi", model="virtio-scsi")
     return ET.tostring(dom, encoding="unicode")
 
 

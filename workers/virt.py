@@ -54,6 +54,8 @@ class GuestSpec:
     boot: BootImage | None = None
     # Where the guest's serial console is written; None: no serial console.
     console_log: str | None = None
+    # The config drive's ISO 9660 image on the host, attached as a cdrom; None: no config drive.
+    config_drive: str | None = None
 
     @property
     def name(self) -> str:
