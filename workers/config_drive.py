@@ -32,10 +32,9 @@ from commands.instance import Instance
 from stratus.imagestore import BlobStore, StoreError
 from stratus.metadata.tree import Guest, config_drive_files
 from stratus.metadata.vendordata import Providers, instance_context
-from workers.virt import PermanentVirtError, TemporaryVirtError
+from workers.virt import CONFIG_DRIVE_NAME, PermanentVirtError, TemporaryVirtError
 
 LABEL = "config-2"
-FILENAME = "disk.config"
 _NOT_D1 = re.compile(r"[^A-Z0-9_]")
 
 
@@ -62,7 +61,7 @@ class ConfigDrives:
         self._random_bytes = random_bytes
 
     def path(self, server_id: str) -> Path:
-        return self._instances_path / server_id / FILENAME
+        return self._instances_path / server_id / CONFIG_DRIVE_NAME
 
     def build(self, inst: Instance) -> str | None:
         """The absolute path of the server's config drive, written now; None when it has none."""

@@ -196,3 +196,24 @@ def test_old_requests_have_no_config_drive() -> None:
     state: dict[str, Any] = {"disk_config": "MANUAL"}
     Instance.Requested.upcast_v6_v7(state)  # type: ignore[attr-defined]
     assert state["config_drive"] is False
+
+
+def test_the_driver_removes_its_guests_drive_and_nothing_else(
+    handlers: Handlers, driver: LibvirtDriver, conn: libvirt.virConnect, tmp_path: Path
+) -> None:
+    """Whichever step destroys the guest (a shelve offload, a move's source, a reconciled orphan), its
+    drive goes with it; a domain naming a file outside the host's instances path leaves that file."""
+    steps, _ = compute(handlers, driver, tmp_path)
+    server = create(handlers, config_drive=True)
+    steps.handle(SCHEDULED, server, 1)
+    drive = tmp_path / server / "disk.config"
+    driver.destroy(server)
+    assert not drive.exists() and server not in {d.UUIDString() for d in conn.listAllDomains()}
+
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere" / "x" / "disk.config"
+    elsewhere.parent.mkdir(parents=True)
+    elsewhere.write_bytes(b"not ours")
+    stranger = GuestSpec(str(uuid.uuid4()), 1, 64, config_drive=str(elsewhere))
+    conn.defineXML(domain_xml(stranger))
+    driver.destroy(stranger.uuid)
+    assert elsewhere.read_bytes() == b"not ours"
