@@ -57,6 +57,7 @@ from stratus import serialization
 from stratus.config import Settings
 from stratus.eventstore import JetStreamApplicationRecorder
 from stratus.hostrpc import HostRPC
+from stratus.imagestore import user_data_store
 from stratus.liveness import Heartbeats, LivenessReader
 
 log = logging.getLogger("stratus.api")
@@ -144,7 +145,7 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1", versions.Version())
     app.add_route("/v2", versions.LegacyVersion())
     app.add_route("/openapi.json", OpenAPIDocument())
-    user_data = images_keypairs.user_data_store(deps.settings.data_dir)
+    user_data = user_data_store(deps.settings.data_dir)
     app.add_route("/v2.1/servers", servers.ServerCollection(*server_args, user_data))
     alive = host_liveness(heartbeats, down_after)
     app.add_route(

@@ -53,7 +53,7 @@ class Diagnostics:
             "hypervisor": (host["hypervisor_type"] if host else "qemu").lower(),
             "hypervisor_os": "linux",
             "uptime": int((self._now() - launched).total_seconds()) if launched else 0,
-            "config_drive": False,
+            "config_drive": bool(row.get("config_drive")),
             "num_cpus": int(flavor.get("vcpus", 0)),
             "memory_details": {"maximum": int(flavor.get("ram", 0))},
         }

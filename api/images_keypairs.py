@@ -17,17 +17,13 @@ from api import image, keypairs, nova_images, server_fields
 from api.body import load_validators
 from api.readmodel import ReadModel
 from commands.bus import MessageBus
-from stratus.imagestore import BlobStore, ImageStore
+from stratus.imagestore import ImageStore
 
 SCHEMAS = ("images.create", "keypairs.create", "servers.metadata", "servers.metadata_item", "servers.tags")
 
 
 def image_store(data_dir: Path) -> ImageStore:
     return ImageStore(data_dir / "images")
-
-
-def user_data_store(data_dir: Path) -> BlobStore:
-    return BlobStore(data_dir / "user_data")
 
 
 def add_routes(

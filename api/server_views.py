@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
-import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +20,7 @@ from api.links import bookmark, resource_links
 from api.versions import at_least
 from commands.host_aggregate import DEFAULT_ZONE
 from stratus.context import Actor
+from stratus.hostname import hostname_for
 from stratus.imagestore import BlobStore, StoreError
 
 log = logging.getLogger("stratus.api")
@@ -136,7 +136,7 @@ def _extended_view(
     host = row["host"]
     view: dict[str, Any] = {
         "key_name": row.get("key_name"),
-        "config_drive": "",
+        "config_drive": "True" if row.get("config_drive") else "",  # Nova's string field
         "OS-EXT-AZ:availability_zone": _zone(row),
         "OS-EXT-STS:vm_state": row["vm_state"],
         "OS-EXT-STS:task_state": row["task_state"],
@@ -214,13 +214,6 @@ def _extended_attributes(row: dict[str, Any], extras: ServerExtras | None) -> di
 def server_hostname(row: dict[str, Any]) -> str:
     """The hostname asked for (2.90), else the one Nova derives from the name."""
     return str(row.get("hostname") or hostname_for(row["name"]))
-
-
-def hostname_for(name: str) -> str:
-    """Nova's ``sanitize_hostname``: lower case, runs of other characters as one dash, at most 63."""
-    text = re.sub(r"[ _.]", "-", name.lower())
-    text = re.sub(r"[^\w-]+", "", text, flags=re.ASCII).strip("-.")
-    return text[:63].rstrip("-") or "server"
 
 
 class ServerExtras:

@@ -29,7 +29,7 @@ import falcon
 from jsonschema import Draft202012Validator
 
 from api import auth, policy, server_list
-from api.body import read_json
+from api.body import as_bool, read_json
 from api.errors import BadRequest, ItemNotFound, ReadModelBehind, ServiceUnavailable
 from api.links import id_from_ref, next_links, page_params, resource_links
 from api.readmodel import POSITION_HEADER, ReadModel
@@ -199,6 +199,7 @@ class ServerCollection(_Servers):
             any_flavor=auth.is_admin(actor),
             group=body.get("os:scheduler_hints", {}).get("group"),
             requested_host=requested_destination(req, server),
+            config_drive=as_bool(server.get("config_drive", False)),
             **_described(req, server),
         )
         if command.hostname is not None and max_count > 1:

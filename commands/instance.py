@@ -55,6 +55,8 @@ class Instance(Aggregate):
         servers the request asked for together and the server group they joined.
         Version 6 added the access addresses the owner gave (Nova's ``accessIPv4``/``accessIPv6``),
         the hostname (2.90; None: the one derived from the name) and the disk configuration asked for.
+        Version 7 added whether the guest gets a config drive (asked for, or forced by the image's
+        ``img_config_drive=mandatory``).
         """
 
         name: str
@@ -79,8 +81,9 @@ class Instance(Aggregate):
         access_ip_v6: str | None = None
         hostname: str | None = None
         disk_config: str = "MANUAL"
+        config_drive: bool = False
 
-        class_version = 6
+        class_version = 7
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -112,6 +115,11 @@ class Instance(Aggregate):
             """Version 6: access addresses, hostname, disk configuration (none of them before)."""
             state.update(access_ip_v4=None, access_ip_v6=None, hostname=None, disk_config="MANUAL")
 
+        @staticmethod
+        def upcast_v6_v7(state: dict[str, Any]) -> None:
+            """Version 7: the config drive (no server had one before)."""
+            state["config_drive"] = False
+
     @event(Requested)
     def __init__(
         self,
@@ -137,6 +145,7 @@ class Instance(Aggregate):
         access_ip_v6: str | None = None,
         hostname: str | None = None,
         disk_config: str = "MANUAL",
+        config_drive: bool = False,
     ) -> None:
         self.name = name
         self.project_id = project_id
@@ -161,6 +170,7 @@ class Instance(Aggregate):
         self.access_ip_v6 = access_ip_v6
         self.hostname = hostname
         self.disk_config = disk_config
+        self.config_drive = config_drive
         self.vm_state = VmState.BUILDING
         self.task_state: str | None = TaskState.SCHEDULING
         self.power_state = PowerState.NOSTATE

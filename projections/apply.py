@@ -59,6 +59,7 @@ def instance_requested(event: Instance.Requested, position: int) -> Row:
         "access_ip_v6": event.access_ip_v6,
         "hostname": event.hostname,
         "disk_config": event.disk_config,
+        "config_drive": event.config_drive,
         "locked_by": None,
         "locked_reason": None,
         "vm_state": VmState.BUILDING,

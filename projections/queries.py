@@ -150,7 +150,8 @@ LIST_MATCHING = {
     "access_ip_v6": "access_ip_v6", "locked_by": "locked_by", "power_state": "power_state",
     "node": "host", "kernel_id": "image->>'kernel_id'", "ramdisk_id": "image->>'ramdisk_id'",
     "created_at": "created_at", "launched_at": "launched_at", "terminated_at": "deleted_at",
-    "config_drive": "''", "root_device_name": "''", "progress": "''", "auto_disk_config": "disk_config",
+    "config_drive": "CASE WHEN config_drive THEN 'True' ELSE '' END", "root_device_name": "''",
+    "progress": "''", "auto_disk_config": "disk_config",
 }  # fmt: skip
 
 

@@ -31,7 +31,7 @@ INSTANCE_COLUMNS: tuple[str, ...] = (
     "id", "name", "project_id", "user_id", "flavor", "image_ref", "metadata", "availability_zone",
     "description", "key_name", "ports", "tags", "reservation_id",
     "image", "user_data", "launch_index", "locked_by", "locked_reason",
-    "access_ip_v4", "access_ip_v6", "hostname", "disk_config",
+    "access_ip_v4", "access_ip_v6", "hostname", "disk_config", "config_drive",
     "vm_state", "task_state", "power_state", "status", "host", "fault",
     "created_at", "updated_at", "launched_at", "deleted_at", "deleted", "version", "position",
 )  # fmt: skip
@@ -91,6 +91,7 @@ CREATE TABLE {s}.instances (
     access_ip_v6 text,
     hostname text,
     disk_config text NOT NULL DEFAULT 'MANUAL',
+    config_drive boolean NOT NULL DEFAULT false,  -- the guest has a config drive (Nova's "True"/"")
     vm_state text NOT NULL,
     task_state text,
     power_state integer NOT NULL DEFAULT 0,
@@ -201,6 +202,7 @@ ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS access_ip_v4 text;
 ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS access_ip_v6 text;
 ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS hostname text;
 ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS disk_config text NOT NULL DEFAULT 'MANUAL';
+ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS config_drive boolean NOT NULL DEFAULT false;
 """
 
 

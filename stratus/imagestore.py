@@ -161,3 +161,9 @@ class BlobStore:
             return (self.root / blob).read_bytes()
         except OSError as e:
             raise StoreError(f"blob {blob} is missing: {e.strerror}") from e
+
+
+def user_data_store(data_dir: Path) -> BlobStore:
+    """Where servers' user data is filed: the API files it, the metadata service and the hypervisor
+    worker (for the config drive) read it."""
+    return BlobStore(data_dir / "user_data")

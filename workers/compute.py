@@ -21,6 +21,7 @@ from commands.servers.delete import FinishDeletion
 from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from commands.states import TaskState, VmState
 from stratus.imagestore import ImageStore, StoreError
+from workers.config_drive import ConfigDrives
 from workers.console import console_log
 from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
 from workers.virt import (
@@ -97,8 +98,10 @@ class Compute:
         boot_image: Callable[[Instance], BootImage | None] = lambda _inst: None,
         retry: RetryPolicy | None = None,
         console_logs: bool = True,
+        config_drives: ConfigDrives | None = None,
     ) -> None:
         self._bus = bus
+        self._config_drives = config_drives  # None: no config drives on this host (a simulated one)
         self._driver = driver
         self.hostname = hostname
         self._instances_path = instances_path
@@ -134,7 +137,12 @@ class Compute:
             memory_mb=int(inst.flavor["ram"]),
             boot=self._boot_image(inst),
             console_log=str(console) if console is not None else None,
+            config_drive=self._config_drives.build(inst) if self._config_drives is not None else None,
         )
+
+    def _remove_config_drive(self, server_id: str) -> None:
+        if self._config_drives is not None:
+            self._config_drives.remove(server_id)
 
     def respawn(self, server_id: str) -> int:
         """Tear the server's guest down and define and start it again from what the log records now
@@ -205,6 +213,7 @@ class Compute:
             return DONE
         if inst.task_state == TaskState.DELETING:
             return self._delete(server_id, attempt)
+        self._remove_config_drive(server_id)  # a failed spawn leaves no metadata behind on the host
         self._record_fault(server_id, SPAWN_FAILED, "spawn", error, attempt)
         return DONE
 
@@ -215,6 +224,7 @@ class Compute:
         # Whatever the instance's state now, a DeletionRequested is never taken back.
         try:
             self._driver.destroy(server_id)
+            self._remove_config_drive(server_id)
         except TemporaryVirtError as e:
             retry = self._retry.retry_logged(attempt, e.message, log=log, step="delete", server_id=server_id)
             if retry is not None:

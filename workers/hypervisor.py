@@ -26,9 +26,11 @@ from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import NatsBridge
 from stratus.eventstore.subjects import encode_token
 from stratus.hostrpc import CONSOLE, Responder
-from stratus.imagestore import ImageStore
+from stratus.imagestore import ImageStore, user_data_store
 from stratus.liveness import Heartbeats, beat_periodically, bucket_for
+from stratus.metadata.vendordata import Providers
 from workers.compute import SCHEDULED, BootImages, Compute
+from workers.config_drive import ConfigDrives
 from workers.console import answerer
 from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_concurrently
 from workers.migration import ACTING_HOST
@@ -78,7 +80,17 @@ def run(
     instances_path = instances_path or settings.data_dir / "instances" / encode_token(host)
     bus = bootstrap(app)
     boot = boot_image or BootImages(bus, ImageStore(settings.data_dir / "images"))
-    steps = HostSteps(bus, driver, host, instances_path=instances_path, boot_image=boot, retry=retry)
+    drives = ConfigDrives(
+        bus,
+        instances_path=instances_path,
+        user_data=user_data_store(settings.data_dir),
+        providers=Providers.configured(settings),
+        dhcp_domain=settings.metadata_dhcp_domain,
+        fixed_cidr=settings.fixed_network,
+    )
+    steps = HostSteps(
+        bus, driver, host, instances_path=instances_path, boot_image=boot, retry=retry, config_drives=drives
+    )
     compute = steps.compute
     if not _register(compute, stop):
         return

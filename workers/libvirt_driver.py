@@ -22,6 +22,7 @@ import libvirt
 
 from commands.states import PowerState
 from workers.virt import (
+    CONFIG_DRIVE_NAME,
     DomainInfo,
     DomainNotFound,
     GuestSpec,
@@ -115,6 +116,17 @@ def domain_xml(guest: GuestSpec, *, arch: str | None = None) -> str:
         # Appended, not truncated, on every start: the console log keeps the guest's whole history.
         ET.SubElement(serial, "source", path=guest.console_log, append="on")
         ET.SubElement(serial, "target", port="0")
+    if guest.config_drive:
+        # Nova's config drive device: a read-only cdrom, on IDE for x86 guests (i440fx), on SCSI
+        # (virtio-scsi) where the machine has no IDE bus (aarch64's virt).
+        ide = arch in (None, "x86_64", "i686")
+        cdrom = ET.SubElement(devices, "disk", type="file", device="cdrom")
+        ET.SubElement(cdrom, "driver", name="qemu", type="raw")
+        ET.SubElement(cdrom, "source", file=guest.config_drive)
+        ET.SubElement(cdrom, "target", dev="hda" if ide else "sda", bus="ide" if ide else "scsi")
+        ET.SubElement(cdrom, "readonly")
+        if not ide:
+            ET.SubElement(devices, "controller", type="scsi", model="virtio-scsi")
     return ET.tostring(dom, encoding="unicode")
 
 
@@ -285,11 +297,15 @@ class LibvirtDriver:
             return _power_state(dom)
 
     def destroy(self, uuid: str) -> None:
+        """Stop and undefine the guest, then remove its config drive (Nova's cleanup of the
+        instance's files): on a delete, a shelve offload, a move's source, a reconciled orphan."""
         with self._translated(f"destroy {uuid}"):
             dom = self._lookup(uuid)
             if dom is None:
                 return
+            drives: list[Path] = []
             try:
+                drives = self._config_drives(dom)
                 if dom.isActive():
                     dom.destroy()
                 dom.undefineFlags(_UNDEFINE_FLAGS)
@@ -299,6 +315,27 @@ class LibvirtDriver:
                     raise
                 if self._lookup(uuid) is not None:
                     raise
+        for drive in drives:
+            try:
+                drive.unlink(missing_ok=True)
+            except OSError as e:
+                raise TemporaryVirtError(f"Cannot remove the config drive {drive}: {e}") from e
+
+    def _config_drives(self, dom: libvirt.virDomain) -> list[Path]:
+        """The guest's config drives: its cdroms' files named as one, in this host's instances path
+        (never a file elsewhere, whatever a domain defined by someone else says)."""
+        if self._instances_path is None:
+            return []
+        root = self._instances_path.absolute()
+        found = []
+        for disk in ET.fromstring(dom.XMLDesc()).iter("disk"):
+            source = disk.find("source")
+            if disk.get("device") != "cdrom" or source is None:
+                continue
+            path = Path(source.get("file") or "")
+            if path.name == CONFIG_DRIVE_NAME and path.parent.parent == root:
+                found.append(path)
+        return found
 
     def power_state(self, uuid: str) -> int:
         with self._translated(f"power state of {uuid}"):

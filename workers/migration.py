@@ -133,8 +133,8 @@ class Moves:
         return DONE
 
     def _start(self, inst: Instance, flavor: dict[str, Any]) -> int:
+        self._driver.destroy(inst.server_id)  # a half-made guest of an earlier attempt (and its drive)
         guest = replace(self._guest(inst), vcpus=int(flavor["vcpus"]), memory_mb=int(flavor["ram"]))
-        self._driver.destroy(inst.server_id)  # a half-made guest of an earlier attempt
         power_state = self._driver.spawn(guest)
         if (inst.migration or {}).get("stopped") and self._power is not None:
             power_state = self._power.power_off(inst.server_id)  # a stopped server stays stopped

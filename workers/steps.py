@@ -18,6 +18,7 @@ from commands.instance import Instance
 from stratus.config import Settings
 from stratus.eventstore.subjects import SubjectLayout
 from workers.compute import SCHEDULED, Compute
+from workers.config_drive import ConfigDrives
 from workers.consumer import Delivery
 from workers.migration import ACTING_HOST, Moves
 from workers.outcome import DONE, Outcome, RetryPolicy
@@ -72,6 +73,7 @@ class HostSteps:
         boot_image: Callable[[Instance], BootImage | None] = lambda _inst: None,
         retry: RetryPolicy | None = None,
         console_logs: bool = True,
+        config_drives: ConfigDrives | None = None,
     ) -> None:
         self.hostname = hostname
         self.compute = Compute(
@@ -82,6 +84,7 @@ class HostSteps:
             boot_image=boot_image,
             retry=retry,
             console_logs=console_logs,
+            config_drives=config_drives,
         )
         self.power = PowerActions(bus, driver, hostname, retry=retry, respawn=self.compute.respawn)
         self.moves = Moves(bus, driver, hostname, guest=self.compute.guest, retry=retry)

@@ -35,6 +35,11 @@ class DomainNotFound(PermanentVirtError):
     """The operation needs a guest that does not exist on this host."""
 
 
+# The file name of a guest's config drive in its directory (Nova's): the driver that defined a
+# guest with one removes it with the guest, whichever step destroys it.
+CONFIG_DRIVE_NAME = "disk.config"
+
+
 @dataclass(frozen=True)
 class BootImage:
     """Direct kernel boot: the guest starts from a kernel (and initramfs) on the host's disk."""
@@ -54,6 +59,8 @@ class GuestSpec:
     boot: BootImage | None = None
     # Where the guest's serial console is written; None: no serial console.
     console_log: str | None = None
+    # The config drive's ISO 9660 image on the host, attached as a cdrom; None: no config drive.
+    config_drive: str | None = None
 
     @property
     def name(self) -> str:

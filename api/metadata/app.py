@@ -20,15 +20,14 @@ import psycopg
 import psycopg_pool
 
 from api.app import LazyApp
-from api.images_keypairs import user_data_store
 from api.metadata import lookup
 from api.metadata.caller import ByInstance, Identifier, Refused
 from api.metadata.passwords import MAX_SIZE, AlreadySet, PasswordError, PasswordStore
-from api.metadata.tree import EC2_VERSIONS, PASSWORD, TEXT, Guest, NotInTree, render
-from api.metadata.vendordata import Providers, instance_context, load_static, parse_targets
 from api.readmodel import open_pool
 from stratus.config import Settings
-from stratus.imagestore import BlobStore, StoreError
+from stratus.imagestore import BlobStore, StoreError, user_data_store
+from stratus.metadata.tree import EC2_VERSIONS, PASSWORD, TEXT, Guest, NotInTree, render
+from stratus.metadata.vendordata import Providers, instance_context
 
 log = logging.getLogger("stratus.metadata")
 
@@ -176,13 +175,7 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
     secret = (
         settings.metadata_proxy_key_file.read_bytes().strip() if settings.metadata_proxy_key_file else None
     )
-    providers = Providers(
-        names=settings.vendordata_providers,
-        static=load_static(settings.vendordata_jsonfile_path),
-        targets=tuple(parse_targets(settings.vendordata_dynamic_targets)),
-        connect_timeout=settings.vendordata_dynamic_connect_timeout,
-        read_timeout=settings.vendordata_dynamic_read_timeout,
-    )
+    providers = Providers.configured(settings)
     pool = open_pool(settings.database_url or "", max_size=max(2, settings.metadata_threads))
     deps = Deps(
         pool=pool,

@@ -77,6 +77,8 @@ class CreateServer:
     disk_config: str = "MANUAL"
     # The host an admin asked for (2.74's host/hypervisor_hostname): the scheduler places only there.
     requested_host: str | None = None
+    # Nova's config_drive: the guest gets its metadata on an ISO 9660 disk too (docs/metadata.md).
+    config_drive: bool = False
 
 
 @dataclass(frozen=True)
@@ -267,9 +269,15 @@ def _requested(c: _Create, network: Network | None) -> list[Aggregate]:
                 access_ip_v6=cmd.access_ip_v6,
                 hostname=cmd.hostname,
                 disk_config=cmd.disk_config,
+                config_drive=cmd.config_drive or _config_drive_mandatory(c.image),
             )
         )
     return instances
+
+
+def _config_drive_mandatory(image: Image | None) -> bool:
+    """Nova's ``configdrive.required_by``: an image property may force the config drive."""
+    return image is not None and image.properties.get("img_config_drive") == "mandatory"
 
 
 def _repeated_create(uow: UnitOfWork, cmd: CreateServer, ids: list[UUID]) -> ServersCreated:

@@ -10,7 +10,9 @@ comes from the Debian package ``linux-image-*-cloud-amd64`` fetched with ``apt-g
 unpacked with ``dpkg-deb -x``; busybox from ``busybox-static`` the same way. The initramfs's
 ``/init`` mounts the kernel filesystems, loads ``evdev`` and ``button`` (so the ACPI power button
 reaches user space), starts busybox ``acpid`` whose power-button action powers the guest off, and
-prints the marker line ``STRATUS-GUEST-READY`` on the serial console (``ttyS0``). A libvirt reboot
+prints the marker line ``STRATUS-GUEST-READY`` on the serial console (``ttyS0``). A guest with a
+config drive (an IDE cdrom labelled ``config-2``) then mounts it and prints ``STRATUS-CONFIG-DRIVE
+uuid=<its uuid>`` and its user data. A libvirt reboot
 of such a guest goes through the same power button (QEMU's fake reboot): the marker appears again.
 
 Only the Python standard library, ``apt-get`` and ``dpkg-deb`` are needed (the cpio archive is
@@ -31,6 +33,10 @@ import tempfile
 from pathlib import Path
 
 MARKER = "STRATUS-GUEST-READY"
+CONFIG_DRIVE = "STRATUS-CONFIG-DRIVE"
+# Loaded in this order (each after what it depends on): evdev and button for the ACPI power button;
+# the IDE controller, the SCSI cdrom and ISO 9660 for a config drive.
+MODULES = ("evdev", "button", "scsi_common", "scsi_mod", "libata", "ata_piix", "cdrom", "sr_mod", "isofs")
 CMDLINE = "console=ttyS0 quiet panic=-1"
 KERNEL_META = "linux-image-cloud-amd64"
 
@@ -41,9 +47,19 @@ exec >/dev/console 2>&1 </dev/console
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
-for m in /lib/modules/*.ko; do insmod "$m" 2>/dev/null; done
+for m in {" ".join(MODULES)}; do insmod "/lib/modules/$m.ko" 2>/dev/null; done
 acpid -c /etc/acpi -l /tmp/acpid.log
 echo "{MARKER}"
+(
+  # A config drive (the IDE cdrom, once the bus has been scanned; the config-2 image is the only
+  # medium Stratus gives a guest): mount it and print the server's uuid and user data.
+  for i in $(seq 60); do [ -b /dev/sr0 ] && break; sleep 0.5; done
+  if [ -b /dev/sr0 ] && mkdir -p /mnt/config && mount -t iso9660 -o ro /dev/sr0 /mnt/config; then
+    md=/mnt/config/openstack/latest
+    echo "{CONFIG_DRIVE} uuid=$(sed 's/.*"uuid":"\\([^"]*\\)".*/\\1/' $md/meta_data.json)"
+    echo "{CONFIG_DRIVE} user_data:"; cat $md/user_data 2>/dev/null; echo; echo "{CONFIG_DRIVE} end"
+  fi
+) &
 while true; do sleep 3600; done
 """
 # busybox acpid maps the power button to the event PWRF/00000080 and runs that file from its
@@ -148,7 +164,7 @@ def build(out: Path) -> None:
         busybox_root = unpack("busybox-static", work)
         (vmlinuz,) = kernel_root.glob("boot/vmlinuz-*")
         shutil.copyfile(vmlinuz, out / "vmlinuz")
-        modules = {name: module(kernel_root, name) for name in ("evdev", "button")}
+        modules = {name: module(kernel_root, name) for name in MODULES}
         busybox = (busybox_root / "bin" / "busybox").read_bytes()
     (out / "initrd").write_bytes(initramfs(busybox, modules))
     (out / "cmdline").write_text(CMDLINE + "\n")

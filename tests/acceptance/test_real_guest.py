@@ -6,11 +6,13 @@ tini installed with apt-get when missing, libvirt's QEMU driver prepared as FIEL
 root or a network it skips and says why.
 The kernel and initramfs are uploaded through the image service, the server booted through the
 Compute API, and at each step the API's view and libvirt's agree; the guest's serial console, read
-through ``os-getConsoleOutput``, shows the marker of every boot.
+through ``os-getConsoleOutput``, shows the marker of every boot, and the server's uuid and user
+data the guest read from its config drive.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import threading
 import time
@@ -37,6 +39,8 @@ pytestmark = pytest.mark.slow
 URI = qemu.URI
 HOST = "qemu-guest-host"
 MARKER = qemu.MARKER
+CONFIG_DRIVE = "STRATUS-CONFIG-DRIVE"  # deploy/guest/build_image.py's lines about its config drive
+USER_DATA = b"#!/bin/sh\necho stratus config drive user data\n"
 
 
 @pytest.fixture(scope="module")
@@ -158,8 +162,9 @@ def test_a_real_guest_boots_stops_starts_reboots_and_is_deleted(
             "POST",
             "/v2.1/servers",
             P1,
-            json={"server": {"name": "real", "flavorRef": flavor, "imageRef": image}},
-        )
+            json={"server": {"name": "real", "flavorRef": flavor, "imageRef": image, "config_drive": True,
+                             "user_data": base64.b64encode(USER_DATA).decode()}},
+        )  # fmt: skip
         assert r.status_code == 202, r.text
         guest.server_id = r.json["server"]["id"]
         with acting(CommandContext(actor=SCHEDULER, correlation_id=r.headers["x-openstack-request-id"])):
@@ -168,6 +173,15 @@ def test_a_real_guest_boots_stops_starts_reboots_and_is_deleted(
         server = guest.settled("ACTIVE")
         assert server["OS-EXT-STS:power_state"] == 1 and guest.libvirt_state() == libvirt.VIR_DOMAIN_RUNNING
         guest.boots(1)
+        # The guest mounted its config drive (an ISO 9660 cdrom labelled config-2) and printed it.
+        drive = wait(
+            "the config drive's lines", lambda: (c := guest.console()).count(f"{CONFIG_DRIVE} end") and c, 60
+        )
+        assert f"{CONFIG_DRIVE} uuid={guest.server_id}" in drive
+        printed = drive.split(f"{CONFIG_DRIVE} user_data:", 1)[1].replace("\r\n", "\n")  # a serial tty's
+        assert USER_DATA.decode() in printed
+        assert server["config_drive"] == "True"
+        assert (instances / guest.server_id / "disk.config").is_file()
 
         assert guest.action({"os-stop": None}).status_code == 202
         server = guest.settled("SHUTOFF")
@@ -193,6 +207,7 @@ def test_a_real_guest_boots_stops_starts_reboots_and_is_deleted(
         wait("the server to be gone", lambda: guest.api() is None, 60)
         with pytest.raises(libvirt.libvirtError):
             conn.lookupByUUIDString(guest.server_id)
+        assert not (instances / guest.server_id / "disk.config").exists()  # gone with the guest
     finally:
         worker.close()
         if guest.server_id:  # never leave a QEMU behind on the machine

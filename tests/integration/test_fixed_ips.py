@@ -164,6 +164,7 @@ def test_a_version_1_requested_event_still_loads(handlers: Handlers) -> None:
     inst = handlers.instance(str(sid))
     assert inst.name == "old" and inst.ports == [] and inst.tags == [] and inst.image is None
     assert inst.key_name is None and inst.user_data is None and inst.description is None
+    assert inst.config_drive is False  # version 7's field, through every upcaster
     handlers.delete_server(DeleteServer(str(sid), "p1"))  # and it can still be acted on
     with pytest.raises(NotFound):
         handlers.instance(str(sid))

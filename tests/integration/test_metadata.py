@@ -20,15 +20,15 @@ import orjson
 import pytest
 from falcon import testing
 
-from api.images_keypairs import user_data_store
 from api.metadata.app import Deps, create_app
 from api.metadata.caller import Identifier, signature
 from api.metadata.passwords import PasswordStore
 from api.metadata.relay import BadRequest, signed_request
-from api.metadata.vendordata import Providers, load_static, parse_targets
 from api.readmodel import open_pool
 from commands.network import FixedNetwork
 from stratus.config import Settings
+from stratus.imagestore import user_data_store
+from stratus.metadata.vendordata import Providers, load_static, parse_targets
 from tests.fixtures.api import P1, P2, Stack, ssh_public_key
 
 SECRET = b"shared-with-the-proxy"

@@ -28,14 +28,14 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import orjson
 import pytest
 
-from api.images_keypairs import user_data_store
 from api.metadata.app import Deps, create_app
 from api.metadata.caller import Identifier
 from api.metadata.passwords import PasswordStore
-from api.metadata.vendordata import Providers
 from api.readmodel import open_pool
 from commands.network import FixedNetwork
 from stratus.config import Settings
+from stratus.imagestore import user_data_store
+from stratus.metadata.vendordata import Providers
 from tests.fixtures.api import P1, P2, Stack
 from tests.fixtures.processes import ROOT
 

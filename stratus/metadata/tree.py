@@ -11,14 +11,14 @@ from __future__ import annotations
 import base64
 import ipaddress
 import posixpath
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID, uuid5
 
 import orjson
 
-from api.server_views import hostname_for
+from stratus.hostname import hostname_for
 
 # The EC2 versions, then Nova's OpenStack versions (each the date of the release that changed it).
 EC2_VERSIONS = (
@@ -219,6 +219,31 @@ class Guest:
         if tokens[0] == "openstack":
             return self.openstack_item(tokens[1:])
         return find_path(self.ec2(tokens[1]), tokens[2:])
+
+
+def config_drive_files(guest: Guest) -> Iterator[tuple[str, bytes]]:
+    """Nova's ``metadata_for_config_drive``: each file of the config drive, path and content.
+
+    The EC2 tree of the versions Nova's ``config_drive_skip_versions`` leaves (``2009-04-04`` and
+    ``latest``), as ``meta-data.json`` and ``user-data``; then every OpenStack version's documents,
+    those the metadata service serves for it (no password: the guest has none to read yet)."""
+    for version in (EC2_VERSIONS[-1], "latest"):
+        data = guest.ec2(version)
+        if "user-data" in data:
+            yield f"ec2/{version}/user-data", data.pop("user-data")
+        # Nova means to drop public-keys' "_name" here but looks for it in the wrong place
+        # (data["public-keys"], not data["meta-data"]["public-keys"]), so it stays: as Nova.
+        yield f"ec2/{version}/meta-data.json", orjson.dumps(data["meta-data"])
+    for version in (*OPENSTACK_VERSIONS, "latest"):
+        for name in guest.version_listing(_openstack_version(version)):
+            if name == PASS:
+                continue
+            path = f"openstack/{version}/{name}"
+            try:
+                value = guest.lookup(path)
+            except NotInTree:
+                continue  # vendor_data.json without StaticJSON: not on the drive either
+            yield path, value if isinstance(value, bytes) else render(value)
 
 
 def ec2_id(prefix: str, uuid: str) -> str:

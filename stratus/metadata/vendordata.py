@@ -21,6 +21,8 @@ from typing import Any
 
 import orjson
 
+from stratus.config import Settings
+
 log = logging.getLogger("stratus.metadata")
 
 STATIC, DYNAMIC = "StaticJSON", "DynamicJSON"
@@ -77,6 +79,17 @@ class Providers:
     targets: tuple[Target, ...]
     connect_timeout: float
     read_timeout: float
+
+    @classmethod
+    def configured(cls, settings: Settings) -> Providers:
+        """The providers ``settings`` name (the static file read now: a bad one stops the process)."""
+        return cls(
+            names=settings.vendordata_providers,
+            static=load_static(settings.vendordata_jsonfile_path),
+            targets=tuple(parse_targets(settings.vendordata_dynamic_targets)),
+            connect_timeout=settings.vendordata_dynamic_connect_timeout,
+            read_timeout=settings.vendordata_dynamic_read_timeout,
+        )
 
     def vendor_data(self) -> dict[str, Any] | None:
         """``vendor_data.json``: StaticJSON's data (None: StaticJSON not configured, a 404)."""
