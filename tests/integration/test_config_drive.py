@@ -18,7 +18,6 @@ import pycdlib
 import pytest
 
 from commands import loaders
-from commands.handlers import Handlers
 from commands.hosts.register import RegisterHost
 from commands.images.create import CreateImage, RecordImageUpload
 from commands.instance import Instance
@@ -30,6 +29,7 @@ from commands.states import VmState
 from stratus.imagestore import BlobStore, ImageStore
 from stratus.metadata.vendordata import Providers
 from tests.fixtures.commands import M1_SMALL
+from tests.fixtures.facades.handlers import Handlers
 from tests.fixtures.hypervisor import FAST_RETRY, HOST
 from workers.compute import DELETION_REQUESTED, SCHEDULED, SPAWN_FAILED, Compute
 from workers.config_drive import ConfigDrives

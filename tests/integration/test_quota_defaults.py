@@ -8,12 +8,12 @@ import pytest
 
 from commands.app import Stratus
 from commands.errors import QuotaExceeded
-from commands.handlers import Handlers
-from commands.operations import Operations
 from commands.servers.create import CreateServer
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from tests.fixtures.commands import M1_SMALL
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.operations import Operations
 
 pytestmark = pytest.mark.flavors(M1_SMALL)
 
