@@ -36,7 +36,7 @@ def settings(own_nats_server: NatsServer) -> Settings:
 def no_postgres(stack: Stack, api_settings: Settings) -> Iterator[testing.TestClient]:
     """The API as a node sees it once PostgreSQL is down: the same log and token key, no read model."""
     pool = open_pool(f"postgresql://postgres@127.0.0.1:{free_port()}/stratus", timeout=1.0)
-    deps = Deps(handlers=stack.handlers, pool=pool, settings=api_settings, token_signer=stack.signer)
+    deps = Deps(bus=stack.bus, log=stack.log, pool=pool, settings=api_settings, token_signer=stack.signer)
     yield testing.TestClient(create_app(deps))
     pool.close()
 
