@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 STORE_TEMPORARY: tuple[type[Exception], ...] = (EventStoreUnavailable, TimeoutError)
 _CLOSE_ERRORS: tuple[type[Exception], ...] = (*STORE_TEMPORARY, nats.errors.Error)
 _STORE_RETRY_DELAY = 2.0
+# Fetches failed in a row before the consumer is bound anew: after a cluster's leader was killed
+# twice, fetches on the old binding were answered "no responders" for minutes while appends worked
+# (docs/reliability.md, finding 2); binding again asks the cluster for the consumer's current leader.
+_REBIND_AFTER_FAILURES = 3
 
 # What a worker does for the instance of a delivery it quarantined (e.g. record a fault), so that the
 # instance is not left waiting for a step that will never come; best effort, after the record.
@@ -176,6 +180,7 @@ class DurableConsumer:
         )
         self._timeout = call_timeout
         self._sub: Any = None
+        self._failed_fetches = 0
         self.quarantine = Quarantine(bridge, log_stream=stream, timeout=call_timeout)
 
     def open(self) -> DurableConsumer:
@@ -200,8 +205,33 @@ class DurableConsumer:
                 return []
             return msgs
 
-        with _unavailable(f"fetching from {self.durable}"):
-            return self._bridge.run(fetch, wait + self._timeout)
+        try:
+            with _unavailable(f"fetching from {self.durable}"):
+                msgs = self._bridge.run(fetch, wait + self._timeout)
+        except STORE_TEMPORARY:
+            self._failed_fetches += 1
+            if self._failed_fetches >= _REBIND_AFTER_FAILURES:
+                self._rebind()
+            raise
+        self._failed_fetches = 0
+        return msgs
+
+    def _rebind(self) -> None:
+        """Bind to the consumer anew (best effort: while JetStream is away, the next failures retry)."""
+        self._failed_fetches = 0
+        old = self._sub
+        try:
+            with _unavailable(f"binding to {self.durable} again"):
+                self.open()
+        except STORE_TEMPORARY as e:
+            log.warning("consumer %s: binding again failed, retrying later: %s", self.durable, e)
+            return
+        log.warning("consumer %s: bound again after %d failed fetches", self.durable, _REBIND_AFTER_FAILURES)
+        if old is not None:
+            try:
+                self._bridge.run(old.unsubscribe, self._timeout)
+            except (*_CLOSE_ERRORS, *STORE_TEMPORARY) as e:
+                log.info("consumer %s: leaving the old binding: %s", self.durable, e)
 
     def ack(self, msg: Msg) -> None:
         with _unavailable(f"acknowledging to {self.durable}"):

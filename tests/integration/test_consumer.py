@@ -61,3 +61,20 @@ def test_a_jetstream_that_is_away_is_waited_out(
         thread.join(5)
         consumer.close()
     assert errors == []
+
+
+def test_a_binding_answered_503_again_and_again_is_made_anew(
+    app: Stratus, bridge: NatsBridge, settings: Settings
+) -> None:
+    """After a cluster lost its leader twice, fetches on the old binding were answered 503 for
+    minutes while appends worked (docs/reliability.md): three failures in a row bind again."""
+    consumer = DurableConsumer(bridge, stream=settings.stream, durable="stuck", filter_subjects=[">"]).open()
+    consumer._sub = stuck = Away(consumer._sub, times=1_000_000)
+    try:
+        for _ in range(3):
+            with pytest.raises(EventStoreUnavailable):
+                consumer.fetch(1, 0.1)
+        assert consumer._sub is not stuck and stuck.calls == 3
+        assert consumer.fetch(1, 0.1) == []  # the new binding answers
+    finally:
+        consumer.close()
