@@ -24,7 +24,7 @@ from processes import cli, devrun
 from stratus.natsserver import binary
 from stratus.postgres import EmbeddedPostgres
 from tests.fixtures.identity import password_auth
-from tests.fixtures.processes import free_port
+from tests.fixtures.processes import free_port, free_ports_in_a_row
 
 ROOT = Path(__file__).resolve().parents[2]
 STRATUS = [sys.executable, "-m", "processes.cli"]
@@ -86,7 +86,7 @@ def test_no_command_prints_help() -> None:
 
 
 def test_nats_command_runs_the_pinned_server_in_the_foreground(tmp_path: Path) -> None:
-    port, monitor = free_port(), free_port()
+    port, monitor = free_ports_in_a_row(3), free_port()
     proc = subprocess.Popen(
         [
             *STRATUS,
@@ -159,7 +159,7 @@ PARTS_PRESENT = all(
 @pytest.mark.slow
 @pytest.mark.skipif(not PARTS_PRESENT, reason="not every part of the control plane exists yet")
 def test_run_starts_the_control_plane_and_stops_it_on_sigterm(pg_tmp_path: Path) -> None:
-    data, port = pg_tmp_path / "data", free_port()
+    data, port = pg_tmp_path / "data", free_ports_in_a_row(3)
     proc = subprocess.Popen(
         [*STRATUS, "run", "--data-dir", str(data), "--api-bind", f"127.0.0.1:{port}", "--hosts", "2"],
         stdout=subprocess.PIPE,

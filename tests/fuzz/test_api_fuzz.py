@@ -159,6 +159,7 @@ def _known(path: str, ids: dict[str, str]) -> dict[str, str]:
     return out if len(out) == len(names) else {}
 
 
+@pytest.mark.timeout(900)  # every operation x 3 roles x 2 microversions: ~4 min on a loaded machine
 def test_every_operation_as_admin_member_and_reader_answers_no_5xx_and_keeps_its_schema(
     stack: Stack,
 ) -> None:
