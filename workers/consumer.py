@@ -331,7 +331,7 @@ def _fetch(consumer: DurableConsumer, batch: int, poll: float, stop: threading.E
     try:
         return consumer.fetch(batch, poll)
     except STORE_TEMPORARY as e:
-        log.warning("consumer %s: fetching failed, retrying: %s", consumer.durable, e)
+        log.warning("consumer %s: fetching failed, retrying: %r", consumer.durable, e)
         stop.wait(_STORE_RETRY_DELAY)
         return []
 

@@ -67,6 +67,13 @@ class _Target(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
+def api_network() -> FixedNetwork:
+    """The stack's fixed network (``tests.fixtures.api``), as ``api.app.build`` reads it from the
+    settings: the servers have the address the metadata's network_data.json names."""
+    return FixedNetwork("private", "10.0.0.0/24")
+
+
+@pytest.fixture
 def target() -> Iterator[str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Target)
     server.daemon_threads = True
@@ -134,7 +141,6 @@ def meta(stack: Stack, api_settings: Settings, target: str) -> Iterator[Meta]:
 
 def _server(stack: Stack, who: str, **fields: Any) -> dict[str, Any]:
     """A server made through the API (2.52: ``networks`` "none" is there), once the read model shows it."""
-    stack.handlers.network = FixedNetwork("private", "10.0.0.0/24")  # as api.app.build from the settings
     flavors = stack.get("/v2.1/flavors", who).json["flavors"]
     flavor_id = flavors[0]["id"] if flavors else stack.flavor(id="tiny")[0]
     headers = {**stack.headers(who), "OpenStack-API-Version": "compute 2.52"}
