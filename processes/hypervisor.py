@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from commands.app import Stratus
+from processes import logs
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.subjects import encode_token
@@ -15,6 +16,7 @@ from workers.libvirt_driver import EventLoop, LibvirtDriver
 
 def main(settings: Settings) -> int:
     """Serve the host ``settings.host_name`` on ``settings.libvirt_uri`` until SIGTERM/SIGINT."""
+    logs.configure()  # INFO and above, with time and logger, as the other parts
     stop = threading.Event()
     instances_path = settings.data_dir / "instances" / encode_token(settings.host_name)
     instances_path.mkdir(parents=True, exist_ok=True)

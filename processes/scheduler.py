@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from commands.app import Stratus
+from processes import logs
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from workers.consumer import stop_on_signals
@@ -14,6 +15,7 @@ from workers.scheduling import Shard
 
 def main(settings: Settings) -> int:
     """Schedule until SIGTERM/SIGINT, sharded and batched as ``settings`` say."""
+    logs.configure()  # INFO and above, with time and logger, as the other parts
     shard = Shard.parse(settings.scheduler_shard)  # a bad value stops it here, naming the variable
     stop = threading.Event()
     with (
