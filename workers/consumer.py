@@ -24,7 +24,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import nats.errors
 import nats.js.errors
@@ -40,6 +40,7 @@ from stratus.quarantine import Quarantine, position_of, reason
 from workers.outcome import Done, Outcome, RetryLater
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # What the event store raises when NATS does not answer in time: retry later.
 STORE_TEMPORARY: tuple[type[Exception], ...] = (EventStoreUnavailable, TimeoutError)
@@ -71,6 +72,28 @@ def _unavailable(what: str) -> Iterator[None]:
         yield
     except _NATS_AWAY as e:
         raise EventStoreUnavailable(f"{what}: JetStream unavailable ({type(e).__name__})") from e
+
+
+# Seconds between attempts to open a consumer while JetStream does not answer (a part started while
+# the cluster elects leaders): then every few seconds.
+_OPEN_DELAYS = (0.5, 1.0, 2.0, 5.0)
+
+
+def when_ready(what: str, attempt: Callable[[], T], stop: threading.Event) -> T | None:
+    """``attempt()`` (opening a consumer or a feed), tried again while JetStream is away or slow to
+    answer, until it succeeds or ``stop`` is set (then None). A part started while the cluster elects
+    its leaders waits for them instead of exiting (docs/reliability.md, finding 4)."""
+    tries = 0
+    while not stop.is_set():
+        try:
+            with _unavailable(what):
+                return attempt()
+        except STORE_TEMPORARY as e:
+            delay = _OPEN_DELAYS[min(tries, len(_OPEN_DELAYS) - 1)]
+            log.warning("%s: JetStream not ready, trying again in %.1fs: %r", what, delay, e)
+            tries += 1
+            stop.wait(delay)
+    return None
 
 
 # What this code sets on a durable consumer, each as (field, normalised value): the fields a
@@ -152,6 +175,15 @@ class Delivery:
         return CommandContext(actor=actor).caused_by(self.envelope.id, self.envelope.correlationid or None)
 
 
+@runtime_checkable
+class StoredHeads(Protocol):
+    """Where a consumer notes each delivered event as its aggregate's newest seen stored (the JetStream
+    recorder): the worker's next load of that aggregate then waits for a replica that has stored it,
+    instead of acting on the state from before it (direct gets may be answered by a lagging follower)."""
+
+    def observe(self, msg: Msg) -> None: ...
+
+
 class DurableConsumer:
     """A durable JetStream pull consumer on ``stream``, created (or found) on ``open``."""
 
@@ -164,8 +196,10 @@ class DurableConsumer:
         filter_subjects: Sequence[str],
         ack_wait: float = 60.0,
         call_timeout: float = 10.0,
+        heads: StoredHeads | None = None,
     ) -> None:
         self._bridge = bridge
+        self._heads = heads
         self.stream = stream
         self.durable = durable
         self._config = ConsumerConfig(
@@ -232,6 +266,13 @@ class DurableConsumer:
                 self._bridge.run(old.unsubscribe, self._timeout)
             except (*_CLOSE_ERRORS, *STORE_TEMPORARY) as e:
                 log.info("consumer %s: leaving the old binding: %s", self.durable, e)
+
+    def delivery(self, msg: Msg) -> Delivery:
+        """``msg`` decoded (raises what decoding raises: the event's own fault), noted as seen stored."""
+        d = _delivery(msg)
+        if self._heads is not None:
+            self._heads.observe(msg)
+        return d
 
     def ack(self, msg: Msg) -> None:
         with _unavailable(f"acknowledging to {self.durable}"):
@@ -388,7 +429,7 @@ def _deliveries(consumer: DurableConsumer, msgs: list[Msg]) -> list[Delivery]:
     out: list[Delivery] = []
     for msg in msgs:
         try:
-            out.append(_delivery(msg))
+            out.append(consumer.delivery(msg))
         except Exception as e:  # decoding is pure: the failure is this event's own
             consumer.quarantine_and_ack(msg, e)
     return out
@@ -452,7 +493,7 @@ class PerServer:
 
 
 def serve_concurrently(
-    open_consumer: Callable[[], DurableConsumer],
+    open_consumer: Callable[[], DurableConsumer | None],
     handle: Callable[[Delivery], Outcome],
     stop: threading.Event,
     *,
@@ -463,8 +504,9 @@ def serve_concurrently(
     settle: Settle | None = None,
 ) -> None:
     """``serve`` from ``threads`` threads, each with its own pull subscription on the same durable
-    consumer, so that a slow step (a real guest's boot) does not hold up the others; the steps of
-    one server still run one at a time (``PerServer``), and each re-reads its server's state first."""
+    consumer (``open_consumer``: None when stopped before it could open), so that a slow step (a real
+    guest's boot) does not hold up the others; the steps of one server still run one at a time
+    (``PerServer``), and each re-reads its server's state first."""
     per_server = PerServer()
 
     def guarded(d: Delivery) -> Outcome:
@@ -473,6 +515,8 @@ def serve_concurrently(
 
     def one() -> None:
         consumer = open_consumer()
+        if consumer is None:  # stopped before JetStream answered
+            return
         try:
             serve(consumer, guarded, stop, actor=actor, poll=poll, settle=settle)
         finally:
@@ -493,7 +537,7 @@ def _process(
     settle: Settle | None = None,
 ) -> None:
     try:
-        delivery = _delivery(msg)
+        delivery = consumer.delivery(msg)
     except Exception as e:  # decoding is pure: the failure is this event's own
         consumer.quarantine_and_ack(msg, e)
         return

@@ -32,7 +32,14 @@ from stratus.metadata.vendordata import Providers
 from workers.compute import SCHEDULED, BootImages, Compute
 from workers.config_drive import ConfigDrives
 from workers.console import answerer
-from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_concurrently
+from workers.consumer import (
+    STORE_TEMPORARY,
+    Delivery,
+    DurableConsumer,
+    StoredHeads,
+    serve_concurrently,
+    when_ready,
+)
 from workers.migration import ACTING_HOST
 from workers.outcome import DONE, Outcome, RetryPolicy
 from workers.reconcile import Reconciler, run_periodically
@@ -110,12 +117,19 @@ def run(
     interval = settings.heartbeat_interval_seconds
     beating = beat_periodically(lambda: heartbeats.beat(host), host, stop, interval)
     filters = subjects(settings)
+    heads = app.recorder if isinstance(app.recorder, StoredHeads) else None
 
-    def open_consumer() -> DurableConsumer:
+    def open_consumer() -> DurableConsumer | None:
         durable = durable_name(host)
-        return DurableConsumer(
-            bridge, stream=settings.stream, durable=durable, filter_subjects=filters, ack_wait=ACK_WAIT
-        ).open()
+        consumer = DurableConsumer(
+            bridge,
+            stream=settings.stream,
+            durable=durable,
+            filter_subjects=filters,
+            ack_wait=ACK_WAIT,
+            heads=heads,
+        )
+        return when_ready(f"opening consumer {durable}", consumer.open, stop)
 
     def handle(d: Delivery) -> Outcome:
         if d.event_type in (SCHEDULED, *ACTING_HOST) and host_of(d, bus) != host:

@@ -36,7 +36,7 @@ from stratus.eventstore import NatsBridge
 from stratus.eventstore.envelope import decode_message
 from stratus.eventstore.subjects import SubjectLayout
 from stratus.liveness import SCHEDULER_BINARY, Heartbeats, beat_periodically, bucket_for
-from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_batches
+from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_batches, when_ready
 from workers.host_feed import HostFeed
 from workers.host_view import HostView
 from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
@@ -119,7 +119,13 @@ def run(
         return host if isinstance(host, Host) else None
 
     view = HostView(reload)
-    feed = HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts).open()
+    feed = when_ready(
+        "opening the host feed",
+        HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts).open,
+        stop,
+    )
+    if feed is None:
+        return
     scheduling = Scheduling(
         bootstrap(app),
         view,
@@ -135,8 +141,10 @@ def run(
         durable=durable,
         filter_subjects=[requested, unshelves(settings), moves(settings)],
         ack_wait=ack_wait,
+        heads=requests,
     )
-    consumer.open()
+    if when_ready(f"opening consumer {durable}", consumer.open, stop) is None:
+        return
 
     def handle(d: Delivery) -> Outcome:
         created = d.event_type == "requested"
@@ -200,7 +208,6 @@ def requested_alone(app: Stratus, requests: RequestLog, d: Delivery) -> Instance
     inst = event.mutate(None) if isinstance(event, Instance.Requested) else None
     if not isinstance(inst, Instance) or not inst.placed_alone:
         return None
-    requests.observe(d.message)  # what scheduling it must expect
     return inst
 
 

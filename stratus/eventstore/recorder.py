@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
@@ -50,6 +50,7 @@ from stratus.eventstore.signing import Signer
 from stratus.eventstore.subjects import SubjectLayout
 
 log = logging.getLogger(__name__)
+_BEHIND = "a replica behind the log"
 
 _READ_BATCH = 1000
 _EARLIER_HEADS = 8  # earlier heads remembered per aggregate (see _Head.earlier)
@@ -648,11 +649,19 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         limit: int | None = None,
     ) -> Sequence[StoredEvent]:
         subject = self.layout.aggregate_filter(originator_id)
+        # Direct gets are answered by any replica of the stream, and a follower may not have stored
+        # the newest events yet (one restarting after a node failure lags for seconds): a read that
+        # answers less than this recorder has seen stored (its own append, a consumer's delivery) is
+        # asked again, so a worker never acts on a server's state from before the event it consumed.
+        seen = self._seen(originator_id)
+        floor = seen.seq if seen is not None else None
         if desc and limit == 1 and lte is None:
-            msg = self._retrying(lambda: self.last_message(subject, self.attempt_timeout))
+            msg = self._retrying(lambda: _current(self.last_message(subject, self.attempt_timeout), floor))
             msgs = [msg] if msg is not None else []
         elif lte is None:
             prefetched = self._take_prefetched(subject)
+            if prefetched is not None and floor is not None and _seq_of(prefetched[0]) < floor:
+                prefetched = None  # read ahead from a replica behind what was seen since
             # A prefetched head often answers alone (no such aggregate, nothing after ``gt``, or only
             # the head itself): then there is nothing to ask the server, and no hop to the loop.
             answered = _answered_by_head(prefetched[0], gt) if prefetched is not None else None
@@ -660,14 +669,15 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                 msgs = answered
             else:
                 # where version ``gt`` is stored, if it was seen (the head, or one seen before it)
-                seen = self._seen(originator_id)
                 from_seq = seen.seq_of(gt) if seen is not None and gt is not None else None
                 msgs = self._retrying(
-                    lambda: self._aggregate_messages(subject, after=gt, head=prefetched, from_seq=from_seq),
+                    lambda: self._aggregate_messages(
+                        subject, after=gt, head=prefetched, from_seq=from_seq, floor=floor
+                    ),
                     long=True,
                 )
         else:
-            msgs = self._retrying(lambda: self._aggregate_messages(subject), long=True)
+            msgs = self._retrying(lambda: self._aggregate_messages(subject, floor=floor), long=True)
         if msgs and lte is None:
             self._update_head(str(originator_id), _head_of(msgs[-1]))
         events: list[StoredEvent] = []
@@ -753,23 +763,30 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         after: int | None = None,
         head: tuple[Msg | None] | None = None,
         from_seq: int | None = None,
+        floor: int | None = None,
     ) -> list[Msg]:
         """One aggregate's messages (those after version ``after``: a cached aggregate catching up).
         Its versions run 1..N, so after finding the last message we ask for exactly N up to its
         sequence: the server stops there instead of scanning the rest of the stream for more matches
-        (which made loads slower as the log grew). A cached aggregate that is current costs one get."""
+        (which made loads slower as the log grew). A cached aggregate that is current costs one get.
+        (``floor``: the stream sequence of the newest event of it seen stored; a replica that answers
+        an older head, or stops short of the head it answered, is behind: ``_Transient``, ask again.)"""
         if head is not None:  # its last message, read ahead (``prefetched``)
             last = head[0]
         else:
-            last = await self.last_message(subject, self.attempt_timeout)
+            last = await _current(self.last_message(subject, self.attempt_timeout), floor)
         answered = _answered_by_head(last, after)
         if answered is not None or last is None:  # (a missing head is answered: no events)
             return answered or []
         newest = _head_of(last)
         if after is not None and from_seq is not None:  # only what follows version ``after``
             count = newest.version - after
-            return await self._direct_scan(subject, from_seq + 1, count, newest.seq, self.attempt_timeout)
-        return await self._direct_scan(subject, 1, newest.version, newest.seq, self.attempt_timeout)
+            msgs = await self._direct_scan(subject, from_seq + 1, count, newest.seq, self.attempt_timeout)
+        else:
+            msgs = await self._direct_scan(subject, 1, newest.version, newest.seq, self.attempt_timeout)
+        if not msgs or _seq_of(msgs[-1]) != newest.seq:
+            raise _Transient(f"{_BEHIND} answered {subject} up to {newest.seq} only in part")
+        return msgs
 
     def read_messages(
         self, start: int, limit: int, *, stop: int | None = None, subject_filter: str | None = None
@@ -826,6 +843,8 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                     return self._run(factory, _LONG_READ)
                 return self._run(factory, max(0.001, min(self.attempt_timeout, remaining)))
             except (_Transient, _Rejected) as e:
+                if _BEHIND in str(e) and delay == 0.02:  # once per read (docs/reliability.md, finding 2)
+                    log.info("%s; asking again", e)
                 if time.monotonic() + delay >= deadline:
                     raise EventStoreUnavailable(f"could not {what} within {self.timeout}s: {e}") from e
                 time.sleep(delay)
@@ -939,6 +958,21 @@ def _answered_by_head(last: Msg | None, after: int | None) -> list[Msg] | None:
     if version <= 1 or (after is not None and version == after + 1):
         return [last]
     return None
+
+
+async def _current(last: Awaitable[Msg | None], floor: int | None) -> Msg | None:
+    """An aggregate's last message as a direct get answered it, if the replica that answered has
+    stored the newest event of it seen (``floor``: its stream sequence); ``_Transient`` otherwise."""
+    msg = await last
+    if floor is not None and (msg is None or _seq_of(msg) < floor):
+        have = _seq_of(msg) if msg is not None else 0
+        raise _Transient(f"{_BEHIND} answered (its head at {have}, seen stored at {floor})")
+    return msg
+
+
+def _seq_of(msg: Msg | None) -> int:
+    """The stream sequence a direct get's message carries (0 for none)."""
+    return int((msg.headers or {})[env.NATS_SEQUENCE]) if msg is not None else 0
 
 
 def _head_of(msg: Msg, *, seq: int | None = None) -> _Head:

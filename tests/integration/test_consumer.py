@@ -12,7 +12,7 @@ import pytest
 from commands.app import Stratus
 from stratus.config import Settings
 from stratus.eventstore import EventStoreUnavailable, NatsBridge
-from workers.consumer import DurableConsumer, serve
+from workers.consumer import DurableConsumer, serve, when_ready
 from workers.scheduler import SCHEDULER
 
 
@@ -78,3 +78,32 @@ def test_a_binding_answered_503_again_and_again_is_made_anew(
         assert consumer.fetch(1, 0.1) == []  # the new binding answers
     finally:
         consumer.close()
+
+
+def test_a_consumer_opened_while_jetstream_elects_its_leaders_waits_for_them(
+    app: Stratus, bridge: NatsBridge, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A part restarted while the cluster elects leaders met "nats: timeout" asking for its consumer
+    and exited (docs/reliability.md, finding 4): opening is tried again until JetStream answers."""
+    from workers import consumer as module
+
+    real, timeouts = module.reconcile, [nats.errors.TimeoutError(), nats.js.errors.ServiceUnavailableError()]
+
+    async def electing(*args: Any, **kwargs: Any) -> None:
+        if timeouts:
+            raise timeouts.pop(0)
+        await real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "reconcile", electing)
+    monkeypatch.setattr(module, "_OPEN_DELAYS", (0.01,))
+    consumer = DurableConsumer(bridge, stream=settings.stream, durable="electing", filter_subjects=[">"])
+    with pytest.raises(TimeoutError):
+        consumer.open()  # one attempt alone fails, as before
+    opened = when_ready("opening consumer electing", consumer.open, threading.Event())
+    try:
+        assert opened is consumer and timeouts == [] and consumer.fetch(1, 0.1) == []
+    finally:
+        consumer.close()
+    stopped = threading.Event()
+    stopped.set()
+    assert when_ready("opening", lambda: pytest.fail("not tried once stopped"), stopped) is None

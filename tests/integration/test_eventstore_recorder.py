@@ -21,6 +21,7 @@ from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting, acting_per_event
 from stratus.eventstore import (
     ConcurrentAppendError,
+    EventStoreUnavailable,
     JetStreamApplicationRecorder,
     NatsBridge,
     TooManyEventsError,
@@ -378,17 +379,19 @@ def test_uuid_originator_ids_are_given_back_as_uuids(recorder: JetStreamApplicat
 
 
 def test_prefetched_heads_serve_the_first_load_of_each_aggregate(
-    recorder: JetStreamApplicationRecorder,
+    recorder: JetStreamApplicationRecorder, make_recorder: Make, settings: Settings
 ) -> None:
     one, three, missing = uuid4(), uuid4(), uuid4()
     recorder.append([ev(one, 1)])
     recorder.append([ev(three, 1), ev(three, 2, topic=TOPIC_RENAMED), ev(three, 3, topic=TOPIC_RENAMED)])
+    other = make_recorder(settings)  # another process on the stream
     with recorder.prefetched([one, three, missing]):
-        recorder.append([ev(one, 2, topic=TOPIC_RENAMED)])  # after the heads were read
-        # the first load of each starts from its prefetched head: a snapshot of that moment
+        other.append([ev(one, 2, topic=TOPIC_RENAMED)])  # after the heads were read; not seen here
+        recorder.append([ev(three, 4, topic=TOPIC_RENAMED)])  # seen here (this process's own)
+        # the first load of each starts from its prefetched head: a snapshot of that moment, unless
+        # this process has seen a newer event of it stored: never older than that
         assert [e.originator_version for e in recorder.select_events(one)] == [1]
-        assert [e.originator_version for e in recorder.select_events(three)] == [1, 2, 3]
-        assert [e.originator_version for e in recorder.select_events(three, gt=2)] == [3]
+        assert [e.originator_version for e in recorder.select_events(three)] == [1, 2, 3, 4]
         assert recorder.select_events(missing) == []
         # a second load reads the log again
         assert [e.originator_version for e in recorder.select_events(one)] == [1, 2]
@@ -525,3 +528,82 @@ def test_reading_the_whole_log_sends_no_subject_filter(recorder: JetStreamApplic
     mine = recorder.read_messages(1, 10, subject_filter=recorder.layout.aggregate_filter(a))
     assert [int((m.headers or {})["Nats-Sequence"]) for m in mine] == [1, 3]
     assert scanned[-1]["next_by_subj"] == recorder.layout.aggregate_filter(a)
+
+
+# -- replicas behind the log ---------------------------------------------------------------------
+
+
+def lagging_replica(recorder: JetStreamApplicationRecorder, *, heads: int = 0, scans: int = 0) -> list[str]:
+    """Direct gets answered as by a follower that has not stored an aggregate's newest event yet: its
+    head is the one before (the first ``heads`` times), its batches stop short of it (the first
+    ``scans`` times). (A replicated stream's direct gets go to any of its replicas; a follower
+    restarting after a node failure lags for seconds.) Returns the answers given, a list that fills up."""
+    given: list[str] = []
+    last_message, direct_batch = recorder.last_message, recorder._direct_batch
+
+    async def behind_last(subject_filter: str, timeout: float) -> object:
+        msg = await last_message(subject_filter, timeout)
+        if msg is None or given.count("old head") >= heads:
+            given.append("head")
+            return msg
+        seq = int(msg.headers["Nats-Sequence"])
+        earlier, _ = await direct_batch({"seq": 1, "batch": seq - 1, "next_by_subj": subject_filter}, timeout)
+        given.append("old head")
+        return earlier[-1] if earlier else None
+
+    async def behind_batch(request: dict[str, object], timeout: float) -> object:
+        msgs, end = await direct_batch(request, timeout)
+        if "next_by_subj" not in request or len(msgs) < 2 or given.count("short") >= scans:
+            return msgs, end
+        given.append("short")
+        return msgs[:-1], end
+
+    recorder.last_message = behind_last  # type: ignore[method-assign]
+    recorder._direct_batch = behind_batch  # type: ignore[assignment,method-assign]
+    return given
+
+
+def test_a_load_never_answers_older_than_an_event_seen_stored(
+    recorder: JetStreamApplicationRecorder, make_recorder: Make, settings: Settings
+) -> None:
+    """A worker that consumed an event and loads its aggregate gets a state that includes it: an
+    answer from a replica behind that event is asked again (a worker that acted on the state from
+    before a ``Scheduled`` event acknowledged it as "not mine" and left the server in BUILD)."""
+    worker = make_recorder(settings)
+    a = uuid4()
+    recorder.append([ev(a, 1), ev(a, 2, topic=TOPIC_RENAMED), ev(a, 3, topic=TOPIC_RENAMED)])
+    [delivered] = [m for m in worker.read_messages(1, 10) if m.headers["ce-originatorversion"] == "3"]
+    worker.observe(delivered)  # as its consumer does for each delivery
+    given = lagging_replica(worker, heads=2)
+    assert [e.originator_version for e in worker.select_events(a)] == [1, 2, 3]
+    assert given == ["old head", "old head", "head"]
+    given = lagging_replica(worker, heads=1)
+    assert [e.originator_version for e in worker.select_events(a, desc=True, limit=1)] == [3]
+    assert given == ["old head", "head"]
+
+
+def test_a_scan_that_stops_short_of_the_head_is_asked_again(
+    recorder: JetStreamApplicationRecorder, make_recorder: Make, settings: Settings
+) -> None:
+    """The head and the events before it may come from different replicas: a scan that does not
+    reach the head it was asked up to is asked again, not answered with a gap."""
+    reader = make_recorder(settings)
+    a = uuid4()
+    recorder.append([ev(a, 1), ev(a, 2, topic=TOPIC_RENAMED), ev(a, 3, topic=TOPIC_RENAMED)])
+    given = lagging_replica(reader, scans=1)
+    assert [e.originator_version for e in reader.select_events(a)] == [1, 2, 3]
+    assert given == ["head", "short", "head"]
+
+
+def test_a_replica_that_stays_behind_is_unavailable_not_an_old_state(
+    make_recorder: Make, settings: Settings
+) -> None:
+    writer = make_recorder(settings)
+    worker = make_recorder(settings, timeout=1.0)
+    a = uuid4()
+    writer.append([ev(a, 1), ev(a, 2, topic=TOPIC_RENAMED)])
+    [delivered] = [m for m in worker.read_messages(1, 10) if m.headers["ce-originatorversion"] == "2"]
+    worker.observe(delivered)
+    lagging_replica(worker, heads=1_000)
+    with pytest.raises(EventStoreUnavailable, match="replica behind"):
+        worker.select_events(a)
