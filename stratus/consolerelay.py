@@ -8,7 +8,7 @@ and the VNC display never leaves the host's loopback.
 
 A session, named by the proxy with a random id:
 
-1. the proxy subscribes ``_STRATUS.CONSOLE.<session>.out``, then asks the host
+1. the proxy subscribes ``_STRATUS.CONSOLE.<host>.<session>.out``, then asks the host
    (``_STRATUS.HOST.<host>.console-open``, request/reply) to open ``{"server_id", "kind", "session"}``;
    the host answers ``{"session": ...}`` once the source is open, or an error (``hostrpc``'s codes);
 2. the host publishes what the guest writes to ``.out`` (chunks of at most ``CHUNK`` bytes; an empty
@@ -36,6 +36,7 @@ import orjson
 from nats.aio.msg import Msg
 
 from stratus.eventstore.bridge import NatsBridge
+from stratus.eventstore.subjects import encode_token
 from stratus.hostrpc import NOT_FOUND, UNAVAILABLE, HostRefused, HostUnavailable, ask, subject
 
 log = logging.getLogger(__name__)
@@ -50,8 +51,10 @@ OPEN_TIMEOUT = 10.0
 _PING, _CLOSE = b"ping", b"close"
 
 
-def session_subject(session: str, part: str) -> str:
-    return f"{SUBJECT_PREFIX}.{session}.{part}"
+def session_subject(host: str, session: str, part: str) -> str:
+    """A session's subjects are under its host's name: a host may use its own sessions only
+    (processes/trust.py)."""
+    return f"{SUBJECT_PREFIX}.{encode_token(host)}.{session}.{part}"
 
 
 class Source(Protocol):
@@ -107,7 +110,7 @@ class RelayHost:
             source = self._open(server_id, kind)
         except HostRefused as r:
             return {"error": r.code, "message": r.message}
-        relayed = _HostSession(self._bridge, session, source, self._idle, self._forget)
+        relayed = _HostSession(self._bridge, self._host, session, source, self._idle, self._forget)
         with self._lock:
             self._sessions[session] = relayed
         try:
@@ -137,9 +140,16 @@ class _HostSession:
     """One relayed console: a reader thread (guest → ``.out``) and a writer thread (``.in`` → guest)."""
 
     def __init__(
-        self, bridge: NatsBridge, session: str, source: Source, idle: float, forget: Callable[[str], None]
+        self,
+        bridge: NatsBridge,
+        host: str,
+        session: str,
+        source: Source,
+        idle: float,
+        forget: Callable[[str], None],
     ) -> None:
         self._bridge = bridge
+        self._host = host
         self._session = session
         self._source = source
         self._idle = idle
@@ -162,8 +172,8 @@ class _HostSession:
         async def subscribe() -> list[Any]:
             nc = self._bridge.nc
             return [
-                await nc.subscribe(session_subject(self._session, "in"), cb=on_in),
-                await nc.subscribe(session_subject(self._session, "ctl"), cb=on_ctl),
+                await nc.subscribe(session_subject(self._host, self._session, "in"), cb=on_in),
+                await nc.subscribe(session_subject(self._host, self._session, "ctl"), cb=on_ctl),
             ]
 
         self._subs = self._bridge.run(subscribe, 10.0)
@@ -172,7 +182,7 @@ class _HostSession:
         threading.Thread(target=self._write, name=f"{name}-in", daemon=True).start()
 
     def _publish(self, data: bytes) -> None:
-        out = session_subject(self._session, "out")
+        out = session_subject(self._host, self._session, "out")
 
         async def publish() -> None:
             await self._bridge.nc.publish(out, data)
@@ -235,14 +245,15 @@ class Relay:
     """The proxy's end of one session: ``send`` bytes to the guest; ``on_data`` gets the guest's
     bytes, then b"" once at the end (from the bridge's loop: it must not block)."""
 
-    def __init__(self, bridge: NatsBridge, session: str, sub: Any) -> None:
+    def __init__(self, bridge: NatsBridge, host: str, session: str, sub: Any) -> None:
         self._bridge = bridge
+        self._host = host
         self._session = session
         self._sub = sub
         self._closed = False
 
     def _publish(self, part: str, data: bytes) -> None:
-        name = session_subject(self._session, part)
+        name = session_subject(self._host, self._session, part)
 
         async def publish() -> None:
             await self._bridge.nc.publish(name, data)
@@ -285,13 +296,13 @@ def open_relay(
         on_data(msg.data)
 
     async def subscribe() -> Any:
-        return await bridge.nc.subscribe(session_subject(session, "out"), cb=on_out)
+        return await bridge.nc.subscribe(session_subject(host, session, "out"), cb=on_out)
 
     try:
         sub = bridge.run(subscribe, timeout)
     except (nats.errors.Error, TimeoutError) as e:
         raise HostUnavailable(f"Cannot reach the log's NATS: {e}") from e
-    relay = Relay(bridge, session, sub)
+    relay = Relay(bridge, host, session, sub)
     try:
         ask(bridge, host, OPEN, {"server_id": server_id, "kind": kind, "session": session}, timeout)
     except BaseException:
