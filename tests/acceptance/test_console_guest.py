@@ -210,19 +210,27 @@ def test_a_real_guest_s_serial_shell_and_vnc_display_through_the_proxies(
         # -- the serial console: a line typed in is run by the guest's shell ----------------------
         asked = time.monotonic()
         token = token_of(remote("serial", "serial"))
+        issued = time.monotonic() - asked
         with connect(f"{proxies.serial}?token={token}", open_timeout=30) as ws:
+            opened = time.monotonic() - asked
             got = Received(ws)
             ws.send(b"\n")  # the shell answers with its prompt
             got.until(bool, 30)
             first_byte = time.monotonic() - asked
             word = f"stratus-{secrets.token_hex(4)}"
+            typed = time.monotonic()
             ws.send(f"echo {word}\n".encode())
+            got.until(lambda d: f"echo {word}".encode() in d, 60)
+            echoed = time.monotonic() - typed  # the tty's echo: to the guest and back
             text = got.until(lambda d: f"\n{word}".encode() in d.replace(b"\r", b""), 60).decode(
                 errors="replace"
             )
         lines = text.replace("\r", "").split("\n")
         assert f"echo {word}" in text and word in lines, text  # the tty's echo, then the command's output
-        print(f"\nconsole token request to the first guest byte: {first_byte * 1000:.0f} ms")
+        print(
+            f"\nconsole token request: issued {issued * 1000:.0f} ms, websocket open {opened * 1000:.0f} ms,"
+            f" first guest byte {first_byte * 1000:.0f} ms; a typed line echoed in {echoed * 1000:.0f} ms"
+        )  # docs/performance.md, "Consoles"
 
         # -- the graphical console: RFB through the noVNC proxy --------------------------------------
         token = token_of(remote("vnc", "novnc"))
