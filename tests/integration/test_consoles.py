@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import hashlib
 import queue
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -37,6 +38,7 @@ from stratus.context import CommandContext, acting
 from stratus.eventstore import NatsBridge
 from tests.fixtures.api import ADMIN, P1, P2, Stack, assert_fault
 from tests.fixtures.hypervisor import FAST_RETRY, HOST
+from tests.fixtures.processes import free_port, serving
 from tests.fixtures.workers import Worker, eventually
 from workers import hypervisor
 from workers.libvirt_driver import LibvirtDriver
@@ -352,3 +354,19 @@ def test_a_host_that_cannot_open_the_console_is_a_clear_503(consoles: Consoles) 
         dom.undefine()  # gone from the host behind the log's back
         status, text = refusal(f"{address}?token={token}")
     assert status == 503 and text.startswith("The console is not available: No guest"), text
+
+
+def test_stratus_serialproxy_runs_as_its_own_process(consoles: Consoles, tmp_path: Path) -> None:
+    port = free_port()
+    settings = dataclasses.replace(consoles.settings, serialproxy_bind=f"127.0.0.1:{port}")
+    argv = [sys.executable, "-m", "processes.cli", "serialproxy"]
+    server = consoles.server()
+    token = token_of(consoles.url(server))
+    with serving(argv, settings, port, tmp_path / "serialproxy.log") as proc:
+        address = f"ws://127.0.0.1:{port}/"
+        assert refusal(f"{address}?token=forged") == (403, "The console token is unknown.\n")
+        with connect(f"{address}?token={token}", open_timeout=10) as ws:
+            ws.send(b"hello")
+            assert ws.recv(timeout=10) == b"echo:hello"
+        proc.terminate()
+        assert proc.wait(timeout=15) == 0, (tmp_path / "serialproxy.log").read_text()[-2000:]
