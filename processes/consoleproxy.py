@@ -68,7 +68,12 @@ def main(settings: Settings, name: str) -> int:
         with stop_on_signals(stop), nats as bridge:
             proxy = build(settings, name, pool, bridge)
             with proxy.server(host.strip("[]") or "127.0.0.1", int(port)) as server:
-                threading.Thread(target=lambda: (stop.wait(), server.shutdown()), daemon=True).start()
+
+                def shutdown_on_stop() -> None:
+                    stop.wait()
+                    server.shutdown()
+
+                threading.Thread(target=shutdown_on_stop, daemon=True).start()
                 server.serve_forever()
     finally:
         pool.close()

@@ -157,6 +157,7 @@ class _HostSession:
         self._inbox: queue.Queue[bytes | None] = queue.Queue()  # None: a ping
         self._subs: list[Any] = []
         self._closed = threading.Event()
+        self._closing = threading.Lock()
 
     def start(self) -> None:
         async def on_in(msg: Msg) -> None:
@@ -224,9 +225,10 @@ class _HostSession:
             self.close()
 
     def close(self) -> None:
-        if self._closed.is_set():
-            return
-        self._closed.set()
+        with self._closing:  # from the reader, the writer and the host's close: once
+            if self._closed.is_set():
+                return
+            self._closed.set()
         self._forget(self._session)
         self._inbox.put(b"")
         self._source.close()

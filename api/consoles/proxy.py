@@ -3,6 +3,8 @@
 Before the websocket is opened (in the HTTP upgrade request, so that a refusal is a plain HTTP
 answer and no websocket is ever left half open), the proxy checks, in this order:
 
+0. that it is a websocket upgrade at all (426 otherwise: a browser that loads the URL spends no
+   token);
 1. the browser's ``Origin`` (absent: not a browser, as Nova allows): its host must be one of the
    allowed ones (the base URL's host and ``console_allowed_origins``); otherwise 403;
 2. the token (``?token=``): spent now, whatever follows; unknown, used, expired or for another
@@ -95,6 +97,7 @@ class ConsoleProxy:
             host,
             port,
             process_request=self.check,
+            process_response=self.opened,
             select_subprotocol=_binary_if_offered,
             compression=None,  # a console's bytes are small and interactive, and often compressed (RFB)
             max_size=1024 * 1024,
@@ -103,6 +106,8 @@ class ConsoleProxy:
     # -- before the websocket ----------------------------------------------------------------------
     def check(self, connection: ServerConnection, request: Request) -> Response | None:
         """None to open the websocket; otherwise the refusal, as an HTTP answer."""
+        if request.headers.get("Upgrade", "").lower() != "websocket":  # the token is left unspent
+            return connection.respond(HTTPStatus.UPGRADE_REQUIRED, "This is a websocket endpoint.\n")
         origin = request.headers.get("Origin")
         if origin is not None and (urlsplit(origin).hostname or "").lower() not in self._origins:
             log.info("console refused: Origin %.100s is not allowed", origin)
@@ -128,6 +133,15 @@ class ConsoleProxy:
             self._sessions[id(connection)] = _Session(relay, inbox)
         log.info("console %s of %s opened", self._kind, grant.server_id)
         return None
+
+    def opened(self, connection: ServerConnection, _request: Request, response: Response) -> None:
+        """After the handshake: a session whose websocket did not open (a malformed upgrade) is
+        closed here, not left to the host's idle timeout."""
+        if response.status_code != HTTPStatus.SWITCHING_PROTOCOLS:
+            with self._lock:
+                session = self._sessions.pop(id(connection), None)
+            if session is not None:
+                session.relay.close()
 
     # -- the websocket ----------------------------------------------------------------------------
     def handle(self, ws: ServerConnection) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import http.client
 import queue
 import sys
 import threading
@@ -298,11 +299,18 @@ def test_refusals_come_before_any_websocket(consoles: Consoles) -> None:
     with consoles.proxy("serialproxy") as address:
         assert refusal(f"{address}?token=forged") == (403, "The console token is unknown.\n")
         assert refusal(address) == (403, "The console token is missing or malformed.\n")
-        # a browser from elsewhere: refused before the token is even looked at (it stays good)
+        # a browser from elsewhere, or one that loads the URL as a page: refused before the token
+        # is even looked at (it stays good)
         token = token_of(consoles.url(server))
+        page = http.client.HTTPConnection(urlsplit(address).netloc, timeout=10)
+        page.request("GET", f"/?token={token}")
+        answer = page.getresponse()
+        assert (answer.status, answer.read()) == (426, b"This is a websocket endpoint.\n")
+        page.close()
         bad = {"origin": "http://evil.example"}
         assert refusal(f"{address}?token={token}", **bad) == (403, "The request's Origin is not allowed.\n")
-        with connect(f"{address}?token={token}", origin="http://127.0.0.1:6083", open_timeout=10) as ws:
+        allowed: Any = "http://127.0.0.1:6083"  # the base URL's host
+        with connect(f"{address}?token={token}", origin=allowed, open_timeout=10) as ws:
             ws.send(b"x")
             assert ws.recv(timeout=10) == b"echo:x"
         # a token for the graphical console does not open the serial one
