@@ -84,6 +84,11 @@ def upload(stack: Stack, path: Path, **fields: Any) -> str:
     return str(r.json["id"])
 
 
+def _session_threads() -> list[str]:
+    """The host's console session threads (``stratus.consolerelay``: console-<session>-in/out)."""
+    return [t.name for t in threading.enumerate() if t.name.startswith("console-")]
+
+
 def token_of(url: str) -> str:
     query = parse_qs(urlsplit(url).query)
     if "path" in query:  # noVNC's: path=?token=...
@@ -225,6 +230,8 @@ def test_a_real_guest_s_serial_shell_and_vnc_display_through_the_proxies(
             text = got.until(lambda d: f"\n{word}".encode() in d.replace(b"\r", b""), 60).decode(
                 errors="replace"
             )
+        # the client left: the host's side ended too (libvirt's stream aborted, its threads gone)
+        wait("the host's session to end", lambda: not _session_threads(), 15)
         lines = text.replace("\r", "").split("\n")
         assert f"echo {word}" in text and word in lines, text  # the tty's echo, then the command's output
         print(
@@ -255,6 +262,7 @@ def test_a_real_guest_s_serial_shell_and_vnc_display_through_the_proxies(
             rfb.exactly(1)  # padding
             (rectangles,) = struct.unpack(">H", rfb.exactly(2))
             assert rectangles >= 1
+        wait("the host's session to end", lambda: not _session_threads(), 15)
     finally:
         worker.close()
         if server_id:  # never leave a QEMU behind on the machine
