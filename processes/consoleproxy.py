@@ -53,6 +53,7 @@ def build(
         place=place,
         open_relay=relay,
         allowed_origins=allowed_hosts(base_url, settings.console_allowed_origins),
+        web=settings.novnc_web if name == "novncproxy" else None,
     )
 
 

@@ -137,6 +137,9 @@ class Settings:
     serialproxy_bind: str = "127.0.0.1:6083"
     novncproxy_bind: str = "127.0.0.1:6080"
     console_allowed_origins: tuple[str, ...] = ()
+    # noVNC's web files, which ``stratus novncproxy`` serves beside its websocket (Debian's ``novnc``
+    # package; none there: the proxy serves the websocket only).
+    novnc_web: Path = Path("/usr/share/novnc")
     # The seeded admin's password (STRATUS_ADMIN_PASSWORD; None: generated on the first run). A secret
     # for the seeding only: never in ``to_env``, never printed.
     admin_password: str | None = field(default=None, compare=False, repr=False)
@@ -227,6 +230,7 @@ class Settings:
             serialproxy_bind=e.get("STRATUS_SERIALPROXY_BIND", d.serialproxy_bind).strip(),
             novncproxy_bind=e.get("STRATUS_NOVNCPROXY_BIND", d.novncproxy_bind).strip(),
             console_allowed_origins=_names(e, "STRATUS_CONSOLE_ALLOWED_ORIGINS", d.console_allowed_origins),
+            novnc_web=_path(e, "STRATUS_NOVNC_WEB") or d.novnc_web,
             nats_urls_given=NATS_URL_ENV in e,
             admin_password=e.get(ADMIN_PASSWORD_ENV) or None,
         )
@@ -285,6 +289,7 @@ class Settings:
             "STRATUS_SERIALPROXY_BIND": self.serialproxy_bind,
             "STRATUS_NOVNCPROXY_BIND": self.novncproxy_bind,
             "STRATUS_CONSOLE_ALLOWED_ORIGINS": ",".join(self.console_allowed_origins),
+            "STRATUS_NOVNC_WEB": str(self.novnc_web),
         }
         if self.watch_bind is not None:
             env["STRATUS_WATCH_BIND"] = self.watch_bind

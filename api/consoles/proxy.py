@@ -3,8 +3,9 @@
 Before the websocket is opened (in the HTTP upgrade request, so that a refusal is a plain HTTP
 answer and no websocket is ever left half open), the proxy checks, in this order:
 
-0. that it is a websocket upgrade at all (426 otherwise: a browser that loads the URL spends no
-   token);
+0. that it is a websocket upgrade at all: a plain GET is answered from noVNC's web files when the
+   proxy has them (``web``: Debian's ``novnc`` package puts them in /usr/share/novnc, as Nova's
+   novncproxy serves them), and is 426 otherwise; it spends no token;
 1. the browser's ``Origin`` (absent: not a browser, as Nova allows): its host must be one of the
    allowed ones (the base URL's host and ``console_allowed_origins``); otherwise 403;
 2. the token (``?token=``): spent now, whatever follows; unknown, used, expired or for another
@@ -22,13 +23,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import mimetypes
 import queue
 import threading
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
+from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
@@ -79,6 +83,7 @@ class ConsoleProxy:
         open_relay: OpenRelay,
         allowed_origins: frozenset[str],
         ping_seconds: float = PING_SECONDS,
+        web: Path | None = None,
     ) -> None:
         self._kind = kind
         self._type = console_type
@@ -87,6 +92,7 @@ class ConsoleProxy:
         self._open_relay = open_relay
         self._origins = allowed_origins
         self._ping = ping_seconds
+        self._web = web.resolve() if web is not None and web.is_dir() else None
         self._sessions: dict[int, _Session] = {}
         self._lock = threading.Lock()
 
@@ -107,6 +113,8 @@ class ConsoleProxy:
     def check(self, connection: ServerConnection, request: Request) -> Response | None:
         """None to open the websocket; otherwise the refusal, as an HTTP answer."""
         if request.headers.get("Upgrade", "").lower() != "websocket":  # the token is left unspent
+            if self._web is not None:
+                return _static(connection, self._web, urlsplit(request.path).path)
             return connection.respond(HTTPStatus.UPGRADE_REQUIRED, "This is a websocket endpoint.\n")
         origin = request.headers.get("Origin")
         if origin is not None and (urlsplit(origin).hostname or "").lower() not in self._origins:
@@ -178,6 +186,19 @@ class ConsoleProxy:
                 ws.send(data)
             except ConnectionClosed:
                 return
+
+
+def _static(connection: ServerConnection, web: Path, path: str) -> Response:
+    """A file of noVNC's web directory (never one outside it), or 404."""
+    wanted = (web / unquote(path).lstrip("/")).resolve()
+    if wanted.is_dir():
+        wanted = wanted / "vnc_lite.html"
+    if not wanted.is_relative_to(web) or not wanted.is_file():
+        return connection.respond(HTTPStatus.NOT_FOUND, "Not found.\n")
+    body = wanted.read_bytes()
+    kind = mimetypes.guess_type(wanted.name)[0] or "application/octet-stream"
+    headers = Headers([("Content-Type", kind), ("Content-Length", str(len(body)))])
+    return Response(HTTPStatus.OK, "OK", headers, body)
 
 
 def _binary_if_offered(_connection: ServerConnection, offered: Any) -> Any:

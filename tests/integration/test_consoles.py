@@ -338,12 +338,37 @@ def test_refusals_come_before_any_websocket(consoles: Consoles) -> None:
     assert consoles.driver.opened[0][2].closed.is_set() and len(consoles.driver.opened) == 1
 
 
-def test_the_novnc_proxy_relays_the_vnc_display(consoles: Consoles) -> None:
+def get(address: str, path: str) -> tuple[int, str, bytes]:
+    page = http.client.HTTPConnection(urlsplit(address).netloc, timeout=10)
+    try:
+        page.request("GET", path)
+        answer = page.getresponse()
+        return answer.status, answer.getheader("Content-Type") or "", answer.read()
+    finally:
+        page.close()
+
+
+def test_the_novnc_proxy_relays_the_vnc_display_and_serves_novnc(consoles: Consoles, tmp_path: Path) -> None:
     server = consoles.server()
-    token = token_of(consoles.url(server, "vnc", "novnc"))
+    url = consoles.url(server, "vnc", "novnc")
+    token = token_of(url)
+    web = tmp_path / "novnc"
+    (web / "core").mkdir(parents=True)
+    (web / "vnc_lite.html").write_text("<html>noVNC</html>")
+    (web / "core" / "rfb.js").write_text("export default class RFB {}")
+    (tmp_path / "secret").write_text("not for browsers")
+    settings = dataclasses.replace(consoles.settings, novnc_web=web)
     binary: Any = ["binary"]  # noVNC's subprotocol
+    with consoles.proxy("novncproxy", settings=settings) as address:
+        # noVNC's pages, as the URL the API answered names them (the token is not spent by them)
+        assert get(address, urlsplit(url).path + "?" + urlsplit(url).query) == (
+            200, "text/html", b"<html>noVNC</html>"
+        )  # fmt: skip
+        assert get(address, "/core/rfb.js")[0] == 200
+        assert get(address, "/../secret")[0] == 404 and get(address, "/%2e%2e/secret")[0] == 404
+        assert get(address, "/nothing.html")[0] == 404
     with (
-        consoles.proxy("novncproxy") as address,
+        consoles.proxy("novncproxy", settings=settings) as address,
         connect(f"{address}?token={token}", subprotocols=binary, open_timeout=10) as ws,
     ):
         assert ws.subprotocol == "binary"
