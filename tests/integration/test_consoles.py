@@ -228,6 +228,12 @@ def test_remote_consoles_errors_are_novas(consoles: Consoles) -> None:
         "Unavailable console type spice-html5.",
     )
     assert_fault(consoles.remote(server, "vnc", "serial"), 400, "badRequest", "Invalid console type serial")
+    # spice-direct is a type from 2.99 on: the schema's 400 before, Nova's "unavailable" after
+    r = consoles.remote(server, "spice", "spice-direct", version="2.98")
+    assert_fault(r, 400, "badRequest")
+    assert "Unavailable" not in r.json["badRequest"]["message"]
+    r = consoles.remote(server, "spice", "spice-direct", version="2.99")
+    assert_fault(r, 400, "badRequest", "Unavailable console type spice-direct.")
     # not before 2.6; unknown server; another project's server
     assert_fault(consoles.remote(server, "serial", "serial", version="2.5"), 404, "itemNotFound")
     assert_fault(
