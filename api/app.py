@@ -40,6 +40,8 @@ from api import (
 )
 from api.auth import Authenticator
 from api.body import MAX_BODY_BYTES, load_validators
+from api.consoles.remote import ConsoleIssuer
+from api.consoles.tokens import ConsoleTokens
 from api.idempotency import IdempotencyKeys
 from api.identity.credentials import Credentials, ensure_schema, password_hasher
 from api.identity.tokens import TokenSigner, load_or_create_key
@@ -152,7 +154,10 @@ def create_app(deps: Deps) -> falcon.App:
         "/v2.1/servers/detail", servers.ServerDetailCollection(*server_args, user_data, liveness=alive)
     )
     app.add_route("/v2.1/servers/{server_id}", servers.ServerItem(*server_args, user_data, liveness=alive))
-    add_server_action_routes(app, bus, deps.max_body_bytes, read, user_data, host_rpc=host_rpc, log=deps.log)
+    consoles = ConsoleIssuer(bus.uow, ConsoleTokens(deps.pool.connection), deps.settings)
+    add_server_action_routes(
+        app, bus, deps.max_body_bytes, read, user_data, host_rpc=host_rpc, log=deps.log, consoles=consoles
+    )
     app.add_route("/v2.1/flavors", flavors.FlavorCollection(*flavor_args))
     app.add_route("/v2.1/flavors/detail", flavors.FlavorDetailCollection(*flavor_args))
     app.add_route("/v2.1/flavors/{flavor_id}", flavors.FlavorItem(*flavor_args))

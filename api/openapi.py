@@ -66,6 +66,12 @@ REQUEST_BODIES: dict[tuple[str, str], tuple[str, ...]] = {
     ("/v2.1/servers", "POST"): ("servers.create",),
     ("/v2.1/servers/{server_id}", "PUT"): ("servers.update",),
     ("/v2.1/servers/{server_id}/action", "POST"): ("servers.action",),
+    # One schema per microversion range (api/consoles/remote.py).
+    ("/v2.1/servers/{server_id}/remote-consoles", "POST"): (
+        "servers.remote_consoles.v2_6",
+        "servers.remote_consoles.v2_8",
+        "servers.remote_consoles.v2_99",
+    ),
     ("/v2.1/servers/{server_id}/metadata", "POST"): ("servers.metadata",),
     ("/v2.1/servers/{server_id}/metadata", "PUT"): ("servers.metadata",),
     ("/v2.1/servers/{server_id}/metadata/{key}", "PUT"): ("servers.metadata_item",),

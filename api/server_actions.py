@@ -25,6 +25,8 @@ from jsonschema import Draft202012Validator
 from api import auth, policy, server_views, servers
 from api import error_codes as codes
 from api.body import load_validators, read_json
+from api.consoles import remote as remote_consoles
+from api.consoles.remote import ConsoleIssuer
 from api.errors import ApiError, BadRequest, ItemNotFound, ReadModelBehind
 from api.links import next_links, page_params, time_param
 from api.readmodel import POSITION_HEADER, ReadModel
@@ -80,11 +82,14 @@ class ServerAction:
         console_timeout: float = CONSOLE_TIMEOUT,
         user_data: BlobStore | None = None,
         host_rpc: hostrpc.HostRPC,
+        consoles: ConsoleIssuer | None = None,
     ) -> None:
         """``read``: the read model a rebuild's answer (the server, as Nova answers) is read from;
         ``user_data``: where a rebuild's new user data is filed; ``host_rpc``: how a console's output
-        is asked of its host."""
+        is asked of its host; ``consoles``: what issues the remote consoles' URLs (the older
+        ``os-get*Console`` actions; without it they are unknown actions)."""
         self._bus = bus
+        self._consoles = consoles
         self._host_rpc = host_rpc
         self._read = read
         self._user_data = user_data
@@ -108,6 +113,8 @@ class ServerAction:
             "restore": self._restore,
             "forceDelete": self._force_delete,
         }
+        if consoles is not None:
+            self._actions.update(dict.fromkeys(remote_consoles.ACTIONS, self._remote_console))
 
     @falcon.before(policy.require("os_compute_api:servers:action"))
     def on_post(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
@@ -310,6 +317,11 @@ class ServerAction:
             raise ConflictingState(f"Instance {server_id} is not ready: {e.message}") from e
         resp.media = {"output": answer["output"]}
 
+    def _remote_console(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
+        assert self._consoles is not None
+        name, value = body["name"], body["value"]
+        resp.media = remote_consoles.answer_action(self._consoles, req, server_id, name, value)
+
 
 def host_liveness(heartbeats: LivenessReader, down_after: float) -> Callable[[list[str]], dict[str, bool]]:
     """Which hosts are alive, from their heartbeats beside the log (``stratus.liveness``)."""
@@ -330,12 +342,18 @@ def add_routes(
     *,
     host_rpc: hostrpc.HostRPC,
     log: history.LogReader,
+    consoles: ConsoleIssuer | None = None,
 ) -> None:
     """The action and instance-action routes of ``/v2.1/servers/{server_id}``; ``log``: where a
     server's actions are read from (its events)."""
     validators = load_validators(("servers.action",))
-    action = ServerAction(bus, validators, max_body_bytes, read=read, user_data=user_data, host_rpc=host_rpc)
+    action = ServerAction(
+        bus, validators, max_body_bytes, read=read, user_data=user_data, host_rpc=host_rpc, consoles=consoles
+    )
     app.add_route("/v2.1/servers/{server_id}/action", action)
+    if consoles is not None:
+        remote = remote_consoles.RemoteConsoles(consoles, max_body_bytes)
+        app.add_route("/v2.1/servers/{server_id}/remote-consoles", remote)
     actions = (bus, log)
     app.add_route("/v2.1/servers/{server_id}/os-instance-actions", InstanceActionCollection(*actions))
     app.add_route("/v2.1/servers/{server_id}/os-instance-actions/{request_id}", InstanceActionItem(*actions))

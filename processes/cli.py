@@ -74,6 +74,7 @@ _SAME_NAMED = (
     "api_bind", "api_workers", "api_threads", "host_name", "libvirt_uri",
     "heartbeat_interval_seconds", "reconcile_interval_seconds", "shutdown_timeout_seconds",
     "host_concurrency", "watch_bind", "watch_threads", "simulated_hosts", "metadata_bind",
+    "serialproxy_bind", "novncproxy_bind",
 )  # fmt: skip
 
 
@@ -118,6 +119,18 @@ def _cmd_metadata_proxy(args: argparse.Namespace) -> int:
     from processes import metadata
 
     return metadata.proxy(_settings(args), args.instance_id, args.project_id, args.service)
+
+
+def _cmd_serialproxy(args: argparse.Namespace) -> int:
+    from processes import consoleproxy
+
+    return consoleproxy.main(_with_database(_settings(args)), "serialproxy")
+
+
+def _cmd_novncproxy(args: argparse.Namespace) -> int:
+    from processes import consoleproxy
+
+    return consoleproxy.main(_with_database(_settings(args)), "novncproxy")
 
 
 def _cmd_projector(args: argparse.Namespace) -> int:
@@ -388,6 +401,15 @@ def _parser() -> argparse.ArgumentParser:
         "--bind",
         dest="metadata_bind",
         help="address to listen on (STRATUS_METADATA_BIND; 127.0.0.1:8780, the API port + 2 under run)",
+    )
+
+    serialproxy = add("serialproxy", _cmd_serialproxy, "serial console proxy: websockets to serial ports")
+    serialproxy.add_argument(
+        "--bind", dest="serialproxy_bind", help="where to listen (STRATUS_SERIALPROXY_BIND, 127.0.0.1:6083)"
+    )
+    novncproxy = add("novncproxy", _cmd_novncproxy, "the noVNC console proxy (websocket to a VNC display)")
+    novncproxy.add_argument(
+        "--bind", dest="novncproxy_bind", help="where to listen (STRATUS_NOVNCPROXY_BIND, 127.0.0.1:6080)"
     )
 
     metadata_proxy = add(

@@ -11,11 +11,12 @@ new key (docs/trust.md, "Rotating a key").
 Roles:
 
 - ``admin``: the operator (seeding, ``audit import``, the quarantine tool): anything;
-- ``api``: appends any event (it runs every user-facing command), asks hosts (console RPC),
+- ``api`` (and the console proxies): appends any event (it runs every user-facing command), asks
+  hosts (console RPC) and relays console sessions,
   manages streams but cannot delete or purge them;
 - ``scheduler``: claims on any host, and the instance, group, usage and network events of a placement;
 - ``host``: its own host's and guest census's events (a migration's return on the other host
-  too), the events of the servers it runs; its own heartbeat and its own RPCs only;
+  too), the events of the servers it runs; its own heartbeat, its own RPCs and console sessions only;
 - ``projector``, ``notifier``: follow the log and append nothing to it;
 - ``auditor``, ``integrator``: read only.
 """
@@ -29,6 +30,7 @@ from pathlib import Path
 from commands.census import census_id
 from commands.host import host_aggregate_id
 from stratus.config import Settings
+from stratus.consolerelay import SUBJECT_PREFIX as CONSOLES
 from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge
 from stratus.eventstore.subjects import encode_token
 from stratus.hostrpc import SUBJECT_PREFIX as HOST_RPC
@@ -128,8 +130,8 @@ def permissions(identity: Identity, settings: Settings) -> Permissions:
         return Permissions(publish=(">",), subscribe=(">",), allow_responses=True)
     if role in ("api", "scheduler", "projector", "notifier"):
         extra: tuple[str, ...] = ()
-        if role == "api":
-            extra = (f"{HOST_RPC}.>",)
+        if role == "api":  # the API and the console proxies: questions to hosts, console sessions
+            extra = (f"{HOST_RPC}.>", f"{CONSOLES}.>")
         elif role == "scheduler":
             extra = (f"$KV.{bucket}.>",)
         elif role == "notifier":
@@ -137,7 +139,7 @@ def permissions(identity: Identity, settings: Settings) -> Permissions:
         return Permissions(
             publish=(*writing, quarantine, "$JS.API.>", "$JS.ACK.>", "$JS.FC.>", *extra),
             publish_deny=_DESTRUCTIVE,
-            subscribe=subscribe,
+            subscribe=(*subscribe, *((f"{CONSOLES}.>",) if role == "api" else ())),
         )
     if role == "host":
         names = tuple(encode_token(h) for h in identity.hosts)
@@ -150,9 +152,14 @@ def permissions(identity: Identity, settings: Settings) -> Permissions:
                 f"$JS.API.STREAM.CREATE.{stream}_QUARANTINE",
                 f"$JS.API.STREAM.CREATE.{stream}_SNAPSHOTS",
                 f"$JS.API.STREAM.CREATE.KV_{bucket}",
+                *(f"{CONSOLES}.{n}.>" for n in names),  # its own guests' console sessions only
             ),
             publish_deny=("$JS.API.CONSUMER.DELETE.>",),
-            subscribe=(*subscribe, *(f"{HOST_RPC}.{n}.>" for n in names)),
+            subscribe=(
+                *subscribe,
+                *(f"{HOST_RPC}.{n}.>" for n in names),
+                *(f"{CONSOLES}.{n}.>" for n in names),
+            ),
             allow_responses=True,
         )
     # auditor, integrator: read only

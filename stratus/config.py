@@ -126,6 +126,20 @@ class Settings:
     vendordata_dynamic_targets: tuple[str, ...] = ()
     vendordata_dynamic_connect_timeout: float = 5.0
     vendordata_dynamic_read_timeout: float = 5.0
+    # The consoles (docs/consoles.md): how long a console token may wait for its one use (Nova's
+    # [consoleauth] token_ttl); the URLs the API answers (Nova's [serial_console] base_url and
+    # [vnc] novncproxy_base_url, the token appended); where ``stratus serialproxy`` and
+    # ``stratus novncproxy`` listen; the host names a browser's Origin may carry (Nova's
+    # [console] allowed_origins; the base URLs' hosts are always allowed).
+    console_token_ttl_seconds: float = 600.0
+    serialproxy_base_url: str = "ws://127.0.0.1:6083/"
+    novncproxy_base_url: str = "http://127.0.0.1:6080/vnc_lite.html"
+    serialproxy_bind: str = "127.0.0.1:6083"
+    novncproxy_bind: str = "127.0.0.1:6080"
+    console_allowed_origins: tuple[str, ...] = ()
+    # noVNC's web files, which ``stratus novncproxy`` serves beside its websocket (Debian's ``novnc``
+    # package; none there: the proxy serves the websocket only).
+    novnc_web: Path = Path("/usr/share/novnc")
     # The seeded admin's password (STRATUS_ADMIN_PASSWORD; None: generated on the first run). A secret
     # for the seeding only: never in ``to_env``, never printed.
     admin_password: str | None = field(default=None, compare=False, repr=False)
@@ -210,6 +224,13 @@ class Settings:
             vendordata_dynamic_read_timeout=_seconds(
                 e, "VENDORDATA_DYNAMIC_READ_TIMEOUT", d.vendordata_dynamic_read_timeout
             ),
+            console_token_ttl_seconds=_seconds(e, "CONSOLE_TOKEN_TTL_SECONDS", d.console_token_ttl_seconds),
+            serialproxy_base_url=e.get("STRATUS_SERIALPROXY_BASE_URL", d.serialproxy_base_url).strip(),
+            novncproxy_base_url=e.get("STRATUS_NOVNCPROXY_BASE_URL", d.novncproxy_base_url).strip(),
+            serialproxy_bind=e.get("STRATUS_SERIALPROXY_BIND", d.serialproxy_bind).strip(),
+            novncproxy_bind=e.get("STRATUS_NOVNCPROXY_BIND", d.novncproxy_bind).strip(),
+            console_allowed_origins=_names(e, "STRATUS_CONSOLE_ALLOWED_ORIGINS", d.console_allowed_origins),
+            novnc_web=_path(e, "STRATUS_NOVNC_WEB") or d.novnc_web,
             nats_urls_given=NATS_URL_ENV in e,
             admin_password=e.get(ADMIN_PASSWORD_ENV) or None,
         )
@@ -262,6 +283,13 @@ class Settings:
             "STRATUS_VENDORDATA_DYNAMIC_TARGETS": ",".join(self.vendordata_dynamic_targets),
             "STRATUS_VENDORDATA_DYNAMIC_CONNECT_TIMEOUT": str(self.vendordata_dynamic_connect_timeout),
             "STRATUS_VENDORDATA_DYNAMIC_READ_TIMEOUT": str(self.vendordata_dynamic_read_timeout),
+            "STRATUS_CONSOLE_TOKEN_TTL_SECONDS": str(self.console_token_ttl_seconds),
+            "STRATUS_SERIALPROXY_BASE_URL": self.serialproxy_base_url,
+            "STRATUS_NOVNCPROXY_BASE_URL": self.novncproxy_base_url,
+            "STRATUS_SERIALPROXY_BIND": self.serialproxy_bind,
+            "STRATUS_NOVNCPROXY_BIND": self.novncproxy_bind,
+            "STRATUS_CONSOLE_ALLOWED_ORIGINS": ",".join(self.console_allowed_origins),
+            "STRATUS_NOVNC_WEB": str(self.novnc_web),
         }
         if self.watch_bind is not None:
             env["STRATUS_WATCH_BIND"] = self.watch_bind

@@ -22,6 +22,7 @@ from commands.app import Stratus
 from commands.bus import bootstrap
 from commands.instance import Instance
 from stratus.config import Settings
+from stratus.consolerelay import RelayHost
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import NatsBridge
 from stratus.eventstore.subjects import encode_token
@@ -32,6 +33,7 @@ from stratus.metadata.vendordata import Providers
 from workers.compute import SCHEDULED, BootImages, Compute
 from workers.config_drive import ConfigDrives
 from workers.console import answerer
+from workers.consoles import opener as console_opener
 from workers.consumer import (
     STORE_TEMPORARY,
     Delivery,
@@ -46,7 +48,7 @@ from workers.reconcile import Reconciler, run_periodically
 from workers.recovery import recover
 from workers.steps import HostSteps, host_of
 from workers.steps import subjects as steps_subjects
-from workers.virt import BootImage, TemporaryVirtError, VirtDriver, WatchableDriver
+from workers.virt import BootImage, ConsoleDriver, TemporaryVirtError, VirtDriver, WatchableDriver
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +107,9 @@ def run(
         recover(bus, host, steps, marks=instances_path)  # what a killed run left under way
     responder = Responder(bridge, host)
     responder.serve(CONSOLE, answerer(instances_path))
+    consoles = RelayHost(bridge, host, console_opener(driver)) if isinstance(driver, ConsoleDriver) else None
+    if consoles is not None:
+        consoles.serve()  # the serial and VNC consoles, for the console proxies (docs/consoles.md)
     wake = threading.Event()
     if isinstance(driver, WatchableDriver):
         driver.watch(lambda _uuid: wake.set())  # a guest changed: reconcile now, not in 30 s
@@ -160,6 +165,8 @@ def run(
         )
     finally:
         responder.close()
+        if consoles is not None:
+            consoles.close()
         if reconciling is not None:
             wake.set()
             reconciling.join(timeout=30)

@@ -21,8 +21,10 @@ from pathlib import Path
 import libvirt
 
 from commands.states import PowerState
+from workers.consoles import SocketStream
 from workers.virt import (
     CONFIG_DRIVE_NAME,
+    ConsoleStream,
     DomainInfo,
     DomainNotFound,
     GuestSpec,
@@ -35,6 +37,7 @@ from workers.virt import (
 log = logging.getLogger(__name__)
 
 _GIB = 1024**3
+VNC_LISTEN = "127.0.0.1"
 
 # Nova's mapping (nova/virt/libvirt/guest.py): SHUTDOWN means "shutting down", reported as SHUTDOWN.
 _POWER_STATE = {
@@ -112,10 +115,18 @@ def domain_xml(guest: GuestSpec, *, arch: str | None = None) -> str:
     ET.SubElement(dom, "on_crash").text = "destroy"
     devices = ET.SubElement(dom, "devices")
     if guest.console_log:
-        serial = ET.SubElement(devices, "serial", type="file")
-        # Appended, not truncated, on every start: the console log keeps the guest's whole history.
-        ET.SubElement(serial, "source", path=guest.console_log, append="on")
+        # A pty, so that libvirt's console stream can reach the serial port (the serial console,
+        # docs/consoles.md), logged to the file ``os-getConsoleOutput`` reads. Appended, not
+        # truncated, on every start: the console log keeps the guest's whole history.
+        serial = ET.SubElement(devices, "serial", type="pty")
+        ET.SubElement(serial, "log", file=guest.console_log, append="on")
         ET.SubElement(serial, "target", port="0")
+        console = ET.SubElement(devices, "console", type="pty")
+        ET.SubElement(console, "target", type="serial", port="0")
+    # The graphical console: a VNC display on the host's loopback only, on a port libvirt picks; the
+    # hypervisor worker relays it to ``stratus novncproxy`` (docs/consoles.md).
+    graphics = ET.SubElement(devices, "graphics", type="vnc", port="-1", autoport="yes", listen=VNC_LISTEN)
+    ET.SubElement(graphics, "listen", type="address", address=VNC_LISTEN)
     if guest.config_drive:
         # Nova's config drive device: a read-only cdrom, on IDE for x86 guests (i440fx), on SCSI
         # (virtio-scsi) where the machine has no IDE bus (aarch64's virt).
@@ -437,6 +448,82 @@ class LibvirtDriver:
             if not dom.isActive():
                 dom.create()
             return _power_state(dom)
+
+    # -- consoles (workers.consoles relays them to the console proxies) ---------------------------
+    def open_serial(self, uuid: str) -> ConsoleStream:
+        """The guest's serial port through libvirt's console stream (``virDomainOpenConsole``), on a
+        connection of its own: its blocking reads must not hold the driver's connection. A session
+        open on the same console is taken over (``VIR_DOMAIN_CONSOLE_FORCE``), as ``virsh console
+        --force`` does."""
+        with self._translated("open the serial console"):
+            conn = self._connect()
+            own = conn is not self._conn
+            try:
+                dom = conn.lookupByUUIDString(uuid)
+                if not dom.isActive():
+                    raise PermanentVirtError(f"Guest {uuid} is not running")
+                stream = conn.newStream(0)
+                dom.openConsole(None, stream, libvirt.VIR_DOMAIN_CONSOLE_FORCE)
+            except BaseException:
+                if own:
+                    with contextlib.suppress(libvirt.libvirtError):
+                        conn.close()
+                raise
+        return _ConsoleStream(stream, conn if own else None)
+
+    def open_vnc(self, uuid: str) -> ConsoleStream:
+        """A connection to the guest's VNC display: the port libvirt gave it, on the host's loopback."""
+        dom = self._require(uuid)
+        with self._translated("read the guest's VNC display"):
+            if not dom.isActive():
+                raise PermanentVirtError(f"Guest {uuid} is not running")
+            root = ET.fromstring(dom.XMLDesc(0))
+        graphics = root.find("./devices/graphics[@type='vnc']")
+        port = int(graphics.get("port", "-1")) if graphics is not None else -1
+        if graphics is None or port <= 0:
+            raise PermanentVirtError(f"Guest {uuid} has no VNC display")
+        listen = graphics.get("listen") or VNC_LISTEN
+        try:
+            return SocketStream.connect(listen, port)
+        except OSError as e:
+            raise TemporaryVirtError(f"Cannot reach the VNC display of {uuid} at {listen}:{port}: {e}") from e
+
+
+class _ConsoleStream:
+    """libvirt's console stream as a ``ConsoleStream``, on its own connection (closed with it)."""
+
+    def __init__(self, stream: libvirt.virStream, conn: libvirt.virConnect | None) -> None:
+        self._stream = stream
+        self._conn = conn
+        self._closed = threading.Event()
+
+    def read(self, size: int) -> bytes:
+        try:
+            data = self._stream.recv(size)
+        except libvirt.libvirtError as e:
+            raise OSError(f"the console stream failed: {e.get_error_message() or e}") from e
+        return data if isinstance(data, bytes) else b""  # -2 (would block) does not happen: blocking
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                sent = self._stream.send(bytes(view))
+                if sent < 0:
+                    raise OSError("the console stream refused the write")
+                view = view[sent:]
+        except libvirt.libvirtError as e:
+            raise OSError(f"the console stream failed: {e.get_error_message() or e}") from e
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        with contextlib.suppress(libvirt.libvirtError):
+            self._stream.abort()
+        if self._conn is not None:
+            with contextlib.suppress(libvirt.libvirtError):
+                self._conn.close()
 
 
 def _power_state(dom: libvirt.virDomain) -> int:

@@ -118,6 +118,31 @@ class WatchableDriver(Protocol):
         ...
 
 
+class ConsoleStream(Protocol):
+    """A guest's console, open on its host: ``read`` blocks and returns b"" at the end; ``close``
+    (from any thread) makes a blocked ``read`` return."""
+
+    def read(self, size: int) -> bytes: ...
+
+    def write(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class ConsoleDriver(Protocol):
+    """A hypervisor whose guests' consoles can be opened on the host (``workers.consoles``): each
+    raises ``DomainNotFound`` for no such guest, ``VirtError`` when the console cannot be had."""
+
+    def open_serial(self, uuid: str) -> ConsoleStream:
+        """The guest's first serial port (libvirt's console stream)."""
+        ...
+
+    def open_vnc(self, uuid: str) -> ConsoleStream:
+        """The guest's VNC display (its RFB server on the host's loopback)."""
+        ...
+
+
 @runtime_checkable
 class PowerDriver(Protocol):
     """What the power actions need of a hypervisor; each returns the guest's power state after it.

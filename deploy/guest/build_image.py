@@ -12,7 +12,8 @@ unpacked with ``dpkg-deb -x``; busybox from ``busybox-static`` the same way. The
 reaches user space), starts busybox ``acpid`` whose power-button action powers the guest off, and
 prints the marker line ``STRATUS-GUEST-READY`` on the serial console (``ttyS0``). A guest with a
 config drive (an IDE cdrom labelled ``config-2``) then mounts it and prints ``STRATUS-CONFIG-DRIVE
-uuid=<its uuid>`` and its user data. A libvirt reboot
+uuid=<its uuid>`` and its user data; a busybox shell then reads the serial console (the serial
+console's test types into it). A libvirt reboot
 of such a guest goes through the same power button (QEMU's fake reboot): the marker appears again.
 
 Only the Python standard library, ``apt-get`` and ``dpkg-deb`` are needed (the cpio archive is
@@ -60,7 +61,9 @@ echo "{MARKER}"
     echo "{CONFIG_DRIVE} user_data:"; cat $md/user_data 2>/dev/null; echo; echo "{CONFIG_DRIVE} end"
   fi
 ) &
-while true; do sleep 3600; done
+# A shell on the serial console, for the serial console's test (tests/acceptance/test_console_guest.py):
+# what is typed there is run, and its output (and the tty's echo) goes back out of the serial port.
+while true; do sh; sleep 1; done
 """
 # busybox acpid maps the power button to the event PWRF/00000080 and runs that file from its
 # config directory.

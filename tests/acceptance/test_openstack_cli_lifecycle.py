@@ -1,6 +1,6 @@
-"""Acceptance: server actions, instance actions and console output with the stock ``openstack`` CLI
-against a whole Stratus (the processes of ``test_openstack_cli``; a hypervisor on libvirt's test
-driver)."""
+"""Acceptance: server actions, instance actions, console output and console URLs with the stock
+``openstack`` CLI against a whole Stratus (the processes of ``test_openstack_cli``; a hypervisor on
+libvirt's test driver)."""
 
 from __future__ import annotations
 
@@ -64,6 +64,15 @@ def test_server_actions_with_the_cli(cloud: Cloud, tmp_path: Path) -> None:
     done = cloud.run("console", "log", "show", "--lines", "1", "vm")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "STRATUS-GUEST-READY"
+
+    # the consoles' URLs, each with its own one-use token (docs/consoles.md)
+    serial = cloud.openstack("console", "url", "show", "--serial", "vm")
+    assert (serial["protocol"], serial["type"]) == ("serial", "serial"), serial
+    assert serial["url"].startswith("ws://127.0.0.1:6083/?token="), serial
+    novnc = cloud.openstack("console", "url", "show", "--novnc", "vm")
+    assert (novnc["protocol"], novnc["type"]) == ("vnc", "novnc"), novnc
+    assert novnc["url"].startswith("http://127.0.0.1:6080/vnc_lite.html?path=%3Ftoken%3D"), novnc
+    assert "400" in cloud.openstack_fails("console", "url", "show", "--spice", "vm")
 
     cloud.openstack_quiet("server", "delete", "--wait", "vm")
 

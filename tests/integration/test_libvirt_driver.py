@@ -76,9 +76,15 @@ def test_domain_xml_names_sizes_and_boots_the_guest(tmp_path: Path) -> None:
     assert root.findtext("os/kernel") == "/k/vmlinuz"
     assert root.findtext("os/initrd") == "/k/initrd"
     assert root.findtext("os/cmdline") == "console=ttyS0"
+    # a pty for libvirt's console stream (the serial console), logged to the file the console
+    # output is read from
     serial = root.find("devices/serial")
-    assert serial is not None and serial.get("type") == "file"
-    assert serial.find("source").get("path") == g.console_log  # type: ignore[union-attr]
+    assert serial is not None and serial.get("type") == "pty"
+    assert serial.find("log").get("file") == g.console_log  # type: ignore[union-attr]
+    assert root.find("devices/console/target").get("type") == "serial"  # type: ignore[union-attr]
+    # a VNC display, on the host's loopback only (the hypervisor worker relays it)
+    graphics = root.find("devices/graphics")
+    assert graphics is not None and (graphics.get("type"), graphics.get("listen")) == ("vnc", "127.0.0.1")
 
 
 def test_domain_xml_without_kernel_or_console(tmp_path: Path) -> None:

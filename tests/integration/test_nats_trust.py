@@ -21,6 +21,7 @@ import pytest
 from commands.host import host_aggregate_id
 from processes import trust
 from stratus.audit.rawreader import RawReader
+from stratus.consolerelay import session_subject
 from stratus.eventstore import JetStreamApplicationRecorder
 from stratus.eventstore.bridge import Client
 from stratus.eventstore.subjects import SubjectLayout, encode_token
@@ -139,6 +140,24 @@ def test_a_host_answers_only_its_own_rpcs_and_beats_only_for_itself(trusted: Tru
     assert len(violations) == 2
     assert any("subscription" in v.lower() and "compute-2" in v for v in violations)
     assert any("publish" in v.lower() and "compute-2" in v for v in violations)
+
+
+def test_a_host_relays_only_its_own_console_sessions(trusted: Trusted) -> None:
+    async def snoop(nc: Client) -> None:
+        await nc.subscribe(session_subject("compute-1", "s1", "in"))
+        await nc.publish(session_subject("compute-1", "s1", "out"), b"guest bytes")
+        await nc.subscribe(session_subject("compute-2", "s2", "in"))
+        await nc.publish(session_subject("compute-2", "s2", "out"), b"forged bytes")
+
+    violations = _violations(trusted, "host:compute-1", snoop, 2)
+
+    assert len(violations) == 2 and all("compute-2" in v for v in violations), violations
+
+    async def proxy(nc: Client) -> None:  # the console proxies connect as the API
+        await nc.subscribe(session_subject("compute-2", "s2", "out"))
+        await nc.publish(session_subject("compute-2", "s2", "in"), b"typed")
+
+    assert _violations(trusted, "api", proxy, 1) == []
 
 
 @pytest.mark.parametrize("reader", ["auditor", "integrator"])

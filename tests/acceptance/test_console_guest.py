@@ -1,0 +1,275 @@
+"""The consoles of a real guest (QEMU, TCG), through the API, the console proxies and the host's
+hypervisor worker, as an operator deploys them (docs/consoles.md).
+
+The guest is ``deploy/guest/build_image.py``'s, booted through the Compute API onto a hypervisor
+worker on ``qemu:///system`` (``tests.fixtures.qemu`` provides QEMU and libvirtd, or the test skips
+and says why). Its serial port is a pty logged to ``console.log`` and its busybox shell reads it:
+a line typed into the serial console's websocket is run and its output comes back. Its VNC display
+answers a websocket client through ``stratus novncproxy`` with ``RFB 003.008``, the handshake (no
+authentication: the token was the authentication) and a framebuffer update of its screen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import secrets
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import libvirt
+import pytest
+from websockets.sync.client import ClientConnection, connect
+
+from api.readmodel import open_pool
+from commands.servers.scheduling import PlaceInstance
+from processes import consoleproxy
+from stratus.config import Settings
+from stratus.context import CommandContext, acting
+from stratus.eventstore import NatsBridge
+from tests.fixtures import qemu
+from tests.fixtures.api import P1, Stack
+from tests.fixtures.workers import Worker
+from workers import hypervisor
+from workers.libvirt_driver import EventLoop, LibvirtDriver
+from workers.scheduler import SCHEDULER
+
+pytestmark = pytest.mark.slow
+
+URI = qemu.URI
+HOST = "qemu-console-host"
+
+
+@pytest.fixture(scope="module")
+def libvirtd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    try:
+        with qemu.libvirtd(tmp_path_factory.mktemp("libvirtd") / "libvirtd.log"):
+            yield
+    except qemu.Unavailable as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="module")
+def guest_files(tmp_path_factory: pytest.TempPathFactory, libvirtd: None) -> Path:
+    try:
+        return qemu.build_guest(tmp_path_factory.mktemp("guest"))
+    except qemu.Unavailable as e:
+        pytest.skip(str(e))
+
+
+def wait(what: str, probe: Callable[[], Any], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = probe()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.25)
+
+
+def upload(stack: Stack, path: Path, **fields: Any) -> str:
+    r = stack.request("POST", "/image/v2/images", P1, json={"name": path.name, **fields})
+    assert r.status_code == 201, r.text
+    headers = {**stack.headers(P1), "Content-Type": "application/octet-stream"}
+    put = stack.client.simulate_put(
+        f"/image/v2/images/{r.json['id']}/file", headers=headers, body=path.read_bytes()
+    )
+    assert put.status_code == 204, put.text
+    return str(r.json["id"])
+
+
+def _session_threads() -> list[str]:
+    """The host's console session threads (``stratus.consolerelay``: console-<session>-in/out)."""
+    return [t.name for t in threading.enumerate() if t.name.startswith("console-")]
+
+
+def token_of(url: str) -> str:
+    query = parse_qs(urlsplit(url).query)
+    if "path" in query:  # noVNC's: path=?token=...
+        query = parse_qs(urlsplit(query["path"][0]).query)
+    return query["token"][0]
+
+
+class Received:
+    """A websocket's binary messages as one byte stream."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self.data = b""
+
+    def more(self, timeout: float) -> None:
+        message = self.ws.recv(timeout=timeout)
+        self.data += message if isinstance(message, bytes) else message.encode()
+
+    def exactly(self, n: int, timeout: float = 30) -> bytes:
+        while len(self.data) < n:
+            self.more(timeout)
+        out, self.data = self.data[:n], self.data[n:]
+        return out
+
+    def until(self, found: Callable[[bytes], bool], timeout: float) -> bytes:
+        deadline = time.monotonic() + timeout
+        while not found(self.data):
+            left = deadline - time.monotonic()
+            assert left > 0, f"not received within {timeout}s: {self.data[-2000:]!r}"
+            with contextlib.suppress(TimeoutError):
+                self.more(min(left, 1.0))
+        return self.data
+
+
+@dataclasses.dataclass
+class Proxies:
+    serial: str
+    novnc: str
+
+
+@pytest.fixture
+def proxies(api_settings: Settings, bridge: NatsBridge) -> Iterator[Proxies]:
+    """``stratus serialproxy`` and ``stratus novncproxy`` (their composition, on this test's pool and
+    bridge) on ports of this machine."""
+    pool = open_pool(api_settings.database_url or "")
+    servers = []
+    try:
+        addresses = []
+        for name in ("serialproxy", "novncproxy"):
+            server = consoleproxy.build(api_settings, name, pool, bridge).server("127.0.0.1", 0)
+            servers.append(server)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            addresses.append(f"ws://127.0.0.1:{server.socket.getsockname()[1]}/")
+        yield Proxies(*addresses)
+    finally:
+        for server in servers:
+            server.shutdown()
+        pool.close()
+
+
+def test_a_real_guest_s_serial_shell_and_vnc_display_through_the_proxies(
+    stack: Stack,
+    api_settings: Settings,
+    bridge: NatsBridge,
+    guest_files: Path,
+    proxies: Proxies,
+    tmp_path: Path,
+) -> None:
+    settings = dataclasses.replace(api_settings, host_name=HOST)
+    instances = tmp_path / "instances"
+    instances.mkdir()
+    EventLoop.start()  # as the hypervisor's main does: the console stream must work beside it
+    driver = LibvirtDriver.open(URI, instances_path=instances, shutdown_timeout=30.0)
+    conn = libvirt.open(URI)
+
+    def target(stop: threading.Event) -> None:
+        hypervisor.run(
+            settings,
+            bridge=bridge,
+            app=stack.handlers.app,
+            driver=driver,
+            stop=stop,
+            instances_path=instances,
+            poll=0.2,
+        )
+
+    worker = Worker(target)
+    server_id = ""
+    try:
+        kernel = upload(stack, guest_files / "vmlinuz", disk_format="aki", container_format="aki")
+        ramdisk = upload(stack, guest_files / "initrd", disk_format="ari", container_format="ari")
+        cmdline = (guest_files / "cmdline").read_text().strip()
+        image = upload(
+            stack, guest_files / "cmdline", disk_format="raw", container_format="bare",
+            kernel_id=kernel, ramdisk_id=ramdisk, os_command_line=cmdline,
+        )  # fmt: skip
+        flavor, _ = stack.flavor(name="guest.tiny", ram=128, vcpus=1, disk=1)
+        wait("the host to register", lambda: stack.get("/v2.1/os-hypervisors").json.get("hypervisors"), 30)
+        body = {"server": {"name": "console", "flavorRef": flavor, "imageRef": image}}
+        r = stack.request("POST", "/v2.1/servers", P1, json=body)
+        assert r.status_code == 202, r.text
+        server_id = r.json["server"]["id"]
+        with acting(CommandContext(actor=SCHEDULER, correlation_id=r.headers["x-openstack-request-id"])):
+            stack.handlers.place_instance(PlaceInstance(server_id, HOST))
+
+        def console_output() -> str:
+            r = stack.request(
+                "POST", f"/v2.1/servers/{server_id}/action", P1, json={"os-getConsoleOutput": {}}
+            )
+            return str(r.json["output"]) if r.status_code == 200 else ""
+
+        # the serial port is a pty now; its log still feeds os-getConsoleOutput
+        wait("the boot marker", lambda: qemu.MARKER in console_output(), 120)
+
+        def remote(protocol: str, kind: str) -> str:
+            headers = {**stack.headers(P1), "OpenStack-API-Version": "compute 2.6"}
+            body = {"remote_console": {"protocol": protocol, "type": kind}}
+            r = stack.client.simulate_post(
+                f"/v2.1/servers/{server_id}/remote-consoles", headers=headers, json=body
+            )
+            assert r.status_code == 200, r.text
+            return str(r.json["remote_console"]["url"])
+
+        # -- the serial console: a line typed in is run by the guest's shell ----------------------
+        asked = time.monotonic()
+        token = token_of(remote("serial", "serial"))
+        issued = time.monotonic() - asked
+        with connect(f"{proxies.serial}?token={token}", open_timeout=30) as ws:
+            opened = time.monotonic() - asked
+            got = Received(ws)
+            ws.send(b"\n")  # the shell answers with its prompt
+            got.until(bool, 30)
+            first_byte = time.monotonic() - asked
+            word = f"stratus-{secrets.token_hex(4)}"
+            typed = time.monotonic()
+            ws.send(f"echo {word}\n".encode())
+            got.until(lambda d: f"echo {word}".encode() in d, 60)
+            echoed = time.monotonic() - typed  # the tty's echo: to the guest and back
+            text = got.until(lambda d: f"\n{word}".encode() in d.replace(b"\r", b""), 60).decode(
+                errors="replace"
+            )
+        # the client left: the host's side ended too (libvirt's stream aborted, its threads gone)
+        wait("the host's session to end", lambda: not _session_threads(), 15)
+        lines = text.replace("\r", "").split("\n")
+        assert f"echo {word}" in text and word in lines, text  # the tty's echo, then the command's output
+        print(
+            f"\nconsole token request: issued {issued * 1000:.0f} ms, websocket open {opened * 1000:.0f} ms,"
+            f" first guest byte {first_byte * 1000:.0f} ms; a typed line echoed in {echoed * 1000:.0f} ms"
+        )  # docs/performance.md, "Consoles"
+
+        # -- the graphical console: RFB through the noVNC proxy --------------------------------------
+        token = token_of(remote("vnc", "novnc"))
+        binary: Any = ["binary"]
+        with connect(f"{proxies.novnc}?token={token}", subprotocols=binary, open_timeout=30) as ws:
+            rfb = Received(ws)
+            assert rfb.exactly(12) == b"RFB 003.008\n"
+            ws.send(b"RFB 003.008\n")
+            (count,) = rfb.exactly(1)
+            types = rfb.exactly(count)
+            assert 1 in types, types  # None: the token was the authentication
+            ws.send(b"\x01")
+            assert rfb.exactly(4) == b"\0\0\0\0"  # SecurityResult: OK
+            ws.send(b"\x01")  # ClientInit: shared
+            width, height = struct.unpack(">HH", rfb.exactly(4))
+            rfb.exactly(16)  # the pixel format
+            (name_length,) = struct.unpack(">I", rfb.exactly(4))
+            name = rfb.exactly(name_length)
+            assert width > 0 and height > 0, (width, height, name)
+            ws.send(struct.pack(">BBHHHH", 3, 0, 0, 0, width, height))  # FramebufferUpdateRequest, full
+            assert rfb.exactly(1) == b"\x00"  # FramebufferUpdate
+            rfb.exactly(1)  # padding
+            (rectangles,) = struct.unpack(">H", rfb.exactly(2))
+            assert rectangles >= 1
+        wait("the host's session to end", lambda: not _session_threads(), 15)
+    finally:
+        worker.close()
+        if server_id:  # never leave a QEMU behind on the machine
+            with contextlib.suppress(libvirt.libvirtError):
+                dom = conn.lookupByUUIDString(server_id)
+                if dom.isActive():
+                    dom.destroy()
+                dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
+        conn.close()
+        driver.close()
