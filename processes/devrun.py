@@ -2,10 +2,11 @@
 
 JetStream (unless ``STRATUS_NATS_URL`` names servers), PostgreSQL (unless ``DATABASE_URL`` does), the
 identity seeding, then the API, the projector, the scheduler, one hypervisor worker on libvirt's test
-driver, the notifier, the event stream, the metadata service and, if asked, simulated hosts: each a
-``stratus <part>`` child of ``processes.supervisor.Supervisor``, which restarts a part that dies
-(with backoff) and stops the group on a crash loop. Also the housekeeping of a developer's machine:
-one ``run`` per data directory, and no JetStream server left over from a ``run`` that was killed.
+driver, the notifier, the event stream, the metadata service, the console proxies and, if asked,
+simulated hosts: each a ``stratus <part>`` child of ``processes.supervisor.Supervisor``, which
+restarts a part that dies (with backoff) and stops the group on a crash loop. Also the housekeeping
+of a developer's machine: one ``run`` per data directory, and no JetStream server left over from a
+``run`` that was killed.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ PART_IDENTITIES: dict[str, str | None] = {
     "scheduler": "scheduler",
     "notifier": "notifier",
     "simulate": "simulator",
+    # the console proxies relay through the hosts' workers as the API does (docs/consoles.md)
+    "serialproxy": "api",
+    "novncproxy": "api",
 }
 
 
@@ -118,6 +122,16 @@ def run(settings: Settings, *, nats_port: int | None, grace: float) -> int:
             "metadata",
             f"http://{client_address(metadata_bind)}/ (docs/metadata.md)",
             http_responding(f"http://{client_address(metadata_bind)}/"),
+        ),
+        (
+            "serialproxy",
+            f"{settings.serialproxy_base_url} (docs/consoles.md)",
+            http_responding(f"http://{client_address(settings.serialproxy_bind)}/"),
+        ),
+        (
+            "novncproxy",
+            settings.novncproxy_base_url,
+            http_responding(f"http://{client_address(settings.novncproxy_bind)}/"),
         ),
     ]
     hosts = settings.simulated_hosts

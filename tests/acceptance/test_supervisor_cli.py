@@ -159,13 +159,20 @@ PARTS_PRESENT = all(
 @pytest.mark.slow
 @pytest.mark.skipif(not PARTS_PRESENT, reason="not every part of the control plane exists yet")
 def test_run_starts_the_control_plane_and_stops_it_on_sigterm(pg_tmp_path: Path) -> None:
-    data, port = pg_tmp_path / "data", free_ports_in_a_row(3)
+    data, port = pg_tmp_path / "data", free_ports_in_a_row(5)
+    serial, novnc = f"127.0.0.1:{port + 3}", f"127.0.0.1:{port + 4}"
+    consoles = {
+        "STRATUS_SERIALPROXY_BIND": serial,
+        "STRATUS_SERIALPROXY_BASE_URL": f"ws://{serial}/",
+        "STRATUS_NOVNCPROXY_BIND": novnc,
+        "STRATUS_NOVNCPROXY_BASE_URL": f"http://{novnc}/vnc_lite.html",
+    }
     proc = subprocess.Popen(
         [*STRATUS, "run", "--data-dir", str(data), "--api-bind", f"127.0.0.1:{port}", "--hosts", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=clean_env(),
+        env=clean_env(**consoles),
         cwd=pg_tmp_path,
     )
     assert proc.stdout is not None
@@ -179,8 +186,18 @@ def test_run_starts_the_control_plane_and_stops_it_on_sigterm(pg_tmp_path: Path)
             pytest.fail("stratus run stopped before it was ready:\n" + "".join(output[-60:]))
         banner = "".join(output)
         parts = ("nats", "postgres", "identity", "api", "projector", "scheduler", "hypervisor")
-        for part in (*parts, "notifier", "watch", "simulate"):
+        for part in (*parts, "notifier", "watch", "simulate", "metadata", "serialproxy", "novncproxy"):
             assert f"  {part} " in banner
+        # the console proxies listen where the URLs the API answers point: a plain GET is 426 (not
+        # a websocket; no token spent), or noVNC's page where the novnc package is installed
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://{serial}/?token=x")
+        assert refused.value.code == 426
+        try:
+            with urllib.request.urlopen(f"http://{novnc}/vnc_lite.html?token=x") as page:
+                assert b"noVNC" in page.read()
+        except urllib.error.HTTPError as e:
+            assert e.code == 426 and not Path("/usr/share/novnc/vnc_lite.html").exists()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/") as r:
             assert r.status == 200
         # The first run generated the admin's password and printed it in the OS_* variables: it works.
