@@ -39,6 +39,7 @@ from psycopg import sql
 from projections.readmodels import ReadModels
 from projections.schema import LIVE_SCHEMA, WRITER_LOCK
 from projections.view import ReadModelView
+from stratus import metrics
 from stratus.eventstore import EventStoreUnavailable
 from stratus.eventstore.envelope import decode_notification
 from stratus.eventstore.signing import Verifier
@@ -340,6 +341,10 @@ class Projector:
                     ahead = reader.submit(self.fetch, position)
                     continue
                 ahead = reader.submit(self.fetch, batch.last)
-                position = self.apply_batch(batch).position
+                result = self.apply_batch(batch)
+                position = result.position
+                if self.lock:  # the live read models' (a rebuild's schema is not served yet)
+                    metrics.PROJECTOR_POSITION.set(position)
+                    metrics.PROJECTOR_EVENTS.inc(result.events)
             ahead.cancel()
         return position
