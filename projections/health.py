@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 import psycopg_pool
 from psycopg import sql
+from psycopg.rows import tuple_row
 
 from projections.schema import LIVE_SCHEMA
 from stratus.health import Check, LogLag, lag, lag_check, log_head_check
@@ -26,7 +27,7 @@ _DATABASE_AWAY: tuple[type[Exception], ...] = (psycopg.Error, psycopg_pool.PoolT
 def position(conn: psycopg.Connection[Any], schema: str = LIVE_SCHEMA) -> int:
     """The log position the read models hold (0 before the first batch)."""
     query = sql.SQL("SELECT position FROM {}.tracking").format(sql.Identifier(schema))
-    row = conn.execute(query).fetchone()
+    row = conn.cursor(row_factory=tuple_row).execute(query).fetchone()  # whatever the pool's rows are
     return int(row[0]) if row else 0
 
 
