@@ -81,7 +81,7 @@ def log_head_check(head: Callable[[], int | None]) -> tuple[Check, int | None]:
     try:
         at = head() or 0
     except _LOG_AWAY as e:
-        return Check("jetstream", False, f"unreachable: {type(e).__name__}: {e}"[:200]), None
+        return Check("jetstream", False, f"cannot read the log: {type(e).__name__}: {e}"[:200]), None
     return Check("jetstream", True, f"log head at {at}"), at
 
 
