@@ -163,11 +163,11 @@ def hosts_collector(
         alive = heartbeats.up([r["hostname"] for r in rows], down_after)
         up = sum(1 for r in rows if alive.get(r["hostname"]) and not r["forced_down"])
         family = metrics.GaugeMetricFamily(
-            "stratus_hosts", "Compute hosts, by state (up, down)", labels=["state"]
+            metrics.HOSTS, "Compute hosts, by state (up, down)", labels=["state"]
         )
         family.add_metric(["up"], up)
         family.add_metric(["down"], len(rows) - up)
         disabled = sum(1 for r in rows if r["disabled"])
-        return [family, metrics.gauge("stratus_hosts_disabled", "Compute hosts disabled", disabled)]
+        return [family, metrics.gauge(metrics.HOSTS_DISABLED, "Compute hosts disabled", disabled)]
 
     return metrics.Collected(collect)

@@ -119,12 +119,12 @@ def lag_check(lagging: LogLag, max_lag: int) -> Check:
 def lag_metrics(lagging: LogLag) -> list[Any]:
     """The projector's lag as gauges (read at scrape time)."""
     return [
-        metrics.gauge("stratus_log_head_position", "The event log's last position", lagging.head),
+        metrics.gauge(metrics.LOG_HEAD, "The event log's last position", lagging.head),
         metrics.gauge(
-            "stratus_projector_lag_positions", "Log positions the read models lack", lagging.positions
+            metrics.PROJECTOR_LAG_POSITIONS, "Log positions the read models lack", lagging.positions
         ),
         metrics.gauge(
-            "stratus_projector_lag_seconds",
+            metrics.PROJECTOR_LAG_SECONDS,
             "Age of the oldest event the read models lack (0 when caught up)",
             lagging.seconds,
         ),
@@ -138,10 +138,10 @@ def consumer_pending(bridge: NatsBridge, stream: str, durables: Sequence[str]) -
 
     def collect() -> list[Any]:
         pending = metrics.GaugeMetricFamily(
-            "stratus_consumer_pending", "Messages a durable consumer has yet to deliver", labels=["durable"]
+            metrics.CONSUMER_PENDING, "Messages a durable consumer has yet to deliver", labels=["durable"]
         )
         unacked = metrics.GaugeMetricFamily(
-            "stratus_consumer_ack_pending",
+            metrics.CONSUMER_ACK_PENDING,
             "Messages a durable consumer delivered and awaits the acknowledgement of",
             labels=["durable"],
         )

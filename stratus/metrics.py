@@ -103,6 +103,38 @@ HYPERVISOR_ACTION_LATENCY = Histogram(
 )
 
 
+# -- read at scrape time (``Collector``s of the parts' composition roots) ------------------------------
+LOG_HEAD = "stratus_log_head_position"
+PROJECTOR_LAG_POSITIONS = "stratus_projector_lag_positions"
+PROJECTOR_LAG_SECONDS = "stratus_projector_lag_seconds"
+CONSUMER_PENDING = "stratus_consumer_pending"
+CONSUMER_ACK_PENDING = "stratus_consumer_ack_pending"
+HOSTS = "stratus_hosts"
+HOSTS_DISABLED = "stratus_hosts_disabled"
+SCRAPE_TIME = (
+    LOG_HEAD,
+    PROJECTOR_LAG_POSITIONS,
+    PROJECTOR_LAG_SECONDS,
+    CONSUMER_PENDING,
+    CONSUMER_ACK_PENDING,
+    HOSTS,
+    HOSTS_DISABLED,
+)
+
+
+def exported_names() -> set[str]:
+    """Every sample name a part may export (a counter's ``_total``, a histogram's ``_bucket``...)."""
+    names = set(SCRAPE_TIME)
+    for family in REGISTRY.collect():
+        if family.name.startswith("stratus_"):
+            names.update(sample.name for sample in family.samples)
+            if family.type == "counter":
+                names.add(family.name + "_total")
+            if family.type == "histogram":
+                names.update(family.name + suffix for suffix in ("_bucket", "_count", "_sum"))
+    return names
+
+
 class Timer:
     """Seconds since it was made (``elapsed``), on the monotonic clock."""
 
