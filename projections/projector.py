@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -160,6 +160,7 @@ class Projector:
         quarantine: Quarantine | None = None,
         part: str = "projector",
         trust: Verifier | None = None,
+        progress: Callable[[int], None] | None = None,
     ) -> None:
         if not conn.autocommit:
             raise ValueError("the projector needs an autocommit connection (one transaction per batch)")
@@ -175,6 +176,7 @@ class Projector:
         self.quarantine = quarantine
         self.part = part
         self.trust = trust
+        self.progress = progress  # told the position after each batch (a rebuild's progress bar)
 
     def position(self) -> int:
         return self.view.max_tracking_id(self.projection.name) or 0
@@ -346,5 +348,7 @@ class Projector:
                 if self.lock:  # the live read models' (a rebuild's schema is not served yet)
                     metrics.PROJECTOR_POSITION.set(position)
                     metrics.PROJECTOR_EVENTS.inc(result.events)
+                if self.progress is not None:
+                    self.progress(position)
             ahead.cancel()
         return position
