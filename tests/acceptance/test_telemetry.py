@@ -7,6 +7,7 @@ ready.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -87,7 +88,7 @@ def test_every_part_is_alive_and_ready(telemetry_stack: Stack) -> None:
     wait_for("the host to register", lambda: _hypervisor_up(telemetry_stack.http))
     for part, base in telemetry_stack.probes.items():
         assert get(base + "/healthz") == (200, '{"status":"alive"}'), part
-        status, body = wait_for(f"the {part} to be ready", lambda base=base: _ready(base))
+        status, body = wait_for(f"the {part} to be ready", functools.partial(_ready, base))
         checks = json.loads(body)["checks"]
         assert checks["jetstream"]["ok"], (part, checks)
         if part in ("api", "projector"):
