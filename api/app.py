@@ -262,6 +262,9 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
 class LazyApp:
     """A WSGI app that composes the real one on its first request, in the process that serves it."""
 
+    # Whether it answers /healthz and /metrics itself (api/telemetry.py): not where guests call.
+    answers_probes = True
+
     def __init__(self, settings_factory: Callable[[], Settings] = Settings.from_env) -> None:
         self._settings_factory = settings_factory
         self._lock = threading.Lock()
@@ -270,7 +273,7 @@ class LazyApp:
         self._collectors: list[metrics.Collector] = []  # set once composed
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") in telemetry.Probes.paths:  # alive and counted, composed or not
+        if self.answers_probes and environ.get("PATH_INFO") in telemetry.Probes.paths:  # composed or not
             return self._probe(environ, start_response)
         app = self._app
         if app is None:

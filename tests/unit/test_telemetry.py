@@ -10,6 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from api.app import LazyApp
+from api.metadata.app import MetadataApp
 from processes.logs import ContextIds, JsonFormatter, handler
 from stratus import metrics
 from stratus.config import Settings
@@ -135,3 +137,10 @@ def test_the_telemetry_settings() -> None:
     assert Settings.from_env(s.to_env()).log_format == "json"
     with pytest.raises(ValueError, match="STRATUS_LOG_FORMAT"):
         Settings.from_env({"STRATUS_LOG_FORMAT": "xml"})
+
+
+def test_the_api_is_alive_before_it_is_composed_and_the_metadata_service_shows_guests_no_probes() -> None:
+    statuses: list[str] = []
+    body = LazyApp(Settings)({"PATH_INFO": "/healthz"}, lambda status, headers: statuses.append(status))
+    assert (statuses, b"".join(body)) == (["200 OK"], b'{"status":"alive"}')
+    assert LazyApp.answers_probes and not MetadataApp.answers_probes
