@@ -194,6 +194,7 @@ class Scheduling:
             placed: list[Instance] = []
             contexts: dict[tuple[str, int], CommandContext] = {}
             unplaceable: list[tuple[str, CommandContext, str]] = []
+            said: list[tuple[str, str, CommandContext]] = []  # placed: (server, host, its request)
             why: dict[tuple[object, ...], str] = {}  # per request shape: a full cloud explains once
             for requested, ctx in pending:
                 inst = copy.deepcopy(requested)
@@ -212,13 +213,14 @@ class Scheduling:
                 inst.schedule(host.hostname)
                 placed.append(inst)
                 contexts[(inst.server_id, inst.version)] = ctx
+                said.append((inst.server_id, host.hostname, ctx))
                 contexts[(str(host.id), host.version)] = ctx
             try:
                 if placed:
                     self._bus.handle(RecordPlacements([*claimed.values(), *placed], contexts))
-                    for inst in placed:
-                        with acting(contexts[(inst.server_id, inst.version)]):
-                            _placed(inst.server_id, str(inst.host))
+                    for server_id, hostname, ctx in said:
+                        with acting(ctx):
+                            _placed(server_id, hostname)
             except IntegrityError:
                 self._standing.clear()  # they took room for claims that were not appended
                 # Another scheduler claimed on one of these hosts first (decide again on a view that
