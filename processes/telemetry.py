@@ -9,7 +9,7 @@ still answers them, and the projector's on short-lived PostgreSQL connections.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from projections.health import connector, readiness
@@ -54,16 +54,6 @@ class ProbeLog:
 
 
 @contextlib.contextmanager
-def serving(bind: str, probes: Callable[[], Probes]) -> Iterator[None]:
-    """Serve ``probes()`` on ``bind`` while inside (nothing when ``bind`` is "")."""
-    if not bind:
-        yield
-        return
-    with ProbeServer(bind, probes()):
-        yield
-
-
-@contextlib.contextmanager
 def projector_probes(settings: Settings) -> Iterator[None]:
     """The projector's probes: ready when JetStream and PostgreSQL answer and the read models are
     within ``ready_max_lag`` positions of the head; the lag on ``/metrics``."""
@@ -72,7 +62,7 @@ def projector_probes(settings: Settings) -> Iterator[None]:
         yield
         return
     log = ProbeLog(settings, "stratus-projector")
-    connect = connector(settings.database_url or database_url(settings))
+    connect = connector(database_url(settings))  # the read models' (as the projector's runner finds them)
 
     def checks() -> Sequence[Check]:
         return readiness(log.head, connect, log.appended_at, settings.ready_max_lag)[0]
@@ -82,7 +72,7 @@ def projector_probes(settings: Settings) -> Iterator[None]:
         return lag_metrics(lagging) if lagging is not None else []
 
     try:
-        with serving(bind, lambda: Probes(checks, [metrics.Collected(lag)])):
+        with ProbeServer(bind, Probes(checks, [metrics.Collected(lag)])):
             yield
     finally:
         log.close()
@@ -101,7 +91,7 @@ def worker_probes(settings: Settings, bind: str, name: str, durables: Sequence[s
         return [log_head_check(log.head)[0]]
 
     try:
-        with serving(bind, lambda: Probes(checks, [consumer_pending(log.bridge, settings.stream, durables)])):
+        with ProbeServer(bind, Probes(checks, [consumer_pending(log.bridge, settings.stream, durables)])):
             yield
     finally:
         log.close()
