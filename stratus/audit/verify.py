@@ -314,11 +314,15 @@ def verify(
     with RawReader(urls, stream, seed_file=seed_file) as reader:
         last = reader.last_position(f"{subject_prefix}.>") if upto is None else upto
         checker = _Checker(last, dict(anchors or {}))
+        at = 0
         for m in reader.messages(f"{subject_prefix}.>", 1, last):
             if not checker.step(digest(m.position, m.header_block, m.body)):
                 break
-            if progress is not None and m.position % PROGRESS_EVERY == 0:
-                progress(m.position, last)
+            at = m.position
+            if progress is not None and at % PROGRESS_EVERY == 0:
+                progress(at, last)
+        if progress is not None:
+            progress(at, last)  # where it ended
     return checker.report(started)
 
 
