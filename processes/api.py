@@ -91,6 +91,7 @@ def serve_watch(settings: Settings) -> NoReturn:
         settings = dataclasses.replace(settings, watch_bind=WATCH_BIND)
     argv = [
         sys.executable, "-m", "gunicorn",
+        "--config", GUNICORN_CONFIG,
         "--bind", str(settings.watch_bind),
         "--worker-class", "gthread",
         "--workers", "1",
