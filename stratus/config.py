@@ -141,7 +141,7 @@ class Settings:
     hypervisor_metrics_bind: str = "127.0.0.1:9183"
     notifier_metrics_bind: str = "127.0.0.1:9184"
     ready_max_lag: int = 1000
-    metrics_multiproc_dir: Path | None = None
+    metrics_multiproc_dir: Path | None = field(default=None, compare=False)  # never in to_env
     # The seeded admin's password (STRATUS_ADMIN_PASSWORD; None: generated on the first run). A secret
     # for the seeding only: never in ``to_env``, never printed.
     admin_password: str | None = field(default=None, compare=False, repr=False)
