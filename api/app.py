@@ -36,6 +36,7 @@ from api import (
     networks,
     positions,
     servers,
+    telemetry,
     versions,
 )
 from api.auth import Authenticator
@@ -55,9 +56,10 @@ from api.server_actions import host_liveness, scheduler_beats
 from commands.bus import MessageBus, bootstrap
 from commands.image_usage import ImageLimits
 from commands.network import FixedNetwork
-from stratus import serialization
+from stratus import metrics, serialization
 from stratus.config import Settings
 from stratus.eventstore import JetStreamApplicationRecorder
+from stratus.health import METRICS, READYZ
 from stratus.hostrpc import HostRPC
 from stratus.imagestore import user_data_store
 from stratus.liveness import Heartbeats, LivenessReader
@@ -126,6 +128,8 @@ def create_app(deps: Deps) -> falcon.App:
     # after authentication: a key is scoped to the caller's project
     middleware.append(IdempotencyKeys(deps.bus.app, deps.max_body_bytes, deps.token_signer.digests))
     middleware.insert(0, degraded.Degraded(reachable))  # before authentication (api/degraded.py)
+    # first: it times the whole request and sees the status every other middleware settled on
+    middleware.insert(0, telemetry.RequestMetrics(access_lines=deps.settings.log_format == "json"))
     app = falcon.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     json = falcon.media.JSONHandler(dumps=serialization.dumps, loads=serialization.loads)
@@ -147,6 +151,8 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1", versions.Version())
     app.add_route("/v2", versions.LegacyVersion())
     app.add_route("/openapi.json", OpenAPIDocument())
+    checks, _ = telemetry.readiness_checks(log_head(deps, reachable), deps.pool, deps.settings.ready_max_lag)
+    app.add_route(READYZ, telemetry.Readiness(checks))
     user_data = user_data_store(deps.settings.data_dir)
     app.add_route("/v2.1/servers", servers.ServerCollection(*server_args, user_data))
     alive = host_liveness(heartbeats, down_after)
@@ -188,6 +194,20 @@ def create_app(deps: Deps) -> falcon.App:
         max_body_bytes=deps.max_body_bytes,
     )
     return app
+
+
+def log_head(deps: Deps, reachable: Callable[[], bool]) -> telemetry.LogHead:
+    """The log as the probes read it (``/readyz``, the lag on ``/metrics``)."""
+    return telemetry.LogHead(deps.log.max_notification_id, deps.log.read_envelopes, reachable)
+
+
+def collectors(deps: Deps) -> list[metrics.Collector]:
+    """What the API's ``/metrics`` reads at scrape time: the projector's lag, the hosts up and down."""
+    _, heartbeats = beside_the_log(deps)
+    head = log_head(deps, log_reachable(deps.log.bridge))
+    _, lag = telemetry.readiness_checks(head, deps.pool, deps.settings.ready_max_lag)
+    hosts = telemetry.hosts_collector(deps.pool, heartbeats, deps.settings.host_down_after_seconds)
+    return [lag, hosts]
 
 
 # -- the process's composition root ---------------------------------------------------------------
@@ -247,12 +267,19 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
 class LazyApp:
     """A WSGI app that composes the real one on its first request, in the process that serves it."""
 
+    # Whether it answers /healthz and /metrics itself (api/telemetry.py): not where guests call.
+    answers_probes = True
+
     def __init__(self, settings_factory: Callable[[], Settings] = Settings.from_env) -> None:
         self._settings_factory = settings_factory
         self._lock = threading.Lock()
         self._app: falcon.App | None = None
+        self._probes: telemetry.Probes | None = None
+        self._collectors: list[metrics.Collector] = []  # set once composed
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if self.answers_probes and environ.get("PATH_INFO") in telemetry.Probes.paths:  # composed or not
+            return self._probe(environ, start_response)
         app = self._app
         if app is None:
             try:
@@ -274,8 +301,25 @@ class LazyApp:
                     close()  # the next request composes afresh: leave no pool or connection behind
                     raise
                 atexit.register(close)
+                self._collectors = collectors(deps)
                 self._app = app
             return self._app
+
+    def _probe(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == METRICS and self._app is None:
+            try:  # the hosts and the lag are read by the composed app's collaborators
+                self._compose()
+            except Exception as e:
+                log.warning("the API could not be composed for a scrape; its counters only: %s", e)
+        with self._lock:
+            if self._probes is None:
+                self._probes = telemetry.Probes(
+                    self._settings_factory().metrics_multiproc_dir, self.collectors
+                )
+        return self._probes(environ, start_response)
+
+    def collectors(self) -> list[metrics.Collector]:
+        return self._collectors
 
     def _extend(self, app: falcon.App, deps: Deps) -> None:
         """Routes a variant of the API adds to the composed app (``api.watch``); none here."""

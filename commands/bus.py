@@ -20,6 +20,7 @@ from uuid import UUID, uuid4
 
 from commands import idempotency
 from commands.app import Stratus
+from commands.errors import DomainError
 from commands.flavors import change as flavor_changes
 from commands.flavors import create as flavors
 from commands.hosts import aggregates as host_aggregates
@@ -54,6 +55,7 @@ from commands.providers import manage as placement_providers
 from commands.quotas import limits as quotas
 from commands.servers import actions, create, delete, fields, groups, moves, reconcile, scheduling, spawn
 from commands.unit_of_work import Result, UnitOfWork
+from stratus import metrics
 
 Handler = Callable[..., Any]
 
@@ -230,6 +232,19 @@ class MessageBus:
             handler = self._handlers[type(command)]
         except KeyError:
             raise TypeError(f"no handler for {type(command).__name__}") from None
+        name = type(command).__name__
+        try:
+            result = self._handle(command, handler)
+        except DomainError:
+            metrics.COMMANDS.labels(name, "refused").inc()
+            raise
+        except Exception:
+            metrics.COMMANDS.labels(name, "failed").inc()
+            raise
+        metrics.COMMANDS.labels(name, "accepted").inc()
+        return result
+
+    def _handle(self, command: object, handler: Handler) -> Any:
         with idempotency.handling(command) as replayed:  # a request retried under its key
             if replayed is None:
                 return handler(command)

@@ -34,6 +34,7 @@ from commands.quota import (
     quota_aggregate_id,
     quota_class_id,
 )
+from stratus import metrics
 
 A = TypeVar("A", bound=Aggregate)
 _Q = TypeVar("_Q", ProjectQuota, QuotaClass)
@@ -192,6 +193,7 @@ class UnitOfWork:
                 try:
                     return decide()
                 except IntegrityError:
+                    metrics.COMMAND_RETRIES.inc()
                     if backoff:
                         time.sleep(random.uniform(0, backoff * min(attempt + 1, 8)))
                     continue

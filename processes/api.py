@@ -8,16 +8,20 @@ they connect to nothing until a worker, after gunicorn's fork, serves its first 
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 from api.app import LazyApp
 from api.watch import WatchApp
 from processes import logs
 from processes.spawn import child_env, exec_program, version_at_least
-from stratus.config import Settings
+from stratus.config import MULTIPROC_DIR_ENV, Settings
 
 API_APP = "processes.api:get_app()"
+# gunicorn's settings module: its hooks (a worker's metrics files) and, for JSON logs, its log format.
+GUNICORN_CONFIG = "python:processes.gunicorn_conf"
 WATCH_APP = "processes.api:get_watch_app()"
 # Threaded workers keep connections alive. gunicorn's default closes an idle one after 2 s, which is
 # openstacksdk's polling interval: its next request then met a connection being closed ("Remote end
@@ -29,32 +33,55 @@ WATCH_BIND = "127.0.0.1:8775"
 
 def get_app() -> LazyApp:
     """gunicorn's entry point: ``gunicorn 'processes.api:get_app()'``."""
-    logs.configure()
+    logs.configure(Settings.from_env().log_format)
     return LazyApp()
 
 
 def get_watch_app() -> WatchApp:
     """gunicorn's entry point for ``stratus watch``:
     ``gunicorn -k gthread 'processes.api:get_watch_app()'``."""
-    logs.configure()
+    settings = Settings.from_env()
+    logs.configure(settings.log_format)
     # gunicorn's thread pool, as ``stratus watch`` sized it (its --threads or STRATUS_WATCH_THREADS)
-    return WatchApp(Settings.from_env().watch_threads)
+    return WatchApp(settings.watch_threads)
 
 
 def serve(settings: Settings) -> NoReturn:
-    """The Compute API: exec gunicorn with ``settings``' address, workers and threads."""
+    """The Compute API: exec gunicorn with ``settings``' address, workers and threads; its workers
+    keep their metrics in one directory, emptied here, which ``/metrics`` sums (multiprocess mode)."""
+    multiproc_dir = metrics_dir(settings)
     argv = [
         sys.executable, "-m", "gunicorn",
+        "--config", GUNICORN_CONFIG,
         "--bind", settings.api_bind,
         "--workers", str(settings.api_workers),
         "--threads", str(settings.api_threads),
         "--keep-alive", str(API_KEEPALIVE_SECONDS),
         "--graceful-timeout", "10",
-        "--access-logfile", "-",
+        *_access_log(settings),
         *_no_control_socket(),
         API_APP,
     ]  # fmt: skip
-    exec_program(argv, child_env(settings))
+    env = child_env(settings)
+    env[MULTIPROC_DIR_ENV] = str(multiproc_dir)
+    exec_program(argv, env)
+
+
+def metrics_dir(settings: Settings) -> Path:
+    """The API's metrics directory (``PROMETHEUS_MULTIPROC_DIR``, or one per port under the data
+    directory), emptied: the files of an earlier run's workers would be summed in."""
+    port = settings.api_bind.rpartition(":")[2]
+    path = settings.metrics_multiproc_dir or settings.data_dir.absolute() / "metrics" / f"api-{port}"
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def _access_log(settings: Settings) -> list[str]:
+    """gunicorn's access log, for text logs; JSON logs have the API's own access lines, which carry
+    the request id (``api.telemetry.RequestMetrics``)."""
+    return ["--access-logfile", "-"] if settings.log_format == "text" else []
 
 
 def serve_watch(settings: Settings) -> NoReturn:
@@ -64,13 +91,14 @@ def serve_watch(settings: Settings) -> NoReturn:
         settings = dataclasses.replace(settings, watch_bind=WATCH_BIND)
     argv = [
         sys.executable, "-m", "gunicorn",
+        "--config", GUNICORN_CONFIG,
         "--bind", str(settings.watch_bind),
         "--worker-class", "gthread",
         "--workers", "1",
         "--threads", str(settings.watch_threads),
         "--timeout", "0",  # a stream is idle between events by design; keep-alives show it is alive
         "--graceful-timeout", "5",
-        "--access-logfile", "-",
+        *_access_log(settings),
         *_no_control_socket(),
         WATCH_APP,
     ]  # fmt: skip

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, cast
 
+from processes.progress import Progress
 from stratus.audit import export, history, signatures, verify
 from stratus.audit.filestore import FileStoreError
 from stratus.config import Settings
@@ -131,17 +132,20 @@ def _verify(settings: Settings, args: argparse.Namespace, out: IO[str]) -> int:
         anchors[int(position)] = value.lower()
     if args.store:
         try:
+            checking = Progress("stratus audit verify", "blocks")
             report = verify.verify_store(
                 Path(args.store), settings.stream, settings.subject_prefix, upto=args.upto,
-                anchors=anchors, processes=args.processes,
+                anchors=anchors, processes=args.processes, progress=checking.update,
             )  # fmt: skip
         except FileStoreError as e:
             raise SystemExit(f"stratus audit verify: {e}") from e
     else:
+        checking = Progress("stratus audit verify")
         report = verify.verify(
             settings.nats_urls, settings.stream, settings.subject_prefix, upto=args.upto, anchors=anchors,
-            seed_file=settings.nats_seed_file,
+            seed_file=settings.nats_seed_file, progress=checking.update,
         )  # fmt: skip
+    checking.finish()
     signed = _signatures(settings, args, report.last_position)
     if args.json:
         _print(out, {**report.to_dict(), "signatures": signed.to_dict() if signed is not None else None})
@@ -273,6 +277,7 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
         settings.nats_urls, settings.stream, settings.subject_prefix, aggregate_id=aggregate,
         seed_file=settings.nats_seed_file,
     )  # fmt: skip
+    lines = Progress("stratus audit export").counted(lines)
     if args.output:
         with open(args.output, "wb") as f:
             n = export.write_export(f, lines)
@@ -293,9 +298,8 @@ def _import(settings: Settings, args: argparse.Namespace, out: IO[str]) -> int:
         Factory(bridge=bridge, settings=settings).application_recorder()  # the stream, as Stratus makes it
         source: IO[bytes] = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
         try:
-            n = export.import_events(
-                bridge, settings.stream, settings.subject_prefix, export.read_lines(source)
-            )
+            lines = Progress("stratus audit import").counted(export.read_lines(source))
+            n = export.import_events(bridge, settings.stream, settings.subject_prefix, lines)
         except export.ImportRefused as e:
             print(f"stratus audit import: refused: {e}", file=sys.stderr)
             return EXIT_BROKEN

@@ -109,10 +109,20 @@ def run(settings: Settings, *, nats_port: int | None, grace: float) -> int:
     api_url = f"http://{client_address(settings.api_bind)}/v2.1"
     children: list[tuple[str, str, Callable[[], bool] | None]] = [
         ("api", api_url, http_responding(f"http://{client_address(settings.api_bind)}/")),
-        ("projector", "", None),
-        ("scheduler", "", None),
-        ("hypervisor", f"host {settings.host_name} on {settings.libvirt_uri}", None),
-        ("notifier", "Nova versioned notifications on versioned_notifications.>", None),
+        ("projector", _probes("", settings.projector_metrics_bind), None),
+        ("scheduler", _probes("", settings.scheduler_metrics_bind), None),
+        (
+            "hypervisor",
+            _probes(f"host {settings.host_name} on {settings.libvirt_uri}", settings.hypervisor_metrics_bind),
+            None,
+        ),
+        (
+            "notifier",
+            _probes(
+                "Nova versioned notifications on versioned_notifications.>", settings.notifier_metrics_bind
+            ),
+            None,
+        ),
         (
             "watch",
             f"http://{client_address(watch_bind)}/v2.1/stratus/events (server-sent events)",
@@ -176,6 +186,14 @@ def restart_policy(settings: Settings) -> RestartPolicy:
         crash_loop_deaths=settings.crash_loop_deaths,
         crash_loop_window=settings.crash_loop_window_seconds,
     )
+
+
+def _probes(address: str, bind: str) -> str:
+    """A part's address with where it answers /healthz, /readyz and /metrics (docs/operations.md)."""
+    if not bind:
+        return address
+    probes = f"metrics on http://{client_address(bind)}/metrics"
+    return f"{address}; {probes}" if address else probes
 
 
 def _next_port(bind: str) -> str:

@@ -6,17 +6,18 @@ import threading
 
 from commands.app import Stratus
 from processes import logs
+from processes.telemetry import worker_probes
 from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.subjects import encode_token
 from workers.consumer import stop_on_signals
-from workers.hypervisor import run
+from workers.hypervisor import durable_name, run
 from workers.libvirt_driver import EventLoop, LibvirtDriver
 
 
 def main(settings: Settings) -> int:
     """Serve the host ``settings.host_name`` on ``settings.libvirt_uri`` until SIGTERM/SIGINT."""
-    logs.configure()  # INFO and above, with time and logger, as the other parts
+    logs.configure(settings.log_format)  # INFO and above, with time and logger, as the other parts
     stop = threading.Event()
     instances_path = settings.data_dir / "instances" / encode_token(settings.host_name)
     instances_path.mkdir(parents=True, exist_ok=True)
@@ -26,6 +27,12 @@ def main(settings: Settings) -> int:
     try:
         with (
             stop_on_signals(stop),
+            worker_probes(
+                settings,
+                settings.hypervisor_metrics_bind,
+                f"stratus-hypervisor-{settings.host_name}",
+                [durable_name(settings.host_name)],
+            ),
             NatsBridge(
                 settings.nats_urls,
                 name=f"stratus-hypervisor-{settings.host_name}",

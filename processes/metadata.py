@@ -24,7 +24,7 @@ METADATA_BIND = "127.0.0.1:8780"
 
 def get_app() -> MetadataApp:
     """gunicorn's entry point: ``gunicorn 'processes.metadata:get_app()'``."""
-    logs.configure()
+    logs.configure(Settings.from_env().log_format)
     return MetadataApp()
 
 

@@ -6,6 +6,7 @@ import logging
 import threading
 
 from processes import logs
+from processes.telemetry import worker_probes
 from projections.notifications import open_notifier
 from stratus.config import Settings
 from stratus.eventstore import EventStoreUnavailable
@@ -16,9 +17,9 @@ log = logging.getLogger("stratus.notifications")
 
 def main(settings: Settings) -> int:
     """Publish until SIGTERM/SIGINT, opening the notifier again after the event store was away."""
-    logs.configure()
+    logs.configure(settings.log_format)
     stop = threading.Event()
-    with stop_on_signals(stop):
+    with stop_on_signals(stop), worker_probes(settings, settings.notifier_metrics_bind, "stratus-notifier"):
         while not stop.is_set():
             try:
                 with open_notifier(settings) as notifier:

@@ -6,6 +6,7 @@ import logging
 import threading
 
 from processes import logs
+from processes.telemetry import projector_probes
 from projections.runner import run
 from stratus.config import Settings
 from workers.consumer import stop_on_signals
@@ -15,9 +16,9 @@ log = logging.getLogger("stratus.projector")
 
 def main(settings: Settings, *, batch_size: int = 500) -> int:
     """Follow the log until SIGTERM/SIGINT (the batch under way is finished), then close cleanly."""
-    logs.configure()
+    logs.configure(settings.log_format)
     stop = threading.Event()
-    with stop_on_signals(stop):
+    with stop_on_signals(stop), projector_probes(settings):
         run(settings, stop, batch_size=batch_size)
     log.info("projector stopped")
     return 0

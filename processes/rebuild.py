@@ -7,6 +7,7 @@ import sys
 
 import psycopg
 
+from processes.progress import Progress
 from projections.rebuild import RebuildInProgress, rebuild
 from projections.runner import open_event_log, read_models_url
 from stratus.config import Settings
@@ -18,10 +19,12 @@ def main(settings: Settings, *, batch_size: int = 2000, keep_old: bool = False) 
     url = read_models_url(settings)
     with open_event_log(settings) as (log, mapper, quarantine), psycopg.connect(url, autocommit=True) as conn:
         try:
+            replay = Progress("stratus rebuild: replaying the log")
             result = rebuild(
                 conn, log, mapper, batch_size=batch_size, keep_old=keep_old, quarantine=quarantine,
-                trust=Verifier.load(settings.trust_registry),
+                trust=Verifier.load(settings.trust_registry), progress=replay.update,
             )  # fmt: skip
+            replay.finish()
         except RebuildInProgress as e:
             print(f"stratus rebuild: {e}", file=sys.stderr)
             return 1

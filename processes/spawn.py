@@ -11,7 +11,7 @@ import os
 import sys
 from typing import NoReturn
 
-from stratus.config import ADMIN_PASSWORD_ENV, Settings
+from stratus.config import ADMIN_PASSWORD_ENV, MULTIPROC_DIR_ENV, Settings
 
 
 def inherited() -> dict[str, str]:
@@ -21,9 +21,11 @@ def inherited() -> dict[str, str]:
 
 def child_env(settings: Settings) -> dict[str, str]:
     """The environment of a part started with ``settings``: the caller's, the settings on top, and
-    without the admin's password (a secret for the seeding, not for the parts)."""
+    without the admin's password (a secret for the seeding, not for the parts) nor prometheus_client's
+    multiprocess directory (which would put a part's metrics in files no one reads)."""
     env = inherited()
     env.pop(ADMIN_PASSWORD_ENV, None)
+    env.pop(MULTIPROC_DIR_ENV, None)  # the API's gunicorn workers' alone (``processes.api.serve``)
     env.update(settings.to_env())
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env

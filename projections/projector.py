@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -39,6 +39,7 @@ from psycopg import sql
 from projections.readmodels import ReadModels
 from projections.schema import LIVE_SCHEMA, WRITER_LOCK
 from projections.view import ReadModelView
+from stratus import metrics
 from stratus.eventstore import EventStoreUnavailable
 from stratus.eventstore.envelope import decode_notification
 from stratus.eventstore.signing import Verifier
@@ -159,6 +160,7 @@ class Projector:
         quarantine: Quarantine | None = None,
         part: str = "projector",
         trust: Verifier | None = None,
+        progress: Callable[[int], None] | None = None,
     ) -> None:
         if not conn.autocommit:
             raise ValueError("the projector needs an autocommit connection (one transaction per batch)")
@@ -174,6 +176,7 @@ class Projector:
         self.quarantine = quarantine
         self.part = part
         self.trust = trust
+        self.progress = progress  # told the position after each batch (a rebuild's progress bar)
 
     def position(self) -> int:
         return self.view.max_tracking_id(self.projection.name) or 0
@@ -340,6 +343,12 @@ class Projector:
                     ahead = reader.submit(self.fetch, position)
                     continue
                 ahead = reader.submit(self.fetch, batch.last)
-                position = self.apply_batch(batch).position
+                result = self.apply_batch(batch)
+                position = result.position
+                if self.lock:  # the live read models' (a rebuild's schema is not served yet)
+                    metrics.PROJECTOR_POSITION.set(position)
+                    metrics.PROJECTOR_EVENTS.inc(result.events)
+                if self.progress is not None:
+                    self.progress(position)
             ahead.cancel()
         return position

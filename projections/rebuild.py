@@ -13,6 +13,7 @@ Run it as ``stratus rebuild`` (its composition root: ``processes/rebuild.py``); 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -64,6 +65,7 @@ def rebuild(
     keep_old: bool = False,
     quarantine: Quarantine | None = None,
     trust: Verifier | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> RebuildResult:
     """Replay ``log`` into a new schema and swap it in as ``stratus_rm``; ``conn`` must be autocommit.
 
@@ -71,6 +73,7 @@ def rebuild(
     dropping it. ``quarantine``: where events the replay cannot apply are recorded (part ``rebuild``)
     and skipped; without one such an event stops the rebuild (``PoisonEvent``). ``trust``: refuses
     events as the live projector does (docs/trust.md), so that a rebuild equals the live models.
+    ``progress``: told ``(position, head)`` after each batch of the replay.
     """
     if not conn.autocommit:
         raise ValueError("rebuild needs an autocommit connection (it manages its own transactions)")
@@ -88,9 +91,12 @@ def rebuild(
         )  # fmt: skip
         # Replay up to the log's head, again while writers appended more than a batch meanwhile, so
         # that the lock below is held for a batch at most (each pass is bounded by the head it saw).
-        replayed = projector.catch_up(until=_head(log))
-        while _head(log) - replayed > batch_size:
-            replayed = projector.catch_up(until=_head(log))
+        head = _head(log)
+        if progress is not None:
+            projector.progress = lambda position: progress(position, head)
+        replayed = projector.catch_up(until=head)
+        while (head := _head(log)) - replayed > batch_size:
+            replayed = projector.catch_up(until=head)
         analyze(conn, NEW_SCHEMA)  # its first readers are planned on statistics, not on guesses
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))

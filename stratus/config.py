@@ -18,6 +18,9 @@ from typing import TypeVar
 ADMIN_PASSWORD_ENV = "STRATUS_ADMIN_PASSWORD"
 # Where ``stratus run`` finds the log's servers; without it, it starts its own.
 NATS_URL_ENV = "STRATUS_NATS_URL"
+# prometheus_client's own variable: set, it puts every metric of the process in multiprocess mode.
+# ``stratus api`` sets it for gunicorn's workers alone (``Settings.metrics_multiproc_dir``).
+MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # The scheduler's largest batch: 400 placements are 800 events, within JetStream's 1000-message
 # atomic append.
 SCHEDULER_MAX_BATCH = 400
@@ -140,6 +143,19 @@ class Settings:
     # noVNC's web files, which ``stratus novncproxy`` serves beside its websocket (Debian's ``novnc``
     # package; none there: the proxy serves the websocket only).
     novnc_web: Path = Path("/usr/share/novnc")
+    # Telemetry (docs/operations.md, "Health and metrics"): the log lines' format ("text", or "json":
+    # one JSON object a line with the request, correlation and causation ids; the systemd units' choice);
+    # where the parts without HTTP answer /healthz, /readyz and /metrics ("": nowhere; port 0: any);
+    # how many log positions the read models may lag behind the head and still be ready; and the
+    # directory where the API's gunicorn workers keep their metrics (prometheus_client's multiprocess
+    # mode, PROMETHEUS_MULTIPROC_DIR; None: <data_dir>/metrics/api-<port>, set by ``stratus api``).
+    log_format: str = "text"
+    projector_metrics_bind: str = "127.0.0.1:9181"
+    scheduler_metrics_bind: str = "127.0.0.1:9182"
+    hypervisor_metrics_bind: str = "127.0.0.1:9183"
+    notifier_metrics_bind: str = "127.0.0.1:9184"
+    ready_max_lag: int = 1000
+    metrics_multiproc_dir: Path | None = field(default=None, compare=False)  # never in to_env
     # The seeded admin's password (STRATUS_ADMIN_PASSWORD; None: generated on the first run). A secret
     # for the seeding only: never in ``to_env``, never printed.
     admin_password: str | None = field(default=None, compare=False, repr=False)
@@ -231,6 +247,15 @@ class Settings:
             novncproxy_bind=e.get("STRATUS_NOVNCPROXY_BIND", d.novncproxy_bind).strip(),
             console_allowed_origins=_names(e, "STRATUS_CONSOLE_ALLOWED_ORIGINS", d.console_allowed_origins),
             novnc_web=_path(e, "STRATUS_NOVNC_WEB") or d.novnc_web,
+            log_format=_one_of(e, "LOG_FORMAT", d.log_format, LOG_FORMATS),
+            projector_metrics_bind=e.get("STRATUS_PROJECTOR_METRICS_BIND", d.projector_metrics_bind).strip(),
+            scheduler_metrics_bind=e.get("STRATUS_SCHEDULER_METRICS_BIND", d.scheduler_metrics_bind).strip(),
+            hypervisor_metrics_bind=e.get(
+                "STRATUS_HYPERVISOR_METRICS_BIND", d.hypervisor_metrics_bind
+            ).strip(),
+            notifier_metrics_bind=e.get("STRATUS_NOTIFIER_METRICS_BIND", d.notifier_metrics_bind).strip(),
+            ready_max_lag=int(_between(e, "READY_MAX_LAG", d.ready_max_lag, 0, 10**12)),
+            metrics_multiproc_dir=_path(e, MULTIPROC_DIR_ENV),
             nats_urls_given=NATS_URL_ENV in e,
             admin_password=e.get(ADMIN_PASSWORD_ENV) or None,
         )
@@ -290,6 +315,12 @@ class Settings:
             "STRATUS_NOVNCPROXY_BIND": self.novncproxy_bind,
             "STRATUS_CONSOLE_ALLOWED_ORIGINS": ",".join(self.console_allowed_origins),
             "STRATUS_NOVNC_WEB": str(self.novnc_web),
+            "STRATUS_LOG_FORMAT": self.log_format,
+            "STRATUS_PROJECTOR_METRICS_BIND": self.projector_metrics_bind,
+            "STRATUS_SCHEDULER_METRICS_BIND": self.scheduler_metrics_bind,
+            "STRATUS_HYPERVISOR_METRICS_BIND": self.hypervisor_metrics_bind,
+            "STRATUS_NOTIFIER_METRICS_BIND": self.notifier_metrics_bind,
+            "STRATUS_READY_MAX_LAG": str(self.ready_max_lag),
         }
         if self.watch_bind is not None:
             env["STRATUS_WATCH_BIND"] = self.watch_bind
@@ -313,6 +344,8 @@ class Settings:
 _N = TypeVar("_N", int, float)
 # How the metadata service may tell a guest by its address (``Settings.metadata_source_address``).
 SOURCE_ADDRESS_MODES = ("off", "peer", "forwarded")
+# The log lines' formats (``Settings.log_format``).
+LOG_FORMATS = ("text", "json")
 
 
 def _names(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:

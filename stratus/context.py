@@ -64,6 +64,11 @@ def current() -> CommandContext:
     return ctx if ctx is not None else CommandContext()
 
 
+def peek() -> CommandContext | None:
+    """The context installed now, if any (a log line outside any command has none)."""
+    return _current.get()
+
+
 @contextlib.contextmanager
 def acting(ctx: CommandContext) -> Iterator[CommandContext]:
     token = _current.set(ctx)

@@ -16,4 +16,5 @@ pytest_plugins = [
     "tests.fixtures.trust",
     "tests.fixtures.rolling",
     "tests.fixtures.cluster",
+    "tests.fixtures.telemetry",
 ]

@@ -21,6 +21,7 @@ from pathlib import Path
 from commands.app import Stratus
 from commands.bus import bootstrap
 from commands.instance import Instance
+from stratus import metrics
 from stratus.config import Settings
 from stratus.consolerelay import RelayHost
 from stratus.context import Actor, CommandContext, acting
@@ -43,7 +44,7 @@ from workers.consumer import (
     when_ready,
 )
 from workers.migration import ACTING_HOST
-from workers.outcome import DONE, Outcome, RetryPolicy
+from workers.outcome import DONE, Done, Outcome, RetryPolicy
 from workers.reconcile import Reconciler, run_periodically
 from workers.recovery import recover
 from workers.steps import HostSteps, host_of
@@ -139,7 +140,7 @@ def run(
     def handle(d: Delivery) -> Outcome:
         if d.event_type in (SCHEDULED, *ACTING_HOST) and host_of(d, bus) != host:
             return DONE  # another host's server or step: no need to load the server
-        return steps.handle(d)
+        return counted(d, steps.handle)
 
     def settle(d: Delivery, error: Exception) -> None:
         """A step quarantined: its server gets a fault rather than waiting for it forever."""
@@ -171,6 +172,27 @@ def run(
             wake.set()
             reconciling.join(timeout=30)
         beating.join(timeout=15)
+
+
+def counted(d: Delivery, handle: Callable[[Delivery], Outcome]) -> Outcome:
+    """``handle(d)``, counted and timed by action (the event acted on) and outcome; said at INFO for a
+    step known to be this host's (a server scheduled here, a move's step here), in the delivery's
+    context, so that the line carries the boot's ids. (Deletions and power actions of every server
+    come here too; each step finds out whether its server lives here.)"""
+    action = d.event_type
+    timer = metrics.Timer()
+    try:
+        outcome = handle(d)
+    except Exception:
+        metrics.HYPERVISOR_ACTIONS.labels(action, "error").inc()
+        raise
+    elapsed = timer.elapsed()
+    kind = "done" if isinstance(outcome, Done) else "retry"
+    metrics.HYPERVISOR_ACTIONS.labels(action, kind).inc()
+    metrics.HYPERVISOR_ACTION_LATENCY.labels(action).observe(elapsed)
+    level = logging.INFO if action in (SCHEDULED, *ACTING_HOST) else logging.DEBUG
+    log.log(level, "%s %s: %s in %.3f s", action, d.originator_id, kind, elapsed)
+    return outcome
 
 
 def _register(compute: Compute, stop: threading.Event) -> bool:

@@ -30,6 +30,7 @@ from commands.app import Stratus
 from commands.bus import bootstrap
 from commands.host import Host
 from commands.instance import Instance
+from stratus import metrics
 from stratus.config import SCHEDULER_MAX_BATCH, Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import NatsBridge
@@ -151,6 +152,10 @@ def run(
         return scheduling.handle(d.originator_id, d.attempt, d.notification.id, created=created)
 
     def handle_batch(deliveries: list[Delivery]) -> list[Outcome]:
+        with metrics.SCHEDULER_DECISION.time():
+            return decide(deliveries)
+
+    def decide(deliveries: list[Delivery]) -> list[Outcome]:
         """Plain new servers go together (``Scheduling.place_batch``); the rest one by one, in order."""
         alone: dict[str, tuple[Instance, CommandContext]] = {}
         for d in deliveries:

@@ -27,6 +27,7 @@ from commands.servers.moves import FailMigration, ScheduleMigration
 from commands.servers.scheduling import PlaceInstance, PlaceInstances, RecordPlacements, known_version
 from commands.servers.spawn import FailInstance
 from commands.states import TaskState, VmState
+from stratus import metrics
 from stratus.context import CommandContext, acting
 from workers.filters import Filtered, Request, run_filters, traits_of
 from workers.host_selection import NO_VALID_HOST, Selection, _shortage, ranked_for_group
@@ -170,6 +171,7 @@ class Scheduling:
                     continue
                 except (InvalidState, NotFound):
                     return DONE  # deleted, placed or failed by someone else meanwhile
+                _placed(server_id, hostname)
                 return DONE
             details = (
                 f"Requested vcpus={need.vcpus}, memory_mb={need.memory_mb}, disk_gb={need.disk_gb}; "
@@ -192,6 +194,7 @@ class Scheduling:
             placed: list[Instance] = []
             contexts: dict[tuple[str, int], CommandContext] = {}
             unplaceable: list[tuple[str, CommandContext, str]] = []
+            said: list[tuple[str, str, CommandContext]] = []  # placed: (server, host, its request)
             why: dict[tuple[object, ...], str] = {}  # per request shape: a full cloud explains once
             for requested, ctx in pending:
                 inst = copy.deepcopy(requested)
@@ -210,10 +213,14 @@ class Scheduling:
                 inst.schedule(host.hostname)
                 placed.append(inst)
                 contexts[(inst.server_id, inst.version)] = ctx
+                said.append((inst.server_id, host.hostname, ctx))
                 contexts[(str(host.id), host.version)] = ctx
             try:
                 if placed:
                     self._bus.handle(RecordPlacements([*claimed.values(), *placed], contexts))
+                    for server_id, hostname, ctx in said:
+                        with acting(ctx):
+                            _placed(server_id, hostname)
             except IntegrityError:
                 self._standing.clear()  # they took room for claims that were not appended
                 # Another scheduler claimed on one of these hosts first (decide again on a view that
@@ -372,6 +379,8 @@ class Scheduling:
                 continue  # the view was stale: choose again
             except (InvalidState, NotFound):
                 continue  # one of them was deleted or placed meanwhile: the others still go together
+            for pick in picks:
+                _placed(pick.server_id, pick.hostname)
             return DONE
         for server_id in self._waiting_for_host(server_ids):
             self._fail(server_id, details)
@@ -404,9 +413,16 @@ class Scheduling:
                 return DONE  # placed by another scheduler after all, or being deleted (or unshelved)
             log.warning("place %s: %s %s", server_id, NO_VALID_HOST, details)
             self._bus.handle(FailInstance(server_id, NoValidHost.code, NO_VALID_HOST, details))
+            metrics.SCHEDULER_PLACEMENTS.labels("no_valid_host").inc()
         except NotFound:
             return DONE  # deleted meanwhile: nothing to report on
         return DONE
+
+
+def _placed(server_id: str, hostname: str) -> None:
+    """Count a placement and say it (in the request's context: its line carries the boot's ids)."""
+    metrics.SCHEDULER_PLACEMENTS.labels("placed").inc()
+    log.info("placed %s on %s", server_id, hostname)
 
 
 def _why_none(request: Request, filtered: Filtered) -> str:

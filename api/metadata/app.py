@@ -192,6 +192,8 @@ class MetadataApp(LazyApp):
     """The API's lazy WSGI app, composing the metadata service's app in place of the API's: on its
     first request, in the gunicorn worker that serves it (503 until it can)."""
 
+    answers_probes = False  # guests call it: it shows them nothing of the control plane's
+
     def _compose(self) -> falcon.App:
         with self._lock:
             if self._app is None:

@@ -21,7 +21,7 @@ import multiprocessing
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +40,8 @@ _MAGIC = b"stratus-chain-v1\n"
 _PREFIXES = (b"ce-", b"stratus-", b"content-type")
 _GENESIS = chain.GENESIS.encode()
 _GLOBAL_GENESIS = chain.GLOBAL_GENESIS.encode()
+# How often ``verify`` tells its caller how far it is (a progress bar's redraw is cheap, not free).
+PROGRESS_EVERY = 1000
 _sha256 = hashlib.sha256
 
 
@@ -300,19 +302,27 @@ def verify(
     upto: int | None = None,
     anchors: Mapping[int, str] | None = None,
     seed_file: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Report:
     """Check the stream from position 1 to ``upto`` (default: its last position when the check starts).
 
     ``anchors``: ``{position: global hash}`` values of earlier reports; each must still hold.
-    ``seed_file``: the NKey seed to connect with (docs/trust.md).
+    ``seed_file``: the NKey seed to connect with (docs/trust.md). ``progress``: told
+    ``(position, last)`` every ``PROGRESS_EVERY`` events.
     """
     started = time.perf_counter()
     with RawReader(urls, stream, seed_file=seed_file) as reader:
         last = reader.last_position(f"{subject_prefix}.>") if upto is None else upto
         checker = _Checker(last, dict(anchors or {}))
+        at = 0
         for m in reader.messages(f"{subject_prefix}.>", 1, last):
             if not checker.step(digest(m.position, m.header_block, m.body)):
                 break
+            at = m.position
+            if progress is not None and at % PROGRESS_EVERY == 0:
+                progress(at, last)
+        if progress is not None:
+            progress(at, last)  # where it ended
     return checker.report(started)
 
 
@@ -386,13 +396,14 @@ def verify_store(
     upto: int | None = None,
     anchors: Mapping[int, str] | None = None,
     processes: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Report:
     """The same checks over the stream's files in a nats-server store directory (a backup, a stopped
     server's store, or a copy of a running one's: a record the server was still writing ends it).
 
     Blocks are hashed and checked on their own in ``processes`` worker processes (default: one per
     CPU); the links between blocks and the global chain are checked here, in position order.
-    ``upto`` defaults to the last position stored."""
+    ``upto`` defaults to the last position stored. ``progress``: told ``(blocks checked, blocks)``."""
     started = time.perf_counter()
     blocks = [str(b) for b in filestore.blocks(filestore.stream_dir(store, stream))]
     limit = upto if upto is not None else (1 << 62)
@@ -401,10 +412,12 @@ def verify_store(
     workers = max(1, processes or os.cpu_count() or 1)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         checked = pool.map(_check_block, blocks, itertools.repeat(prefix), itertools.repeat(limit))
-        for block in checked:
+        for done, block in enumerate(checked, 1):
             if not checker.block(block):
                 pool.shutdown(wait=False, cancel_futures=True)
                 break
+            if progress is not None:
+                progress(done, len(blocks))
     if upto is None:
         checker.last = checker.expected - 1  # the end is what is stored
     return checker.report(started)

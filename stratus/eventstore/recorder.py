@@ -35,6 +35,7 @@ from eventsourcing.persistence import (
 from nats.aio.msg import Msg
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
+from stratus import metrics
 from stratus.config import Settings
 from stratus.context import CommandContext, current, event_contexts
 from stratus.eventstore import chain
@@ -344,7 +345,19 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             headers = env.build_headers(e, ctx, source=self.source, append_id=append_id)
             subject = self.layout.subject(e.originator_id, e.topic)
             outs.append(_Out(subject, e.state, headers, key, e.originator_version))
-        return self._append(outs, groups, append_id, check_first=given)
+        timer = metrics.Timer()
+        try:
+            positions = self._append(outs, groups, append_id, check_first=given)
+        except ConcurrentAppendError:
+            metrics.LOG_APPENDS.labels("conflict").inc()
+            raise
+        except EventStoreUnavailable:
+            metrics.LOG_APPENDS.labels("error").inc()
+            raise
+        metrics.LOG_APPEND_LATENCY.observe(timer.elapsed())
+        metrics.LOG_APPENDS.labels("ok").inc()
+        metrics.LOG_APPENDED_EVENTS.inc(len(outs))
+        return positions
 
     def _group(self, stored_events: Sequence[StoredEvent]) -> dict[str, _Group]:
         groups: dict[str, _Group] = {}

@@ -46,6 +46,10 @@ def test_verify_history_state_usage_export_import(
     v = audit(settings, "verify")
     assert v.returncode == 0, v.stderr
     assert v.stdout.startswith("OK: ")
+    last = int(v.stdout.split("anchor: ")[1].split(":")[0])
+    # its progress on standard error, as plain lines (no terminal), the last one at the end
+    progress = f"stratus audit verify: {last}/{last} events (100%)"
+    assert v.stderr.splitlines()[-1].startswith(progress), v.stderr
     anchor = v.stdout.split("anchor: ")[1].strip()
     assert audit(settings, "verify", "--anchor", anchor).returncode == 0
     wrong = anchor.split(":")[0] + ":" + "f" * 64
@@ -70,9 +74,11 @@ def test_verify_history_state_usage_export_import(
     dump = tmp_path / "log.jsonl"
     e = audit(settings, "export", "-o", str(dump))
     assert e.returncode == 0, e.stderr
+    assert f"stratus audit export: {last} events, " in e.stderr
     target = unique_settings(settings.nats_urls[0])
     i = audit(target, "import", str(dump))
     assert i.returncode == 0, i.stderr
+    assert f"stratus audit import: {last} events, " in i.stderr
     try:
         assert audit(target, "verify", "--anchor", anchor).returncode == 0
         again = audit(target, "import", str(dump))

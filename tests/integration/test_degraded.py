@@ -150,6 +150,7 @@ def test_with_jetstream_away_writes_answer_503_and_a_retry_acts_once(
 ) -> None:
     flavor_id, _ = stack.flavor()
     admin, member = stack.auth(ADMIN), stack.auth(P1)
+    assert stack.client.simulate_get("/readyz").status_code == 200
     own_nats_server.stop()
 
     create = {"server": {"name": "vm", "flavorRef": flavor_id}}
@@ -169,8 +170,11 @@ def test_with_jetstream_away_writes_answer_503_and_a_retry_acts_once(
     headers = {**admin, "OpenStack-API-Version": "placement 1.39"}
     assert_placement_503(stack.request("POST", "/placement/resource_providers", headers, json=provider))
     assert_placement_503(stack.request("GET", "/placement/resource_providers", headers))
-    # Reads still answer from the read model.
+    # Reads still answer from the read model; the API is not ready (docs/operations.md).
     assert stack.get("/v2.1/flavors", P1).status_code == 200
+    r = stack.client.simulate_get("/readyz")
+    assert r.status_code == 503 and not r.json["checks"]["jetstream"]["ok"], r.text
+    assert r.json["checks"]["postgresql"]["ok"], r.text
 
     own_nats_server.start()
     for _ in range(100):  # the client retries, as Retry-After says, until JetStream is back
@@ -183,3 +187,4 @@ def test_with_jetstream_away_writes_answer_503_and_a_retry_acts_once(
     assert r.status_code == 202 and r.json["server"]["id"] == first
     r = stack.get("/v2.1/servers", P1, after=int(r.headers["X-Stratus-Position"]))
     assert [s["id"] for s in r.json["servers"]] == [first]
+    assert stack.client.simulate_get("/readyz").status_code == 200

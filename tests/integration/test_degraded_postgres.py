@@ -28,12 +28,16 @@ def test_the_api_degrades_while_postgresql_is_stopped_and_recovers_when_it_is_ba
 ) -> None:
     flavor_id, position = stack.flavor()
     assert stack.get("/v2.1/flavors", P1, after=position).status_code == 200
+    assert stack.client.simulate_get("/readyz").status_code == 200
 
     own_postgres.stop()
     for _ in range(2):  # the connection found broken, then no connection at all
         r = stack.get("/v2.1/flavors", P1)
         assert_fault(r, 503, "serviceUnavailable", "read model")
         assert int(r.headers["Retry-After"]) > 0
+    r = stack.client.simulate_get("/readyz")  # not ready (docs/operations.md), and says why
+    assert r.status_code == 503 and int(r.headers["Retry-After"]) > 0, r.text
+    assert not r.json["checks"]["postgresql"]["ok"] and r.json["checks"]["jetstream"]["ok"], r.text
     r = stack.request("POST", "/v2.1/servers", P1, json={"server": {"name": "vm", "flavorRef": flavor_id}})
     assert r.status_code == 202, r.text
     server_id, position = r.json["server"]["id"], int(r.headers["X-Stratus-Position"])
@@ -47,3 +51,4 @@ def test_the_api_degrades_while_postgresql_is_stopped_and_recovers_when_it_is_ba
         time.sleep(0.1)
     assert r.status_code == 200, r.text
     assert r.json["server"]["name"] == "vm"
+    assert stack.client.simulate_get("/readyz").status_code == 200

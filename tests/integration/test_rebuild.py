@@ -115,10 +115,13 @@ def test_a_rebuild_swaps_in_equal_tables_while_the_runner_writes_and_readers_rea
 
 
 def test_rebuild_creates_the_read_models_where_there_were_none(
-    app: Stratus, database_url: str, db_settings: Settings
+    app: Stratus, database_url: str, db_settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
     populate(app, instances=20, hosts=2, chunk=10)
     assert main(db_settings) == 0  # what `stratus rebuild` runs
+    # its progress, as plain lines (no terminal here), the last one at the log's head
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith(f"stratus rebuild: replaying the log: {head(app)}/{head(app)} events (100%)"), last
     with psycopg.connect(database_url, autocommit=True) as conn:
         assert _schemas(conn) == [LIVE_SCHEMA]
         assert queries.current_position(conn) == head(app)

@@ -1,0 +1,37 @@
+"""gunicorn's settings module for the API (``--config python:processes.gunicorn_conf``).
+
+Its hook forgets a dead worker's live gauges in the metrics directory (prometheus_client's
+multiprocess mode); with ``STRATUS_LOG_FORMAT=json`` gunicorn's own lines (a worker booted, one
+killed) are JSON too, as the API's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from processes.logs import JsonFormatter
+from stratus import metrics
+from stratus.config import Settings
+
+_settings = Settings.from_env()
+
+if _settings.log_format == "json":
+    # gunicorn merges this over its own logging configuration (key by key): every line goes to
+    # standard error through the root logger, in JSON (its handler "error_console" takes the formatter
+    # by the name it uses, "generic"); gunicorn's access lines are left out, the API logs its own,
+    # which carry the request id (api.telemetry.RequestMetrics)
+    logconfig_dict = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "root": {"level": "INFO", "handlers": ["error_console"]},
+        "loggers": {
+            "gunicorn.error": {"level": "INFO", "handlers": [], "propagate": True},
+            "gunicorn.access": {"level": "WARNING", "handlers": [], "propagate": False},
+        },
+        "formatters": {"generic": {"()": JsonFormatter}},
+    }
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    if _settings.metrics_multiproc_dir is not None:
+        metrics.mark_process_dead(worker.pid, _settings.metrics_multiproc_dir)
