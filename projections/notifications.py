@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+import nats.errors
 import nats.js.errors
 import orjson
 from eventsourcing.application import Application
@@ -409,6 +410,9 @@ class Notifier:
                 msg = await self.bridge.js.get_last_msg(self.stream, f"{self.prefix}.>", direct=True)
             except nats.js.errors.NotFoundError:
                 return 0
+            except nats.errors.NoRespondersError as e:
+                # a stream just made answers direct gets a moment later: the caller waits and retries
+                raise EventStoreUnavailable(f"{self.stream} does not answer direct gets yet") from e
             return int((msg.headers or {}).get(SOURCE_POSITION, "0"))
 
         return int(self.bridge.run(last, self.recorder.timeout))

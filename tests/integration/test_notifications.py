@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from commands.states import PowerState
 from projections import notifications
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
-from stratus.eventstore import Factory, NatsBridge
+from stratus.eventstore import EventStoreUnavailable, Factory, NatsBridge
 from tests.fixtures.facades.handlers import Handlers
 from tests.fixtures.facades.migration import MigrationHandlers
 
@@ -223,3 +224,19 @@ def test_a_notifier_starting_mid_life_loads_the_instance(
     follow(fresh, last)
     types = [b["event_type"] for b, _ in published(fresh)[1:]]
     assert "instance.create.end" in types and "instance.create.start" not in types
+
+
+def test_a_notification_stream_that_does_not_answer_direct_gets_yet_is_waited_for(
+    notifier: notifications.Notifier,
+) -> None:
+    """A stream just made answers direct gets a moment later: ``stratus notifier`` met "no responders"
+    at start and exited. It is the event store being away for a moment (the notifier's loop retries),
+    shown here by a stream that never answers direct gets."""
+    config = dataclasses.replace(notifier.stream_config(), allow_direct=False)
+
+    async def make() -> None:
+        await notifier.bridge.js.add_stream(config)
+
+    notifier.bridge.run(make, 5)
+    with pytest.raises(EventStoreUnavailable, match="does not answer direct gets yet"):
+        notifier.last_source_position()
