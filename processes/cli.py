@@ -231,15 +231,26 @@ def _run_tests(args: list[str]) -> NoReturn:
     exec_program([sys.executable, "-m", "pytest", *pytest_args], inherited())
 
 
+# Two pytest workers (pytest-xdist) when the whole suite or several tiers run: the acceptance and
+# fuzz tests, which start whole stacks, stay together on one worker (tests/conftest.py groups them),
+# the rest runs beside them (docs/testing.md, "How long it takes"). ``-n 0`` runs everything in one.
+PARALLEL = ["-n", "2", "--dist", "loadgroup"]
+
+
 def tier_selection(args: list[str], root: Path) -> tuple[list[str], list[str] | None]:
     """(the tiers ``args`` name, pytest's arguments: the tiers' folders under ``root``/tests that exist,
-    then the other arguments; None when tiers were named and none has a folder)."""
+    then the other arguments; None when tiers were named and none has a folder). The whole suite, or
+    more than one tier, runs on two workers unless the arguments choose (``-n``)."""
     flags = {f"--{t}" for t in TEST_TIERS}
     tiers = [t for t in TEST_TIERS if f"--{t}" in args]
     paths = [f"tests/{t}" for t in tiers if (root / "tests" / t).is_dir()]
     if tiers and not paths:
         return tiers, None
-    return tiers, [*paths, *(a for a in args if a not in flags)]
+    rest = [a for a in args if a not in flags]
+    chosen = any(a == "-n" or a.startswith(("-n", "--numprocesses", "--dist")) for a in rest)
+    named = any(a.startswith("tests") or "::" in a or a.endswith(".py") for a in rest)  # run as asked
+    parallel = PARALLEL if len(paths) != 1 and not chosen and not named else []
+    return tiers, [*paths, *parallel, *rest]
 
 
 # -- the command line -----------------------------------------------------------------------------
