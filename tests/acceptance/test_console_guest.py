@@ -34,8 +34,7 @@ from stratus.context import CommandContext, acting
 from stratus.eventstore import NatsBridge
 from tests.fixtures import qemu
 from tests.fixtures.api import P1, Stack
-from tests.fixtures.workers import Worker
-from workers import hypervisor
+from tests.fixtures.hypervisor import stack_host
 from workers.libvirt_driver import EventLoop, LibvirtDriver
 from workers.scheduler import SCHEDULER
 
@@ -157,25 +156,13 @@ def test_a_real_guest_s_serial_shell_and_vnc_display_through_the_proxies(
     proxies: Proxies,
     tmp_path: Path,
 ) -> None:
-    settings = dataclasses.replace(api_settings, host_name=HOST)
     instances = tmp_path / "instances"
     instances.mkdir()
     EventLoop.start()  # as the hypervisor's main does: the console stream must work beside it
     driver = LibvirtDriver.open(URI, instances_path=instances, shutdown_timeout=30.0)
     conn = libvirt.open(URI)
 
-    def target(stop: threading.Event) -> None:
-        hypervisor.run(
-            settings,
-            bridge=bridge,
-            app=stack.handlers.app,
-            driver=driver,
-            stop=stop,
-            instances_path=instances,
-            poll=0.2,
-        )
-
-    worker = Worker(target)
+    worker = stack_host(stack.handlers.app, api_settings, bridge, driver, instances, poll=0.2, host=HOST)
     server_id = ""
     try:
         kernel = upload(stack, guest_files / "vmlinuz", disk_format="aki", container_format="aki")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,8 +28,7 @@ from stratus.context import CommandContext, acting
 from stratus.eventstore import NatsBridge
 from tests.fixtures import qemu
 from tests.fixtures.api import P1, Stack
-from tests.fixtures.workers import Worker
-from workers import hypervisor
+from tests.fixtures.hypervisor import stack_host
 from workers.libvirt_driver import LibvirtDriver
 from workers.scheduler import SCHEDULER
 
@@ -129,24 +127,12 @@ def test_a_real_guest_boots_stops_starts_reboots_and_is_deleted(
     stack: Stack, api_settings: Settings, bridge: NatsBridge, guest_files: Path, tmp_path: Path
 ) -> None:
     started = time.monotonic()
-    settings = dataclasses.replace(api_settings, host_name=HOST)
     instances = tmp_path / "instances"
     instances.mkdir()
     driver = LibvirtDriver.open(URI, instances_path=instances, shutdown_timeout=30.0)
     conn = libvirt.open(URI)
 
-    def target(stop: threading.Event) -> None:
-        hypervisor.run(
-            settings,
-            bridge=bridge,
-            app=stack.handlers.app,
-            driver=driver,
-            stop=stop,
-            instances_path=instances,
-            poll=0.2,
-        )
-
-    worker = Worker(target)
+    worker = stack_host(stack.handlers.app, api_settings, bridge, driver, instances, poll=0.2, host=HOST)
     guest = Guest(stack, conn)
     try:
         kernel = upload(stack, guest_files / "vmlinuz", disk_format="aki", container_format="aki")

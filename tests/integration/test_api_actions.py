@@ -18,9 +18,8 @@ from stratus.config import Settings
 from stratus.context import CommandContext, acting
 from stratus.eventstore import NatsBridge
 from tests.fixtures.api import ADMIN, P1, P2, Stack, assert_fault, upload
-from tests.fixtures.hypervisor import FAST_RETRY, HOST
+from tests.fixtures.hypervisor import FAST_RETRY, HOST, stack_host
 from tests.fixtures.workers import Worker, eventually
-from workers import hypervisor
 from workers import scheduler as scheduler_worker
 from workers.libvirt_driver import LibvirtDriver
 from workers.scheduler import SCHEDULER
@@ -60,21 +59,9 @@ def cloud(
 ) -> Iterator[Cloud]:
     instances = tmp_path / "instances"
     driver = LibvirtDriver(lambda: conn, instances_path=instances)
-    settings = dataclasses.replace(api_settings, host_name=HOST)
-
-    def target(stop: threading.Event) -> None:
-        hypervisor.run(
-            settings,
-            bridge=bridge,
-            app=stack.handlers.app,
-            driver=driver,
-            stop=stop,
-            instances_path=instances,
-            retry=FAST_RETRY,
-            poll=0.1,
-        )
-
-    worker = Worker(target)
+    worker = stack_host(
+        stack.handlers.app, api_settings, bridge, driver, instances, poll=0.1, retry=FAST_RETRY
+    )
     try:
         yield Cloud(stack, conn, instances)
     finally:

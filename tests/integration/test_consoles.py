@@ -38,10 +38,9 @@ from stratus.config import Settings
 from stratus.context import CommandContext, acting
 from stratus.eventstore import NatsBridge
 from tests.fixtures.api import ADMIN, P1, P2, Stack, assert_fault
-from tests.fixtures.hypervisor import FAST_RETRY, HOST
+from tests.fixtures.hypervisor import FAST_RETRY, HOST, stack_host
 from tests.fixtures.processes import free_port, serving
-from tests.fixtures.workers import Worker, eventually
-from workers import hypervisor
+from tests.fixtures.workers import eventually
 from workers.libvirt_driver import LibvirtDriver
 from workers.scheduler import SCHEDULER
 from workers.virt import ConsoleStream
@@ -158,21 +157,9 @@ def consoles(
 ) -> Iterator[Consoles]:
     instances = tmp_path / "instances"
     driver = LoopbackConsoles(lambda: conn, instances_path=instances)
-    settings = dataclasses.replace(api_settings, host_name=HOST)
-
-    def target(stop: threading.Event) -> None:
-        hypervisor.run(
-            settings,
-            bridge=bridge,
-            app=stack.handlers.app,
-            driver=driver,
-            stop=stop,
-            instances_path=instances,
-            retry=FAST_RETRY,
-            poll=0.1,
-        )
-
-    worker = Worker(target)
+    worker = stack_host(
+        stack.handlers.app, api_settings, bridge, driver, instances, poll=0.1, retry=FAST_RETRY
+    )
     pool = open_pool(api_settings.database_url or "")
     try:
         yield Consoles(stack, api_settings, driver, bridge, pool)
