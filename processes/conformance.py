@@ -40,7 +40,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,25 @@ def ensure_tempest(venv: Path) -> Path:
 
 
 # -- the stack ------------------------------------------------------------------------------------
+
+
+def own_listeners(port: Callable[[], int]) -> dict[str, str]:
+    """Settings that put every listener of a ``stratus run`` but the API on ports of its own (each
+    ``port()``; the parts' metrics on any free port), so that it runs beside another one on the
+    machine (a developer's, CI's)."""
+    serial, novnc = port(), port()
+    return {
+        "STRATUS_WATCH_BIND": f"127.0.0.1:{port()}",
+        "STRATUS_METADATA_BIND": f"127.0.0.1:{port()}",
+        "STRATUS_SERIALPROXY_BIND": f"127.0.0.1:{serial}",
+        "STRATUS_SERIALPROXY_BASE_URL": f"ws://127.0.0.1:{serial}/",
+        "STRATUS_NOVNCPROXY_BIND": f"127.0.0.1:{novnc}",
+        "STRATUS_NOVNCPROXY_BASE_URL": f"http://127.0.0.1:{novnc}/vnc_lite.html",
+        **{f"STRATUS_{part}_METRICS_BIND": "127.0.0.1:0" for part in METRICS_PARTS},
+    }
+
+
+METRICS_PARTS = ("PROJECTOR", "SCHEDULER", "HYPERVISOR", "NOTIFIER")
 
 
 def free_port() -> int:
@@ -136,7 +155,7 @@ def running_stack(workdir: Path, *, hosts: int) -> Iterator[Stack]:
             "STRATUS_NATS_URL": nats_url,
             "STRATUS_DATA_DIR": str(data_dir),
             "STRATUS_API_BIND": f"127.0.0.1:{port}",
-            "STRATUS_WATCH_BIND": f"127.0.0.1:{free_port()}",
+            **own_listeners(free_port),
             "PYTHONUNBUFFERED": "1",
         }
         stratus = [sys.executable, "-m", "processes.cli"]

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from processes import cli, devrun
+from processes.conformance import own_listeners
 from stratus.natsserver import binary
 from stratus.postgres import EmbeddedPostgres
 from tests.fixtures.identity import password_auth
@@ -159,20 +160,17 @@ PARTS_PRESENT = all(
 @pytest.mark.slow
 @pytest.mark.skipif(not PARTS_PRESENT, reason="not every part of the control plane exists yet")
 def test_run_starts_the_control_plane_and_stops_it_on_sigterm(pg_tmp_path: Path) -> None:
-    data, port = pg_tmp_path / "data", free_ports_in_a_row(5)
-    serial, novnc = f"127.0.0.1:{port + 3}", f"127.0.0.1:{port + 4}"
-    consoles = {
-        "STRATUS_SERIALPROXY_BIND": serial,
-        "STRATUS_SERIALPROXY_BASE_URL": f"ws://{serial}/",
-        "STRATUS_NOVNCPROXY_BIND": novnc,
-        "STRATUS_NOVNCPROXY_BASE_URL": f"http://{novnc}/vnc_lite.html",
-    }
+    data, port = pg_tmp_path / "data", free_ports_in_a_row(3)
+    listeners = own_listeners(free_port)  # beside any other run on the machine
+    serial, novnc = listeners["STRATUS_SERIALPROXY_BIND"], listeners["STRATUS_NOVNCPROXY_BIND"]
+    listeners.pop("STRATUS_WATCH_BIND")  # the banner's is the API's port + 1
+    listeners.pop("STRATUS_METADATA_BIND")
     proc = subprocess.Popen(
         [*STRATUS, "run", "--data-dir", str(data), "--api-bind", f"127.0.0.1:{port}", "--hosts", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=clean_env(**consoles),
+        env=clean_env(**listeners),
         cwd=pg_tmp_path,
     )
     assert proc.stdout is not None
