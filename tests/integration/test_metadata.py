@@ -25,7 +25,9 @@ from api.metadata.caller import Identifier, signature
 from api.metadata.passwords import PasswordStore
 from api.metadata.relay import BadRequest, signed_request
 from api.readmodel import open_pool
+from commands.hosts.register import RegisterHost
 from commands.network import FixedNetwork
+from commands.servers.scheduling import PlaceInstance
 from stratus.config import Settings
 from stratus.imagestore import user_data_store
 from stratus.metadata.vendordata import Providers, load_static, parse_targets
@@ -467,3 +469,19 @@ def test_a_deletion_stands_when_the_password_cannot_be_removed(
     position = int(r.headers["X-Stratus-Position"])
     assert stack.get(f"/v2.1/servers/{server['id']}", P1, after=position).status_code == 404
     assert stuck.is_dir()
+
+
+def test_a_server_being_deleted_posts_no_password(stack: Stack, meta: Meta, api_settings: Settings) -> None:
+    """Its guest runs until its host destroys it (no worker here: it stays ``deleting``); a post
+    then would outlive the server, so the service refuses it."""
+    stack.handlers.register_host(RegisterHost("pw-host", vcpus=8, memory_mb=16384, disk_gb=100))
+    server = _server(stack, P1, name="pw-going")
+    sid, project = server["id"], server["tenant_id"]
+    stack.handlers.place_instance(PlaceInstance(sid, "pw-host"))
+    r = stack.request("DELETE", f"/v2.1/servers/{sid}", P1)
+    assert r.status_code == 204
+    shown = stack.get(f"/v2.1/servers/{sid}", P1, after=int(r.headers["X-Stratus-Position"]))
+    assert shown.json["server"]["OS-EXT-STS:task_state"] == "deleting"
+    path = "/openstack/latest/password"
+    assert meta.signed(path, sid, project, method="POST", body=b"late").status_code == 409
+    assert not (api_settings.data_dir / "metadata_passwords" / sid).exists()
