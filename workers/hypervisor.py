@@ -42,6 +42,7 @@ from workers.consumer import (
     serve_concurrently,
     when_ready,
 )
+from workers.guest_network import MetadataNetwork
 from workers.migration import ACTING_HOST
 from workers.outcome import DONE, Outcome, RetryPolicy
 from workers.reconcile import Reconciler, run_periodically
@@ -98,7 +99,14 @@ def run(
         fixed_cidr=settings.fixed_network,
     )
     steps = HostSteps(
-        bus, driver, host, instances_path=instances_path, boot_image=boot, retry=retry, config_drives=drives
+        bus,
+        driver,
+        host,
+        instances_path=instances_path,
+        boot_image=boot,
+        retry=retry,
+        config_drives=drives,
+        metadata_network=MetadataNetwork.configured(settings),
     )
     compute = steps.compute
     if not _register(compute, stop):
