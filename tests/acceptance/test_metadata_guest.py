@@ -288,6 +288,12 @@ def test_a_guest_booted_through_the_api_reads_its_metadata_through_the_workers_n
         # the domain carries the network: QEMU's user-mode netdev with the forward, signed for this server
         xml = _wait("the domain", lambda: _domain_xml(conn, server_id), 60)
         assert "guestfwd=tcp:169.254.169.254:80-cmd:" in xml and f"--instance-id {server_id}" in xml
+        qemu_log = Path("/var/log/libvirt/qemu") / f"instance-{server_id}.log"
+        started = _wait("QEMU's command line", lambda: qemu_log.is_file() and qemu_log.read_text(), 60)
+        assert "spawn=deny" not in started, (
+            "libvirt runs QEMU with seccomp's spawn=deny: QEMU cannot start the metadata proxy. "
+            "Set seccomp_sandbox = 0 in /etc/libvirt/qemu.conf and restart libvirtd (docs/metadata.md)"
+        )
 
         def console() -> str:
             r = stack.request(
