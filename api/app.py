@@ -47,6 +47,7 @@ from api.idempotency import IdempotencyKeys
 from api.identity.credentials import Credentials, ensure_schema, password_hasher
 from api.identity.tokens import TokenSigner, load_or_create_key
 from api.log_identity import IdentityFromLog, log_reachable
+from api.metadata.passwords import password_store
 from api.middleware import REQUEST_ID_HEADERS, RequestContext
 from api.openapi import OpenAPIDocument
 from api.placement import add_routes as add_placement_routes
@@ -159,10 +160,22 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route(
         "/v2.1/servers/detail", servers.ServerDetailCollection(*server_args, user_data, liveness=alive)
     )
-    app.add_route("/v2.1/servers/{server_id}", servers.ServerItem(*server_args, user_data, liveness=alive))
+    passwords = password_store(deps.settings.data_dir)  # the guests' posts (api/server_password.py)
+    app.add_route(
+        "/v2.1/servers/{server_id}",
+        servers.ServerItem(*server_args, user_data, liveness=alive, passwords=passwords),
+    )
     consoles = ConsoleIssuer(bus.uow, ConsoleTokens(deps.pool.connection), deps.settings)
     add_server_action_routes(
-        app, bus, deps.max_body_bytes, read, user_data, host_rpc=host_rpc, log=deps.log, consoles=consoles
+        app,
+        bus,
+        deps.max_body_bytes,
+        read,
+        user_data,
+        host_rpc=host_rpc,
+        log=deps.log,
+        consoles=consoles,
+        passwords=passwords,
     )
     app.add_route("/v2.1/flavors", flavors.FlavorCollection(*flavor_args))
     app.add_route("/v2.1/flavors/detail", flavors.FlavorDetailCollection(*flavor_args))

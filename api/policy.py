@@ -101,6 +101,12 @@ RULES: dict[str, Rule] = {
     # os-lock-server:lock, os-console-output...), all PROJECT_MEMBER_OR_ADMIN: one rule stands for them.
     "os_compute_api:servers:action": Rule(PROJECT_MEMBER_OR_ADMIN, "Any POST /servers/{id}/action"),
     "os_compute_api:os-remote-consoles": Rule(PROJECT_MEMBER_OR_ADMIN, "Open a server's remote console"),
+    "os_compute_api:os-server-password:show": Rule(
+        PROJECT_READER_OR_ADMIN, "Show the encrypted administrative password a server's guest posted"
+    ),
+    "os_compute_api:os-server-password:clear": Rule(
+        PROJECT_MEMBER_OR_ADMIN, "Clear the encrypted administrative password a server's guest posted"
+    ),
     "os_compute_api:os-instance-actions:list": Rule(PROJECT_READER_OR_ADMIN, "List a server's actions"),
     "os_compute_api:os-instance-actions:show": Rule(PROJECT_READER_OR_ADMIN, "Show a server's action"),
     # -- compute: the cloud's own resources -----------------------------------------------------

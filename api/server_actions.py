@@ -29,7 +29,9 @@ from api.consoles import remote as remote_consoles
 from api.consoles.remote import ConsoleIssuer
 from api.errors import ApiError, BadRequest, ItemNotFound, ReadModelBehind
 from api.links import next_links, page_params, time_param
+from api.metadata.passwords import PasswordStore
 from api.readmodel import POSITION_HEADER, ReadModel
+from api.server_password import ServerPassword, forget_on_delete
 from api.versions import at_least
 from commands import loaders
 from commands.bus import MessageBus
@@ -83,11 +85,14 @@ class ServerAction:
         user_data: BlobStore | None = None,
         host_rpc: hostrpc.HostRPC,
         consoles: ConsoleIssuer | None = None,
+        passwords: PasswordStore | None = None,
     ) -> None:
         """``read``: the read model a rebuild's answer (the server, as Nova answers) is read from;
         ``user_data``: where a rebuild's new user data is filed; ``host_rpc``: how a console's output
         is asked of its host; ``consoles``: what issues the remote consoles' URLs (the older
-        ``os-get*Console`` actions; without it they are unknown actions)."""
+        ``os-get*Console`` actions; without it they are unknown actions); ``passwords``: the posted
+        passwords a ``forceDelete`` removes."""
+        self._passwords = passwords
         self._bus = bus
         self._consoles = consoles
         self._host_rpc = host_rpc
@@ -161,6 +166,7 @@ class ServerAction:
         actor: Actor = req.context.actor
         with acting(req.context.command):
             result = self._bus.handle(DeleteServer(server_id, auth.server_scope(actor)))
+        forget_on_delete(self._passwords, server_id)
         _accepted(resp, result.position)
 
     def _lock(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:
@@ -343,17 +349,28 @@ def add_routes(
     host_rpc: hostrpc.HostRPC,
     log: history.LogReader,
     consoles: ConsoleIssuer | None = None,
+    passwords: PasswordStore | None = None,
 ) -> None:
     """The action and instance-action routes of ``/v2.1/servers/{server_id}``; ``log``: where a
-    server's actions are read from (its events)."""
+    server's actions are read from (its events); ``passwords``: the guests' posted passwords
+    (``os-server-password``; a ``forceDelete`` removes the server's)."""
     validators = load_validators(("servers.action",))
     action = ServerAction(
-        bus, validators, max_body_bytes, read=read, user_data=user_data, host_rpc=host_rpc, consoles=consoles
+        bus,
+        validators,
+        max_body_bytes,
+        read=read,
+        user_data=user_data,
+        host_rpc=host_rpc,
+        consoles=consoles,
+        passwords=passwords,
     )
     app.add_route("/v2.1/servers/{server_id}/action", action)
     if consoles is not None:
         remote = remote_consoles.RemoteConsoles(consoles, max_body_bytes)
         app.add_route("/v2.1/servers/{server_id}/remote-consoles", remote)
+    if passwords is not None:
+        app.add_route("/v2.1/servers/{server_id}/os-server-password", ServerPassword(bus.uow, passwords))
     actions = (bus, log)
     app.add_route("/v2.1/servers/{server_id}/os-instance-actions", InstanceActionCollection(*actions))
     app.add_route("/v2.1/servers/{server_id}/os-instance-actions/{request_id}", InstanceActionItem(*actions))

@@ -32,8 +32,10 @@ from api import auth, policy, server_list
 from api.body import as_bool, read_json
 from api.errors import BadRequest, ItemNotFound, ReadModelBehind, ServiceUnavailable
 from api.links import id_from_ref, next_links, page_params, resource_links
+from api.metadata.passwords import PasswordStore
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.server_list import TRUE
+from api.server_password import forget_on_delete
 from api.server_views import (
     DISK_CONFIG,
     ServerExtras,
@@ -79,7 +81,10 @@ class _Servers:
         user_data: BlobStore | None = None,
         *,
         liveness: Callable[[list[str]], dict[str, bool]] | None = None,
+        passwords: PasswordStore | None = None,
     ) -> None:
+        """``passwords``: the posted passwords a delete removes (``api/server_password.py``)."""
+        self._passwords = passwords
         self._liveness = liveness  # which hosts send heartbeats (None: not tracked)
         self._bus = bus
         self._read = read_model
@@ -328,6 +333,7 @@ class ServerItem(_Servers):
         actor: Actor = req.context.actor
         with acting(req.context.command):
             result = self._bus.handle(DeleteServer(server_id, auth.server_scope(actor)))
+        forget_on_delete(self._passwords, server_id)
         if auth.is_admin(actor):  # the server's project's users read its deletion at once
             server = loaders.instance(self._bus.uow, server_id, deleted_too=True)
             req.context.written_project = server.project_id

@@ -124,6 +124,10 @@ class Settings:
     metadata_proxy_key_file: Path | None = None
     metadata_source_address: str = "off"
     metadata_dhcp_domain: str = "novalocal"
+    # The network a hypervisor worker gives its guests to reach the metadata service
+    # (``workers.guest_network``): "off", or "user" (QEMU's user-mode network with a forward of
+    # 169.254.169.254:80 to ``stratus metadata-proxy``; real QEMU hosts only).
+    metadata_guest_network: str = "off"
     vendordata_providers: tuple[str, ...] = ("StaticJSON",)
     vendordata_jsonfile_path: Path | None = None
     vendordata_dynamic_targets: tuple[str, ...] = ()
@@ -229,6 +233,9 @@ class Settings:
                 e, "METADATA_SOURCE_ADDRESS", d.metadata_source_address, SOURCE_ADDRESS_MODES
             ),
             metadata_dhcp_domain=e.get("STRATUS_METADATA_DHCP_DOMAIN", d.metadata_dhcp_domain).strip(),
+            metadata_guest_network=_one_of(
+                e, "METADATA_GUEST_NETWORK", d.metadata_guest_network, GUEST_NETWORK_MODES
+            ),
             vendordata_providers=_names(e, "STRATUS_VENDORDATA_PROVIDERS", d.vendordata_providers),
             vendordata_jsonfile_path=_path(e, "STRATUS_VENDORDATA_JSONFILE_PATH"),
             vendordata_dynamic_targets=_names(
@@ -304,6 +311,7 @@ class Settings:
             "STRATUS_METADATA_THREADS": str(self.metadata_threads),
             "STRATUS_METADATA_SOURCE_ADDRESS": self.metadata_source_address,
             "STRATUS_METADATA_DHCP_DOMAIN": self.metadata_dhcp_domain,
+            "STRATUS_METADATA_GUEST_NETWORK": self.metadata_guest_network,
             "STRATUS_VENDORDATA_PROVIDERS": ",".join(self.vendordata_providers),
             "STRATUS_VENDORDATA_DYNAMIC_TARGETS": ",".join(self.vendordata_dynamic_targets),
             "STRATUS_VENDORDATA_DYNAMIC_CONNECT_TIMEOUT": str(self.vendordata_dynamic_connect_timeout),
@@ -346,6 +354,8 @@ _N = TypeVar("_N", int, float)
 SOURCE_ADDRESS_MODES = ("off", "peer", "forwarded")
 # The log lines' formats (``Settings.log_format``).
 LOG_FORMATS = ("text", "json")
+# The network a hypervisor worker gives its guests (``Settings.metadata_guest_network``).
+GUEST_NETWORK_MODES = ("off", "user")
 
 
 def _names(env: Mapping[str, str], name: str, default: tuple[str, ...]) -> tuple[str, ...]:

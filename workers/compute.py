@@ -23,6 +23,7 @@ from commands.states import TaskState, VmState
 from stratus.imagestore import ImageStore, StoreError
 from workers.config_drive import ConfigDrives
 from workers.console import console_log
+from workers.guest_network import MetadataNetwork
 from workers.outcome import DONE, Outcome, RetryLater, RetryPolicy
 from workers.virt import (
     BootImage,
@@ -99,8 +100,10 @@ class Compute:
         retry: RetryPolicy | None = None,
         console_logs: bool = True,
         config_drives: ConfigDrives | None = None,
+        metadata_network: MetadataNetwork | None = None,
     ) -> None:
         self._bus = bus
+        self._metadata_network = metadata_network  # None: guests without a network
         self._config_drives = config_drives  # None: no config drives on this host (a simulated one)
         self._driver = driver
         self.hostname = hostname
@@ -138,6 +141,12 @@ class Compute:
             boot=self._boot_image(inst),
             console_log=str(console) if console is not None else None,
             config_drive=self._config_drives.build(inst) if self._config_drives is not None else None,
+            metadata_proxy=(
+                self._metadata_network.proxy_command(inst.server_id, inst.project_id)
+                if self._metadata_network is not None
+                else None
+            ),
+            mac=next((str(p["mac"]) for p in inst.ports if p.get("mac")), None),
         )
 
     def _remove_config_drive(self, server_id: str) -> None:

@@ -43,6 +43,7 @@ from workers.consumer import (
     serve_concurrently,
     when_ready,
 )
+from workers.guest_network import MetadataNetwork
 from workers.migration import ACTING_HOST
 from workers.outcome import DONE, Done, Outcome, RetryPolicy
 from workers.reconcile import Reconciler, run_periodically
@@ -99,7 +100,14 @@ def run(
         fixed_cidr=settings.fixed_network,
     )
     steps = HostSteps(
-        bus, driver, host, instances_path=instances_path, boot_image=boot, retry=retry, config_drives=drives
+        bus,
+        driver,
+        host,
+        instances_path=instances_path,
+        boot_image=boot,
+        retry=retry,
+        config_drives=drives,
+        metadata_network=MetadataNetwork.configured(settings),
     )
     compute = steps.compute
     if not _register(compute, stop):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shlex
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -38,6 +39,18 @@ log = logging.getLogger(__name__)
 
 _GIB = 1024**3
 VNC_LISTEN = "127.0.0.1"
+# libvirt's namespace for QEMU's own command-line options in a domain (its ``qemu:`` prefix).
+QEMU_NAMESPACE = "http://libvirt.org/schemas/domain/qemu/1.0"
+ET.register_namespace("qemu", QEMU_NAMESPACE)
+# The metadata network (workers/guest_network.py): the guest's link-local net, where the host
+# (slirp's gateway) sits, the metadata address forwarded, the netdev's id.
+METADATA_GUEST_NET = "169.254.0.0/16"
+METADATA_HOST_ADDRESS = "169.254.0.2"
+METADATA_ADDRESS = "169.254.169.254"
+METADATA_NETDEV = "stratus-metadata"
+# The NIC's PCI slot: QEMU places the options libvirt passes through before the devices libvirt
+# addresses itself (video in slot 2...), so the NIC takes a slot libvirt leaves free on i440fx.
+METADATA_NIC_SLOT = "0x1e"
 
 # Nova's mapping (nova/virt/libvirt/guest.py): SHUTDOWN means "shutting down", reported as SHUTDOWN.
 _POWER_STATE = {
@@ -90,8 +103,26 @@ def classify(code: int | None, domain: int | None, message: str) -> VirtError:
     return PermanentVirtError(message, code)
 
 
-def domain_xml(guest: GuestSpec, *, arch: str | None = None) -> str:
-    """The domain definition for ``guest``: the same document for the test driver and for QEMU."""
+def metadata_network_args(proxy: tuple[str, ...], mac: str | None) -> list[str]:
+    """QEMU's options for the metadata network (``workers.guest_network``): a user-mode network on
+    169.254.0.0/16, isolated from the host, whose connections to 169.254.169.254:80 are each handed
+    to a new ``proxy`` (run by ``/bin/sh -c``: each word shell-quoted; a comma doubled, QEMU's
+    escape in an option's value), and a virtio NIC on it."""
+    command = " ".join(shlex.quote(word) for word in proxy).replace(",", ",,")
+    netdev = (
+        f"user,id={METADATA_NETDEV},net={METADATA_GUEST_NET},host={METADATA_HOST_ADDRESS},restrict=on,"
+        f"guestfwd=tcp:{METADATA_ADDRESS}:80-cmd:{command}"
+    )
+    device = f"virtio-net-pci,netdev={METADATA_NETDEV},addr={METADATA_NIC_SLOT}" + (
+        f",mac={mac}" if mac else ""
+    )
+    return ["-netdev", netdev, "-device", device]
+
+
+def domain_xml(guest: GuestSpec, *, arch: str | None = None, metadata_network: bool = False) -> str:
+    """The domain definition for ``guest``: the same document for the test driver and for QEMU.
+    ``metadata_network``: give the guest its network to the metadata service (QEMU only: through
+    QEMU's own options, since libvirt's ``<interface type='user'>`` has no ``guestfwd``)."""
     dom = ET.Element("domain", type="qemu")
     ET.SubElement(dom, "name").text = guest.name
     ET.SubElement(dom, "uuid").text = guest.uuid
@@ -138,6 +169,10 @@ def domain_xml(guest: GuestSpec, *, arch: str | None = None) -> str:
         ET.SubElement(cdrom, "readonly")
         if not ide:
             ET.SubElement(devices, "controller", type="scsi", model="virtio-scsi")
+    if metadata_network and guest.metadata_proxy:
+        commandline = ET.SubElement(dom, f"{{{QEMU_NAMESPACE}}}commandline")
+        for arg in metadata_network_args(guest.metadata_proxy, guest.mac):
+            ET.SubElement(commandline, f"{{{QEMU_NAMESPACE}}}arg", value=arg)
     return ET.tostring(dom, encoding="unicode")
 
 
@@ -296,16 +331,25 @@ class LibvirtDriver:
         return int(st.f_blocks * st.f_frsize // _GIB)
 
     def spawn(self, guest: GuestSpec) -> int:
-        xml = domain_xml(guest, arch=self._arch)
         if guest.console_log:
             _make_console_dir(Path(guest.console_log).parent)
         with self._translated(f"spawn {guest.name}"):
             dom = self._lookup(guest.uuid)
             if dom is None:
+                network = guest.metadata_proxy is not None and self._is_qemu()
+                xml = domain_xml(guest, arch=self._arch, metadata_network=network)
                 dom = self._connection().defineXML(xml)
             if not dom.isActive():
                 dom.create()
             return _power_state(dom)
+
+    def _is_qemu(self) -> bool:
+        """Whether the host is real QEMU (``qemu:///system``), the only one the metadata network's
+        QEMU options mean anything to; on another (libvirt's test driver) guests get none."""
+        kind = self._connection().getType()
+        if kind != "QEMU":
+            log.debug("hypervisor %s: guests get no metadata network (QEMU only)", kind)
+        return bool(kind == "QEMU")
 
     def destroy(self, uuid: str) -> None:
         """Stop and undefine the guest, then remove its config drive (Nova's cleanup of the

@@ -20,6 +20,7 @@ from stratus.eventstore.subjects import SubjectLayout
 from workers.compute import SCHEDULED, Compute
 from workers.config_drive import ConfigDrives
 from workers.consumer import Delivery
+from workers.guest_network import MetadataNetwork
 from workers.migration import ACTING_HOST, Moves
 from workers.outcome import DONE, Outcome, RetryPolicy
 from workers.power import ACTION_REQUESTED, PowerActions
@@ -74,6 +75,7 @@ class HostSteps:
         retry: RetryPolicy | None = None,
         console_logs: bool = True,
         config_drives: ConfigDrives | None = None,
+        metadata_network: MetadataNetwork | None = None,
     ) -> None:
         self.hostname = hostname
         self.compute = Compute(
@@ -85,6 +87,7 @@ class HostSteps:
             retry=retry,
             console_logs=console_logs,
             config_drives=config_drives,
+            metadata_network=metadata_network,
         )
         self.power = PowerActions(bus, driver, hostname, retry=retry, respawn=self.compute.respawn)
         self.moves = Moves(bus, driver, hostname, guest=self.compute.guest, retry=retry)

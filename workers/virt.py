@@ -61,6 +61,11 @@ class GuestSpec:
     console_log: str | None = None
     # The config drive's ISO 9660 image on the host, attached as a cdrom; None: no config drive.
     config_drive: str | None = None
+    # The metadata network (``workers.guest_network``): the command each of the guest's connections
+    # to 169.254.169.254:80 is handed to, and its NIC's MAC (the server's port's; None: QEMU's);
+    # None: no network. A hypervisor that cannot give it (libvirt's test driver) leaves it out.
+    metadata_proxy: tuple[str, ...] | None = None
+    mac: str | None = None
 
     @property
     def name(self) -> str:

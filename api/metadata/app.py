@@ -22,7 +22,7 @@ import psycopg_pool
 from api.app import LazyApp
 from api.metadata import lookup
 from api.metadata.caller import ByInstance, Identifier, Refused
-from api.metadata.passwords import MAX_SIZE, AlreadySet, PasswordError, PasswordStore
+from api.metadata.passwords import MAX_SIZE, AlreadySet, PasswordError, PasswordStore, password_store
 from api.readmodel import open_pool
 from stratus.config import Settings
 from stratus.imagestore import BlobStore, StoreError, user_data_store
@@ -144,6 +144,10 @@ class Metadata:
                 resp.content_type = TEXT
                 resp.data = store.get(guest.uuid) or b""
                 return
+            if guest.row.get("task_state") == "deleting":
+                # The API removed any password at the delete request (api/server_password.py); a
+                # post from the guest before its host destroys it would outlive the server.
+                raise _Answer(409, "There was a conflict when trying to complete your request.")
             if store.get(guest.uuid) is not None:
                 raise _Answer(409, "There was a conflict when trying to complete your request.")
             if (req.content_length or 0) > MAX_SIZE:
@@ -183,7 +187,7 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
         identifier=Identifier(secret or None, settings.metadata_source_address),
         providers=providers,
         user_data=user_data_store(settings.data_dir),
-        passwords=PasswordStore(settings.data_dir / "metadata_passwords"),
+        passwords=password_store(settings.data_dir),
     )
     return deps, pool.close
 

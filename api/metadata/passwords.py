@@ -5,6 +5,10 @@ public key; the owner reads it back and decrypts it. Nova keeps it in the server
 metadata; Stratus keeps it off the log, as it keeps user data (it is a secret, and the log is
 forever): one file per server under ``<data dir>/metadata_passwords``, created exclusively, so the
 first post wins and any later one is a conflict, across every process sharing the directory.
+
+The metadata service keeps and reads it; the API reads it for the owner (``os-server-password``),
+clears it on the owner's request (the guest may then post again) and removes it when the server's
+deletion is requested (``api/server_password.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,11 @@ class PasswordError(Exception):
 
 class AlreadySet(Exception):
     """The server's password was posted before: Nova's 409."""
+
+
+def password_store(data_dir: Path) -> PasswordStore:
+    """Where servers' posted passwords are kept: the metadata service and the API share it."""
+    return PasswordStore(data_dir / "metadata_passwords")
 
 
 class PasswordStore:
@@ -57,3 +66,10 @@ class PasswordStore:
             raise PasswordError(str(e)) from e
         with os.fdopen(fd, "wb") as f:
             f.write(password)
+
+    def clear(self, server_id: str) -> None:
+        """Forget the server's password (none: nothing to do); a guest may post one again."""
+        try:
+            self._path(server_id).unlink(missing_ok=True)
+        except OSError as e:
+            raise PasswordError(str(e)) from e

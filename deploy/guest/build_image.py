@@ -12,7 +12,10 @@ unpacked with ``dpkg-deb -x``; busybox from ``busybox-static`` the same way. The
 reaches user space), starts busybox ``acpid`` whose power-button action powers the guest off, and
 prints the marker line ``STRATUS-GUEST-READY`` on the serial console (``ttyS0``). A guest with a
 config drive (an IDE cdrom labelled ``config-2``) then mounts it and prints ``STRATUS-CONFIG-DRIVE
-uuid=<its uuid>`` and its user data; a busybox shell then reads the serial console (the serial
+uuid=<its uuid>`` and its user data. A guest with a NIC (the metadata network of
+docs/metadata.md: virtio-net on 169.254.0.0/16) fetches its ``meta_data.json`` from
+``http://169.254.169.254/openstack/latest/`` and prints it between ``STRATUS-METADATA begin`` and
+``STRATUS-METADATA end``. A busybox shell then reads the serial console (the serial
 console's test types into it). A libvirt reboot
 of such a guest goes through the same power button (QEMU's fake reboot): the marker appears again.
 
@@ -35,9 +38,15 @@ from pathlib import Path
 
 MARKER = "STRATUS-GUEST-READY"
 CONFIG_DRIVE = "STRATUS-CONFIG-DRIVE"
+METADATA = "STRATUS-METADATA"
 # Loaded in this order (each after what it depends on): evdev and button for the ACPI power button;
-# the IDE controller, the SCSI cdrom and ISO 9660 for a config drive.
-MODULES = ("evdev", "button", "scsi_common", "scsi_mod", "libata", "ata_piix", "cdrom", "sr_mod", "isofs")
+# the IDE controller, the SCSI cdrom and ISO 9660 for a config drive; virtio-net for the metadata
+# network.
+MODULES = (
+    "evdev", "button", "scsi_common", "scsi_mod", "libata", "ata_piix", "cdrom", "sr_mod", "isofs",
+    "virtio_ring", "virtio", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci", "failover",
+    "net_failover", "virtio_net",
+)  # fmt: skip
 CMDLINE = "console=ttyS0 quiet panic=-1"
 KERNEL_META = "linux-image-cloud-amd64"
 
@@ -59,6 +68,18 @@ echo "{MARKER}"
     md=/mnt/config/openstack/latest
     echo "{CONFIG_DRIVE} uuid=$(sed 's/.*"uuid":"\\([^"]*\\)".*/\\1/' $md/meta_data.json)"
     echo "{CONFIG_DRIVE} user_data:"; cat $md/user_data 2>/dev/null; echo; echo "{CONFIG_DRIVE} end"
+  fi
+) &
+(
+  # A NIC (the metadata network, the only one Stratus gives a guest): an address in 169.254.0.0/16,
+  # where 169.254.169.254 is the metadata service; print the server's meta_data.json.
+  if [ -e /sys/class/net/eth0 ] && ip link set eth0 up && ip addr add 169.254.0.15/16 dev eth0; then
+    for i in $(seq 20); do  # (no -T: Debian 12's static busybox wget crashes with a timeout)
+      if md=$(wget -q -O - http://169.254.169.254/openstack/latest/meta_data.json); then
+        echo "{METADATA} begin"; echo "$md"; echo "{METADATA} end"; break
+      fi
+      sleep 1
+    done
   fi
 ) &
 # A shell on the serial console, for the serial console's test (tests/acceptance/test_console_guest.py):

@@ -8,23 +8,29 @@ the busybox guest of ``deploy/guest/build_image.py`` with the kernel's virtio-ne
 ``/init`` that fetches its metadata, tries to pass for another project's server, posts its password,
 prints what it got on the serial console and powers off.
 
-The hypervisor worker does not yet give its guests this network (docs/metadata.md, "The real
-guest"): QEMU is started here directly, with the options the worker's domain would carry.
+The first test starts QEMU directly with these options (and checks the proxy's signing, a forged
+``X-Instance-ID``, the password); the second boots the server through the Compute API on a
+hypervisor worker whose domains carry them (``STRATUS_METADATA_GUEST_NETWORK=user``,
+``workers.guest_network``), with the guest of ``deploy/guest/build_image.py``, and reads the
+``meta_data.json`` its guest printed back through ``os-getConsoleOutput``.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import os
 import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+import libvirt
 import orjson
 import pytest
 
@@ -33,11 +39,19 @@ from api.metadata.caller import Identifier
 from api.metadata.passwords import PasswordStore
 from api.readmodel import open_pool
 from commands.network import FixedNetwork
+from commands.servers.scheduling import PlaceInstance
 from stratus.config import Settings
+from stratus.context import CommandContext, acting
+from stratus.eventstore import NatsBridge
 from stratus.imagestore import user_data_store
 from stratus.metadata.vendordata import Providers
+from tests.fixtures import qemu
 from tests.fixtures.api import P1, P2, Stack
 from tests.fixtures.processes import ROOT
+from tests.fixtures.workers import Worker
+from workers import hypervisor
+from workers.libvirt_driver import LibvirtDriver
+from workers.scheduler import SCHEDULER
 
 pytestmark = pytest.mark.slow
 
@@ -182,3 +196,142 @@ def test_the_real_guest_reads_its_own_metadata_at_169_254_169_254(
     assert _between(console, "PASSWORD") == "guest-password"
     stored = api_settings.data_dir / "metadata_passwords" / mine["id"]
     assert stored.read_bytes() == b"guest-password"
+
+
+# -- the guest booted by the hypervisor worker, through the Compute API ------------------------------
+HOST = "metadata-guest-host"
+METADATA = "STRATUS-METADATA"  # deploy/guest/build_image.py's lines around the meta_data.json it read
+
+
+@pytest.fixture(scope="module")
+def libvirtd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    try:
+        with qemu.libvirtd(tmp_path_factory.mktemp("libvirtd") / "libvirtd.log"):
+            yield
+    except qemu.Unavailable as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="module")
+def image_files(tmp_path_factory: pytest.TempPathFactory, libvirtd: None) -> Path:
+    try:
+        return qemu.build_guest(tmp_path_factory.mktemp("guest"))
+    except qemu.Unavailable as e:
+        pytest.skip(str(e))
+
+
+def _upload(stack: Stack, path: Path, **fields: Any) -> str:
+    r = stack.request("POST", "/image/v2/images", P1, json={"name": path.name, **fields})
+    assert r.status_code == 201, r.text
+    headers = {**stack.headers(P1), "Content-Type": "application/octet-stream"}
+    put = stack.client.simulate_put(
+        f"/image/v2/images/{r.json['id']}/file", headers=headers, body=path.read_bytes()
+    )
+    assert put.status_code == 204, put.text
+    return str(r.json["id"])
+
+
+def _wait(what: str, probe: Callable[[], Any], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (got := probe()):
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        time.sleep(0.5)
+    return got
+
+
+def test_a_guest_booted_through_the_api_reads_its_metadata_through_the_workers_network(
+    stack: Stack,
+    api_settings: Settings,
+    bridge: NatsBridge,
+    service: tuple[str, Path],
+    image_files: Path,
+    tmp_path: Path,
+) -> None:
+    address, key = service
+    settings = dataclasses.replace(
+        api_settings,
+        host_name=HOST,
+        metadata_guest_network="user",
+        metadata_bind=address,
+        metadata_proxy_key_file=key,
+    )
+    instances = tmp_path / "instances"
+    instances.mkdir()
+    driver = LibvirtDriver.open(qemu.URI, instances_path=instances, shutdown_timeout=30.0)
+    conn = libvirt.open(qemu.URI)
+
+    def target(stop: threading.Event) -> None:
+        hypervisor.run(
+            settings, bridge=bridge, app=stack.handlers.app, driver=driver, stop=stop,
+            instances_path=instances, poll=0.2,
+        )  # fmt: skip
+
+    worker = Worker(target)
+    server_id = ""
+    try:
+        kernel = _upload(stack, image_files / "vmlinuz", disk_format="aki", container_format="aki")
+        ramdisk = _upload(stack, image_files / "initrd", disk_format="ari", container_format="ari")
+        cmdline = (image_files / "cmdline").read_text().strip()
+        image = _upload(
+            stack, image_files / "cmdline", disk_format="raw", container_format="bare",
+            kernel_id=kernel, ramdisk_id=ramdisk, os_command_line=cmdline,
+        )  # fmt: skip
+        flavor, _ = stack.flavor(name="guest.tiny", ram=128, vcpus=1, disk=1)
+        _wait("the host to register", lambda: stack.get("/v2.1/os-hypervisors").json.get("hypervisors"), 30)
+        body = {"server": {"name": "reads-its-metadata", "flavorRef": flavor, "imageRef": image}}
+        r = stack.request("POST", "/v2.1/servers", P1, json=body)
+        assert r.status_code == 202, r.text
+        server_id = r.json["server"]["id"]
+        with acting(CommandContext(actor=SCHEDULER, correlation_id=r.headers["x-openstack-request-id"])):
+            stack.handlers.place_instance(PlaceInstance(server_id, HOST))
+
+        # the domain carries the network: QEMU's user-mode netdev with the forward, signed for this server
+        xml = _wait("the domain", lambda: _domain_xml(conn, server_id), 60)
+        assert "guestfwd=tcp:169.254.169.254:80-cmd:" in xml and f"--instance-id {server_id}" in xml
+        qemu_log = Path("/var/log/libvirt/qemu") / f"instance-{server_id}.log"
+        started = _wait("QEMU's command line", lambda: qemu_log.is_file() and qemu_log.read_text(), 60)
+        assert "spawn=deny" not in started, (
+            "libvirt runs QEMU with seccomp's spawn=deny: QEMU cannot start the metadata proxy. "
+            "Set seccomp_sandbox = 0 in /etc/libvirt/qemu.conf and restart libvirtd (docs/metadata.md)"
+        )
+
+        def console() -> str:
+            r = stack.request(
+                "POST", f"/v2.1/servers/{server_id}/action", P1, json={"os-getConsoleOutput": {}}
+            )
+            return str(r.json["output"]) if r.status_code == 200 else ""
+
+        try:
+            printed = _wait(
+                f"{METADATA} end on the console", lambda: (c := console()).count(f"{METADATA} end") and c, 150
+            )
+        except AssertionError as e:
+            raise AssertionError(f"{e}; the console: {console()[-3000:]}") from None
+        text = printed.replace("\r", "").split(f"{METADATA} begin", 1)[1].split(f"{METADATA} end", 1)[0]
+        md = orjson.loads(text.strip())
+        server = stack.get(f"/v2.1/servers/{server_id}", P1).json["server"]
+        assert md["uuid"] == server_id and md["name"] == "reads-its-metadata"
+        assert md["project_id"] == server["tenant_id"] and md["hostname"] == "reads-its-metadata.novalocal"
+
+        assert stack.request("DELETE", f"/v2.1/servers/{server_id}", P1).status_code == 204
+        _wait("the guest to go", lambda: _domain_xml(conn, server_id) is None or None, 60)
+    finally:
+        worker.close()
+        if server_id:  # never leave a QEMU behind on the machine
+            try:
+                dom = conn.lookupByUUIDString(server_id)
+            except libvirt.libvirtError:
+                pass
+            else:
+                if dom.isActive():
+                    dom.destroy()
+                dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
+        conn.close()
+        driver.close()
+
+
+def _domain_xml(conn: libvirt.virConnect, server_id: str) -> str | None:
+    try:
+        return str(conn.lookupByUUIDString(server_id).XMLDesc(0))
+    except libvirt.libvirtError:
+        return None

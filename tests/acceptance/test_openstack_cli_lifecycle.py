@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from api.metadata.passwords import password_store
 from tests.fixtures.deployed import HOST, Cloud, wait_for
 
 pytestmark = pytest.mark.slow
@@ -121,3 +122,32 @@ def test_resize_and_migrate_with_the_cli(cloud: Cloud) -> None:
     # the usage left the hypervisor's body at 2.88 (placement has it): the last version with it
     hypervisors = cloud.openstack("--os-compute-api-version", "2.87", "hypervisor", "list", "--long")
     assert all(h["vCPUs Used"] == 0 for h in hypervisors), hypervisors
+
+
+def test_server_password_with_the_sdk_and_the_cli(cloud: Cloud, tmp_path: Path) -> None:
+    """``os-server-password`` (api/server_password.py) through openstacksdk's ``get_server_password``
+    and ``clear_server_password`` and the CLI's ``server set --no-password``; the password is posted
+    to the store the metadata service keeps it in, as a guest's post would leave it."""
+    cloud.openstack("flavor", "create", "--ram", "256", "--disk", "1", "--vcpus", "1", "tiny")
+    cloud.openstack(
+        "image", "create", "--file", str(cloud.image_file), "--disk-format", "raw",
+        "--container-format", "bare", "img",
+    )  # fmt: skip
+    wait_for("the hypervisor", lambda: cloud.openstack("hypervisor", "list"))
+    server = cloud.openstack("server", "create", "--flavor", "tiny", "--image", "img", "--wait", "vm")
+    sdk = cloud.sdk()
+    passwords = password_store(tmp_path / "data")
+    assert sdk.compute.get_server_password(server["id"]) == ""
+
+    passwords.set_once(server["id"], b"c2VjcmV0LWVuY3J5cHRlZA==")
+    assert sdk.compute.get_server_password(server["id"]) == "c2VjcmV0LWVuY3J5cHRlZA=="
+    assert cloud.openstack_quiet("server", "set", "--no-password", "vm") == ""
+    assert sdk.compute.get_server_password(server["id"]) == ""
+    passwords.set_once(server["id"], b"posted-again")  # the guest may post again once cleared
+    assert sdk.compute.get_server_password(server["id"]) == "posted-again"
+    sdk.compute.clear_server_password(server["id"])
+    assert passwords.get(server["id"]) is None
+
+    passwords.set_once(server["id"], b"last")
+    cloud.openstack_quiet("server", "delete", "--wait", "vm")
+    assert passwords.get(server["id"]) is None  # gone with the server

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -11,7 +12,9 @@ import libvirt
 import pytest
 
 from commands.states import PowerState
-from workers.libvirt_driver import LibvirtDriver, domain_xml
+from stratus.config import Settings
+from workers.guest_network import MetadataNetwork
+from workers.libvirt_driver import QEMU_NAMESPACE, LibvirtDriver, domain_xml
 from workers.virt import BootImage, DomainNotFound, GuestSpec, PermanentVirtError, TemporaryVirtError
 
 HOST_XML = """<?xml version="1.0"?>
@@ -91,6 +94,57 @@ def test_domain_xml_without_kernel_or_console(tmp_path: Path) -> None:
     root = ET.fromstring(domain_xml(guest(tmp_path, console_log=None)))
     assert root.find("os/kernel") is None
     assert root.find("devices/serial") is None
+
+
+PROXY = ("env", "STRATUS_METADATA_PROXY_KEY_FILE=/keys/a,b", "/venv/bin/python", "-m", "processes.cli",
+         "metadata-proxy", "--instance-id", "i-1", "--project-id", "p 1")  # fmt: skip
+
+
+def test_domain_xml_gives_the_metadata_network_through_qemus_options(tmp_path: Path) -> None:
+    g = guest(tmp_path, metadata_proxy=PROXY, mac="fa:16:3e:00:00:01")
+    root = ET.fromstring(domain_xml(g, metadata_network=True))
+    args = [a.get("value") for a in root.findall(f"{{{QEMU_NAMESPACE}}}commandline/{{{QEMU_NAMESPACE}}}arg")]
+    assert args[0] == "-netdev" and args[2] == "-device"
+    # restricted to the forward; the command shell-quoted for QEMU's /bin/sh -c, commas doubled
+    assert args[1] == (
+        "user,id=stratus-metadata,net=169.254.0.0/16,host=169.254.0.2,restrict=on,"
+        "guestfwd=tcp:169.254.169.254:80-cmd:env STRATUS_METADATA_PROXY_KEY_FILE=/keys/a,,b /venv/bin/python"
+        " -m processes.cli metadata-proxy --instance-id i-1 --project-id 'p 1'"
+    )
+    assert args[3] == "virtio-net-pci,netdev=stratus-metadata,addr=0x1e,mac=fa:16:3e:00:00:01"
+    # not asked (a host that is not QEMU), or no proxy: no network at all
+    for xml in (domain_xml(g), domain_xml(guest(tmp_path), metadata_network=True)):
+        assert "commandline" not in xml and "qemu/1.0" not in xml
+
+
+def test_the_test_driver_runs_a_guest_without_the_metadata_network(
+    driver: LibvirtDriver, conn: libvirt.virConnect, tmp_path: Path
+) -> None:
+    """A worker with the network enabled on libvirt's test driver: its guests run, without it."""
+    g = guest(tmp_path, metadata_proxy=PROXY)
+    assert driver.spawn(g) == PowerState.RUNNING
+    assert "commandline" not in conn.lookupByUUIDString(g.uuid).XMLDesc(0)
+
+
+def test_the_metadata_network_needs_the_proxy_key(tmp_path: Path) -> None:
+    settings = Settings()
+    assert MetadataNetwork.configured(settings) is None  # off by default
+    with pytest.raises(ValueError, match="STRATUS_METADATA_PROXY_KEY_FILE"):
+        MetadataNetwork.configured(dataclasses.replace(settings, metadata_guest_network="user"))
+    on = dataclasses.replace(
+        settings,
+        metadata_guest_network="user",
+        metadata_proxy_key_file=tmp_path / "k",
+        metadata_bind="10.0.0.1:8776",
+    )
+    network = MetadataNetwork.configured(on)
+    assert network is not None
+    command = network.proxy_command("i-1", "p1")
+    assert command[-6:] == ("--instance-id", "i-1", "--project-id", "p1", "--service", "10.0.0.1:8776")
+    assert f"STRATUS_METADATA_PROXY_KEY_FILE={tmp_path / 'k'}" in command
+    assert Settings.from_env({"STRATUS_METADATA_GUEST_NETWORK": "user"}).metadata_guest_network == "user"
+    with pytest.raises(ValueError, match="STRATUS_METADATA_GUEST_NETWORK"):
+        Settings.from_env({"STRATUS_METADATA_GUEST_NETWORK": "bridge"})
 
 
 def test_inventory_comes_from_the_host(tmp_path: Path) -> None:

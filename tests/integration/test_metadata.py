@@ -25,11 +25,13 @@ from api.metadata.caller import Identifier, signature
 from api.metadata.passwords import PasswordStore
 from api.metadata.relay import BadRequest, signed_request
 from api.readmodel import open_pool
+from commands.hosts.register import RegisterHost
 from commands.network import FixedNetwork
+from commands.servers.scheduling import PlaceInstance
 from stratus.config import Settings
 from stratus.imagestore import user_data_store
 from stratus.metadata.vendordata import Providers, load_static, parse_targets
-from tests.fixtures.api import P1, P2, Stack, ssh_public_key
+from tests.fixtures.api import ADMIN_P9, P1, P2, Stack, assert_fault, ssh_public_key
 
 SECRET = b"shared-with-the-proxy"
 STATIC = {"cloud-init": "#cloud-config\nruncmd: [true]\n", "region": "one"}
@@ -399,3 +401,87 @@ def test_the_proxy_replaces_whatever_names_a_caller() -> None:
     ):
         with pytest.raises(BadRequest):
             signed_request(bad, "mine", "p1", SECRET)
+
+
+# -- os-server-password: the owner reads and clears what the guest posted (api/server_password.py) ----
+def _password(stack: Stack, server_id: str, who: Any, method: str = "GET") -> testing.Result:
+    return stack.request(method, f"/v2.1/servers/{server_id}/os-server-password", who)
+
+
+def test_the_owner_reads_and_clears_the_password_the_guest_posted(stack: Stack, meta: Meta) -> None:
+    server = _server(stack, P1, name="pw-api")
+    sid, project = server["id"], server["tenant_id"]
+    reader = stack.identities.persona("dave", "p1", "reader")
+    r = _password(stack, sid, P1)
+    assert (r.status_code, r.json) == (200, {"password": ""})  # nothing posted yet: Nova's ""
+
+    path = "/openstack/latest/password"
+    assert meta.signed(path, sid, project, method="POST", body=b"xlozO3wLCBRWAa2y==").status_code == 200
+    for who in (P1, reader, ADMIN_P9):  # the project's reader and member, any admin
+        r = _password(stack, sid, who)
+        assert (r.status_code, r.json) == (200, {"password": "xlozO3wLCBRWAa2y=="}), who
+    assert_fault(_password(stack, sid, P2), 404, "itemNotFound", sid)  # another project's server
+    assert_fault(_password(stack, sid, P2, "DELETE"), 404, "itemNotFound", sid)
+    unknown = "8d9e1c3a-0000-4000-8000-000000000000"
+    assert_fault(_password(stack, unknown, P1), 404, "itemNotFound", unknown)
+    assert_fault(_password(stack, "not-a-uuid", P1, "DELETE"), 404, "itemNotFound")
+    # a reader reads but does not clear (Nova's :clear is project member or admin)
+    assert_fault(_password(stack, sid, reader, "DELETE"), 403, "forbidden", "member")
+    assert _password(stack, sid, {}).status_code == 401
+
+    r = _password(stack, sid, P1, "DELETE")
+    assert (r.status_code, r.text) == (204, "")
+    assert _password(stack, sid, P1).json == {"password": ""}
+    assert _password(stack, sid, P1, "DELETE").status_code == 204  # nothing to clear: still 204
+    # the guest may post again once the owner cleared it
+    assert meta.signed(path, sid, project, method="POST", body=b"again").status_code == 200
+    assert meta.signed(path, sid, project).content == b"again"
+    assert _password(stack, sid, P1).json == {"password": "again"}
+
+
+def test_a_servers_password_goes_with_the_server(stack: Stack, meta: Meta, api_settings: Settings) -> None:
+    kept = api_settings.data_dir / "metadata_passwords"
+    path = "/openstack/latest/password"
+    deleted, forced = _server(stack, P1, name="pw-del"), _server(stack, P1, name="pw-force")
+    for server in (deleted, forced):
+        assert (
+            meta.signed(path, server["id"], server["tenant_id"], method="POST", body=b"p").status_code == 200
+        )
+        assert (kept / server["id"]).is_file()
+
+    r = stack.request("DELETE", f"/v2.1/servers/{deleted['id']}", P1)
+    assert r.status_code == 204
+    assert not (kept / deleted["id"]).exists()
+    r = stack.request("POST", f"/v2.1/servers/{forced['id']}/action", P1, json={"forceDelete": None})
+    assert r.status_code == 202, r.text
+    assert not (kept / forced["id"]).exists()
+    assert_fault(_password(stack, deleted["id"], P1), 404, "itemNotFound")
+
+
+def test_a_deletion_stands_when_the_password_cannot_be_removed(
+    stack: Stack, meta: Meta, api_settings: Settings
+) -> None:
+    server = _server(stack, P1, name="pw-stuck")
+    stuck = api_settings.data_dir / "metadata_passwords" / server["id"]
+    (stuck / "in-the-way").mkdir(parents=True)  # a directory where the file would be: unlink fails
+    r = stack.request("DELETE", f"/v2.1/servers/{server['id']}", P1)
+    assert r.status_code == 204, r.text
+    position = int(r.headers["X-Stratus-Position"])
+    assert stack.get(f"/v2.1/servers/{server['id']}", P1, after=position).status_code == 404
+    assert stuck.is_dir()
+
+
+def test_a_server_being_deleted_posts_no_password(stack: Stack, meta: Meta, api_settings: Settings) -> None:
+    """Its guest runs until its host destroys it (no worker here: it stays ``deleting``); a post
+    then would outlive the server, so the service refuses it."""
+    stack.handlers.register_host(RegisterHost("pw-host", vcpus=8, memory_mb=16384, disk_gb=100))
+    server = _server(stack, P1, name="pw-going")
+    sid, project = server["id"], server["tenant_id"]
+    stack.handlers.place_instance(PlaceInstance(sid, "pw-host"))
+    r = stack.request("DELETE", f"/v2.1/servers/{sid}", P1)
+    assert r.status_code == 204
+    shown = stack.get(f"/v2.1/servers/{sid}", P1, after=int(r.headers["X-Stratus-Position"]))
+    assert shown.json["server"]["OS-EXT-STS:task_state"] == "deleting"
+    path = "/openstack/latest/password"
+    assert meta.signed(path, sid, project, method="POST", body=b"late").status_code == 409
+    assert not (api_settings.data_dir / "metadata_passwords" / sid).exists()

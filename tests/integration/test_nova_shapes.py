@@ -563,6 +563,19 @@ def instance_actions(who: str) -> list[Call]:
     ]  # fmt: skip
 
 
+# os-server-password (api/server_password.py): nothing posted by the contract server's guest
+PASSWORD = "/v2.1/servers/{server}/os-server-password"
+
+
+def server_password(who: str) -> list[Call]:
+    return [
+        Call(EVERY, "GET", PASSWORD, 200, (SERVERS, "show_password"), who=who,
+             expect=lambda b, v: b == {"password": ""}),
+        Call(EVERY, "DELETE", PASSWORD, 204, (SERVERS, "server_actions_delete_password"), who=who),
+        Call("2.1", "GET", "/v2.1/servers/nope/os-server-password", 404, who=who, fault=("itemNotFound",)),
+    ]  # fmt: skip
+
+
 # accessIPv4/v6 and the disk configuration as given (IPv6 canonical, as Nova), the password nowhere;
 # from 2.90 a hostname set at update and shown to members too
 CHANGE = {"server": {"hostname": "web-1", "accessIPv4": "2.2.2.2"}}
@@ -640,6 +653,8 @@ TABLES: dict[str, tuple[Callable[[Stack], Values], list[Call]]] = {
     "server bodies as a member": (contract, server_bodies(P1)),
     "instance actions as an admin": (contract, instance_actions(ADMIN)),
     "instance actions as a member": (contract, instance_actions(P1)),
+    "server password as an admin": (contract, server_password(ADMIN)),
+    "server password as a member": (contract, server_password(P1)),
     "described fields kept and changed": (contract, DESCRIBED_FIELDS),
     "os-networks until 2.35": (lambda stack: {}, OS_NETWORKS_UNTIL_2_35),
     "list query parameters as Nova takes them": (contract, LIST_QUERY_PARAMETERS),
