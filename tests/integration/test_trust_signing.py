@@ -15,22 +15,30 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 
 from commands.app import Stratus
+from commands.hosts.register import RegisterHost
 from commands.identity import Project
+from commands.instance import Instance
+from commands.servers.create import CreateServer
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FinishSpawning, StartSpawning
 from processes import trust
+from projections import queries
 from projections.projector import Projector
+from projections.rebuild import rebuild
 from stratus.audit import signatures
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import JetStreamApplicationRecorder
 from stratus.eventstore.signing import SIGNER, Signer, Verifier
 from stratus.quarantine import Quarantine
-from tests.fixtures.commands import make_app
-from tests.fixtures.projections import read_models
-from tests.fixtures.trust import Trusted
+from tests.fixtures.commands import M1_SMALL, make_app
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.projections import public_image, read_models
+from tests.fixtures.trust import HOSTS, Trusted
 
 ADMIN = Actor(user_id="the-real-admin", project_id="admin", roles=("admin",))
 
@@ -102,6 +110,72 @@ def test_a_forged_role_grant_is_quarantined_and_reported(signed_log: Trusted, da
     assert (report.signed, report.unsigned, report.refused) == (2, 0, 2)
     assert report.first_refused is not None and report.first_refused.position == 3
     assert dict(report.by_identity) == {"api": 2}
+
+
+def test_a_host_key_on_another_hosts_server_is_refused(signed_log: Trusted, database_url: str) -> None:
+    """A host's key may append its own servers' events only: compute-2's ``Spawned`` of a server on
+    compute-1, and compute-1's ``Deleted`` of a server on compute-2, are quarantined by the projector
+    (one that starts half-way, from its tracking position, as well) and by a rebuild, and refused by
+    ``audit verify``; the servers' rows are as their own hosts left them."""
+    operator = signed_log.bridge("admin")  # NATS lets it publish; each app signs as its part
+
+    def part(name: str) -> Handlers:
+        return Handlers(make_app(operator, signed_log.as_part(name)))
+
+    api, scheduler = part("api"), part("scheduler")
+    compute = {h: part(f"host:{h}") for h in HOSTS}
+    api.create_flavor(M1_SMALL)
+    for h in HOSTS:
+        api.register_host(RegisterHost(h, 4, 8192, 100))
+    image = public_image(api.app)
+    a, b = (api.create_server(CreateServer(n, "p1", "u1", "small", image_ref=image)).id for n in "ab")
+    scheduler.place_instance(PlaceInstance(a, "compute-1"))
+    scheduler.place_instance(PlaceInstance(b, "compute-2"))
+    compute["compute-1"].start_spawning(StartSpawning(a, "compute-1"))
+    forged_spawn = compute["compute-2"].finish_spawning(FinishSpawning(a, 1)).position
+    compute["compute-2"].start_spawning(StartSpawning(b, "compute-2"))
+    compute["compute-2"].finish_spawning(FinishSpawning(b, 1))
+    server_b: Instance = compute["compute-1"].app.repository.get(UUID(b))
+    assert isinstance(server_b, Instance)
+    server_b.mark_deleted()
+    forged_delete = compute["compute-1"].app.save(server_b)[-1].notification.id
+
+    quarantine = Quarantine(operator, log_stream=signed_log.settings.stream)
+    verifier = Verifier.load(signed_log.settings.trust_registry)
+    log = api.app.recorder
+    with read_models(database_url) as conn:
+        first = Projector(log, api.app.mapper, conn, quarantine=quarantine, trust=verifier)  # type: ignore[arg-type]
+        first.catch_up(until=forged_spawn)
+        # a projector started afterwards folds where the servers are from the log before its position
+        later = Projector(log, api.app.mapper, conn, quarantine=quarantine, trust=verifier)  # type: ignore[arg-type]
+        assert later.catch_up() == forged_delete
+
+        def rows() -> list[tuple[str, str | None, str, bool]]:
+            found = [queries.get_server(conn, s, None) for s in (a, b)]
+            return [(r["vm_state"], r["task_state"], r["host"], r["deleted"]) for r in found if r]
+
+        live = rows()
+        assert live == [("building", "spawning", "compute-1", False), ("active", None, "compute-2", False)]
+        rebuild(conn, log, api.app.mapper, quarantine=quarantine, trust=verifier)  # type: ignore[arg-type]
+        assert rows() == live
+
+    for part_name in ("projector", "rebuild"):
+        records = quarantine.list(part_name)
+        assert [(r.position, r.error) for r in records] == [
+            (forged_spawn, "UntrustedEvent"), (forged_delete, "UntrustedEvent"),
+        ]  # fmt: skip
+        assert f"host:compute-2 (host) may not append spawned of server {a}: it is on compute-1" in (
+            records[0].reason
+        )
+        assert "host:compute-1 (host) may not append deleted" in records[1].reason
+
+    assert verifier is not None
+    s = signed_log.settings
+    auditor = trust.seed_file(signed_log.directory, "auditor")
+    report = signatures.verify(s.nats_urls, s.stream, s.subject_prefix, verifier, seed_file=auditor)
+    assert report.refused == 2 and report.first_refused is not None
+    assert report.first_refused.position == forged_spawn
+    assert report.by_identity["host:compute-1"] == 1 and report.by_identity["host:compute-2"] == 2
 
 
 def test_a_log_from_before_signing_verifies_as_unsigned_up_to_the_cut_over(trusted: Trusted) -> None:
