@@ -37,7 +37,7 @@ from stratus.hostrpc import SUBJECT_PREFIX as HOST_RPC
 from stratus.liveness import bucket_for
 from stratus.trust import natsconf
 from stratus.trust.natsconf import Permissions
-from stratus.trust.registry import Identity, Registry, new_key, seed_path
+from stratus.trust.registry import Identity, Registry, inbox_prefix, new_key, seed_path
 
 REGISTRY = "registry.json"
 NATS_CONF = "nats.conf"
@@ -75,7 +75,6 @@ _DESTRUCTIVE = (
     "$JS.API.STREAM.MSG.DELETE.>",
     "$JS.API.ACCOUNT.PURGE.>",
 )
-_INBOXES = ("_INBOX.>", "_STRATUS_RAW.inbox")
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,8 @@ def permissions(identity: Identity, settings: Settings) -> Permissions:
     wake = f"_STRATUS.WAKE.{stream}"
     writing = (*log, wake, f"_STRATUS.SNAPSHOT.{stream}.>") if log else ()
     quarantine = f"{stream}_QUARANTINE.>"
-    subscribe = (*_INBOXES, "_STRATUS.WAKE.>")
+    # replies to its own requests only: under its own inbox prefix (NatsBridge connects with it)
+    subscribe = (f"{inbox_prefix(identity.public_key)}.>", "_STRATUS.WAKE.>")
     if role == "admin":
         return Permissions(publish=(">",), subscribe=(">",), allow_responses=True)
     if role in ("api", "scheduler", "projector", "notifier"):

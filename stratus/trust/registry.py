@@ -128,6 +128,13 @@ class Registry:
         os.replace(tmp, path)
 
 
+def inbox_prefix(public_key: str) -> str:
+    """The reply subjects of the identity whose key is ``public_key``: ``_INBOX_<key>`` (nats-py's
+    ``inbox_prefix``; its inboxes are ``<prefix>.<id>``). Each identity may subscribe under its own
+    prefix only, so that no part reads the replies another asked for (docs/trust.md)."""
+    return f"_INBOX_{public_key}"
+
+
 def seed_path(directory: Path, name: str) -> Path:
     """Where the seed of identity ``name`` is kept (``host:compute-1`` → ``host-compute-1.seed``)."""
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
