@@ -13,7 +13,7 @@ with or without them.
 - signed: the key is in the registry, the content matches the chain hash, the signature verifies,
   and the key's identity may append on the event's subject (``Identity.appends``, matched against
   the subject rebuilt from the hashed ``ce-topic`` and ``ce-subject``: the stored subject itself is
-  not covered by the hash);
+  not covered by the hash) and it is none of its ``refuses``;
 - unsigned: trusted only before the registry's cut-over position (``signed_from``): a log written
   before signing existed; at or after it, refused.
 
@@ -139,7 +139,11 @@ class Verifier:
         if not self._verifies(key_id, signature, stored):
             return Check(Verdict.REFUSED, identity, f"the signature of {identity.name} does not verify")
         subject = _relative_subject(h)
-        if subject is None or not any(matches(p, subject) for p in identity.appends):
+        if (
+            subject is None
+            or not any(matches(p, subject) for p in identity.appends)
+            or any(matches(p, subject) for p in identity.refuses)
+        ):
             return Check(
                 Verdict.REFUSED, identity, f"{identity.name} ({identity.role}) may not append {subject}"
             )

@@ -114,6 +114,25 @@ def test_a_host_cannot_append_identity_events(trusted: Trusted) -> None:
     assert log.read_messages(1, 10) == []
 
 
+def test_a_host_cannot_place_a_server(trusted: Trusted) -> None:
+    """``Scheduled`` is the scheduler's: a host's publish of one is refused by the server, though it
+    may append its servers' other events."""
+    log = _log(trusted)
+    layout = SubjectLayout(trusted.settings.subject_prefix)
+    server = "9f1c0e39-0000-4000-8000-000000000003"
+    forged = layout.subject(server, "commands.instance:Instance.Scheduled")
+    own = layout.subject(server, "commands.instance:Instance.Spawned")
+
+    async def place(nc: Client) -> None:
+        await nc.publish(forged, b"{}")
+        await nc.jetstream().publish(own, b"{}")
+
+    violations = _violations(trusted, "host:compute-1", place, 1)
+
+    assert len(violations) == 1 and forged.lower() in violations[0].lower()
+    assert [(m.headers or {})["Nats-Subject"] for m in log.read_messages(1, 10)] == [own]
+
+
 def test_a_host_cannot_delete_or_purge_the_stream(trusted: Trusted) -> None:
     log = _log(trusted)
     stream = trusted.settings.stream
@@ -190,6 +209,7 @@ def test_the_api_asks_a_host_and_reads_its_answer_under_its_own_prefix(trusted: 
     api = trusted.bridge("api")
     responder = Responder(host, "compute-1")
     responder.serve(CONSOLE, lambda body: {"output": f"console of {body['server_id']}"})
+    host.run(host.nc.flush, 5.0)  # the server has the subscription before the API asks
     try:
         assert api.inbox_prefix == inbox_prefix(KeyPair.from_seed(
             trust.seed_file(trusted.directory, "api").read_text().strip()).public_key)  # fmt: skip

@@ -10,6 +10,7 @@ first refused event.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
+import libvirt
 import pytest
 
 from commands.app import Stratus
@@ -34,11 +36,15 @@ from stratus.audit import signatures
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import JetStreamApplicationRecorder
 from stratus.eventstore.signing import SIGNER, Signer, Verifier
-from stratus.quarantine import Quarantine
+from stratus.quarantine import Quarantine, Quarantined
 from tests.fixtures.commands import M1_SMALL, make_app
 from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.hypervisor import FAST_RETRY, registered, settled
 from tests.fixtures.projections import public_image, read_models
 from tests.fixtures.trust import HOSTS, Trusted
+from tests.fixtures.workers import Worker, eventually
+from workers import hypervisor
+from workers.libvirt_driver import LibvirtDriver
 
 ADMIN = Actor(user_id="the-real-admin", project_id="admin", roles=("admin",))
 
@@ -176,6 +182,61 @@ def test_a_host_key_on_another_hosts_server_is_refused(signed_log: Trusted, data
     assert report.refused == 2 and report.first_refused is not None
     assert report.first_refused.position == forged_spawn
     assert report.by_identity["host:compute-1"] == 1 and report.by_identity["host:compute-2"] == 2
+
+
+def test_a_hypervisor_worker_acts_only_on_events_whose_signer_may_append_them(
+    signed_log: Trusted, conn: libvirt.virConnect, tmp_path: Path
+) -> None:
+    """A ``Scheduled`` signed by another host's key, and one signed by no one after the cut-over,
+    are quarantined by compute-1's worker (running as host:compute-1 on the trusted server) and
+    never acted on; the scheduler's own placement is spawned."""
+    operator = signed_log.bridge("admin")
+
+    def part(name: str | None) -> Handlers:
+        settings = signed_log.as_part(name) if name else signed_log.settings  # None: signs nothing
+        return Handlers(make_app(operator, settings))
+
+    host_settings = dataclasses.replace(signed_log.as_part("host:compute-1"), host_name="compute-1")
+    host_bridge = signed_log.bridge("host:compute-1")
+    worker = Worker(
+        lambda stop: hypervisor.run(
+            host_settings, bridge=host_bridge, app=make_app(host_bridge, host_settings),
+            driver=LibvirtDriver(lambda: conn, instances_path=tmp_path), stop=stop,
+            instances_path=tmp_path / "instances", retry=FAST_RETRY, poll=0.1,
+        )
+    )  # fmt: skip
+    try:
+        api = part("api")
+        api.create_flavor(M1_SMALL)
+        eventually(lambda: registered(api, "compute-1"))
+        forged, unsigned, genuine = (
+            api.create_server(CreateServer(n, "p1", "u1", "small")).id
+            for n in ("forged", "unsigned", "genuine")
+        )
+        part("host:compute-2").place_instance(PlaceInstance(forged, "compute-1"))
+        part(None).place_instance(PlaceInstance(unsigned, "compute-1"))
+        part("scheduler").place_instance(PlaceInstance(genuine, "compute-1"))
+        placed = {s: api.instance(s).version for s in (forged, unsigned)}
+
+        assert eventually(lambda: settled(api, genuine)).vm_state == "active"
+        quarantine = Quarantine(operator, log_stream=signed_log.settings.stream)
+
+        def both_quarantined() -> list[Quarantined] | None:
+            found = quarantine.list(hypervisor.durable_name("compute-1"))
+            return found if len(found) >= 2 else None
+
+        records = eventually(both_quarantined)
+    finally:
+        worker.close()
+
+    assert sorted((r.originator_id, r.error) for r in records) == sorted(
+        [(forged, "UntrustedEvent"), (unsigned, "UntrustedEvent")]
+    )
+    by_reason = {r.originator_id: r.reason for r in records}
+    assert "host:compute-2 (host) may not append instance." in by_reason[forged]
+    assert "unsigned" in by_reason[unsigned]
+    assert {s: api.instance(s).version for s in placed} == placed  # no step, no fault: not acted on
+    assert {d.UUIDString() for d in conn.listAllDomains()} == {genuine}
 
 
 def test_a_log_from_before_signing_verifies_as_unsigned_up_to_the_cut_over(trusted: Trusted) -> None:

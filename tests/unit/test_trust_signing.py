@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from commands.host import host_aggregate_id
-from processes.trust import appends
+from processes.trust import appends, refuses
 from stratus.eventstore import chain
 from stratus.eventstore.signing import SIGNATURE, SIGNER, InOrder, Signer, Verdict, Verifier, matches
 from stratus.trust.nkeys import InvalidKey, KeyPair
@@ -23,7 +23,12 @@ def registry(signed_from: int | None = 1) -> Registry:
         (
             Identity("api", "api", API.public_key, appends("api")),
             Identity(
-                "host:compute-1", "host", HOST.public_key, appends("host", ["compute-1"]), ("compute-1",)
+                "host:compute-1",
+                "host",
+                HOST.public_key,
+                appends("host", ["compute-1"]),
+                ("compute-1",),
+                refuses=refuses("host"),
             ),
         ),
         signed_from,
@@ -113,6 +118,16 @@ def test_a_host_key_appends_only_the_events_of_servers_on_its_host_or_moving_to_
     again = event("commands.instance:Instance.ActionFinished", server, b"{}")
     Signer(c2).sign(again)
     assert check.check(again, b"{}", 4).verdict is Verdict.REFUSED  # a position read again: as it was
+
+
+def test_a_host_key_may_not_place_or_request_even_its_own_servers() -> None:
+    """Placing is the scheduler's, requests the API's: a host's key on them is refused outright."""
+    verifier = Verifier(registry())
+    server = "0b7c1c57-54d6-4c8e-9a47-2f7e9a3b1c11"
+    scheduled = verifier.check(signed(HOST, "commands.instance:Instance.Scheduled", server), BODY, 5)
+    spawned = verifier.check(signed(HOST, "commands.instance:Instance.Spawned", server), BODY, 5)
+    assert scheduled.verdict is Verdict.REFUSED and "may not append instance." in scheduled.reason
+    assert spawned.verdict is Verdict.SIGNED
 
 
 def test_altered_content_a_swapped_key_and_an_unknown_key_are_refused() -> None:
