@@ -16,7 +16,8 @@ Roles:
   manages streams but cannot delete or purge them;
 - ``scheduler``: claims on any host, and the instance, group, usage and network events of a placement;
 - ``host``: its own host's and guest census's events (a migration's return on the other host
-  too), the events of the servers it runs; its own heartbeat, its own RPCs and console sessions only;
+  too), the events of the servers it runs (but the requests and placements: ``HOST_REFUSES``); its
+  own heartbeat, its own RPCs and console sessions only;
 - ``projector``, ``notifier``: follow the log and append nothing to it;
 - ``auditor``, ``integrator``: read only.
 """
@@ -37,7 +38,7 @@ from stratus.hostrpc import SUBJECT_PREFIX as HOST_RPC
 from stratus.liveness import bucket_for
 from stratus.trust import natsconf
 from stratus.trust.natsconf import Permissions
-from stratus.trust.registry import Identity, Registry, new_key, seed_path
+from stratus.trust.registry import Identity, Registry, inbox_prefix, new_key, seed_path
 
 REGISTRY = "registry.json"
 NATS_CONF = "nats.conf"
@@ -56,6 +57,23 @@ HOST_KINDS = (
 # Events a host appends on *another* host during a migration (the claim returned to the source).
 MIGRATION_TYPES = ("instancereleased", "claimtakenback", "migrationreleased", "claimhandedtomigration")
 SCHEDULER_KINDS = ("host", *HOST_KINDS)
+# Instance events a host never appends, though it appends its servers' others: the requests and
+# decisions other parts act on (the API's requests, the scheduler's placements). A host's key on one
+# of them is refused by NATS, the projector, ``audit verify`` and the workers (a forged
+# ``Scheduled`` would have a hypervisor start a guest).
+HOST_REFUSES = tuple(
+    f"instance.*.{t}"
+    for t in (
+        "requested",
+        "scheduled",
+        "migrationrequested",
+        "migrationscheduled",
+        "unshelverequested",
+        "actionrequested",
+        "deletionrequested",
+        "revertrequested",
+    )
+)
 
 # Reading: JetStream's read API (stream info, direct gets, consumers and their acks), replies.
 _READ_API = (
@@ -75,7 +93,6 @@ _DESTRUCTIVE = (
     "$JS.API.STREAM.MSG.DELETE.>",
     "$JS.API.ACCOUNT.PURGE.>",
 )
-_INBOXES = ("_INBOX.>", "_STRATUS_RAW.inbox")
 
 
 @dataclass(frozen=True)
@@ -116,6 +133,11 @@ def appends(role: str, hosts: Sequence[str] = ()) -> tuple[str, ...]:
     return ()
 
 
+def refuses(role: str) -> tuple[str, ...]:
+    """The log subjects among its ``appends`` that ``role`` may not append all the same."""
+    return HOST_REFUSES if role == "host" else ()
+
+
 def permissions(identity: Identity, settings: Settings) -> Permissions:
     """What ``identity`` may publish and subscribe to on the deployment ``settings`` names."""
     stream, prefix = settings.stream, settings.subject_prefix
@@ -125,7 +147,8 @@ def permissions(identity: Identity, settings: Settings) -> Permissions:
     wake = f"_STRATUS.WAKE.{stream}"
     writing = (*log, wake, f"_STRATUS.SNAPSHOT.{stream}.>") if log else ()
     quarantine = f"{stream}_QUARANTINE.>"
-    subscribe = (*_INBOXES, "_STRATUS.WAKE.>")
+    # replies to its own requests only: under its own inbox prefix (NatsBridge connects with it)
+    subscribe = (f"{inbox_prefix(identity.public_key)}.>", "_STRATUS.WAKE.>")
     if role == "admin":
         return Permissions(publish=(">",), subscribe=(">",), allow_responses=True)
     if role in ("api", "scheduler", "projector", "notifier"):
@@ -154,7 +177,7 @@ def permissions(identity: Identity, settings: Settings) -> Permissions:
                 f"$JS.API.STREAM.CREATE.KV_{bucket}",
                 *(f"{CONSOLES}.{n}.>" for n in names),  # its own guests' console sessions only
             ),
-            publish_deny=("$JS.API.CONSUMER.DELETE.>",),
+            publish_deny=("$JS.API.CONSUMER.DELETE.>", *(f"{prefix}.{p}" for p in identity.refuses)),
             subscribe=(
                 *subscribe,
                 *(f"{HOST_RPC}.{n}.>" for n in names),
@@ -180,15 +203,15 @@ def prepare(
     added = []
     for spec in specs(settings, hosts=hosts, simulated=simulated):
         have = registry.current(spec.name)
-        wanted = appends(spec.role, spec.hosts)
-        if have is not None and have.appends == wanted and have.hosts == spec.hosts:
+        wanted, refused = appends(spec.role, spec.hosts), refuses(spec.role)
+        if have is not None and (have.appends, have.refuses, have.hosts) == (wanted, refused, spec.hosts):
             continue
         if have is not None:  # the table changed for it: its key stays, its rule is the new one
             registry = registry.without(have)
             key = have.public_key
         else:
             key = new_key(directory, spec.name).public_key
-        added.append(Identity(spec.name, spec.role, key, wanted, spec.hosts))
+        added.append(Identity(spec.name, spec.role, key, wanted, spec.hosts, refuses=refused))
     if added:
         registry = registry.with_identities(added)
         registry.save(path)
@@ -206,7 +229,7 @@ def rotate(settings: Settings, directory: Path, name: str) -> Registry:
         raise KeyError(f"no identity {name!r} in {path}")
     key = new_key(directory, name)
     registry = registry.retiring(name).with_identities(
-        [Identity(old.name, old.role, key.public_key, old.appends, old.hosts)]
+        [Identity(old.name, old.role, key.public_key, old.appends, old.hosts, refuses=old.refuses)]
     )
     registry.save(path)
     write_conf(registry, settings, directory)

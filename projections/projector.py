@@ -42,8 +42,9 @@ from projections.view import ReadModelView
 from stratus import metrics
 from stratus.eventstore import EventStoreUnavailable
 from stratus.eventstore.envelope import decode_notification
-from stratus.eventstore.signing import Verifier
-from stratus.quarantine import Quarantine, described
+from stratus.eventstore.signing import INSTANCE_KIND, PLACING, InOrder, Verifier
+from stratus.eventstore.subjects import SubjectLayout
+from stratus.quarantine import Quarantine, described, position_of
 
 log = logging.getLogger("stratus.projector")
 
@@ -61,6 +62,8 @@ class EventLog(Protocol):
     def max_notification_id(self) -> int | None: ...
 
     def wait_for_position(self, gt: int, timeout: float) -> int: ...
+
+    layout: SubjectLayout
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,8 @@ class Projector:
     a rebuild filling its own schema runs without it until its swap. ``conn`` must be an
     autocommit connection: the projector opens one transaction per batch. While a batch is being
     applied, a reader thread already fetches and decodes the next one. ``trust``: checks each
-    event's signer (docs/trust.md); an event it refuses is quarantined like one that cannot be decoded.
+    event's signer (docs/trust.md), in log order (``InOrder``: a host's key only on its own servers'
+    events); an event it refuses is quarantined like one that cannot be decoded.
     """
 
     def __init__(
@@ -175,7 +179,7 @@ class Projector:
         self._topics = frozenset(ReadModels.topics)
         self.quarantine = quarantine
         self.part = part
-        self.trust = trust
+        self.trust = InOrder(trust, self._placing) if trust is not None else None
         self.progress = progress  # told the position after each batch (a rebuild's progress bar)
 
     def position(self) -> int:
@@ -210,6 +214,22 @@ class Projector:
         except Exception as e:  # decoding and upcasting are pure: a failure is the event's own
             return Entry(position, topic, originator, error=e)
         return Entry(position, topic, originator, event=event)
+
+    def _placing(self, after: int, upto: int) -> list[tuple[int, Any, bytes]]:
+        """The events that place servers (``signing.PLACING``) after ``after`` up to ``upto``, in
+        order: what the trust check folds before its first batch when the projector starts from a
+        position past 1 (or skips ahead)."""
+        found: list[tuple[int, Any, bytes]] = []
+        for type_ in PLACING:
+            subject = f"{self.log.layout.prefix}.{INSTANCE_KIND}.*.{type_}"
+            start = after + 1
+            while start <= upto:
+                msgs = self.log.read_messages(start, 1000, stop=upto, subject_filter=subject)
+                if not msgs:
+                    break
+                found += [(position_of(m), m.headers or {}, bytes(m.data)) for m in msgs]
+                start = position_of(msgs[-1]) + 1
+        return sorted(found, key=lambda f: f[0])
 
     def apply(self, msgs: Sequence[Any], after: int) -> BatchResult:
         """Apply ``msgs`` (the log's entries right after position ``after``) in one transaction."""

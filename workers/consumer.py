@@ -13,6 +13,11 @@ server whose history holds such an event): the event is quarantined (``stratus.q
 the durable consumer's name), logged at ERROR, and acknowledged, so that one bad event never stops a
 worker nor holds up the events behind it. A quarantine that cannot be recorded (JetStream away)
 leaves the message unacknowledged: it comes back later.
+
+With the deployment's trust registry (``trust``), a consumer checks each event's signer as the
+projector does (docs/trust.md): an event whose signer may not append it (or unsigned after the
+cut-over) is quarantined as ``UntrustedEvent`` like one that cannot be decoded, and never handed to
+the worker, nor settled (it is not the server's fault; a forger must not be able to fail servers).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore.bridge import NatsBridge
 from stratus.eventstore.envelope import Envelope, decode_message
 from stratus.eventstore.errors import EventStoreUnavailable
+from stratus.eventstore.signing import Verifier
 from stratus.quarantine import Quarantine, position_of, reason
 from workers.outcome import Done, Outcome, RetryLater
 
@@ -197,9 +203,11 @@ class DurableConsumer:
         ack_wait: float = 60.0,
         call_timeout: float = 10.0,
         heads: StoredHeads | None = None,
+        trust: Verifier | None = None,
     ) -> None:
         self._bridge = bridge
         self._heads = heads
+        self._trust = trust
         self.stream = stream
         self.durable = durable
         self._config = ConsumerConfig(
@@ -268,7 +276,12 @@ class DurableConsumer:
                 log.info("consumer %s: leaving the old binding: %s", self.durable, e)
 
     def delivery(self, msg: Msg) -> Delivery:
-        """``msg`` decoded (raises what decoding raises: the event's own fault), noted as seen stored."""
+        """``msg`` decoded (raises what decoding raises: the event's own fault), noted as seen stored.
+        Raises ``UntrustedEvent`` for an event whose signer may not append it (``trust``)."""
+        if self._trust is not None:
+            refused = self._trust.refusal(msg.headers or {}, bytes(msg.data), position_of(msg))
+            if refused is not None:
+                raise refused
         d = _delivery(msg)
         if self._heads is not None:
             self._heads.observe(msg)

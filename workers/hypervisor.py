@@ -26,6 +26,7 @@ from stratus.config import Settings
 from stratus.consolerelay import RelayHost
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import NatsBridge
+from stratus.eventstore.signing import Verifier
 from stratus.eventstore.subjects import encode_token
 from stratus.hostrpc import CONSOLE, Responder
 from stratus.imagestore import ImageStore, user_data_store
@@ -132,6 +133,7 @@ def run(
     beating = beat_periodically(lambda: heartbeats.beat(host), host, stop, interval)
     filters = subjects(settings)
     heads = app.recorder if isinstance(app.recorder, StoredHeads) else None
+    trust = Verifier.load(settings.trust_registry)  # a step is acted on only if its signer may append it
 
     def open_consumer() -> DurableConsumer | None:
         durable = durable_name(host)
@@ -142,6 +144,7 @@ def run(
             filter_subjects=filters,
             ack_wait=ACK_WAIT,
             heads=heads,
+            trust=trust,
         )
         return when_ready(f"opening consumer {durable}", consumer.open, stop)
 

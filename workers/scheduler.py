@@ -35,6 +35,7 @@ from stratus.config import SCHEDULER_MAX_BATCH, Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import NatsBridge
 from stratus.eventstore.envelope import decode_message
+from stratus.eventstore.signing import Verifier
 from stratus.eventstore.subjects import SubjectLayout
 from stratus.liveness import SCHEDULER_BINARY, Heartbeats, beat_periodically, bucket_for
 from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_batches, when_ready
@@ -143,6 +144,7 @@ def run(
         filter_subjects=[requested, unshelves(settings), moves(settings)],
         ack_wait=ack_wait,
         heads=requests,
+        trust=Verifier.load(settings.trust_registry),
     )
     if when_ready(f"opening consumer {durable}", consumer.open, stop) is None:
         return

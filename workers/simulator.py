@@ -27,6 +27,7 @@ from commands.bus import MessageBus
 from stratus.config import Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import NatsBridge
+from stratus.eventstore.signing import Verifier
 from stratus.hostrpc import CONSOLE, NOT_FOUND, HostRefused, Responder
 from workers.console import tail
 from workers.consumer import Delivery, DurableConsumer, serve_concurrently
@@ -174,9 +175,11 @@ def run(
         responder.serve(CONSOLE, cloud.console(name))
         responders.append(responder)
 
+    trust = Verifier.load(settings.trust_registry)
+
     def open_consumer() -> DurableConsumer:
         return DurableConsumer(
-            bridge, stream=settings.stream, durable=durable, filter_subjects=subjects(settings)
+            bridge, stream=settings.stream, durable=durable, filter_subjects=subjects(settings), trust=trust
         ).open()
 
     try:

@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from stratus.eventstore.errors import EventStoreUnavailable
 from stratus.trust.nkeys import KeyPair
+from stratus.trust.registry import inbox_prefix
 
 
 class RawReaderError(EventStoreUnavailable):
@@ -64,6 +65,10 @@ class RawReader:
         self.stream = stream
         self._key = KeyPair.from_seed(seed_file.read_text().strip()) if seed_file is not None else None
         self._subject = f"$JS.API.DIRECT.GET.{stream}".encode()
+        # The replies' subject: under the identity's own inbox prefix (the only one it may
+        # subscribe to, docs/trust.md); without credentials, nats-py's default prefix.
+        inbox = inbox_prefix(self._key.public_key) if self._key is not None else "_INBOX"
+        self._inbox = f"{inbox}.raw".encode()
         self._buf = bytearray()
         self._pos = 0
         errors = []
@@ -119,7 +124,7 @@ class RawReader:
                 break
             if line.startswith(b"-ERR"):
                 raise RawReaderError(line.decode(errors="replace"))
-        sock.sendall(b"SUB _STRATUS_RAW.inbox 1\r\n")
+        sock.sendall(b"SUB %s 1\r\n" % self._inbox)
         return sock
 
     # -- buffered protocol reading ------------------------------------------------------------------
@@ -152,7 +157,7 @@ class RawReader:
 
     def _request(self, body: dict[str, object]) -> None:
         payload = json.dumps(body).encode()
-        self._sock.sendall(b"PUB %s _STRATUS_RAW.inbox %d\r\n%s\r\n" % (self._subject, len(payload), payload))
+        self._sock.sendall(b"PUB %s %s %d\r\n%s\r\n" % (self._subject, self._inbox, len(payload), payload))
 
     def _next(self) -> tuple[bytes, bytes] | None:
         """The next reply message as (header block, body); None for a status message (end of batch)."""

@@ -3,7 +3,9 @@
 A pass beside the hash chain's (stratus.audit.verify): for every event in position order, the
 verdict of ``stratus.eventstore.signing.Verifier`` (signed by an identity that may append it,
 unsigned before the registry's cut-over, or refused), counted per identity, with the first refused
-event named. The chain's pass proves the log unaltered; this one proves who wrote it.
+event named. The events are checked in order (``signing.InOrder``), as the projector checks them: a
+host's key is refused on the events of a server that is not on its host at that point of the log.
+The chain's pass proves the log unaltered; this one proves who wrote it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from stratus.audit import filestore
 from stratus.audit.rawreader import RawReader
 from stratus.eventstore import chain
-from stratus.eventstore.signing import Verdict, Verifier
+from stratus.eventstore.signing import InOrder, Verdict, Verifier
 
 
 @dataclass(frozen=True)
@@ -64,11 +66,12 @@ def check(messages: Iterable[tuple[int, bytes, bytes]], verifier: Verifier) -> S
     """The verdicts on ``(position, raw header block, body)`` messages."""
     started = time.perf_counter()
     report = SignatureReport(signed_from=verifier.registry.signed_from)
+    in_order = InOrder(verifier)
     for position, block, body in messages:
         headers = {
             n.decode(errors="replace"): v.decode(errors="replace") for n, v in chain.parse_header_block(block)
         }
-        c = verifier.check(headers, body, position)
+        c = in_order.check(headers, body, position)
         report.checked += 1
         if c.verdict is Verdict.SIGNED:
             report.signed += 1

@@ -32,6 +32,7 @@ from nats.protocol import command as prot_command
 
 from stratus.eventstore.errors import EventStoreUnavailable
 from stratus.trust.nkeys import KeyPair
+from stratus.trust.registry import inbox_prefix
 
 _CRLF = b"\r\n"
 _WHITESPACE = re.compile(r"\s")
@@ -170,6 +171,11 @@ class NatsBridge:
         self._connect_timeout = connect_timeout
         self._ping_interval = ping_interval
         self._seed = seed_file.read_text().strip() if seed_file is not None else None
+        # With a seed, replies come under the identity's own inbox prefix: the only inboxes its
+        # NATS permissions let it subscribe to (docs/trust.md).
+        self.inbox_prefix = (
+            inbox_prefix(KeyPair.from_seed(self._seed).public_key) if self._seed is not None else "_INBOX"
+        )
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name=f"nats-bridge-{name}", daemon=True)
         self._nc: Client | None = None
@@ -350,6 +356,7 @@ class NatsBridge:
                     reconnect_time_wait=self._reconnect_time_wait,  # type: ignore[arg-type]
                     connect_timeout=self._connect_timeout,  # type: ignore[arg-type]
                     ping_interval=self._ping_interval,
+                    inbox_prefix=self.inbox_prefix,
                     error_cb=self._on_error,
                     disconnected_cb=self._on_disconnected,
                     reconnected_cb=self._on_reconnected,

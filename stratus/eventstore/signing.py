@@ -13,9 +13,16 @@ with or without them.
 - signed: the key is in the registry, the content matches the chain hash, the signature verifies,
   and the key's identity may append on the event's subject (``Identity.appends``, matched against
   the subject rebuilt from the hashed ``ce-topic`` and ``ce-subject``: the stored subject itself is
-  not covered by the hash);
+  not covered by the hash) and it is none of its ``refuses``;
 - unsigned: trusted only before the registry's cut-over position (``signed_from``): a log written
   before signing existed; at or after it, refused.
+
+A host's key is held to more than subjects: an instance event (``instance.<server>.<type>``) signed
+by a ``host`` identity is trusted only if that server is on one of the identity's hosts at that point
+of the log, or a move under way names one of them as its source or destination. ``ServerHosts`` folds
+where each server is from the events that place it, and ``InOrder`` checks a log's events in position
+order with that fold: the projector, a rebuild and ``stratus audit verify`` all use it, so that they
+refuse exactly the same events.
 
 The projector quarantines a refused event (it is never applied); ``stratus audit verify`` reports it.
 """
@@ -25,10 +32,11 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from stratus.eventstore import chain
@@ -131,7 +139,11 @@ class Verifier:
         if not self._verifies(key_id, signature, stored):
             return Check(Verdict.REFUSED, identity, f"the signature of {identity.name} does not verify")
         subject = _relative_subject(h)
-        if subject is None or not any(matches(p, subject) for p in identity.appends):
+        if (
+            subject is None
+            or not any(matches(p, subject) for p in identity.appends)
+            or any(matches(p, subject) for p in identity.refuses)
+        ):
             return Check(
                 Verdict.REFUSED, identity, f"{identity.name} ({identity.role}) may not append {subject}"
             )
@@ -163,3 +175,144 @@ def _relative_subject(h: Mapping[str, str]) -> str | None:
         return None
     kind, type_ = kind_and_type(topic)
     return f"{kind}.{encode_token(originator)}.{type_}"
+
+
+# The instance events (subject type tokens) that change which hosts may append a server's events,
+# and the payload fields naming those hosts (commands.instance): where the scheduler put it, where
+# a move takes it, where a move's end leaves it.
+PLACING = (
+    "scheduled",
+    "offloaded",
+    "migrationscheduled",
+    "migrationfinished",
+    "migrationfailed",
+    "revertedondest",
+    "resizeconfirmed",
+    "resizereverted",
+)
+INSTANCE_KIND = "instance"
+
+
+@dataclass(frozen=True)
+class _Where:
+    host: str | None = None  # the host the server is on (None: on none, or never placed)
+    moving: tuple[str, ...] = ()  # the source and destination of a move under way
+
+
+class ServerHosts:
+    """Where each server is at the current point of the log, folded from the events that place it
+    (``PLACING``), to tell a host's own servers from others'. Pure: no I/O, never raises."""
+
+    def __init__(self) -> None:
+        self._at: dict[str, _Where] = {}
+
+    def permits(self, hosts: Iterable[str], server_id: str) -> bool:
+        """Whether a host of ``hosts`` may append events of ``server_id`` now."""
+        where = self._at.get(server_id)
+        if where is None:
+            return False
+        return any(h == where.host or h in where.moving for h in hosts)
+
+    def describe(self, server_id: str) -> str:
+        where = self._at.get(server_id)
+        if where is None or (where.host is None and not where.moving):
+            return "it is on no host"
+        moving = f" (moving between {' and '.join(where.moving)})" if where.moving else ""
+        return f"it is on {where.host}{moving}"
+
+    def observe(self, type_: str, server_id: str, body: bytes) -> None:
+        """Fold one trusted instance event of type token ``type_`` (ignored unless ``PLACING``)."""
+        if type_ not in PLACING:
+            return
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return  # the projector quarantines it as undecodable; it places nothing
+        if not isinstance(payload, dict):
+            return
+        where = self._at.get(server_id, _Where())
+
+        def named(field: str) -> str | None:
+            value = payload.get(field)
+            return value if isinstance(value, str) else None
+
+        if type_ == "scheduled":
+            where = _Where(named("host"), ())
+        elif type_ == "offloaded":
+            where = _Where(None, ())
+        elif type_ == "migrationscheduled":
+            where = _Where(where.host, tuple(h for h in (named("source"), named("dest")) if h))
+        elif type_ == "migrationfinished":
+            where = _Where(named("dest"), where.moving)
+        elif type_ == "revertedondest":
+            where = _Where(named("source"), where.moving)
+        elif type_ == "migrationfailed":
+            where = _Where(named("source"), ())
+        else:  # resizeconfirmed, resizereverted: the move is over, the server stays where it is
+            where = _Where(where.host, ())
+        self._at[server_id] = where
+
+
+# (position, headers, body) of the stored events between two positions that ``InOrder`` has not
+# seen: the projector reads them from the log when it starts after position 1 (only the
+# ``PLACING`` subjects are needed).
+History = Callable[[int, int], Iterable[tuple[int, Mapping[str, str], bytes]]]
+
+
+class InOrder:
+    """``Verifier.check`` over a log read in position order, with each server's hosts folded as it
+    goes (``ServerHosts``): an instance event a host's key signed is refused unless the server is
+    on that host, or a move under way names it. ``history(after, upto)``: the events of a gap
+    (positions after ``after``, up to ``upto``) when a check skips ahead, e.g. a projector that
+    starts from its tracking position; None: gaps hold nothing that places a server."""
+
+    def __init__(self, verifier: Verifier, history: History | None = None) -> None:
+        self.verifier = verifier
+        self.registry = verifier.registry
+        self.servers = ServerHosts()
+        self.position = 0  # the last position folded
+        self._history = history
+        self._refused: dict[int, Check] = {}  # host refusals already made (a batch read again)
+
+    def check(self, headers: Mapping[str, str], body: bytes, position: int) -> Check:
+        """The verdict on the event at ``position``; events are expected in increasing positions
+        (one already checked is answered as it was)."""
+        if position <= self.position:
+            return self._refused.get(position) or self.verifier.check(headers, body, position)
+        if position > self.position + 1 and self._history is not None:
+            for at, h, b in self._history(self.position, position - 1):
+                if self.position < at < position:
+                    self._step(h, b, at)
+        return self._step(headers, body, position)
+
+    def refusal(self, headers: Mapping[str, str], body: bytes, position: int) -> UntrustedEvent | None:
+        c = self.check(headers, body, position)
+        return UntrustedEvent(c.reason) if c.verdict is Verdict.REFUSED else None
+
+    def _placed(self, identity: Identity, server: str) -> bool:
+        return self.servers.permits(identity.hosts, server)
+
+    def _step(self, headers: Mapping[str, str], body: bytes, position: int) -> Check:
+        self.position = position
+        c = self.verifier.check(headers, body, position)
+        if c.verdict is Verdict.REFUSED:
+            return c
+        h = {k.lower(): v for k, v in headers.items()}
+        topic, server = h.get("ce-topic"), h.get("ce-subject")
+        if topic is None or server is None:
+            return c
+        kind, type_ = kind_and_type(topic)
+        if kind != INSTANCE_KIND:
+            return c
+        identity = c.identity
+        if identity is not None and identity.role == "host" and not self._placed(identity, server):
+            refused = Check(
+                Verdict.REFUSED,
+                identity,
+                f"{identity.name} (host) may not append {type_} of server {server}: "
+                f"{self.servers.describe(server)}",
+            )
+            self._refused[position] = refused
+            return refused
+        self.servers.observe(type_, server, body)
+        return c

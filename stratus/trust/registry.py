@@ -6,10 +6,11 @@ projector and ``stratus audit verify`` check every event's signer against. It ho
 only; each part's seed (its secret) is a file of its own beside it, readable by that part alone.
 
 ``appends``: the subjects (relative to the subject prefix, NATS wildcards allowed) on which an
-identity may append events, e.g. ``host.<this host's id>.>``. The same patterns are its NATS publish
-permission on the log and the rule its signed events are held to. ``signed_from``: the first log
-position from which every event must be signed (None: not cut over yet; events are then checked
-when they are signed and reported as unsigned when not).
+identity may append events, e.g. ``host.<this host's id>.>``; ``refuses``: subjects among those it
+may not append all the same (a host's ``instance.*.scheduled``: placing is the scheduler's). The
+same patterns are its NATS publish permission on the log and the rule its signed events are held
+to. ``signed_from``: the first log position from which every event must be signed (None: not cut
+over yet; events are then checked when they are signed and reported as unsigned when not).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Identity:
     appends: tuple[str, ...] = ()
     hosts: tuple[str, ...] = ()  # the compute hosts a host identity speaks for
     retired: bool = False  # a rotated-out key: verifies what it signed, may no longer connect
+    refuses: tuple[str, ...] = ()  # subjects among ``appends`` it may not append all the same
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -44,6 +46,7 @@ class Identity:
             "appends": list(self.appends),
             "hosts": list(self.hosts),
             "retired": self.retired,
+            "refuses": list(self.refuses),
         }
 
     @classmethod
@@ -55,6 +58,7 @@ class Identity:
             appends=tuple(str(p) for p in d.get("appends", []) or []),  # type: ignore[attr-defined]
             hosts=tuple(str(h) for h in d.get("hosts", []) or []),  # type: ignore[attr-defined]
             retired=bool(d.get("retired", False)),
+            refuses=tuple(str(p) for p in d.get("refuses", []) or []),  # type: ignore[attr-defined]
         )
 
 
@@ -126,6 +130,13 @@ class Registry:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(self.to_json() + "\n")
         os.replace(tmp, path)
+
+
+def inbox_prefix(public_key: str) -> str:
+    """The reply subjects of the identity whose key is ``public_key``: ``_INBOX_<key>`` (nats-py's
+    ``inbox_prefix``; its inboxes are ``<prefix>.<id>``). Each identity may subscribe under its own
+    prefix only, so that no part reads the replies another asked for (docs/trust.md)."""
+    return f"_INBOX_{public_key}"
 
 
 def seed_path(directory: Path, name: str) -> Path:

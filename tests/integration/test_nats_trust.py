@@ -25,8 +25,11 @@ from stratus.consolerelay import session_subject
 from stratus.eventstore import JetStreamApplicationRecorder
 from stratus.eventstore.bridge import Client
 from stratus.eventstore.subjects import SubjectLayout, encode_token
+from stratus.hostrpc import CONSOLE, HostRPC, Responder
 from stratus.hostrpc import subject as rpc_subject
 from stratus.liveness import bucket_for
+from stratus.trust.nkeys import KeyPair
+from stratus.trust.registry import inbox_prefix
 from tests.fixtures.trust import Trusted
 
 
@@ -50,7 +53,7 @@ def _violations(
         nc = Client()
         await nc.connect(
             servers=list(trusted.settings.nats_urls), nkeys_seed_str=seed, error_cb=on_error,
-            allow_reconnect=False,
+            allow_reconnect=False, inbox_prefix=inbox_prefix(KeyPair.from_seed(seed).public_key),
         )  # fmt: skip
         try:
             await action(nc)
@@ -111,6 +114,25 @@ def test_a_host_cannot_append_identity_events(trusted: Trusted) -> None:
     assert log.read_messages(1, 10) == []
 
 
+def test_a_host_cannot_place_a_server(trusted: Trusted) -> None:
+    """``Scheduled`` is the scheduler's: a host's publish of one is refused by the server, though it
+    may append its servers' other events."""
+    log = _log(trusted)
+    layout = SubjectLayout(trusted.settings.subject_prefix)
+    server = "9f1c0e39-0000-4000-8000-000000000003"
+    forged = layout.subject(server, "commands.instance:Instance.Scheduled")
+    own = layout.subject(server, "commands.instance:Instance.Spawned")
+
+    async def place(nc: Client) -> None:
+        await nc.publish(forged, b"{}")
+        await nc.jetstream().publish(own, b"{}")
+
+    violations = _violations(trusted, "host:compute-1", place, 1)
+
+    assert len(violations) == 1 and forged.lower() in violations[0].lower()
+    assert [(m.headers or {})["Nats-Subject"] for m in log.read_messages(1, 10)] == [own]
+
+
 def test_a_host_cannot_delete_or_purge_the_stream(trusted: Trusted) -> None:
     log = _log(trusted)
     stream = trusted.settings.stream
@@ -158,6 +180,43 @@ def test_a_host_relays_only_its_own_console_sessions(trusted: Trusted) -> None:
         await nc.publish(session_subject("compute-2", "s2", "in"), b"typed")
 
     assert _violations(trusted, "api", proxy, 1) == []
+
+
+def test_each_identity_reads_replies_under_its_own_inbox_prefix_only(trusted: Trusted) -> None:
+    """A host cannot subscribe to the API's inboxes (console output, JetStream's answers to it), nor
+    to the shared ``_INBOX.>``; its own requests are answered under its own prefix."""
+    api = trusted.registry.current("api")
+    assert api is not None
+    answered: list[bytes] = []
+
+    async def eavesdrop(nc: Client) -> None:
+        await nc.subscribe(f"{inbox_prefix(api.public_key)}.>")
+        await nc.subscribe("_INBOX.>")
+        answered.append((await nc.request("$JS.API.INFO", b"", timeout=5)).data)
+
+    violations = _violations(trusted, "host:compute-1", eavesdrop, 2)
+
+    assert len(violations) == 2 and all("subscription" in v.lower() for v in violations), violations
+    refused = {v.lower().split("subscription to ")[-1].strip('"') for v in violations}  # nats-py lowercases
+    assert refused == {f"{inbox_prefix(api.public_key)}.>".lower(), "_inbox.>"}
+    assert answered and b"io.nats.jetstream.api.v1.account_info_response" in answered[0]
+
+
+def test_the_api_asks_a_host_and_reads_its_answer_under_its_own_prefix(trusted: Trusted) -> None:
+    """Console RPCs under trust: the API's request goes to the host's subject, the host answers to
+    the API's inbox (``allow_responses``), which only the API may subscribe to."""
+    host = trusted.bridge("host:compute-1")
+    api = trusted.bridge("api")
+    responder = Responder(host, "compute-1")
+    responder.serve(CONSOLE, lambda body: {"output": f"console of {body['server_id']}"})
+    host.run(host.nc.flush, 5.0)  # the server has the subscription before the API asks
+    try:
+        assert api.inbox_prefix == inbox_prefix(KeyPair.from_seed(
+            trust.seed_file(trusted.directory, "api").read_text().strip()).public_key)  # fmt: skip
+        answer = HostRPC(api).ask("compute-1", CONSOLE, {"server_id": "s1", "length": None})
+    finally:
+        responder.close()
+    assert answer == {"output": "console of s1"}
 
 
 @pytest.mark.parametrize("reader", ["auditor", "integrator"])

@@ -10,27 +10,41 @@ first refused event.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
+from uuid import UUID, uuid4
 
+import libvirt
 import pytest
 
 from commands.app import Stratus
+from commands.hosts.register import RegisterHost
 from commands.identity import Project
+from commands.instance import Instance
+from commands.servers.create import CreateServer
+from commands.servers.scheduling import PlaceInstance
+from commands.servers.spawn import FinishSpawning, StartSpawning
 from processes import trust
+from projections import queries
 from projections.projector import Projector
+from projections.rebuild import rebuild
 from stratus.audit import signatures
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import JetStreamApplicationRecorder
 from stratus.eventstore.signing import SIGNER, Signer, Verifier
-from stratus.quarantine import Quarantine
-from tests.fixtures.commands import make_app
-from tests.fixtures.projections import read_models
-from tests.fixtures.trust import Trusted
+from stratus.quarantine import Quarantine, Quarantined
+from tests.fixtures.commands import M1_SMALL, make_app
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.hypervisor import FAST_RETRY, registered, settled
+from tests.fixtures.projections import public_image, read_models
+from tests.fixtures.trust import HOSTS, Trusted
+from tests.fixtures.workers import Worker, eventually
+from workers import hypervisor
+from workers.libvirt_driver import LibvirtDriver
 
 ADMIN = Actor(user_id="the-real-admin", project_id="admin", roles=("admin",))
 
@@ -102,6 +116,127 @@ def test_a_forged_role_grant_is_quarantined_and_reported(signed_log: Trusted, da
     assert (report.signed, report.unsigned, report.refused) == (2, 0, 2)
     assert report.first_refused is not None and report.first_refused.position == 3
     assert dict(report.by_identity) == {"api": 2}
+
+
+def test_a_host_key_on_another_hosts_server_is_refused(signed_log: Trusted, database_url: str) -> None:
+    """A host's key may append its own servers' events only: compute-2's ``Spawned`` of a server on
+    compute-1, and compute-1's ``Deleted`` of a server on compute-2, are quarantined by the projector
+    (one that starts half-way, from its tracking position, as well) and by a rebuild, and refused by
+    ``audit verify``; the servers' rows are as their own hosts left them."""
+    operator = signed_log.bridge("admin")  # NATS lets it publish; each app signs as its part
+
+    def part(name: str) -> Handlers:
+        return Handlers(make_app(operator, signed_log.as_part(name)))
+
+    api, scheduler = part("api"), part("scheduler")
+    compute = {h: part(f"host:{h}") for h in HOSTS}
+    api.create_flavor(M1_SMALL)
+    for h in HOSTS:
+        api.register_host(RegisterHost(h, 4, 8192, 100))
+    image = public_image(api.app)
+    a, b = (api.create_server(CreateServer(n, "p1", "u1", "small", image_ref=image)).id for n in "ab")
+    scheduler.place_instance(PlaceInstance(a, "compute-1"))
+    scheduler.place_instance(PlaceInstance(b, "compute-2"))
+    compute["compute-1"].start_spawning(StartSpawning(a, "compute-1"))
+    forged_spawn = compute["compute-2"].finish_spawning(FinishSpawning(a, 1)).position
+    compute["compute-2"].start_spawning(StartSpawning(b, "compute-2"))
+    compute["compute-2"].finish_spawning(FinishSpawning(b, 1))
+    server_b: Instance = compute["compute-1"].app.repository.get(UUID(b))
+    assert isinstance(server_b, Instance)
+    server_b.mark_deleted()
+    forged_delete = compute["compute-1"].app.save(server_b)[-1].notification.id
+
+    quarantine = Quarantine(operator, log_stream=signed_log.settings.stream)
+    verifier = Verifier.load(signed_log.settings.trust_registry)
+    log = api.app.recorder
+    with read_models(database_url) as conn:
+        first = Projector(log, api.app.mapper, conn, quarantine=quarantine, trust=verifier)  # type: ignore[arg-type]
+        first.catch_up(until=forged_spawn)
+        # a projector started afterwards folds where the servers are from the log before its position
+        later = Projector(log, api.app.mapper, conn, quarantine=quarantine, trust=verifier)  # type: ignore[arg-type]
+        assert later.catch_up() == forged_delete
+
+        def rows() -> list[tuple[str, str | None, str, bool]]:
+            found = [queries.get_server(conn, s, None) for s in (a, b)]
+            return [(r["vm_state"], r["task_state"], r["host"], r["deleted"]) for r in found if r]
+
+        live = rows()
+        assert live == [("building", "spawning", "compute-1", False), ("active", None, "compute-2", False)]
+        rebuild(conn, log, api.app.mapper, quarantine=quarantine, trust=verifier)  # type: ignore[arg-type]
+        assert rows() == live
+
+    for part_name in ("projector", "rebuild"):
+        records = quarantine.list(part_name)
+        assert [(r.position, r.error) for r in records] == [
+            (forged_spawn, "UntrustedEvent"), (forged_delete, "UntrustedEvent"),
+        ]  # fmt: skip
+        assert f"host:compute-2 (host) may not append spawned of server {a}: it is on compute-1" in (
+            records[0].reason
+        )
+        assert "host:compute-1 (host) may not append deleted" in records[1].reason
+
+    assert verifier is not None
+    s = signed_log.settings
+    auditor = trust.seed_file(signed_log.directory, "auditor")
+    report = signatures.verify(s.nats_urls, s.stream, s.subject_prefix, verifier, seed_file=auditor)
+    assert report.refused == 2 and report.first_refused is not None
+    assert report.first_refused.position == forged_spawn
+    assert report.by_identity["host:compute-1"] == 1 and report.by_identity["host:compute-2"] == 2
+
+
+def test_a_hypervisor_worker_acts_only_on_events_whose_signer_may_append_them(
+    signed_log: Trusted, conn: libvirt.virConnect, tmp_path: Path
+) -> None:
+    """A ``Scheduled`` signed by another host's key, and one signed by no one after the cut-over,
+    are quarantined by compute-1's worker (running as host:compute-1 on the trusted server) and
+    never acted on; the scheduler's own placement is spawned."""
+    operator = signed_log.bridge("admin")
+
+    def part(name: str | None) -> Handlers:
+        settings = signed_log.as_part(name) if name else signed_log.settings  # None: signs nothing
+        return Handlers(make_app(operator, settings))
+
+    host_settings = dataclasses.replace(signed_log.as_part("host:compute-1"), host_name="compute-1")
+    host_bridge = signed_log.bridge("host:compute-1")
+    worker = Worker(
+        lambda stop: hypervisor.run(
+            host_settings, bridge=host_bridge, app=make_app(host_bridge, host_settings),
+            driver=LibvirtDriver(lambda: conn, instances_path=tmp_path), stop=stop,
+            instances_path=tmp_path / "instances", retry=FAST_RETRY, poll=0.1,
+        )
+    )  # fmt: skip
+    try:
+        api = part("api")
+        api.create_flavor(M1_SMALL)
+        eventually(lambda: registered(api, "compute-1"))
+        forged, unsigned, genuine = (
+            api.create_server(CreateServer(n, "p1", "u1", "small")).id
+            for n in ("forged", "unsigned", "genuine")
+        )
+        part("host:compute-2").place_instance(PlaceInstance(forged, "compute-1"))
+        part(None).place_instance(PlaceInstance(unsigned, "compute-1"))
+        part("scheduler").place_instance(PlaceInstance(genuine, "compute-1"))
+        placed = {s: api.instance(s).version for s in (forged, unsigned)}
+
+        assert eventually(lambda: settled(api, genuine)).vm_state == "active"
+        quarantine = Quarantine(operator, log_stream=signed_log.settings.stream)
+
+        def both_quarantined() -> list[Quarantined] | None:
+            found = quarantine.list(hypervisor.durable_name("compute-1"))
+            return found if len(found) >= 2 else None
+
+        records = eventually(both_quarantined)
+    finally:
+        worker.close()
+
+    assert sorted((r.originator_id, r.error) for r in records) == sorted(
+        [(forged, "UntrustedEvent"), (unsigned, "UntrustedEvent")]
+    )
+    by_reason = {r.originator_id: r.reason for r in records}
+    assert "host:compute-2 (host) may not append instance." in by_reason[forged]
+    assert "unsigned" in by_reason[unsigned]
+    assert {s: api.instance(s).version for s in placed} == placed  # no step, no fault: not acted on
+    assert {d.UUIDString() for d in conn.listAllDomains()} == {genuine}
 
 
 def test_a_log_from_before_signing_verifies_as_unsigned_up_to_the_cut_over(trusted: Trusted) -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from commands.host import host_aggregate_id
-from processes.trust import appends
+from processes.trust import appends, refuses
 from stratus.eventstore import chain
-from stratus.eventstore.signing import SIGNATURE, SIGNER, Signer, Verdict, Verifier, matches
+from stratus.eventstore.signing import SIGNATURE, SIGNER, InOrder, Signer, Verdict, Verifier, matches
 from stratus.trust.nkeys import InvalidKey, KeyPair
 from stratus.trust.registry import Identity, Registry
 
@@ -23,7 +23,12 @@ def registry(signed_from: int | None = 1) -> Registry:
         (
             Identity("api", "api", API.public_key, appends("api")),
             Identity(
-                "host:compute-1", "host", HOST.public_key, appends("host", ["compute-1"]), ("compute-1",)
+                "host:compute-1",
+                "host",
+                HOST.public_key,
+                appends("host", ["compute-1"]),
+                ("compute-1",),
+                refuses=refuses("host"),
             ),
         ),
         signed_from,
@@ -79,6 +84,50 @@ def test_a_host_signs_for_its_own_host_only() -> None:
     other = verifier.check(signed(HOST, CLAIM, str(host_aggregate_id("compute-2"))), BODY, 5)
     assert own.verdict is Verdict.SIGNED
     assert other.verdict is Verdict.REFUSED and "may not append host." in other.reason
+
+
+def test_a_host_key_appends_only_the_events_of_servers_on_its_host_or_moving_to_or_from_it() -> None:
+    """``InOrder`` folds where each server is (Scheduled, a move's events) from the log's own events:
+    a resize from compute-1 to compute-2, then confirmed."""
+    c2 = KeyPair.generate()
+    both = registry(signed_from=None).with_identities(
+        [Identity("host:compute-2", "host", c2.public_key, appends("host", ["compute-2"]), ("compute-2",))]
+    )
+    check = InOrder(Verifier(both))
+    server = "0b7c1c57-54d6-4c8e-9a47-2f7e9a3b1c11"
+    log: list[tuple[KeyPair | None, str, bytes]] = [
+        (HOST, "Spawned", b"{}"),  # 1: not placed yet
+        (None, "Scheduled", b'{"host":"compute-1"}'),
+        (HOST, "Spawned", b"{}"),
+        (c2, "ActionFinished", b"{}"),  # 4: not compute-2's
+        (None, "MigrationScheduled", b'{"source":"compute-1","dest":"compute-2"}'),
+        (HOST, "MigratedFromSource", b'{"dest":"compute-2"}'),
+        (c2, "MigrationFinished", b'{"dest":"compute-2"}'),
+        (None, "ResizeConfirmed", b'{"source":"compute-1"}'),
+        (HOST, "ActionFinished", b"{}"),  # 9: compute-1 let it go
+        (c2, "ActionFinished", b"{}"),
+    ]
+    verdicts = []
+    for position, (key, type_, body) in enumerate(log, start=1):
+        headers = event(f"commands.instance:Instance.{type_}", server, body)
+        if key is not None:
+            Signer(key).sign(headers)
+        verdicts.append(check.check(headers, body, position).verdict)
+    refused = [p for p, v in enumerate(verdicts, start=1) if v is Verdict.REFUSED]
+    assert refused == [1, 4, 9]
+    again = event("commands.instance:Instance.ActionFinished", server, b"{}")
+    Signer(c2).sign(again)
+    assert check.check(again, b"{}", 4).verdict is Verdict.REFUSED  # a position read again: as it was
+
+
+def test_a_host_key_may_not_place_or_request_even_its_own_servers() -> None:
+    """Placing is the scheduler's, requests the API's: a host's key on them is refused outright."""
+    verifier = Verifier(registry())
+    server = "0b7c1c57-54d6-4c8e-9a47-2f7e9a3b1c11"
+    scheduled = verifier.check(signed(HOST, "commands.instance:Instance.Scheduled", server), BODY, 5)
+    spawned = verifier.check(signed(HOST, "commands.instance:Instance.Spawned", server), BODY, 5)
+    assert scheduled.verdict is Verdict.REFUSED and "may not append instance." in scheduled.reason
+    assert spawned.verdict is Verdict.SIGNED
 
 
 def test_altered_content_a_swapped_key_and_an_unknown_key_are_refused() -> None:
