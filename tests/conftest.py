@@ -21,6 +21,7 @@ pytest_plugins = [
     "tests.fixtures.rolling",
     "tests.fixtures.cluster",
     "tests.fixtures.telemetry",
+    "tests.fixtures.guests",
 ]
 
 

@@ -34,6 +34,7 @@ from stratus.context import CommandContext, acting
 from stratus.eventstore import NatsBridge
 from tests.fixtures import qemu
 from tests.fixtures.api import P1, Stack
+from tests.fixtures.guests import guest_image, wait
 from tests.fixtures.hypervisor import stack_host
 from workers.libvirt_driver import EventLoop, LibvirtDriver
 from workers.scheduler import SCHEDULER
@@ -42,45 +43,6 @@ pytestmark = pytest.mark.slow
 
 URI = qemu.URI
 HOST = "qemu-console-host"
-
-
-@pytest.fixture(scope="module")
-def libvirtd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    try:
-        with qemu.libvirtd(tmp_path_factory.mktemp("libvirtd") / "libvirtd.log"):
-            yield
-    except qemu.Unavailable as e:
-        pytest.skip(str(e))
-
-
-@pytest.fixture(scope="module")
-def guest_files(tmp_path_factory: pytest.TempPathFactory, libvirtd: None) -> Path:
-    try:
-        return qemu.build_guest(tmp_path_factory.mktemp("guest"))
-    except qemu.Unavailable as e:
-        pytest.skip(str(e))
-
-
-def wait(what: str, probe: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = probe()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.25)
-
-
-def upload(stack: Stack, path: Path, **fields: Any) -> str:
-    r = stack.request("POST", "/image/v2/images", P1, json={"name": path.name, **fields})
-    assert r.status_code == 201, r.text
-    headers = {**stack.headers(P1), "Content-Type": "application/octet-stream"}
-    put = stack.client.simulate_put(
-        f"/image/v2/images/{r.json['id']}/file", headers=headers, body=path.read_bytes()
-    )
-    assert put.status_code == 204, put.text
-    return str(r.json["id"])
 
 
 def _session_threads() -> list[str]:
@@ -165,13 +127,7 @@ def test_a_real_guest_s_serial_shell_and_vnc_display_through_the_proxies(
     worker = stack_host(stack.handlers.app, api_settings, bridge, driver, instances, poll=0.2, host=HOST)
     server_id = ""
     try:
-        kernel = upload(stack, guest_files / "vmlinuz", disk_format="aki", container_format="aki")
-        ramdisk = upload(stack, guest_files / "initrd", disk_format="ari", container_format="ari")
-        cmdline = (guest_files / "cmdline").read_text().strip()
-        image = upload(
-            stack, guest_files / "cmdline", disk_format="raw", container_format="bare",
-            kernel_id=kernel, ramdisk_id=ramdisk, os_command_line=cmdline,
-        )  # fmt: skip
+        image = guest_image(stack, guest_files)
         flavor, _ = stack.flavor(name="guest.tiny", ram=128, vcpus=1, disk=1)
         wait("the host to register", lambda: stack.get("/v2.1/os-hypervisors").json.get("hypervisors"), 30)
         body = {"server": {"name": "console", "flavorRef": flavor, "imageRef": image}}

@@ -24,8 +24,7 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -47,6 +46,7 @@ from stratus.imagestore import user_data_store
 from stratus.metadata.vendordata import Providers
 from tests.fixtures import qemu
 from tests.fixtures.api import P1, P2, Stack
+from tests.fixtures.guests import guest_image, wait
 from tests.fixtures.processes import ROOT
 from tests.fixtures.workers import Worker
 from workers import hypervisor
@@ -105,7 +105,9 @@ with tempfile.TemporaryDirectory(prefix="stratus-guest-") as tmp:
 
 
 @pytest.fixture(scope="module")
-def guest_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def own_init_guest(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The guest with this module's ``/init`` (fetch, forge, post, print, power off), for QEMU
+    started directly."""
     if shutil.which("qemu-system-x86_64") is None:
         pytest.skip("real QEMU: qemu-system-x86_64 is not installed (tests/fixtures/qemu.py installs it)")
     out = tmp_path_factory.mktemp("metadata-guest")
@@ -165,7 +167,7 @@ def _between(console: str, name: str) -> str:
 
 
 def test_the_real_guest_reads_its_own_metadata_at_169_254_169_254(
-    stack: Stack, api_settings: Settings, service: tuple[str, Path], guest_files: Path
+    stack: Stack, api_settings: Settings, service: tuple[str, Path], own_init_guest: Path
 ) -> None:
     address, key = service
     mine = _server(stack, P1, "guest-one", b"#!/bin/sh\necho user data of guest one\n")
@@ -178,7 +180,7 @@ def test_the_real_guest_reads_its_own_metadata_at_169_254_169_254(
     netdev = f"user,id=n0,net=169.254.0.0/16,host=169.254.0.2,guestfwd=tcp:169.254.169.254:80-cmd:{proxy}"
     argv = [
         "qemu-system-x86_64", "-machine", "accel=tcg", "-m", "256", "-nographic", "-no-reboot",
-        "-kernel", str(guest_files / "vmlinuz"), "-initrd", str(guest_files / "initrd"),
+        "-kernel", str(own_init_guest / "vmlinuz"), "-initrd", str(own_init_guest / "initrd"),
         "-append", f"console=ttyS0 quiet panic=-1 other={theirs['id']}",
         "-netdev", netdev, "-device", "virtio-net-pci,netdev=n0",
     ]  # fmt: skip
@@ -203,48 +205,12 @@ HOST = "metadata-guest-host"
 METADATA = "STRATUS-METADATA"  # deploy/guest/build_image.py's lines around the meta_data.json it read
 
 
-@pytest.fixture(scope="module")
-def libvirtd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    try:
-        with qemu.libvirtd(tmp_path_factory.mktemp("libvirtd") / "libvirtd.log"):
-            yield
-    except qemu.Unavailable as e:
-        pytest.skip(str(e))
-
-
-@pytest.fixture(scope="module")
-def image_files(tmp_path_factory: pytest.TempPathFactory, libvirtd: None) -> Path:
-    try:
-        return qemu.build_guest(tmp_path_factory.mktemp("guest"))
-    except qemu.Unavailable as e:
-        pytest.skip(str(e))
-
-
-def _upload(stack: Stack, path: Path, **fields: Any) -> str:
-    r = stack.request("POST", "/image/v2/images", P1, json={"name": path.name, **fields})
-    assert r.status_code == 201, r.text
-    headers = {**stack.headers(P1), "Content-Type": "application/octet-stream"}
-    put = stack.client.simulate_put(
-        f"/image/v2/images/{r.json['id']}/file", headers=headers, body=path.read_bytes()
-    )
-    assert put.status_code == 204, put.text
-    return str(r.json["id"])
-
-
-def _wait(what: str, probe: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (got := probe()):
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(0.5)
-    return got
-
-
 def test_a_guest_booted_through_the_api_reads_its_metadata_through_the_workers_network(
     stack: Stack,
     api_settings: Settings,
     bridge: NatsBridge,
     service: tuple[str, Path],
-    image_files: Path,
+    guest_files: Path,
     tmp_path: Path,
 ) -> None:
     address, key = service
@@ -269,15 +235,9 @@ def test_a_guest_booted_through_the_api_reads_its_metadata_through_the_workers_n
     worker = Worker(target)
     server_id = ""
     try:
-        kernel = _upload(stack, image_files / "vmlinuz", disk_format="aki", container_format="aki")
-        ramdisk = _upload(stack, image_files / "initrd", disk_format="ari", container_format="ari")
-        cmdline = (image_files / "cmdline").read_text().strip()
-        image = _upload(
-            stack, image_files / "cmdline", disk_format="raw", container_format="bare",
-            kernel_id=kernel, ramdisk_id=ramdisk, os_command_line=cmdline,
-        )  # fmt: skip
+        image = guest_image(stack, guest_files)
         flavor, _ = stack.flavor(name="guest.tiny", ram=128, vcpus=1, disk=1)
-        _wait("the host to register", lambda: stack.get("/v2.1/os-hypervisors").json.get("hypervisors"), 30)
+        wait("the host to register", lambda: stack.get("/v2.1/os-hypervisors").json.get("hypervisors"), 30)
         body = {"server": {"name": "reads-its-metadata", "flavorRef": flavor, "imageRef": image}}
         r = stack.request("POST", "/v2.1/servers", P1, json=body)
         assert r.status_code == 202, r.text
@@ -286,10 +246,10 @@ def test_a_guest_booted_through_the_api_reads_its_metadata_through_the_workers_n
             stack.handlers.place_instance(PlaceInstance(server_id, HOST))
 
         # the domain carries the network: QEMU's user-mode netdev with the forward, signed for this server
-        xml = _wait("the domain", lambda: _domain_xml(conn, server_id), 60)
+        xml = wait("the domain", lambda: _domain_xml(conn, server_id), 60)
         assert "guestfwd=tcp:169.254.169.254:80-cmd:" in xml and f"--instance-id {server_id}" in xml
         qemu_log = Path("/var/log/libvirt/qemu") / f"instance-{server_id}.log"
-        started = _wait("QEMU's command line", lambda: qemu_log.is_file() and qemu_log.read_text(), 60)
+        started = wait("QEMU's command line", lambda: qemu_log.is_file() and qemu_log.read_text(), 60)
         assert "spawn=deny" not in started, (
             "libvirt runs QEMU with seccomp's spawn=deny: QEMU cannot start the metadata proxy. "
             "Set seccomp_sandbox = 0 in /etc/libvirt/qemu.conf and restart libvirtd (docs/metadata.md)"
@@ -302,7 +262,7 @@ def test_a_guest_booted_through_the_api_reads_its_metadata_through_the_workers_n
             return str(r.json["output"]) if r.status_code == 200 else ""
 
         try:
-            printed = _wait(
+            printed = wait(
                 f"{METADATA} end on the console", lambda: (c := console()).count(f"{METADATA} end") and c, 150
             )
         except AssertionError as e:
@@ -314,7 +274,7 @@ def test_a_guest_booted_through_the_api_reads_its_metadata_through_the_workers_n
         assert md["project_id"] == server["tenant_id"] and md["hostname"] == "reads-its-metadata.novalocal"
 
         assert stack.request("DELETE", f"/v2.1/servers/{server_id}", P1).status_code == 204
-        _wait("the guest to go", lambda: _domain_xml(conn, server_id) is None or None, 60)
+        wait("the guest to go", lambda: _domain_xml(conn, server_id) is None or None, 60)
     finally:
         worker.close()
         if server_id:  # never leave a QEMU behind on the machine

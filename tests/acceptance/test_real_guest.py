@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from stratus.context import CommandContext, acting
 from stratus.eventstore import NatsBridge
 from tests.fixtures import qemu
 from tests.fixtures.api import P1, Stack
+from tests.fixtures.guests import guest_image, wait
 from tests.fixtures.hypervisor import stack_host
 from workers.libvirt_driver import LibvirtDriver
 from workers.scheduler import SCHEDULER
@@ -39,23 +39,6 @@ HOST = "qemu-guest-host"
 MARKER = qemu.MARKER
 CONFIG_DRIVE = "STRATUS-CONFIG-DRIVE"  # deploy/guest/build_image.py's lines about its config drive
 USER_DATA = b"#!/bin/sh\necho stratus config drive user data\n"
-
-
-@pytest.fixture(scope="module")
-def libvirtd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    try:
-        with qemu.libvirtd(tmp_path_factory.mktemp("libvirtd") / "libvirtd.log"):
-            yield
-    except qemu.Unavailable as e:
-        pytest.skip(str(e))
-
-
-@pytest.fixture(scope="module")
-def guest_files(tmp_path_factory: pytest.TempPathFactory, libvirtd: None) -> Path:
-    try:
-        return qemu.build_guest(tmp_path_factory.mktemp("guest"))
-    except qemu.Unavailable as e:
-        pytest.skip(str(e))
 
 
 @dataclasses.dataclass
@@ -100,29 +83,6 @@ class Guest:
         return int(self.conn.lookupByUUIDString(self.server_id).state()[0])
 
 
-def wait(what: str, probe: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = probe()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.25)
-
-
-def upload(stack: Stack, path: Path, **fields: Any) -> str:
-    body = {"name": path.name, **fields}
-    r = stack.request("POST", "/image/v2/images", P1, json=body)
-    assert r.status_code == 201, r.text
-    headers = {**stack.headers(P1), "Content-Type": "application/octet-stream"}
-    put = stack.client.simulate_put(
-        f"/image/v2/images/{r.json['id']}/file", headers=headers, body=path.read_bytes()
-    )
-    assert put.status_code == 204, put.text
-    return str(r.json["id"])
-
-
 def test_a_real_guest_boots_stops_starts_reboots_and_is_deleted(
     stack: Stack, api_settings: Settings, bridge: NatsBridge, guest_files: Path, tmp_path: Path
 ) -> None:
@@ -135,13 +95,7 @@ def test_a_real_guest_boots_stops_starts_reboots_and_is_deleted(
     worker = stack_host(stack.handlers.app, api_settings, bridge, driver, instances, poll=0.2, host=HOST)
     guest = Guest(stack, conn)
     try:
-        kernel = upload(stack, guest_files / "vmlinuz", disk_format="aki", container_format="aki")
-        ramdisk = upload(stack, guest_files / "initrd", disk_format="ari", container_format="ari")
-        cmdline = (guest_files / "cmdline").read_text().strip()
-        image = upload(
-            stack, guest_files / "cmdline", disk_format="raw", container_format="bare",
-            kernel_id=kernel, ramdisk_id=ramdisk, os_command_line=cmdline,
-        )  # fmt: skip
+        image = guest_image(stack, guest_files)
         flavor, _ = stack.flavor(name="guest.tiny", ram=128, vcpus=1, disk=1)
         wait("the host to register", lambda: stack.get("/v2.1/os-hypervisors").json.get("hypervisors"), 30)
         r = stack.request(
