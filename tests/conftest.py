@@ -17,4 +17,5 @@ pytest_plugins = [
     "tests.fixtures.rolling",
     "tests.fixtures.cluster",
     "tests.fixtures.telemetry",
+    "tests.fixtures.browser",
 ]

@@ -1,0 +1,184 @@
+// The servers page: the list (status, addresses, flavor, image; the host for admins), kept live by
+// the event stream, the create form, and the actions the server's state allows.
+
+import { call, get, isAdmin, session } from "./api.js";
+import { h, show, errorText } from "./dom.js";
+
+// Nova's actions by the server's state (a server busy with a task may only be deleted).
+const ACTIONS = {
+  ACTIVE: ["stop", "reboot"],
+  SHUTOFF: ["start"],
+};
+const BODIES = {
+  stop: { "os-stop": null },
+  start: { "os-start": null },
+  reboot: { reboot: { type: "SOFT" } },
+};
+
+export function allowedActions(server) {
+  const busy = server["OS-EXT-STS:task_state"];
+  return [...(busy ? [] : ACTIONS[server.status] || []), "delete"];
+}
+
+export async function act(server, action) {
+  if (action === "delete") {
+    return call("DELETE", `/v2.1/servers/${server.id}`);
+  }
+  return call("POST", `/v2.1/servers/${server.id}/action`, { body: BODIES[action] });
+}
+
+export function addresses(server) {
+  return Object.entries(server.addresses || {})
+    .map(([net, ips]) => `${net}: ${ips.map((ip) => ip.addr).join(", ")}`)
+    .join("; ");
+}
+
+export function statusCell(server) {
+  const task = server["OS-EXT-STS:task_state"];
+  return h("td", { class: `status ${server.status}` }, server.status, task ? h("span", { class: "muted" }, ` (${task})`) : null);
+}
+
+// Servers by id, refreshed from the API when the stream says one changed: the API's answer is the
+// truth (the same view and policy as any client), the stream says only when to ask.
+class Servers {
+  constructor(allProjects, render) {
+    this.allProjects = allProjects;
+    this.render = render;
+    this.byId = new Map();
+    this.seen = new Map(); // id -> the position of the last answer applied
+  }
+
+  async load(minPosition) {
+    const query = this.allProjects ? "?all_tenants=1" : "";
+    const body = await get(`/v2.1/servers/detail${query}`, { minPosition });
+    this.byId = new Map(body.servers.map((s) => [s.id, s]));
+    this.render();
+  }
+
+  async refresh(id, position) {
+    let server = null;
+    try {
+      server = (await get(`/v2.1/servers/${id}`, { minPosition: position })).server;
+    } catch (e) {
+      if (e.status !== 404) {
+        throw e;
+      }
+    }
+    if ((this.seen.get(id) || 0) > position) {
+      return; // a later event's answer is already here
+    }
+    this.seen.set(id, position);
+    const mine = server && (this.allProjects || server.tenant_id === session().project.id);
+    if (mine) {
+      this.byId.set(id, server);
+    } else {
+      this.byId.delete(id);
+    }
+    this.render();
+  }
+}
+
+function createForm(onCreated) {
+  const error = h("p", { class: "error", role: "alert" });
+  const flavor = h("select", { name: "flavor", required: true });
+  const image = h("select", { name: "image", required: true });
+  const keyName = h("select", { name: "key_name" }, h("option", { value: "" }, "(none)"));
+  const form = h(
+    "form",
+    { class: "card", id: "create" },
+    h("h2", {}, "Create a server"),
+    h("label", {}, "Name", h("input", { name: "name", required: true, maxlength: 255 })),
+    h("label", {}, "Flavor", flavor),
+    h("label", {}, "Image", image),
+    h("label", {}, "Key pair", keyName),
+    h("button", { type: "submit" }, "Create"),
+    error,
+  );
+  // Only what this user may use: the flavors and images the API lists for them, their key pairs.
+  Promise.all([
+    get("/v2.1/flavors/detail"),
+    get("/image/v2/images?status=active"),
+    get("/v2.1/os-keypairs"),
+  ]).then(([flavors, images, keypairs]) => {
+    flavor.append(...flavors.flavors.map((f) => h("option", { value: f.id }, `${f.name} (${f.vcpus} vCPU, ${f.ram} MB)`)));
+    image.append(...images.images.map((i) => h("option", { value: i.id }, i.name || i.id)));
+    keyName.append(...keypairs.keypairs.map((k) => h("option", { value: k.keypair.name }, k.keypair.name)));
+  }, (e) => { error.textContent = e.message; });
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const f = new FormData(form);
+    const server = { name: f.get("name"), flavorRef: f.get("flavor"), imageRef: f.get("image"), networks: "auto" };
+    if (f.get("key_name")) {
+      server.key_name = f.get("key_name");
+    }
+    error.textContent = "";
+    try {
+      await call("POST", "/v2.1/servers", { body: { server } });
+      form.reset();
+      onCreated();
+    } catch (e) {
+      error.textContent = e.message;
+    }
+  });
+  return form;
+}
+
+export function serversView(main, context, { allProjects }) {
+  const admin = isAdmin();
+  const error = h("div");
+  const tbody = h("tbody");
+  const images = new Map();
+  const heads = ["Name", "Status", "Addresses", "Flavor", "Image", ...(admin ? ["Host"] : []), allProjects ? "Project" : null, "Actions"];
+  const table = h("table", { id: "servers" }, h("thead", {}, h("tr", {}, heads.filter(Boolean).map((t) => h("th", {}, t)))), tbody);
+  const servers = new Servers(allProjects, render);
+
+  function row(s) {
+    const buttons = allowedActions(s).map((action) =>
+      h("button", {
+        type: "button",
+        class: action === "delete" ? "danger" : "",
+        "data-action": action,
+        onclick: () => act(s, action).catch((e) => error.replaceChildren(errorText(e))),
+      }, action),
+    );
+    return h(
+      "tr",
+      { "data-id": s.id, "data-status": s.status },
+      h("td", {}, h("a", { href: `#/servers/${s.id}` }, s.name)),
+      statusCell(s),
+      h("td", { class: "mono" }, addresses(s)),
+      h("td", {}, s.flavor ? s.flavor.original_name : ""),
+      h("td", {}, s.image && s.image.id ? images.get(s.image.id) || s.image.id : "(volume)"),
+      admin ? h("td", {}, s["OS-EXT-SRV-ATTR:host"] || "") : null,
+      allProjects ? h("td", { class: "mono" }, s.tenant_id) : null,
+      h("td", { class: "actions" }, buttons),
+    );
+  }
+
+  function render() {
+    const rows = [...servers.byId.values()].sort((a, b) => (a.created < b.created ? 1 : -1));
+    tbody.replaceChildren(...rows.map(row));
+    count.textContent = `${rows.length} server${rows.length === 1 ? "" : "s"}`;
+  }
+
+  const count = h("span", { class: "muted", id: "count" });
+  show(
+    main,
+    h("h1", {}, allProjects ? "All servers" : `Servers of ${session().project.name}`, " ", count),
+    allProjects ? null : createForm(() => {}),
+    error,
+    table,
+  );
+  get("/image/v2/images").then((body) => {
+    body.images.forEach((i) => images.set(i.id, i.name || i.id));
+    render();
+  }, () => {});
+  servers.load(context.position()).catch((e) => error.replaceChildren(errorText(e)));
+  return context.onEvent((event) => {
+    if (event.type === "stratus.stream.started") {
+      servers.load(event.position).catch((e) => error.replaceChildren(errorText(e)));
+    } else if (event.type.startsWith("stratus.instance.")) {
+      servers.refresh(event.subject, event.position).catch((e) => error.replaceChildren(errorText(e)));
+    }
+  });
+}
