@@ -128,3 +128,19 @@ def test_a_members_view_lacks_admin_pages_and_data(
     page.goto(f"{cloud.base}/dashboard#/admin/hosts")
     page.wait_for_selector("h1:text-is('Not available')")
     assert page.query_selector("#hosts") is None
+
+    # switching projects follows her roles: a reader in "ops" sees its servers and cannot act
+    cloud.openstack("project", "create", "ops")
+    cloud.openstack_quiet("role", "add", "--project", "ops", "--user", "alice", "reader")
+    cloud.openstack_quiet("role", "add", "--project", "ops", "--user", "admin", "member")
+    in_ops = cloud.env(project="ops")
+    cloud.openstack("server", "create", "--flavor", "tiny", "--image", "img", "--wait", "ops-vm", env=in_ops)
+    page.goto(f"{cloud.base}/dashboard#/servers")
+    page.reload()  # still signed in (the tab's session), with the projects listed afresh
+    page.wait_for_selector("#project option:text-is('ops')", state="attached")
+    page.select_option("#project", label="ops")
+    page.wait_for_selector("h1:text-matches('Servers of ops')")
+    _row(page, "ops-vm", "ACTIVE")
+    assert page.query_selector("#create") is None
+    assert page.query_selector("#servers button") is None
+    assert "alices-vm" not in page.inner_text("#servers")

@@ -25,6 +25,12 @@ export function session() {
   return raw ? JSON.parse(raw) : null;
 }
 
+// Whether the user may act (create, stop, delete): the API refuses a reader's writes.
+export function canAct() {
+  const s = session();
+  return Boolean(s && s.roles.includes("member"));
+}
+
 export function isAdmin() {
   const s = session();
   return Boolean(s && s.roles.includes("admin"));

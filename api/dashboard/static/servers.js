@@ -1,7 +1,7 @@
 // The servers page: the list (status, addresses, flavor, image; the host for admins), kept live by
 // the event stream, the create form, and the actions the server's state allows.
 
-import { call, get, isAdmin, session } from "./api.js";
+import { call, canAct, get, isAdmin, session } from "./api.js";
 import { h, show, errorText } from "./dom.js";
 
 // Nova's actions by the server's state (a server busy with a task may only be deleted).
@@ -16,6 +16,9 @@ const BODIES = {
 };
 
 export function allowedActions(server) {
+  if (!canAct()) {
+    return []; // a reader reads
+  }
   const busy = server["OS-EXT-STS:task_state"];
   return [...(busy ? [] : ACTIONS[server.status] || []), "delete"];
 }
@@ -165,7 +168,7 @@ export function serversView(main, context, { allProjects }) {
   show(
     main,
     h("h1", {}, allProjects ? "All servers" : `Servers of ${session().project.name}`, " ", count),
-    allProjects ? null : createForm(() => {}),
+    allProjects || !canAct() ? null : createForm(() => {}),
     error,
     table,
   );
