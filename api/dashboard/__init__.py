@@ -44,7 +44,8 @@ def events_url(settings: Settings, req: falcon.Request) -> str:
     if settings.dashboard_events_url:
         return settings.dashboard_events_url
     port = (settings.watch_bind or "").rpartition(":")[2] or DEFAULT_WATCH_PORT
-    return f"{req.scheme}://{req.host}:{port}{EVENTS_ROUTE}"
+    host = f"[{req.host}]" if ":" in req.host else req.host  # an IPv6 address
+    return f"{req.scheme}://{host}:{port}{EVENTS_ROUTE}"
 
 
 def security_headers(resp: falcon.Response, stream: str) -> None:
