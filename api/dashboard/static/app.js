@@ -15,7 +15,7 @@ const positionLabel = document.getElementById("position");
 // What the current view follows of the stream; set by each view, cleared on navigation.
 const listeners = new Set();
 let stream = null;
-let config = null;
+let config = null; // a promise of /dashboard/config.json
 let leave = () => {};
 
 const context = {
@@ -34,11 +34,12 @@ function showPosition(position, live) {
   positionLabel.dataset.position = position ?? "";
 }
 
-function startStream() {
+async function startStream() {
+  const where = await config; // asked for at start, beside the first page's data
   if (stream) {
-    stream.stop();
+    stream.stop(); // after the wait: a second start meanwhile leaves one stream, not two
   }
-  stream = new EventStream(`${config.events_url}?type=server`, {
+  stream = new EventStream(`${where.events_url}?type=server`, {
     onEvent: (event) => listeners.forEach((listener) => listener(event)),
     onPosition: showPosition,
   });
@@ -156,12 +157,8 @@ async function start() {
     }
   });
   window.addEventListener("hashchange", route);
-  try {
-    config = await (await fetch("/dashboard/config.json")).json();
-  } catch (e) {
-    show(main, errorText(e));
-    return;
-  }
+  config = fetch("/dashboard/config.json").then((resp) => resp.json());
+  config.catch((e) => show(main, errorText(e)));
   if (session()) {
     signedIn();
   } else {

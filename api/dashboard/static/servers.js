@@ -51,11 +51,19 @@ class Servers {
     this.seen = new Map(); // id -> the position of the last answer applied
   }
 
+  // Every page of the list (the API answers 1,000 servers at most per page, with a link to the
+  // next), drawn as each page arrives.
   async load(minPosition) {
-    const query = this.allProjects ? "?all_tenants=1" : "";
-    const body = await get(`/v2.1/servers/detail${query}`, { minPosition });
-    this.byId = new Map(body.servers.map((s) => [s.id, s]));
-    this.render();
+    const byId = new Map();
+    let path = `/v2.1/servers/detail${this.allProjects ? "?all_tenants=1" : ""}`;
+    while (path) {
+      const body = await get(path, { minPosition });
+      body.servers.forEach((s) => byId.set(s.id, s));
+      this.byId = byId;
+      this.render();
+      const next = (body.servers_links || []).find((link) => link.rel === "next");
+      path = next ? next.href.slice(next.href.indexOf("/v2.1/")) : null;
+    }
   }
 
   async refresh(id, position) {
@@ -81,7 +89,9 @@ class Servers {
   }
 }
 
-function createForm(onCreated) {
+// ``options``: a promise, once the list is drawn, since the API's workers are few and the list is
+// what the user waits for.
+function createForm(options, onCreated) {
   const error = h("p", { class: "error", role: "alert" });
   const flavor = h("select", { name: "flavor", required: true });
   const image = h("select", { name: "image", required: true });
@@ -98,7 +108,7 @@ function createForm(onCreated) {
     error,
   );
   // Only what this user may use: the flavors and images the API lists for them, their key pairs.
-  Promise.all([
+  options.then(() => Promise.all([
     get("/v2.1/flavors/detail"),
     get("/image/v2/images?status=active"),
     get("/v2.1/os-keypairs"),
@@ -106,7 +116,7 @@ function createForm(onCreated) {
     flavor.append(...flavors.flavors.map((f) => h("option", { value: f.id }, `${f.name} (${f.vcpus} vCPU, ${f.ram} MB)`)));
     image.append(...images.images.map((i) => h("option", { value: i.id }, i.name || i.id)));
     keyName.append(...keypairs.keypairs.map((k) => h("option", { value: k.keypair.name }, k.keypair.name)));
-  }, (e) => { error.textContent = e.message; });
+  })).catch((e) => { error.textContent = e.message; });
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const f = new FormData(form);
@@ -135,14 +145,18 @@ export function serversView(main, context, { allProjects }) {
   const table = h("table", { id: "servers" }, h("thead", {}, h("tr", {}, heads.filter(Boolean).map((t) => h("th", {}, t)))), tbody);
   const servers = new Servers(allProjects, render);
 
+  // One listener for every row's buttons (a thousand rows need no thousands of listeners).
+  tbody.addEventListener("click", (ev) => {
+    const button = ev.target.closest("button[data-action]");
+    const server = button && servers.byId.get(button.closest("tr").dataset.id);
+    if (server) {
+      act(server, button.dataset.action).catch((e) => error.replaceChildren(errorText(e)));
+    }
+  });
+
   function row(s) {
     const buttons = allowedActions(s).map((action) =>
-      h("button", {
-        type: "button",
-        class: action === "delete" ? "danger" : "",
-        "data-action": action,
-        onclick: () => act(s, action).catch((e) => error.replaceChildren(errorText(e))),
-      }, action),
+      h("button", { type: "button", class: action === "delete" ? "danger" : "", "data-action": action }, action),
     );
     return h(
       "tr",
@@ -165,18 +179,19 @@ export function serversView(main, context, { allProjects }) {
   }
 
   const count = h("span", { class: "muted", id: "count" });
+  const listed = servers.load(context.position()).catch((e) => error.replaceChildren(errorText(e)));
   show(
     main,
     h("h1", {}, allProjects ? "All servers" : `Servers of ${session().project.name}`, " ", count),
-    allProjects || !canAct() ? null : createForm(() => {}),
+    allProjects || !canAct() ? null : createForm(listed, () => {}),
     error,
     table,
   );
-  get("/image/v2/images").then((body) => {
+  // the images' names, for the image column (the form lists them too: the cache has them then)
+  listed.then(() => get("/image/v2/images")).then((body) => {
     body.images.forEach((i) => images.set(i.id, i.name || i.id));
     render();
   }, () => {});
-  servers.load(context.position()).catch((e) => error.replaceChildren(errorText(e)));
   return context.onEvent((event) => {
     if (event.type === "stratus.stream.started") {
       servers.load(event.position).catch((e) => error.replaceChildren(errorText(e)));
