@@ -125,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                 fetched: list[float] = []
                 asked: list[float] = []  # when the page sent the list's request
                 drawn: list[float] = []  # from the list's last byte to every row drawn
+                script: list[float] = []  # of which the page's own code building the rows
                 live: list[float] = []
                 for r in range(args.rounds):
                     print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
@@ -140,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                     fetched.append(detail["duration"])
                     asked.append(detail["startTime"])
                     drawn.append(first[-1] - detail["responseEnd"])
+                    renders = "performance.getEntriesByName('servers.render').map((e) => e.duration)"
+                    script.append(page.evaluate(f"() => Math.max(...{renders})"))
                     page.wait_for_selector("#position.live", timeout=30_000)
                     server_id = page.get_attribute("#servers tbody tr", "data-id")
                     assert server_id
@@ -155,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    the list asked for at:                        {spread(asked)}")
             print(f"    GET /v2.1/servers/detail, sent to last byte:  {spread(fetched)}")
             print(f"    from its last byte to every row drawn:        {spread(drawn)}")
+            print(f"      of which the rows built (servers.js render): {spread(script)}")
             print(f"  live update (rename sent to the row redrawn):  {spread(live)}")
         finally:
             bridge.close()

@@ -15,6 +15,10 @@ const positionLabel = document.getElementById("position");
 // What the current view follows of the stream; set by each view, cleared on navigation.
 const listeners = new Set();
 let stream = null;
+// The position the stream began after, once it has (null: it did not begin in time).
+let streamBegan = Promise.resolve(null);
+// How long a view waits for the stream to begin before it reads without it (the watch may be down).
+const STREAM_WAIT_MS = 1000;
 let config = null; // a promise of /dashboard/config.json
 let leave = () => {};
 
@@ -26,6 +30,12 @@ const context = {
   position() {
     return stream ? stream.position : null;
   },
+  // The position to read a view's data at: where the stream began (so that the view misses no
+  // event between its read and the stream), or null after STREAM_WAIT_MS without a stream.
+  began() {
+    const late = new Promise((resolve) => setTimeout(() => resolve(null), STREAM_WAIT_MS));
+    return Promise.race([streamBegan.then(() => context.position()), late]);
+  },
 };
 
 function showPosition(position, live) {
@@ -35,12 +45,21 @@ function showPosition(position, live) {
 }
 
 async function startStream() {
+  let began;
+  streamBegan = new Promise((resolve) => {
+    began = resolve;
+  });
   const where = await config; // asked for at start, beside the first page's data
   if (stream) {
     stream.stop(); // after the wait: a second start meanwhile leaves one stream, not two
   }
   stream = new EventStream(`${where.events_url}?type=server`, {
-    onEvent: (event) => listeners.forEach((listener) => listener(event)),
+    onEvent: (event) => {
+      if (event.type === "stratus.stream.started") {
+        began(event.position);
+      }
+      listeners.forEach((listener) => listener(event));
+    },
     onPosition: showPosition,
   });
   stream.start();

@@ -173,13 +173,22 @@ export function serversView(main, context, { allProjects }) {
   }
 
   function render() {
+    const started = performance.now();
     const rows = [...servers.byId.values()].sort((a, b) => (a.created < b.created ? 1 : -1));
     tbody.replaceChildren(...rows.map(row));
     count.textContent = `${rows.length} server${rows.length === 1 ? "" : "s"}`;
+    performance.measure("servers.render", { start: started }); // read by tests/bench/bench_dashboard.py
   }
 
   const count = h("span", { class: "muted", id: "count" });
-  const listed = servers.load(context.position()).catch((e) => error.replaceChildren(errorText(e)));
+  let unfollowed = false; // read before the stream began: read again once it has
+  const listed = context
+    .began()
+    .then((position) => {
+      unfollowed = position === null;
+      return servers.load(position);
+    })
+    .catch((e) => error.replaceChildren(errorText(e)));
   show(
     main,
     h("h1", {}, allProjects ? "All servers" : `Servers of ${session().project.name}`, " ", count),
@@ -193,7 +202,7 @@ export function serversView(main, context, { allProjects }) {
     render();
   }, () => {});
   return context.onEvent((event) => {
-    if (event.type === "stratus.stream.started") {
+    if (event.type === "stratus.stream.started" && unfollowed) {
       servers.load(event.position).catch((e) => error.replaceChildren(errorText(e)));
     } else if (event.type.startsWith("stratus.instance.")) {
       servers.refresh(event.subject, event.position).catch((e) => error.replaceChildren(errorText(e)));
