@@ -143,9 +143,12 @@ export function serverView(main, context, id) {
     h("div", { class: "slider" }, slider, sliderLabel),
     past,
   );
-  Promise.all([loadServer(context.position()), history(id)]).then(
+  context.began().then((position) => Promise.all([loadServer(position), history(id)])).then(
     ([, found]) => {
-      events = found;
+      // the log's history, and any event the stream brought while it was read
+      const known = new Set(found.map((e) => e.position));
+      events = [...found, ...events.filter((e) => !known.has(e.position))];
+      events.sort((a, b) => a.position - b.position);
       slider.value = Math.max(0, events.length - 1);
       renderTimeline();
       showPast();
