@@ -100,6 +100,13 @@ def test_a_server_from_the_form_to_its_timeline(dashboard_cloud: Cloud, page: An
     page.wait_for_selector("#timeline tr.current-position >> nth=0")
     assert page.get_attribute("#timeline tr.current-position", "data-position") == position
     page.wait_for_function("() => !/shutoff|stopped/i.test(document.getElementById('past').textContent)")
+    # what the first event changed: everything was new (nothing before it)
+    page.wait_for_selector("#diff td:text-is('name')")
+    # and the stop's last event: the server's state went from active to stopped
+    last = len(page.query_selector_all("#timeline tbody tr")) - 1
+    page.eval_on_selector("#slider", f"s => {{ s.value = {last}; s.dispatchEvent(new Event('input')); }}")
+    changed = page.wait_for_selector("#diff tr:has(td:text-is('vm_state'))").inner_text()
+    assert "active" in changed and "stopped" in changed, changed
     page.screenshot(path=str(screenshots / "timeline.png"), full_page=True)
     assert page.evaluate("window.stillTheSamePage") is True
 

@@ -7,6 +7,26 @@ import { act, addresses, allowedActions } from "./servers.js";
 
 const PAGE = 200;
 
+// The leaves of a JSON value by path ("flavor.ram": 256), for a diff of two states.
+function leaves(value, path = "", out = new Map()) {
+  if (value !== null && typeof value === "object" && Object.keys(value).length > 0) {
+    for (const [key, inner] of Object.entries(value)) {
+      leaves(inner, path ? `${path}.${key}` : key, out);
+    }
+  } else if (path) {
+    out.set(path, JSON.stringify(value));
+  }
+  return out;
+}
+
+// [path, before, after] for every leaf that differs ("" where there was none).
+export function changes(before, after) {
+  const a = leaves(before);
+  const b = leaves(after);
+  const paths = [...new Set([...a.keys(), ...b.keys()])].sort();
+  return paths.filter((p) => a.get(p) !== b.get(p)).map((p) => [p, a.get(p) ?? "", b.get(p) ?? ""]);
+}
+
 async function history(id) {
   const events = [];
   let marker = null;
@@ -38,6 +58,7 @@ export function serverView(main, context, id) {
   const slider = h("input", { type: "range", min: 0, max: 0, value: 0, id: "slider", "aria-label": "Position" });
   const sliderLabel = h("span", { class: "mono", id: "slider-position" });
   const past = h("pre", { id: "past" });
+  const diff = h("tbody");
   let events = [];
   let gone = false;
 
@@ -109,9 +130,22 @@ export function serverView(main, context, id) {
     }
   }
 
-  // The server as it was at the slider's event (GET /v2.1/stratus/state/server/<id>?as_of=).
+  // The server's state at a position (GET /v2.1/stratus/state/server/<id>?as_of=), kept: a past
+  // state never changes.
+  const states = new Map();
+  function stateAt(position) {
+    if (!states.has(position)) {
+      const asked = get(`/v2.1/stratus/state/server/${id}?as_of=${position}`).then((body) => body.state);
+      asked.catch(() => states.delete(position));
+      states.set(position, asked);
+    }
+    return states.get(position);
+  }
+
+  // The server as it was at the slider's event, and what that event changed.
   async function showPast() {
-    const event = events[Number(slider.value)];
+    const index = Number(slider.value);
+    const event = events[index];
     if (!event) {
       return;
     }
@@ -120,10 +154,20 @@ export function serverView(main, context, id) {
       tr.classList.toggle("current-position", Number(tr.dataset.position) === event.position);
     }
     try {
-      const body = await get(`/v2.1/stratus/state/server/${id}?as_of=${event.position}`);
-      past.textContent = JSON.stringify(body.state, null, 2);
+      const before = index > 0 ? stateAt(events[index - 1].position) : Promise.resolve({});
+      const [was, is] = await Promise.all([before, stateAt(event.position)]);
+      if (Number(slider.value) !== index) {
+        return; // the slider moved on meanwhile
+      }
+      past.textContent = JSON.stringify(is, null, 2);
+      diff.replaceChildren(
+        ...changes(was, is).map(([path, a, b]) =>
+          h("tr", {}, h("td", { class: "mono" }, path), h("td", { class: "mono" }, a), h("td", { class: "mono" }, b)),
+        ),
+      );
     } catch (e) {
       past.textContent = e.message;
+      diff.replaceChildren();
     }
   }
   slider.addEventListener("input", showPast);
@@ -141,6 +185,11 @@ export function serverView(main, context, id) {
       timeline),
     h("h2", {}, "As it was"),
     h("div", { class: "slider" }, slider, sliderLabel),
+    h("h2", {}, "What this event changed"),
+    h("table", { id: "diff" },
+      h("thead", {}, h("tr", {}, ["Field", "Before", "After"].map((t) => h("th", {}, t)))),
+      diff),
+    h("h2", {}, "The whole state"),
     past,
   );
   context.began().then((position) => Promise.all([loadServer(position), history(id)])).then(
