@@ -26,6 +26,7 @@ import psycopg_pool
 from api import (
     audit,
     compute_admin,
+    dashboard,
     degraded,
     errors,
     extensions,
@@ -197,6 +198,7 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1/stratus/state/{kind}/{resource_id}", audit.State(*on_the_log))
     app.add_route("/v2.1/stratus/usage/{project_id}", audit.Usage(*on_the_log))
     add_placement_routes(app, bus, deps.log)
+    dashboard.add_routes(app, deps.settings)  # static pages; their data comes from the routes above
     identity.add_routes(
         app,
         bus=bus,

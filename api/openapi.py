@@ -16,6 +16,7 @@ import falcon
 import falcon.inspect
 import orjson
 
+from api.dashboard import PREFIX as DASHBOARD
 from stratus.health import READYZ
 
 DOCUMENT = Path(__file__).resolve().parent.parent / "schemas" / "openapi.json"
@@ -146,9 +147,12 @@ _FAULT = {
 
 
 def routes(app: falcon.App) -> dict[str, list[str]]:
-    """Every path template of ``app`` and the HTTP methods its resource implements."""
+    """Every path template of ``app`` and the HTTP methods its resource implements; not the
+    dashboard's pages (``api/dashboard``), which are HTML and modules for browsers, not the API."""
     table: dict[str, list[str]] = {}
     for route in falcon.inspect.inspect_routes(app):
+        if route.path == DASHBOARD or route.path.startswith(f"{DASHBOARD}/"):
+            continue
         methods = sorted(m.method for m in route.methods if m.method in _METHODS and not m.internal)
         if methods:
             table[route.path] = methods

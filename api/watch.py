@@ -17,6 +17,12 @@ the log, reading through the process's one NATS connection; a slow reader blocks
 thread's socket writes, never the others or the log. Keep-alive comments every ``heartbeat``
 seconds let the server notice clients that went away.
 
+Browsers: the dashboard (``api/dashboard``) is served by the API on another port, and reads the
+stream with ``fetch`` and its ``X-Auth-Token`` header (EventSource cannot send one, and a token never
+goes in a URL). That is a cross-origin read, which the stream allows (CORS) to pages served from the
+same host name as the one the browser asked the stream from; no cookie is involved, so allowing an
+origin lends it nothing it does not already hold (the token).
+
 Visibility: a member sees only their project's resources (``project`` defaults to theirs; another
 project is 403); auditors (admin) see everything, or one project with ``project``. A resource's
 project is the ``project_id`` of its aggregate's first event; resources without one (hosts,
@@ -32,6 +38,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from urllib.parse import urlsplit
 
 import falcon
 import nats.errors
@@ -185,8 +192,32 @@ class _Stream:
             release()
 
 
+def allowed_origin(req: falcon.Request) -> str | None:
+    """The page origin a browser may read the stream from: one on the host name this request was
+    sent to (the dashboard served by the API, on another port of the same host), else None."""
+    origin = req.get_header("Origin")
+    if not origin:
+        return None
+    try:
+        host = urlsplit(origin).hostname
+    except ValueError:
+        return None
+    return origin if host is not None and host == req.host.lower() else None
+
+
+def cross_origin(req: falcon.Request, resp: falcon.Response) -> None:
+    """The CORS headers of an answer to a page of ``allowed_origin``."""
+    resp.append_header("Vary", "Origin")
+    origin = allowed_origin(req)
+    if origin is not None:
+        resp.set_header("Access-Control-Allow-Origin", origin)
+
+
 class Events:
     """``GET /v2.1/stratus/events``: the log's events as server-sent events, for what the caller may see."""
+
+    # A browser's preflight of a cross-origin read carries no token (it asks whether one may be sent).
+    public = frozenset({"OPTIONS"})
 
     def __init__(
         self,
@@ -254,7 +285,16 @@ class Events:
         except (nats.errors.Error, TimeoutError) as e:
             raise EventStoreUnavailable(f"could not read the stream's first position: {e}") from e
 
+    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """The CORS preflight: GET with a token and a resume position, from an allowed origin."""
+        cross_origin(req, resp)
+        resp.set_header("Access-Control-Allow-Methods", "GET")
+        resp.set_header("Access-Control-Allow-Headers", "X-Auth-Token, Last-Event-ID")
+        resp.set_header("Access-Control-Max-Age", "600")
+        resp.status = falcon.HTTP_204
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        cross_origin(req, resp)
         actor: Actor = req.context.actor
         subject_filter = self._filter(req)
         project = self._project(actor, req)

@@ -85,6 +85,9 @@ class Settings:
     # and gunicorn's threads there (the app caps its streams under that pool).
     watch_bind: str | None = None
     watch_threads: int = 64
+    # Where the dashboard's page reads the event stream ("": the watch's port on the host the browser
+    # asked for; a path such as /v2.1/stratus/events when one proxy fronts the API and the watch).
+    dashboard_events_url: str = ""
     # The scheduler: ``i/n`` of n schedulers, this one ranks the i-th n-th of the hosts first ("":
     # every host); the most requests placed in one pass; seconds before the requests a dead
     # scheduler took go to another; the weighers' multipliers (Nova's ``*_weight_multiplier``).
@@ -211,6 +214,7 @@ class Settings:
             ),
             watch_bind=e.get("STRATUS_WATCH_BIND") or None,
             watch_threads=_at_least_one(e, "WATCH_THREADS", d.watch_threads),
+            dashboard_events_url=e.get("STRATUS_DASHBOARD_EVENTS_URL", d.dashboard_events_url).strip(),
             scheduler_shard=e.get("STRATUS_SCHEDULER_SHARD", d.scheduler_shard),
             scheduler_batch=int(_between(e, "SCHEDULER_BATCH", d.scheduler_batch, 1, SCHEDULER_MAX_BATCH)),
             scheduler_ack_wait_seconds=_between(
@@ -297,6 +301,7 @@ class Settings:
             "STRATUS_WATCH_MAX_STREAMS_PER_USER": str(self.watch_max_streams_per_user),
             "STRATUS_WATCH_MAX_STREAMS": str(self.watch_max_streams),
             "STRATUS_WATCH_THREADS": str(self.watch_threads),
+            "STRATUS_DASHBOARD_EVENTS_URL": self.dashboard_events_url,
             "STRATUS_SCHEDULER_SHARD": self.scheduler_shard,
             "STRATUS_SCHEDULER_BATCH": str(self.scheduler_batch),
             "STRATUS_SCHEDULER_ACK_WAIT": str(self.scheduler_ack_wait_seconds),

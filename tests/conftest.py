@@ -22,6 +22,7 @@ pytest_plugins = [
     "tests.fixtures.cluster",
     "tests.fixtures.telemetry",
     "tests.fixtures.guests",
+    "tests.fixtures.browser",
 ]
 
 

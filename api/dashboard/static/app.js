@@ -1,0 +1,188 @@
+// The dashboard's entry point: sign-in, the header (project switch, log position), the one event
+// stream, and the router from the URL's fragment (#/servers, #/servers/<id>, #/admin/hosts) to views.
+
+import { get, isAdmin, rescope, session, signIn, signOut, whenSignedOut } from "./api.js";
+import { h, show, errorText } from "./dom.js";
+import { EventStream } from "./events.js";
+import { hostsView } from "./hosts.js";
+import { serverView } from "./server.js";
+import { serversView } from "./servers.js";
+
+const main = document.getElementById("main");
+const bar = document.getElementById("bar");
+const positionLabel = document.getElementById("position");
+
+// What the current view follows of the stream; set by each view, cleared on navigation.
+const listeners = new Set();
+let stream = null;
+// The position the stream began after, once it has (null: it did not begin in time).
+let streamBegan = Promise.resolve(null);
+// How long a view waits for the stream to begin before it reads without it (the watch may be down).
+const STREAM_WAIT_MS = 1000;
+let config = null; // a promise of /dashboard/config.json
+let leave = () => {};
+
+const context = {
+  onEvent(listener) {
+    listeners.add(listener);
+    return () => listeners.delete(listener);
+  },
+  position() {
+    return stream ? stream.position : null;
+  },
+  // The position to read a view's data at: where the stream began (so that the view misses no
+  // event between its read and the stream), or null after STREAM_WAIT_MS without a stream.
+  began() {
+    const late = new Promise((resolve) => setTimeout(() => resolve(null), STREAM_WAIT_MS));
+    return Promise.race([streamBegan.then(() => context.position()), late]);
+  },
+};
+
+function showPosition(position, live) {
+  positionLabel.textContent = `log: ${position ?? "–"}`;
+  positionLabel.className = live ? "live" : "away";
+  positionLabel.dataset.position = position ?? "";
+}
+
+async function startStream() {
+  let began;
+  streamBegan = new Promise((resolve) => {
+    began = resolve;
+  });
+  const where = await config; // asked for at start, beside the first page's data
+  if (stream) {
+    stream.stop(); // after the wait: a second start meanwhile leaves one stream, not two
+  }
+  stream = new EventStream(`${where.events_url}?type=server`, {
+    onEvent: (event) => {
+      if (event.type === "stratus.stream.started") {
+        began(event.position);
+      }
+      listeners.forEach((listener) => listener(event));
+    },
+    onPosition: showPosition,
+  });
+  stream.start();
+}
+
+function signInView(message) {
+  const error = h("p", { class: "error", role: "alert" }, message || "");
+  const form = h(
+    "form",
+    { class: "card signin", id: "signin" },
+    h("h1", {}, "Sign in to Stratus"),
+    h("label", {}, "User", h("input", { name: "user", autocomplete: "username", required: true })),
+    h("label", {}, "Password", h("input", { name: "password", type: "password", autocomplete: "current-password", required: true })),
+    h("label", {}, "Project (empty: your default project)", h("input", { name: "project" })),
+    h("label", {}, "Domain", h("input", { name: "domain", value: "Default", required: true })),
+    h("button", { type: "submit" }, "Sign in"),
+    error,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const f = new FormData(form);
+    error.textContent = "";
+    try {
+      await signIn(f.get("user"), f.get("password"), f.get("project"), f.get("domain"));
+      signedIn();
+    } catch (e) {
+      error.textContent = e.message;
+    }
+  });
+  bar.hidden = true;
+  show(main, form);
+}
+
+async function fillProjects() {
+  const select = document.getElementById("project");
+  const s = session();
+  let projects = [{ id: s.project.id, name: s.project.name }];
+  try {
+    projects = (await get("/identity/v3/auth/projects")).projects;
+  } catch (e) {
+    console.warn("cannot list the projects of this user", e.message);
+  }
+  select.replaceChildren(
+    ...projects.map((p) => h("option", { value: p.id, selected: p.id === s.project.id }, p.name)),
+  );
+}
+
+function fillNav() {
+  const links = [["#/servers", "Servers"]];
+  if (isAdmin()) {
+    links.push(["#/admin/servers", "All servers"], ["#/admin/hosts", "Hosts"]);
+  }
+  const current = location.hash || "#/servers";
+  document.getElementById("nav").replaceChildren(
+    ...links.map(([href, text]) => h("a", { href, class: href === current ? "current" : "" }, text)),
+  );
+  const s = session();
+  document.getElementById("who").textContent = `${s.user.name} (${s.roles.join(", ")})`;
+}
+
+function signedIn() {
+  bar.hidden = false;
+  fillProjects();
+  startStream();
+  if (!location.hash || location.hash === "#/signin") {
+    location.hash = "#/servers";
+  } else {
+    route();
+  }
+}
+
+function route() {
+  if (!session()) {
+    signInView();
+    return;
+  }
+  leave();
+  listeners.clear();
+  fillNav();
+  const hash = location.hash || "#/servers";
+  const server = hash.match(/^#\/servers\/([0-9a-f-]{36})$/);
+  if (server) {
+    leave = serverView(main, context, server[1]);
+  } else if (hash === "#/admin/servers" || hash === "#/admin/hosts") {
+    if (!isAdmin()) {
+      leave = () => {};
+      show(main, h("h1", {}, "Not available"), h("p", {}, "This page is for administrators."));
+    } else if (hash === "#/admin/hosts") {
+      leave = hostsView(main, context);
+    } else {
+      leave = serversView(main, context, { allProjects: true });
+    }
+  } else {
+    leave = serversView(main, context, { allProjects: false });
+  }
+}
+
+async function start() {
+  whenSignedOut(() => {
+    if (stream) {
+      stream.stop();
+      stream = null;
+    }
+    showPosition(null, false);
+    signInView("You are signed out.");
+  });
+  document.getElementById("signout").addEventListener("click", () => signOut());
+  document.getElementById("project").addEventListener("change", async (ev) => {
+    try {
+      await rescope(ev.target.value);
+      signedIn();
+    } catch (e) {
+      show(main, errorText(e));
+    }
+  });
+  window.addEventListener("hashchange", route);
+  config = fetch("/dashboard/config.json").then((resp) => resp.json());
+  config.catch((e) => show(main, errorText(e)));
+  if (session()) {
+    signedIn();
+  } else {
+    signInView();
+  }
+}
+
+start();

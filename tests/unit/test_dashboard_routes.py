@@ -1,0 +1,76 @@
+"""``/dashboard``'s own routes (``api/dashboard``): the page and its assets with their security
+headers, no file outside the static folder, and where the page is told the event stream is."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import falcon
+import pytest
+from falcon import testing
+
+from api import dashboard
+from stratus.config import Settings
+
+
+def _client(settings: Settings) -> testing.TestClient:
+    app = falcon.App()
+    dashboard.add_routes(app, settings)
+    return testing.TestClient(app)
+
+
+@pytest.fixture
+def client() -> testing.TestClient:
+    return _client(dataclasses.replace(Settings(), watch_bind="0.0.0.0:9775"))
+
+
+def test_the_page_and_its_modules_with_a_policy_that_allows_this_origin_only(
+    client: testing.TestClient,
+) -> None:
+    page = client.simulate_get("/dashboard")
+    assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html")
+    assert 'src="/dashboard/static/app.js"' in page.text
+    policy = page.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in policy and "script-src 'self';" in policy
+    assert "connect-src 'self' http://falconframework.org:9775;" in policy  # the stream's origin
+    assert "frame-ancestors 'none'" in policy and "unsafe-inline" not in policy
+    assert page.headers["X-Content-Type-Options"] == "nosniff"
+    assert page.headers["Referrer-Policy"] == "no-referrer"
+    module = client.simulate_get("/dashboard/static/app.js")
+    assert module.status_code == 200 and module.headers["Content-Type"].startswith("text/javascript")
+    assert client.simulate_get("/dashboard/static/style.css").headers["Content-Type"].startswith("text/css")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/dashboard/static/__init__.py",  # not an asset type
+        "/dashboard/static/nothing.js",
+        "/dashboard/static/..%2f__init__.py",
+        "/dashboard/static/%2e%2e%2fapp.js",
+        "/dashboard/static/",
+    ],
+)
+def test_nothing_outside_the_static_folder(client: testing.TestClient, path: str) -> None:
+    assert client.simulate_get(path).status_code == 404
+
+
+def test_no_asset_is_fetched_from_elsewhere() -> None:
+    """No CDN: every module and style sheet the page loads is its own (a relative or rooted path)."""
+    for asset in dashboard.STATIC.iterdir():
+        text = asset.read_text()
+        for scheme in ("http://", "https://", "//cdn"):
+            assert f'from "{scheme}' not in text and f'src="{scheme}' not in text, asset.name
+            assert f'href="{scheme}' not in text and f"url({scheme}" not in text, asset.name
+
+
+def test_the_stream_is_where_the_settings_say(client: testing.TestClient) -> None:
+    config = client.simulate_get("/dashboard/config.json")
+    assert config.json == {"events_url": "http://falconframework.org:9775/v2.1/stratus/events"}
+    assert config.headers["Cache-Control"] == "no-store"
+    proxied = _client(dataclasses.replace(Settings(), dashboard_events_url="/v2.1/stratus/events"))
+    answer = proxied.simulate_get("/dashboard/config.json")
+    assert answer.json == {"events_url": "/v2.1/stratus/events"}
+    assert "connect-src 'self';" in answer.headers["Content-Security-Policy"]
+    default = _client(Settings()).simulate_get("/dashboard/config.json").json
+    assert default == {"events_url": "http://falconframework.org:8775/v2.1/stratus/events"}
