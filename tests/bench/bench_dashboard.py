@@ -18,33 +18,18 @@ Medians over the rounds, with the spread.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
 import http.client
 import statistics
 import sys
-import tempfile
 import time
-import uuid
-from pathlib import Path
 
-import psycopg
 from playwright.sync_api import sync_playwright
 
-from commands.app import Stratus
-from processes import bootstrap
-from projections.rebuild import rebuild
 from stratus import serialization
-from stratus.config import Settings
-from stratus.eventstore import Factory, NatsBridge
-from stratus.postgres import create_database, drop_database
-from tests.bench.bench_rebuild import LogBuilder, postgres_admin_url
-from tests.bench.bench_servers_detail import build_servers, login
-from tests.bench.harness import loadavg, machine_lines, nats_server
+from tests.bench.bench_servers_detail import PASSWORD, login, servers_cloud
+from tests.bench.harness import loadavg, machine_lines
 from tests.fixtures.browser import install_chromium
 from tests.fixtures.processes import free_port, serving
-
-PASSWORD = "bench-admin-password"
 
 
 def rename(port: int, token: str, server_id: str, name: str) -> None:
@@ -72,98 +57,74 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     chromium = install_chromium()
 
-    with (
-        nats_server() as server,
-        postgres_admin_url() as (admin_url, pg_source),
-        tempfile.TemporaryDirectory(prefix="stratus-bench-dashboard-") as tmp,
-    ):
-        dbname = f"bench_dashboard_{uuid.uuid4().hex[:8]}"
-        db_url = create_database(admin_url, dbname)
-        api_port, watch_port, projector_port = free_port(), free_port(), free_port()
-        settings = dataclasses.replace(
-            Settings(),
-            nats_urls=(server.url,),
-            stream="BENCH",
-            subject_prefix="bench.ev",
-            database_url=db_url,
-            data_dir=Path(tmp),
-            token_key_file=Path(tmp) / "token.key",
-            api_bind=f"127.0.0.1:{api_port}",
-            watch_bind=f"127.0.0.1:{watch_port}",
-            projector_metrics_bind=f"127.0.0.1:{projector_port}",
-        )
-        bridge = NatsBridge(settings.nats_urls, name="bench").start()
-        try:
-            seeded = bootstrap.main(settings, PASSWORD)
-            app = Stratus(Factory(bridge=bridge, settings=settings))
-            builder = LogBuilder(app.recorder, app.mapper)  # type: ignore[arg-type]
-            build_servers(builder, seeded.project_id, seeded.user_id, args.servers)
-            with psycopg.connect(db_url, autocommit=True) as conn:
-                rebuild(conn, app.recorder, app.mapper)  # type: ignore[arg-type]
-            print("\n".join(machine_lines({"postgresql": pg_source, "chromium": chromium})))
-            api = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{api_port}", "--workers", "2",
-                   "--graceful-timeout", "5", "processes.api:get_app()"]  # fmt: skip
-            watch = [sys.executable, "-m", "processes.cli", "watch", "--threads", "8"]
-            projector = [sys.executable, "-m", "processes.cli", "projector"]
-            with (
-                serving(api, settings, api_port, Path(tmp) / "api.log"),
-                serving(watch, settings, watch_port, Path(tmp) / "watch.log"),
-                serving(projector, settings, projector_port, Path(tmp) / "projector.log"),
-                sync_playwright() as playwright,
-            ):
-                token = login(api_port)
-                browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-                page = browser.new_page(viewport={"width": 1280, "height": 800})
-                page.goto(f"http://127.0.0.1:{api_port}/dashboard")
-                page.fill("#signin input[name=user]", "admin")
-                page.fill("#signin input[name=password]", PASSWORD)
-                page.fill("#signin input[name=project]", "admin")
-                page.click("#signin button[type=submit]")
-                rows = f"document.querySelectorAll('#servers tbody tr').length >= {args.servers}"
-                page.wait_for_function(f"() => {rows}", timeout=60_000)
-                first: list[float] = []
-                fetched: list[float] = []
-                asked: list[float] = []  # when the page sent the list's request
-                drawn: list[float] = []  # from the list's last byte to every row drawn
-                script: list[float] = []  # of which the page's own code building the rows
-                live: list[float] = []
-                for r in range(args.rounds):
-                    print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
-                    page.reload()
-                    page.wait_for_function(f"() => {rows}", timeout=60_000, polling="raf")
-                    first.append(page.evaluate("() => performance.now()"))
-                    # of which the API's answer: the first servers/detail request, sent to last byte
-                    # (the page reads the list again once the stream has begun: not counted)
-                    detail = page.evaluate(
-                        "() => performance.getEntriesByType('resource')"
-                        ".find((e) => e.name.includes('/v2.1/servers/detail')).toJSON()"
-                    )
-                    fetched.append(detail["duration"])
-                    asked.append(detail["startTime"])
-                    drawn.append(first[-1] - detail["responseEnd"])
-                    renders = "performance.getEntriesByName('servers.render').map((e) => e.duration)"
-                    script.append(page.evaluate(f"() => Math.max(...{renders})"))
-                    page.wait_for_selector("#position.live", timeout=30_000)
-                    server_id = page.get_attribute("#servers tbody tr", "data-id")
-                    assert server_id
-                    name = f"renamed-{r}"
-                    started = time.perf_counter()
-                    rename(api_port, token, server_id, name)
-                    page.wait_for_selector(f"#servers a:text-is('{name}')", timeout=30_000)
-                    live.append((time.perf_counter() - started) * 1000)
-                browser.close()
-            print(f"load average at end: {loadavg()}")
-            print(f"\ndashboard, {args.servers} servers ({args.rounds} rounds)")
-            print(f"  first render (navigation to every row drawn): {spread(first)}")
-            print(f"    the list asked for at:                        {spread(asked)}")
-            print(f"    GET /v2.1/servers/detail, sent to last byte:  {spread(fetched)}")
-            print(f"    from its last byte to every row drawn:        {spread(drawn)}")
-            print(f"      of which the rows built (servers.js render): {spread(script)}")
-            print(f"  live update (rename sent to the row redrawn):  {spread(live)}")
-        finally:
-            bridge.close()
-            with contextlib.suppress(psycopg.Error):
-                drop_database(admin_url, dbname)
+    api_port, watch_port, projector_port = free_port(), free_port(), free_port()
+    binds = {
+        "api_bind": f"127.0.0.1:{api_port}",
+        "watch_bind": f"127.0.0.1:{watch_port}",
+        "projector_metrics_bind": f"127.0.0.1:{projector_port}",
+    }
+    with servers_cloud("dashboard", args.servers, **binds) as cloud:
+        settings, tmp = cloud.settings, cloud.tmp
+        print("\n".join(machine_lines({"postgresql": cloud.pg_source, "chromium": chromium})))
+        api = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{api_port}", "--workers", "2",
+               "--graceful-timeout", "5", "processes.api:get_app()"]  # fmt: skip
+        watch = [sys.executable, "-m", "processes.cli", "watch", "--threads", "8"]
+        projector = [sys.executable, "-m", "processes.cli", "projector"]
+        with (
+            serving(api, settings, api_port, tmp / "api.log"),
+            serving(watch, settings, watch_port, tmp / "watch.log"),
+            serving(projector, settings, projector_port, tmp / "projector.log"),
+            sync_playwright() as playwright,
+        ):
+            token = login(api_port)
+            browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(f"http://127.0.0.1:{api_port}/dashboard")
+            page.fill("#signin input[name=user]", "admin")
+            page.fill("#signin input[name=password]", PASSWORD)
+            page.fill("#signin input[name=project]", "admin")
+            page.click("#signin button[type=submit]")
+            rows = f"document.querySelectorAll('#servers tbody tr').length >= {args.servers}"
+            page.wait_for_function(f"() => {rows}", timeout=60_000)
+            first: list[float] = []
+            fetched: list[float] = []
+            asked: list[float] = []  # when the page sent the list's request
+            drawn: list[float] = []  # from the list's last byte to every row drawn
+            script: list[float] = []  # of which the page's own code building the rows
+            live: list[float] = []
+            for r in range(args.rounds):
+                print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
+                page.reload()
+                page.wait_for_function(f"() => {rows}", timeout=60_000, polling="raf")
+                first.append(page.evaluate("() => performance.now()"))
+                # of which the API's answer: the first servers/detail request, sent to last byte
+                # (the page reads the list again once the stream has begun: not counted)
+                detail = page.evaluate(
+                    "() => performance.getEntriesByType('resource')"
+                    ".find((e) => e.name.includes('/v2.1/servers/detail')).toJSON()"
+                )
+                fetched.append(detail["duration"])
+                asked.append(detail["startTime"])
+                drawn.append(first[-1] - detail["responseEnd"])
+                renders = "performance.getEntriesByName('servers.render').map((e) => e.duration)"
+                script.append(page.evaluate(f"() => Math.max(...{renders})"))
+                page.wait_for_selector("#position.live", timeout=30_000)
+                server_id = page.get_attribute("#servers tbody tr", "data-id")
+                assert server_id
+                name = f"renamed-{r}"
+                started = time.perf_counter()
+                rename(api_port, token, server_id, name)
+                page.wait_for_selector(f"#servers a:text-is('{name}')", timeout=30_000)
+                live.append((time.perf_counter() - started) * 1000)
+            browser.close()
+        print(f"load average at end: {loadavg()}")
+        print(f"\ndashboard, {args.servers} servers ({args.rounds} rounds)")
+        print(f"  first render (navigation to every row drawn): {spread(first)}")
+        print(f"    the list asked for at:                        {spread(asked)}")
+        print(f"    GET /v2.1/servers/detail, sent to last byte:  {spread(fetched)}")
+        print(f"    from its last byte to every row drawn:        {spread(drawn)}")
+        print(f"      of which the rows built (servers.js render): {spread(script)}")
+        print(f"  live update (rename sent to the row redrawn):  {spread(live)}")
     return 0
 
 

@@ -22,34 +22,23 @@ Rates are requests per second; ratios within a round, then the median over round
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
 import http.client
 import json
 import random
 import secrets
 import sys
 import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from api.metadata.caller import signature
-from commands.app import Stratus
-from processes import bootstrap
-from projections.rebuild import rebuild
 from projections.schema import LIVE_SCHEMA
-from stratus.config import Settings
-from stratus.eventstore import Factory, NatsBridge
-from stratus.postgres import create_database, drop_database
-from tests.bench.bench_rebuild import LogBuilder, postgres_admin_url
-from tests.bench.bench_servers_detail import build_servers
-from tests.bench.harness import Bench, CpuMeter, loadavg, machine_lines, nats_server
+from tests.bench.bench_servers_detail import servers_cloud
+from tests.bench.harness import Bench, CpuMeter, loadavg, machine_lines
 from tests.fixtures.processes import free_port, serving
 
-PASSWORD = "bench-admin-password"
 PATH = "/openstack/latest/meta_data.json"
 FLOOR = "raw psycopg: the server's row by id"
 KEPT = "GET meta_data.json, one kept-alive connection"
@@ -98,64 +87,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
 
-    with (
-        nats_server() as server,
-        postgres_admin_url() as (admin_url, pg_source),
-        tempfile.TemporaryDirectory(prefix="stratus-bench-metadata-") as tmp,
-    ):
-        dbname = f"bench_metadata_{uuid.uuid4().hex[:8]}"
-        db_url = create_database(admin_url, dbname)
-        key_file = Path(tmp) / "proxy.key"
-        key = secrets.token_hex(32).encode()
+    key = secrets.token_hex(32).encode()
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="stratus-bench-metadata-key-") as keys:
+        key_file = Path(keys) / "proxy.key"
         key_file.write_bytes(key)
-        port = free_port()
-        settings = dataclasses.replace(
-            Settings(),
-            nats_urls=(server.url,),
-            stream="BENCH",
-            subject_prefix="bench.ev",
-            database_url=db_url,
-            data_dir=Path(tmp),
-            token_key_file=Path(tmp) / "token.key",
-            metadata_proxy_key_file=key_file,
-            metadata_bind=f"127.0.0.1:{port}",
-        )
-        bridge = NatsBridge(settings.nats_urls, name="bench").start()
-        try:
-            seeded = bootstrap.main(settings, PASSWORD)
-            app = Stratus(Factory(bridge=bridge, settings=settings))
-            builder = LogBuilder(app.recorder, app.mapper)  # type: ignore[arg-type]
-            build_servers(builder, seeded.project_id, seeded.user_id, args.servers)
+        with servers_cloud(
+            "metadata", args.servers, metadata_proxy_key_file=key_file, metadata_bind=f"127.0.0.1:{port}"
+        ) as cloud:
+            settings, project_id = cloud.settings, cloud.seeded.project_id
+            db_url = settings.database_url or ""
             with psycopg.connect(db_url, autocommit=True) as conn:
-                rebuild(conn, app.recorder, app.mapper)  # type: ignore[arg-type]
                 pg_version = conn.execute("SHOW server_version").fetchone()
-                ids = server_ids(conn, seeded.project_id)
-            print(
-                "\n".join(
-                    machine_lines({"postgresql": f"{pg_version[0] if pg_version else '?'} ({pg_source})"})
-                )
-            )
+                ids = server_ids(conn, project_id)
+            version = f"{pg_version[0] if pg_version else '?'} ({cloud.pg_source})"
+            print("\n".join(machine_lines({"postgresql": version})))
             rng = random.Random(7)
             sample = [rng.choice(ids) for _ in range(args.requests)]
             threads = settings.metadata_threads
             argv = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}",
                     "--worker-class", "gthread", "--workers", "1", "--threads", str(threads),
                     "--graceful-timeout", "5", "processes.metadata:get_app()"]  # fmt: skip
-            with serving(argv, settings, port, Path(tmp) / "gunicorn.log") as proc:
+            with serving(argv, settings, port, cloud.tmp / "gunicorn.log") as proc:
                 bench = Bench(CpuMeter(proc.pid))
                 with psycopg.connect(db_url, autocommit=True) as raw:
-                    over_http(port, key, seeded.project_id, sample[:20], keep=True)  # warm: pool, imports
+                    over_http(port, key, project_id, sample[:20], keep=True)  # warm: pool, imports
                     for r in range(args.rounds):
                         print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
                         bench.measure(FLOOR, "requests", lambda: raw_rows(raw, sample))
                         bench.measure(
-                            KEPT, "requests",
-                            lambda: over_http(port, key, seeded.project_id, sample, keep=True),
+                            KEPT, "requests", lambda: over_http(port, key, project_id, sample, keep=True),
                             floor=FLOOR,
                         )  # fmt: skip
                         bench.measure(
-                            FRESH, "requests",
-                            lambda: over_http(port, key, seeded.project_id, sample, keep=False),
+                            FRESH, "requests", lambda: over_http(port, key, project_id, sample, keep=False),
                             floor=FLOOR,
                         )  # fmt: skip
                 print(f"load average at end: {loadavg()}")
@@ -166,10 +131,6 @@ def main(argv: list[str] | None = None) -> int:
                 f"1 worker x {threads} threads; one client)"
             )
             print(bench.table(title))
-        finally:
-            bridge.close()
-            with contextlib.suppress(psycopg.Error):
-                drop_database(admin_url, dbname)
     return 0
 
 

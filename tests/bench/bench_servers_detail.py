@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -91,6 +92,55 @@ def build_servers(builder: LogBuilder, project_id: str, user_id: str, count: int
         inst.finish_spawning(1)
         builder.emit(inst, host)
     builder.flush()
+
+
+@dataclasses.dataclass
+class ServersCloud:
+    """A cloud of ACTIVE servers for a bench: its settings (the log, a database of its own, ``tmp``
+    as data directory), the seeded admin, the application on the log, where PostgreSQL came from."""
+
+    settings: Settings
+    seeded: bootstrap.Seeded
+    app: Stratus
+    pg_source: str
+    tmp: Path
+
+
+@contextlib.contextmanager
+def servers_cloud(name: str, servers: int, **settings: Any) -> Iterator[ServersCloud]:
+    """nats-server (its own, temporary), a database of its own (dropped after), the identity seeded,
+    ``servers`` ACTIVE servers of the admin's project through their events, the read models rebuilt
+    from that log; ``settings``: further settings (binds, say)."""
+    with (
+        nats_server() as server,
+        postgres_admin_url() as (admin_url, pg_source),
+        tempfile.TemporaryDirectory(prefix=f"stratus-bench-{name}-") as tmp,
+    ):
+        dbname = f"bench_{name}_{uuid.uuid4().hex[:8]}"
+        db_url = create_database(admin_url, dbname)
+        s = dataclasses.replace(
+            Settings(),
+            nats_urls=(server.url,),
+            stream="BENCH",
+            subject_prefix="bench.ev",
+            database_url=db_url,
+            data_dir=Path(tmp),
+            token_key_file=Path(tmp) / "token.key",
+            **settings,
+        )
+        bridge = NatsBridge(s.nats_urls, name="bench").start()
+        try:
+            seeded = bootstrap.main(s, PASSWORD)
+            app = Stratus(Factory(bridge=bridge, settings=s))
+            builder = LogBuilder(app.recorder, app.mapper)  # type: ignore[arg-type]
+            build_servers(builder, seeded.project_id, seeded.user_id, servers)
+            with psycopg.connect(db_url, autocommit=True) as conn:
+                rebuild(conn, app.recorder, app.mapper)  # type: ignore[arg-type]
+            yield ServersCloud(s, seeded, app, pg_source, Path(tmp))
+        finally:
+            bridge.close()
+            with contextlib.suppress(psycopg.Error):
+                drop_database(admin_url, dbname)
 
 
 # -- the floor and the in-process path ------------------------------------------------------------
