@@ -104,6 +104,9 @@ class ServersCloud:
     app: Stratus
     pg_source: str
     tmp: Path
+    events: int  # appended for the servers
+    built_seconds: float  # to append them
+    rebuilt: object  # what the rebuild said
 
 
 @contextlib.contextmanager
@@ -133,10 +136,12 @@ def servers_cloud(name: str, servers: int, **settings: Any) -> Iterator[ServersC
             seeded = bootstrap.main(s, PASSWORD)
             app = Stratus(Factory(bridge=bridge, settings=s))
             builder = LogBuilder(app.recorder, app.mapper)  # type: ignore[arg-type]
+            started = time.perf_counter()
             build_servers(builder, seeded.project_id, seeded.user_id, servers)
+            built = time.perf_counter() - started
             with psycopg.connect(db_url, autocommit=True) as conn:
-                rebuild(conn, app.recorder, app.mapper)  # type: ignore[arg-type]
-            yield ServersCloud(s, seeded, app, pg_source, Path(tmp))
+                rebuilt = rebuild(conn, app.recorder, app.mapper)  # type: ignore[arg-type]
+            yield ServersCloud(s, seeded, app, pg_source, Path(tmp), builder.appended, built, rebuilt)
         finally:
             bridge.close()
             with contextlib.suppress(psycopg.Error):
@@ -245,93 +250,65 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-page-requests", type=int, default=50)
     args = parser.parse_args(argv)
 
-    with (
-        nats_server() as server,
-        postgres_admin_url() as (admin_url, pg_source),
-        tempfile.TemporaryDirectory(prefix="stratus-bench-api-") as tmp,
-    ):
-        dbname = f"bench_detail_{uuid.uuid4().hex[:8]}"
-        db_url = create_database(admin_url, dbname)
-        settings = dataclasses.replace(
-            Settings(),
-            nats_urls=(server.url,),
-            stream="BENCH",
-            subject_prefix="bench.ev",
-            database_url=db_url,
-            data_dir=Path(tmp),
-            token_key_file=Path(tmp) / "token.key",
-        )
-        bridge = NatsBridge(settings.nats_urls, name="bench").start()
-        try:
-            seeded = bootstrap.main(settings, PASSWORD)
-            app = Stratus(Factory(bridge=bridge, settings=settings))
-            builder = LogBuilder(app.recorder, app.mapper)  # type: ignore[arg-type]
-            started = time.perf_counter()
-            build_servers(builder, seeded.project_id, seeded.user_id, args.servers)
-            built = time.perf_counter() - started
-            with psycopg.connect(db_url, autocommit=True) as conn:
-                result = rebuild(conn, app.recorder, app.mapper)  # type: ignore[arg-type]
-                pg_version = conn.execute("SHOW server_version").fetchone()
-                columns = [
-                    r[0]
-                    for r in conn.execute(
-                        "SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
-                        "AND table_name = 'instances' ORDER BY ordinal_position",
-                        (LIVE_SCHEMA,),
-                    )
-                ]
-                INSTANCE_CREATED = columns.index("created_at")
-            print(
-                "\n".join(
-                    machine_lines({"postgresql": f"{pg_version[0] if pg_version else '?'} ({pg_source})"})
+    with servers_cloud("detail", args.servers) as cloud:
+        settings, seeded, db_url = cloud.settings, cloud.seeded, cloud.settings.database_url or ""
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            pg_version = conn.execute("SHOW server_version").fetchone()
+            columns = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
+                    "AND table_name = 'instances' ORDER BY ordinal_position",
+                    (LIVE_SCHEMA,),
                 )
-            )
-            events = builder.appended
-            print(f"log: {events} events for {args.servers} servers in {built:.1f} s; rebuild: {result}")
-            port = free_port()
-            actor = Actor(seeded.user_id, seeded.project_id, ("admin", "member", "reader"))
-            argv = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "2",
-                    "--graceful-timeout", "5", "processes.api:get_app()"]  # fmt: skip
-            with serving(argv, settings, port, Path(tmp) / "gunicorn.log") as proc:
-                token = login(port)
-                bench = Bench(CpuMeter(proc.pid))
-                with (
-                    psycopg.connect(db_url, autocommit=True) as raw,
-                    psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as rows_conn,
-                ):
-                    assert raw_pages(raw, seeded.project_id) == args.servers
-                    assert http_pages(port, token) == args.servers, "the API does not list every server"
-                    n = args.first_page_requests
-                    for r in range(args.rounds):
-                        print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
-                        bench.measure(FLOOR, "servers", lambda: raw_pages(raw, seeded.project_id))
-                        bench.measure(
-                            IN_PROCESS, "servers", lambda: in_process(rows_conn, seeded.project_id, actor),
-                            floor=FLOOR,
-                        )  # fmt: skip
-                        bench.measure(HTTP_ALL, "servers", lambda: http_pages(port, token), floor=FLOOR)
-                        bench.measure(
-                            FIRST_FLOOR,
-                            "pages",
-                            lambda: sum(raw_pages(raw, seeded.project_id, 1) // PAGE for _ in range(n)),
-                        )
-                        bench.measure(
-                            HTTP_FIRST,
-                            "pages",
-                            lambda: sum(http_pages(port, token, 1) // PAGE for _ in range(n)),
-                            floor=FIRST_FLOOR,
-                        )  # fmt: skip
-                print(f"load average at end: {loadavg()}")
-            print()
-            title = (
-                f"GET /servers/detail over {args.servers} servers, {PAGE} a page "
-                f"({args.rounds} rounds; the first page {n} times a round)"
-            )
-            print(bench.table(title, baselines=[("in-process path", IN_PROCESS)]))
-        finally:
-            bridge.close()
-            with contextlib.suppress(psycopg.Error):
-                drop_database(admin_url, dbname)
+            ]
+            INSTANCE_CREATED = columns.index("created_at")
+        source = f"{pg_version[0] if pg_version else '?'} ({cloud.pg_source})"
+        print("\n".join(machine_lines({"postgresql": source})))
+        print(
+            f"log: {cloud.events} events for {args.servers} servers in {cloud.built_seconds:.1f} s; "
+            f"rebuild: {cloud.rebuilt}"
+        )
+        port = free_port()
+        actor = Actor(seeded.user_id, seeded.project_id, ("admin", "member", "reader"))
+        argv = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "2",
+                "--graceful-timeout", "5", "processes.api:get_app()"]  # fmt: skip
+        with serving(argv, settings, port, cloud.tmp / "gunicorn.log") as proc:
+            token = login(port)
+            bench = Bench(CpuMeter(proc.pid))
+            with (
+                psycopg.connect(db_url, autocommit=True) as raw,
+                psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as rows_conn,
+            ):
+                assert raw_pages(raw, seeded.project_id) == args.servers
+                assert http_pages(port, token) == args.servers, "the API does not list every server"
+                n = args.first_page_requests
+                for r in range(args.rounds):
+                    print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
+                    bench.measure(FLOOR, "servers", lambda: raw_pages(raw, seeded.project_id))
+                    bench.measure(
+                        IN_PROCESS, "servers", lambda: in_process(rows_conn, seeded.project_id, actor),
+                        floor=FLOOR,
+                    )  # fmt: skip
+                    bench.measure(HTTP_ALL, "servers", lambda: http_pages(port, token), floor=FLOOR)
+                    bench.measure(
+                        FIRST_FLOOR,
+                        "pages",
+                        lambda: sum(raw_pages(raw, seeded.project_id, 1) // PAGE for _ in range(n)),
+                    )
+                    bench.measure(
+                        HTTP_FIRST,
+                        "pages",
+                        lambda: sum(http_pages(port, token, 1) // PAGE for _ in range(n)),
+                        floor=FIRST_FLOOR,
+                    )  # fmt: skip
+            print(f"load average at end: {loadavg()}")
+        print()
+        title = (
+            f"GET /servers/detail over {args.servers} servers, {PAGE} a page "
+            f"({args.rounds} rounds; the first page {n} times a round)"
+        )
+        print(bench.table(title, baselines=[("in-process path", IN_PROCESS)]))
     return 0
 
 
