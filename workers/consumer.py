@@ -243,7 +243,13 @@ class DurableConsumer:
         async def fetch() -> list[Msg]:
             try:
                 msgs: list[Msg] = await sub.fetch(batch, timeout=wait)
-            except nats.errors.TimeoutError:
+            except TimeoutError:
+                # Nothing came within ``wait``: nats-py raises its own TimeoutError when the server
+                # said so (408) and asyncio's when its deadline came first (the pull request expires
+                # at the server at the same moment; a message it still takes lands in this
+                # subscription's queue, where the next fetch looks first). Neither means JetStream is
+                # away: fetching again at once, not after a pause and not on a new binding (a fetch
+                # that waited 2 s after each of those made a step wait for seconds on a busy machine).
                 return []
             return msgs
 

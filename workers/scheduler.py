@@ -160,17 +160,19 @@ def run(
     def decide(deliveries: list[Delivery]) -> list[Outcome]:
         """Plain new servers go together (``Scheduling.place_batch``); the rest one by one, in order."""
         alone: dict[str, tuple[Instance, CommandContext]] = {}
-        for d in deliveries:
+        batched: set[int] = set()  # the deliveries placed together (a server's later requests are not)
+        for i, d in enumerate(deliveries):
             inst = requested_alone(app, requests, d)
             if inst is not None:
                 alone[inst.server_id] = (inst, d.context(SCHEDULER))
+                batched.add(i)
         left = (
             {inst.server_id for inst, _ in scheduling.place_batch(list(alone.values()))} if alone else set()
         )
         scheduling.settled.clear()
         outcomes: list[Outcome] = []
-        for d in deliveries:
-            if d.originator_id in alone and d.originator_id not in left:
+        for i, d in enumerate(deliveries):
+            if i in batched and d.originator_id not in left:
                 outcomes.append(DONE)
                 continue
             if d.event_type == "requested" and d.originator_id in scheduling.settled:

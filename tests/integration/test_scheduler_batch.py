@@ -191,3 +191,29 @@ def test_schedulers_with_shards_place_on_their_own_hosts_first(
     room = 4 * len(owned[0]) - 2
     hosts = place(first, room + 1)
     assert set(hosts[:room]) <= set(owned[0]) and hosts[room] in owned[1]
+
+
+def test_a_servers_later_request_in_the_same_batch_as_its_creation_is_handled(
+    handlers: Handlers, app: Stratus, request: pytest.FixtureRequest
+) -> None:
+    """A scheduler that starts with a backlog takes a server's ``Requested`` (placed long ago) and a
+    later request of it (here a resize) in one batch. The creation goes to the batch path, finds no
+    room (its host is disabled) and is done; the resize must still be handled on its own, not
+    acknowledged with it as "placed together" (an unshelve was lost that way while its host was
+    disabled: the server stayed SHELVED_OFFLOADED with its task forever)."""
+    from commands.servers.moves import ResizeServer
+    from commands.servers.spawn import FinishSpawning, StartSpawning
+    from tests.fixtures.facades.migration import MigrationHandlers
+
+    handlers.register_host(RegisterHost("compute-a", vcpus=8, memory_mb=4096, disk_gb=100))
+    server = handlers.create_server(CreateServer("vm", "p1", "u1", "small")).id
+    handlers.place_instance(PlaceInstance(server, "compute-a"))
+    handlers.start_spawning(StartSpawning(server, "compute-a"))
+    handlers.finish_spawning(FinishSpawning(server, power_state=1))
+    Operations(app).set_service_status(SetServiceStatus("compute-a", "nova-compute", disabled=True))
+    MigrationHandlers(handlers).resize(ResizeServer(server, "p1", "huge"))
+    assert handlers.instance(server).awaiting_move
+    request.getfixturevalue("run_scheduler")  # both requests waiting: one batch
+    eventually(lambda: not handlers.instance(server).awaiting_move)  # no valid host: the move failed
+    inst = handlers.instance(server)
+    assert inst.vm_state == VmState.ACTIVE and inst.host == "compute-a" and inst.task_state is None
