@@ -15,6 +15,7 @@ Requests and answers are small JSON documents:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -103,7 +104,13 @@ class Responder:
             await msg.respond(orjson.dumps(reply))
 
         async def subscribe() -> Any:
-            return await self._bridge.nc.subscribe(subject(self._host, question), cb=on_request)
+            nc = self._bridge.nc
+            sub = await nc.subscribe(subject(self._host, question), cb=on_request)
+            # answer a question asked as soon as this returns: the server has the subscription once a
+            # flush came back (else "no responders"); while NATS is away it is sent on reconnecting
+            with contextlib.suppress(nats.errors.Error, TimeoutError):
+                await nc.flush(timeout=5)
+            return sub
 
         self._subs.append(self._bridge.run(subscribe, 10.0))
 
