@@ -13,8 +13,10 @@ deletion is requested (``api/server_password.py``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import tempfile
 from pathlib import Path
 
 # Nova's limit: four system-metadata chunks of 255 characters.
@@ -55,17 +57,26 @@ class PasswordStore:
             raise PasswordError(str(e)) from e
 
     def set_once(self, server_id: str, password: bytes) -> None:
-        """Keep ``password``; ``AlreadySet`` if the server has one."""
+        """Keep ``password``; ``AlreadySet`` if the server has one. The file appears whole or not at
+        all: written under a name of its own (mode 0600), then linked to the server's name, which
+        fails if another post got there first (a reader never sees a half-written password)."""
         path = self._path(server_id)
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd, staged = tempfile.mkstemp(dir=self.root, prefix=f".{server_id}.")  # 0600
+        except OSError as e:
+            raise PasswordError(str(e)) from e
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(password)
+            os.link(staged, path)
         except FileExistsError:
             raise AlreadySet(server_id) from None
         except OSError as e:
             raise PasswordError(str(e)) from e
-        with os.fdopen(fd, "wb") as f:
-            f.write(password)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(staged)
 
     def clear(self, server_id: str) -> None:
         """Forget the server's password (none: nothing to do); a guest may post one again."""
