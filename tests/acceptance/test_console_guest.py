@@ -27,17 +27,14 @@ import pytest
 from websockets.sync.client import ClientConnection, connect
 
 from api.readmodel import open_pool
-from commands.servers.scheduling import PlaceInstance
 from processes import consoleproxy
 from stratus.config import Settings
-from stratus.context import CommandContext, acting
 from stratus.eventstore import NatsBridge
 from tests.fixtures import qemu
 from tests.fixtures.api import P1, Stack
-from tests.fixtures.guests import guest_image, wait
+from tests.fixtures.guests import boot_guest, remove_guest, wait
 from tests.fixtures.hypervisor import stack_host
 from workers.libvirt_driver import EventLoop, LibvirtDriver
-from workers.scheduler import SCHEDULER
 
 pytestmark = pytest.mark.slow
 
@@ -127,15 +124,7 @@ def test_a_real_guest_s_serial_shell_and_vnc_display_through_the_proxies(
     worker = stack_host(stack.handlers.app, api_settings, bridge, driver, instances, poll=0.2, host=HOST)
     server_id = ""
     try:
-        image = guest_image(stack, guest_files)
-        flavor, _ = stack.flavor(name="guest.tiny", ram=128, vcpus=1, disk=1)
-        wait("the host to register", lambda: stack.get("/v2.1/os-hypervisors").json.get("hypervisors"), 30)
-        body = {"server": {"name": "console", "flavorRef": flavor, "imageRef": image}}
-        r = stack.request("POST", "/v2.1/servers", P1, json=body)
-        assert r.status_code == 202, r.text
-        server_id = r.json["server"]["id"]
-        with acting(CommandContext(actor=SCHEDULER, correlation_id=r.headers["x-openstack-request-id"])):
-            stack.handlers.place_instance(PlaceInstance(server_id, HOST))
+        server_id = boot_guest(stack, guest_files, HOST, name="console")
 
         def console_output() -> str:
             r = stack.request(
@@ -208,11 +197,6 @@ def test_a_real_guest_s_serial_shell_and_vnc_display_through_the_proxies(
         wait("the host's session to end", lambda: not _session_threads(), 15)
     finally:
         worker.close()
-        if server_id:  # never leave a QEMU behind on the machine
-            with contextlib.suppress(libvirt.libvirtError):
-                dom = conn.lookupByUUIDString(server_id)
-                if dom.isActive():
-                    dom.destroy()
-                dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
+        remove_guest(conn, server_id)
         conn.close()
         driver.close()

@@ -38,20 +38,16 @@ from api.metadata.caller import Identifier
 from api.metadata.passwords import PasswordStore
 from api.readmodel import open_pool
 from commands.network import FixedNetwork
-from commands.servers.scheduling import PlaceInstance
 from stratus.config import Settings
-from stratus.context import CommandContext, acting
 from stratus.eventstore import NatsBridge
 from stratus.imagestore import user_data_store
 from stratus.metadata.vendordata import Providers
 from tests.fixtures import qemu
 from tests.fixtures.api import P1, P2, Stack
-from tests.fixtures.guests import guest_image, wait
+from tests.fixtures.guests import boot_guest, remove_guest, wait
+from tests.fixtures.hypervisor import stack_host
 from tests.fixtures.processes import ROOT
-from tests.fixtures.workers import Worker
-from workers import hypervisor
 from workers.libvirt_driver import LibvirtDriver
-from workers.scheduler import SCHEDULER
 
 pytestmark = pytest.mark.slow
 
@@ -226,24 +222,10 @@ def test_a_guest_booted_through_the_api_reads_its_metadata_through_the_workers_n
     driver = LibvirtDriver.open(qemu.URI, instances_path=instances, shutdown_timeout=30.0)
     conn = libvirt.open(qemu.URI)
 
-    def target(stop: threading.Event) -> None:
-        hypervisor.run(
-            settings, bridge=bridge, app=stack.handlers.app, driver=driver, stop=stop,
-            instances_path=instances, poll=0.2,
-        )  # fmt: skip
-
-    worker = Worker(target)
+    worker = stack_host(stack.handlers.app, settings, bridge, driver, instances, poll=0.2, host=HOST)
     server_id = ""
     try:
-        image = guest_image(stack, guest_files)
-        flavor, _ = stack.flavor(name="guest.tiny", ram=128, vcpus=1, disk=1)
-        wait("the host to register", lambda: stack.get("/v2.1/os-hypervisors").json.get("hypervisors"), 30)
-        body = {"server": {"name": "reads-its-metadata", "flavorRef": flavor, "imageRef": image}}
-        r = stack.request("POST", "/v2.1/servers", P1, json=body)
-        assert r.status_code == 202, r.text
-        server_id = r.json["server"]["id"]
-        with acting(CommandContext(actor=SCHEDULER, correlation_id=r.headers["x-openstack-request-id"])):
-            stack.handlers.place_instance(PlaceInstance(server_id, HOST))
+        server_id = boot_guest(stack, guest_files, HOST, name="reads-its-metadata")
 
         # the domain carries the network: QEMU's user-mode netdev with the forward, signed for this server
         xml = wait("the domain", lambda: _domain_xml(conn, server_id), 60)
@@ -277,15 +259,7 @@ def test_a_guest_booted_through_the_api_reads_its_metadata_through_the_workers_n
         wait("the guest to go", lambda: _domain_xml(conn, server_id) is None or None, 60)
     finally:
         worker.close()
-        if server_id:  # never leave a QEMU behind on the machine
-            try:
-                dom = conn.lookupByUUIDString(server_id)
-            except libvirt.libvirtError:
-                pass
-            else:
-                if dom.isActive():
-                    dom.destroy()
-                dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
+        remove_guest(conn, server_id)
         conn.close()
         driver.close()
 

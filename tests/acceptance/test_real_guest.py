@@ -21,16 +21,13 @@ from typing import Any
 import libvirt
 import pytest
 
-from commands.servers.scheduling import PlaceInstance
 from stratus.config import Settings
-from stratus.context import CommandContext, acting
 from stratus.eventstore import NatsBridge
 from tests.fixtures import qemu
 from tests.fixtures.api import P1, Stack
-from tests.fixtures.guests import guest_image, wait
+from tests.fixtures.guests import boot_guest, remove_guest, wait
 from tests.fixtures.hypervisor import stack_host
 from workers.libvirt_driver import LibvirtDriver
-from workers.scheduler import SCHEDULER
 
 pytestmark = pytest.mark.slow
 
@@ -95,20 +92,10 @@ def test_a_real_guest_boots_stops_starts_reboots_and_is_deleted(
     worker = stack_host(stack.handlers.app, api_settings, bridge, driver, instances, poll=0.2, host=HOST)
     guest = Guest(stack, conn)
     try:
-        image = guest_image(stack, guest_files)
-        flavor, _ = stack.flavor(name="guest.tiny", ram=128, vcpus=1, disk=1)
-        wait("the host to register", lambda: stack.get("/v2.1/os-hypervisors").json.get("hypervisors"), 30)
-        r = stack.request(
-            "POST",
-            "/v2.1/servers",
-            P1,
-            json={"server": {"name": "real", "flavorRef": flavor, "imageRef": image, "config_drive": True,
-                             "user_data": base64.b64encode(USER_DATA).decode()}},
-        )  # fmt: skip
-        assert r.status_code == 202, r.text
-        guest.server_id = r.json["server"]["id"]
-        with acting(CommandContext(actor=SCHEDULER, correlation_id=r.headers["x-openstack-request-id"])):
-            stack.handlers.place_instance(PlaceInstance(guest.server_id, HOST))
+        user_data = base64.b64encode(USER_DATA).decode()
+        guest.server_id = boot_guest(
+            stack, guest_files, HOST, name="real", config_drive=True, user_data=user_data
+        )
 
         server = guest.settled("ACTIVE")
         assert server["OS-EXT-STS:power_state"] == 1 and guest.libvirt_state() == libvirt.VIR_DOMAIN_RUNNING
@@ -150,15 +137,7 @@ def test_a_real_guest_boots_stops_starts_reboots_and_is_deleted(
         assert not (instances / guest.server_id / "disk.config").exists()  # gone with the guest
     finally:
         worker.close()
-        if guest.server_id:  # never leave a QEMU behind on the machine
-            try:
-                dom = conn.lookupByUUIDString(guest.server_id)
-            except libvirt.libvirtError:
-                pass
-            else:
-                if dom.isActive():
-                    dom.destroy()
-                dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
+        remove_guest(conn, guest.server_id)
         conn.close()
         driver.close()
     assert time.monotonic() - started < 150
