@@ -3,23 +3,13 @@ scrape time (stratus/health.py, docs/operations.md "Health and metrics")."""
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
-
 from commands.app import Stratus
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge
 from stratus.health import Check, Probes, ProbeServer, consumer_pending
 from tests.fixtures.projections import populate
+from tests.fixtures.telemetry import get
 from workers.consumer import DurableConsumer
-
-
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def _sample(text: str, name: str) -> float | None:
@@ -39,21 +29,21 @@ def test_a_probe_server_answers_and_counts_what_a_consumer_has_yet_to_deliver(
     try:
         with ProbeServer("127.0.0.1:0", probes) as server:
             base = f"http://{server.address}"
-            assert _get(base + "/healthz") == (200, '{"status":"alive"}')
-            assert _get(base + "/readyz")[0] == 200
+            assert get(base + "/healthz") == (200, '{"status":"alive"}')
+            assert get(base + "/readyz")[0] == 200
             ready.append(Check("postgresql", False, "away"))
-            status, body = _get(base + "/readyz")
+            status, body = get(base + "/readyz")
             assert status == 503 and '"postgresql":{"ok":false,"detail":"away"}' in body
 
-            status, text = _get(base + "/metrics")
+            status, text = get(base + "/metrics")
             assert status == 200
             pending = _sample(text, 'stratus_consumer_pending{durable="probed"}')
             assert pending is not None and pending == app.recorder.max_notification_id()
             assert 'durable="missing"' not in text  # a consumer JetStream does not know is left out
             consumer.ack_all(consumer.fetch(2, 2.0))
-            text = _get(base + "/metrics")[1]
+            text = get(base + "/metrics")[1]
             assert _sample(text, 'stratus_consumer_pending{durable="probed"}') == pending - 2
             assert _sample(text, 'stratus_consumer_ack_pending{durable="probed"}') == 0
-            assert _get(base + "/nowhere")[0] == 404
+            assert get(base + "/nowhere")[0] == 404
     finally:
         consumer.close()
