@@ -133,7 +133,10 @@ def test_a_part_that_fails_to_start_stops_the_group_before_the_later_parts(tmp_p
     )
     later = serving("projector", journal)
     log = io.StringIO()
-    sup = Supervisor([serving("nats", journal), never_ready, later], log=log)
+    # nats is ready once it has noted its pid, its SIGTERM handler in place (on a loaded machine
+    # it could otherwise be stopped before it could note being stopped)
+    nats = serving("nats", journal, ready=Path(f"{journal}.nats.pid").exists)
+    sup = Supervisor([nats, never_ready, later], log=log)
 
     assert sup.run() == 1
     assert "api exited with status 1 while starting" in log.getvalue()
