@@ -18,6 +18,7 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 
 from stratus.eventstore.errors import EventStoreUnavailable
 from stratus.eventstore.recorder import JetStreamAggregateRecorder, _Rejected, _Transient
+from stratus.eventstore.signing import snapshot_refusal
 from stratus.eventstore.subjects import decode_token, encode_token
 
 __all__ = ["SNAPSHOT_SHA256", "JetStreamSnapshotRecorder"]
@@ -37,6 +38,12 @@ def _digest(key: str, version: int, topic: str, state: bytes) -> str:
     return h.hexdigest()
 
 
+def _kind(topic: str) -> str:
+    """The subject kind of the aggregate class ``topic`` names (``commands.host:Host`` -> ``host``),
+    as the log's subjects name its events (``subjects.kind_and_type``)."""
+    return encode_token(topic.rpartition(":")[2].rpartition(".")[2].lower())
+
+
 class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
     """Snapshots on a stream of their own: ``<stream>_SNAPSHOTS``, subjects
     ``_STRATUS.SNAPSHOT.<stream>.<aggregate id>``, at most one message per subject (the newest).
@@ -46,10 +53,17 @@ class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
     wins: two processes snapshotting one aggregate at once leave one of the two, and either is a
     correct start. Each message carries the SHA-256 of what it says (aggregate, version, topic,
     state): a snapshot whose bytes do not match is not returned (the load replays).
+
+    Signed by the writer's key (``signer``: ``Trust-Key``/``Trust-Signature`` over that digest);
+    with the deployment's registry (``trust``), a snapshot is returned only if its signer may have
+    written it (``signing.snapshot_refusal``: unsigned, unknown, retired, or a host's snapshot of
+    anything but its own host's aggregates is not): a planted snapshot costs a replay, never a
+    wrong aggregate (docs/trust.md).
     """
 
     def __init__(self, bridge: Any, *, stream: str, replicas: int = 1, **kwargs: Any) -> None:
         kwargs.pop("subject_prefix", None)
+        trust = kwargs.pop("trust", None)
         super().__init__(
             bridge,
             stream=f"{stream}_SNAPSHOTS",
@@ -58,6 +72,7 @@ class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
             **kwargs,
         )
         self.prefix = f"_STRATUS.SNAPSHOT.{stream}"
+        self.verifier = trust  # checks snapshots' signers (the event loads' ``trust`` stays None)
 
     def _once(self, factory: Callable[[], Any], *, what: str) -> Any:
         """One attempt, never the log's retrying through outages: a snapshot is not worth a wait (the
@@ -121,6 +136,8 @@ class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
                 SNAPSHOT_ID_TYPE: "uuid" if isinstance(s.originator_id, UUID) else "str",
                 SNAPSHOT_SHA256: _digest(key, s.originator_version, s.topic, s.state),
             }
+            if self.signer is not None:
+                self.signer.sign_snapshot(headers[SNAPSHOT_SHA256], headers)
             outs.append((self.subject(s.originator_id), s.state, headers))
 
         async def publish() -> None:
@@ -156,6 +173,12 @@ class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
             self.stats["corrupt"] += 1
             log.warning("snapshot of %s on %s does not match its digest: ignored", key, self.stream)
             return []
+        if self.verifier is not None:
+            refused = snapshot_refusal(self.verifier, h, h[SNAPSHOT_SHA256], _kind(topic), key)
+            if refused:
+                self.stats["untrusted"] += 1
+                log.warning("snapshot of %s on %s not used: %s", key, self.stream, refused)
+                return []
         if (gt is not None and version <= gt) or (lte is not None and version > lte):
             return []
         oid: UUID | str = UUID(key) if h.get(SNAPSHOT_ID_TYPE) == "uuid" else key
