@@ -37,7 +37,7 @@ from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, JetStreamApplicationRecorder
 from stratus.eventstore.signing import SIGNER, Signer, Verifier
 from stratus.eventstore.snapshot_stream import JetStreamSnapshotRecorder
-from stratus.eventstore.snapshots import Snapshot
+from stratus.eventstore.snapshots import AnchoredRecorder, Snapshot
 from stratus.quarantine import Quarantine, Quarantined
 from tests.fixtures.commands import M1_SMALL, make_app
 from tests.fixtures.facades.handlers import Handlers
@@ -443,6 +443,7 @@ def test_a_snapshot_planted_by_a_host_is_refused_and_the_load_replays(signed_log
         PlaceInstance(a, "compute-1")
     )
     server: Instance = api.app.repository.get(UUID(a))
+    assert isinstance(api.app.recorder, AnchoredRecorder)
     anchor = api.app.recorder.anchor(UUID(a), server.version)
     assert anchor is not None and server.vm_state == "building"
     server.vm_state = "deleted"
