@@ -46,6 +46,7 @@ from tests.fixtures.projections import public_image, read_models
 from tests.fixtures.trust import HOSTS, Trusted
 from tests.fixtures.workers import Worker, eventually
 from workers import hypervisor
+from workers import scheduler as scheduler_worker
 from workers.libvirt_driver import LibvirtDriver
 
 ADMIN = Actor(user_id="the-real-admin", project_id="admin", roles=("admin",))
@@ -377,6 +378,42 @@ def test_a_hypervisor_worker_refuses_a_server_whose_history_holds_another_hosts_
     assert "host:compute-2 (host) may not append deleted" in records[0].reason
     assert api.instance(victim, deleted_too=True).version == placed  # no step, no fault
     assert {d.UUIDString() for d in conn.listAllDomains()} == {genuine}
+
+
+def test_the_scheduler_refuses_a_request_whose_history_holds_a_hosts_event(signed_log: Trusted) -> None:
+    """compute-2's key appends ``Deleted`` to a server no scheduler has placed yet (no host may
+    append its events). The scheduler, running as itself with the registry, loads the server to place
+    it, finds the forged event and quarantines the request instead of acting on it (nor faulting
+    the server); the other request of the same batch is placed."""
+    operator = signed_log.bridge("admin")
+    api = Handlers(make_app(operator, signed_log.as_part("api")))
+    api.create_flavor(M1_SMALL)
+    api.register_host(RegisterHost("compute-1", 4, 8192, 100))
+    victim, genuine = (
+        api.create_server(CreateServer(n, "p1", "u1", "small")).id for n in ("victim", "genuine")
+    )
+    other = Handlers(make_app(operator, signed_log.as_part("host:compute-2")))
+    forged: Instance = other.app.repository.get(UUID(victim))
+    forged.mark_deleted()
+    forged_at = other.app.save(forged)[-1].notification.id
+    requested = api.instance(victim, deleted_too=True).version
+
+    settings = signed_log.as_part("scheduler")
+    bridge = signed_log.bridge("scheduler")
+    app = Stratus(Factory(bridge=bridge, settings=settings, verify_loads=True))  # as processes/scheduler.py
+    worker = Worker(lambda stop: scheduler_worker.run(settings, bridge=bridge, app=app, stop=stop, poll=0.1))
+    try:
+        assert eventually(lambda: api.instance(genuine).host) == "compute-1"
+        quarantine = Quarantine(operator, log_stream=signed_log.settings.stream)
+        records = eventually(lambda: quarantine.list(scheduler_worker.DURABLE) or None)
+    finally:
+        worker.close()
+
+    assert [(r.originator_id, r.error) for r in records] == [(victim, "UntrustedEvent")]
+    assert f"history of {victim} holds an event refused at position {forged_at}" in records[0].reason
+    assert "host:compute-2 (host) may not append deleted" in records[0].reason
+    assert "it is on no host" in records[0].reason
+    assert api.instance(victim, deleted_too=True).version == requested  # not placed, no fault
 
 
 def test_a_hosts_usage_event_for_another_hosts_server_is_refused(
