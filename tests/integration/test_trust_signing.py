@@ -25,7 +25,22 @@ from commands.app import Stratus
 from commands.hosts.register import RegisterHost
 from commands.identity import Project
 from commands.instance import Instance
+from commands.network import FixedNetwork
 from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer, FinishDeletion
+from commands.servers.groups import CreateServerGroup
+from commands.servers.moves import (
+    ConfirmResize,
+    FailMigration,
+    FinishMigration,
+    FinishRevert,
+    LeftDest,
+    LeftSource,
+    MigrateServer,
+    ResizeServer,
+    RevertResize,
+    ScheduleMigration,
+)
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FinishSpawning, StartSpawning
 from processes import trust
@@ -39,7 +54,7 @@ from stratus.eventstore.signing import SIGNER, Signer, Verifier
 from stratus.eventstore.snapshot_stream import JetStreamSnapshotRecorder
 from stratus.eventstore.snapshots import AnchoredRecorder, Snapshot
 from stratus.quarantine import Quarantine, Quarantined
-from tests.fixtures.commands import M1_SMALL, make_app
+from tests.fixtures.commands import M1_SMALL, M1_THREE, make_app
 from tests.fixtures.facades.handlers import Handlers
 from tests.fixtures.hypervisor import FAST_RETRY, registered, settled
 from tests.fixtures.projections import public_image, read_models
@@ -503,3 +518,62 @@ def test_a_snapshot_planted_by_a_host_is_refused_and_the_load_replays(signed_log
     plant("api")
     by_api, app = load()
     assert by_api == "deleted" and app.repository.snapshot_stats["used"] == 1
+
+
+def test_a_servers_moves_and_deletion_appended_by_their_own_parts_are_all_trusted(
+    signed_log: Trusted, database_url: str
+) -> None:
+    """The check of a host's per-server events refuses none of what the hosts append for their own
+    servers: a resize from compute-1 to compute-2 reverted, one that fails on compute-2 (the claims
+    returned to compute-1 in the same append), a migration confirmed, then the deletion on compute-2,
+    with an address and a server group to release. ``audit verify`` and the projector refuse nothing."""
+    operator = signed_log.bridge("admin")
+    net = FixedNetwork("private", "10.7.0.0/24")
+
+    def part(name: str) -> Handlers:
+        return Handlers(make_app(operator, signed_log.as_part(name)), network=net)
+
+    api, scheduler = part("api"), part("scheduler")
+    c1, c2 = (part(f"host:{h}") for h in HOSTS)
+    api.create_flavor(M1_SMALL)
+    api.create_flavor(M1_THREE)
+    for h in HOSTS:
+        api.register_host(RegisterHost(h, 8, 8192, 100))
+    group = api.bus.handle(CreateServerGroup("g", "p1", "u1", "anti-affinity")).id
+    a = api.create_server(CreateServer("a", "p1", "u1", "small", group=group)).id
+    scheduler.place_instance(PlaceInstance(a, "compute-1"))
+    c1.start_spawning(StartSpawning(a, "compute-1"))
+    c1.finish_spawning(FinishSpawning(a, 1))
+
+    def move(flavor: str | None) -> None:
+        request = ResizeServer(a, "p1", flavor) if flavor else MigrateServer(a)
+        api.bus.handle(request)
+        scheduler.bus.handle(ScheduleMigration(a, "compute-2"))
+        c1.bus.handle(LeftSource(a))
+
+    move("3")
+    c2.bus.handle(FinishMigration(a, 1))
+    api.bus.handle(RevertResize(a, "p1"))
+    c2.bus.handle(LeftDest(a))
+    c1.bus.handle(FinishRevert(a, 1))
+    move("3")
+    c2.bus.handle(FailMigration(a, "MigrationError", "the destination could not start the guest"))
+    move(None)
+    c2.bus.handle(FinishMigration(a, 1))
+    api.bus.handle(ConfirmResize(a, None, admin=True))
+    api.delete_server(DeleteServer(a, "p1"))
+    c2.bus.handle(FinishDeletion(a))
+
+    verifier = Verifier.load(signed_log.settings.trust_registry)
+    assert verifier is not None
+    s = signed_log.settings
+    auditor = trust.seed_file(signed_log.directory, "auditor")
+    report = signatures.verify(s.nats_urls, s.stream, s.subject_prefix, verifier, seed_file=auditor)
+    assert report.refused == 0, report.first_refused
+    assert report.by_identity["host:compute-1"] > 0 and report.by_identity["host:compute-2"] > 0
+    quarantine = Quarantine(operator, log_stream=s.stream)
+    with read_models(database_url) as conn:
+        projector = Projector(api.app.recorder, api.app.mapper, conn, quarantine=quarantine, trust=verifier)  # type: ignore[arg-type]
+        projector.catch_up()
+        assert queries.get_server(conn, a, None)["deleted"]
+    assert quarantine.list("projector") == []
