@@ -575,5 +575,6 @@ def test_a_servers_moves_and_deletion_appended_by_their_own_parts_are_all_truste
     with read_models(database_url) as conn:
         projector = Projector(api.app.recorder, api.app.mapper, conn, quarantine=quarantine, trust=verifier)  # type: ignore[arg-type]
         projector.catch_up()
-        assert queries.get_server(conn, a, None)["deleted"]
+        row = queries.get_server(conn, a, None)
+        assert row is not None and row["deleted"]
     assert quarantine.list("projector") == []
