@@ -15,16 +15,23 @@ with or without them.
   the subject rebuilt from the hashed ``ce-topic`` and ``ce-subject``: the stored subject itself is
   not covered by the hash) and it is none of its ``refuses``;
 - unsigned: trusted only before the registry's cut-over position (``signed_from``): a log written
-  before signing existed; at or after it, refused.
+  before signing existed; at or after it, refused;
+- a retired key's signature counts only at positions before the one it was retired at
+  (``Identity.retired_at``).
 
-A host's key is held to more than subjects: an instance event (``instance.<server>.<type>``) signed
-by a ``host`` identity is trusted only if that server is on one of the identity's hosts at that point
-of the log, or a move under way names one of them as its source or destination. ``ServerHosts`` folds
-where each server is from the events that place it, and ``InOrder`` checks a log's events in position
-order with that fold: the projector, a rebuild and ``stratus audit verify`` all use it, so that they
-refuse exactly the same events.
+A host's key is held to more than subjects: an event a ``host`` identity signs for a server (the
+server's own, ``instance.<server>.<type>``; a usage, network or group event naming it; a move's
+return on another host) is trusted only if that server is on one of the identity's hosts at that
+point of the log, or a move under way names one of them as its source or destination
+(``placement_refusal``). ``ServerHosts`` folds where each server is from the events that place it,
+and ``InOrder`` checks a log's events in position order with that fold: the projector, a rebuild
+and ``stratus audit verify`` all use it, so that they refuse exactly the same events.
+``LoadCheck`` runs the same checks over the events of one aggregate as a worker's load reads them
+(a server's place folded from its own history), and ``snapshot_refusal`` says whether a snapshot's
+signer may have written it.
 
-The projector quarantines a refused event (it is never applied); ``stratus audit verify`` reports it.
+The projector quarantines a refused event (it is never applied); ``stratus audit verify`` reports it;
+a worker quarantines the delivery whose load met one.
 """
 
 from __future__ import annotations
