@@ -63,6 +63,7 @@ from tests.fixtures.workers import Worker, eventually
 from workers import hypervisor
 from workers import scheduler as scheduler_worker
 from workers.libvirt_driver import LibvirtDriver
+from workers.reconcile import Reconciler
 
 ADMIN = Actor(user_id="the-real-admin", project_id="admin", roles=("admin",))
 
@@ -578,3 +579,41 @@ def test_a_servers_moves_and_deletion_appended_by_their_own_parts_are_all_truste
         row = queries.get_server(conn, a, None)
         assert row is not None and row["deleted"]
     assert quarantine.list("projector") == []
+
+
+def test_compute_1s_reconciliation_skips_a_server_with_a_forged_history_and_goes_on(
+    signed_log: Trusted, conn: libvirt.virConnect, tmp_path: Path
+) -> None:
+    """Two servers active on compute-1 whose guests are gone; compute-2's key forged an event in the
+    one compute-1 reconciles first. Its reconciliation, loading as a worker does, leaves that server
+    alone (logged) and still records the other's vanished guest: one forged event does not stop a
+    host's reconciliation."""
+    operator = signed_log.bridge("admin")
+
+    def part(name: str) -> Handlers:
+        return Handlers(make_app(operator, signed_log.as_part(name)))
+
+    api, scheduler, c1 = part("api"), part("scheduler"), part("host:compute-1")
+    api.create_flavor(M1_SMALL)
+    api.register_host(RegisterHost("compute-1", 4, 8192, 100))
+    servers = sorted(api.create_server(CreateServer(n, "p1", "u1", "small")).id for n in "ab")
+    for s in servers:
+        scheduler.place_instance(PlaceInstance(s, "compute-1"))
+        c1.start_spawning(StartSpawning(s, "compute-1"))
+        c1.finish_spawning(FinishSpawning(s, 1))
+    forged, other = servers
+    server: Instance = part("host:compute-2").app.repository.get(UUID(forged))
+    server.mark_deleted()
+    part("host:compute-2").app.save(server)
+    before = api.instance(forged, deleted_too=True).version
+
+    host_settings = signed_log.as_part("host:compute-1")
+    host_app = Stratus(
+        Factory(bridge=signed_log.bridge("host:compute-1"), settings=host_settings, verify_loads=True)
+    )
+    driver = LibvirtDriver(lambda: conn, instances_path=tmp_path)
+    with acting(CommandContext(actor=hypervisor.HYPERVISOR)):
+        assert Reconciler(Handlers(host_app).bus, driver, "compute-1").once() == 1
+
+    assert api.instance(other).vm_state == "error"  # its guest vanished: recorded
+    assert api.instance(forged, deleted_too=True).version == before  # left alone
