@@ -548,6 +548,12 @@ def snapshot_refusal(
         return f"signed by a retired key of {identity.name}"
     if not verifier._verifies_over(key_id, signature, _SNAPSHOT_CONTEXT + digest.encode()):
         return f"the signature of {identity.name} does not verify"
+    return snapshot_writer_refusal(identity, kind, originator)
+
+
+def snapshot_writer_refusal(identity: Identity, kind: str, originator: str) -> str:
+    """Why ``identity`` may not write a snapshot of aggregate ``originator`` (of ``kind``), or "":
+    it must be allowed to append the aggregate's events, and a host only its own host's."""
     subject = f"{kind}.{encode_token(originator)}.snapshot"
     own = identity.role != "host" or kind not in (INSTANCE_KIND, *PER_SERVER_KINDS, "consumer")
     if not own or not any(matches(p, subject) for p in identity.appends if not p.startswith("host.*.")):

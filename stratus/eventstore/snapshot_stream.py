@@ -18,8 +18,9 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 
 from stratus.eventstore.errors import EventStoreUnavailable
 from stratus.eventstore.recorder import JetStreamAggregateRecorder, _Rejected, _Transient
-from stratus.eventstore.signing import snapshot_refusal
+from stratus.eventstore.signing import snapshot_refusal, snapshot_writer_refusal
 from stratus.eventstore.subjects import decode_token, encode_token
+from stratus.trust.registry import Identity
 
 __all__ = ["SNAPSHOT_SHA256", "JetStreamSnapshotRecorder"]
 
@@ -58,7 +59,8 @@ class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
     with the deployment's registry (``trust``), a snapshot is returned only if its signer may have
     written it (``signing.snapshot_refusal``: unsigned, unknown, retired, or a host's snapshot of
     anything but its own host's aggregates is not): a planted snapshot costs a replay, never a
-    wrong aggregate (docs/trust.md).
+    wrong aggregate (docs/trust.md). A part does not write the snapshots no part would use (a
+    host's of a server): each would replace, as its aggregate's one message, one that is used.
     """
 
     def __init__(self, bridge: Any, *, stream: str, replicas: int = 1, **kwargs: Any) -> None:
@@ -128,8 +130,12 @@ class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         """Store each snapshot as its aggregate's one message (replacing the one before)."""
         outs = []
+        writer = self._writer()
         for s in stored_events:
             key = str(s.originator_id)
+            if writer is not None and snapshot_writer_refusal(writer, _kind(s.topic), key):
+                self.stats["not_written"] += 1  # no part would use it, and it would replace one they do
+                continue
             headers = {
                 SNAPSHOT_VERSION: str(s.originator_version),
                 SNAPSHOT_TOPIC: s.topic,
@@ -183,6 +189,12 @@ class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
             return []
         oid: UUID | str = UUID(key) if h.get(SNAPSHOT_ID_TYPE) == "uuid" else key
         return [StoredEvent(originator_id=oid, originator_version=version, topic=topic, state=msg.data)]
+
+    def _writer(self) -> Identity | None:
+        """The identity this recorder signs as, if the registry knows it (None: write every snapshot)."""
+        if self.verifier is None or self.signer is None:
+            return None
+        return self.verifier.registry.by_key(self.signer.key_id)
 
     def decode_subject(self, subject: str) -> str:
         """The aggregate id a snapshot subject names."""

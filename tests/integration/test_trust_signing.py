@@ -486,7 +486,7 @@ def test_a_snapshot_planted_by_a_host_is_refused_and_the_load_replays(signed_log
     """Hosts may write snapshots (NATS lets them: they snapshot their own hosts), so compute-2's key
     plants one of a server on compute-1 saying it is deleted. A load (any part with the registry)
     refuses it and replays the server's events; the same snapshot signed by the API is used (which
-    shows the load did look at it)."""
+    shows the load did look at it), and a host's part does not overwrite it."""
     operator = signed_log.bridge("admin")
     api = Handlers(make_app(operator, signed_log.as_part("api")))
     api.create_flavor(M1_SMALL)
@@ -519,6 +519,15 @@ def test_a_snapshot_planted_by_a_host_is_refused_and_the_load_replays(signed_log
     plant("api")
     by_api, app = load()
     assert by_api == "deleted" and app.repository.snapshot_stats["used"] == 1
+    # A host's part, knowing the registry, does not write what no one would use (it would replace
+    # the aggregate's one snapshot, the API's here).
+    host_snapshots = JetStreamSnapshotRecorder(
+        operator, stream=signed_log.settings.stream, trust=Verifier.load(signed_log.settings.trust_registry),
+        signer=Signer.from_seed_file(trust.seed_file(signed_log.directory, "host:compute-1")),
+    )  # fmt: skip
+    host_snapshots.insert_events([planted])
+    assert host_snapshots.stats["not_written"] == 1
+    assert load()[1].repository.snapshot_stats["used"] == 1
 
 
 def test_a_servers_moves_and_deletion_appended_by_their_own_parts_are_all_trusted(
