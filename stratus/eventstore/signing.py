@@ -361,7 +361,7 @@ def placement_refusal(
     elif kind in PER_SERVER_KINDS or (kind == HOST_KIND and not _own_host(identity, h)):
         named = _servers_named(servers, body)
         if not named and kind == HOST_KIND:
-            return f"{identity.name} (host) may not append {type_} on another host: it names no server"
+            return f"{identity.name} (host) may not append {type_} on another host: it names no server moving"
     else:
         return ""
     append = h.get(_APPEND, "")
@@ -384,7 +384,8 @@ def _own_host(identity: Identity, h: Mapping[str, str]) -> bool:
 
 
 def _servers_named(servers: ServerHosts, body: bytes) -> tuple[str, ...]:
-    """The server an event's payload names: its ``instance_id``, else its move's (``migration_id``)."""
+    """The server an event's payload names: its ``instance_id``, else the server its move
+    (``migration_id``) moves, if a ``MigrationScheduled`` made that move; () when none."""
     payload = _payload(body)
     if payload is None:
         return ()
@@ -392,10 +393,8 @@ def _servers_named(servers: ServerHosts, body: bytes) -> tuple[str, ...]:
     if isinstance(instance, str):
         return (instance,)
     migration = payload.get("migration_id")
-    if isinstance(migration, str):
-        server = servers.server_of(migration)
-        return (server,) if server is not None else (f"of migration {migration}",)
-    return ()
+    server = servers.server_of(migration) if isinstance(migration, str) else None
+    return (server,) if server is not None else ()
 
 
 # (position, headers, body) of the stored events between two positions that ``InOrder`` has not
