@@ -39,7 +39,7 @@ def main(settings: Settings) -> int:
                 seed_file=settings.nats_seed_file,
             ) as bridge,
         ):
-            app = Stratus(Factory(bridge=bridge, settings=settings))
+            app = Stratus(Factory(bridge=bridge, settings=settings, verify_loads=True))  # docs/trust.md
             run(
                 settings,
                 bridge=bridge,

@@ -24,7 +24,7 @@ def main(settings: Settings) -> int:
         worker_probes(settings, settings.scheduler_metrics_bind, "stratus-scheduler", [DURABLE]),
         NatsBridge(settings.nats_urls, name="stratus-scheduler", seed_file=settings.nats_seed_file) as bridge,
     ):
-        app = Stratus(Factory(bridge=bridge, settings=settings))
+        app = Stratus(Factory(bridge=bridge, settings=settings, verify_loads=True))  # docs/trust.md
         run(
             settings,
             bridge=bridge,

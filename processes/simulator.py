@@ -32,7 +32,7 @@ def main(
         stop_on_signals(stop),
         NatsBridge(settings.nats_urls, name="stratus-simulator", seed_file=settings.nats_seed_file) as bridge,
     ):
-        bus = bootstrap(Stratus(Factory(bridge=bridge, settings=settings)))
+        bus = bootstrap(Stratus(Factory(bridge=bridge, settings=settings, verify_loads=True)))
         cloud = SimulatedCloud(bus, directory, host_names(hosts, prefix), shape)
         try:
             run(settings, cloud, bridge=bridge, stop=stop, threads=threads)

@@ -44,7 +44,8 @@ REGISTRY = "registry.json"
 NATS_CONF = "nats.conf"
 
 # Aggregate kinds (subject tokens) a host appends for the servers it runs: the instance, the
-# project's usage, the addresses it gives back, the server group it leaves.
+# project's usage, the addresses it gives back, the server group it leaves. (Not Placement's
+# consumers: those are the API's and the scheduler's; a host never appends one.)
 HOST_KINDS = (
     "instance",
     "projectusage",
@@ -52,11 +53,10 @@ HOST_KINDS = (
     "servergroup",
     "groupmembership",
     "imageusage",
-    "consumer",
 )
 # Events a host appends on *another* host during a migration (the claim returned to the source).
 MIGRATION_TYPES = ("instancereleased", "claimtakenback", "migrationreleased", "claimhandedtomigration")
-SCHEDULER_KINDS = ("host", *HOST_KINDS)
+SCHEDULER_KINDS = ("host", *HOST_KINDS, "consumer")
 # Instance events a host never appends, though it appends its servers' others: the requests and
 # decisions other parts act on (the API's requests, the scheduler's placements). A host's key on one
 # of them is refused by NATS, the projector, ``audit verify`` and the workers (a forged
@@ -219,16 +219,19 @@ def prepare(
     return registry
 
 
-def rotate(settings: Settings, directory: Path, name: str) -> Registry:
-    """A new key for identity ``name``: the old one is retired (it still verifies what it signed, and
-    may no longer connect once the server reloads ``nats.conf``)."""
+def rotate(settings: Settings, directory: Path, name: str, head: Callable[[], int]) -> Registry:
+    """A new key for identity ``name``: the old one is retired from the log's ``head()`` + 1 on (it
+    still verifies what it signed before; an event it signs at or after that position is refused),
+    and may no longer connect once the server reloads ``nats.conf``. Stop the parts that sign as
+    ``name`` first (docs/trust.md, "Rotating a key")."""
     path = directory / REGISTRY
     registry = Registry.load(path)
     old = registry.current(name)
     if old is None:
         raise KeyError(f"no identity {name!r} in {path}")
+    at = head() + 1
     key = new_key(directory, name)
-    registry = registry.retiring(name).with_identities(
+    registry = registry.retiring(name, at).with_identities(
         [Identity(old.name, old.role, key.public_key, old.appends, old.hosts, refuses=old.refuses)]
     )
     registry.save(path)
@@ -276,7 +279,7 @@ def main(settings: Settings, action: str, directory: Path, *, name: str | None, 
         if not name:
             raise SystemExit("stratus trust rotate: name the identity (api, scheduler, host:<name>, ...)")
         try:
-            registry = rotate(settings, directory, name)
+            registry = rotate(settings, directory, name, lambda: log_head(settings))
         except KeyError as e:
             raise SystemExit(f"stratus trust rotate: {e.args[0]}") from None
     elif action == "cut-over":
@@ -286,6 +289,8 @@ def main(settings: Settings, action: str, directory: Path, *, name: str | None, 
     print(f"registry: {directory / REGISTRY}  (nats-server users: {directory / NATS_CONF})")
     print(f"signed from: {registry.signed_from if registry.signed_from is not None else 'not cut over yet'}")
     for i in registry.identities:
-        where = "retired" if i.retired else str(seed_file(directory, i.name))
+        where = str(seed_file(directory, i.name))
+        if i.retired:
+            where = f"retired at position {i.retired_at}" if i.retired_at is not None else "retired"
         print(f"  {i.name:<24} {i.role:<10} {i.public_key}  {where}")
     return 0

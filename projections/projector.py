@@ -216,20 +216,9 @@ class Projector:
         return Entry(position, topic, originator, event=event)
 
     def _placing(self, after: int, upto: int) -> list[tuple[int, Any, bytes]]:
-        """The events that place servers (``signing.PLACING``) after ``after`` up to ``upto``, in
-        order: what the trust check folds before its first batch when the projector starts from a
-        position past 1 (or skips ahead)."""
-        found: list[tuple[int, Any, bytes]] = []
-        for type_ in PLACING:
-            subject = f"{self.log.layout.prefix}.{INSTANCE_KIND}.*.{type_}"
-            start = after + 1
-            while start <= upto:
-                msgs = self.log.read_messages(start, 1000, stop=upto, subject_filter=subject)
-                if not msgs:
-                    break
-                found += [(position_of(m), m.headers or {}, bytes(m.data)) for m in msgs]
-                start = position_of(msgs[-1]) + 1
-        return sorted(found, key=lambda f: f[0])
+        """What the trust check folds before its first batch when the projector starts from a
+        position past 1 (or skips ahead): ``placing_events``."""
+        return placing_events(self.log, after, upto)
 
     def apply(self, msgs: Sequence[Any], after: int) -> BatchResult:
         """Apply ``msgs`` (the log's entries right after position ``after``) in one transaction."""
@@ -372,3 +361,20 @@ class Projector:
                     self.progress(position)
             ahead.cancel()
         return position
+
+
+def placing_events(log: Any, after: int, upto: int) -> list[tuple[int, Any, bytes]]:
+    """The events that place servers (``signing.PLACING``) after position ``after`` up to ``upto``,
+    in order, as (position, headers, body): one filtered read of ``instance.*.<type>`` per type
+    (tests/bench/bench_placements.py measures it at 10,000 servers, docs/trust.md)."""
+    found: list[tuple[int, Any, bytes]] = []
+    for type_ in PLACING:
+        subject = f"{log.layout.prefix}.{INSTANCE_KIND}.*.{type_}"
+        start = after + 1
+        while start <= upto:
+            msgs = log.read_messages(start, 1000, stop=upto, subject_filter=subject)
+            if not msgs:
+                break
+            found += [(position_of(m), m.headers or {}, bytes(m.data)) for m in msgs]
+            start = position_of(msgs[-1]) + 1
+    return sorted(found, key=lambda f: f[0])

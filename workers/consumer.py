@@ -18,6 +18,9 @@ With the deployment's trust registry (``trust``), a consumer checks each event's
 projector does (docs/trust.md): an event whose signer may not append it (or unsigned after the
 cut-over) is quarantined as ``UntrustedEvent`` like one that cannot be decoded, and never handed to
 the worker, nor settled (it is not the server's fault; a forger must not be able to fail servers).
+The same holds for an event the worker's load of its server refuses (the recorder's ``trust``: a
+refused event in the server's history): the delivery is quarantined as ``UntrustedEvent``, not
+acted on, not settled.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore.bridge import NatsBridge
 from stratus.eventstore.envelope import Envelope, decode_message
 from stratus.eventstore.errors import EventStoreUnavailable
-from stratus.eventstore.signing import Verifier
+from stratus.eventstore.signing import UntrustedEvent, Verifier
 from stratus.quarantine import Quarantine, position_of, reason
 from workers.outcome import Done, Outcome, RetryLater
 
@@ -475,8 +478,10 @@ def _settle(
     consumer: DurableConsumer, settle: Settle | None, d: Delivery, error: Exception, actor: Actor
 ) -> None:
     """Let the worker settle the instance of a delivery it quarantined (best effort: the record is
-    what counts; an instance left waiting is the operator's, see docs/operations.md)."""
-    if settle is None:
+    what counts; an instance left waiting is the operator's, see docs/operations.md). An event
+    refused by the trust check (its own signer, or one in its server's history) settles nothing: a
+    forger must not be able to fail servers."""
+    if settle is None or isinstance(error, UntrustedEvent):
         return
     try:
         with acting(d.context(actor)):

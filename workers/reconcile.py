@@ -11,7 +11,9 @@ there (the host's claims):
   is left alone for an operator.
 
 Servers with a task (a spawn, an action, a delete under way) are skipped: the step under way owns
-the guest. Events are recorded only when something changed, so a quiet host adds nothing to the log.
+the guest; so are servers whose history holds an event the trust check refuses (docs/trust.md),
+logged, while the others are reconciled. Events are recorded only when something changed, so a
+quiet host adds nothing to the log.
 Domains are listed before the claims are read: a guest is only ever created after its claim, so a
 guest being spawned is never taken for a stray. A server's power state is read again after the server
 is loaded from the log and before its sync is appended under the server's version: a listing taken
@@ -31,6 +33,7 @@ from commands.errors import NotFound
 from commands.servers.reconcile import RecordStrayGuests, SyncPowerState, deleted_instance
 from commands.states import PowerState
 from stratus.context import Actor, CommandContext, acting
+from stratus.eventstore.signing import UntrustedEvent
 from workers.consumer import STORE_TEMPORARY
 from workers.virt import DomainNotFound, TemporaryVirtError, VirtDriver
 
@@ -73,6 +76,9 @@ class Reconciler:
                 changed = self._bus.handle(command)
             except NotFound:
                 continue  # deleted meanwhile
+            except UntrustedEvent as e:  # its history holds a refused event: the operator's, not ours
+                log.error("not reconciling server %s: %s", server_id, e)
+                continue
             if changed:
                 log.warning("server %s: hypervisor reports power state %d, recorded", server_id, observe()[0])
                 recorded += 1
@@ -85,7 +91,7 @@ class Reconciler:
             except DomainNotFound:
                 continue  # gone meanwhile (a delete finishing as we looked)
             action = LEFT_ALONE
-            if deleted_instance(self._bus.uow, uuid):
+            if self._deleted(uuid):
                 log.warning("destroying orphan guest %s (its instance is deleted)", dom.name)
                 self._driver.destroy(uuid)
                 action = DESTROYED
@@ -93,6 +99,15 @@ class Reconciler:
         if self._bus.handle(RecordStrayGuests(self.hostname, strays)):
             recorded += len(strays)
         return recorded
+
+    def _deleted(self, uuid: str) -> bool:
+        """Whether the log shows a stray guest's instance deleted; not when its history holds a
+        refused event (a forged ``Deleted`` must not destroy a guest): the guest is left alone."""
+        try:
+            return deleted_instance(self._bus.uow, uuid)
+        except UntrustedEvent as e:
+            log.error("leaving stray guest %s alone: %s", uuid, e)
+            return False
 
 
 def run_periodically(

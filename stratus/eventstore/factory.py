@@ -22,6 +22,7 @@ from stratus.config import Settings
 from stratus.eventstore.bridge import NatsBridge
 from stratus.eventstore.errors import TrackingNotSupportedError
 from stratus.eventstore.recorder import JetStreamApplicationRecorder
+from stratus.eventstore.signing import Signer, Verifier
 from stratus.eventstore.snapshot_stream import JetStreamSnapshotRecorder
 from stratus.serialization import OrjsonTranscoder
 
@@ -39,6 +40,11 @@ class Factory(InfrastructureFactory[TrackingRecorder]):
     bridge). Without them, settings are read from the environment (``STRATUS_*``, see
     ``Settings.from_env``) and the factory owns a bridge it closes in ``close()``.
     ``ensure_stream``: create/update the stream when the recorder is first built.
+
+    With the deployment's trust registry (``Settings.trust_registry``), snapshots are signed with
+    the part's key and a snapshot is used only if its signer may have written it; ``verify_loads``
+    (the workers: scheduler, hypervisors, simulator) also checks every event a load reads before
+    the aggregate is folded from it (docs/trust.md).
     """
 
     def __init__(
@@ -48,6 +54,7 @@ class Factory(InfrastructureFactory[TrackingRecorder]):
         bridge: NatsBridge | None = None,
         settings: Settings | None = None,
         ensure_stream: bool = True,
+        verify_loads: bool = False,
         **recorder_options: Any,
     ) -> None:
         super().__init__(env)
@@ -60,6 +67,8 @@ class Factory(InfrastructureFactory[TrackingRecorder]):
         )
         self._ensure_stream = ensure_stream
         self._recorder_options = recorder_options
+        self.verifier = Verifier.load(self.settings.trust_registry)
+        self._verify_loads = verify_loads
         self._application_recorder: JetStreamApplicationRecorder | None = None
         self._snapshot_recorder: JetStreamSnapshotRecorder | None = None
 
@@ -71,9 +80,10 @@ class Factory(InfrastructureFactory[TrackingRecorder]):
 
     def application_recorder(self) -> JetStreamApplicationRecorder:
         if self._application_recorder is None:
-            recorder = JetStreamApplicationRecorder.from_settings(
-                self.bridge, self.settings, **self._recorder_options
-            )
+            options = dict(self._recorder_options)
+            if self._verify_loads:
+                options.setdefault("trust", self.verifier)
+            recorder = JetStreamApplicationRecorder.from_settings(self.bridge, self.settings, **options)
             if self._ensure_stream:
                 recorder.ensure_stream()
             self._application_recorder = recorder
@@ -85,12 +95,16 @@ class Factory(InfrastructureFactory[TrackingRecorder]):
         if self._snapshot_recorder is None:
             # Snapshots live on a stream of their own: a cache beside the log, not part of it.
             s = self.settings
+            options = {k: v for k, v in self._recorder_options.items() if k != "poll_interval"}
+            if s.nats_seed_file is not None:
+                options.setdefault("signer", Signer.from_seed_file(s.nats_seed_file))
+            options["trust"] = options.get("trust", self.verifier)
             recorder = JetStreamSnapshotRecorder(
                 self.bridge,
                 stream=s.stream,
                 source=f"/stratus/{s.cloud_name}",
                 replicas=s.stream_replicas,
-                **{k: v for k, v in self._recorder_options.items() if k != "poll_interval"},
+                **options,
             )
             if self._ensure_stream:
                 recorder.ensure_stream()

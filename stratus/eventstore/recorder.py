@@ -47,7 +47,7 @@ from stratus.eventstore.errors import (
     EventStoreUnavailable,
     TooManyEventsError,
 )
-from stratus.eventstore.signing import Signer
+from stratus.eventstore.signing import LoadCheck, Loaded, Signer, Verifier
 from stratus.eventstore.subjects import SubjectLayout
 
 log = logging.getLogger(__name__)
@@ -198,9 +198,13 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         context: Callable[[], CommandContext] = current,
         cache_size: int = 100_000,
         signer: Signer | None = None,
+        trust: Verifier | None = None,
     ) -> None:
         self.bridge = bridge
         self.signer = signer
+        # With the deployment's registry, every event a load reads is checked before the aggregate
+        # is folded from it (docs/trust.md): a refused one raises ``UntrustedEvent``.
+        self.trust = LoadCheck(trust, keep=cache_size) if trust is not None else None
         self.stream = stream
         self.layout = SubjectLayout(subject_prefix)
         self.source = source
@@ -691,6 +695,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                 )
         else:
             msgs = self._retrying(lambda: self._aggregate_messages(subject, floor=floor), long=True)
+        self._check_loaded(originator_id, msgs, floor)
         if msgs and lte is None:
             self._update_head(str(originator_id), _head_of(msgs[-1]))
         events: list[StoredEvent] = []
@@ -758,6 +763,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         first = _head_of(msgs[0])
         if first.seq != seq or first.version != version or (chain_hash and first.chain_hash != chain_hash):
             return None
+        self._check_loaded(originator_id, msgs, None)
         self._update_head(str(originator_id), _head_of(msgs[-1]))
         events: list[StoredEvent] = []
         expected = version + 1
@@ -768,6 +774,19 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             expected += 1
             events.append(_stored(n))
         return events
+
+    def _check_loaded(self, originator_id: UUID | str, msgs: Sequence[Msg], floor: int | None) -> None:
+        """Raise ``UntrustedEvent`` if an event of ``msgs`` (one aggregate's, as a load read them) is
+        one its signer may not have appended (``trust``). A server's events after a version whose
+        place is not kept are checked with its history: its events from the first are read again."""
+        if self.trust is None or not msgs:
+            return
+        key = str(originator_id)
+        if self.trust.check(key, [_loaded(m) for m in msgs]):
+            return
+        subject = self.layout.aggregate_filter(originator_id)
+        whole = self._retrying(lambda: self._aggregate_messages(subject, floor=floor), long=True)
+        self.trust.check(key, [_loaded(m) for m in whole])
 
     async def _aggregate_messages(
         self,
@@ -981,6 +1000,12 @@ async def _current(last: Awaitable[Msg | None], floor: int | None) -> Msg | None
         have = _seq_of(msg) if msg is not None else 0
         raise _Transient(f"{_BEHIND} answered (its head at {have}, seen stored at {floor})")
     return msg
+
+
+def _loaded(msg: Msg) -> Loaded:
+    """A stored message as the trust check of a load takes it: (version, position, headers, body)."""
+    headers = msg.headers or {}
+    return int(headers[env.CE_ORIGINATORVERSION]), _seq_of(msg), headers, bytes(msg.data)
 
 
 def _seq_of(msg: Msg | None) -> int:

@@ -15,16 +15,23 @@ with or without them.
   the subject rebuilt from the hashed ``ce-topic`` and ``ce-subject``: the stored subject itself is
   not covered by the hash) and it is none of its ``refuses``;
 - unsigned: trusted only before the registry's cut-over position (``signed_from``): a log written
-  before signing existed; at or after it, refused.
+  before signing existed; at or after it, refused;
+- a retired key's signature counts only at positions before the one it was retired at
+  (``Identity.retired_at``).
 
-A host's key is held to more than subjects: an instance event (``instance.<server>.<type>``) signed
-by a ``host`` identity is trusted only if that server is on one of the identity's hosts at that point
-of the log, or a move under way names one of them as its source or destination. ``ServerHosts`` folds
-where each server is from the events that place it, and ``InOrder`` checks a log's events in position
-order with that fold: the projector, a rebuild and ``stratus audit verify`` all use it, so that they
-refuse exactly the same events.
+A host's key is held to more than subjects: an event a ``host`` identity signs for a server (the
+server's own, ``instance.<server>.<type>``; a usage, network or group event naming it; a move's
+return on another host) is trusted only if that server is on one of the identity's hosts at that
+point of the log, or a move under way names one of them as its source or destination
+(``placement_refusal``). ``ServerHosts`` folds where each server is from the events that place it,
+and ``InOrder`` checks a log's events in position order with that fold: the projector, a rebuild
+and ``stratus audit verify`` all use it, so that they refuse exactly the same events.
+``LoadCheck`` runs the same checks over the events of one aggregate as a worker's load reads them
+(a server's place folded from its own history), and ``snapshot_refusal`` says whether a snapshot's
+signer may have written it.
 
-The projector quarantines a refused event (it is never applied); ``stratus audit verify`` reports it.
+The projector quarantines a refused event (it is never applied); ``stratus audit verify`` reports it;
+a worker quarantines the delivery whose load met one.
 """
 
 from __future__ import annotations
@@ -32,7 +39,9 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +49,7 @@ import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from stratus.eventstore import chain
+from stratus.eventstore.envelope import APPEND_ID
 from stratus.eventstore.subjects import encode_token, kind_and_type
 from stratus.trust.nkeys import InvalidKey, KeyPair, decode_public, verify
 from stratus.trust.registry import Identity, Registry
@@ -49,7 +59,12 @@ SIGNATURE = "Trust-Signature"
 _SIGNER = SIGNER.lower()
 _SIGNATURE = SIGNATURE.lower()
 _HASH = chain.CHAIN_HASH.lower()
+_APPEND = APPEND_ID.lower()
 _CONTEXT = b"stratus-signature-v1\n"
+# What a snapshot's signature is made over: the snapshot's digest (stratus.eventstore.snapshot_stream:
+# SHA-256 over its aggregate id, version, topic and state), in a context of its own (a snapshot's
+# signature is never an event's).
+_SNAPSHOT_CONTEXT = b"stratus-snapshot-v1\n"
 
 
 def signed_bytes(chain_hash: str) -> bytes:
@@ -70,7 +85,14 @@ class Signer:
 
     def sign(self, headers: dict[str, str]) -> None:
         """Sign the event whose headers (its ``Stratus-Chain-Hash`` set) are ``headers``."""
-        signature = self._key.sign(signed_bytes(headers[chain.CHAIN_HASH]))
+        self._sign(signed_bytes(headers[chain.CHAIN_HASH]), headers)
+
+    def sign_snapshot(self, digest: str, headers: dict[str, str]) -> None:
+        """Sign the snapshot whose digest (``snapshot_stream``'s SHA-256 of it) is ``digest``."""
+        self._sign(_SNAPSHOT_CONTEXT + digest.encode(), headers)
+
+    def _sign(self, message: bytes, headers: dict[str, str]) -> None:
+        signature = self._key.sign(message)
         headers[SIGNER] = self.key_id
         headers[SIGNATURE] = base64.urlsafe_b64encode(signature).decode().rstrip("=")
 
@@ -138,6 +160,12 @@ class Verifier:
             return Check(Verdict.REFUSED, identity, "its content does not match its chain hash")
         if not self._verifies(key_id, signature, stored):
             return Check(Verdict.REFUSED, identity, f"the signature of {identity.name} does not verify")
+        if identity.retired_at is not None and position >= identity.retired_at:
+            return Check(
+                Verdict.REFUSED,
+                identity,
+                f"signed by a key of {identity.name} retired at position {identity.retired_at}",
+            )
         subject = _relative_subject(h)
         if (
             subject is None
@@ -155,6 +183,9 @@ class Verifier:
         return UntrustedEvent(c.reason) if c.verdict is Verdict.REFUSED else None
 
     def _verifies(self, key_id: str, signature: str, chain_hash: str) -> bool:
+        return self._verifies_over(key_id, signature, signed_bytes(chain_hash))
+
+    def _verifies_over(self, key_id: str, signature: str, message: bytes) -> bool:
         key = self._keys.get(key_id)
         if key is None:
             try:
@@ -165,7 +196,7 @@ class Verifier:
             raw = base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))
         except (binascii.Error, ValueError):
             return False
-        return verify(key, raw, signed_bytes(chain_hash))
+        return verify(key, raw, message)
 
 
 def _relative_subject(h: Mapping[str, str]) -> str | None:
@@ -193,10 +224,45 @@ PLACING = (
 INSTANCE_KIND = "instance"
 
 
+# The other aggregate kinds a host appends for the servers it runs (processes.trust.HOST_KINDS but
+# the instance's): their events name the server in their payload (``instance_id``), and a host's
+# key on one is held to where that server is, as on the server's own events. An event of these
+# kinds that names no server (a usage epoch opened, a network defined, an image's usage) is held to
+# its subject only.
+PER_SERVER_KINDS = ("projectusage", "network", "servergroup", "groupmembership", "imageusage")
+HOST_KIND = "host"
+
+
 @dataclass(frozen=True)
 class _Where:
     host: str | None = None  # the host the server is on (None: on none, or never placed)
     moving: tuple[str, ...] = ()  # the source and destination of a move under way
+
+    def permits(self, hosts: Iterable[str]) -> bool:
+        return any(h == self.host or h in self.moving for h in hosts)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One server's place as ``ServerHosts`` folded it: where it is, and where it was before the
+    last event that moved it with the append that event was part of (the events appended with it,
+    e.g. a host's release of the claim with the ``Offloaded`` that takes the server off it, are
+    judged by where the server was)."""
+
+    now: _Where = _Where()
+    before: _Where | None = None
+    moved_by: str = ""  # the ``Stratus-Append-Id`` of the append that last moved it
+
+    def permits(self, hosts: Iterable[str], append: str) -> bool:
+        hosts = tuple(hosts)
+        if self.now.permits(hosts):
+            return True
+        return (
+            bool(append)
+            and append == self.moved_by
+            and self.before is not None
+            and self.before.permits(hosts)
+        )
 
 
 class ServerHosts:
@@ -204,33 +270,44 @@ class ServerHosts:
     (``PLACING``), to tell a host's own servers from others'. Pure: no I/O, never raises."""
 
     def __init__(self) -> None:
-        self._at: dict[str, _Where] = {}
+        self._at: dict[str, Placement] = {}
+        self._migrations: dict[str, str] = {}  # migration id -> the server it moves
 
-    def permits(self, hosts: Iterable[str], server_id: str) -> bool:
-        """Whether a host of ``hosts`` may append events of ``server_id`` now."""
-        where = self._at.get(server_id)
-        if where is None:
-            return False
-        return any(h == where.host or h in where.moving for h in hosts)
+    def permits(self, hosts: Iterable[str], server_id: str, append: str = "") -> bool:
+        """Whether a host of ``hosts`` may append events of ``server_id`` now (``append``: the
+        event's append id, for the events appended with the one that last moved the server)."""
+        placed = self._at.get(server_id)
+        return placed is not None and placed.permits(hosts, append)
+
+    def placement(self, server_id: str) -> Placement | None:
+        return self._at.get(server_id)
+
+    def place(self, server_id: str, placement: Placement) -> None:
+        """Start from ``placement`` for ``server_id`` (a fold kept from an earlier read)."""
+        self._at[server_id] = placement
+
+    def server_of(self, migration_id: str) -> str | None:
+        """The server a move (``MigrationScheduled``'s ``migration_id``) moves, if folded."""
+        return self._migrations.get(migration_id)
 
     def describe(self, server_id: str) -> str:
-        where = self._at.get(server_id)
+        placed = self._at.get(server_id)
+        where = placed.now if placed is not None else None
         if where is None or (where.host is None and not where.moving):
             return "it is on no host"
         moving = f" (moving between {' and '.join(where.moving)})" if where.moving else ""
         return f"it is on {where.host}{moving}"
 
-    def observe(self, type_: str, server_id: str, body: bytes) -> None:
-        """Fold one trusted instance event of type token ``type_`` (ignored unless ``PLACING``)."""
+    def observe(self, type_: str, server_id: str, body: bytes, append: str = "") -> None:
+        """Fold one trusted instance event of type token ``type_`` (ignored unless ``PLACING``),
+        appended by the append ``append``."""
         if type_ not in PLACING:
             return
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError:
+        payload = _payload(body)
+        if payload is None:
             return  # the projector quarantines it as undecodable; it places nothing
-        if not isinstance(payload, dict):
-            return
-        where = self._at.get(server_id, _Where())
+        placed = self._at.get(server_id, Placement())
+        where = placed.now
 
         def named(field: str) -> str | None:
             value = payload.get(field)
@@ -242,6 +319,9 @@ class ServerHosts:
             where = _Where(None, ())
         elif type_ == "migrationscheduled":
             where = _Where(where.host, tuple(h for h in (named("source"), named("dest")) if h))
+            migration = named("migration_id")
+            if migration:
+                self._migrations[migration] = server_id
         elif type_ == "migrationfinished":
             where = _Where(named("dest"), where.moving)
         elif type_ == "revertedondest":
@@ -250,7 +330,71 @@ class ServerHosts:
             where = _Where(named("source"), ())
         else:  # resizeconfirmed, resizereverted: the move is over, the server stays where it is
             where = _Where(where.host, ())
-        self._at[server_id] = where
+        before = placed.now if append != placed.moved_by or not append else placed.before
+        self._at[server_id] = Placement(where, before, append)
+
+
+def _payload(body: bytes) -> dict[str, object] | None:
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+def placement_refusal(
+    servers: ServerHosts, identity: Identity | None, h: Mapping[str, str], body: bytes
+) -> str:
+    """Why a host's signed event (``h``: its headers, lowercased) may not be appended where the
+    servers are (``servers``: the fold up to it), or "" when it may. Checked: a server's own
+    events; the other kinds a host appends for its servers (``PER_SERVER_KINDS``) that name a
+    server; and a move's return events on another host than its own (``host.*.instancereleased``,
+    ...), by the server they name or their move's server. Other identities' events: ""."""
+    if identity is None or identity.role != "host":
+        return ""
+    topic, originator = h.get("ce-topic"), h.get("ce-subject")
+    if topic is None or originator is None:
+        return ""
+    kind, type_ = kind_and_type(topic)
+    if kind == INSTANCE_KIND:
+        named: tuple[str, ...] = (originator,)
+    elif kind in PER_SERVER_KINDS or (kind == HOST_KIND and not _own_host(identity, h)):
+        named = _servers_named(servers, body)
+        if not named and kind == HOST_KIND:
+            return f"{identity.name} (host) may not append {type_} on another host: it names no server moving"
+    else:
+        return ""
+    append = h.get(_APPEND, "")
+    for server in named:
+        if not servers.permits(identity.hosts, server, append):
+            what = f"{type_} of server" if kind == INSTANCE_KIND else f"{kind} {type_} for server"
+            return f"{identity.name} (host) may not append {what} {server}: {servers.describe(server)}"
+    return ""
+
+
+def _own_host(identity: Identity, h: Mapping[str, str]) -> bool:
+    """Whether the event is on one of the identity's own hosts (``host.<its host's id>.>``), not on
+    another host through a move's return (``host.*.<type>``)."""
+    subject = _relative_subject(h)
+    return subject is not None and any(
+        matches(p, subject)
+        for p in identity.appends
+        if p.startswith(f"{HOST_KIND}.") and not p.startswith("host.*.")
+    )
+
+
+def _servers_named(servers: ServerHosts, body: bytes) -> tuple[str, ...]:
+    """The server an event's payload names: its ``instance_id``, else the server its move
+    (``migration_id``) moves, if a ``MigrationScheduled`` made that move; () when none."""
+    payload = _payload(body)
+    if payload is None:
+        return ()
+    instance = payload.get("instance_id")
+    if isinstance(instance, str):
+        return (instance,)
+    migration = payload.get("migration_id")
+    server = servers.server_of(migration) if isinstance(migration, str) else None
+    return (server,) if server is not None else ()
 
 
 # (position, headers, body) of the stored events between two positions that ``InOrder`` has not
@@ -261,10 +405,11 @@ History = Callable[[int, int], Iterable[tuple[int, Mapping[str, str], bytes]]]
 
 class InOrder:
     """``Verifier.check`` over a log read in position order, with each server's hosts folded as it
-    goes (``ServerHosts``): an instance event a host's key signed is refused unless the server is
-    on that host, or a move under way names it. ``history(after, upto)``: the events of a gap
-    (positions after ``after``, up to ``upto``) when a check skips ahead, e.g. a projector that
-    starts from its tracking position; None: gaps hold nothing that places a server."""
+    goes (``ServerHosts``): an event a host's key signed for a server (``placement_refusal``) is
+    refused unless the server is on that host, or a move under way names it. ``history(after,
+    upto)``: the events of a gap (positions after ``after``, up to ``upto``) when a check skips
+    ahead, e.g. a projector that starts from its tracking position; None: gaps hold nothing that
+    places a server."""
 
     def __init__(self, verifier: Verifier, history: History | None = None) -> None:
         self.verifier = verifier
@@ -289,30 +434,127 @@ class InOrder:
         c = self.check(headers, body, position)
         return UntrustedEvent(c.reason) if c.verdict is Verdict.REFUSED else None
 
-    def _placed(self, identity: Identity, server: str) -> bool:
-        return self.servers.permits(identity.hosts, server)
-
     def _step(self, headers: Mapping[str, str], body: bytes, position: int) -> Check:
         self.position = position
         c = self.verifier.check(headers, body, position)
         if c.verdict is Verdict.REFUSED:
             return c
         h = {k.lower(): v for k, v in headers.items()}
-        topic, server = h.get("ce-topic"), h.get("ce-subject")
-        if topic is None or server is None:
-            return c
-        kind, type_ = kind_and_type(topic)
-        if kind != INSTANCE_KIND:
-            return c
-        identity = c.identity
-        if identity is not None and identity.role == "host" and not self._placed(identity, server):
-            refused = Check(
-                Verdict.REFUSED,
-                identity,
-                f"{identity.name} (host) may not append {type_} of server {server}: "
-                f"{self.servers.describe(server)}",
-            )
+        reason = placement_refusal(self.servers, c.identity, h, body)
+        if reason:
+            refused = Check(Verdict.REFUSED, c.identity, reason)
             self._refused[position] = refused
             return refused
-        self.servers.observe(type_, server, body)
+        _observe(self.servers, h, body)
         return c
+
+
+def _observe(servers: ServerHosts, h: Mapping[str, str], body: bytes) -> None:
+    """Fold a trusted event into ``servers`` (only an instance's placing events move a server)."""
+    topic, server = h.get("ce-topic"), h.get("ce-subject")
+    if topic is None or server is None:
+        return
+    kind, type_ = kind_and_type(topic)
+    if kind == INSTANCE_KIND:
+        servers.observe(type_, server, body, h.get(_APPEND, ""))
+
+
+# One stored event of an aggregate as a load reads it: (its version, its log position, its
+# headers, its body).
+Loaded = tuple[int, int, Mapping[str, str], bytes]
+
+
+class LoadCheck:
+    """The checks of ``InOrder`` over one aggregate's events as a load reads them (docs/trust.md):
+    a worker deciding on a server's state first checks every event it folds, so that an event the
+    projector refuses is not believed by the worker either. A server's own events are held to where
+    it is, folded from its own history (its placing events are its own), kept per server between
+    loads so that a load that reads only the newest events (a cached aggregate) need not read the
+    rest again. The kinds that name servers in their payloads are checked against no fold here
+    (a load reads one aggregate): checks 1 to 5 only; the projector holds them to the servers'
+    places. Thread-safe (a worker's threads share their recorder)."""
+
+    def __init__(self, verifier: Verifier, *, keep: int = 100_000) -> None:
+        self.verifier = verifier
+        self._keep = keep
+        self._lock = threading.Lock()
+        self._folds: OrderedDict[str, tuple[int, Placement]] = OrderedDict()  # server -> (version, place)
+
+    def check(self, originator_id: str, events: Sequence[Loaded]) -> bool:
+        """Check ``events`` (one aggregate's, in version order); raises ``UntrustedEvent`` for the
+        first refused. False: a server's events that start after a version its fold is not kept
+        at; check its whole history instead (the events from version 1)."""
+        if not events:
+            return True
+        first = {k.lower(): v for k, v in events[0][2].items()}
+        kind, _ = kind_and_type(first.get("ce-topic", ""))
+        if kind != INSTANCE_KIND:
+            for _version, position, headers, body in events:
+                self._refuse(originator_id, position, self.verifier.check(headers, body, position))
+            return True
+        with self._lock:
+            kept = self._folds.get(originator_id)
+        folded, placement = kept if kept is not None else (0, None)
+        todo = [e for e in events if e[0] > folded]
+        if not todo:
+            return True
+        if todo[0][0] != folded + 1:
+            return False
+        servers = ServerHosts()
+        if placement is not None:
+            servers.place(originator_id, placement)
+        for version, position, headers, body in todo:
+            c = self.verifier.check(headers, body, position)
+            self._refuse(originator_id, position, c)
+            h = {k.lower(): v for k, v in headers.items()}
+            reason = placement_refusal(servers, c.identity, h, body)
+            if reason:
+                self._refuse(originator_id, position, Check(Verdict.REFUSED, c.identity, reason))
+            _observe(servers, h, body)
+            folded = version
+        with self._lock:
+            if originator_id not in self._folds or self._folds[originator_id][0] < folded:
+                self._folds[originator_id] = (folded, servers.placement(originator_id) or Placement())
+            self._folds.move_to_end(originator_id)
+            while len(self._folds) > self._keep:
+                self._folds.popitem(last=False)
+        return True
+
+    @staticmethod
+    def _refuse(originator_id: str, position: int, c: Check) -> None:
+        if c.verdict is Verdict.REFUSED:
+            raise UntrustedEvent(
+                f"the history of {originator_id} holds an event refused at position {position}: {c.reason}"
+            )
+
+
+def snapshot_refusal(
+    verifier: Verifier, headers: Mapping[str, str], digest: str, kind: str, originator: str
+) -> str:
+    """Why a snapshot of aggregate ``originator`` (of ``kind``) whose content has digest ``digest``
+    may not be used, or "". A snapshot is trusted when signed by a known key not retired, whose
+    identity may append the aggregate's events; a host's, only of its own host's aggregates (a
+    host's key on a snapshot of a server, a network or a project's usage could plant any state,
+    which no subject rule can tell: those loads replay the events instead)."""
+    h = {k.lower(): v for k, v in headers.items()}
+    key_id, signature = h.get(_SIGNER, ""), h.get(_SIGNATURE, "")
+    if not key_id or not signature:
+        return "unsigned"
+    identity = verifier.registry.by_key(key_id)
+    if identity is None:
+        return f"signed by a key the registry does not know ({key_id[:12]}...)"
+    if identity.retired:
+        return f"signed by a retired key of {identity.name}"
+    if not verifier._verifies_over(key_id, signature, _SNAPSHOT_CONTEXT + digest.encode()):
+        return f"the signature of {identity.name} does not verify"
+    return snapshot_writer_refusal(identity, kind, originator)
+
+
+def snapshot_writer_refusal(identity: Identity, kind: str, originator: str) -> str:
+    """Why ``identity`` may not write a snapshot of aggregate ``originator`` (of ``kind``), or "":
+    it must be allowed to append the aggregate's events, and a host only its own host's."""
+    subject = f"{kind}.{encode_token(originator)}.snapshot"
+    own = identity.role != "host" or kind not in (INSTANCE_KIND, *PER_SERVER_KINDS, "consumer")
+    if not own or not any(matches(p, subject) for p in identity.appends if not p.startswith("host.*.")):
+        return f"{identity.name} ({identity.role}) may not write a snapshot of {kind} {originator}"
+    return ""

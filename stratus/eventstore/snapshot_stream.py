@@ -18,7 +18,9 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 
 from stratus.eventstore.errors import EventStoreUnavailable
 from stratus.eventstore.recorder import JetStreamAggregateRecorder, _Rejected, _Transient
+from stratus.eventstore.signing import snapshot_refusal, snapshot_writer_refusal
 from stratus.eventstore.subjects import decode_token, encode_token
+from stratus.trust.registry import Identity
 
 __all__ = ["SNAPSHOT_SHA256", "JetStreamSnapshotRecorder"]
 
@@ -37,6 +39,12 @@ def _digest(key: str, version: int, topic: str, state: bytes) -> str:
     return h.hexdigest()
 
 
+def _kind(topic: str) -> str:
+    """The subject kind of the aggregate class ``topic`` names (``commands.host:Host`` -> ``host``),
+    as the log's subjects name its events (``subjects.kind_and_type``)."""
+    return encode_token(topic.rpartition(":")[2].rpartition(".")[2].lower())
+
+
 class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
     """Snapshots on a stream of their own: ``<stream>_SNAPSHOTS``, subjects
     ``_STRATUS.SNAPSHOT.<stream>.<aggregate id>``, at most one message per subject (the newest).
@@ -46,10 +54,18 @@ class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
     wins: two processes snapshotting one aggregate at once leave one of the two, and either is a
     correct start. Each message carries the SHA-256 of what it says (aggregate, version, topic,
     state): a snapshot whose bytes do not match is not returned (the load replays).
+
+    Signed by the writer's key (``signer``: ``Trust-Key``/``Trust-Signature`` over that digest);
+    with the deployment's registry (``trust``), a snapshot is returned only if its signer may have
+    written it (``signing.snapshot_refusal``: unsigned, unknown, retired, or a host's snapshot of
+    anything but its own host's aggregates is not): a planted snapshot costs a replay, never a
+    wrong aggregate (docs/trust.md). A part does not write the snapshots no part would use (a
+    host's of a server): each would replace, as its aggregate's one message, one that is used.
     """
 
     def __init__(self, bridge: Any, *, stream: str, replicas: int = 1, **kwargs: Any) -> None:
         kwargs.pop("subject_prefix", None)
+        trust = kwargs.pop("trust", None)
         super().__init__(
             bridge,
             stream=f"{stream}_SNAPSHOTS",
@@ -58,6 +74,7 @@ class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
             **kwargs,
         )
         self.prefix = f"_STRATUS.SNAPSHOT.{stream}"
+        self.verifier = trust  # checks snapshots' signers (the event loads' ``trust`` stays None)
 
     def _once(self, factory: Callable[[], Any], *, what: str) -> Any:
         """One attempt, never the log's retrying through outages: a snapshot is not worth a wait (the
@@ -113,14 +130,20 @@ class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         """Store each snapshot as its aggregate's one message (replacing the one before)."""
         outs = []
+        writer = self._writer()
         for s in stored_events:
             key = str(s.originator_id)
+            if writer is not None and snapshot_writer_refusal(writer, _kind(s.topic), key):
+                self.stats["not_written"] += 1  # no part would use it, and it would replace one they do
+                continue
             headers = {
                 SNAPSHOT_VERSION: str(s.originator_version),
                 SNAPSHOT_TOPIC: s.topic,
                 SNAPSHOT_ID_TYPE: "uuid" if isinstance(s.originator_id, UUID) else "str",
                 SNAPSHOT_SHA256: _digest(key, s.originator_version, s.topic, s.state),
             }
+            if self.signer is not None:
+                self.signer.sign_snapshot(headers[SNAPSHOT_SHA256], headers)
             outs.append((self.subject(s.originator_id), s.state, headers))
 
         async def publish() -> None:
@@ -156,10 +179,22 @@ class JetStreamSnapshotRecorder(JetStreamAggregateRecorder):
             self.stats["corrupt"] += 1
             log.warning("snapshot of %s on %s does not match its digest: ignored", key, self.stream)
             return []
+        if self.verifier is not None:
+            refused = snapshot_refusal(self.verifier, h, h[SNAPSHOT_SHA256], _kind(topic), key)
+            if refused:
+                self.stats["untrusted"] += 1
+                log.warning("snapshot of %s on %s not used: %s", key, self.stream, refused)
+                return []
         if (gt is not None and version <= gt) or (lte is not None and version > lte):
             return []
         oid: UUID | str = UUID(key) if h.get(SNAPSHOT_ID_TYPE) == "uuid" else key
         return [StoredEvent(originator_id=oid, originator_version=version, topic=topic, state=msg.data)]
+
+    def _writer(self) -> Identity | None:
+        """The identity this recorder signs as, if the registry knows it (None: write every snapshot)."""
+        if self.verifier is None or self.signer is None:
+            return None
+        return self.verifier.registry.by_key(self.signer.key_id)
 
     def decode_subject(self, subject: str) -> str:
         """The aggregate id a snapshot subject names."""

@@ -37,6 +37,9 @@ class Identity:
     hosts: tuple[str, ...] = ()  # the compute hosts a host identity speaks for
     retired: bool = False  # a rotated-out key: verifies what it signed, may no longer connect
     refuses: tuple[str, ...] = ()  # subjects among ``appends`` it may not append all the same
+    # the first log position a retired key may no longer sign (the log's head + 1 when it was
+    # retired); None: not retired, or retired by a release that did not record it
+    retired_at: int | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -47,6 +50,7 @@ class Identity:
             "hosts": list(self.hosts),
             "retired": self.retired,
             "refuses": list(self.refuses),
+            "retired_at": self.retired_at,
         }
 
     @classmethod
@@ -59,6 +63,7 @@ class Identity:
             hosts=tuple(str(h) for h in d.get("hosts", []) or []),  # type: ignore[attr-defined]
             retired=bool(d.get("retired", False)),
             refuses=tuple(str(p) for p in d.get("refuses", []) or []),  # type: ignore[attr-defined]
+            retired_at=int(str(d["retired_at"])) if d.get("retired_at") is not None else None,
         )
 
 
@@ -91,9 +96,13 @@ class Registry:
     def without(self, identity: Identity) -> Registry:
         return replace(self, identities=tuple(i for i in self.identities if i != identity), _by_key={})
 
-    def retiring(self, name: str) -> Registry:
-        """Every key of ``name`` retired (``rotate`` then adds a new one)."""
-        kept = tuple(replace(i, retired=True) if i.name == name else i for i in self.identities)
+    def retiring(self, name: str, at: int) -> Registry:
+        """Every key of ``name`` retired from log position ``at`` on (``rotate`` then adds a new one):
+        its signature verifies events before ``at`` only. A key retired earlier keeps its position."""
+        kept = tuple(
+            replace(i, retired=True, retired_at=i.retired_at if i.retired else at) if i.name == name else i
+            for i in self.identities
+        )
         return replace(self, identities=kept, _by_key={})
 
     def cut_over(self, position: int) -> Registry:

@@ -25,7 +25,22 @@ from commands.app import Stratus
 from commands.hosts.register import RegisterHost
 from commands.identity import Project
 from commands.instance import Instance
+from commands.network import FixedNetwork
 from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer, FinishDeletion
+from commands.servers.groups import CreateServerGroup
+from commands.servers.moves import (
+    ConfirmResize,
+    FailMigration,
+    FinishMigration,
+    FinishRevert,
+    LeftDest,
+    LeftSource,
+    MigrateServer,
+    ResizeServer,
+    RevertResize,
+    ScheduleMigration,
+)
 from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FinishSpawning, StartSpawning
 from processes import trust
@@ -34,17 +49,21 @@ from projections.projector import Projector
 from projections.rebuild import rebuild
 from stratus.audit import signatures
 from stratus.context import Actor, CommandContext, acting
-from stratus.eventstore import JetStreamApplicationRecorder
+from stratus.eventstore import Factory, JetStreamApplicationRecorder
 from stratus.eventstore.signing import SIGNER, Signer, Verifier
+from stratus.eventstore.snapshot_stream import JetStreamSnapshotRecorder
+from stratus.eventstore.snapshots import AnchoredRecorder, Snapshot
 from stratus.quarantine import Quarantine, Quarantined
-from tests.fixtures.commands import M1_SMALL, make_app
+from tests.fixtures.commands import M1_SMALL, M1_THREE, make_app
 from tests.fixtures.facades.handlers import Handlers
 from tests.fixtures.hypervisor import FAST_RETRY, registered, settled
 from tests.fixtures.projections import public_image, read_models
 from tests.fixtures.trust import HOSTS, Trusted
 from tests.fixtures.workers import Worker, eventually
 from workers import hypervisor
+from workers import scheduler as scheduler_worker
 from workers.libvirt_driver import LibvirtDriver
+from workers.reconcile import Reconciler
 
 ADMIN = Actor(user_id="the-real-admin", project_id="admin", roles=("admin",))
 
@@ -262,15 +281,21 @@ def test_a_log_from_before_signing_verifies_as_unsigned_up_to_the_cut_over(trust
     assert report.first_refused is not None and report.first_refused.position == 3
 
 
-def test_rotation_retires_the_old_key_which_still_verifies_what_it_signed(signed_log: Trusted) -> None:
+def test_rotation_retires_the_old_key_from_the_logs_head_on(signed_log: Trusted) -> None:
+    """The old key verifies what it signed before the rotation; an event it signs afterwards (a
+    stolen key, or a part not restarted with its new seed) is refused by ``audit verify``."""
     app = make_app(signed_log.bridge("api"), signed_log.as_part("api"))
     app.save(Project(project_id=uuid4().hex, name="p", domain_id="default", description="", enabled=True))
     old = signed_log.registry.current("api")
 
-    registry = trust.rotate(signed_log.settings, signed_log.directory, "api")
+    registry = trust.rotate(
+        signed_log.settings, signed_log.directory, "api", lambda: app.recorder.max_notification_id() or 0
+    )
+    app.save(Project(project_id=uuid4().hex, name="q", domain_id="default", description="", enabled=True))
 
     new = registry.current("api")
     assert old is not None and new is not None and new.public_key != old.public_key
+    assert registry.by_key(old.public_key) == dataclasses.replace(old, retired=True, retired_at=2)
     assert old.public_key not in (signed_log.directory / trust.NATS_CONF).read_text()
     verifier = Verifier(registry)
     s = signed_log.settings
@@ -281,7 +306,9 @@ def test_rotation_retires_the_old_key_which_still_verifies_what_it_signed(signed
         verifier,
         seed_file=signed_log.as_part("auditor").nats_seed_file,
     )
-    assert (report.signed, report.refused) == (1, 0)
+    assert (report.signed, report.refused) == (1, 1)
+    assert report.first_refused is not None and report.first_refused.position == 2
+    assert "signed by a key of api retired at position 2" in report.first_refused.reason
 
 
 def test_stratus_audit_verify_and_stratus_trust_on_the_command_line(signed_log: Trusted) -> None:
@@ -316,3 +343,286 @@ def test_stratus_audit_verify_and_stratus_trust_on_the_command_line(signed_log: 
     assert lines[0].startswith("OK: 2 events") and lines[-1].startswith("anchor: 2:")
     assert "signatures: 1 signed (api 1), 0 unsigned" in verified.stdout
     assert "REFUSED: 1 event(s); the first at position 2" in verified.stdout
+
+
+def test_a_hypervisor_worker_refuses_a_server_whose_history_holds_another_hosts_event(
+    signed_log: Trusted, conn: libvirt.virConnect, tmp_path: Path
+) -> None:
+    """The scheduler places a server on compute-1, then compute-2's key appends ``Deleted`` to it
+    (NATS cannot tell: the subject names the server, not the host). compute-1's worker, loading that
+    server to act on its ``Scheduled``, finds the forged event in its history: the delivery is
+    quarantined (not acted on, no fault recorded), while a server with a clean history boots."""
+    operator = signed_log.bridge("admin")
+
+    def part(name: str) -> Handlers:
+        return Handlers(make_app(operator, signed_log.as_part(name)))
+
+    api, scheduler, other = part("api"), part("scheduler"), part("host:compute-2")
+    api.create_flavor(M1_SMALL)
+    api.register_host(RegisterHost("compute-1", 4, 8192, 100))
+    victim, genuine = (
+        api.create_server(CreateServer(n, "p1", "u1", "small")).id for n in ("victim", "genuine")
+    )
+    scheduler.place_instance(PlaceInstance(victim, "compute-1"))
+    scheduler.place_instance(PlaceInstance(genuine, "compute-1"))
+    forged: Instance = other.app.repository.get(UUID(victim))
+    forged.mark_deleted()
+    forged_at = other.app.save(forged)[-1].notification.id
+    placed = api.instance(victim, deleted_too=True).version
+
+    host_settings = dataclasses.replace(signed_log.as_part("host:compute-1"), host_name="compute-1")
+    host_bridge = signed_log.bridge("host:compute-1")
+    host_app = Stratus(
+        Factory(bridge=host_bridge, settings=host_settings, verify_loads=True)
+    )  # as processes/hypervisor.py
+    worker = Worker(
+        lambda stop: hypervisor.run(
+            host_settings, bridge=host_bridge, app=host_app,
+            driver=LibvirtDriver(lambda: conn, instances_path=tmp_path), stop=stop,
+            instances_path=tmp_path / "instances", retry=FAST_RETRY, poll=0.1,
+        )
+    )  # fmt: skip
+    try:
+        assert eventually(lambda: settled(api, genuine)).vm_state == "active"
+        quarantine = Quarantine(operator, log_stream=signed_log.settings.stream)
+        records = eventually(lambda: quarantine.list(hypervisor.durable_name("compute-1")) or None)
+    finally:
+        worker.close()
+
+    assert [(r.originator_id, r.error) for r in records] == [(victim, "UntrustedEvent")]
+    assert f"history of {victim} holds an event refused at position {forged_at}" in records[0].reason
+    assert "host:compute-2 (host) may not append deleted" in records[0].reason
+    assert api.instance(victim, deleted_too=True).version == placed  # no step, no fault
+    assert {d.UUIDString() for d in conn.listAllDomains()} == {genuine}
+
+
+def test_the_scheduler_refuses_a_request_whose_history_holds_a_hosts_event(signed_log: Trusted) -> None:
+    """compute-2's key appends ``Deleted`` to a server no scheduler has placed yet (no host may
+    append its events). The scheduler, running as itself with the registry, loads the server to place
+    it, finds the forged event and quarantines the request instead of acting on it (nor faulting
+    the server); the other request of the same batch is placed."""
+    operator = signed_log.bridge("admin")
+    api = Handlers(make_app(operator, signed_log.as_part("api")))
+    api.create_flavor(M1_SMALL)
+    api.register_host(RegisterHost("compute-1", 4, 8192, 100))
+    victim, genuine = (
+        api.create_server(CreateServer(n, "p1", "u1", "small")).id for n in ("victim", "genuine")
+    )
+    other = Handlers(make_app(operator, signed_log.as_part("host:compute-2")))
+    forged: Instance = other.app.repository.get(UUID(victim))
+    forged.mark_deleted()
+    forged_at = other.app.save(forged)[-1].notification.id
+    requested = api.instance(victim, deleted_too=True).version
+
+    settings = signed_log.as_part("scheduler")
+    bridge = signed_log.bridge("scheduler")
+    app = Stratus(Factory(bridge=bridge, settings=settings, verify_loads=True))  # as processes/scheduler.py
+    worker = Worker(lambda stop: scheduler_worker.run(settings, bridge=bridge, app=app, stop=stop, poll=0.1))
+    try:
+        assert eventually(lambda: api.instance(genuine).host) == "compute-1"
+        quarantine = Quarantine(operator, log_stream=signed_log.settings.stream)
+        records = eventually(lambda: quarantine.list(scheduler_worker.DURABLE) or None)
+    finally:
+        worker.close()
+
+    assert [(r.originator_id, r.error) for r in records] == [(victim, "UntrustedEvent")]
+    assert f"history of {victim} holds an event refused at position {forged_at}" in records[0].reason
+    assert "host:compute-2 (host) may not append deleted" in records[0].reason
+    assert "it is on no host" in records[0].reason
+    assert api.instance(victim, deleted_too=True).version == requested  # not placed, no fault
+
+
+def test_a_hosts_usage_event_for_another_hosts_server_is_refused(
+    signed_log: Trusted, database_url: str
+) -> None:
+    """compute-2's key releases the quota of a server on compute-1 (``ProjectUsage.ResourcesReleased``:
+    its subject names the project, not the server): the projector and a rebuild quarantine it, and
+    ``audit verify`` refuses it; compute-1's own release of it is trusted."""
+    operator = signed_log.bridge("admin")
+
+    def part(name: str) -> Handlers:
+        return Handlers(make_app(operator, signed_log.as_part(name)))
+
+    api, scheduler = part("api"), part("scheduler")
+    compute = {h: part(f"host:{h}") for h in HOSTS}
+    api.create_flavor(M1_SMALL)
+    for h in HOSTS:
+        api.register_host(RegisterHost(h, 4, 8192, 100))
+    image = public_image(api.app)
+    a = api.create_server(CreateServer("a", "p1", "u1", "small", image_ref=image)).id
+    scheduler.place_instance(PlaceInstance(a, "compute-1"))
+
+    def release(host: str) -> int:
+        usage = compute[host].usage("p1")
+        usage._resources_released(a)
+        return compute[host].app.save(usage)[-1].notification.id
+
+    forged, own = release("compute-2"), release("compute-1")
+
+    quarantine = Quarantine(operator, log_stream=signed_log.settings.stream)
+    verifier = Verifier.load(signed_log.settings.trust_registry)
+    log = api.app.recorder
+    with read_models(database_url) as conn:
+        projector = Projector(log, api.app.mapper, conn, quarantine=quarantine, trust=verifier)  # type: ignore[arg-type]
+        assert projector.catch_up() == own
+        rebuild(conn, log, api.app.mapper, quarantine=quarantine, trust=verifier)  # type: ignore[arg-type]
+    for part_name in ("projector", "rebuild"):
+        records = quarantine.list(part_name)
+        assert [(r.position, r.error) for r in records] == [(forged, "UntrustedEvent")]
+        assert (
+            f"host:compute-2 (host) may not append projectusage resourcesreleased for server {a}: "
+            "it is on compute-1" in records[0].reason
+        )
+    assert verifier is not None
+    s = signed_log.settings
+    auditor = trust.seed_file(signed_log.directory, "auditor")
+    report = signatures.verify(s.nats_urls, s.stream, s.subject_prefix, verifier, seed_file=auditor)
+    assert (
+        report.refused == 1 and report.first_refused is not None and report.first_refused.position == forged
+    )
+
+
+def test_a_snapshot_planted_by_a_host_is_refused_and_the_load_replays(signed_log: Trusted) -> None:
+    """Hosts may write snapshots (NATS lets them: they snapshot their own hosts), so compute-2's key
+    plants one of a server on compute-1 saying it is deleted. A load (any part with the registry)
+    refuses it and replays the server's events; the same snapshot signed by the API is used (which
+    shows the load did look at it), and a host's part does not overwrite it."""
+    operator = signed_log.bridge("admin")
+    api = Handlers(make_app(operator, signed_log.as_part("api")))
+    api.create_flavor(M1_SMALL)
+    api.register_host(RegisterHost("compute-1", 4, 8192, 100))
+    a = api.create_server(CreateServer("a", "p1", "u1", "small")).id
+    Handlers(make_app(operator, signed_log.as_part("scheduler"))).place_instance(
+        PlaceInstance(a, "compute-1")
+    )
+    server: Instance = api.app.repository.get(UUID(a))
+    assert isinstance(api.app.recorder, AnchoredRecorder)
+    anchor = api.app.recorder.anchor(UUID(a), server.version)
+    assert anchor is not None and server.vm_state == "building"
+    server.vm_state = "deleted"
+    planted = api.app.mapper.to_stored_event(Snapshot.take(server, anchor))
+
+    def plant(identity: str) -> None:
+        key = Signer.from_seed_file(trust.seed_file(signed_log.directory, identity))
+        JetStreamSnapshotRecorder(operator, stream=signed_log.settings.stream, signer=key).insert_events(
+            [planted]
+        )
+
+    def load() -> tuple[str, Stratus]:
+        app = make_app(operator, signed_log.as_part("api"))
+        return app.repository.get(UUID(a)).vm_state, app
+
+    plant("host:compute-2")
+    by_host, app = load()
+    assert by_host == "building"
+    assert app.repository.snapshot_stats["none"] == 1  # refused: as if there were none
+    plant("api")
+    by_api, app = load()
+    assert by_api == "deleted" and app.repository.snapshot_stats["used"] == 1
+    # A host's part, knowing the registry, does not write what no one would use (it would replace
+    # the aggregate's one snapshot, the API's here).
+    host_snapshots = JetStreamSnapshotRecorder(
+        operator, stream=signed_log.settings.stream, trust=Verifier.load(signed_log.settings.trust_registry),
+        signer=Signer.from_seed_file(trust.seed_file(signed_log.directory, "host:compute-1")),
+    )  # fmt: skip
+    host_snapshots.insert_events([planted])
+    assert host_snapshots.stats["not_written"] == 1
+    assert load()[1].repository.snapshot_stats["used"] == 1
+
+
+def test_a_servers_moves_and_deletion_appended_by_their_own_parts_are_all_trusted(
+    signed_log: Trusted, database_url: str
+) -> None:
+    """The check of a host's per-server events refuses none of what the hosts append for their own
+    servers: a resize from compute-1 to compute-2 reverted, one that fails on compute-2 (the claims
+    returned to compute-1 in the same append), a migration confirmed, then the deletion on compute-2,
+    with an address and a server group to release. ``audit verify`` and the projector refuse nothing."""
+    operator = signed_log.bridge("admin")
+    net = FixedNetwork("private", "10.7.0.0/24")
+
+    def part(name: str) -> Handlers:
+        return Handlers(make_app(operator, signed_log.as_part(name)), network=net)
+
+    api, scheduler = part("api"), part("scheduler")
+    c1, c2 = (part(f"host:{h}") for h in HOSTS)
+    api.create_flavor(M1_SMALL)
+    api.create_flavor(M1_THREE)
+    for h in HOSTS:
+        api.register_host(RegisterHost(h, 8, 8192, 100))
+    group = api.bus.handle(CreateServerGroup("g", "p1", "u1", "anti-affinity")).id
+    a = api.create_server(CreateServer("a", "p1", "u1", "small", group=group)).id
+    scheduler.place_instance(PlaceInstance(a, "compute-1"))
+    c1.start_spawning(StartSpawning(a, "compute-1"))
+    c1.finish_spawning(FinishSpawning(a, 1))
+
+    def move(flavor: str | None) -> None:
+        request = ResizeServer(a, "p1", flavor) if flavor else MigrateServer(a)
+        api.bus.handle(request)
+        scheduler.bus.handle(ScheduleMigration(a, "compute-2"))
+        c1.bus.handle(LeftSource(a))
+
+    move("3")
+    c2.bus.handle(FinishMigration(a, 1))
+    api.bus.handle(RevertResize(a, "p1"))
+    c2.bus.handle(LeftDest(a))
+    c1.bus.handle(FinishRevert(a, 1))
+    move("3")
+    c2.bus.handle(FailMigration(a, "MigrationError", "the destination could not start the guest"))
+    move(None)
+    c2.bus.handle(FinishMigration(a, 1))
+    api.bus.handle(ConfirmResize(a, None, admin=True))
+    api.delete_server(DeleteServer(a, "p1"))
+    c2.bus.handle(FinishDeletion(a))
+
+    verifier = Verifier.load(signed_log.settings.trust_registry)
+    assert verifier is not None
+    s = signed_log.settings
+    auditor = trust.seed_file(signed_log.directory, "auditor")
+    report = signatures.verify(s.nats_urls, s.stream, s.subject_prefix, verifier, seed_file=auditor)
+    assert report.refused == 0, report.first_refused
+    assert report.by_identity["host:compute-1"] > 0 and report.by_identity["host:compute-2"] > 0
+    quarantine = Quarantine(operator, log_stream=s.stream)
+    with read_models(database_url) as conn:
+        projector = Projector(api.app.recorder, api.app.mapper, conn, quarantine=quarantine, trust=verifier)  # type: ignore[arg-type]
+        projector.catch_up()
+        row = queries.get_server(conn, a, None)
+        assert row is not None and row["deleted"]
+    assert quarantine.list("projector") == []
+
+
+def test_compute_1s_reconciliation_skips_a_server_with_a_forged_history_and_goes_on(
+    signed_log: Trusted, conn: libvirt.virConnect, tmp_path: Path
+) -> None:
+    """Two servers active on compute-1 whose guests are gone; compute-2's key forged an event in the
+    one compute-1 reconciles first. Its reconciliation, loading as a worker does, leaves that server
+    alone (logged) and still records the other's vanished guest: one forged event does not stop a
+    host's reconciliation."""
+    operator = signed_log.bridge("admin")
+
+    def part(name: str) -> Handlers:
+        return Handlers(make_app(operator, signed_log.as_part(name)))
+
+    api, scheduler, c1 = part("api"), part("scheduler"), part("host:compute-1")
+    api.create_flavor(M1_SMALL)
+    api.register_host(RegisterHost("compute-1", 4, 8192, 100))
+    servers = sorted(api.create_server(CreateServer(n, "p1", "u1", "small")).id for n in "ab")
+    for s in servers:
+        scheduler.place_instance(PlaceInstance(s, "compute-1"))
+        c1.start_spawning(StartSpawning(s, "compute-1"))
+        c1.finish_spawning(FinishSpawning(s, 1))
+    forged, other = servers
+    server: Instance = part("host:compute-2").app.repository.get(UUID(forged))
+    server.mark_deleted()
+    part("host:compute-2").app.save(server)
+    before = api.instance(forged, deleted_too=True).version
+
+    host_settings = signed_log.as_part("host:compute-1")
+    host_app = Stratus(
+        Factory(bridge=signed_log.bridge("host:compute-1"), settings=host_settings, verify_loads=True)
+    )
+    driver = LibvirtDriver(lambda: conn, instances_path=tmp_path)
+    with acting(CommandContext(actor=hypervisor.HYPERVISOR)):
+        assert Reconciler(Handlers(host_app).bus, driver, "compute-1").once() == 1
+
+    assert api.instance(other).vm_state == "error"  # its guest vanished: recorded
+    assert api.instance(forged, deleted_too=True).version == before  # left alone

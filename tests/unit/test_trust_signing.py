@@ -9,7 +9,19 @@ import pytest
 from commands.host import host_aggregate_id
 from processes.trust import appends, refuses
 from stratus.eventstore import chain
-from stratus.eventstore.signing import SIGNATURE, SIGNER, InOrder, Signer, Verdict, Verifier, matches
+from stratus.eventstore.envelope import APPEND_ID
+from stratus.eventstore.signing import (
+    SIGNATURE,
+    SIGNER,
+    InOrder,
+    LoadCheck,
+    Signer,
+    UntrustedEvent,
+    Verdict,
+    Verifier,
+    matches,
+    snapshot_refusal,
+)
 from stratus.trust.nkeys import InvalidKey, KeyPair
 from stratus.trust.registry import Identity, Registry
 
@@ -35,7 +47,9 @@ def registry(signed_from: int | None = 1) -> Registry:
     )
 
 
-def event(topic: str, originator: str, body: bytes = b'{"user_id":"u","role_id":"admin"}') -> dict[str, str]:
+def event(
+    topic: str, originator: str, body: bytes = b'{"user_id":"u","role_id":"admin"}', append: str = ""
+) -> dict[str, str]:
     headers = {
         "ce-id": f"{originator}:2",
         "ce-topic": topic,
@@ -43,6 +57,8 @@ def event(topic: str, originator: str, body: bytes = b'{"user_id":"u","role_id":
         "ce-actoruser": "the-real-admin",
         chain.CHAIN_PREV: chain.GENESIS,
     }
+    if append:
+        headers[APPEND_ID] = append
     headers[chain.CHAIN_HASH] = chain.event_hash(headers, body)
     return headers
 
@@ -151,10 +167,173 @@ def test_unsigned_events_are_trusted_only_before_the_cut_over() -> None:
     assert Verifier(registry(signed_from=5)).check(headers, BODY, 5).verdict is Verdict.REFUSED
 
 
-def test_a_retired_key_still_verifies_what_it_signed() -> None:
-    r = registry().retiring("api")
+def test_a_retired_key_verifies_what_it_signed_before_its_retirement_only() -> None:
+    """Retired from position 6 on (the log's head was 5 when it was rotated): an event it signed at
+    5 verifies, one at 6 or later (a stolen key used after the rotation) is refused."""
+    r = registry().retiring("api", 6)
     assert r.current("api") is None and r.by_key(API.public_key) is not None
     assert Verifier(r).check(signed(API), BODY, 5).verdict is Verdict.SIGNED
+    late = Verifier(r).check(signed(API), BODY, 6)
+    assert late.verdict is Verdict.REFUSED and "retired at position 6" in late.reason
+    again = Registry.from_json(r.to_json()).retiring("api", 9)  # a second rotation keeps the first's
+    assert again.by_key(API.public_key) == r.by_key(API.public_key)
+    assert Verifier(again).check(signed(API), BODY, 7).verdict is Verdict.REFUSED
+
+
+C2 = KeyPair.generate()
+SERVER = "0b7c1c57-54d6-4c8e-9a47-2f7e9a3b1c11"
+SCHEDULER = KeyPair.generate()
+
+
+def two_hosts() -> Registry:
+    return registry(signed_from=None).with_identities(
+        [
+            Identity("host:compute-2", "host", C2.public_key, appends("host", ["compute-2"]), ("compute-2",)),
+            Identity("scheduler", "scheduler", SCHEDULER.public_key, appends("scheduler")),
+        ]
+    )
+
+
+def verdicts(check: InOrder, log: list[tuple[KeyPair, str, str, bytes, str]]) -> list[int]:
+    """The positions ``check`` refuses in ``log``: (signer, topic, originator, body, append id)."""
+    refused = []
+    for position, (key, topic, originator, body, append) in enumerate(log, start=1):
+        headers = event(topic, originator, body, append)
+        Signer(key).sign(headers)
+        if check.check(headers, body, position).verdict is Verdict.REFUSED:
+            refused.append(position)
+    return refused
+
+
+def test_a_hosts_usage_network_and_group_events_are_held_to_where_the_server_is() -> None:
+    """A project's usage, a network's address, a group's member: each names its server, and a host's
+    key may append them only for a server on its host (or moving to or from it); events that name no
+    server (a usage epoch opened) are held to their subject only."""
+    project, network, group = (str(host_aggregate_id(n)) for n in ("p", "n", "g"))
+    charged = b'{"instance_id":"%s","cores":1,"ram":512}' % SERVER.encode()
+    log = [
+        (SCHEDULER, "commands.instance:Instance.Scheduled", SERVER, b'{"host":"compute-1"}', "a1"),
+        (HOST, "commands.usage:ProjectUsage.InstanceCharged", project, charged, "a2"),
+        (C2, "commands.usage:ProjectUsage.InstanceCharged", project, charged, "a3"),  # 3: not its server
+        (
+            C2,
+            "commands.network:Network.AddressReleased",
+            network,
+            b'{"instance_id":"%s"}' % SERVER.encode(),
+            "a4",
+        ),
+        (
+            C2,
+            "commands.server_group:ServerGroup.MemberRemoved",
+            group,
+            b'{"instance_id":"%s"}' % SERVER.encode(),
+            "a5",
+        ),
+        (C2, "commands.usage:ProjectUsage.BooksClosed", project, b'{"next_epoch":2}', "a6"),  # names none
+        (
+            HOST,
+            "commands.network:Network.AddressReleased",
+            network,
+            b'{"instance_id":"%s"}' % SERVER.encode(),
+            "a7",
+        ),
+    ]
+    assert verdicts(InOrder(Verifier(two_hosts())), log) == [3, 4, 5]
+
+
+def test_a_moves_return_on_another_host_is_held_to_the_move() -> None:
+    """compute-2 may release a claim on compute-1 (``host.*.instancereleased``, ``migrationreleased``
+    by the move's id) only while the server moves between them; compute-1's own host is its own."""
+    c1 = str(host_aggregate_id("compute-1"))
+    server = b'{"instance_id":"%s"}' % SERVER.encode()
+    log = [
+        (SCHEDULER, "commands.instance:Instance.Scheduled", SERVER, b'{"host":"compute-1"}', "a1"),
+        (C2, "commands.host:Host.InstanceReleased", c1, server, "a2"),  # 2: no move yet
+        (
+            SCHEDULER,
+            "commands.instance:Instance.MigrationScheduled",
+            SERVER,
+            b'{"migration_id":"m1","source":"compute-1","dest":"compute-2"}',
+            "a3",
+        ),
+        (C2, "commands.host:Host.InstanceReleased", c1, server, "a4"),
+        (C2, "commands.host:Host.MigrationReleased", c1, b'{"migration_id":"m1"}', "a5"),
+        (C2, "commands.host:Host.MigrationReleased", c1, b'{"migration_id":"m2"}', "a6"),  # 6: no such move
+        (
+            SCHEDULER,
+            "commands.instance:Instance.ResizeConfirmed",
+            SERVER,
+            b'{"migration_id":"m1","source":"compute-1"}',
+            "a7",
+        ),
+        (C2, "commands.host:Host.InstanceReleased", c1, server, "a8"),  # 8: the move is over
+        (HOST, "commands.host:Host.InstanceReleased", c1, server, "a9"),  # its own host: subject only
+    ]
+    assert verdicts(InOrder(Verifier(two_hosts())), log) == [2, 6, 8]
+
+
+def test_the_events_appended_with_the_one_that_moves_a_server_are_judged_by_where_it_was() -> None:
+    """The shelve's offload and the host's release of the usage are one append: the release is
+    compute-1's though ``Offloaded`` took the server off it; a later append of compute-1's is not."""
+    project = str(host_aggregate_id("p"))
+    release = b'{"instance_id":"%s"}' % SERVER.encode()
+    log = [
+        (SCHEDULER, "commands.instance:Instance.Scheduled", SERVER, b'{"host":"compute-1"}', "a1"),
+        (HOST, "commands.instance:Instance.Offloaded", SERVER, b'{"host":"compute-1"}', "a2"),
+        (HOST, "commands.usage:ProjectUsage.ResourcesReleased", project, release, "a2"),
+        (HOST, "commands.usage:ProjectUsage.ResourcesReleased", project, release, "a4"),  # 4: off it
+    ]
+    assert verdicts(InOrder(Verifier(two_hosts())), log) == [4]
+
+
+def loaded(
+    log: list[tuple[KeyPair, str, bytes]], start: int = 1
+) -> list[tuple[int, int, dict[str, str], bytes]]:
+    """A server's events as a load reads them (version = position here)."""
+    out = []
+    for version, (key, type_, body) in enumerate(log, start=start):
+        headers = event(f"commands.instance:Instance.{type_}", SERVER, body, f"a{version}")
+        Signer(key).sign(headers)
+        out.append((version, version, headers, body))
+    return out
+
+
+def test_a_load_refuses_a_history_holding_another_hosts_event_and_keeps_each_servers_place() -> None:
+    history = loaded([(SCHEDULER, "Scheduled", b'{"host":"compute-1"}'), (HOST, "Spawned", b"{}")])
+    check = LoadCheck(Verifier(two_hosts()))
+    assert check.check(SERVER, history)
+    assert check.check(SERVER, loaded([(HOST, "ActionFinished", b"{}")], start=3))  # the place is kept
+    forged = loaded([(C2, "Deleted", b"{}")], start=4)
+    with pytest.raises(UntrustedEvent, match=r"refused at position 4: host:compute-2 .* it is on compute-1"):
+        check.check(SERVER, forged)
+    fresh = LoadCheck(Verifier(two_hosts()))
+    assert not fresh.check(SERVER, forged)  # its place is not known here: check its whole history
+    with pytest.raises(UntrustedEvent):
+        fresh.check(SERVER, [*history, *loaded([(HOST, "ActionFinished", b"{}")], start=3), *forged])
+
+
+def test_a_snapshot_is_trusted_only_signed_by_who_may_write_it() -> None:
+    """The API's snapshot of a server is used; an unsigned one, a retired key's, one whose content is
+    not what was signed, and a host's of anything but its own host's aggregates are not."""
+    verifier = Verifier(two_hosts())
+    digest = "ab" * 32
+
+    def snapshot(key: KeyPair) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        Signer(key).sign_snapshot(digest, headers)
+        return headers
+
+    own_host = str(host_aggregate_id("compute-1"))
+    assert snapshot_refusal(verifier, snapshot(API), digest, "instance", SERVER) == ""
+    assert snapshot_refusal(verifier, snapshot(HOST), digest, "host", own_host) == ""
+    assert "unsigned" in snapshot_refusal(verifier, {}, digest, "instance", SERVER)
+    assert "does not verify" in snapshot_refusal(verifier, snapshot(API), "cd" * 32, "instance", SERVER)
+    assert "may not write a snapshot of instance" in snapshot_refusal(
+        verifier, snapshot(HOST), digest, "instance", SERVER
+    )
+    assert "may not write" in snapshot_refusal(verifier, snapshot(C2), digest, "host", own_host)
+    retired = Verifier(two_hosts().retiring("api", 3))
+    assert "retired" in snapshot_refusal(retired, snapshot(API), digest, "instance", SERVER)
 
 
 def test_nkeys_round_trip_and_reject_a_bad_checksum() -> None:
