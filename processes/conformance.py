@@ -4,8 +4,8 @@ Operators' tools (tempest, gophercloud, Terraform, Ansible, Horizon) check Nova'
 Glance's responses strictly, per microversion; tempest's API tests are the most complete statement
 of that contract. This runner:
 
-1. installs tempest (pinned, ``TEMPEST_VERSION``) into a virtualenv of its own under the work
-   directory, apart from Stratus's (its dependencies are not ours);
+1. installs tempest (pinned, ``TEMPEST_VERSION``) into a virtualenv of its own, apart from Stratus's
+   (its dependencies are not ours), once per machine: ``~/.cache/stratus/tempest-<version>``;
 2. starts a stack: the pinned JetStream server, PostgreSQL (``DATABASE_URL``'s server, in a fresh
    database, or an embedded one), ``stratus run`` on free ports and ``stratus simulate`` with
    simulated hosts, so that the servers tempest boots have room;
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -69,20 +70,29 @@ class ConformanceError(Exception):
 # -- tempest's virtualenv -------------------------------------------------------------------------
 
 
-def ensure_tempest(venv: Path) -> Path:
-    """``venv``'s tempest command, installing tempest ``TEMPEST_VERSION`` there first if needed."""
+# Tempest's virtualenv lives outside the checkout, one per tempest version, so that a fresh clone on
+# a machine that ran it before (a developer's, CI's) does not install it again.
+TEMPEST_VENV = Path.home() / ".cache" / "stratus" / f"tempest-{TEMPEST_VERSION}"
+
+
+def ensure_tempest(venv: Path = TEMPEST_VENV) -> Path:
+    """``venv``'s tempest command, installing tempest ``TEMPEST_VERSION`` there first if needed;
+    one installer at a time (two test workers may ask at once)."""
     stamp = venv / f".tempest-{TEMPEST_VERSION}"
     tempest = venv / "bin" / "tempest"
-    if stamp.exists() and tempest.exists():
-        return tempest
-    print(f"conformance: installing tempest {TEMPEST_VERSION} into {venv}", flush=True)
-    if not (venv / "bin" / "python").exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"tempest=={TEMPEST_VERSION}"],
-        check=True,
-    )
-    stamp.touch()
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.exists() and tempest.exists():
+            return tempest
+        print(f"conformance: installing tempest {TEMPEST_VERSION} into {venv}", flush=True)
+        if not (venv / "bin" / "python").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"tempest=={TEMPEST_VERSION}"],
+            check=True,
+        )
+        stamp.touch()
     return tempest
 
 
@@ -607,7 +617,13 @@ def main(argv: list[str] | None = None) -> int:
         "--workdir",
         type=Path,
         default=ROOT / ".stratus" / "conformance",
-        help="tempest's venv, the stack's data, logs and results (default .stratus/conformance)",
+        help="the stack's data, logs and results (default .stratus/conformance)",
+    )
+    parser.add_argument(
+        "--tempest-venv",
+        type=Path,
+        default=TEMPEST_VENV,
+        help=f"tempest's virtualenv, made when missing (default {TEMPEST_VENV})",
     )
     parser.add_argument("--regex", default=DEFAULT_REGEX, help=f"tests to run (default {DEFAULT_REGEX})")
     parser.add_argument("--concurrency", type=int, default=2, help="tempest workers (default 2)")
@@ -628,7 +644,7 @@ def main(argv: list[str] | None = None) -> int:
         args.regex = listed_regex(listed)
     workdir = args.workdir.absolute()
     workdir.mkdir(parents=True, exist_ok=True)
-    tempest = ensure_tempest(workdir / "venv")
+    tempest = ensure_tempest(args.tempest_venv.absolute())
     started = time.monotonic()
     with running_stack(workdir, hosts=args.hosts) as stack:
         prepared = prepare(stack)

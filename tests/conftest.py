@@ -26,23 +26,34 @@ pytest_plugins = [
 ]
 
 
-# The tests that start whole stacks (real guests, tempest's venv, the package installs, the fault
-# campaign) share what they install on the machine and are the most sensitive to timing.
+# The tests that start whole stacks (tempest's run, real guests, the package installs, the fault
+# campaign): each module runs whole on one worker, in the order collected (the longest first), and
+# the modules that boot real QEMU guests run one after the other, since each guest takes a core
+# while it boots and they share the machine's libvirtd.
 WHOLE_STACK = ("tests/acceptance/", "tests/fuzz/")
+REAL_GUESTS = ("test_real_guest.py", "test_console_guest.py", "test_metadata_guest.py")
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit of work a worker takes whole: a real-guest module's tests together, another
+    whole-stack module's tests together, any other test alone."""
+    if not nodeid.startswith(WHOLE_STACK):
+        return nodeid
+    module = nodeid.split("::", 1)[0]
+    return "real guests" if module.endswith(REAL_GUESTS) else module
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under ``bin/stratus test``'s two workers (pytest-xdist, ``--dist loadgroup``), the whole-stack
-    tests run one after the other on one worker, as they would alone, and the unit and integration
-    tests beside them on the other (docs/testing.md). (xdist's own ``xdist_group`` marks do not
+    """Under ``bin/stratus test``'s workers (pytest-xdist, ``--dist loadgroup``), each work unit of
+    ``scope_of`` goes to one worker (docs/testing.md). (xdist's own ``xdist_group`` marks do not
     group under pytest 9: the node id suffix they rely on is no longer kept, so the grouping is
     made here, by path.)"""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class WholeStackTogether(LoadScopeScheduling):
+    class ByScope(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "whole-stack" if nodeid.startswith(WHOLE_STACK) else nodeid
+            return scope_of(nodeid)
 
-    return WholeStackTogether(config, log)
+    return ByScope(config, log)

@@ -17,10 +17,11 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_every_listed_tempest_test_passes() -> None:
-    """Installs tempest into .stratus/conformance/venv (once), starts a stack, makes the accounts,
-    image and flavors, runs the whole set (about 80 s); fails on any listed test not passing."""
+    """Installs tempest into ~/.cache/stratus (once per machine), starts a stack, makes the
+    accounts, image and flavors, runs the listed tests; fails on any of them not passing. (The
+    whole set, with the tests of what Stratus lacks, is ``stratus conformance`` by hand.)"""
     done = subprocess.run(
-        [sys.executable, "-m", "processes.cli", "conformance", "--concurrency", "2"],
+        [sys.executable, "-m", "processes.cli", "conformance", "--concurrency", "2", "--only-listed"],
         cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, check=False,
     )  # fmt: skip
     summary = [line for line in done.stdout.splitlines() if line.startswith(("conformance:", "  tempest."))]
