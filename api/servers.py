@@ -202,7 +202,7 @@ class ServerCollection(_Servers):
             reservation_id=reservation_id,
             any_image=auth.is_admin(actor),
             any_flavor=auth.is_admin(actor),
-            group=body.get("os:scheduler_hints", {}).get("group"),
+            group=scheduler_hints(body).get("group"),
             requested_host=requested_destination(req, server),
             config_drive=as_bool(server.get("config_drive", False)),
             **_described(req, server),
@@ -226,6 +226,13 @@ class ServerCollection(_Servers):
 
     def _check_zone(self, req: falcon.Request, zone: str | None) -> None:
         check_zone(self._read, req, zone)
+
+
+def scheduler_hints(body: dict[str, Any]) -> dict[str, Any]:
+    """The request's scheduler hints: Nova reads ``os:scheduler_hints``, else
+    ``OS-SCH-HNT:scheduler_hints`` (the key openstacksdk and the ``openstack`` CLI send)."""
+    hints = body.get("os:scheduler_hints", body.get("OS-SCH-HNT:scheduler_hints"))
+    return hints or {}
 
 
 def check_zone(read: ReadModel, req: falcon.Request, zone: str | None) -> None:

@@ -486,10 +486,28 @@ def test_server_create_checks_flavor_access_zone_and_group(stack: Stack) -> None
     assert stack.get(f"/v2.1/os-server-groups/{group}", P1, after=after).json["server_group"]["members"] == [
         sid
     ]
+    # the key openstacksdk and the CLI send (`openstack server create --hint group=...`)
+    r = stack.request(
+        "POST",
+        "/v2.1/servers",
+        P1,
+        json={"server": {"name": "vm2", "flavorRef": "pub"}, "OS-SCH-HNT:scheduler_hints": {"group": group}},
+    )
+    assert r.status_code == 202, r.text
+    sid2, after = r.json["server"]["id"], written(r)
+    members = stack.get(f"/v2.1/os-server-groups/{group}", P1, after=after).json["server_group"]["members"]
+    assert sorted(members) == sorted([sid, sid2])
     r = stack.request(
         "POST", "/v2.1/servers", P2, json={"server": {"name": "vm", "flavorRef": "pub"}, **hints}
     )
     assert_fault(r, 400, "badRequest", "could not be found")
+    r = stack.request(
+        "POST",
+        "/v2.1/servers",
+        P1,
+        json={"server": {"name": "vm", "flavorRef": "pub"}, "OS-SCH-HNT:scheduler_hints": {"same_host": sid}},
+    )
+    assert_fault(r, 400, "badRequest", "same_host")
     r = stack.request(
         "POST",
         "/v2.1/servers",
