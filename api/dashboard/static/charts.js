@@ -81,8 +81,9 @@ class Boots {
 
   data() {
     const now = Math.floor(Date.now() / 60_000) * 60;
-    const first = this.counts.size ? Math.min(...this.counts.keys()) : now - 600;
-    const start = Math.max(first, now - 24 * 3600); // one day at most: 1,440 bars
+    const first = this.counts.size ? Math.min(...this.counts.keys()) : now;
+    // the last ten minutes at least (one bar alone would stretch over years), one day at most
+    const start = Math.max(Math.min(first, now - 600), now - 24 * 3600);
     const xs = [];
     const ys = [];
     for (let m = start; m <= now; m += 60) {

@@ -3,7 +3,7 @@
 // over the hosts' past states (GET /v2.1/stratus/state/host/<name>?as_of=). Past states never
 // change, so each answer is kept.
 
-import { call, get } from "./api.js";
+import { get } from "./api.js";
 
 const kept = new Map();
 
@@ -16,14 +16,16 @@ function once(path) {
   return kept.get(path);
 }
 
-// The last position of the log the page knows: where the stream began, or the API's position.
+const HEAD_TRIES = 30; // a second each: the stream tells the log's position (only writes' answers do)
+
+// The last position of the log the page knows: the event stream's.
 export async function headPosition(context) {
-  const began = await context.began();
-  if (began) {
-    return context.position() || began;
+  for (let i = 0; i < HEAD_TRIES; i += 1) {
+    if (await context.began()) {
+      return context.position();
+    }
   }
-  const answer = await call("GET", "/v2.1/os-hypervisors");
-  return answer.position || 1;
+  throw new Error("The log's position is unknown: the event stream (stratus watch) does not answer.");
 }
 
 export async function projectUsageAt(projectId, position) {
