@@ -161,7 +161,21 @@ function route() {
   fillNav();
   const hash = location.hash || "#/servers";
   const server = hash.match(/^#\/servers\/([0-9a-f-]{36})$/);
-  if (server) {
+  const serial = hash.match(/^#\/servers\/([0-9a-f-]{36})\/console$/);
+  if (serial) {
+    // xterm.js (345 kB) is loaded when a console is opened, not with every page
+    let left = false;
+    let close = () => {};
+    leave = () => {
+      left = true;
+      close();
+    };
+    import("./console.js").then(({ consoleView }) => {
+      if (!left) {
+        close = consoleView(main, context, serial[1]);
+      }
+    }, (e) => show(main, errorText(e)));
+  } else if (server) {
     leave = serverView(main, context, server[1]);
   } else if (EVERY_ROLE_VIEWS[hash]) {
     leave = EVERY_ROLE_VIEWS[hash][1](main, context);
