@@ -14,6 +14,8 @@ const POINTS = 24; // positions sampled between 1 and the head
 const BOOTS_WINDOW = 20_000; // positions replayed for boots per minute
 const BOOTED = "stratus.instance.spawned";
 const HEIGHT = 220;
+// Tick steps for counts and positions: whole numbers only.
+const WHOLE = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 1e7];
 
 function width(el) {
   return Math.max(320, (el.clientWidth || 900) - 20);
@@ -28,7 +30,7 @@ function positionChart(box, title, positions, series) {
     width: width(box),
     height: HEIGHT,
     scales: { x: { time: false } },
-    axes: [{ label: "log position" }, {}],
+    axes: [{ label: "log position", incrs: WHOLE }, { incrs: WHOLE }],
     series: [{ label: "position" }, ...series.map(([label, stroke]) => ({ label, stroke, width: 2 }))],
   };
   return new uPlot(opts, [positions, ...series.map(([, , values]) => values)], box);
@@ -106,6 +108,7 @@ class Boots {
       title: "Servers booted per minute",
       width: width(this.box),
       height: HEIGHT,
+      axes: [{}, { incrs: WHOLE }],
       series: [{}, { label: "boots", stroke: "#2f5bd3", fill: "rgba(47, 91, 211, 0.3)", paths: uPlot.paths.bars({ size: [0.8] }) }],
     }, data, this.box);
   }
