@@ -175,6 +175,15 @@ def test_an_admin_uses_the_admin_pages_audit_and_charts(
     cloud.openstack("server", "create", "--flavor", "tiny", "--image", "img", "--wait", "vm-1")
     cloud.openstack("aggregate", "create", "--zone", "zone-a", "rack-1")
     cloud.openstack_quiet("aggregate", "add", "host", "rack-1", "cli-compute")
+    # a cold migration with no other host to go to: recorded, then failed (Nova's "error")
+    vm_1 = cloud.openstack("server", "show", "vm-1")["id"]
+    cloud.openstack_quiet("server", "migrate", "vm-1")
+
+    def migration_over() -> bool:
+        shown = cloud.openstack("server", "show", "vm-1")
+        return bool(shown["status"] == "ACTIVE" and not shown["OS-EXT-STS:task_state"])
+
+    wait_for("the migration's end", migration_over, timeout=60)
     _sign_in(page, cloud, "admin", ADMIN_PASSWORD, "admin")
     page.evaluate("window.stillTheSamePage = true")
     nav = page.inner_text("#nav")
@@ -202,7 +211,10 @@ def test_an_admin_uses_the_admin_pages_audit_and_charts(
     page.screenshot(path=str(screenshots / "admin-placement.png"), full_page=True)
 
     _open(page, cloud, "#/admin/migrations")
-    page.wait_for_selector("#migrations td:text-is('No migrations.')", timeout=WAIT_MS)
+    row = page.wait_for_selector(f"#migrations tr:has(a:text-is('{vm_1}'))", timeout=WAIT_MS)
+    cells = [c.inner_text() for c in row.query_selector_all("td")]
+    assert cells[1:4] == ["migration", "error", "cli-compute"], cells
+    page.screenshot(path=str(screenshots / "admin-migrations.png"), full_page=True)
 
     # services: disable the compute host with a reason, see it, and the CLI agrees; enable it again
     _open(page, cloud, "#/admin/services")
