@@ -1,19 +1,21 @@
 // The cloud as it was at a log position, from the log itself (the audit API's as_of): a project's
 // quota usage (GET /v2.1/stratus/usage/<project>?as_of=) and the whole cloud's capacity, summed
 // over the hosts' past states (GET /v2.1/stratus/state/host/<name>?as_of=). Past states never
-// change, so each answer is kept.
+// change, so each answer is kept, for the token it was asked with (another user signing in to this
+// tab asks again: what one may see is not what the other may).
 
-import { get } from "./api.js";
+import { get, session } from "./api.js";
 
 const kept = new Map();
 
 function once(path) {
-  if (!kept.has(path)) {
+  const key = `${session().token}\n${path}`;
+  if (!kept.has(key)) {
     const asked = get(path);
-    asked.catch(() => kept.delete(path));
-    kept.set(path, asked);
+    asked.catch(() => kept.delete(key));
+    kept.set(key, asked);
   }
-  return kept.get(path);
+  return kept.get(key);
 }
 
 const HEAD_TRIES = 30; // a second each: the stream tells the log's position (only writes' answers do)
