@@ -519,6 +519,9 @@ def test_guests_requests_are_counted_by_path_and_status_on_the_probes_port(
         status, ready = get(base + "/readyz")
         assert status == 200 and '"postgresql":{"ok":true' in ready
         assert get(base + "/healthz") == (200, '{"status":"alive"}')
+        # the address taken (a worker restarted beside the old one): no probes, the service goes on
+        taken = dataclasses.replace(api_settings, metadata_metrics_bind=probes.address)
+        assert metadata_probes(taken) is None
     finally:
         probes.close()
     # the port guests call answers none of the probes' paths from the tree (it is a guest's path there)
