@@ -13,7 +13,9 @@ function field(name, value, id) {
   return [h("dt", {}, name), h("dd", { "data-field": id || name }, value ?? "")];
 }
 
-function verification(fail) {
+// ``reached(position)``: the log's last position, as the verification read it (the stream shows the
+// page only the events it may see: the log goes further).
+function verification(fail, reached) {
   const result = h("dl", { class: "fields", id: "chain" }, ...field("Result", "verifying…", "result"));
   const button = h("button", { type: "button", id: "verify" }, "Verify again");
   async function run() {
@@ -29,6 +31,7 @@ function verification(fail) {
         ...(r.anchor ? field("Anchor to record", r.anchor, "anchor") : []),
       );
       result.dataset.ok = String(r.ok);
+      reached(r.last_position);
     } catch (e) {
       fail(e);
     } finally {
@@ -121,7 +124,7 @@ export function auditView(main, context) {
         ];
       }, fail);
       sliders.push(capacity);
-      parts.unshift(...verification(fail));
+      parts.unshift(...verification(fail, (position) => sliders.forEach((s) => s.grow(position))));
       parts.push(h("h2", {}, "The cloud's capacity as it was"), ...capacity.nodes);
     }
     content.replaceChildren(...parts);
