@@ -197,6 +197,7 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1/stratus/history/{kind}/{resource_id}", audit.History(*on_the_log))
     app.add_route("/v2.1/stratus/state/{kind}/{resource_id}", audit.State(*on_the_log))
     app.add_route("/v2.1/stratus/usage/{project_id}", audit.Usage(*on_the_log))
+    app.add_route("/v2.1/stratus/audit/verify", audit.Verification(audit.stream_verifier(deps.settings)))
     add_placement_routes(app, bus, deps.log)
     dashboard.add_routes(app, deps.settings)  # static pages; their data comes from the routes above
     identity.add_routes(

@@ -5,6 +5,8 @@
   ``marker`` is the position of the last event already seen.
 - ``GET /v2.1/stratus/state/{kind}/{id}?as_of=<position|RFC 3339 time>``: the resource as it was.
 - ``GET /v2.1/stratus/usage/{project_id}?as_of=...``: a project's quota usage as it was.
+- ``GET /v2.1/stratus/audit/verify?upto=&anchor=POSITION:HASH``: the hash chain checked from position 1
+  (``stratus audit verify`` over HTTP), for auditors only.
 
 ``kind``: ``server``, ``host``, ``flavor``, or ``aggregate`` (any aggregate id). Project isolation:
 a server's history and state are visible to its project (another project's server does not exist:
@@ -13,6 +15,7 @@ a server's history and state are visible to its project (another project's serve
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 from uuid import UUID
 
@@ -26,10 +29,13 @@ from commands.app import Stratus
 from commands.errors import InvalidInput
 from projections import asof
 from stratus import positions
-from stratus.audit import history
+from stratus.audit import history, verify
+from stratus.config import Settings
 from stratus.context import Actor
 
 DEFAULT_LIMIT = 100
+# ``verify.verify`` bound to the deployment's stream: (upto, anchors) -> the report.
+Verifier = Callable[[int | None, Mapping[int, str]], verify.Report]
 
 
 def can_audit_everything(actor: Actor) -> bool:
@@ -146,3 +152,58 @@ class Usage(_Audit):
         as_of = _as_of(req)
         usage = asof.project_usage(self._app, self._reader, project_id, as_of)
         resp.media = {"usage": {**usage.to_dict(), "as_of": as_of.describe()}}
+
+
+def _anchors(req: falcon.Request) -> dict[int, str]:
+    anchors: dict[int, str] = {}
+    for raw in req.get_param_as_list("anchor") or []:
+        position, sep, value = raw.partition(":")
+        hexdigits = len(value) == 64 and all(c in "0123456789abcdefABCDEF" for c in value)
+        try:
+            at = positions.parse_natural(position)
+        except ValueError:
+            at = 0
+        if not sep or at < 1 or not hexdigits:
+            raise BadRequest(f"anchor {raw[:80]!r} is not POSITION:HASH (a position, 64 hex digits)")
+        anchors[at] = value.lower()
+    return anchors
+
+
+class Verification:
+    """``GET /v2.1/stratus/audit/verify``: the log's hash chain checked from position 1 (auditors only).
+
+    The report of ``stratus audit verify --json`` (without the signatures' pass) and the anchor to
+    record; ``upto`` stops at a position, each ``anchor`` (repeatable) must still hold. It reads the
+    whole log up to there (~40k events/s): a large log takes the request that long.
+    """
+
+    def __init__(self, verifier: Verifier) -> None:
+        self._verify = verifier
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        auth.require_admin(req.context.actor, "os_compute_api:stratus:audit:verify")
+        upto = None
+        raw = req.get_param("upto")
+        if raw is not None:
+            try:
+                upto = positions.parse_natural(raw)
+            except ValueError:
+                upto = 0
+            if upto < 1:
+                raise BadRequest("upto param must be a log position (a positive integer)")
+        report = self._verify(upto, _anchors(req))
+        body = report.to_dict()
+        body["anchor"] = f"{report.last_position}:{report.global_hash}" if report.ok else None
+        resp.media = {"verification": body}
+
+
+def stream_verifier(settings: Settings) -> Verifier:
+    """The chain check of the deployment's stream, read with the process's NATS identity."""
+
+    def check(upto: int | None, anchors: Mapping[int, str]) -> verify.Report:
+        return verify.verify(
+            settings.nats_urls, settings.stream, settings.subject_prefix, upto=upto, anchors=anchors,
+            seed_file=settings.nats_seed_file,
+        )  # fmt: skip
+
+    return check

@@ -35,6 +35,7 @@ _READS_FROM_THE_LOG = (
     "/v2.1/stratus/history/",
     "/v2.1/stratus/state/",
     "/v2.1/stratus/usage/",
+    "/v2.1/stratus/audit/",
 )
 
 

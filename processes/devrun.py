@@ -130,7 +130,9 @@ def run(settings: Settings, *, nats_port: int | None, grace: float) -> int:
         ),
         (
             "metadata",
-            f"http://{client_address(metadata_bind)}/ (docs/metadata.md)",
+            _probes(
+                f"http://{client_address(metadata_bind)}/ (docs/metadata.md)", settings.metadata_metrics_bind
+            ),
             http_responding(f"http://{client_address(metadata_bind)}/"),
         ),
         (

@@ -15,6 +15,7 @@ from api.metadata.app import MetadataApp
 from api.metadata.relay import relay
 from processes import logs
 from processes.spawn import child_env, exec_program, version_at_least
+from processes.telemetry import metadata_probes
 from stratus.config import Settings
 
 METADATA_APP = "processes.metadata:get_app()"
@@ -23,8 +24,11 @@ METADATA_BIND = "127.0.0.1:8780"
 
 
 def get_app() -> MetadataApp:
-    """gunicorn's entry point: ``gunicorn 'processes.metadata:get_app()'``."""
-    logs.configure(Settings.from_env().log_format)
+    """gunicorn's entry point: ``gunicorn 'processes.metadata:get_app()'``; in the worker, so that its
+    probes (``STRATUS_METADATA_METRICS_BIND``) read the worker's counters."""
+    settings = Settings.from_env()
+    logs.configure(settings.log_format)
+    metadata_probes(settings)  # a daemon thread, for as long as the worker lives
     return MetadataApp()
 
 

@@ -1,6 +1,6 @@
-"""The probes of the parts without HTTP (projector, scheduler, hypervisor worker, notifier): what
-their ``/healthz``, ``/readyz`` and ``/metrics`` answer, served on their ``*_METRICS_BIND`` address
-(``stratus.health.ProbeServer``; "" serves nothing).
+"""The probes of the parts without HTTP (projector, scheduler, hypervisor worker, notifier) and of
+the metadata service (whose port guests call): what their ``/healthz``, ``/readyz`` and ``/metrics``
+answer, served on their ``*_METRICS_BIND`` address (``stratus.health.ProbeServer``; "" serves nothing).
 
 The probes read the log on a NATS connection of their own, so that a part busy with a long batch
 still answers them, and the projector's on short-lived PostgreSQL connections.
@@ -9,10 +9,11 @@ still answers them, and the projector's on short-lived PostgreSQL connections.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from projections.health import connector, readiness
+from projections.health import connector, read_model_check, readiness
 from stratus import metrics
 from stratus.config import Settings
 from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge
@@ -27,6 +28,8 @@ from stratus.health import (
     log_head_check,
 )
 from stratus.postgres import database_url
+
+log = logging.getLogger("stratus.telemetry")
 
 # Seconds a probe waits for JetStream before answering "not ready".
 PROBE_TIMEOUT = 3.0
@@ -95,3 +98,23 @@ def worker_probes(settings: Settings, bind: str, name: str, durables: Sequence[s
             yield
     finally:
         log.close()
+
+
+def metadata_probes(settings: Settings) -> ProbeServer | None:
+    """The metadata service's probes, started in its gunicorn worker (whose counters they read):
+    ready when the read models answer; requests by path and status on ``/metrics``. None when
+    ``metadata_metrics_bind`` is "" or taken (a worker that gunicorn restarts beside the old one for
+    a moment): the service goes on answering guests, and the log says why it has no probes."""
+    bind = settings.metadata_metrics_bind
+    if not bind:
+        return None
+    connect = connector(settings.database_url or database_url(settings))
+
+    def checks() -> Sequence[Check]:
+        return [read_model_check(connect)[0]]
+
+    try:
+        return ProbeServer(bind, Probes(checks)).start()
+    except OSError as e:
+        log.error("the metadata service's probes cannot listen on %s: %s", bind, e)
+        return None

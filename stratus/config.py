@@ -161,6 +161,8 @@ class Settings:
     scheduler_metrics_bind: str = "127.0.0.1:9182"
     hypervisor_metrics_bind: str = "127.0.0.1:9183"
     notifier_metrics_bind: str = "127.0.0.1:9184"
+    # the metadata service's probes: on an address of their own, since guests call its port
+    metadata_metrics_bind: str = "127.0.0.1:9185"
     ready_max_lag: int = 1000
     metrics_multiproc_dir: Path | None = field(default=None, compare=False)  # never in to_env
     # The seeded admin's password (STRATUS_ADMIN_PASSWORD; None: generated on the first run). A secret
@@ -265,6 +267,7 @@ class Settings:
                 "STRATUS_HYPERVISOR_METRICS_BIND", d.hypervisor_metrics_bind
             ).strip(),
             notifier_metrics_bind=e.get("STRATUS_NOTIFIER_METRICS_BIND", d.notifier_metrics_bind).strip(),
+            metadata_metrics_bind=e.get("STRATUS_METADATA_METRICS_BIND", d.metadata_metrics_bind).strip(),
             ready_max_lag=int(_between(e, "READY_MAX_LAG", d.ready_max_lag, 0, 10**12)),
             metrics_multiproc_dir=_path(e, MULTIPROC_DIR_ENV),
             nats_urls_given=NATS_URL_ENV in e,
@@ -333,6 +336,7 @@ class Settings:
             "STRATUS_SCHEDULER_METRICS_BIND": self.scheduler_metrics_bind,
             "STRATUS_HYPERVISOR_METRICS_BIND": self.hypervisor_metrics_bind,
             "STRATUS_NOTIFIER_METRICS_BIND": self.notifier_metrics_bind,
+            "STRATUS_METADATA_METRICS_BIND": self.metadata_metrics_bind,
             "STRATUS_READY_MAX_LAG": str(self.ready_max_lag),
         }
         if self.watch_bind is not None:

@@ -102,6 +102,19 @@ HYPERVISOR_ACTION_LATENCY = Histogram(
     buckets=_SECONDS,
 )
 
+# -- the metadata service (guests' requests) --------------------------------------------------------
+METADATA_REQUESTS = Counter(
+    "stratus_metadata_requests",
+    "Guests' requests to the metadata service, by path (its version segment as {version}) and status",
+    ["path", "status"],
+)
+METADATA_LATENCY = Histogram(
+    "stratus_metadata_request_duration_seconds",
+    "Time to answer a guest's request to the metadata service, by path",
+    ["path"],
+    buckets=_SECONDS,
+)
+
 
 # -- read at scrape time (``Collector``s of the parts' composition roots) ------------------------------
 LOG_HEAD = "stratus_log_head_position"

@@ -13,7 +13,8 @@ host the browser asked for with the watch's port. The watch answers the page's c
 (CORS) for pages served from the same host name (``api/watch.py``).
 
 Every answer carries a Content-Security-Policy that allows scripts, styles and connections only to
-this origin (and the stream's), no inline script, no framing (docs/dashboard.md).
+this origin (and the stream's, and the serial console proxy's websocket: ``STRATUS_SERIALPROXY_BASE_URL``),
+no inline script, no framing (docs/dashboard.md).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ DEFAULT_WATCH_PORT = "8775"
 _TYPES = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
+    ".mjs": "text/javascript; charset=utf-8",  # a vendored module kept as its package ships it
     ".css": "text/css; charset=utf-8",
     ".png": "image/png",
     ".svg": "image/svg+xml",
@@ -48,13 +50,18 @@ def events_url(settings: Settings, req: falcon.Request) -> str:
     return f"{req.scheme}://{host}:{port}{EVENTS_ROUTE}"
 
 
-def security_headers(resp: falcon.Response, stream: str) -> None:
-    """The headers of every dashboard answer: what the page may load and where it may connect."""
-    parts = urlsplit(stream)
-    stream_origin = f"{parts.scheme}://{parts.netloc}" if parts.netloc else ""
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.netloc else ""
+
+
+def security_headers(resp: falcon.Response, stream: str, console: str = "") -> None:
+    """The headers of every dashboard answer: what the page may load and where it may connect (this
+    origin, the event stream's, the serial console proxy's)."""
+    others = " ".join(dict.fromkeys(o for o in (_origin(stream), _origin(console)) if o))
     policy = (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        f"connect-src 'self' {stream_origin}".rstrip()
+        f"connect-src 'self' {others}".rstrip()
         + "; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     )
     resp.set_header("Content-Security-Policy", policy)
@@ -73,7 +80,7 @@ class _Static:
         path = (STATIC / name).resolve()
         if path.parent != STATIC.resolve() or path.suffix not in _TYPES or not path.is_file():
             raise falcon.HTTPNotFound()
-        security_headers(resp, events_url(self._settings, req))
+        security_headers(resp, events_url(self._settings, req), self._settings.serialproxy_base_url)
         resp.content_type = _TYPES[path.suffix]
         # The page is small and changes with each release: always revalidated, never stale.
         resp.cache_control = ["no-cache"]
@@ -103,7 +110,7 @@ class Config(_Static):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         stream = events_url(self._settings, req)
-        security_headers(resp, stream)
+        security_headers(resp, stream, self._settings.serialproxy_base_url)
         resp.cache_control = ["no-store"]
         resp.media = {"events_url": stream}
 

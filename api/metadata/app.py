@@ -23,6 +23,7 @@ from api.app import LazyApp
 from api.metadata import lookup
 from api.metadata.caller import ByInstance, Identifier, Refused
 from api.metadata.passwords import MAX_SIZE, AlreadySet, PasswordError, PasswordStore, password_store
+from api.metadata.telemetry import RequestMetrics
 from api.readmodel import open_pool
 from stratus.config import Settings
 from stratus.imagestore import BlobStore, StoreError, user_data_store
@@ -60,7 +61,7 @@ class Deps:
 
 
 def create_app(deps: Deps) -> falcon.App:
-    app = falcon.App(media_type=TEXT)
+    app = falcon.App(media_type=TEXT, middleware=[RequestMetrics()])
     app.add_sink(Metadata(deps), prefix="/")
     return app
 

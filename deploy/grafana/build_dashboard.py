@@ -170,6 +170,26 @@ ROWS: list[tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] = [
             ),
         ],
     ),
+    (
+        "Metadata service",
+        [
+            (
+                "Guests' requests per second by path and status",
+                "reqps",
+                [
+                    (
+                        f"sum by (path, status) (rate(stratus_metadata_requests_total{RATE}))",
+                        "{{status}} {{path}}",
+                    )
+                ],
+            ),
+            (
+                "Latency (p50, p95, p99)",
+                "s",
+                quantiles("stratus_metadata_request_duration_seconds", (0.5, 0.95, 0.99)),
+            ),
+        ],
+    ),
 ]
 
 

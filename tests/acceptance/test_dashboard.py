@@ -151,3 +151,157 @@ def test_a_members_view_lacks_admin_pages_and_data(
     assert page.query_selector("#create") is None
     assert page.query_selector("#servers button") is None
     assert "alices-vm" not in page.inner_text("#servers")
+
+
+# -- the admin and auditor pages (aggregates.js, placement.js, migrations.js, services.js, usage.js,
+# audit.js, charts.js) ----------------------------------------------------------------------------
+_ADMIN_PAGES = ("aggregates", "placement", "migrations", "services", "usage")
+
+
+def _open(page: Any, cloud: Cloud, where: str) -> None:
+    """Go to a page by its address, as a click on the header's link does (no reload)."""
+    page.evaluate(f"location.hash = '{where}'")
+
+
+def _slide(page: Any, slider: str, value: int) -> None:
+    page.eval_on_selector(slider, f"s => {{ s.value = {value}; s.dispatchEvent(new Event('input')); }}")
+
+
+def test_an_admin_uses_the_admin_pages_audit_and_charts(
+    dashboard_cloud: Cloud, page: Any, screenshots: Path
+) -> None:
+    cloud = dashboard_cloud
+    _prepare(cloud)
+    cloud.openstack("server", "create", "--flavor", "tiny", "--image", "img", "--wait", "vm-1")
+    cloud.openstack("aggregate", "create", "--zone", "zone-a", "rack-1")
+    cloud.openstack_quiet("aggregate", "add", "host", "rack-1", "cli-compute")
+    # a cold migration with no other host to go to: recorded, then failed (Nova's "error")
+    vm_1 = cloud.openstack("server", "show", "vm-1")["id"]
+    cloud.openstack_quiet("server", "migrate", "vm-1")
+
+    def migration_over() -> bool:
+        shown = cloud.openstack("server", "show", "vm-1")
+        return bool(shown["status"] == "ACTIVE" and not shown["OS-EXT-STS:task_state"])
+
+    wait_for("the migration's end", migration_over, timeout=60)
+    _sign_in(page, cloud, "admin", ADMIN_PASSWORD, "admin")
+    page.evaluate("window.stillTheSamePage = true")
+    nav = page.inner_text("#nav")
+    assert all(
+        label in nav
+        for label in ("Aggregates", "Placement", "Migrations", "Services", "Usage", "Audit", "Charts")
+    )
+
+    _open(page, cloud, "#/admin/aggregates")
+    row = page.wait_for_selector("#aggregates tr:has(td:text-is('rack-1'))", timeout=WAIT_MS).inner_text()
+    assert "zone-a" in row and "cli-compute" in row
+    page.wait_for_selector(
+        "#zones tr:has(td:text-is('zone-a')):has(td:text-is('cli-compute'))", timeout=WAIT_MS
+    )
+    page.screenshot(path=str(screenshots / "admin-aggregates.png"), full_page=True)
+
+    # Placement: the host's provider, its inventory and what vm-1 (1 vCPU, 256 MB) uses of it
+    _open(page, cloud, "#/admin/placement")
+    vcpu = page.wait_for_selector(
+        "#providers tr[data-provider=cli-compute][data-class=VCPU]", timeout=WAIT_MS
+    )
+    assert vcpu.query_selector_all("td")[5].inner_text().startswith("1 / ")
+    ram = page.wait_for_selector("#providers tr[data-provider=cli-compute][data-class=MEMORY_MB]")
+    assert ram.query_selector_all("td")[5].inner_text().startswith("256 / ")
+    page.screenshot(path=str(screenshots / "admin-placement.png"), full_page=True)
+
+    _open(page, cloud, "#/admin/migrations")
+    row = page.wait_for_selector(f"#migrations tr:has(a:text-is('{vm_1}'))", timeout=WAIT_MS)
+    cells = [c.inner_text() for c in row.query_selector_all("td")]
+    assert cells[1:4] == ["migration", "error", "cli-compute"], cells
+    page.screenshot(path=str(screenshots / "admin-migrations.png"), full_page=True)
+
+    # services: disable the compute host with a reason, see it, and the CLI agrees; enable it again
+    _open(page, cloud, "#/admin/services")
+    compute = "#services tr[data-host=cli-compute][data-binary=nova-compute]"
+    page.wait_for_selector(f"{compute}[data-status=enabled]", timeout=WAIT_MS)
+    page.fill(f"{compute} input[name=reason]", "new disks")
+    page.click(f"{compute} button[data-action=disable]")
+    row = page.wait_for_selector(f"{compute}[data-status=disabled]", timeout=WAIT_MS).inner_text()
+    assert "new disks" in row
+    listed = cloud.openstack("compute", "service", "list", "--service", "nova-compute", "--long")
+    assert [(s["Status"], s["Disabled Reason"]) for s in listed if s["Host"] == "cli-compute"] == [
+        ("disabled", "new disks")
+    ]
+    page.screenshot(path=str(screenshots / "admin-services.png"), full_page=True)
+    page.click(f"{compute} button[data-action=enable]")
+    page.wait_for_selector(f"{compute}[data-status=enabled]", timeout=WAIT_MS)
+
+    _open(page, cloud, "#/admin/usage")
+    usage = page.wait_for_selector("#usage tr:has(td:text-is('admin'))", timeout=WAIT_MS)
+    assert usage.query_selector_all("td")[1].inner_text() == "1"  # vm-1
+    page.screenshot(path=str(screenshots / "admin-usage.png"), full_page=True)
+
+    # the audit page: the chain verified, an anchor to record; the cloud's capacity as it was
+    _open(page, cloud, "#/audit")
+    page.wait_for_selector("#chain[data-ok=true]", timeout=WAIT_MS)
+    anchor = page.inner_text("#chain [data-field=anchor]")
+    assert anchor.split(":")[0].isdigit() and len(anchor.split(":")[1]) == 64
+    page.wait_for_selector("#capacity-slider-at [data-field=hosts]:text-is('1')", timeout=WAIT_MS)
+    assert page.inner_text("#capacity-slider-at [data-field=servers]") == "1"
+    _slide(page, "#capacity-slider", 1)  # before any host registered
+    page.wait_for_selector(
+        "#capacity-slider-at[data-position='1'] [data-field=hosts]:text-is('0')", timeout=WAIT_MS
+    )
+    page.screenshot(path=str(screenshots / "audit-admin.png"), full_page=True)
+
+    # charts from the log: usage and capacity over positions, one boot counted
+    _open(page, cloud, "#/charts")
+    page.wait_for_selector("#boots-chart[data-boots='1'] canvas", timeout=WAIT_MS)
+    page.wait_for_selector("#usage-chart canvas", timeout=WAIT_MS)
+    page.wait_for_selector("#vcpu-chart canvas", timeout=WAIT_MS)
+    page.wait_for_selector("#ram-chart canvas", timeout=WAIT_MS)
+    assert int(page.get_attribute("#vcpu-chart", "data-points")) > 1
+    # a boot made now is counted live
+    cloud.openstack("server", "create", "--flavor", "tiny", "--image", "img", "--wait", "vm-2")
+    page.wait_for_selector("#boots-chart[data-boots='2']", timeout=WAIT_MS)
+    page.screenshot(path=str(screenshots / "charts.png"), full_page=True)
+    assert page.evaluate("window.stillTheSamePage") is True
+
+
+def test_a_reader_slides_her_projects_usage_and_gets_no_admin_data(
+    dashboard_cloud: Cloud, page: Any, screenshots: Path
+) -> None:
+    cloud = dashboard_cloud
+    _prepare(cloud)
+    cloud.openstack("project", "create", "web")
+    cloud.openstack("user", "create", "--password", "rita-pw", "--project", "web", "rita")
+    cloud.openstack_quiet("role", "add", "--project", "web", "--user", "rita", "reader")
+    cloud.openstack_quiet("role", "add", "--project", "web", "--user", "admin", "member")
+    in_web = cloud.env(project="web")
+    cloud.openstack("server", "create", "--flavor", "tiny", "--image", "img", "--wait", "web-vm", env=in_web)
+
+    asked: list[str] = []
+    page.on("request", lambda r: None if "/dashboard" in r.url else asked.append(r.url))  # the API's only
+    _sign_in(page, cloud, "rita", "rita-pw", "web")
+    nav = page.inner_text("#nav")
+    assert "Audit" in nav and "Charts" in nav and "Services" not in nav and "Placement" not in nav
+    for name in _ADMIN_PAGES:
+        _open(page, cloud, f"#/admin/{name}")
+        page.wait_for_selector("h1:text-is('Not available')")
+        assert page.query_selector("table") is None
+    admin_apis = ("os-aggregates", "os-availability-zone", "/placement", "os-migrations", "os-services",
+                  "os-simple-tenant-usage", "os-hypervisors", "/audit/verify")  # fmt: skip
+    assert not [u for u in asked if any(a in u for a in admin_apis)]
+    page.screenshot(path=str(screenshots / "reader-not-available.png"))
+
+    # the audit page: no chain (auditors only), her project's usage at any position of the log
+    _open(page, cloud, "#/audit")
+    page.wait_for_selector("#usage-slider-at [data-field=instances]:text-is('1')", timeout=WAIT_MS)
+    assert page.query_selector("#chain") is None and page.query_selector("#capacity-slider") is None
+    _slide(page, "#usage-slider", 1)
+    page.wait_for_selector(
+        "#usage-slider-at[data-position='1'] [data-field=instances]:text-is('0')", timeout=WAIT_MS
+    )
+    head = int(page.get_attribute("#usage-slider", "max"))
+    _slide(page, "#usage-slider", head)
+    page.wait_for_selector(
+        f"#usage-slider-at[data-position='{head}'] [data-field=ram]:text-is('256')", timeout=WAIT_MS
+    )
+    page.screenshot(path=str(screenshots / "audit-reader.png"), full_page=True)
+    assert not [u for u in asked if any(a in u for a in admin_apis)]

@@ -147,3 +147,26 @@ def test_a_projects_history_holds_its_role_grants_for_auditors(stack: Stack) -> 
     assert types[0] == "stratus.project.created" and "stratus.project.rolegranted" in types
     assert stack.get(path, P1).status_code == 403
     assert stack.get("/v2.1/stratus/history/project/not-hex", ADMIN).status_code == 400
+
+
+def test_the_hash_chain_verified_over_http_for_auditors_only(stack: Stack) -> None:
+    s = _scenario(stack)
+    path = "/v2.1/stratus/audit/verify"
+    r = stack.get(path, ADMIN)
+    assert r.status_code == 200, r.text
+    report = r.json["verification"]
+    assert report["ok"] is True and report["first_break"] is None
+    assert report["last_position"] >= s["deleted"] and report["checked"] == report["last_position"]
+    assert report["anchor"] == f"{report['last_position']}:{report['global_hash']}"
+    # the anchor recorded holds later; a forged one does not, and the report names where
+    held = stack.get(f"{path}?anchor={report['anchor']}", ADMIN_P9).json["verification"]
+    assert held["ok"] is True and held["anchors_checked"] == [report["last_position"]]
+    forged = f"{s['created']}:{'0' * 64}"
+    broken = stack.get(f"{path}?anchor={forged}", ADMIN).json["verification"]
+    assert broken["ok"] is False and broken["anchor"] is None
+    assert broken["first_break"]["position"] == s["created"]
+    upto = stack.get(f"{path}?upto={s['created']}", ADMIN).json["verification"]
+    assert upto["last_position"] == s["created"] and upto["checked"] == s["created"]
+    assert stack.get(path, P1).status_code == 403  # a member, even of the project whose events these are
+    for bad in ("upto=0", "upto=x", "anchor=5", f"anchor=x:{'0' * 64}", "anchor=5:abc"):
+        assert stack.get(f"{path}?{bad}", ADMIN).status_code == 400, bad

@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import hashlib
 import http.client
-import queue
 import sys
 import threading
 import time
@@ -38,53 +37,13 @@ from stratus.config import Settings
 from stratus.context import CommandContext, acting
 from stratus.eventstore import NatsBridge
 from tests.fixtures.api import ADMIN, P1, P2, Stack, assert_fault
+from tests.fixtures.consoles import LoopbackConsoles
 from tests.fixtures.hypervisor import FAST_RETRY, HOST, stack_host
 from tests.fixtures.processes import free_port, serving
 from tests.fixtures.workers import eventually
-from workers.libvirt_driver import LibvirtDriver
 from workers.scheduler import SCHEDULER
-from workers.virt import ConsoleStream
 
 V26 = {"OpenStack-API-Version": "compute 2.6"}
-
-
-class Loopback:
-    """A guest's console that answers what it is sent, as a shell echoes a line."""
-
-    def __init__(self) -> None:
-        self._q: queue.Queue[bytes] = queue.Queue()
-        self.closed = threading.Event()
-
-    def read(self, size: int) -> bytes:
-        data = self._q.get()
-        return data[:size]
-
-    def write(self, data: bytes) -> None:
-        self._q.put(b"echo:" + data)
-
-    def close(self) -> None:
-        self.closed.set()
-        self._q.put(b"")
-
-
-class LoopbackConsoles(LibvirtDriver):
-    """The test driver's guests, with loopback consoles (the test driver has no console streams)."""
-
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        self.opened: list[tuple[str, str, Loopback]] = []
-
-    def _loopback(self, uuid: str, kind: str) -> ConsoleStream:
-        self._require(uuid)  # DomainNotFound for no such guest
-        stream = Loopback()
-        self.opened.append((uuid, kind, stream))
-        return stream
-
-    def open_serial(self, uuid: str) -> ConsoleStream:
-        return self._loopback(uuid, "serial")
-
-    def open_vnc(self, uuid: str) -> ConsoleStream:
-        return self._loopback(uuid, "vnc")
 
 
 @dataclasses.dataclass

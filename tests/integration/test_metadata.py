@@ -28,10 +28,12 @@ from api.readmodel import open_pool
 from commands.hosts.register import RegisterHost
 from commands.network import FixedNetwork
 from commands.servers.scheduling import PlaceInstance
+from processes.telemetry import metadata_probes
 from stratus.config import Settings
 from stratus.imagestore import user_data_store
 from stratus.metadata.vendordata import Providers, load_static, parse_targets
 from tests.fixtures.api import ADMIN_P9, P1, P2, Stack, assert_fault, ssh_public_key
+from tests.fixtures.telemetry import get
 
 SECRET = b"shared-with-the-proxy"
 STATIC = {"cloud-init": "#cloud-config\nruncmd: [true]\n", "region": "one"}
@@ -485,3 +487,43 @@ def test_a_server_being_deleted_posts_no_password(stack: Stack, meta: Meta, api_
     path = "/openstack/latest/password"
     assert meta.signed(path, sid, project, method="POST", body=b"late").status_code == 409
     assert not (api_settings.data_dir / "metadata_passwords" / sid).exists()
+
+
+def _sample(text: str, line_start: str) -> float:
+    found = [ln for ln in text.splitlines() if ln.startswith(line_start + " ")]
+    return float(found[0].rsplit(" ", 1)[1]) if found else 0.0
+
+
+def test_guests_requests_are_counted_by_path_and_status_on_the_probes_port(
+    stack: Stack, meta: Meta, api_settings: Settings
+) -> None:
+    server = _server(stack, P1, name="counted")
+    sid, project = server["id"], server["tenant_id"]
+    ok = 'stratus_metadata_requests_total{path="/openstack/{version}/meta_data.json",status="200"}'
+    missing = 'stratus_metadata_requests_total{path="other",status="404"}'
+    timed = 'stratus_metadata_request_duration_seconds_count{path="/openstack/{version}/meta_data.json"}'
+    probes = metadata_probes(dataclasses.replace(api_settings, metadata_metrics_bind="127.0.0.1:0"))
+    assert probes is not None
+    try:
+        base = f"http://{probes.address}"
+        before = get(base + "/metrics")[1]
+        assert meta.signed("/openstack/latest/meta_data.json", sid, project).status_code == 200
+        assert meta.signed("/openstack/2018-08-27/meta_data.json", sid, project).status_code == 200
+        assert meta.signed("/no/such/path-chosen-by-a-guest", sid, project).status_code == 404
+        status, after = get(base + "/metrics")
+        assert status == 200
+        assert _sample(after, ok) - _sample(before, ok) == 2  # both versions under one label
+        assert _sample(after, timed) - _sample(before, timed) == 2
+        assert _sample(after, missing) - _sample(before, missing) == 1
+        assert "path-chosen-by-a-guest" not in after
+        status, ready = get(base + "/readyz")
+        assert status == 200 and '"postgresql":{"ok":true' in ready
+        assert get(base + "/healthz") == (200, '{"status":"alive"}')
+        # the address taken (a worker restarted beside the old one): no probes, the service goes on
+        taken = dataclasses.replace(api_settings, metadata_metrics_bind=probes.address)
+        assert metadata_probes(taken) is None
+    finally:
+        probes.close()
+    # the port guests call answers none of the probes' paths from the tree (it is a guest's path there)
+    assert meta.signed("/metrics", sid, project).status_code == 404
+    assert metadata_probes(dataclasses.replace(api_settings, metadata_metrics_bind="")) is None

@@ -32,7 +32,8 @@ def test_the_page_and_its_modules_with_a_policy_that_allows_this_origin_only(
     assert 'src="/dashboard/static/app.js"' in page.text
     policy = page.headers["Content-Security-Policy"]
     assert "default-src 'none'" in policy and "script-src 'self';" in policy
-    assert "connect-src 'self' http://falconframework.org:9775;" in policy  # the stream's origin
+    # the stream's origin, and the serial console proxy's (its default base URL)
+    assert "connect-src 'self' http://falconframework.org:9775 ws://127.0.0.1:6083;" in policy
     assert "frame-ancestors 'none'" in policy and "unsafe-inline" not in policy
     assert page.headers["X-Content-Type-Options"] == "nosniff"
     assert page.headers["Referrer-Policy"] == "no-referrer"
@@ -71,6 +72,34 @@ def test_the_stream_is_where_the_settings_say(client: testing.TestClient) -> Non
     proxied = _client(dataclasses.replace(Settings(), dashboard_events_url="/v2.1/stratus/events"))
     answer = proxied.simulate_get("/dashboard/config.json")
     assert answer.json == {"events_url": "/v2.1/stratus/events"}
-    assert "connect-src 'self';" in answer.headers["Content-Security-Policy"]
+    assert "connect-src 'self' ws://127.0.0.1:6083;" in answer.headers["Content-Security-Policy"]
     default = _client(Settings()).simulate_get("/dashboard/config.json").json
     assert default == {"events_url": "http://falconframework.org:8775/v2.1/stratus/events"}
+
+
+def test_the_serial_console_proxy_may_be_reached_and_the_vendored_modules_are_served() -> None:
+    console = dataclasses.replace(
+        Settings(), serialproxy_base_url="wss://console.example:443/", watch_bind=""
+    )
+    page = _client(console).simulate_get("/dashboard")
+    assert (
+        "connect-src 'self' http://falconframework.org:8775 wss://console.example:443;"
+        in (page.headers["Content-Security-Policy"])
+    )
+    client = _client(Settings())
+    for name, kind in (
+        ("xterm.mjs", "text/javascript"),
+        ("uPlot.esm.js", "text/javascript"),
+        ("xterm.css", "text/css"),
+    ):
+        answer = client.simulate_get(f"/dashboard/static/{name}")
+        assert answer.status_code == 200 and answer.headers["Content-Type"].startswith(kind), name
+    # each vendored library sits beside its licence, pinned in its first lines
+    assert (
+        (dashboard.STATIC / "xterm.LICENSE.txt")
+        .read_text()
+        .startswith("Copyright (c) 2017-2019, The xterm.js")
+    )
+    assert "uPlot.js" in (dashboard.STATIC / "uPlot.esm.js").read_text()[:400]
+    assert "(v1.6.32)" in (dashboard.STATIC / "uPlot.esm.js").read_text()[:400]
+    assert "MIT License" in (dashboard.STATIC / "uPlot.LICENSE.txt").read_text()

@@ -28,7 +28,7 @@ def test_the_alerts_ask_for_exported_metrics_and_the_scrape_jobs_name_every_part
     asked = set(_NAME.findall(alerts))
     assert asked and asked - metrics.exported_names() == set()
     scrape = (DEPLOY / "prometheus" / "prometheus.yml").read_text()
-    for part in ("api", "projector", "scheduler", "hypervisor", "notifier"):
+    for part in ("api", "projector", "scheduler", "hypervisor", "notifier", "metadata"):
         assert f"job_name: stratus-{part}" in scrape
 
 

@@ -1,12 +1,30 @@
 // The dashboard's entry point: sign-in, the header (project switch, log position), the one event
 // stream, and the router from the URL's fragment (#/servers, #/servers/<id>, #/admin/hosts) to views.
 
+import { aggregatesView } from "./aggregates.js";
 import { get, isAdmin, rescope, session, signIn, signOut, whenSignedOut } from "./api.js";
+import { auditView } from "./audit.js";
+import { chartsView } from "./charts.js";
 import { h, show, errorText } from "./dom.js";
 import { EventStream } from "./events.js";
 import { hostsView } from "./hosts.js";
+import { migrationsView } from "./migrations.js";
+import { placementView } from "./placement.js";
 import { serverView } from "./server.js";
 import { serversView } from "./servers.js";
+import { servicesView } from "./services.js";
+import { usageView } from "./usage.js";
+
+// The admin and auditor pages: address -> [nav label, view]. Admins only, except the audit page and
+// the charts, which show every role what the API answers it (its own project's usage).
+const ADMIN_VIEWS = {
+  "#/admin/aggregates": ["Aggregates", aggregatesView],
+  "#/admin/placement": ["Placement", placementView],
+  "#/admin/migrations": ["Migrations", migrationsView],
+  "#/admin/services": ["Services", servicesView],
+  "#/admin/usage": ["Usage", usageView],
+};
+const EVERY_ROLE_VIEWS = { "#/audit": ["Audit", auditView], "#/charts": ["Charts", chartsView] };
 
 const main = document.getElementById("main");
 const bar = document.getElementById("bar");
@@ -111,7 +129,9 @@ function fillNav() {
   const links = [["#/servers", "Servers"]];
   if (isAdmin()) {
     links.push(["#/admin/servers", "All servers"], ["#/admin/hosts", "Hosts"]);
+    links.push(...Object.entries(ADMIN_VIEWS).map(([href, [text]]) => [href, text]));
   }
+  links.push(...Object.entries(EVERY_ROLE_VIEWS).map(([href, [text]]) => [href, text]));
   const current = location.hash || "#/servers";
   document.getElementById("nav").replaceChildren(
     ...links.map(([href, text]) => h("a", { href, class: href === current ? "current" : "" }, text)),
@@ -141,9 +161,27 @@ function route() {
   fillNav();
   const hash = location.hash || "#/servers";
   const server = hash.match(/^#\/servers\/([0-9a-f-]{36})$/);
-  if (server) {
+  const serial = hash.match(/^#\/servers\/([0-9a-f-]{36})\/console$/);
+  if (serial) {
+    // xterm.js (345 kB) is loaded when a console is opened, not with every page
+    let left = false;
+    let close = () => {};
+    leave = () => {
+      left = true;
+      close();
+    };
+    import("./console.js").then(({ consoleView }) => {
+      if (!left) {
+        close = consoleView(main, context, serial[1]);
+      }
+    }, (e) => show(main, errorText(e)));
+  } else if (server) {
     leave = serverView(main, context, server[1]);
-  } else if (hash === "#/admin/servers" || hash === "#/admin/hosts") {
+  } else if (EVERY_ROLE_VIEWS[hash]) {
+    leave = EVERY_ROLE_VIEWS[hash][1](main, context);
+  } else if (ADMIN_VIEWS[hash] && isAdmin()) {
+    leave = ADMIN_VIEWS[hash][1](main, context);
+  } else if (hash === "#/admin/servers" || hash === "#/admin/hosts" || ADMIN_VIEWS[hash]) {
     if (!isAdmin()) {
       leave = () => {};
       show(main, h("h1", {}, "Not available"), h("p", {}, "This page is for administrators."));

@@ -82,6 +82,9 @@ export function serverView(main, context, id) {
       ...field("Updated", s.updated),
     );
     actions.replaceChildren(
+      ...(s.status === "ACTIVE" && !s["OS-EXT-STS:task_state"]
+        ? [h("a", { href: `#/servers/${id}/console`, id: "open-console", class: "button" }, "serial console")]
+        : []),
       ...allowedActions(s).map((action) =>
         h("button", {
           type: "button",

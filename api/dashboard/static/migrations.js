@@ -1,0 +1,25 @@
+// Admins only: every migration (cold, live, resize, evacuation) with its hosts and status, newest
+// first, as Nova's GET /os-migrations answers it.
+
+import { get } from "./api.js";
+import { h } from "./dom.js";
+import { frame, table } from "./tables.js";
+
+export function migrationsView(main) {
+  const migrations = table("migrations", ["Server", "Type", "Status", "From", "To", "Flavor", "Created", "Updated"]);
+  const fail = frame(main, "Migrations", migrations.el);
+  get("/v2.1/os-migrations").then((body) => {
+    const rows = body.migrations.map((m) => [
+      h("a", { href: `#/servers/${m.instance_uuid}`, class: "mono" }, m.instance_uuid),
+      m.migration_type,
+      m.status,
+      m.source_compute || "",
+      m.dest_compute || "",
+      m.old_instance_type_id === m.new_instance_type_id ? "" : `${m.old_instance_type_id} → ${m.new_instance_type_id}`,
+      m.created_at,
+      m.updated_at || "",
+    ]);
+    migrations.rows(rows.length ? rows : [["No migrations.", "", "", "", "", "", "", ""]]);
+  }, fail);
+  return () => {};
+}

@@ -1,0 +1,34 @@
+// Admins only: Placement's resource providers, each with its inventories (total, reserved,
+// allocation ratio) and its usages, as GET /placement/resource_providers/<uuid>/{inventories,usages}
+// answer them.
+
+import { get } from "./api.js";
+import { h } from "./dom.js";
+import { frame, ratio, row, table } from "./tables.js";
+
+async function provider(p) {
+  const [inventories, usages] = await Promise.all([
+    get(`/placement/resource_providers/${p.uuid}/inventories`),
+    get(`/placement/resource_providers/${p.uuid}/usages`),
+  ]);
+  return Object.entries(inventories.inventories).map(([rc, inv]) => {
+    const capacity = Math.floor((inv.total - inv.reserved) * inv.allocation_ratio);
+    const used = usages.usages[rc] || 0;
+    return row([p.name, rc, inv.total, inv.reserved, inv.allocation_ratio, ratio(used, capacity)], {
+      "data-provider": p.name,
+      "data-class": rc,
+    });
+  });
+}
+
+export function placementView(main) {
+  const providers = table("providers", ["Provider", "Resource class", "Total", "Reserved", "Ratio", "Used / capacity"]);
+  const fail = frame(main, "Placement", h("p", { class: "muted" },
+    "Capacity is (total − reserved) × allocation ratio; used is the sum of the consumers' allocations."),
+  providers.el);
+  get("/placement/resource_providers").then(async (body) => {
+    const rows = await Promise.all(body.resource_providers.map(provider));
+    providers.rows(rows.flat());
+  }).catch(fail);
+  return () => {};
+}
