@@ -4,7 +4,12 @@
 import { get, isAdmin, rescope, session, signIn, signOut, whenSignedOut } from "./api.js";
 import { h, show, errorText } from "./dom.js";
 import { EventStream } from "./events.js";
+import { flavorsView } from "./flavors.js";
+import { groupsView } from "./groups.js";
 import { hostsView } from "./hosts.js";
+import { imagesView } from "./images.js";
+import { keypairsView } from "./keypairs.js";
+import { quotasView } from "./quotas.js";
 import { serverView } from "./server.js";
 import { serversView } from "./servers.js";
 
@@ -53,7 +58,8 @@ async function startStream() {
   if (stream) {
     stream.stop(); // after the wait: a second start meanwhile leaves one stream, not two
   }
-  stream = new EventStream(`${where.events_url}?type=server`, {
+  // every kind the user may see: the project views follow flavors, images, key pairs, groups, quotas
+  stream = new EventStream(where.events_url, {
     onEvent: (event) => {
       if (event.type === "stratus.stream.started") {
         began(event.position);
@@ -107,8 +113,20 @@ async function fillProjects() {
   );
 }
 
+// The project views (each its own module), by their address.
+const PROJECT_VIEWS = {
+  "#/flavors": flavorsView,
+  "#/images": imagesView,
+  "#/keypairs": keypairsView,
+  "#/groups": groupsView,
+  "#/quotas": quotasView,
+};
+const PROJECT_LINKS = [
+  ["#/flavors", "Flavors"], ["#/images", "Images"], ["#/keypairs", "Key pairs"], ["#/groups", "Server groups"], ["#/quotas", "Quotas"],
+];
+
 function fillNav() {
-  const links = [["#/servers", "Servers"]];
+  const links = [["#/servers", "Servers"], ...PROJECT_LINKS];
   if (isAdmin()) {
     links.push(["#/admin/servers", "All servers"], ["#/admin/hosts", "Hosts"]);
   }
@@ -141,8 +159,13 @@ function route() {
   fillNav();
   const hash = location.hash || "#/servers";
   const server = hash.match(/^#\/servers\/([0-9a-f-]{36})$/);
+  const quotas = hash.match(/^#\/quotas\/([0-9a-zA-Z_-]{1,64})$/);
   if (server) {
     leave = serverView(main, context, server[1]);
+  } else if (PROJECT_VIEWS[hash]) {
+    leave = PROJECT_VIEWS[hash](main, context);
+  } else if (quotas) {
+    leave = quotasView(main, context, quotas[1]); // another project's: the API answers admins only
   } else if (hash === "#/admin/servers" || hash === "#/admin/hosts") {
     if (!isAdmin()) {
       leave = () => {};
