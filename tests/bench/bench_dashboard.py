@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                     set_page_size(page, size)
                     tracing = args.trace and r == args.rounds - 1
                     if tracing:
-                        browser.start_tracing(page, categories=["devtools.timeline", "v8", "blink"])
+                        browser.start_tracing(page=page, categories=["devtools.timeline", "v8", "blink"])
                     page.reload()
                     page.wait_for_function(f"() => {rows}", timeout=60_000, polling="raf")
                     times[size]["first"].append(page.evaluate("() => performance.now()"))
