@@ -74,3 +74,15 @@ def test_the_stream_is_where_the_settings_say(client: testing.TestClient) -> Non
     assert "connect-src 'self';" in answer.headers["Content-Security-Policy"]
     default = _client(Settings()).simulate_get("/dashboard/config.json").json
     assert default == {"events_url": "http://falconframework.org:8775/v2.1/stratus/events"}
+
+
+def test_every_module_is_preloaded_and_imported_by_name() -> None:
+    """The page asks for every module at once (``modulepreload``), not each after its importer; and
+    every module is reached from ``app.js`` (none left behind by a view's removal)."""
+    page = (dashboard.STATIC / "index.html").read_text()
+    modules = sorted(p.name for p in dashboard.STATIC.glob("*.js"))
+    sources = "\n".join((dashboard.STATIC / name).read_text() for name in modules)
+    for name in modules:
+        if name != "app.js":
+            assert f'rel="modulepreload" href="/dashboard/static/{name}"' in page, name
+            assert f'from "./{name}"' in sources, name
