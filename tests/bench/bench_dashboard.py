@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             token = login(api_port)
             browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1280, "height": 800})
+            # the page's warnings and errors (a stream refused, a read failed), as they happen
+            page.on("console", lambda m: m.type in ("warning", "error") and print(f"  page: {m.text}"))
             page.goto(f"http://127.0.0.1:{api_port}/dashboard")
             page.fill("#signin input[name=user]", "admin")
             page.fill("#signin input[name=password]", PASSWORD)
@@ -178,7 +180,12 @@ def main(argv: list[str] | None = None) -> int:
                 name = f"renamed-{r}"
                 started = time.perf_counter()
                 rename(api_port, token, server_id, name)
-                page.wait_for_selector(f"#servers a:text-is('{name}')", timeout=30_000)
+                try:
+                    page.wait_for_selector(f"#servers a:text-is('{name}')", timeout=30_000)
+                except Exception:
+                    state = "() => [document.getElementById('position').outerHTML, document.querySelector('main').innerText.slice(0, 600)]"
+                    print("PAGE STATE", page.evaluate(state), server_id)
+                    raise
                 live.append((time.perf_counter() - started) * 1000)
             browser.close()
         print(f"load average at end: {loadavg()}")

@@ -82,7 +82,10 @@ class Servers {
 
   // The current page as of ``minPosition``.
   async load(minPosition) {
-    const body = await get(this.path(this.markers[this.markers.length - 1]), { minPosition });
+    this.show(await get(this.path(this.markers[this.markers.length - 1]), { minPosition }));
+  }
+
+  show(body) {
     this.byId = new Map(body.servers.map((s) => [s.id, s]));
     const next = (body.servers_links || []).find((link) => link.rel === "next");
     this.next = next ? new URL(next.href, location.href).searchParams.get("marker") : null;
@@ -93,15 +96,14 @@ class Servers {
     if (!this.next) {
       return;
     }
-    // a full last page has a next link to an empty page: stay, with no next
     const body = await get(this.path(this.next), { minPosition });
     if (body.servers.length === 0) {
-      this.next = null;
+      this.next = null; // a full last page has a next link to an empty page: stay, with no next
       this.render();
       return;
     }
     this.markers.push(this.next);
-    await this.load(minPosition);
+    this.show(body);
   }
 
   async back(minPosition) {
@@ -137,7 +139,7 @@ class Servers {
     } else {
       this.byId.delete(id);
     }
-    this.render();
+    this.render(id);
   }
 }
 
@@ -206,6 +208,15 @@ export function serversView(main, context, { allProjects }) {
     }
   });
 
+  // The image's name once the image list has come (it is asked for beside the servers).
+  function imageCell(s) {
+    if (!s.image || !s.image.id) {
+      return h("td", {}, "(volume)");
+    }
+    const name = images.get(s.image.id);
+    return h("td", { "data-image": name ? null : s.image.id }, name || s.image.id);
+  }
+
   function row(s) {
     const buttons = allowedActions(s).map((action) =>
       h("button", { type: "button", class: action === "delete" ? "danger" : "", "data-action": action }, action),
@@ -217,20 +228,43 @@ export function serversView(main, context, { allProjects }) {
       statusCell(s),
       h("td", { class: "mono" }, addresses(s)),
       h("td", {}, s.flavor ? s.flavor.original_name : ""),
-      h("td", {}, s.image && s.image.id ? images.get(s.image.id) || s.image.id : "(volume)"),
+      imageCell(s),
       admin ? h("td", {}, s["OS-EXT-SRV-ATTR:host"] || "") : null,
       allProjects ? h("td", { class: "mono" }, s.tenant_id) : null,
       h("td", { class: "actions" }, buttons),
     );
   }
 
-  function render() {
+  const drawn = new Map(); // id -> its row in the table
+
+  // Every row (``changed`` undefined), or only the row of server ``changed``: a live update of one
+  // server redraws one row, not the page's thousand.
+  function render(changed) {
     const started = performance.now();
-    const rows = [...servers.byId.values()].sort((a, b) => (a.created < b.created ? 1 : -1));
-    tbody.replaceChildren(...rows.map(row));
+    const old = changed === undefined ? undefined : drawn.get(changed);
+    if (old) {
+      const server = servers.byId.get(changed);
+      if (server) {
+        const tr = row(server);
+        old.replaceWith(tr);
+        drawn.set(changed, tr);
+      } else {
+        old.remove();
+        drawn.delete(changed);
+      }
+    } else {
+      const rows = [...servers.byId.values()].sort((a, b) => (a.created < b.created ? 1 : -1));
+      drawn.clear();
+      tbody.replaceChildren(...rows.map((s) => {
+        const tr = row(s);
+        drawn.set(s.id, tr);
+        return tr;
+      }));
+    }
+    const shown = servers.byId.size;
     const first = (servers.page - 1) * servers.limit + 1;
-    count.textContent = rows.length
-      ? `${first}–${first + rows.length - 1}${servers.next ? "" : ", the last"}`
+    count.textContent = shown
+      ? `${first}–${first + shown - 1}${servers.next ? "" : ", the last"}`
       : servers.page === 1 ? "none" : "no more";
     pager.dataset.page = servers.page;
     pageLabel.textContent = `page ${servers.page}`;
@@ -268,10 +302,14 @@ export function serversView(main, context, { allProjects }) {
     pager,
     table,
   );
-  // the images' names, for the image column (the form lists them too: the cache has them then)
-  listed.then(() => get("/image/v2/images?limit=1000")).then((body) => {
+  // the images' names, for the image column, asked for beside the list: the cells drawn before
+  // they came are named in place
+  get("/image/v2/images?limit=1000").then((body) => {
     body.images.forEach((i) => images.set(i.id, i.name || i.id));
-    render();
+    tbody.querySelectorAll("td[data-image]").forEach((td) => {
+      td.textContent = images.get(td.dataset.image) || td.textContent;
+      td.removeAttribute("data-image");
+    });
   }, () => {});
   return context.onEvent((event) => {
     if (event.type === "stratus.stream.started" && unfollowed) {
