@@ -320,3 +320,40 @@ def test_a_member_and_a_reader_get_no_controls_they_cannot_use(dashboard_cloud: 
     page.fill("#keypair-create input[name=name]", "readers-own")
     page.click("#keypair-create button[type=submit]")
     page.wait_for_selector("#keypairs tr[data-key=readers-own]", timeout=WAIT_MS)
+
+
+def test_the_servers_list_a_page_at_a_time(dashboard_cloud: Cloud, page: Any, screenshots: Path) -> None:
+    """55 servers at 50 a page: the first page's 50, Next to the last 5 (no Next then), Previous back
+    to the same 50, the rows' positions shown; the page size is the user's choice."""
+    cloud = dashboard_cloud
+    _prepare(cloud)
+    cloud.openstack_quiet("quota", "set", "--instances", "100", "--cores", "100", "--ram", "102400", "admin")
+    flavor = cloud.openstack("flavor", "show", "tiny")["id"]
+    image = cloud.openstack("image", "show", "img")["id"]
+    server = {"name": "many", "flavorRef": flavor, "imageRef": image, "min_count": 55}
+    answer = cloud.sdk().compute.post("/servers", json={"server": server})  # one request, 55 servers
+    assert answer.status_code == 202, answer.text
+    _sign_in(page, cloud, "admin", ADMIN_PASSWORD, "admin")
+    rows = "n => document.querySelectorAll('#servers tbody tr').length === n"
+    page.select_option("#page-size", "50")
+    page.wait_for_function(rows, arg=50, timeout=WAIT_MS)
+    page.wait_for_selector("#count:text-is('1\u201350')")  # an en dash
+    first = [r.get_attribute("data-id") for r in page.query_selector_all("#servers tbody tr")]
+
+    page.click("#next")
+    page.wait_for_selector("#pager[data-page='2']", timeout=WAIT_MS)
+    page.wait_for_function(rows, arg=5, timeout=WAIT_MS)
+    page.wait_for_selector("#count:text-is('51\u201355, the last')")
+    assert page.is_disabled("#next") and not page.is_disabled("#previous")
+    second = [r.get_attribute("data-id") for r in page.query_selector_all("#servers tbody tr")]
+    assert not set(first) & set(second)
+    page.screenshot(path=str(screenshots / "servers-page-2.png"))
+
+    page.click("#previous")
+    page.wait_for_selector("#pager[data-page='1']", timeout=WAIT_MS)
+    page.wait_for_function(rows, arg=50, timeout=WAIT_MS)
+    assert {r.get_attribute("data-id") for r in page.query_selector_all("#servers tbody tr")} == set(first)
+    assert page.is_disabled("#previous")
+    page.reload()  # the page size is kept in the tab
+    page.wait_for_function(rows, arg=50, timeout=WAIT_MS)
+    assert page.eval_on_selector("#page-size", "s => s.value") == "50"

@@ -120,6 +120,22 @@ class Servers {
     await this.load(minPosition);
   }
 
+  // Whether a server not on the page is new on the first page: the list is newest first, so it is
+  // when it is newer than the page's oldest, or when the page is all there is (no next).
+  belongsFirst(server) {
+    if (this.page !== 1) {
+      return false;
+    }
+    if (!this.next) {
+      return true;
+    }
+    let oldest = null;
+    for (const s of this.byId.values()) {
+      oldest = oldest === null || s.created < oldest ? s.created : oldest;
+    }
+    return oldest === null || server.created > oldest;
+  }
+
   async refresh(id, position) {
     let server = null;
     try {
@@ -134,8 +150,8 @@ class Servers {
     }
     this.seen.set(id, position);
     const mine = server && (this.allProjects || server.tenant_id === session().project.id);
-    if (mine && (this.byId.has(id) || this.page === 1)) {
-      this.byId.set(id, server); // changed on this page, or new: the newest are on the first page
+    if (mine && (this.byId.has(id) || this.belongsFirst(server))) {
+      this.byId.set(id, server); // changed on this page, or new on the first
     } else {
       this.byId.delete(id);
     }
