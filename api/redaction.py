@@ -139,14 +139,14 @@ def view(entry: Entry, *, admin: bool, where: str) -> dict[str, Any] | None:
     return event_for_member(event)
 
 
-def project_of(first: Entry) -> str | None:
-    """The project named by an aggregate's first event (``project_id`` of its data); None when it
-    names none or its payload does not decode (then only auditors see the aggregate)."""
+def project_of(first: Entry, key: str = "project_id") -> str | None:
+    """The project named by an aggregate's first event (``project_id`` of its data, or ``key``);
+    None when it names none or its payload does not decode (then only auditors see the aggregate)."""
     if first.envelope.topic == UNDECODABLE_TOPIC:
         return None
     try:
         data = first.envelope.to_dict().get("data")
     except orjson.JSONDecodeError:
         return None
-    owner = data.get("project_id") if isinstance(data, dict) else None
+    owner = data.get(key) if isinstance(data, dict) else None
     return owner if isinstance(owner, str) else None

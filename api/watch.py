@@ -80,8 +80,25 @@ class PositionExpired(ApiError, error=codes.POSITION_EXPIRED):
     """The stream no longer holds the position asked to resume from."""
 
 
+# Kinds whose first event names their owner by another field than ``project_id``: an image's
+# project is Glance's ``owner``; a key pair belongs to a user (``user:<id>``), not to a project.
+_OWNER_FIELDS = {"image": "owner"}
+USER_KINDS = frozenset({"keypair"})
+
+
+def owner_of(first: history.Entry, kind: str) -> str | None:
+    """Who owns an aggregate of ``kind`` whose first event is ``first``: a project id, ``user:<id>``
+    for a user's own resource, or None (auditors only)."""
+    if kind in IDENTITY_KINDS | PLACEMENT_KINDS:
+        return None
+    if kind in USER_KINDS:
+        user = project_of(first, "user_id")
+        return None if user is None else f"user:{user}"
+    return project_of(first, _OWNER_FIELDS.get(kind, "project_id"))
+
+
 class _Owners:
-    """Which project owns an aggregate (its first event's ``project_id``), cached per stream."""
+    """Who owns an aggregate (``owner_of`` its first event), cached per stream."""
 
     def __init__(self, reader: history.LogReader, size: int = 10_000) -> None:
         self._reader = reader
@@ -99,9 +116,8 @@ class _Owners:
         if entry.envelope.originator_version != 1:
             found, _ = history.page(self._reader, entry.envelope.originator_id, limit=1)
             first = found[0] if found else entry
-        owner = project_of(first)
         kind = entry.envelope.type.split(".")[1] if entry.envelope.type.count(".") >= 2 else ""
-        owner = owner if kind not in IDENTITY_KINDS | PLACEMENT_KINDS else None
+        owner = owner_of(first, kind)
         self._cache[key] = owner
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)
@@ -300,8 +316,9 @@ class Events:
         project = self._project(actor, req)
         start = self._start(req)
         owners = _Owners(self._recorder)
+        mine = {project, f"user:{actor.user_id}"}  # the project's resources and the user's own
         visible: Callable[[history.Entry], bool] = (
-            (lambda e: True) if project is None else (lambda e: owners.of(e) == project)
+            (lambda e: True) if project is None else (lambda e: owners.of(e) in mine)
         )
         member = not can_audit_everything(actor)
         events = self._events(start, subject_filter, visible, member, self._still_allowed(req, actor))

@@ -11,6 +11,7 @@ the server as it was. A member's page lacks the admin pages and data. Screenshot
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -305,3 +306,208 @@ def test_a_reader_slides_her_projects_usage_and_gets_no_admin_data(
     )
     page.screenshot(path=str(screenshots / "audit-reader.png"), full_page=True)
     assert not [u for u in asked if any(a in u for a in admin_apis)]
+
+
+def _public_key(tmp: Path) -> str:
+    """A fresh OpenSSH public key (ssh-keygen's), to import."""
+    key = tmp / "imported"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=30)
+    return (tmp / "imported.pub").read_text().strip()
+
+
+def _in_use(page: Any, resource: str) -> int:
+    return int(page.get_attribute(f"#quotas tr[data-key={resource}]", "data-in-use"))
+
+
+def test_the_project_views_followed_live(
+    dashboard_cloud: Cloud, page: Any, screenshots: Path, tmp_path: Path
+) -> None:
+    """Flavors, key pairs, images, server groups and quotas as an admin: each form's write appears
+    in its list without a reload, and so does what the CLI does meanwhile."""
+    cloud = dashboard_cloud
+    _prepare(cloud)
+    _sign_in(page, cloud, "admin", ADMIN_PASSWORD, "admin")
+    page.evaluate("window.stillTheSamePage = true")
+
+    # flavors: the sizes listed; one created through the form, one by the CLI, one deleted
+    page.click("#nav a:text-is('Flavors')")
+    row = page.wait_for_selector("#flavors tr[data-name=tiny]", timeout=WAIT_MS)
+    assert [c.inner_text() for c in row.query_selector_all("td")][:4] == ["tiny", "1", "256", "1"]
+    page.fill("#flavor-create input[name=name]", "small")
+    page.fill("#flavor-create input[name=vcpus]", "2")
+    page.fill("#flavor-create input[name=ram]", "1024")
+    page.click("#flavor-create button[type=submit]")
+    page.wait_for_selector("#flavors tr[data-name=small] td:text-is('1024')", timeout=WAIT_MS)
+    assert any(f["Name"] == "small" for f in cloud.openstack("flavor", "list"))
+    cloud.openstack("flavor", "create", "--ram", "2048", "--disk", "2", "--vcpus", "2", "medium")
+    page.wait_for_selector("#flavors tr[data-name=medium]", timeout=WAIT_MS)
+    page.click("#flavors tr[data-name=small] button[data-action=delete]")
+    page.wait_for_selector("#flavors tr[data-name=small]", state="detached", timeout=WAIT_MS)
+    page.screenshot(path=str(screenshots / "flavors.png"))
+
+    # key pairs: a created one's private key shown once; an imported one; a deletion
+    page.click("#nav a:text-is('Key pairs')")
+    page.wait_for_selector("#keypairs")
+    page.fill("#keypair-create input[name=name]", "made-here")
+    page.click("#keypair-create button[type=submit]")
+    secret = page.wait_for_selector("#private-key pre", timeout=WAIT_MS).inner_text()
+    assert "PRIVATE KEY" in secret
+    page.wait_for_selector("#keypairs tr[data-key=made-here]", timeout=WAIT_MS)
+    assert page.get_attribute("#private-key a", "download") == "made-here.pem"
+    page.screenshot(path=str(screenshots / "keypairs.png"))
+    page.click("#private-key button:text-is('Done')")
+    assert page.query_selector("#private-key") is None
+    public = _public_key(tmp_path)
+    page.fill("#keypair-import input[name=name]", "imported")
+    page.fill("#keypair-import textarea[name=public_key]", public)
+    page.click("#keypair-import button[type=submit]")
+    page.wait_for_selector("#keypairs tr[data-key=imported]", timeout=WAIT_MS)
+    assert cloud.openstack("keypair", "show", "imported")["fingerprint"] in page.inner_text("#keypairs")
+    page.click("#keypairs tr[data-key=made-here] button[data-action=delete]")
+    page.wait_for_selector("#keypairs tr[data-key=made-here]", state="detached", timeout=WAIT_MS)
+
+    # images: a file uploaded through the form with its progress, active, then deleted
+    page.click("#nav a:text-is('Images')")
+    page.wait_for_selector("#images tr[data-name=img][data-status=active]", timeout=WAIT_MS)
+    data = bytes(range(256)) * (4 * 4096)  # 4 MiB
+    page.fill("#image-upload input[name=name]", "uploaded")
+    page.set_input_files(
+        "#image-upload input[name=file]",
+        files=[{"name": "disk.raw", "mimeType": "application/octet-stream", "buffer": data}],
+    )
+    page.click("#image-upload button[type=submit]")
+    page.wait_for_selector("#images tr[data-name=uploaded][data-status=active]", timeout=WAIT_MS)
+    page.wait_for_selector("#upload-percent:text-matches('^100 % of 4.0 MiB')")
+    assert page.evaluate("document.getElementById('upload-progress').value") == len(data)
+    shown = cloud.openstack("image", "show", "uploaded")
+    assert shown["size"] == len(data) and shown["status"] == "active"
+    page.screenshot(path=str(screenshots / "images.png"))
+    page.click("#images tr[data-name=uploaded] button[data-action=delete]")
+    page.wait_for_selector("#images tr[data-name=uploaded]", state="detached", timeout=WAIT_MS)
+
+    # server groups: one created through the form; a server booted into it joins its members
+    page.click("#nav a:text-is('Server groups')")
+    page.wait_for_selector("#groups")
+    page.fill("#group-create input[name=name]", "spread")
+    page.select_option("#group-create select[name=policy]", "anti-affinity")
+    page.click("#group-create button[type=submit]")
+    row = page.wait_for_selector("#groups tr[data-name=spread]", timeout=WAIT_MS)
+    assert "anti-affinity" in row.inner_text()
+    group = row.get_attribute("data-key")
+    # (with Nova's os:scheduler_hints: the openstack CLI's --hint sends OS-SCH-HNT:scheduler_hints)
+    flavor = cloud.openstack("flavor", "show", "tiny")["id"]
+    image = cloud.openstack("image", "show", "img")["id"]
+    server = {"name": "in-group", "flavorRef": flavor, "imageRef": image}
+    hints = {"os:scheduler_hints": {"group": group}}
+    answer = cloud.sdk().compute.post("/servers", json={"server": server, **hints})
+    assert answer.status_code == 202, answer.text
+    page.wait_for_selector("#groups tr[data-name=spread] td.members[data-count='1']", timeout=WAIT_MS)
+    page.screenshot(path=str(screenshots / "groups.png"))
+
+    # quotas: the bars follow a server created meanwhile (instances, vCPUs and RAM in use)
+    page.click("#nav a:text-is('Quotas')")
+    page.wait_for_selector("#quotas tr[data-key=instances] meter", timeout=WAIT_MS)
+    before = {r: _in_use(page, r) for r in ("instances", "cores", "ram")}
+    assert before["instances"] >= 1
+    assert int(page.get_attribute("#quotas tr[data-key=instances]", "data-limit")) > 0
+    cloud.openstack("server", "create", "--flavor", "medium", "--image", "img", "quota-1")
+    page.wait_for_function(
+        "n => Number(document.querySelector('#quotas tr[data-key=instances]').dataset.inUse) === n",
+        arg=before["instances"] + 1,
+        timeout=WAIT_MS,
+    )
+    page.wait_for_function(
+        "n => Number(document.querySelector('#quotas tr[data-key=ram]').dataset.inUse) === n",
+        arg=before["ram"] + 2048,
+        timeout=WAIT_MS,
+    )
+    assert _in_use(page, "cores") == before["cores"] + 2
+    page.screenshot(path=str(screenshots / "quotas.png"))
+    assert page.evaluate("window.stillTheSamePage") is True
+
+
+def test_a_member_and_a_reader_get_no_controls_they_cannot_use(dashboard_cloud: Cloud, page: Any) -> None:
+    """A member: no flavor form or deletes, no delete on another project's image, her own project's
+    quotas only; a reader: no upload or group form, but her own key pairs (Nova lets any role)."""
+    cloud = dashboard_cloud
+    _prepare(cloud)
+    cloud.openstack("project", "create", "web")
+    cloud.openstack("user", "create", "--password", "alice-pw", "--project", "web", "alice")
+    cloud.openstack_quiet("role", "add", "--project", "web", "--user", "alice", "member")
+    cloud.openstack("project", "create", "ops")
+    cloud.openstack_quiet("role", "add", "--project", "ops", "--user", "alice", "reader")
+    admin_project = cloud.openstack("project", "show", "admin")["id"]
+
+    _sign_in(page, cloud, "alice", "alice-pw", "web")
+    page.goto(f"{cloud.base}/dashboard#/flavors")
+    page.wait_for_selector("#flavors tr[data-name=tiny]", timeout=WAIT_MS)
+    assert page.query_selector("#flavor-create") is None
+    assert page.query_selector("#flavors button") is None
+    assert "Actions" not in page.inner_text("#flavors thead")
+
+    page.click("#nav a:text-is('Images')")
+    page.wait_for_selector("#images tr[data-name=img]", timeout=WAIT_MS)
+    assert page.query_selector("#image-upload") is not None
+    assert page.query_selector("#images tr[data-name=img] button") is None  # the admin project's
+    assert "public" not in page.inner_text("#image-upload select[name=visibility]")
+
+    page.click("#nav a:text-is('Quotas')")
+    page.wait_for_selector("#quotas tr[data-key=instances]", timeout=WAIT_MS)
+    assert page.query_selector("#quota-project") is None
+    page.goto(f"{cloud.base}/dashboard#/quotas/{admin_project}")
+    page.wait_for_selector("main .error", timeout=WAIT_MS)  # the API's 403, shown as it is
+    assert not page.query_selector_all("#quotas tbody tr")
+
+    # in "ops", where she is a reader (the page stays on the view it was on)
+    page.click("#nav a:text-is('Server groups')")
+    page.wait_for_selector("#group-create")
+    page.wait_for_selector("#project option:text-is('ops')", state="attached")
+    page.select_option("#project", label="ops")
+    page.wait_for_function("() => document.querySelector('#who').textContent.includes('reader')")
+    page.wait_for_selector("#groups")
+    assert page.query_selector("#group-create") is None
+    page.click("#nav a:text-is('Images')")
+    page.wait_for_selector("#images tr[data-name=img]", timeout=WAIT_MS)
+    assert page.query_selector("#image-upload") is None
+    page.click("#nav a:text-is('Key pairs')")
+    page.wait_for_selector("#keypair-create")
+    page.fill("#keypair-create input[name=name]", "readers-own")
+    page.click("#keypair-create button[type=submit]")
+    page.wait_for_selector("#keypairs tr[data-key=readers-own]", timeout=WAIT_MS)
+
+
+def test_the_servers_list_a_page_at_a_time(dashboard_cloud: Cloud, page: Any, screenshots: Path) -> None:
+    """55 servers at 50 a page: the first page's 50, Next to the last 5 (no Next then), Previous back
+    to the same 50, the rows' positions shown; the page size is the user's choice."""
+    cloud = dashboard_cloud
+    _prepare(cloud)
+    cloud.openstack_quiet("quota", "set", "--instances", "100", "--cores", "100", "--ram", "102400", "admin")
+    flavor = cloud.openstack("flavor", "show", "tiny")["id"]
+    image = cloud.openstack("image", "show", "img")["id"]
+    server = {"name": "many", "flavorRef": flavor, "imageRef": image, "min_count": 55}
+    answer = cloud.sdk().compute.post("/servers", json={"server": server})  # one request, 55 servers
+    assert answer.status_code == 202, answer.text
+    _sign_in(page, cloud, "admin", ADMIN_PASSWORD, "admin")
+    rows = "n => document.querySelectorAll('#servers tbody tr').length === n"
+    page.select_option("#page-size", "50")
+    page.wait_for_function(rows, arg=50, timeout=WAIT_MS)
+    page.wait_for_selector("#count:text-is('1\u201350')")  # an en dash
+    first = [r.get_attribute("data-id") for r in page.query_selector_all("#servers tbody tr")]
+
+    page.click("#next")
+    page.wait_for_selector("#pager[data-page='2']", timeout=WAIT_MS)
+    page.wait_for_function(rows, arg=5, timeout=WAIT_MS)
+    page.wait_for_selector("#count:text-is('51\u201355, the last')")
+    assert page.is_disabled("#next") and not page.is_disabled("#previous")
+    second = [r.get_attribute("data-id") for r in page.query_selector_all("#servers tbody tr")]
+    assert not set(first) & set(second)
+    page.screenshot(path=str(screenshots / "servers-page-2.png"))
+
+    page.click("#previous")
+    page.wait_for_selector("#pager[data-page='1']", timeout=WAIT_MS)
+    page.wait_for_function(rows, arg=50, timeout=WAIT_MS)
+    assert {r.get_attribute("data-id") for r in page.query_selector_all("#servers tbody tr")} == set(first)
+    assert page.is_disabled("#previous")
+    page.reload()  # the page size is kept in the tab
+    page.wait_for_function(rows, arg=50, timeout=WAIT_MS)
+    assert page.eval_on_selector("#page-size", "s => s.value") == "50"

@@ -146,3 +146,33 @@ def test_rejects_other_projects_bad_positions_and_expired_ones(stack: Stack, htt
     assert r.status == 410
     body = json.loads(r.read())
     assert "no longer in the log" in json.dumps(body)
+
+
+def test_a_member_follows_their_own_key_pairs_and_their_projects_images(
+    stack: Stack, http_server: Http
+) -> None:
+    """Images are their project's (Glance's ``owner``) and key pairs their user's: a member's stream
+    has her own and her project's, not another user's key pairs in the same project or another
+    project's images (the dashboard's lists follow them)."""
+
+    def write(persona: str, path: str, body: dict[str, Any]) -> int:
+        r = stack.request("POST", path, persona, json=body)
+        assert r.status_code in (200, 201), r.text
+        return int(r.headers["X-Stratus-Position"])  # the last event of the write
+
+    start = write(ADMIN, "/v2.1/os-keypairs", {"keypair": {"name": "alices"}})  # p1's admin, another user
+    image = {"disk_format": "raw", "container_format": "bare"}
+    write(P1, "/v2.1/os-keypairs", {"keypair": {"name": "bobs"}})
+    write(P1, "/image/v2/images", {**image, "name": "p1-image"})
+    write(P2, "/image/v2/images", {**image, "name": "p2-image"})
+    write(P2, "/v2.1/os-keypairs", {"keypair": {"name": "carols"}})
+    write(P1, "/v2.1/os-keypairs", {"keypair": {"name": "bobs-last"}})
+    stream = http_server.open(f"/v2.1/stratus/events?after={start - 5}", who(stack, P1))
+    named: list[tuple[str, str]] = []  # (kind, name) of the key pair and image events she sees
+    while ("keypair", "bobs-last") not in named:
+        for e in read_events(stream, 1):
+            kind = e["event"].split(".")[1]
+            if kind in ("keypair", "image"):
+                named.append((kind, e["data"]["data"].get("name")))
+    stream.close()
+    assert named == [("keypair", "bobs"), ("image", "p1-image"), ("keypair", "bobs-last")]

@@ -7,9 +7,14 @@ import { auditView } from "./audit.js";
 import { chartsView } from "./charts.js";
 import { h, show, errorText } from "./dom.js";
 import { EventStream } from "./events.js";
+import { flavorsView } from "./flavors.js";
+import { groupsView } from "./groups.js";
 import { hostsView } from "./hosts.js";
+import { imagesView } from "./images.js";
+import { keypairsView } from "./keypairs.js";
 import { migrationsView } from "./migrations.js";
 import { placementView } from "./placement.js";
+import { quotasView } from "./quotas.js";
 import { serverView } from "./server.js";
 import { serversView } from "./servers.js";
 import { servicesView } from "./services.js";
@@ -71,7 +76,8 @@ async function startStream() {
   if (stream) {
     stream.stop(); // after the wait: a second start meanwhile leaves one stream, not two
   }
-  stream = new EventStream(`${where.events_url}?type=server`, {
+  // every kind the user may see: the project views follow flavors, images, key pairs, groups, quotas
+  stream = new EventStream(where.events_url, {
     onEvent: (event) => {
       if (event.type === "stratus.stream.started") {
         began(event.position);
@@ -125,8 +131,20 @@ async function fillProjects() {
   );
 }
 
+// The project views (each its own module), by their address.
+const PROJECT_VIEWS = {
+  "#/flavors": flavorsView,
+  "#/images": imagesView,
+  "#/keypairs": keypairsView,
+  "#/groups": groupsView,
+  "#/quotas": quotasView,
+};
+const PROJECT_LINKS = [
+  ["#/flavors", "Flavors"], ["#/images", "Images"], ["#/keypairs", "Key pairs"], ["#/groups", "Server groups"], ["#/quotas", "Quotas"],
+];
+
 function fillNav() {
-  const links = [["#/servers", "Servers"]];
+  const links = [["#/servers", "Servers"], ...PROJECT_LINKS];
   if (isAdmin()) {
     links.push(["#/admin/servers", "All servers"], ["#/admin/hosts", "Hosts"]);
     links.push(...Object.entries(ADMIN_VIEWS).map(([href, [text]]) => [href, text]));
@@ -162,6 +180,7 @@ function route() {
   const hash = location.hash || "#/servers";
   const server = hash.match(/^#\/servers\/([0-9a-f-]{36})$/);
   const serial = hash.match(/^#\/servers\/([0-9a-f-]{36})\/console$/);
+  const quotas = hash.match(/^#\/quotas\/([0-9a-zA-Z_-]{1,64})$/);
   if (serial) {
     // xterm.js (345 kB) is loaded when a console is opened, not with every page
     let left = false;
@@ -177,6 +196,10 @@ function route() {
     }, (e) => show(main, errorText(e)));
   } else if (server) {
     leave = serverView(main, context, server[1]);
+  } else if (PROJECT_VIEWS[hash]) {
+    leave = PROJECT_VIEWS[hash](main, context);
+  } else if (quotas) {
+    leave = quotasView(main, context, quotas[1]); // another project's: the API answers admins only
   } else if (EVERY_ROLE_VIEWS[hash]) {
     leave = EVERY_ROLE_VIEWS[hash][1](main, context);
   } else if (ADMIN_VIEWS[hash] && isAdmin()) {

@@ -41,29 +41,99 @@ export function statusCell(server) {
   return h("td", { class: `status ${server.status}` }, server.status, task ? h("span", { class: "muted" }, ` (${task})`) : null);
 }
 
-// Servers by id, refreshed from the API when the stream says one changed: the API's answer is the
-// truth (the same view and policy as any client), the stream says only when to ask.
+// The page sizes offered (Nova answers 1,000 servers a page at most); the choice is the tab's.
+const PAGE_SIZES = [50, 100, 250, 1000];
+const PAGE_SIZE_KEY = "stratus.servers.pageSize";
+
+function pageSize() {
+  const chosen = Number(sessionStorage.getItem(PAGE_SIZE_KEY));
+  return PAGE_SIZES.includes(chosen) ? chosen : 100;
+}
+
+// One page of servers by id, refreshed from the API when the stream says one changed: the API's
+// answer is the truth (the same view and policy as any client), the stream says only when to ask.
+// Pages follow Nova's ``limit``/``marker`` (the ``next`` link of ``servers_links``); the markers of
+// the pages before are kept to go back.
 class Servers {
   constructor(allProjects, render) {
     this.allProjects = allProjects;
     this.render = render;
     this.byId = new Map();
     this.seen = new Map(); // id -> the position of the last answer applied
+    this.markers = [null]; // the marker of each page up to the current one (the first has none)
+    this.next = null; // the next page's marker, when the API gave a next link
+    this.limit = pageSize();
   }
 
-  // Every page of the list (the API answers 1,000 servers at most per page, with a link to the
-  // next), drawn as each page arrives.
-  async load(minPosition) {
-    const byId = new Map();
-    let path = `/v2.1/servers/detail${this.allProjects ? "?all_tenants=1" : ""}`;
-    while (path) {
-      const body = await get(path, { minPosition });
-      body.servers.forEach((s) => byId.set(s.id, s));
-      this.byId = byId;
-      this.render();
-      const next = (body.servers_links || []).find((link) => link.rel === "next");
-      path = next ? next.href.slice(next.href.indexOf("/v2.1/")) : null;
+  get page() {
+    return this.markers.length; // 1 for the first
+  }
+
+  path(marker) {
+    const query = new URLSearchParams({ limit: this.limit });
+    if (marker) {
+      query.set("marker", marker);
     }
+    if (this.allProjects) {
+      query.set("all_tenants", "1");
+    }
+    return `/v2.1/servers/detail?${query}`;
+  }
+
+  // The current page as of ``minPosition``.
+  async load(minPosition) {
+    this.show(await get(this.path(this.markers[this.markers.length - 1]), { minPosition }));
+  }
+
+  show(body) {
+    this.byId = new Map(body.servers.map((s) => [s.id, s]));
+    const next = (body.servers_links || []).find((link) => link.rel === "next");
+    this.next = next ? new URL(next.href, location.href).searchParams.get("marker") : null;
+    this.render();
+  }
+
+  async forward(minPosition) {
+    if (!this.next) {
+      return;
+    }
+    const body = await get(this.path(this.next), { minPosition });
+    if (body.servers.length === 0) {
+      this.next = null; // a full last page has a next link to an empty page: stay, with no next
+      this.render();
+      return;
+    }
+    this.markers.push(this.next);
+    this.show(body);
+  }
+
+  async back(minPosition) {
+    if (this.markers.length > 1) {
+      this.markers.pop();
+      await this.load(minPosition);
+    }
+  }
+
+  async resize(limit, minPosition) {
+    this.limit = limit;
+    sessionStorage.setItem(PAGE_SIZE_KEY, String(limit));
+    this.markers = [null];
+    await this.load(minPosition);
+  }
+
+  // Whether a server not on the page is new on the first page: the list is newest first, so it is
+  // when it is newer than the page's oldest, or when the page is all there is (no next).
+  belongsFirst(server) {
+    if (this.page !== 1) {
+      return false;
+    }
+    if (!this.next) {
+      return true;
+    }
+    let oldest = null;
+    for (const s of this.byId.values()) {
+      oldest = oldest === null || s.created < oldest ? s.created : oldest;
+    }
+    return oldest === null || server.created > oldest;
   }
 
   async refresh(id, position) {
@@ -80,12 +150,12 @@ class Servers {
     }
     this.seen.set(id, position);
     const mine = server && (this.allProjects || server.tenant_id === session().project.id);
-    if (mine) {
-      this.byId.set(id, server);
+    if (mine && (this.byId.has(id) || this.belongsFirst(server))) {
+      this.byId.set(id, server); // changed on this page, or new on the first
     } else {
       this.byId.delete(id);
     }
-    this.render();
+    this.render(id);
   }
 }
 
@@ -110,7 +180,7 @@ function createForm(options, onCreated) {
   // Only what this user may use: the flavors and images the API lists for them, their key pairs.
   options.then(() => Promise.all([
     get("/v2.1/flavors/detail"),
-    get("/image/v2/images?status=active"),
+    get("/image/v2/images?status=active&limit=1000"),
     get("/v2.1/os-keypairs"),
   ]).then(([flavors, images, keypairs]) => {
     flavor.append(...flavors.flavors.map((f) => h("option", { value: f.id }, `${f.name} (${f.vcpus} vCPU, ${f.ram} MB)`)));
@@ -154,6 +224,15 @@ export function serversView(main, context, { allProjects }) {
     }
   });
 
+  // The image's name once the image list has come (it is asked for beside the servers).
+  function imageCell(s) {
+    if (!s.image || !s.image.id) {
+      return h("td", {}, "(volume)");
+    }
+    const name = images.get(s.image.id);
+    return h("td", { "data-image": name ? null : s.image.id }, name || s.image.id);
+  }
+
   function row(s) {
     const buttons = allowedActions(s).map((action) =>
       h("button", { type: "button", class: action === "delete" ? "danger" : "", "data-action": action }, action),
@@ -165,28 +244,70 @@ export function serversView(main, context, { allProjects }) {
       statusCell(s),
       h("td", { class: "mono" }, addresses(s)),
       h("td", {}, s.flavor ? s.flavor.original_name : ""),
-      h("td", {}, s.image && s.image.id ? images.get(s.image.id) || s.image.id : "(volume)"),
+      imageCell(s),
       admin ? h("td", {}, s["OS-EXT-SRV-ATTR:host"] || "") : null,
       allProjects ? h("td", { class: "mono" }, s.tenant_id) : null,
       h("td", { class: "actions" }, buttons),
     );
   }
 
-  function render() {
+  const drawn = new Map(); // id -> its row in the table
+
+  // Every row (``changed`` undefined), or only the row of server ``changed``: a live update of one
+  // server redraws one row, not the page's thousand.
+  function render(changed) {
     const started = performance.now();
-    const rows = [...servers.byId.values()].sort((a, b) => (a.created < b.created ? 1 : -1));
-    tbody.replaceChildren(...rows.map(row));
-    count.textContent = `${rows.length} server${rows.length === 1 ? "" : "s"}`;
+    const old = changed === undefined ? undefined : drawn.get(changed);
+    if (old) {
+      const server = servers.byId.get(changed);
+      if (server) {
+        const tr = row(server);
+        old.replaceWith(tr);
+        drawn.set(changed, tr);
+      } else {
+        old.remove();
+        drawn.delete(changed);
+      }
+    } else {
+      const rows = [...servers.byId.values()].sort((a, b) => (a.created < b.created ? 1 : -1));
+      drawn.clear();
+      tbody.replaceChildren(...rows.map((s) => {
+        const tr = row(s);
+        drawn.set(s.id, tr);
+        return tr;
+      }));
+    }
+    const shown = servers.byId.size;
+    const first = (servers.page - 1) * servers.limit + 1;
+    count.textContent = shown
+      ? `${first}–${first + shown - 1}${servers.next ? "" : ", the last"}`
+      : servers.page === 1 ? "none" : "no more";
+    pager.dataset.page = servers.page;
+    pageLabel.textContent = `page ${servers.page}`;
+    previous.disabled = servers.page === 1;
+    nextButton.disabled = !servers.next;
     performance.measure("servers.render", { start: started }); // read by tests/bench/bench_dashboard.py
   }
 
   const count = h("span", { class: "muted", id: "count" });
+  let position = null; // the position the list was read at, or of the last event since
+  const paged = (move) => move().catch((e) => error.replaceChildren(errorText(e)));
+  const previous = h("button", { type: "button", id: "previous", onclick: () => paged(() => servers.back(position)) }, "Previous");
+  const nextButton = h("button", { type: "button", id: "next", onclick: () => paged(() => servers.forward(position)) }, "Next");
+  const pageLabel = h("span", { class: "muted" });
+  const sizes = h(
+    "select",
+    { id: "page-size", "aria-label": "Servers per page", onchange: (ev) => paged(() => servers.resize(Number(ev.target.value), position)) },
+    PAGE_SIZES.map((n) => h("option", { value: n, selected: n === servers.limit }, `${n} a page`)),
+  );
+  const pager = h("div", { class: "pager", id: "pager" }, previous, " ", nextButton, " ", pageLabel, " ", sizes);
   let unfollowed = false; // read before the stream began: read again once it has
   const listed = context
     .began()
-    .then((position) => {
-      unfollowed = position === null;
-      return servers.load(position);
+    .then((began) => {
+      unfollowed = began === null;
+      position = began;
+      return servers.load(began);
     })
     .catch((e) => error.replaceChildren(errorText(e)));
   show(
@@ -194,17 +315,25 @@ export function serversView(main, context, { allProjects }) {
     h("h1", {}, allProjects ? "All servers" : `Servers of ${session().project.name}`, " ", count),
     allProjects || !canAct() ? null : createForm(listed, () => {}),
     error,
+    pager,
     table,
   );
-  // the images' names, for the image column (the form lists them too: the cache has them then)
-  listed.then(() => get("/image/v2/images")).then((body) => {
+  // the images' names, for the image column, asked for beside the list: the cells drawn before
+  // they came are named in place
+  get("/image/v2/images?limit=1000").then((body) => {
     body.images.forEach((i) => images.set(i.id, i.name || i.id));
-    render();
+    tbody.querySelectorAll("td[data-image]").forEach((td) => {
+      td.textContent = images.get(td.dataset.image) || td.textContent;
+      td.removeAttribute("data-image");
+    });
   }, () => {});
   return context.onEvent((event) => {
     if (event.type === "stratus.stream.started" && unfollowed) {
+      unfollowed = false;
+      position = event.position;
       servers.load(event.position).catch((e) => error.replaceChildren(errorText(e)));
     } else if (event.type.startsWith("stratus.instance.")) {
+      position = Math.max(position ?? 0, event.position);
       servers.refresh(event.subject, event.position).catch((e) => error.replaceChildren(errorText(e)));
     }
   });
