@@ -35,7 +35,7 @@ from stratus.config import SCHEDULER_MAX_BATCH, Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import NatsBridge
 from stratus.eventstore.envelope import decode_message
-from stratus.eventstore.signing import Verifier
+from stratus.eventstore.signing import UntrustedEvent, Verifier
 from stratus.eventstore.subjects import SubjectLayout
 from stratus.liveness import SCHEDULER_BINARY, Heartbeats, beat_periodically, bucket_for
 from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_batches, when_ready
@@ -118,12 +118,16 @@ def run(
             host: object = app.repository.get(host_id)
         except AggregateNotFoundError:
             return None
+        except UntrustedEvent as e:  # a host whose history holds a refused event: out of the view
+            log.error("host %s left out of the scheduler's view: %s", host_id, e)
+            return None
         return host if isinstance(host, Host) else None
 
     view = HostView(reload)
+    trust = Verifier.load(settings.trust_registry)
     feed = when_ready(
         "opening the host feed",
-        HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts).open,
+        HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts, trust=trust).open,
         stop,
     )
     if feed is None:
@@ -144,7 +148,7 @@ def run(
         filter_subjects=[requested, unshelves(settings), moves(settings)],
         ack_wait=ack_wait,
         heads=requests,
-        trust=Verifier.load(settings.trust_registry),
+        trust=trust,
     )
     if when_ready(f"opening consumer {durable}", consumer.open, stop) is None:
         return

@@ -47,8 +47,8 @@ from stratus.eventstore.errors import (
     EventStoreUnavailable,
     TooManyEventsError,
 )
-from stratus.eventstore.signing import LoadCheck, Loaded, Signer, Verifier
-from stratus.eventstore.subjects import SubjectLayout
+from stratus.eventstore.signing import INSTANCE_KIND, LoadCheck, Loaded, Signer, Verifier
+from stratus.eventstore.subjects import SubjectLayout, encode_token
 
 log = logging.getLogger(__name__)
 _BEHIND = "a replica behind the log"
@@ -204,7 +204,9 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         self.signer = signer
         # With the deployment's registry, every event a load reads is checked before the aggregate
         # is folded from it (docs/trust.md): a refused one raises ``UntrustedEvent``.
-        self.trust = LoadCheck(trust, keep=cache_size) if trust is not None else None
+        self.trust = (
+            LoadCheck(trust, keep=cache_size, history=self.server_history) if trust is not None else None
+        )
         self.stream = stream
         self.layout = SubjectLayout(subject_prefix)
         self.source = source
@@ -774,6 +776,13 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             expected += 1
             events.append(_stored(n))
         return events
+
+    def server_history(self, server_id: str) -> list[Loaded]:
+        """One server's stored events (``instance.<server>.*``), for the trust check of the events
+        of other aggregates that name it (``signing.ServerPlaces``)."""
+        subject = f"{self.layout.prefix}.{INSTANCE_KIND}.{encode_token(server_id)}.*"
+        msgs = self._retrying(lambda: self._aggregate_messages(subject), long=True)
+        return [_loaded(m) for m in msgs]
 
     def _check_loaded(self, originator_id: UUID | str, msgs: Sequence[Msg], floor: int | None) -> None:
         """Raise ``UntrustedEvent`` if an event of ``msgs`` (one aggregate's, as a load read them) is

@@ -464,19 +464,94 @@ def _observe(servers: ServerHosts, h: Mapping[str, str], body: bytes) -> None:
 Loaded = tuple[int, int, Mapping[str, str], bytes]
 
 
+# One server's stored events (``instance.<server>.*``), in version order, as a load reads them.
+ServerHistory = Callable[[str], Sequence[Loaded]]
+
+
+class ServerPlaces:
+    """Check 6 away from the log's order, for the events a host's key signs that name a server in
+    their payload (``PER_SERVER_KINDS``, a move's return on another host): where the server was at
+    the event's position, folded from the server's own history before it (its placing events are its
+    own; only those that pass the checks move it, as in ``InOrder``), read with ``history``. A worker's
+    load of a usage, network, group or host aggregate and the scheduler's host feed use it, so that
+    they refuse what the projector refuses. A move's return that names only its migration
+    (``MigrationReleased``) names its server through the fold of the whole log's moves, which one
+    server's history does not give: it is held to checks 1 to 5 here. Each server's placing events
+    are kept (up to ``keep`` servers) and read again only for an event after the position they were
+    read for. Thread-safe."""
+
+    def __init__(self, verifier: Verifier, history: ServerHistory, *, keep: int = 10_000) -> None:
+        self.verifier = verifier
+        self._history = history
+        self._keep = keep
+        self._lock = threading.Lock()
+        # server -> (the position its history was read for, its placing events)
+        self._read: OrderedDict[str, tuple[int, tuple[Loaded, ...]]] = OrderedDict()
+
+    def refusal(self, c: Check, headers: Mapping[str, str], body: bytes, position: int) -> str:
+        """Why the event at ``position`` (``c``: its checks 1 to 5, passed) may not be appended where
+        the server it names was then, or "". Only a host's events of the kinds above are judged."""
+        identity = c.identity
+        if identity is None or identity.role != "host":
+            return ""
+        h = {k.lower(): v for k, v in headers.items()}
+        kind, _ = kind_and_type(h.get("ce-topic", ""))
+        if not (kind in PER_SERVER_KINDS or (kind == HOST_KIND and not _own_host(identity, h))):
+            return ""
+        payload = _payload(body)
+        server = payload.get("instance_id") if payload is not None else None
+        if not isinstance(server, str):
+            return ""  # names no server (or only a migration): checks 1 to 5
+        return placement_refusal(self._fold(server, position), identity, h, body)
+
+    def _fold(self, server: str, position: int) -> ServerHosts:
+        """Where ``server`` was just before ``position``."""
+        with self._lock:
+            kept = self._read.get(server)
+        if kept is None or kept[0] < position:
+            placing = tuple(e for e in self._history(server) if _placing(e[2]))
+            kept = (position, placing)
+            with self._lock:
+                self._read[server] = kept
+                self._read.move_to_end(server)
+                while len(self._read) > self._keep:
+                    self._read.popitem(last=False)
+        servers = ServerHosts()
+        for _version, at, headers, body in kept[1]:
+            if at >= position:
+                break
+            c = self.verifier.check(headers, body, at)
+            if c.verdict is Verdict.REFUSED:
+                continue
+            h = {k.lower(): v for k, v in headers.items()}
+            if not placement_refusal(servers, c.identity, h, body):
+                _observe(servers, h, body)
+        return servers
+
+
+def _placing(headers: Mapping[str, str]) -> bool:
+    h = {k.lower(): v for k, v in headers.items()}
+    kind, type_ = kind_and_type(h.get("ce-topic", ""))
+    return kind == INSTANCE_KIND and type_ in PLACING
+
+
 class LoadCheck:
     """The checks of ``InOrder`` over one aggregate's events as a load reads them (docs/trust.md):
     a worker deciding on a server's state first checks every event it folds, so that an event the
     projector refuses is not believed by the worker either. A server's own events are held to where
     it is, folded from its own history (its placing events are its own), kept per server between
     loads so that a load that reads only the newest events (a cached aggregate) need not read the
-    rest again. The kinds that name servers in their payloads are checked against no fold here
-    (a load reads one aggregate): checks 1 to 5 only; the projector holds them to the servers'
-    places. Thread-safe (a worker's threads share their recorder)."""
+    rest again. The events of the kinds that name servers in their payloads (a usage, network or
+    group event, a move's return on another host) get checks 1 to 5 and, with ``history`` (a
+    server's stored events), check 6 against the history of the server each names
+    (``ServerPlaces``). Thread-safe (a worker's threads share their recorder)."""
 
-    def __init__(self, verifier: Verifier, *, keep: int = 100_000) -> None:
+    def __init__(
+        self, verifier: Verifier, *, keep: int = 100_000, history: ServerHistory | None = None
+    ) -> None:
         self.verifier = verifier
         self._keep = keep
+        self.places = ServerPlaces(verifier, history) if history is not None else None
         self._lock = threading.Lock()
         self._folds: OrderedDict[str, tuple[int, Placement]] = OrderedDict()  # server -> (version, place)
 
@@ -490,7 +565,11 @@ class LoadCheck:
         kind, _ = kind_and_type(first.get("ce-topic", ""))
         if kind != INSTANCE_KIND:
             for _version, position, headers, body in events:
-                self._refuse(originator_id, position, self.verifier.check(headers, body, position))
+                c = self.verifier.check(headers, body, position)
+                self._refuse(originator_id, position, c)
+                reason = self.places.refusal(c, headers, body, position) if self.places else ""
+                if reason:
+                    self._refuse(originator_id, position, Check(Verdict.REFUSED, c.identity, reason))
             return True
         with self._lock:
             kept = self._folds.get(originator_id)
