@@ -44,9 +44,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from uuid import NAMESPACE_URL, uuid5
 
 import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from eventsourcing.domain import Aggregate
+from eventsourcing.utils import get_topic
 
 from stratus.eventstore import chain
 from stratus.eventstore.envelope import APPEND_ID
@@ -98,7 +101,27 @@ class Signer:
 
 
 class UntrustedEvent(Exception):
-    """An event whose signer may not have appended it (or that no one signed after the cut-over)."""
+    """An event whose signer may not have appended it (or that no one signed after the cut-over);
+    ``position``: where it is stored, when a load met it in an aggregate's history."""
+
+    def __init__(self, reason: str, position: int | None = None) -> None:
+        super().__init__(reason)
+        self.position = position
+
+
+class Excluded(Aggregate.Event):
+    """What a load folds in place of a refused event the operator excluded (``EXCLUSIONS``): the
+    aggregate's version moves past it and nothing else changes, as the projector, which never
+    applies a refused event, has it."""
+
+
+# The operator's exclusions of refused events (docs/trust.md, "A forged event in a server's
+# history"): one aggregate of kind ``EXCLUSIONS_KIND`` (commands.exclusions), whose
+# ``eventexcluded`` events name a log position; only an ``admin`` identity's count.
+EXCLUSIONS_KIND = "exclusions"
+EXCLUSIONS_ID = uuid5(NAMESPACE_URL, "urn:stratus:trust:refused-events")
+EXCLUDED_TYPE = "eventexcluded"
+EXCLUDED_TOPIC = get_topic(Excluded)
 
 
 class Verdict(enum.Enum):
@@ -547,29 +570,40 @@ class LoadCheck:
     (``ServerPlaces``). Thread-safe (a worker's threads share their recorder)."""
 
     def __init__(
-        self, verifier: Verifier, *, keep: int = 100_000, history: ServerHistory | None = None
+        self,
+        verifier: Verifier,
+        *,
+        keep: int = 100_000,
+        history: ServerHistory | None = None,
+        excluded: Callable[[], frozenset[int]] | None = None,
     ) -> None:
         self.verifier = verifier
         self._keep = keep
         self.places = ServerPlaces(verifier, history) if history is not None else None
+        self._excluded = excluded  # the positions the operator excluded (read when a refusal is met)
         self._lock = threading.Lock()
         self._folds: OrderedDict[str, tuple[int, Placement]] = OrderedDict()  # server -> (version, place)
 
-    def check(self, originator_id: str, events: Sequence[Loaded]) -> bool:
+    def check(self, originator_id: str, events: Sequence[Loaded], excluded: set[int] | None = None) -> bool:
         """Check ``events`` (one aggregate's, in version order); raises ``UntrustedEvent`` for the
-        first refused. False: a server's events that start after a version its fold is not kept
-        at; check its whole history instead (the events from version 1)."""
+        first refused that the operator did not exclude, and adds those excluded to ``excluded``
+        (the load folds them as ``Excluded``). False: a server's events that start after a version
+        its fold is not kept at; check its whole history instead (the events from version 1)."""
         if not events:
             return True
+        met = excluded if excluded is not None else set()
         first = {k.lower(): v for k, v in events[0][2].items()}
         kind, _ = kind_and_type(first.get("ce-topic", ""))
         if kind != INSTANCE_KIND:
-            for _version, position, headers, body in events:
+            for version, position, headers, body in events:
                 c = self.verifier.check(headers, body, position)
-                self._refuse(originator_id, position, c)
+                if self._refuse(originator_id, version, position, c, met):
+                    continue
                 reason = self.places.refusal(c, headers, body, position) if self.places else ""
                 if reason:
-                    self._refuse(originator_id, position, Check(Verdict.REFUSED, c.identity, reason))
+                    self._refuse(
+                        originator_id, version, position, Check(Verdict.REFUSED, c.identity, reason), met
+                    )
             return True
         with self._lock:
             kept = self._folds.get(originator_id)
@@ -583,14 +617,17 @@ class LoadCheck:
         if placement is not None:
             servers.place(originator_id, placement)
         for version, position, headers, body in todo:
+            folded = version
             c = self.verifier.check(headers, body, position)
-            self._refuse(originator_id, position, c)
+            if self._refuse(originator_id, version, position, c, met):
+                continue  # excluded: it places nothing
             h = {k.lower(): v for k, v in headers.items()}
             reason = placement_refusal(servers, c.identity, h, body)
-            if reason:
-                self._refuse(originator_id, position, Check(Verdict.REFUSED, c.identity, reason))
+            if reason and self._refuse(
+                originator_id, version, position, Check(Verdict.REFUSED, c.identity, reason), met
+            ):
+                continue
             _observe(servers, h, body)
-            folded = version
         with self._lock:
             if originator_id not in self._folds or self._folds[originator_id][0] < folded:
                 self._folds[originator_id] = (folded, servers.placement(originator_id) or Placement())
@@ -599,12 +636,19 @@ class LoadCheck:
                 self._folds.popitem(last=False)
         return True
 
-    @staticmethod
-    def _refuse(originator_id: str, position: int, c: Check) -> None:
-        if c.verdict is Verdict.REFUSED:
-            raise UntrustedEvent(
-                f"the history of {originator_id} holds an event refused at position {position}: {c.reason}"
-            )
+    def _refuse(self, originator_id: str, version: int, position: int, c: Check, met: set[int]) -> bool:
+        """True when ``c`` refuses an event the operator excluded (added to ``met``); raises
+        ``UntrustedEvent`` when it refuses one not excluded; False when it does not refuse. An
+        aggregate's first event cannot be excluded (nothing would be left to fold)."""
+        if c.verdict is not Verdict.REFUSED:
+            return False
+        if version > 1 and self._excluded is not None and position in self._excluded():
+            met.add(position)
+            return True
+        raise UntrustedEvent(
+            f"the history of {originator_id} holds an event refused at position {position}: {c.reason}",
+            position,
+        )
 
 
 def snapshot_refusal(
@@ -637,3 +681,21 @@ def snapshot_writer_refusal(identity: Identity, kind: str, originator: str) -> s
     if not own or not any(matches(p, subject) for p in identity.appends if not p.startswith("host.*.")):
         return f"{identity.name} ({identity.role}) may not write a snapshot of {kind} {originator}"
     return ""
+
+
+def exclusions(verifier: Verifier, events: Iterable[tuple[int, Mapping[str, str], bytes]]) -> frozenset[int]:
+    """The positions the operator excluded, from the stored events (position, headers, body) of the
+    exclusions aggregate (``EXCLUSIONS_ID``): only those an ``admin`` identity signed count."""
+    found: set[int] = set()
+    for position, headers, body in events:
+        c = verifier.check(headers, body, position)
+        if c.verdict is not Verdict.SIGNED or c.identity is None or c.identity.role != "admin":
+            continue
+        h = {k.lower(): v for k, v in headers.items()}
+        if kind_and_type(h.get("ce-topic", "")) != (EXCLUSIONS_KIND, EXCLUDED_TYPE):
+            continue
+        payload = _payload(body)
+        excluded = payload.get("position") if payload is not None else None
+        if isinstance(excluded, int):
+            found.add(excluded)
+    return frozenset(found)

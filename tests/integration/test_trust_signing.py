@@ -588,7 +588,7 @@ def test_a_servers_moves_and_deletion_appended_by_their_own_parts_are_all_truste
     worker = _worker_app(signed_log, "host:compute-2")  # each aggregate loads as a worker loads it
     stored = worker.recorder.read_messages(1, 10_000)  # type: ignore[attr-defined]
     for aggregate in dict.fromkeys(decode_message(m)[1].originator_id for m in stored):
-        worker.repository.get(aggregate)  # no event refused: the usage, network and group included
+        worker.repository.get(UUID(str(aggregate)))  # no event refused: the usage, network and group included
     quarantine = Quarantine(operator, log_stream=s.stream)
     with read_models(database_url) as conn:
         projector = Projector(api.app.recorder, api.app.mapper, conn, quarantine=quarantine, trust=verifier)  # type: ignore[arg-type]
@@ -736,3 +736,66 @@ def test_a_workers_load_of_a_usage_holds_a_hosts_release_to_where_its_server_is(
         "it is on compute-1" in str(refused.value)
     )
     assert app.repository.get(compute["compute-1"].usage("p2").id).version > 0
+
+
+def test_the_operator_excludes_a_forged_event_and_the_servers_deletion_proceeds(
+    signed_log: Trusted, conn: libvirt.virConnect, tmp_path: Path
+) -> None:
+    """compute-2's key appends ``Deleted`` to a server placed on compute-1: compute-1's worker
+    quarantines its placement and acts on nothing (frozen), and the API's load refuses a deletion.
+    ``stratus trust exclude`` records, as the operator, that the forged event counts as nothing: the
+    deletion is then accepted and compute-1's worker carries it out. Only a refused event, the first
+    of its history, can be excluded."""
+    operator = signed_log.bridge("admin")
+
+    def part(name: str) -> Handlers:
+        return Handlers(make_app(operator, signed_log.as_part(name)))
+
+    def checked() -> Handlers:  # loads as the API and the workers load (api.app.build)
+        return Handlers(
+            Stratus(Factory(bridge=operator, settings=signed_log.as_part("api"), verify_loads=True))
+        )
+
+    api, scheduler = part("api"), part("scheduler")
+    api.create_flavor(M1_SMALL)
+    api.register_host(RegisterHost("compute-1", 4, 8192, 100))
+    victim = api.create_server(CreateServer("victim", "p1", "u1", "small")).id
+    scheduler.place_instance(PlaceInstance(victim, "compute-1"))
+    other = part("host:compute-2")
+    forged: Instance = other.app.repository.get(UUID(victim))
+    forged.mark_deleted()
+    forged_at = other.app.save(forged)[-1].notification.id
+    admin = signed_log.as_part("admin")
+    with pytest.raises(SystemExit, match="first event"):
+        trust.exclude(admin, 1, "")  # the flavor's creation: not refused, and its aggregate's first
+
+    host_settings = dataclasses.replace(signed_log.as_part("host:compute-1"), host_name="compute-1")
+    host_bridge = signed_log.bridge("host:compute-1")
+    host_app = Stratus(Factory(bridge=host_bridge, settings=host_settings, verify_loads=True))
+    worker = Worker(
+        lambda stop: hypervisor.run(
+            host_settings, bridge=host_bridge, app=host_app,
+            driver=LibvirtDriver(lambda: conn, instances_path=tmp_path), stop=stop,
+            instances_path=tmp_path / "instances", retry=FAST_RETRY, poll=0.1,
+        )
+    )  # fmt: skip
+    try:
+        quarantine = Quarantine(operator, log_stream=signed_log.settings.stream)
+        (frozen,) = eventually(lambda: quarantine.list(hypervisor.durable_name("compute-1")) or None)
+        assert frozen.originator_id == victim and frozen.error == "UntrustedEvent"
+        with pytest.raises(UntrustedEvent, match=f"refused at position {forged_at}"):
+            checked().delete_server(DeleteServer(victim, "p1"))
+
+        said = trust.exclude(admin, forged_at, "appended with compute-2's stolen key")
+        assert said == f"excluded: stratus.instance.deleted of {victim} at position {forged_at}"
+        with pytest.raises(SystemExit, match="is not refused"):
+            trust.exclude(admin, forged_at, "twice")
+        server = checked().instance(victim)
+        assert (server.vm_state, server.host) == ("building", "compute-1")  # the forged event: nothing
+        checked().delete_server(DeleteServer(victim, "p1"))
+        assert eventually(lambda: checked().instance(victim, deleted_too=True).vm_state == "deleted" or None)
+    finally:
+        worker.close()
+    last = api.app.recorder.read_messages(forged_at + 1, 100)  # type: ignore[attr-defined]
+    deleted = [m for m in last if decode_message(m)[1].type.endswith(".deleted")]
+    assert deleted and deleted[-1].headers[SIGNER] == signed_log.registry.current("host:compute-1").public_key  # type: ignore[union-attr]
