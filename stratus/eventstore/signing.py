@@ -31,7 +31,11 @@ and ``stratus audit verify`` all use it, so that they refuse exactly the same ev
 signer may have written it.
 
 The projector quarantines a refused event (it is never applied); ``stratus audit verify`` reports it;
-a worker quarantines the delivery whose load met one.
+a worker quarantines the delivery whose load met one, and the API answers 409. ``ServerPlaces``
+holds the events of other aggregates that name a server to that server's own history, for a load
+and the scheduler's host feed. The operator may exclude a refused event (``exclusions``: an
+``admin``'s ``EventExcluded`` naming its position): a load then folds it as ``Excluded``, nothing,
+as the projector, which never applied it, has it.
 """
 
 from __future__ import annotations
