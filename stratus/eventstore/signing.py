@@ -503,17 +503,17 @@ class ServerPlaces:
     load of a usage, network, group or host aggregate and the scheduler's host feed use it, so that
     they refuse what the projector refuses. A move's return that names only its migration
     (``MigrationReleased``) names its server through the fold of the whole log's moves, which one
-    server's history does not give: it is held to checks 1 to 5 here. Each server's placing events
-    are kept (up to ``keep`` servers) and read again only for an event after the position they were
-    read for. Thread-safe."""
+    server's history does not give: it is held to checks 1 to 5 here. The places each server's
+    history put it in are kept (up to ``keep`` servers; a few small tuples each), and its history is
+    read again only for an event after the position it was read for. Thread-safe."""
 
     def __init__(self, verifier: Verifier, history: ServerHistory, *, keep: int = 10_000) -> None:
         self.verifier = verifier
         self._history = history
         self._keep = keep
         self._lock = threading.Lock()
-        # server -> (the position its history was read for, its placing events)
-        self._read: OrderedDict[str, tuple[int, tuple[Loaded, ...]]] = OrderedDict()
+        # server -> (the position its history was read for, each place it was put in from where)
+        self._read: OrderedDict[str, tuple[int, tuple[tuple[int, Placement], ...]]] = OrderedDict()
 
     def refusal(self, c: Check, headers: Mapping[str, str], body: bytes, position: int) -> str:
         """Why the event at ``position`` (``c``: its checks 1 to 5, passed) may not be appended where
@@ -536,24 +536,36 @@ class ServerPlaces:
         with self._lock:
             kept = self._read.get(server)
         if kept is None or kept[0] < position:
-            placing = tuple(e for e in self._history(server) if _placing(e[2]))
-            kept = (position, placing)
+            kept = (position, self._places(server))
             with self._lock:
                 self._read[server] = kept
                 self._read.move_to_end(server)
                 while len(self._read) > self._keep:
                     self._read.popitem(last=False)
         servers = ServerHosts()
-        for _version, at, headers, body in kept[1]:
+        for at, placement in kept[1]:
             if at >= position:
                 break
+            servers.place(server, placement)
+        return servers
+
+    def _places(self, server: str) -> tuple[tuple[int, Placement], ...]:
+        """Each place ``server``'s history put it in: (the position of the event that moved it, the
+        place after it); only the events that pass the checks move it."""
+        servers = ServerHosts()
+        places: list[tuple[int, Placement]] = []
+        for _version, at, headers, body in self._history(server):
+            if not _placing(headers):
+                continue
             c = self.verifier.check(headers, body, at)
             if c.verdict is Verdict.REFUSED:
                 continue
             h = {k.lower(): v for k, v in headers.items()}
-            if not placement_refusal(servers, c.identity, h, body):
-                _observe(servers, h, body)
-        return servers
+            if placement_refusal(servers, c.identity, h, body):
+                continue
+            _observe(servers, h, body)
+            places.append((at, servers.placement(server) or Placement()))
+        return tuple(places)
 
 
 def _placing(headers: Mapping[str, str]) -> bool:
