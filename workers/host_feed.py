@@ -66,7 +66,11 @@ class HostFeed:
             raise TypeError(f"the host feed reads a JetStream event store, not {type(recorder).__name__}")
         self._recorder = recorder
         self._trust = trust
-        self._places = ServerPlaces(trust, recorder.server_history) if trust is not None else None
+        self._places = (
+            ServerPlaces(trust, recorder.server_history, confirm=recorder.leaders_server_history)
+            if trust is not None
+            else None
+        )
         self._view = view
         self._stream = stream
         self._filter = subject_filter

@@ -214,7 +214,13 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         # With the deployment's registry, every event a load reads is checked before the aggregate
         # is folded from it (docs/trust.md): a refused one raises ``UntrustedEvent``.
         self.trust = (
-            LoadCheck(trust, keep=cache_size, history=self.server_history, excluded=self.excluded_positions)
+            LoadCheck(
+                trust,
+                keep=cache_size,
+                history=self.server_history,
+                confirm=self.leaders_server_history,
+                excluded=self.excluded_positions,
+            )
             if trust is not None
             else None
         )
@@ -794,6 +800,27 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         subject = f"{self.layout.prefix}.{INSTANCE_KIND}.{encode_token(server_id)}.*"
         msgs = self._retrying(lambda: self._aggregate_messages(subject), long=True)
         return [_loaded(m) for m in msgs]
+
+    def leaders_server_history(self, server_id: str) -> list[Loaded]:
+        """``server_history`` as the stream's leader answers it (one message a request, never from a
+        replica behind): the confirmation of a refusal, rare."""
+        subject = f"{self.layout.prefix}.{INSTANCE_KIND}.{encode_token(server_id)}.*"
+
+        async def read() -> list[Loaded]:
+            out: list[Loaded] = []
+            seq = 1
+            while True:
+                try:
+                    raw = await self.bridge.js.get_msg(self.stream, seq=seq, subject=subject, next=True)
+                except nats.js.errors.NotFoundError:
+                    return out
+                headers = dict(raw.headers or {})
+                version = int(headers.get(env.CE_ORIGINATORVERSION, 0))
+                out.append((version, int(raw.seq or 0), headers, raw.data or b""))
+                seq = int(raw.seq or 0) + 1
+
+        result: list[Loaded] = self._retrying(read, long=True)
+        return result
 
     def excluded_positions(self) -> frozenset[int]:
         """The positions of the refused events the operator excluded (``signing.exclusions``), read

@@ -507,9 +507,20 @@ class ServerPlaces:
     history put it in are kept (up to ``keep`` servers; a few small tuples each), and its history is
     read again only for an event after the position it was read for. Thread-safe."""
 
-    def __init__(self, verifier: Verifier, history: ServerHistory, *, keep: int = 10_000) -> None:
+    def __init__(
+        self,
+        verifier: Verifier,
+        history: ServerHistory,
+        *,
+        keep: int = 10_000,
+        confirm: ServerHistory | None = None,
+    ) -> None:
         self.verifier = verifier
         self._history = history
+        # A refusal is made only on a history read from where nothing can be behind (the stream's
+        # leader): ``history`` may be answered by a replica that has not stored the server's latest
+        # events yet (a follower restarting), which would refuse a host's event for its own server.
+        self._confirm = confirm
         self._keep = keep
         self._lock = threading.Lock()
         # server -> (the position its history was read for, each place it was put in from where)
@@ -529,19 +540,18 @@ class ServerPlaces:
         server = payload.get("instance_id") if payload is not None else None
         if not isinstance(server, str):
             return ""  # names no server (or only a migration): checks 1 to 5
-        return placement_refusal(self._fold(server, position), identity, h, body)
+        reason = placement_refusal(self._fold(server, position), identity, h, body)
+        if reason and self._confirm is not None:
+            self._keep_places(server, position, self._places(self._confirm(server)))
+            reason = placement_refusal(self._fold(server, position), identity, h, body)
+        return reason
 
     def _fold(self, server: str, position: int) -> ServerHosts:
         """Where ``server`` was just before ``position``."""
         with self._lock:
             kept = self._read.get(server)
         if kept is None or kept[0] < position:
-            kept = (position, self._places(server))
-            with self._lock:
-                self._read[server] = kept
-                self._read.move_to_end(server)
-                while len(self._read) > self._keep:
-                    self._read.popitem(last=False)
+            kept = self._keep_places(server, position, self._places(self._history(server)))
         servers = ServerHosts()
         for at, placement in kept[1]:
             if at >= position:
@@ -549,12 +559,24 @@ class ServerPlaces:
             servers.place(server, placement)
         return servers
 
-    def _places(self, server: str) -> tuple[tuple[int, Placement], ...]:
-        """Each place ``server``'s history put it in: (the position of the event that moved it, the
-        place after it); only the events that pass the checks move it."""
+    def _keep_places(
+        self, server: str, position: int, places: tuple[tuple[int, Placement], ...]
+    ) -> tuple[int, tuple[tuple[int, Placement], ...]]:
+        kept = (position, places)
+        with self._lock:
+            self._read[server] = kept
+            self._read.move_to_end(server)
+            while len(self._read) > self._keep:
+                self._read.popitem(last=False)
+        return kept
+
+    def _places(self, history: Sequence[Loaded]) -> tuple[tuple[int, Placement], ...]:
+        """Each place a server's ``history`` put it in: (the position of the event that moved it,
+        the place after it); only the events that pass the checks move it."""
         servers = ServerHosts()
         places: list[tuple[int, Placement]] = []
-        for _version, at, headers, body in self._history(server):
+        server = ""
+        for _version, at, headers, body in history:
             if not _placing(headers):
                 continue
             c = self.verifier.check(headers, body, at)
@@ -564,6 +586,7 @@ class ServerPlaces:
             if placement_refusal(servers, c.identity, h, body):
                 continue
             _observe(servers, h, body)
+            server = h.get("ce-subject", "")
             places.append((at, servers.placement(server) or Placement()))
         return tuple(places)
 
@@ -591,11 +614,12 @@ class LoadCheck:
         *,
         keep: int = 100_000,
         history: ServerHistory | None = None,
+        confirm: ServerHistory | None = None,
         excluded: Callable[[], frozenset[int]] | None = None,
     ) -> None:
         self.verifier = verifier
         self._keep = keep
-        self.places = ServerPlaces(verifier, history) if history is not None else None
+        self.places = ServerPlaces(verifier, history, confirm=confirm) if history is not None else None
         self._excluded = excluded  # the positions the operator excluded (read when a refusal is met)
         self._lock = threading.Lock()
         self._folds: OrderedDict[str, tuple[int, Placement]] = OrderedDict()  # server -> (version, place)

@@ -728,6 +728,11 @@ def test_a_workers_load_of_a_usage_holds_a_hosts_release_to_where_its_server_is(
     release("compute-1", "p2", b)
 
     app = _worker_app(signed_log, "host:compute-1")
+    log = app.recorder
+    assert isinstance(log, JetStreamApplicationRecorder)
+    # what a refusal is confirmed on: the server's history as the stream's leader answers it
+    from_leader = [(v, p) for v, p, _h, _b in log.leaders_server_history(a)]
+    assert len(from_leader) >= 2 and from_leader == [(v, p) for v, p, _h, _b in log.server_history(a)]
     with pytest.raises(UntrustedEvent) as refused:
         app.repository.get(usage_id)
     assert f"refused at position {forged}" in str(refused.value)

@@ -366,6 +366,30 @@ def test_a_load_holds_a_hosts_usage_events_to_where_the_server_was_from_its_own_
     assert reads == [SERVER] * 4  # for positions 3, 4, 6 and 7: each after the last read's
 
 
+def test_a_refusal_from_a_servers_history_is_made_only_on_the_leaders_answer() -> None:
+    """A replica behind may answer a server's history without its latest events (its
+    ``Scheduled``): a host's event for its own server would then look forged. The refusal is made
+    only if the history the leader answers refuses it too; the leader is asked only then."""
+    project = str(host_aggregate_id("p"))
+    charged = b'{"instance_id":"%s","cores":1,"ram":512}' % SERVER.encode()
+    scheduled = at(
+        [(SCHEDULER, "commands.instance:Instance.Scheduled", SERVER, b'{"host":"compute-1"}', "a1")]
+    )
+    asked: list[str] = []
+
+    def leader(server_id: str) -> list[tuple[int, int, dict[str, str], bytes]]:
+        asked.append(server_id)
+        return scheduled
+
+    check = LoadCheck(Verifier(two_hosts()), history=lambda _server: [], confirm=leader)
+    charge = (HOST, "commands.usage:ProjectUsage.InstanceCharged", project, charged, "a2")
+    assert check.check(project, at([charge], start=2))  # the stale read said: on no host
+    assert asked == [SERVER]
+    with pytest.raises(UntrustedEvent, match="it is on compute-1"):
+        check.check(project, at([(C2, *charge[1:])], start=3))
+    assert asked == [SERVER, SERVER]
+
+
 ADMIN = KeyPair.generate()
 
 
