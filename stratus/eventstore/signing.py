@@ -114,13 +114,13 @@ class UntrustedEvent(Exception):
 
 
 class Excluded(Aggregate.Event):
-    """What a load folds in place of a refused event the operator excluded (``EXCLUSIONS``): the
+    """What a load folds in place of a refused event the operator excluded (``exclusions``): the
     aggregate's version moves past it and nothing else changes, as the projector, which never
     applies a refused event, has it."""
 
 
-# The operator's exclusions of refused events (docs/trust.md, "A forged event in a server's
-# history"): one aggregate of kind ``EXCLUSIONS_KIND`` (commands.exclusions), whose
+# The operator's exclusions of refused events (docs/trust.md, "A forged event in a history: the
+# operator's exclusion"): one aggregate of kind ``EXCLUSIONS_KIND`` (commands.exclusions), whose
 # ``eventexcluded`` events name a log position; only an ``admin`` identity's count.
 EXCLUSIONS_KIND = "exclusions"
 EXCLUSIONS_ID = uuid5(NAMESPACE_URL, "urn:stratus:trust:refused-events")
