@@ -791,8 +791,14 @@ def test_the_operator_excludes_a_forged_event_and_the_servers_deletion_proceeds(
         with pytest.raises(UntrustedEvent, match=f"refused at position {forged_at}"):
             checked().delete_server(DeleteServer(victim, "p1"))
 
-        said = trust.exclude(admin, forged_at, "appended with compute-2's stolen key")
-        assert said == f"excluded: stratus.instance.deleted of {victim} at position {forged_at}"
+        env = {**os.environ, **admin.to_env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        said = subprocess.run(
+            [sys.executable, "-m", "processes.cli", "trust", "exclude", str(forged_at),
+             "--reason", "appended with compute-2's stolen key"],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert said.returncode == 0, said.stderr
+        assert said.stdout == f"excluded: stratus.instance.deleted of {victim} at position {forged_at}\n"
         with pytest.raises(SystemExit, match="is not refused"):
             trust.exclude(admin, forged_at, "twice")
         server = checked().instance(victim)
