@@ -112,18 +112,7 @@ def run(
     the most requests taken off the log and placed in one pass)."""
     requested, hosts = subjects(settings)
     requests = request_log(app)
-
-    def reload(host_id: UUID) -> Host | None:
-        try:
-            host: object = app.repository.get(host_id)
-        except AggregateNotFoundError:
-            return None
-        except UntrustedEvent as e:  # a host whose history holds a refused event: out of the view
-            log.error("host %s left out of the scheduler's view: %s", host_id, e)
-            return None
-        return host if isinstance(host, Host) else None
-
-    view = HostView(reload)
+    view = HostView(host_reader(app))
     trust = Verifier.load(settings.trust_registry)
     feed = when_ready(
         "opening the host feed",
@@ -209,6 +198,24 @@ def run(
         consumer.close()
         feed.close()
         beating.join(timeout=15)
+
+
+def host_reader(app: Stratus) -> Callable[[UUID], Host | None]:
+    """How the host view reads one host again after a gap in its feed: None for a host that is not
+    there, or whose history holds an event the trust check refuses (logged: the host is left out of
+    the view, so nothing is placed on it, until an operator excludes that event)."""
+
+    def reload(host_id: UUID) -> Host | None:
+        try:
+            host: object = app.repository.get(host_id)
+        except AggregateNotFoundError:
+            return None
+        except UntrustedEvent as e:
+            log.error("host %s left out of the scheduler's view: %s", host_id, e)
+            return None
+        return host if isinstance(host, Host) else None
+
+    return reload
 
 
 def requested_alone(app: Stratus, requests: RequestLog, d: Delivery) -> Instance | None:
