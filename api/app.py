@@ -253,7 +253,9 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
         bridge.close()
         raise
     try:
-        factory = Factory(bridge=bridge, settings=settings)
+        # Loads are checked as the workers' are (docs/trust.md): a request on a resource whose
+        # history holds a refused event is answered 409 (api/errors.py), never acted on.
+        factory = Factory(bridge=bridge, settings=settings, verify_loads=True)
         bus = bootstrap(Stratus(factory), network=fixed_network(settings))
         log = factory.application_recorder()  # the bus's application's recorder, typed as what it is
         signer = TokenSigner(load_or_create_key(settings.token_key_path), settings.token_ttl_seconds)

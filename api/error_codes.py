@@ -92,6 +92,12 @@ EVENT_LOG_UNAVAILABLE = _declare(
     503,
     "The event log is unreachable; the command's outcome is unknown, a retry is safe.",
 )
+UNTRUSTED_HISTORY = _declare(
+    "api.untrusted_history",
+    409,
+    "The resource's history holds an event the trust check refuses (docs/trust.md): no command on it "
+    "until an operator excludes that event.",
+)
 SERVICE_UNAVAILABLE = _declare(
     "api.service_unavailable", 503, "The API cannot reach its services yet (or a service is down): retry."
 )

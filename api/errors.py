@@ -20,6 +20,7 @@ from commands import errors as domain
 from commands import idempotency
 from projections import queries
 from stratus.eventstore.errors import EventStoreUnavailable
+from stratus.eventstore.signing import UntrustedEvent
 
 log = logging.getLogger("stratus.api")
 
@@ -189,6 +190,17 @@ def _event_store_unavailable(
     _fault(resp, codes.EVENT_LOG_UNAVAILABLE, message)
 
 
+def _untrusted_history(req: falcon.Request, resp: falcon.Response, ex: UntrustedEvent, params: Any) -> None:
+    # The reason names hosts and identities: the log has it, the caller gets the position only.
+    log.error("request %s refused, untrusted history: %s", _request_id(req), ex)
+    where = f" at log position {ex.position}" if ex.position is not None else ""
+    message = (
+        f"The history of this resource holds an event refused by the trust check{where}; "
+        "no request can change it until an operator excludes that event."
+    )
+    _fault(resp, codes.UNTRUSTED_HISTORY, message)
+
+
 def _integrity_error(req: falcon.Request, resp: falcon.Response, ex: IntegrityError, params: Any) -> None:
     _fault(resp, codes.CONCURRENT_UPDATE, "Another request changed this resource at the same time; retry.")
 
@@ -230,3 +242,4 @@ def install(app: falcon.App) -> None:
     app.add_error_handler(queries.QueryError, _query_error)
     app.add_error_handler(EventStoreUnavailable, _event_store_unavailable)
     app.add_error_handler(IntegrityError, _integrity_error)
+    app.add_error_handler(UntrustedEvent, _untrusted_history)

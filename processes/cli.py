@@ -152,7 +152,7 @@ def _cmd_trust(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     directory = args.dir if args.dir is not None else settings.data_dir / "trust"
-    return trust.main(settings, args.action, directory, name=args.name, hosts=args.host)
+    return trust.main(settings, args.action, directory, name=args.name, hosts=args.host, reason=args.reason)
 
 
 def _cmd_notifier(args: argparse.Namespace) -> int:
@@ -391,8 +391,13 @@ def _parser() -> argparse.ArgumentParser:
     trust = add(
         "trust", _cmd_trust, "NATS identities, their keys and the signing cut-over: see docs/trust.md"
     )
-    trust.add_argument("action", choices=["init", "show", "rotate", "cut-over"])
-    trust.add_argument("name", nargs="?", help="rotate: the identity (api, scheduler, host:<name>, ...)")
+    trust.add_argument("action", choices=["init", "show", "rotate", "cut-over", "exclude"])
+    trust.add_argument(
+        "name",
+        nargs="?",
+        help="rotate: the identity (api, scheduler, host:<name>, ...); exclude: the refused event's position",
+    )
+    trust.add_argument("--reason", default="", help="exclude: why (recorded with the exclusion)")
     trust.add_argument("--dir", type=Path, help="the registry's directory (default <data dir>/trust)")
     trust.add_argument("--host", action="append", default=[], help="init: a compute host (repeatable)")
     add("notifier", _cmd_notifier, "publishes Nova-compatible versioned notifications projected from the log")

@@ -271,8 +271,68 @@ def seed_file(directory: Path, name: str) -> Path:
     return seed_path(directory, name)
 
 
-def main(settings: Settings, action: str, directory: Path, *, name: str | None, hosts: Sequence[str]) -> int:
-    """``stratus trust init|show|rotate|cut-over`` on the registry in ``directory``."""
+def exclude(settings: Settings, position: int, reason: str) -> str:
+    """Record, as the operator (``settings``' seed must be the ``admin`` identity's), that the refused
+    event at ``position`` counts as nothing (``commands.exclusions``): the workers and the API then
+    load its aggregate with it folded as nothing. Only the first refused event of an aggregate's
+    history, as a load meets it, and not its first event; what the exclusion says."""
+    from uuid import UUID
+
+    from eventsourcing.application import AggregateNotFoundError
+
+    from commands.app import Stratus
+    from commands.exclusions import Exclusions
+    from stratus.eventstore import Factory
+    from stratus.eventstore.envelope import decode_message
+    from stratus.eventstore.signing import UntrustedEvent
+    from stratus.quarantine import position_of
+
+    if settings.trust_registry is None or settings.nats_seed_file is None:
+        raise SystemExit(
+            "stratus trust exclude: set STRATUS_TRUST_REGISTRY and the admin's STRATUS_NATS_SEED_FILE"
+        )
+    with NatsBridge(settings.nats_urls, name="stratus-trust", seed_file=settings.nats_seed_file) as bridge:
+        factory = Factory(bridge=bridge, settings=settings, verify_loads=True)
+        app = Stratus(factory)
+        log = factory.application_recorder()
+        found = [m for m in log.read_messages(position, 1) if position_of(m) == position]
+        if not found:
+            raise SystemExit(f"stratus trust exclude: no event at position {position}")
+        notification, envelope = decode_message(found[0])
+        what = f"{envelope.type} of {notification.originator_id}"
+        if notification.originator_version == 1:
+            raise SystemExit(f"stratus trust exclude: {what} is its aggregate's first event")
+        try:
+            app.repository.get(UUID(str(notification.originator_id)))
+        except UntrustedEvent as e:
+            if e.position != position:
+                raise SystemExit(f"stratus trust exclude: {e}; exclude that one first") from None
+        else:
+            raise SystemExit(f"stratus trust exclude: {what} at position {position} is not refused")
+        try:
+            exclusions: Exclusions = app.repository.get(Exclusions.create_id())
+        except AggregateNotFoundError:
+            exclusions = Exclusions()
+        exclusions.exclude(position, envelope.id, str(notification.originator_id), reason)
+        app.save(exclusions)
+    return f"excluded: {what} at position {position}"
+
+
+def main(
+    settings: Settings,
+    action: str,
+    directory: Path,
+    *,
+    name: str | None,
+    hosts: Sequence[str],
+    reason: str = "",
+) -> int:
+    """``stratus trust init|show|rotate|cut-over|exclude`` on the registry in ``directory``."""
+    if action == "exclude":
+        if not name or not name.isdigit():
+            raise SystemExit("stratus trust exclude: give the refused event's log position")
+        print(exclude(settings, int(name), reason))
+        return 0
     if action == "init":
         registry = prepare(settings, directory, hosts=hosts)
     elif action == "rotate":

@@ -7,6 +7,13 @@ asked for (it may still be overtaken by a concurrent claim; the Host aggregate c
 A Host event that cannot be decoded or folded is quarantined (``stratus.quarantine``, part
 ``host-feed``) and left out of the view: the view's host stays as it was before it (a claim on it
 is still checked by the Host aggregate at decision time).
+
+With the deployment's trust registry (``trust``), each Host event is checked before it is folded,
+as the projector checks it (docs/trust.md): its signer may append it (checks 1 to 5), and a host's
+move return on another host is held to where the server it names was then (check 6, from that
+server's history: ``signing.ServerPlaces``). A refused one is quarantined as ``UntrustedEvent`` and
+left out of the view: compute-2's key on compute-1's inventory or claims changes nothing the
+scheduler ranks hosts by.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from stratus.eventstore.bridge import NatsBridge
 from stratus.eventstore.envelope import NATS_SEQUENCE, decode_message
 from stratus.eventstore.errors import EventStoreUnavailable
 from stratus.eventstore.recorder import JetStreamAggregateRecorder
+from stratus.eventstore.signing import ServerPlaces, UntrustedEvent, Verdict, Verifier
 from stratus.quarantine import Quarantine, position_of, reason
 from workers.host_view import HostView
 
@@ -49,6 +57,7 @@ class HostFeed:
         stream: str,
         subject_filter: str,
         timeout: float = 10.0,
+        trust: Verifier | None = None,
     ) -> None:
         self._bridge = bridge
         self._app = app
@@ -56,6 +65,12 @@ class HostFeed:
         if not isinstance(recorder, JetStreamAggregateRecorder):
             raise TypeError(f"the host feed reads a JetStream event store, not {type(recorder).__name__}")
         self._recorder = recorder
+        self._trust = trust
+        self._places = (
+            ServerPlaces(trust, recorder.server_history, confirm=recorder.leaders_server_history)
+            if trust is not None
+            else None
+        )
         self._view = view
         self._stream = stream
         self._filter = subject_filter
@@ -98,6 +113,10 @@ class HostFeed:
                 self._fold(msg)
 
     def _fold(self, msg: Msg) -> None:
+        refused = self._refusal(msg)
+        if refused is not None:
+            self._quarantine(msg, refused)
+            return
         try:
             self._recorder.observe(msg)  # the event store's head hints
             notification, _envelope = decode_message(msg)
@@ -106,6 +125,17 @@ class HostFeed:
                 self._view.apply(event, notification.id)
         except Exception as e:  # decoding and folding are pure: the failure is this event's own
             self._quarantine(msg, e)
+
+    def _refusal(self, msg: Msg) -> UntrustedEvent | None:
+        """Why the Host event ``msg`` may not be folded (``trust``), or None."""
+        if self._trust is None or self._places is None:
+            return None
+        headers, body, position = msg.headers or {}, bytes(msg.data), position_of(msg)
+        c = self._trust.check(headers, body, position)
+        reason = (
+            c.reason if c.verdict is Verdict.REFUSED else self._places.refusal(c, headers, body, position)
+        )
+        return UntrustedEvent(reason) if reason else None
 
     def _quarantine(self, msg: Msg, error: Exception) -> None:
         position = position_of(msg)

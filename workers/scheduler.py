@@ -35,7 +35,7 @@ from stratus.config import SCHEDULER_MAX_BATCH, Settings
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import NatsBridge
 from stratus.eventstore.envelope import decode_message
-from stratus.eventstore.signing import Verifier
+from stratus.eventstore.signing import UntrustedEvent, Verifier
 from stratus.eventstore.subjects import SubjectLayout
 from stratus.liveness import SCHEDULER_BINARY, Heartbeats, beat_periodically, bucket_for
 from workers.consumer import STORE_TEMPORARY, Delivery, DurableConsumer, serve_batches, when_ready
@@ -112,18 +112,11 @@ def run(
     the most requests taken off the log and placed in one pass)."""
     requested, hosts = subjects(settings)
     requests = request_log(app)
-
-    def reload(host_id: UUID) -> Host | None:
-        try:
-            host: object = app.repository.get(host_id)
-        except AggregateNotFoundError:
-            return None
-        return host if isinstance(host, Host) else None
-
-    view = HostView(reload)
+    view = HostView(host_reader(app))
+    trust = Verifier.load(settings.trust_registry)
     feed = when_ready(
         "opening the host feed",
-        HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts).open,
+        HostFeed(bridge, app, view, stream=settings.stream, subject_filter=hosts, trust=trust).open,
         stop,
     )
     if feed is None:
@@ -144,7 +137,7 @@ def run(
         filter_subjects=[requested, unshelves(settings), moves(settings)],
         ack_wait=ack_wait,
         heads=requests,
-        trust=Verifier.load(settings.trust_registry),
+        trust=trust,
     )
     if when_ready(f"opening consumer {durable}", consumer.open, stop) is None:
         return
@@ -205,6 +198,24 @@ def run(
         consumer.close()
         feed.close()
         beating.join(timeout=15)
+
+
+def host_reader(app: Stratus) -> Callable[[UUID], Host | None]:
+    """How the host view reads one host again after a gap in its feed: None for a host that is not
+    there, or whose history holds an event the trust check refuses (logged: the host is left out of
+    the view, so nothing is placed on it, until an operator excludes that event)."""
+
+    def reload(host_id: UUID) -> Host | None:
+        try:
+            host: object = app.repository.get(host_id)
+        except AggregateNotFoundError:
+            return None
+        except UntrustedEvent as e:
+            log.error("host %s left out of the scheduler's view: %s", host_id, e)
+            return None
+        return host if isinstance(host, Host) else None
+
+    return reload
 
 
 def requested_alone(app: Stratus, requests: RequestLog, d: Delivery) -> Instance | None:

@@ -43,8 +43,8 @@ class Factory(InfrastructureFactory[TrackingRecorder]):
 
     With the deployment's trust registry (``Settings.trust_registry``), snapshots are signed with
     the part's key and a snapshot is used only if its signer may have written it; ``verify_loads``
-    (the workers: scheduler, hypervisors, simulator) also checks every event a load reads before
-    the aggregate is folded from it (docs/trust.md).
+    (the workers: scheduler, hypervisors, simulator; and the API) also checks every event a load
+    reads before the aggregate is folded from it (docs/trust.md).
     """
 
     def __init__(

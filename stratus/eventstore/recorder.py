@@ -47,8 +47,17 @@ from stratus.eventstore.errors import (
     EventStoreUnavailable,
     TooManyEventsError,
 )
-from stratus.eventstore.signing import LoadCheck, Loaded, Signer, Verifier
-from stratus.eventstore.subjects import SubjectLayout
+from stratus.eventstore.signing import (
+    EXCLUDED_TOPIC,
+    EXCLUSIONS_ID,
+    INSTANCE_KIND,
+    LoadCheck,
+    Loaded,
+    Signer,
+    Verifier,
+    exclusions,
+)
+from stratus.eventstore.subjects import SubjectLayout, encode_token
 
 log = logging.getLogger(__name__)
 _BEHIND = "a replica behind the log"
@@ -204,7 +213,17 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         self.signer = signer
         # With the deployment's registry, every event a load reads is checked before the aggregate
         # is folded from it (docs/trust.md): a refused one raises ``UntrustedEvent``.
-        self.trust = LoadCheck(trust, keep=cache_size) if trust is not None else None
+        self.trust = (
+            LoadCheck(
+                trust,
+                keep=cache_size,
+                history=self.server_history,
+                confirm=self.leaders_server_history,
+                excluded=self.excluded_positions,
+            )
+            if trust is not None
+            else None
+        )
         self.stream = stream
         self.layout = SubjectLayout(subject_prefix)
         self.source = source
@@ -695,7 +714,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                 )
         else:
             msgs = self._retrying(lambda: self._aggregate_messages(subject, floor=floor), long=True)
-        self._check_loaded(originator_id, msgs, floor)
+        excluded = self._check_loaded(originator_id, msgs, floor)
         if msgs and lte is None:
             self._update_head(str(originator_id), _head_of(msgs[-1]))
         events: list[StoredEvent] = []
@@ -704,7 +723,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             v = n.originator_version
             if (gt is not None and v <= gt) or (lte is not None and v > lte):
                 continue
-            events.append(_stored(n))
+            events.append(_stored(n, excluded=bool(excluded) and _seq_of(m) in excluded))
         if desc:
             events.reverse()
         if limit is not None:
@@ -763,7 +782,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         first = _head_of(msgs[0])
         if first.seq != seq or first.version != version or (chain_hash and first.chain_hash != chain_hash):
             return None
-        self._check_loaded(originator_id, msgs, None)
+        excluded = self._check_loaded(originator_id, msgs, None)
         self._update_head(str(originator_id), _head_of(msgs[-1]))
         events: list[StoredEvent] = []
         expected = version + 1
@@ -772,21 +791,62 @@ class JetStreamAggregateRecorder(AggregateRecorder):
             if n.originator_version != expected:
                 return None  # a gap: not the log the anchor was taken on
             expected += 1
-            events.append(_stored(n))
+            events.append(_stored(n, excluded=_seq_of(m) in excluded))
         return events
 
-    def _check_loaded(self, originator_id: UUID | str, msgs: Sequence[Msg], floor: int | None) -> None:
+    def server_history(self, server_id: str) -> list[Loaded]:
+        """One server's stored events (``instance.<server>.*``), for the trust check of the events
+        of other aggregates that name it (``signing.ServerPlaces``)."""
+        subject = f"{self.layout.prefix}.{INSTANCE_KIND}.{encode_token(server_id)}.*"
+        msgs = self._retrying(lambda: self._aggregate_messages(subject), long=True)
+        return [_loaded(m) for m in msgs]
+
+    def leaders_server_history(self, server_id: str) -> list[Loaded]:
+        """``server_history`` as the stream's leader answers it (one message a request, never from a
+        replica behind): the confirmation of a refusal, rare."""
+        subject = f"{self.layout.prefix}.{INSTANCE_KIND}.{encode_token(server_id)}.*"
+
+        async def read() -> list[Loaded]:
+            out: list[Loaded] = []
+            seq = 1
+            while True:
+                try:
+                    raw = await self.bridge.js.get_msg(self.stream, seq=seq, subject=subject, next=True)
+                except nats.js.errors.NotFoundError:
+                    return out
+                headers = dict(raw.headers or {})
+                version = int(headers.get(env.CE_ORIGINATORVERSION, 0))
+                out.append((version, int(raw.seq or 0), headers, raw.data or b""))
+                seq = int(raw.seq or 0) + 1
+
+        result: list[Loaded] = self._retrying(read, long=True)
+        return result
+
+    def excluded_positions(self) -> frozenset[int]:
+        """The positions of the refused events the operator excluded (``signing.exclusions``), read
+        afresh: a load asks only when it meets a refused event."""
+        if self.trust is None:
+            return frozenset()
+        subject = self.layout.aggregate_filter(EXCLUSIONS_ID)
+        msgs = self._retrying(lambda: self._aggregate_messages(subject), long=True)
+        return exclusions(self.trust.verifier, ((_seq_of(m), m.headers or {}, bytes(m.data)) for m in msgs))
+
+    def _check_loaded(self, originator_id: UUID | str, msgs: Sequence[Msg], floor: int | None) -> set[int]:
         """Raise ``UntrustedEvent`` if an event of ``msgs`` (one aggregate's, as a load read them) is
-        one its signer may not have appended (``trust``). A server's events after a version whose
-        place is not kept are checked with its history: its events from the first are read again."""
+        one its signer may not have appended (``trust``) and the operator did not exclude; the
+        positions of those excluded (to fold as ``Excluded``). A server's events after a version
+        whose place is not kept are checked with its history: its events from the first are read
+        again."""
+        excluded: set[int] = set()
         if self.trust is None or not msgs:
-            return
+            return excluded
         key = str(originator_id)
-        if self.trust.check(key, [_loaded(m) for m in msgs]):
-            return
+        if self.trust.check(key, [_loaded(m) for m in msgs], excluded):
+            return excluded
         subject = self.layout.aggregate_filter(originator_id)
         whole = self._retrying(lambda: self._aggregate_messages(subject, floor=floor), long=True)
-        self.trust.check(key, [_loaded(m) for m in whole])
+        self.trust.check(key, [_loaded(m) for m in whole], excluded)
+        return excluded
 
     async def _aggregate_messages(
         self,
@@ -1188,8 +1248,10 @@ def iter_notifications(
         start = page[-1].id + 1
 
 
-def _stored(n: Notification) -> StoredEvent:
-    """The stored event a notification read from the log carries (without its position)."""
+def _stored(n: Notification, *, excluded: bool = False) -> StoredEvent:
+    """The stored event a notification read from the log carries (without its position); one the
+    operator excluded as ``signing.Excluded`` (folded as nothing)."""
+    topic = EXCLUDED_TOPIC if excluded else n.topic
     return StoredEvent(
-        originator_id=n.originator_id, originator_version=n.originator_version, topic=n.topic, state=n.state
+        originator_id=n.originator_id, originator_version=n.originator_version, topic=topic, state=n.state
     )

@@ -31,7 +31,11 @@ and ``stratus audit verify`` all use it, so that they refuse exactly the same ev
 signer may have written it.
 
 The projector quarantines a refused event (it is never applied); ``stratus audit verify`` reports it;
-a worker quarantines the delivery whose load met one.
+a worker quarantines the delivery whose load met one, and the API answers 409. ``ServerPlaces``
+holds the events of other aggregates that name a server to that server's own history, for a load
+and the scheduler's host feed. The operator may exclude a refused event (``exclusions``: an
+``admin``'s ``EventExcluded`` naming its position): a load then folds it as ``Excluded``, nothing,
+as the projector, which never applied it, has it.
 """
 
 from __future__ import annotations
@@ -44,9 +48,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from uuid import NAMESPACE_URL, uuid5
 
 import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from eventsourcing.domain import Aggregate
+from eventsourcing.utils import get_topic
 
 from stratus.eventstore import chain
 from stratus.eventstore.envelope import APPEND_ID
@@ -98,7 +105,27 @@ class Signer:
 
 
 class UntrustedEvent(Exception):
-    """An event whose signer may not have appended it (or that no one signed after the cut-over)."""
+    """An event whose signer may not have appended it (or that no one signed after the cut-over);
+    ``position``: where it is stored, when a load met it in an aggregate's history."""
+
+    def __init__(self, reason: str, position: int | None = None) -> None:
+        super().__init__(reason)
+        self.position = position
+
+
+class Excluded(Aggregate.Event):
+    """What a load folds in place of a refused event the operator excluded (``exclusions``): the
+    aggregate's version moves past it and nothing else changes, as the projector, which never
+    applies a refused event, has it."""
+
+
+# The operator's exclusions of refused events (docs/trust.md, "A forged event in a history: the
+# operator's exclusion"): one aggregate of kind ``EXCLUSIONS_KIND`` (commands.exclusions), whose
+# ``eventexcluded`` events name a log position; only an ``admin`` identity's count.
+EXCLUSIONS_KIND = "exclusions"
+EXCLUSIONS_ID = uuid5(NAMESPACE_URL, "urn:stratus:trust:refused-events")
+EXCLUDED_TYPE = "eventexcluded"
+EXCLUDED_TOPIC = get_topic(Excluded)
 
 
 class Verdict(enum.Enum):
@@ -464,33 +491,159 @@ def _observe(servers: ServerHosts, h: Mapping[str, str], body: bytes) -> None:
 Loaded = tuple[int, int, Mapping[str, str], bytes]
 
 
+# One server's stored events (``instance.<server>.*``), in version order, as a load reads them.
+ServerHistory = Callable[[str], Sequence[Loaded]]
+
+
+class ServerPlaces:
+    """Check 6 away from the log's order, for the events a host's key signs that name a server in
+    their payload (``PER_SERVER_KINDS``, a move's return on another host): where the server was at
+    the event's position, folded from the server's own history before it (its placing events are its
+    own; only those that pass the checks move it, as in ``InOrder``), read with ``history``. A worker's
+    load of a usage, network, group or host aggregate and the scheduler's host feed use it, so that
+    they refuse what the projector refuses. A move's return that names only its migration
+    (``MigrationReleased``) names its server through the fold of the whole log's moves, which one
+    server's history does not give: it is held to checks 1 to 5 here. The places each server's
+    history put it in are kept (up to ``keep`` servers; a few small tuples each), and its history is
+    read again only for an event after the position it was read for. Thread-safe."""
+
+    def __init__(
+        self,
+        verifier: Verifier,
+        history: ServerHistory,
+        *,
+        keep: int = 10_000,
+        confirm: ServerHistory | None = None,
+    ) -> None:
+        self.verifier = verifier
+        self._history = history
+        # A refusal is made only on a history read from where nothing can be behind (the stream's
+        # leader): ``history`` may be answered by a replica that has not stored the server's latest
+        # events yet (a follower restarting), which would refuse a host's event for its own server.
+        self._confirm = confirm
+        self._keep = keep
+        self._lock = threading.Lock()
+        # server -> (the position its history was read for, each place it was put in from where)
+        self._read: OrderedDict[str, tuple[int, tuple[tuple[int, Placement], ...]]] = OrderedDict()
+
+    def refusal(self, c: Check, headers: Mapping[str, str], body: bytes, position: int) -> str:
+        """Why the event at ``position`` (``c``: its checks 1 to 5, passed) may not be appended where
+        the server it names was then, or "". Only a host's events of the kinds above are judged."""
+        identity = c.identity
+        if identity is None or identity.role != "host":
+            return ""
+        h = {k.lower(): v for k, v in headers.items()}
+        kind, _ = kind_and_type(h.get("ce-topic", ""))
+        if not (kind in PER_SERVER_KINDS or (kind == HOST_KIND and not _own_host(identity, h))):
+            return ""
+        payload = _payload(body)
+        server = payload.get("instance_id") if payload is not None else None
+        if not isinstance(server, str):
+            return ""  # names no server (or only a migration): checks 1 to 5
+        reason = placement_refusal(self._fold(server, position), identity, h, body)
+        if reason and self._confirm is not None:
+            self._keep_places(server, position, self._places(self._confirm(server)))
+            reason = placement_refusal(self._fold(server, position), identity, h, body)
+        return reason
+
+    def _fold(self, server: str, position: int) -> ServerHosts:
+        """Where ``server`` was just before ``position``."""
+        with self._lock:
+            kept = self._read.get(server)
+        if kept is None or kept[0] < position:
+            kept = self._keep_places(server, position, self._places(self._history(server)))
+        servers = ServerHosts()
+        for at, placement in kept[1]:
+            if at >= position:
+                break
+            servers.place(server, placement)
+        return servers
+
+    def _keep_places(
+        self, server: str, position: int, places: tuple[tuple[int, Placement], ...]
+    ) -> tuple[int, tuple[tuple[int, Placement], ...]]:
+        kept = (position, places)
+        with self._lock:
+            self._read[server] = kept
+            self._read.move_to_end(server)
+            while len(self._read) > self._keep:
+                self._read.popitem(last=False)
+        return kept
+
+    def _places(self, history: Sequence[Loaded]) -> tuple[tuple[int, Placement], ...]:
+        """Each place a server's ``history`` put it in: (the position of the event that moved it,
+        the place after it); only the events that pass the checks move it."""
+        servers = ServerHosts()
+        places: list[tuple[int, Placement]] = []
+        server = ""
+        for _version, at, headers, body in history:
+            if not _placing(headers):
+                continue
+            c = self.verifier.check(headers, body, at)
+            if c.verdict is Verdict.REFUSED:
+                continue
+            h = {k.lower(): v for k, v in headers.items()}
+            if placement_refusal(servers, c.identity, h, body):
+                continue
+            _observe(servers, h, body)
+            server = h.get("ce-subject", "")
+            places.append((at, servers.placement(server) or Placement()))
+        return tuple(places)
+
+
+def _placing(headers: Mapping[str, str]) -> bool:
+    h = {k.lower(): v for k, v in headers.items()}
+    kind, type_ = kind_and_type(h.get("ce-topic", ""))
+    return kind == INSTANCE_KIND and type_ in PLACING
+
+
 class LoadCheck:
     """The checks of ``InOrder`` over one aggregate's events as a load reads them (docs/trust.md):
     a worker deciding on a server's state first checks every event it folds, so that an event the
     projector refuses is not believed by the worker either. A server's own events are held to where
     it is, folded from its own history (its placing events are its own), kept per server between
     loads so that a load that reads only the newest events (a cached aggregate) need not read the
-    rest again. The kinds that name servers in their payloads are checked against no fold here
-    (a load reads one aggregate): checks 1 to 5 only; the projector holds them to the servers'
-    places. Thread-safe (a worker's threads share their recorder)."""
+    rest again. The events of the kinds that name servers in their payloads (a usage, network or
+    group event, a move's return on another host) get checks 1 to 5 and, with ``history`` (a
+    server's stored events), check 6 against the history of the server each names
+    (``ServerPlaces``). Thread-safe (a worker's threads share their recorder)."""
 
-    def __init__(self, verifier: Verifier, *, keep: int = 100_000) -> None:
+    def __init__(
+        self,
+        verifier: Verifier,
+        *,
+        keep: int = 100_000,
+        history: ServerHistory | None = None,
+        confirm: ServerHistory | None = None,
+        excluded: Callable[[], frozenset[int]] | None = None,
+    ) -> None:
         self.verifier = verifier
         self._keep = keep
+        self.places = ServerPlaces(verifier, history, confirm=confirm) if history is not None else None
+        self._excluded = excluded  # the positions the operator excluded (read when a refusal is met)
         self._lock = threading.Lock()
         self._folds: OrderedDict[str, tuple[int, Placement]] = OrderedDict()  # server -> (version, place)
 
-    def check(self, originator_id: str, events: Sequence[Loaded]) -> bool:
+    def check(self, originator_id: str, events: Sequence[Loaded], excluded: set[int] | None = None) -> bool:
         """Check ``events`` (one aggregate's, in version order); raises ``UntrustedEvent`` for the
-        first refused. False: a server's events that start after a version its fold is not kept
-        at; check its whole history instead (the events from version 1)."""
+        first refused that the operator did not exclude, and adds those excluded to ``excluded``
+        (the load folds them as ``Excluded``). False: a server's events that start after a version
+        its fold is not kept at; check its whole history instead (the events from version 1)."""
         if not events:
             return True
+        met = excluded if excluded is not None else set()
         first = {k.lower(): v for k, v in events[0][2].items()}
         kind, _ = kind_and_type(first.get("ce-topic", ""))
         if kind != INSTANCE_KIND:
-            for _version, position, headers, body in events:
-                self._refuse(originator_id, position, self.verifier.check(headers, body, position))
+            for version, position, headers, body in events:
+                c = self.verifier.check(headers, body, position)
+                if self._refuse(originator_id, version, position, c, met):
+                    continue
+                reason = self.places.refusal(c, headers, body, position) if self.places else ""
+                if reason:
+                    self._refuse(
+                        originator_id, version, position, Check(Verdict.REFUSED, c.identity, reason), met
+                    )
             return True
         with self._lock:
             kept = self._folds.get(originator_id)
@@ -504,14 +657,17 @@ class LoadCheck:
         if placement is not None:
             servers.place(originator_id, placement)
         for version, position, headers, body in todo:
+            folded = version
             c = self.verifier.check(headers, body, position)
-            self._refuse(originator_id, position, c)
+            if self._refuse(originator_id, version, position, c, met):
+                continue  # excluded: it places nothing
             h = {k.lower(): v for k, v in headers.items()}
             reason = placement_refusal(servers, c.identity, h, body)
-            if reason:
-                self._refuse(originator_id, position, Check(Verdict.REFUSED, c.identity, reason))
+            if reason and self._refuse(
+                originator_id, version, position, Check(Verdict.REFUSED, c.identity, reason), met
+            ):
+                continue
             _observe(servers, h, body)
-            folded = version
         with self._lock:
             if originator_id not in self._folds or self._folds[originator_id][0] < folded:
                 self._folds[originator_id] = (folded, servers.placement(originator_id) or Placement())
@@ -520,12 +676,19 @@ class LoadCheck:
                 self._folds.popitem(last=False)
         return True
 
-    @staticmethod
-    def _refuse(originator_id: str, position: int, c: Check) -> None:
-        if c.verdict is Verdict.REFUSED:
-            raise UntrustedEvent(
-                f"the history of {originator_id} holds an event refused at position {position}: {c.reason}"
-            )
+    def _refuse(self, originator_id: str, version: int, position: int, c: Check, met: set[int]) -> bool:
+        """True when ``c`` refuses an event the operator excluded (added to ``met``); raises
+        ``UntrustedEvent`` when it refuses one not excluded; False when it does not refuse. An
+        aggregate's first event cannot be excluded (nothing would be left to fold)."""
+        if c.verdict is not Verdict.REFUSED:
+            return False
+        if version > 1 and self._excluded is not None and position in self._excluded():
+            met.add(position)
+            return True
+        raise UntrustedEvent(
+            f"the history of {originator_id} holds an event refused at position {position}: {c.reason}",
+            position,
+        )
 
 
 def snapshot_refusal(
@@ -558,3 +721,21 @@ def snapshot_writer_refusal(identity: Identity, kind: str, originator: str) -> s
     if not own or not any(matches(p, subject) for p in identity.appends if not p.startswith("host.*.")):
         return f"{identity.name} ({identity.role}) may not write a snapshot of {kind} {originator}"
     return ""
+
+
+def exclusions(verifier: Verifier, events: Iterable[tuple[int, Mapping[str, str], bytes]]) -> frozenset[int]:
+    """The positions the operator excluded, from the stored events (position, headers, body) of the
+    exclusions aggregate (``EXCLUSIONS_ID``): only those an ``admin`` identity signed count."""
+    found: set[int] = set()
+    for position, headers, body in events:
+        c = verifier.check(headers, body, position)
+        if c.verdict is not Verdict.SIGNED or c.identity is None or c.identity.role != "admin":
+            continue
+        h = {k.lower(): v for k, v in headers.items()}
+        if kind_and_type(h.get("ce-topic", "")) != (EXCLUSIONS_KIND, EXCLUDED_TYPE):
+            continue
+        payload = _payload(body)
+        excluded = payload.get("position") if payload is not None else None
+        if isinstance(excluded, int):
+            found.add(excluded)
+    return frozenset(found)

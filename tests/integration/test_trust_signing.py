@@ -50,9 +50,11 @@ from projections.rebuild import rebuild
 from stratus.audit import signatures
 from stratus.context import Actor, CommandContext, acting
 from stratus.eventstore import Factory, JetStreamApplicationRecorder
-from stratus.eventstore.signing import SIGNER, Signer, Verifier
+from stratus.eventstore.envelope import decode_message
+from stratus.eventstore.signing import SIGNER, Signer, UntrustedEvent, Verifier
 from stratus.eventstore.snapshot_stream import JetStreamSnapshotRecorder
 from stratus.eventstore.snapshots import AnchoredRecorder, Snapshot
+from stratus.eventstore.subjects import SubjectLayout
 from stratus.quarantine import Quarantine, Quarantined
 from tests.fixtures.commands import M1_SMALL, M1_THREE, make_app
 from tests.fixtures.facades.handlers import Handlers
@@ -62,6 +64,8 @@ from tests.fixtures.trust import HOSTS, Trusted
 from tests.fixtures.workers import Worker, eventually
 from workers import hypervisor
 from workers import scheduler as scheduler_worker
+from workers.host_feed import HostFeed
+from workers.host_view import HostView
 from workers.libvirt_driver import LibvirtDriver
 from workers.reconcile import Reconciler
 
@@ -581,6 +585,10 @@ def test_a_servers_moves_and_deletion_appended_by_their_own_parts_are_all_truste
     report = signatures.verify(s.nats_urls, s.stream, s.subject_prefix, verifier, seed_file=auditor)
     assert report.refused == 0, report.first_refused
     assert report.by_identity["host:compute-1"] > 0 and report.by_identity["host:compute-2"] > 0
+    worker = _worker_app(signed_log, "host:compute-2")  # each aggregate loads as a worker loads it
+    stored = worker.recorder.read_messages(1, 10_000)  # type: ignore[attr-defined]
+    for aggregate in dict.fromkeys(decode_message(m)[1].originator_id for m in stored):
+        worker.repository.get(UUID(str(aggregate)))  # no event refused: the usage, network and group included
     quarantine = Quarantine(operator, log_stream=s.stream)
     with read_models(database_url) as conn:
         projector = Projector(api.app.recorder, api.app.mapper, conn, quarantine=quarantine, trust=verifier)  # type: ignore[arg-type]
@@ -626,3 +634,196 @@ def test_compute_1s_reconciliation_skips_a_server_with_a_forged_history_and_goes
 
     assert api.instance(other).vm_state == "error"  # its guest vanished: recorded
     assert api.instance(forged, deleted_too=True).version == before  # left alone
+
+
+def _worker_app(signed_log: Trusted, identity: str) -> Stratus:
+    """An app that loads as a worker does (``verify_loads``, as processes/scheduler.py)."""
+    return Stratus(
+        Factory(bridge=signed_log.bridge(identity), settings=signed_log.as_part(identity), verify_loads=True)
+    )
+
+
+def test_the_schedulers_host_feed_leaves_forged_host_events_out_of_its_view(signed_log: Trusted) -> None:
+    """compute-2's key releases the claim of a server on compute-1 (a move's return on another host:
+    NATS and the subject rules let a host append it, only where the server is tells), and an event
+    signed by no one disables compute-2. The scheduler's host feed quarantines both and its view
+    keeps compute-1's claim and compute-2 enabled; a worker's load of compute-1's Host refuses it too."""
+    operator = signed_log.bridge("admin")
+
+    def part(name: str | None) -> Handlers:
+        return Handlers(make_app(operator, signed_log.as_part(name) if name else signed_log.settings))
+
+    api, scheduler = part("api"), part("scheduler")
+    api.create_flavor(M1_SMALL)
+    for h in HOSTS:
+        api.register_host(RegisterHost(h, 4, 8192, 100))
+    a = api.create_server(CreateServer("a", "p1", "u1", "small")).id
+    scheduler.place_instance(PlaceInstance(a, "compute-1"))
+    forger = part("host:compute-2")
+    host = forger.host("compute-1")
+    host._released(a)
+    released = forger.app.save(host)[-1].notification.id
+    nobody = part(None)
+    other = nobody.host("compute-2")
+    other._service_disabled("forged")
+    disabled = nobody.app.save(other)[-1].notification.id
+
+    bridge = signed_log.bridge("scheduler")  # the feed and the app share it, as in the scheduler
+    app = Stratus(Factory(bridge=bridge, settings=signed_log.as_part("scheduler"), verify_loads=True))
+    view = HostView(scheduler_worker.host_reader(app))  # as the scheduler's
+    hosts = SubjectLayout(signed_log.settings.subject_prefix).kind_filter("host")
+    verifier = Verifier.load(signed_log.settings.trust_registry)
+    feed = HostFeed(
+        bridge, app, view, stream=signed_log.settings.stream, subject_filter=hosts, trust=verifier
+    ).open()
+    try:
+        feed.catch_up()
+        compute_1, compute_2 = view.named("compute-1"), view.named("compute-2")
+        assert compute_1 is not None and a in compute_1.claims
+        assert compute_2 is not None and compute_2.schedulable
+        records = Quarantine(operator, log_stream=signed_log.settings.stream).list("host-feed")
+        assert [(r.position, r.error) for r in records] == [
+            (released, "UntrustedEvent"), (disabled, "UntrustedEvent"),
+        ]  # fmt: skip
+        assert (
+            f"host:compute-2 (host) may not append host instancereleased for server {a}: it is on compute-1"
+            in records[0].reason
+        )
+        assert "unsigned" in records[1].reason
+        with pytest.raises(UntrustedEvent, match=f"refused at position {released}"):
+            app.repository.get(host.id)
+
+        # compute-1's next event finds the view a version behind; the host cannot be read again
+        # while its history holds the forged event: it leaves the view (nothing is placed on it)
+        own = part("host:compute-1")
+
+        def set_forced_down(down: bool) -> None:
+            h = own.host("compute-1")
+            h._forced_down_set(down)
+            own.app.save(h)
+
+        set_forced_down(False)
+        feed.catch_up()
+        assert view.named("compute-1") is None
+        trust.exclude(signed_log.as_part("admin"), released, "appended with compute-2's stolen key")
+        set_forced_down(False)
+        feed.catch_up()
+        back = view.named("compute-1")
+        assert back is not None and a in back.claims  # the forged release counts for nothing
+    finally:
+        feed.close()
+
+
+def test_a_workers_load_of_a_usage_holds_a_hosts_release_to_where_its_server_is(
+    signed_log: Trusted,
+) -> None:
+    """compute-2's key releases the quota of a server on compute-1 in project p1, compute-1's key
+    that of its own server in project p2. A worker's load of p1's usage refuses it (check 6, from the
+    server's own history); p2's loads, and p1's before the forged release."""
+    operator = signed_log.bridge("admin")
+
+    def part(name: str) -> Handlers:
+        return Handlers(make_app(operator, signed_log.as_part(name)))
+
+    api, scheduler = part("api"), part("scheduler")
+    compute = {h: part(f"host:{h}") for h in HOSTS}
+    api.create_flavor(M1_SMALL)
+    for h in HOSTS:
+        api.register_host(RegisterHost(h, 4, 8192, 100))
+    a, b = (api.create_server(CreateServer(n, p, "u1", "small")).id for n, p in (("a", "p1"), ("b", "p2")))
+    scheduler.place_instance(PlaceInstance(a, "compute-1"))
+    scheduler.place_instance(PlaceInstance(b, "compute-1"))
+    usage_id = compute["compute-1"].usage("p1").id
+    assert _worker_app(signed_log, "scheduler").repository.get(usage_id).version > 0
+
+    def release(host: str, project: str, server: str) -> int:
+        usage = compute[host].usage(project)
+        usage._resources_released(server)
+        return compute[host].app.save(usage)[-1].notification.id
+
+    forged = release("compute-2", "p1", a)
+    release("compute-1", "p2", b)
+
+    app = _worker_app(signed_log, "host:compute-1")
+    log = app.recorder
+    assert isinstance(log, JetStreamApplicationRecorder)
+    # what a refusal is confirmed on: the server's history as the stream's leader answers it
+    from_leader = [(v, p) for v, p, _h, _b in log.leaders_server_history(a)]
+    assert len(from_leader) >= 2 and from_leader == [(v, p) for v, p, _h, _b in log.server_history(a)]
+    with pytest.raises(UntrustedEvent) as refused:
+        app.repository.get(usage_id)
+    assert f"refused at position {forged}" in str(refused.value)
+    assert (
+        f"host:compute-2 (host) may not append projectusage resourcesreleased for server {a}: "
+        "it is on compute-1" in str(refused.value)
+    )
+    assert app.repository.get(compute["compute-1"].usage("p2").id).version > 0
+
+
+def test_the_operator_excludes_a_forged_event_and_the_servers_deletion_proceeds(
+    signed_log: Trusted, conn: libvirt.virConnect, tmp_path: Path
+) -> None:
+    """compute-2's key appends ``Deleted`` to a server placed on compute-1: compute-1's worker
+    quarantines its placement and acts on nothing (frozen), and the API's load refuses a deletion.
+    ``stratus trust exclude`` records, as the operator, that the forged event counts as nothing: the
+    deletion is then accepted and compute-1's worker carries it out. Only a refused event, the first
+    of its history, can be excluded."""
+    operator = signed_log.bridge("admin")
+
+    def part(name: str) -> Handlers:
+        return Handlers(make_app(operator, signed_log.as_part(name)))
+
+    def checked() -> Handlers:  # loads as the API and the workers load (api.app.build)
+        return Handlers(
+            Stratus(Factory(bridge=operator, settings=signed_log.as_part("api"), verify_loads=True))
+        )
+
+    api, scheduler = part("api"), part("scheduler")
+    api.create_flavor(M1_SMALL)
+    api.register_host(RegisterHost("compute-1", 4, 8192, 100))
+    victim = api.create_server(CreateServer("victim", "p1", "u1", "small")).id
+    scheduler.place_instance(PlaceInstance(victim, "compute-1"))
+    other = part("host:compute-2")
+    forged: Instance = other.app.repository.get(UUID(victim))
+    forged.mark_deleted()
+    forged_at = other.app.save(forged)[-1].notification.id
+    admin = signed_log.as_part("admin")
+    with pytest.raises(SystemExit, match="first event"):
+        trust.exclude(admin, 1, "")  # the flavor's creation: not refused, and its aggregate's first
+
+    host_settings = dataclasses.replace(signed_log.as_part("host:compute-1"), host_name="compute-1")
+    host_bridge = signed_log.bridge("host:compute-1")
+    host_app = Stratus(Factory(bridge=host_bridge, settings=host_settings, verify_loads=True))
+    worker = Worker(
+        lambda stop: hypervisor.run(
+            host_settings, bridge=host_bridge, app=host_app,
+            driver=LibvirtDriver(lambda: conn, instances_path=tmp_path), stop=stop,
+            instances_path=tmp_path / "instances", retry=FAST_RETRY, poll=0.1,
+        )
+    )  # fmt: skip
+    try:
+        quarantine = Quarantine(operator, log_stream=signed_log.settings.stream)
+        (frozen,) = eventually(lambda: quarantine.list(hypervisor.durable_name("compute-1")) or None)
+        assert frozen.originator_id == victim and frozen.error == "UntrustedEvent"
+        with pytest.raises(UntrustedEvent, match=f"refused at position {forged_at}"):
+            checked().delete_server(DeleteServer(victim, "p1"))
+
+        env = {**os.environ, **admin.to_env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        said = subprocess.run(
+            [sys.executable, "-m", "processes.cli", "trust", "exclude", str(forged_at),
+             "--reason", "appended with compute-2's stolen key"],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert said.returncode == 0, said.stderr
+        assert said.stdout == f"excluded: stratus.instance.deleted of {victim} at position {forged_at}\n"
+        with pytest.raises(SystemExit, match="is not refused"):
+            trust.exclude(admin, forged_at, "twice")
+        server = checked().instance(victim)
+        assert (server.vm_state, server.host) == ("building", "compute-1")  # the forged event: nothing
+        checked().delete_server(DeleteServer(victim, "p1"))
+        assert eventually(lambda: checked().instance(victim, deleted_too=True).vm_state == "deleted" or None)
+    finally:
+        worker.close()
+    last = api.app.recorder.read_messages(forged_at + 1, 100)  # type: ignore[attr-defined]
+    deleted = [m for m in last if decode_message(m)[1].type.endswith(".deleted")]
+    assert deleted and deleted[-1].headers[SIGNER] == signed_log.registry.current("host:compute-1").public_key  # type: ignore[union-attr]

@@ -11,6 +11,7 @@ from processes.trust import appends, refuses
 from stratus.eventstore import chain
 from stratus.eventstore.envelope import APPEND_ID
 from stratus.eventstore.signing import (
+    EXCLUSIONS_ID,
     SIGNATURE,
     SIGNER,
     InOrder,
@@ -19,6 +20,7 @@ from stratus.eventstore.signing import (
     UntrustedEvent,
     Verdict,
     Verifier,
+    exclusions,
     matches,
     snapshot_refusal,
 )
@@ -310,6 +312,114 @@ def test_a_load_refuses_a_history_holding_another_hosts_event_and_keeps_each_ser
     assert not fresh.check(SERVER, forged)  # its place is not known here: check its whole history
     with pytest.raises(UntrustedEvent):
         fresh.check(SERVER, [*history, *loaded([(HOST, "ActionFinished", b"{}")], start=3), *forged])
+
+
+def at(
+    log: list[tuple[KeyPair, str, str, bytes, str]], start: int = 1
+) -> list[tuple[int, int, dict[str, str], bytes]]:
+    """Events as a load reads them: (signer, topic, originator, body, append id), version = position."""
+    out = []
+    for position, (key, topic, originator, body, append) in enumerate(log, start=start):
+        headers = event(topic, originator, body, append)
+        Signer(key).sign(headers)
+        out.append((position, position, headers, body))
+    return out
+
+
+def test_a_load_holds_a_hosts_usage_events_to_where_the_server_was_from_its_own_history() -> None:
+    """A worker's load of a project's usage (one aggregate): a host's event naming a server is held
+    to where that server was at the event's position, folded from the server's own history (read
+    once per server, again only for a later event); the release appended with the ``Offloaded``
+    that took the server off its host is its host's."""
+    project = str(host_aggregate_id("p"))
+    charged = b'{"instance_id":"%s","cores":1,"ram":512}' % SERVER.encode()
+    server = at(
+        [
+            (SCHEDULER, "commands.instance:Instance.Scheduled", SERVER, b'{"host":"compute-1"}', "a1"),
+            (HOST, "commands.instance:Instance.Offloaded", SERVER, b'{"host":"compute-1"}', "a5"),
+        ],
+        start=1,
+    )
+    server[1] = (2, 5, *server[1][2:])  # the server's second event is at position 5
+    reads: list[str] = []
+
+    def history(server_id: str) -> list[tuple[int, int, dict[str, str], bytes]]:
+        reads.append(server_id)
+        return server if server_id == SERVER else []
+
+    usage = [
+        (API, "commands.usage:ProjectUsage.Opened", project, b"{}", "a0"),
+        (SCHEDULER, "commands.usage:ProjectUsage.InstanceCharged", project, charged, "a2"),
+        (HOST, "commands.usage:ProjectUsage.InstanceCharged", project, charged, "a3"),
+    ]
+    check = LoadCheck(Verifier(two_hosts()), history=history)
+    assert check.check(project, at(usage[:2]))  # positions 1 and 2: no host's event, no read
+    assert check.check(project, at([usage[2]], start=3))
+    with pytest.raises(UntrustedEvent, match=r"refused at position 4: host:compute-2 .* it is on compute-1"):
+        check.check(project, at([(C2, *usage[2][1:])], start=4))
+    release = b'{"instance_id":"%s"}' % SERVER.encode()
+    released = (HOST, "commands.usage:ProjectUsage.ResourcesReleased", project, release, "a5")
+    assert check.check(project, at([released], start=6))  # the offload's append: compute-1's
+    with pytest.raises(UntrustedEvent, match=r"position 7: .* it is on no host"):
+        check.check(project, at([(*released[:4], "a7")], start=7))
+    assert check.check(project, at([usage[2]], start=3))  # an earlier position: no read
+    assert reads == [SERVER] * 4  # for positions 3, 4, 6 and 7: each after the last read's
+
+
+def test_a_refusal_from_a_servers_history_is_made_only_on_the_leaders_answer() -> None:
+    """A replica behind may answer a server's history without its latest events (its
+    ``Scheduled``): a host's event for its own server would then look forged. The refusal is made
+    only if the history the leader answers refuses it too; the leader is asked only then."""
+    project = str(host_aggregate_id("p"))
+    charged = b'{"instance_id":"%s","cores":1,"ram":512}' % SERVER.encode()
+    scheduled = at(
+        [(SCHEDULER, "commands.instance:Instance.Scheduled", SERVER, b'{"host":"compute-1"}', "a1")]
+    )
+    asked: list[str] = []
+
+    def leader(server_id: str) -> list[tuple[int, int, dict[str, str], bytes]]:
+        asked.append(server_id)
+        return scheduled
+
+    check = LoadCheck(Verifier(two_hosts()), history=lambda _server: [], confirm=leader)
+    charge = (HOST, "commands.usage:ProjectUsage.InstanceCharged", project, charged, "a2")
+    assert check.check(project, at([charge], start=2))  # the stale read said: on no host
+    assert asked == [SERVER]
+    with pytest.raises(UntrustedEvent, match="it is on compute-1"):
+        check.check(project, at([(C2, *charge[1:])], start=3))
+    assert asked == [SERVER, SERVER]
+
+
+ADMIN = KeyPair.generate()
+
+
+def test_the_operators_exclusion_makes_a_load_fold_a_refused_event_as_nothing() -> None:
+    """A forged ``Deleted`` the operator excluded (an ``admin``'s ``EventExcluded`` naming its
+    position) no longer stops a load: it is reported as excluded and places nothing; an exclusion
+    signed by another identity counts for nothing, and an aggregate's first event cannot be excluded."""
+    trusted = two_hosts().with_identities([Identity("admin", "admin", ADMIN.public_key, appends("admin"))])
+    verifier = Verifier(trusted)
+    excluded_at = b'{"position":3,"event_id":"e","aggregate_id":"%s","reason":"r"}' % SERVER.encode()
+    record = "commands.exclusions:Exclusions.EventExcluded"
+    by_api, by_admin = (
+        at([(key, record, str(EXCLUSIONS_ID), excluded_at, "x")], start=9) for key in (API, ADMIN)
+    )
+    assert exclusions(verifier, [(p, h, b) for _, p, h, b in by_api]) == frozenset()
+    positions = exclusions(verifier, [(p, h, b) for _, p, h, b in by_admin])
+    assert positions == {3}
+    history = loaded(
+        [(SCHEDULER, "Scheduled", b'{"host":"compute-1"}'), (HOST, "Spawned", b"{}"), (C2, "Deleted", b"{}")]
+    )
+    with pytest.raises(UntrustedEvent) as refused:
+        LoadCheck(verifier, excluded=frozenset).check(SERVER, history)
+    assert refused.value.position == 3
+    met: set[int] = set()
+    check = LoadCheck(verifier, excluded=lambda: positions)
+    assert check.check(SERVER, history, met) and met == {3}
+    assert check.check(SERVER, loaded([(HOST, "ActionFinished", b"{}")], start=4))  # still on compute-1
+    first = loaded([(C2, "Deleted", b"{}")])
+    with pytest.raises(UntrustedEvent):
+        LoadCheck(verifier, excluded=lambda: frozenset({1})).check(SERVER, first)
 
 
 def test_a_snapshot_is_trusted_only_signed_by_who_may_write_it() -> None:
