@@ -231,16 +231,17 @@ def _run_tests(args: list[str]) -> NoReturn:
     exec_program([sys.executable, "-m", "pytest", *pytest_args], inherited())
 
 
-# Two pytest workers (pytest-xdist) when the whole suite or several tiers run: the acceptance and
-# fuzz tests, which start whole stacks, stay together on one worker (tests/conftest.py groups them),
-# the rest runs beside them (docs/testing.md, "How long it takes"). ``-n 0`` runs everything in one.
-PARALLEL = ["-n", "2", "--dist", "loadgroup"]
+# Three pytest workers (pytest-xdist) when the whole suite or several tiers run, on two cores: the
+# tests wait on processes they start as much as they compute. A whole-stack module runs whole on one
+# worker, the real-guest modules one after the other (tests/conftest.py); docs/testing.md, "How long
+# it takes". ``-n 0`` runs everything in one process.
+PARALLEL = ["-n", "3", "--dist", "loadgroup"]
 
 
 def tier_selection(args: list[str], root: Path) -> tuple[list[str], list[str] | None]:
     """(the tiers ``args`` name, pytest's arguments: the tiers' folders under ``root``/tests that exist,
     then the other arguments; None when tiers were named and none has a folder). The whole suite, or
-    more than one tier, runs on two workers unless the arguments choose (``-n``)."""
+    more than one tier, runs on ``PARALLEL``'s workers unless the arguments choose (``-n``)."""
     flags = {f"--{t}" for t in TEST_TIERS}
     tiers = [t for t in TEST_TIERS if f"--{t}" in args]
     paths = [f"tests/{t}" for t in tiers if (root / "tests" / t).is_dir()]
