@@ -11,6 +11,7 @@ the server as it was. A member's page lacks the admin pages and data. Screenshot
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -230,6 +231,19 @@ def test_an_admin_uses_the_admin_pages_audit_and_charts(
         ("disabled", "new disks")
     ]
     page.screenshot(path=str(screenshots / "admin-services.png"), full_page=True)
+
+    # hosts: the same host disabled with its reason, vm-1's vCPU against the total and its ratio
+    _open(page, cloud, "#/admin/hosts")
+    host = page.wait_for_selector(
+        "#hosts tr[data-host=cli-compute]:has(td:text-is('new disks'))", timeout=WAIT_MS
+    )
+    cells = [c.inner_text() for c in host.query_selector_all("td")]
+    assert cells[1:4] == ["up", "disabled", "new disks"], cells
+    assert re.fullmatch(r"1 / \d+ \u00d7 \d+(\.\d+)?", cells[4]), cells
+    assert re.fullmatch(r"256 / \d+ \u00d7 \d+(\.\d+)?", cells[5]), cells
+    page.screenshot(path=str(screenshots / "admin-hosts.png"), full_page=True)
+
+    _open(page, cloud, "#/admin/services")
     page.click(f"{compute} button[data-action=enable]")
     page.wait_for_selector(f"{compute}[data-status=enabled]", timeout=WAIT_MS)
 
