@@ -910,3 +910,56 @@ def test_the_operator_excludes_a_forged_event_and_the_servers_deletion_proceeds(
     last = api.app.recorder.read_messages(forged_at + 1, 100)  # type: ignore[attr-defined]
     deleted = [m for m in last if decode_message(m)[1].type.endswith(".deleted")]
     assert deleted and deleted[-1].headers[SIGNER] == signed_log.registry.current("host:compute-1").public_key  # type: ignore[union-attr]
+
+
+def test_a_placement_quarantined_before_the_exclusion_is_spawned_when_its_hosts_worker_restarts(
+    signed_log: Trusted, conn: libvirt.virConnect, tmp_path: Path
+) -> None:
+    """What docs/trust.md tells the operator after an exclusion: compute-1's worker quarantined the
+    placement of a server whose history holds compute-2's forged ``Deleted``; the exclusion does not
+    hand that delivery to it again (the server stays building, no guest), but a restart of the
+    worker runs at start the step left under way (``workers.recovery``): the guest is spawned."""
+    operator = signed_log.bridge("admin")
+    api, scheduler = (Handlers(make_app(operator, signed_log.as_part(p))) for p in ("api", "scheduler"))
+    api.create_flavor(M1_SMALL)
+    api.register_host(RegisterHost("compute-1", 4, 8192, 100))
+    victim = api.create_server(CreateServer("victim", "p1", "u1", "small")).id
+    scheduler.place_instance(PlaceInstance(victim, "compute-1"))
+    other = Handlers(make_app(operator, signed_log.as_part("host:compute-2")))
+    forged: Instance = other.app.repository.get(UUID(victim))
+    forged.mark_deleted()
+    forged_at = other.app.save(forged)[-1].notification.id
+    host_settings = dataclasses.replace(signed_log.as_part("host:compute-1"), host_name="compute-1")
+    host_bridge = signed_log.bridge("host:compute-1")
+
+    def start() -> Worker:
+        app = Stratus(Factory(bridge=host_bridge, settings=host_settings, verify_loads=True))
+        return Worker(
+            lambda stop: hypervisor.run(
+                host_settings, bridge=host_bridge, app=app,
+                driver=LibvirtDriver(lambda: conn, instances_path=tmp_path), stop=stop,
+                instances_path=tmp_path / "instances", retry=FAST_RETRY, poll=0.1,
+            )
+        )  # fmt: skip
+
+    worker = start()
+    try:
+        quarantine = Quarantine(operator, log_stream=signed_log.settings.stream)
+        (frozen,) = eventually(lambda: quarantine.list(hypervisor.durable_name("compute-1")) or None)
+        assert frozen.topic.endswith("Scheduled") and frozen.originator_id == victim
+        trust.exclude(signed_log.as_part("admin"), forged_at, "appended with compute-2's stolen key")
+        checked = Handlers(
+            Stratus(Factory(bridge=operator, settings=signed_log.as_part("api"), verify_loads=True))
+        )
+        server = checked.instance(victim)
+        assert (server.vm_state, server.task_state, server.host) == ("building", None, "compute-1")
+    finally:
+        worker.close()
+    assert victim not in {d.UUIDString() for d in conn.listAllDomains()}  # the exclusion re-drove nothing
+
+    worker = start()  # the operator restarts compute-1's worker
+    try:
+        assert eventually(lambda: settled(checked, victim)).vm_state == "active"
+    finally:
+        worker.close()
+    assert victim in {d.UUIDString() for d in conn.listAllDomains()}
