@@ -194,6 +194,13 @@ def _describe(signed: signatures.SignatureReport | None) -> str:
             f"REFUSED: {signed.refused} event(s); the first at position {r.position}"
             f"{f' (event {r.event_id})' if r.event_id else ''}: {r.reason}\n"
         )
+    for e in signed.excluded:
+        text += (
+            f"EXCLUDED: position {e.position} (event {e.event_id}), refused: {e.reason}; excluded at "
+            f"position {e.excluded_at} by {e.excluded_by}: {e.because or '(no reason given)'}\n"
+        )
+    for v in signed.void_exclusions:
+        text += f"VOID EXCLUSION at position {v.position} (event {v.event_id}): {v.reason}\n"
     return text
 
 

@@ -723,6 +723,28 @@ def snapshot_writer_refusal(identity: Identity, kind: str, originator: str) -> s
     return ""
 
 
+@dataclass(frozen=True)
+class Exclusion:
+    """What an ``EventExcluded`` says: the excluded event's position and id, and the operator's reason."""
+
+    position: int
+    event_id: str
+    reason: str
+
+
+def exclusion(headers: Mapping[str, str], body: bytes) -> Exclusion | None:
+    """The exclusion an event of the exclusions aggregate records (None: the event is no
+    ``EventExcluded``, or names no position), whoever signed it."""
+    h = {k.lower(): v for k, v in headers.items()}
+    if kind_and_type(h.get("ce-topic", "")) != (EXCLUSIONS_KIND, EXCLUDED_TYPE):
+        return None
+    payload = _payload(body)
+    position = payload.get("position") if payload is not None else None
+    if payload is None or not isinstance(position, int):
+        return None
+    return Exclusion(position, str(payload.get("event_id", "")), str(payload.get("reason", "")))
+
+
 def exclusions(verifier: Verifier, events: Iterable[tuple[int, Mapping[str, str], bytes]]) -> frozenset[int]:
     """The positions the operator excluded, from the stored events (position, headers, body) of the
     exclusions aggregate (``EXCLUSIONS_ID``): only those an ``admin`` identity signed count."""
@@ -731,11 +753,7 @@ def exclusions(verifier: Verifier, events: Iterable[tuple[int, Mapping[str, str]
         c = verifier.check(headers, body, position)
         if c.verdict is not Verdict.SIGNED or c.identity is None or c.identity.role != "admin":
             continue
-        h = {k.lower(): v for k, v in headers.items()}
-        if kind_and_type(h.get("ce-topic", "")) != (EXCLUSIONS_KIND, EXCLUDED_TYPE):
-            continue
-        payload = _payload(body)
-        excluded = payload.get("position") if payload is not None else None
-        if isinstance(excluded, int):
-            found.add(excluded)
+        excluded = exclusion(headers, body)
+        if excluded is not None:
+            found.add(excluded.position)
     return frozenset(found)

@@ -11,6 +11,7 @@ first refused event.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import libvirt
 import pytest
 
 from commands.app import Stratus
+from commands.exclusions import Exclusions
 from commands.hosts.register import RegisterHost
 from commands.identity import Project
 from commands.instance import Instance
@@ -347,6 +349,87 @@ def test_stratus_audit_verify_and_stratus_trust_on_the_command_line(signed_log: 
     assert lines[0].startswith("OK: 2 events") and lines[-1].startswith("anchor: 2:")
     assert "signatures: 1 signed (api 1), 0 unsigned" in verified.stdout
     assert "REFUSED: 1 event(s); the first at position 2" in verified.stdout
+
+
+def test_stratus_audit_verify_reports_an_admins_exclusion_and_fails_on_a_void_one(
+    signed_log: Trusted,
+) -> None:
+    """Run as an operator and an auditor run them: ``stratus audit verify`` fails on a forged grant;
+    once ``stratus trust exclude`` excludes it, verify passes and lists the exclusion (the event
+    stays in the chain). Exclusions that exclude nothing fail it: one signed by a host's key, one by
+    the API's (it may append anything, but it is no admin), and an admin's of an event not refused."""
+    api = make_app(signed_log.bridge("api"), signed_log.as_part("api"))
+    operator = signed_log.bridge("admin")
+    host_key = Signer.from_seed_file(trust.seed_file(signed_log.directory, "host:compute-1"))
+    by_host = JetStreamApplicationRecorder.from_settings(operator, signed_log.settings, signer=host_key)
+    project = Project(project_id=uuid4().hex, name="p", domain_id="default", description="", enabled=True)
+    api.save(project)  # 1
+    by_host.insert_events([_grant(api, project, "member-user", r) for r in ("admin", "manager", "reader")])
+
+    def stratus(identity: str, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {
+            **os.environ,
+            **signed_log.as_part(identity).to_env(),
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        }
+        return subprocess.run(
+            [sys.executable, "-m", "processes.cli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    forged = stratus("auditor", "audit", "verify")
+    assert forged.returncode == 1, forged.stderr
+    assert "REFUSED: 3 event(s); the first at position 2" in forged.stdout
+    assert "EXCLUDED" not in forged.stdout
+
+    excluded = stratus("admin", "trust", "exclude", "2", "--reason", "compute-1's stolen key")
+    assert excluded.returncode == 0, excluded.stderr
+    for later in (3, 4):
+        assert stratus("admin", "trust", "exclude", str(later), "--reason", "the same key").returncode == 0
+    passed = stratus("auditor", "audit", "verify")
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    lines = passed.stdout.splitlines()
+    assert lines[0].startswith("OK: 8 events") and lines[-1].startswith("anchor: 8:")  # the chain: all 8
+    assert "REFUSED" not in passed.stdout
+    grant = decode_message(api.recorder.read_messages(2, 1)[0])[1].id  # type: ignore[attr-defined]
+    assert (
+        f"EXCLUDED: position 2 (event {grant}), refused: host:compute-1 (host) may not append project"
+        in passed.stdout
+    )
+    assert "; excluded at position 6 by admin: compute-1's stolen key\n" in passed.stdout
+    as_json = json.loads(stratus("auditor", "audit", "verify", "--json").stdout)["signatures"]
+    assert (as_json["ok"], as_json["refused"], as_json["void_exclusions"]) == (True, 0, [])
+    assert [(e["position"], e["excluded_at"], e["excluded_by"]) for e in as_json["excluded"]] == [
+        (2, 6, "admin"), (3, 7, "admin"), (4, 8, "admin"),
+    ]  # fmt: skip
+
+    def void(by: Stratus, position: int, recorder: JetStreamApplicationRecorder | None = None) -> None:
+        exclusions: Exclusions = by.repository.get(Exclusions.create_id())
+        exclusions.exclude(position, "an event id", str(project.id), "forged")
+        if recorder is None:
+            by.save(exclusions)
+        else:
+            recorder.insert_events([by.mapper.to_stored_event(e) for e in exclusions.collect_events()])
+
+    void(api, 5, by_host)  # 9: a host's key on the exclusions, refused as well
+    void(api, 9)  # 10: the API's, of the host's refused exclusion
+    void(make_app(operator, signed_log.as_part("admin")), 1)  # 11: the admin's, of the project's creation
+    failed = stratus("auditor", "audit", "verify")
+    assert failed.returncode == 1, failed.stderr
+    assert "REFUSED: 1 event(s); the first at position 9" in failed.stdout
+    assert "VOID EXCLUSION at position 9 " in failed.stdout and "itself refused" in failed.stdout
+    assert (
+        "VOID EXCLUSION at position 10 " in failed.stdout
+        and "signed by api (api), not by an admin identity: it excludes nothing" in failed.stdout
+    )
+    assert (
+        "VOID EXCLUSION at position 11 " in failed.stdout
+        and "position 1 holds no refused event" in failed.stdout
+    )
+    assert failed.stdout.count("EXCLUDED: ") == 3  # the admin's exclusions before still hold
 
 
 def test_a_hypervisor_worker_refuses_a_server_whose_history_holds_another_hosts_event(
@@ -827,3 +910,56 @@ def test_the_operator_excludes_a_forged_event_and_the_servers_deletion_proceeds(
     last = api.app.recorder.read_messages(forged_at + 1, 100)  # type: ignore[attr-defined]
     deleted = [m for m in last if decode_message(m)[1].type.endswith(".deleted")]
     assert deleted and deleted[-1].headers[SIGNER] == signed_log.registry.current("host:compute-1").public_key  # type: ignore[union-attr]
+
+
+def test_a_placement_quarantined_before_the_exclusion_is_spawned_when_its_hosts_worker_restarts(
+    signed_log: Trusted, conn: libvirt.virConnect, tmp_path: Path
+) -> None:
+    """What docs/trust.md tells the operator after an exclusion: compute-1's worker quarantined the
+    placement of a server whose history holds compute-2's forged ``Deleted``; the exclusion does not
+    hand that delivery to it again (the server stays building, no guest), but a restart of the
+    worker runs at start the step left under way (``workers.recovery``): the guest is spawned."""
+    operator = signed_log.bridge("admin")
+    api, scheduler = (Handlers(make_app(operator, signed_log.as_part(p))) for p in ("api", "scheduler"))
+    api.create_flavor(M1_SMALL)
+    api.register_host(RegisterHost("compute-1", 4, 8192, 100))
+    victim = api.create_server(CreateServer("victim", "p1", "u1", "small")).id
+    scheduler.place_instance(PlaceInstance(victim, "compute-1"))
+    other = Handlers(make_app(operator, signed_log.as_part("host:compute-2")))
+    forged: Instance = other.app.repository.get(UUID(victim))
+    forged.mark_deleted()
+    forged_at = other.app.save(forged)[-1].notification.id
+    host_settings = dataclasses.replace(signed_log.as_part("host:compute-1"), host_name="compute-1")
+    host_bridge = signed_log.bridge("host:compute-1")
+
+    def start() -> Worker:
+        app = Stratus(Factory(bridge=host_bridge, settings=host_settings, verify_loads=True))
+        return Worker(
+            lambda stop: hypervisor.run(
+                host_settings, bridge=host_bridge, app=app,
+                driver=LibvirtDriver(lambda: conn, instances_path=tmp_path), stop=stop,
+                instances_path=tmp_path / "instances", retry=FAST_RETRY, poll=0.1,
+            )
+        )  # fmt: skip
+
+    worker = start()
+    try:
+        quarantine = Quarantine(operator, log_stream=signed_log.settings.stream)
+        (frozen,) = eventually(lambda: quarantine.list(hypervisor.durable_name("compute-1")) or None)
+        assert frozen.topic.endswith("Scheduled") and frozen.originator_id == victim
+        trust.exclude(signed_log.as_part("admin"), forged_at, "appended with compute-2's stolen key")
+        checked = Handlers(
+            Stratus(Factory(bridge=operator, settings=signed_log.as_part("api"), verify_loads=True))
+        )
+        server = checked.instance(victim)
+        assert (server.vm_state, server.task_state, server.host) == ("building", None, "compute-1")
+    finally:
+        worker.close()
+    assert victim not in {d.UUIDString() for d in conn.listAllDomains()}  # the exclusion re-drove nothing
+
+    worker = start()  # the operator restarts compute-1's worker
+    try:
+        assert eventually(lambda: settled(checked, victim)).vm_state == "active"
+    finally:
+        worker.close()
+    assert victim in {d.UUIDString() for d in conn.listAllDomains()}
