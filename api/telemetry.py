@@ -32,23 +32,34 @@ access_log = logging.getLogger("stratus.api.access")
 UNMATCHED = "unmatched"
 
 
-class RequestMetrics:
-    """Middleware: counts each request by method, route template and status, times it, and (with
-    ``access_lines``) logs one access line carrying its request id (the JSON logs' access log, in
-    place of gunicorn's, which knows no request id)."""
+class Timed:
+    """Middleware's base: notes when a request began (``process_request``); ``elapsed(req)`` is
+    how long it has taken since."""
 
-    def __init__(self, access_lines: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
-        self._access_level = logging.INFO if access_lines else logging.DEBUG
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = self._clock()
 
+    def elapsed(self, req: falcon.Request) -> float:
+        started = getattr(req.context, "started", None)
+        return self._clock() - started if started is not None else 0.0
+
+
+class RequestMetrics(Timed):
+    """Middleware: counts each request by method, route template and status, times it, and (with
+    ``access_lines``) logs one access line carrying its request id (the JSON logs' access log, in
+    place of gunicorn's, which knows no request id)."""
+
+    def __init__(self, access_lines: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(clock)
+        self._access_level = logging.INFO if access_lines else logging.DEBUG
+
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, req_succeeded: bool
     ) -> None:
-        started = getattr(req.context, "started", None)
-        elapsed = self._clock() - started if started is not None else 0.0
+        elapsed = self.elapsed(req)
         route = (req.uri_template or UNMATCHED) if resource is not None else UNMATCHED
         status = str(falcon.http_status_to_code(resp.status))
         metrics.API_REQUESTS.labels(req.method, route, status).inc()

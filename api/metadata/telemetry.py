@@ -10,11 +10,10 @@ the port guests call.
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable
 
 import falcon
 
+from api.telemetry import Timed
 from stratus import metrics
 
 OTHER = "other"  # any answer but a success: its path is the guest's choice, not the tree's
@@ -30,20 +29,13 @@ def path_label(path: str, status: int) -> str:
     return "/" + "/".join("{version}" if _VERSION.match(p) else p for p in parts)
 
 
-class RequestMetrics:
+class RequestMetrics(Timed):
     """Middleware: counts each request by path label and status, and times it."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-
-    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        req.context.started = self._clock()
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, req_succeeded: bool
     ) -> None:
-        started = getattr(req.context, "started", None)
-        elapsed = self._clock() - started if started is not None else 0.0
+        elapsed = self.elapsed(req)
         status = falcon.http_status_to_code(resp.status)
         label = path_label(req.path, status)
         metrics.METADATA_REQUESTS.labels(label, str(status)).inc()
