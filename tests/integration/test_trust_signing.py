@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -51,7 +52,7 @@ from projections.projector import Projector
 from projections.rebuild import rebuild
 from stratus.audit import signatures
 from stratus.context import Actor, CommandContext, acting
-from stratus.eventstore import Factory, JetStreamApplicationRecorder
+from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
 from stratus.eventstore.envelope import decode_message
 from stratus.eventstore.signing import SIGNER, Signer, UntrustedEvent, Verifier
 from stratus.eventstore.snapshot_stream import JetStreamSnapshotRecorder
@@ -86,6 +87,27 @@ def _grant(app: Stratus, project: Project, user: str, role: str) -> Any:
     project._role_granted(user, role)
     (pending,) = project.collect_events()
     return app.mapper.to_stored_event(pending)
+
+
+def signing_parts(signed_log: Trusted, operator: NatsBridge) -> Callable[[str], Handlers]:
+    """Handlers that sign as the part named (``api``, ``scheduler``, ``host:<name>``), publishing
+    through the ``operator``'s connection (NATS lets it publish; each app signs as its part)."""
+
+    def part(name: str) -> Handlers:
+        return Handlers(make_app(operator, signed_log.as_part(name)))
+
+    return part
+
+
+def two_hosts(signed_log: Trusted, operator: NatsBridge) -> tuple[Handlers, Handlers, dict[str, Handlers]]:
+    """The API, the scheduler and each of ``HOSTS`` as signing parts; the flavor and both hosts made."""
+    part = signing_parts(signed_log, operator)
+    api, scheduler = part("api"), part("scheduler")
+    compute = {h: part(f"host:{h}") for h in HOSTS}
+    api.create_flavor(M1_SMALL)
+    for h in HOSTS:
+        api.register_host(RegisterHost(h, 4, 8192, 100))
+    return api, scheduler, compute
 
 
 def test_the_recorder_signs_with_the_parts_key(signed_log: Trusted) -> None:
@@ -148,16 +170,8 @@ def test_a_host_key_on_another_hosts_server_is_refused(signed_log: Trusted, data
     compute-1, and compute-1's ``Deleted`` of a server on compute-2, are quarantined by the projector
     (one that starts half-way, from its tracking position, as well) and by a rebuild, and refused by
     ``audit verify``; the servers' rows are as their own hosts left them."""
-    operator = signed_log.bridge("admin")  # NATS lets it publish; each app signs as its part
-
-    def part(name: str) -> Handlers:
-        return Handlers(make_app(operator, signed_log.as_part(name)))
-
-    api, scheduler = part("api"), part("scheduler")
-    compute = {h: part(f"host:{h}") for h in HOSTS}
-    api.create_flavor(M1_SMALL)
-    for h in HOSTS:
-        api.register_host(RegisterHost(h, 4, 8192, 100))
+    operator = signed_log.bridge("admin")
+    api, scheduler, compute = two_hosts(signed_log, operator)
     image = public_image(api.app)
     a, b = (api.create_server(CreateServer(n, "p1", "u1", "small", image_ref=image)).id for n in "ab")
     scheduler.place_instance(PlaceInstance(a, "compute-1"))
@@ -440,10 +454,7 @@ def test_a_hypervisor_worker_refuses_a_server_whose_history_holds_another_hosts_
     server to act on its ``Scheduled``, finds the forged event in its history: the delivery is
     quarantined (not acted on, no fault recorded), while a server with a clean history boots."""
     operator = signed_log.bridge("admin")
-
-    def part(name: str) -> Handlers:
-        return Handlers(make_app(operator, signed_log.as_part(name)))
-
+    part = signing_parts(signed_log, operator)
     api, scheduler, other = part("api"), part("scheduler"), part("host:compute-2")
     api.create_flavor(M1_SMALL)
     api.register_host(RegisterHost("compute-1", 4, 8192, 100))
@@ -526,15 +537,7 @@ def test_a_hosts_usage_event_for_another_hosts_server_is_refused(
     its subject names the project, not the server): the projector and a rebuild quarantine it, and
     ``audit verify`` refuses it; compute-1's own release of it is trusted."""
     operator = signed_log.bridge("admin")
-
-    def part(name: str) -> Handlers:
-        return Handlers(make_app(operator, signed_log.as_part(name)))
-
-    api, scheduler = part("api"), part("scheduler")
-    compute = {h: part(f"host:{h}") for h in HOSTS}
-    api.create_flavor(M1_SMALL)
-    for h in HOSTS:
-        api.register_host(RegisterHost(h, 4, 8192, 100))
+    api, scheduler, compute = two_hosts(signed_log, operator)
     image = public_image(api.app)
     a = api.create_server(CreateServer("a", "p1", "u1", "small", image_ref=image)).id
     scheduler.place_instance(PlaceInstance(a, "compute-1"))
@@ -689,10 +692,7 @@ def test_compute_1s_reconciliation_skips_a_server_with_a_forged_history_and_goes
     alone (logged) and still records the other's vanished guest: one forged event does not stop a
     host's reconciliation."""
     operator = signed_log.bridge("admin")
-
-    def part(name: str) -> Handlers:
-        return Handlers(make_app(operator, signed_log.as_part(name)))
-
+    part = signing_parts(signed_log, operator)
     api, scheduler, c1 = part("api"), part("scheduler"), part("host:compute-1")
     api.create_flavor(M1_SMALL)
     api.register_host(RegisterHost("compute-1", 4, 8192, 100))
@@ -804,15 +804,7 @@ def test_a_workers_load_of_a_usage_holds_a_hosts_release_to_where_its_server_is(
     that of its own server in project p2. A worker's load of p1's usage refuses it (check 6, from the
     server's own history); p2's loads, and p1's before the forged release."""
     operator = signed_log.bridge("admin")
-
-    def part(name: str) -> Handlers:
-        return Handlers(make_app(operator, signed_log.as_part(name)))
-
-    api, scheduler = part("api"), part("scheduler")
-    compute = {h: part(f"host:{h}") for h in HOSTS}
-    api.create_flavor(M1_SMALL)
-    for h in HOSTS:
-        api.register_host(RegisterHost(h, 4, 8192, 100))
+    api, scheduler, compute = two_hosts(signed_log, operator)
     a, b = (api.create_server(CreateServer(n, p, "u1", "small")).id for n, p in (("a", "p1"), ("b", "p2")))
     scheduler.place_instance(PlaceInstance(a, "compute-1"))
     scheduler.place_instance(PlaceInstance(b, "compute-1"))
@@ -852,9 +844,7 @@ def test_the_operator_excludes_a_forged_event_and_the_servers_deletion_proceeds(
     deletion is then accepted and compute-1's worker carries it out. Only a refused event, the first
     of its history, can be excluded."""
     operator = signed_log.bridge("admin")
-
-    def part(name: str) -> Handlers:
-        return Handlers(make_app(operator, signed_log.as_part(name)))
+    part = signing_parts(signed_log, operator)
 
     def checked() -> Handlers:  # loads as the API and the workers load (api.app.build)
         return Handlers(
