@@ -15,14 +15,6 @@ from tests.fixtures.deployed import HOST, Cloud, wait_for
 pytestmark = pytest.mark.slow
 
 
-def _settled(cloud: Cloud, name: str, status: str) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        shown: dict[str, Any] = cloud.openstack("server", "show", name)
-        return shown if shown["status"] == status and not shown["OS-EXT-STS:task_state"] else None
-
-    return wait_for(f"{name} {status}", check, timeout=60)  # type: ignore[no-any-return]
-
-
 def test_server_actions_with_the_cli(cloud: Cloud, tmp_path: Path) -> None:
     cloud.openstack("flavor", "create", "--ram", "256", "--disk", "1", "--vcpus", "1", "tiny")
     cloud.openstack(
@@ -34,12 +26,12 @@ def test_server_actions_with_the_cli(cloud: Cloud, tmp_path: Path) -> None:
     assert server["status"] == "ACTIVE"
 
     cloud.openstack_quiet("server", "stop", "vm")
-    assert _settled(cloud, "vm", "SHUTOFF")["OS-EXT-STS:power_state"] in ("Shutdown", 4)
+    assert cloud.settled("vm", "SHUTOFF")["OS-EXT-STS:power_state"] in ("Shutdown", 4)
     assert "vm_state stopped" in cloud.openstack_fails("server", "stop", "vm")
     cloud.openstack_quiet("server", "start", "vm")
-    _settled(cloud, "vm", "ACTIVE")
+    cloud.settled("vm", "ACTIVE")
     cloud.openstack_quiet("server", "reboot", "--hard", "vm")
-    _settled(cloud, "vm", "ACTIVE")
+    cloud.settled("vm", "ACTIVE")
     cloud.openstack_quiet("server", "lock", "vm")
     cloud.openstack_quiet("server", "unlock", "vm")
     cloud.openstack(
@@ -49,7 +41,7 @@ def test_server_actions_with_the_cli(cloud: Cloud, tmp_path: Path) -> None:
     rebuilt = cloud.openstack("server", "rebuild", "--image", "img2", "vm")
     # the CLI shows the server as it reads it back: still rebuilding, or already done on the test driver
     assert rebuilt["image"].startswith("img2") and rebuilt["status"] in ("REBUILD", "ACTIVE"), rebuilt
-    assert _settled(cloud, "vm", "ACTIVE")["image"].startswith("img2")
+    assert cloud.settled("vm", "ACTIVE")["image"].startswith("img2")
 
     events = cloud.openstack("server", "event", "list", "vm")
     actions = [e["Action"] for e in events]
@@ -98,20 +90,20 @@ def test_resize_and_migrate_with_the_cli(cloud: Cloud) -> None:
     first = cloud.openstack("server", "show", server["id"])["OS-EXT-SRV-ATTR:host"]
 
     cloud.openstack_quiet("server", "resize", "--flavor", "small", "--wait", "vm")
-    resized = _settled(cloud, "vm", "VERIFY_RESIZE")
+    resized = cloud.settled("vm", "VERIFY_RESIZE")
     assert resized["OS-EXT-SRV-ATTR:host"] != first
     assert _flavor(resized) == "small", resized["flavor"]
     (migration,) = cloud.openstack("server", "migration", "list", "--server", "vm")
     assert (migration["Status"], migration["Source Compute"]) == ("finished", first), migration
     cloud.openstack_quiet("server", "resize", "confirm", "vm")
-    assert _settled(cloud, "vm", "ACTIVE")["OS-EXT-SRV-ATTR:host"] == resized["OS-EXT-SRV-ATTR:host"]
+    assert cloud.settled("vm", "ACTIVE")["OS-EXT-SRV-ATTR:host"] == resized["OS-EXT-SRV-ATTR:host"]
     assert "vm_state active" in cloud.openstack_fails("server", "resize", "confirm", "vm")  # Nova's 409
 
     cloud.openstack_quiet("server", "migrate", "--wait", "vm")
-    migrated = _settled(cloud, "vm", "VERIFY_RESIZE")
+    migrated = cloud.settled("vm", "VERIFY_RESIZE")
     assert migrated["OS-EXT-SRV-ATTR:host"] == first and _flavor(migrated) == "small"
     cloud.openstack_quiet("server", "resize", "revert", "vm")
-    reverted = _settled(cloud, "vm", "ACTIVE")
+    reverted = cloud.settled("vm", "ACTIVE")
     assert reverted["OS-EXT-SRV-ATTR:host"] == resized["OS-EXT-SRV-ATTR:host"]
     statuses = sorted(m["Status"] for m in cloud.openstack("server", "migration", "list", "--server", "vm"))
     assert statuses == ["confirmed", "reverted"]
