@@ -50,6 +50,9 @@ class _WorkingSet:
     # Writes that need no row read first (the identity tables), run in order after the others.
     statements: list[Statement] = field(default_factory=list)
     position: int | None = None
+    # The rows the tables already held when the batch began (those not here are new to the table).
+    stored_instances: frozenset[UUID] = frozenset()
+    stored_claims: frozenset[ClaimKey] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -70,9 +73,18 @@ class ReadModelView(TrackingRecorder):
     """
 
     def __init__(
-        self, conn: psycopg.Connection[Any], schema: str = LIVE_SCHEMA, *, rows_as_json_from: int = 2
+        self,
+        conn: psycopg.Connection[Any],
+        schema: str = LIVE_SCHEMA,
+        *,
+        rows_as_json_from: int = 2,
+        fresh: bool = False,
     ) -> None:
+        """``fresh``: the schema is a rebuild's, written by this view alone; a batch's instances and
+        claims that its tables do not hold yet are then written with COPY (``copy_new``) and only
+        the others upserted."""
         self.conn = conn
+        self.fresh = fresh
         # From how many changed rows of a table ``flush`` sends them as one JSON array in one
         # statement (fewer: one prepared execution a row)
         self.rows_as_json_from = rows_as_json_from
@@ -114,6 +126,8 @@ class ReadModelView(TrackingRecorder):
         ws.hosts = {row["id"]: row for row in _rows(hosts)}
         ws.claims = {(row["host_id"], row["instance_id"]): row for row in _rows(claims)}
         ws.flavors = {row["id"]: row for row in _rows(flavors)}
+        ws.stored_instances = frozenset(ws.instances)
+        ws.stored_claims = frozenset(ws.claims)
 
     def _select(
         self, table: str, columns: Sequence[str], where: str, keys: frozenset[Any], *params: Any
@@ -183,6 +197,33 @@ class ReadModelView(TrackingRecorder):
         with self.conn.pipeline():
             self._write(position)
         self._ws = None
+
+    def copy_new(self) -> None:
+        """In a fresh schema, COPY the batch's instances and claims its tables do not hold yet (no
+        conflict is possible: nothing else writes there) and leave only the others to ``flush``'s
+        upserts. Outside pipeline mode (COPY cannot run in it), inside the batch's transaction."""
+        if not self.fresh:
+            return
+        ws = self.ws
+        new = ws.dirty_instances - ws.stored_instances
+        self._copy("instances", INSTANCE_COLUMNS, [ws.instances[k] for k in new])
+        ws.dirty_instances -= new
+        added = {k for k in ws.dirty_claims - ws.stored_claims if ws.claims[k] is not None}
+        self._copy("host_claims", CLAIM_COLUMNS, [ws.claims[k] for k in added])
+        ws.dirty_claims -= added
+        # a claim made and dropped within the batch was never written: nothing to delete either
+        ws.dirty_claims -= {k for k in ws.dirty_claims - ws.stored_claims if ws.claims[k] is None}
+
+    def _copy(self, table: str, columns: Sequence[str], rows: list[Row | None]) -> None:
+        if not rows:
+            return
+        statement = sql.SQL("COPY {}.{} ({}) FROM STDIN").format(
+            self._s, sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns))
+        )
+        with self.conn.cursor() as cur, cur.copy(statement) as copy:
+            for row in rows:
+                assert row is not None
+                copy.write_row(tuple(_adapt(row[c]) for c in columns))
 
     def _write(self, position: int) -> None:
         ws = self.ws
