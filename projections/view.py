@@ -19,7 +19,7 @@ from uuid import UUID
 import psycopg
 from eventsourcing.persistence import Tracking, TrackingRecorder
 from psycopg import sql
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_dumps
 
 from projections.queries import read_json_with_orjson
 from projections.schema import (
@@ -91,6 +91,9 @@ class ReadModelView(TrackingRecorder):
         read_json_with_orjson(conn)
         self.schema = schema
         self._s = sql.Identifier(schema)
+        self._types: dict[str, list[str]] = {}  # a table's column types, for COPY (``_column_types``)
+        if fresh:
+            set_json_dumps(_dumps_str, conn)
         self._ws: _WorkingSet | None = None
 
     # -- TrackingRecorder ---------------------------------------------------------------------
@@ -220,10 +223,27 @@ class ReadModelView(TrackingRecorder):
         statement = sql.SQL("COPY {}.{} ({}) FROM STDIN").format(
             self._s, sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns))
         )
+        # each column dumped by its table type (a jsonb column's dict or list straight to orjson,
+        # ``set_json_dumps`` in ``__init__``), not found per value from its Python type
+        types = self._column_types(table, columns)  # before the COPY holds the connection
         with self.conn.cursor() as cur, cur.copy(statement) as copy:
+            copy.set_types(types)
             for row in rows:
                 assert row is not None
-                copy.write_row(tuple(_adapt(row[c]) for c in columns))
+                copy.write_row([row[c] for c in columns])
+
+    def _column_types(self, table: str, columns: Sequence[str]) -> list[str]:
+        """``table``'s column types in ``columns``' order (read once per view and table)."""
+        if table not in self._types:
+            with self.conn.cursor(row_factory=psycopg.rows.tuple_row) as cur:
+                cur.execute(
+                    "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+                    "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped",
+                    (f"{self.schema}.{table}",),
+                )
+                found: dict[str, str] = dict(cur.fetchall())
+            self._types[table] = [found[c] for c in columns]
+        return self._types[table]
 
     def _write(self, position: int) -> None:
         ws = self.ws
