@@ -64,7 +64,7 @@ from stratus.eventstore import JetStreamApplicationRecorder
 from stratus.health import METRICS, READYZ
 from stratus.hostrpc import HostRPC
 from stratus.imagestore import user_data_store
-from stratus.liveness import Heartbeats, LivenessReader
+from stratus.liveness import Heartbeats, LivenessMirror, LivenessReader
 
 log = logging.getLogger("stratus.api")
 
@@ -116,7 +116,7 @@ def beside_the_log(deps: Deps) -> tuple[HostRPC, LivenessReader]:
     bridge = deps.log.bridge
     return (
         deps.host_rpc or HostRPC(bridge),
-        deps.heartbeats or Heartbeats.beside(bridge, deps.settings),
+        deps.heartbeats or LivenessMirror(Heartbeats.beside(bridge, deps.settings), bridge),
     )
 
 
@@ -277,7 +277,8 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
         settings=settings,
         token_signer=signer,
         host_rpc=HostRPC(bridge),
-        heartbeats=Heartbeats.beside(bridge, settings),
+        # pushed to this process by a watch: a page of servers asks NATS nothing for its hosts
+        heartbeats=LivenessMirror(Heartbeats.beside(bridge, settings), bridge),
     )
     return deps, close
 

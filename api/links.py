@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -16,8 +17,17 @@ API_ROOT = "v2.1"
 MAX_LIMIT = 1000
 
 
+# What ``quote(..., safe="")`` leaves as it is: an id made only of these (a uuid, a flavor's name)
+# is its own quoted form, and a page of servers quotes three ids a row.
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
+
+
+def _quoted(item_id: str) -> str:
+    return item_id if _UNRESERVED.fullmatch(item_id) else quote(item_id, safe="")
+
+
 def resource_links(req: falcon.Request, collection: str, item_id: str) -> list[dict[str, str]]:
-    item = quote(item_id, safe="")
+    item = _quoted(item_id)
     return [
         {"rel": "self", "href": f"{req.prefix}/{API_ROOT}/{collection}/{item}"},
         {"rel": "bookmark", "href": f"{req.prefix}/{collection}/{item}"},
@@ -25,7 +35,7 @@ def resource_links(req: falcon.Request, collection: str, item_id: str) -> list[d
 
 
 def bookmark(req: falcon.Request, collection: str, item_id: str) -> list[dict[str, str]]:
-    return [{"rel": "bookmark", "href": f"{req.prefix}/{collection}/{quote(item_id, safe='')}"}]
+    return [{"rel": "bookmark", "href": f"{req.prefix}/{collection}/{_quoted(item_id)}"}]
 
 
 def page_params(req: falcon.Request, max_limit: int = MAX_LIMIT) -> tuple[int, str | None]:

@@ -15,6 +15,7 @@ ask ``at_least(req, minor)``, never parse the header themselves.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,16 @@ def at_least(req: falcon.Request, minor: int) -> bool:
     # (major, minor) compared as Microversion's order does, without building one per call (a
     # server's detail view asks a dozen times a row)
     return version is not None and (version.major, version.minor) >= (2, minor)
+
+
+def minor_of(req: falcon.Request) -> int:
+    """The request's compute microversion as the ``minor`` that ``at_least`` compares: ``minor_of(req)
+    >= n`` is ``at_least(req, n)`` (-1 outside /v2.1; a later major version passes every check).
+    For a view that asks a dozen times a row."""
+    version = getattr(req.context, "microversion", None)
+    if version is None or version.major < 2:
+        return -1
+    return version.minor if version.major == 2 else sys.maxsize
 
 
 def since(minor: int) -> Callable[..., None]:

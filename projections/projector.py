@@ -165,6 +165,7 @@ class Projector:
         part: str = "projector",
         trust: Verifier | None = None,
         progress: Callable[[int], None] | None = None,
+        fresh: bool = False,
     ) -> None:
         if not conn.autocommit:
             raise ValueError("the projector needs an autocommit connection (one transaction per batch)")
@@ -174,7 +175,8 @@ class Projector:
         self.schema = schema
         self.batch_size = batch_size
         self.lock = lock
-        self.view = ReadModelView(conn, schema)
+        # fresh: a rebuild's own schema, its new rows written with COPY (``ReadModelView.copy_new``)
+        self.view = ReadModelView(conn, schema, fresh=fresh)
         self.projection = ReadModels(self.view)
         self._topics = frozenset(ReadModels.topics)
         self.quarantine = quarantine
@@ -293,13 +295,10 @@ class Projector:
         # Pipeline mode groups the statements into a few round trips (BEGIN with the lock and the
         # tracking read, the loads, the writes with COMMIT). The server still runs them in order: the
         # tracking table's name is resolved only once the lock is held.
+        if self.view.fresh:
+            return self._apply_fresh(batch)
         with self.conn.pipeline(), self.conn.transaction():
-            if self.lock:
-                self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
-            row = self.conn.execute(
-                sql.SQL("SELECT position FROM {}.tracking FOR UPDATE").format(sql.Identifier(self.schema))
-            ).fetchone()
-            current = int(row[0]) if row else 0
+            current = self._locked_position()
             if current != batch.after:
                 return BatchResult(False, current)
             try:
@@ -310,6 +309,33 @@ class Projector:
             finally:
                 self.view.discard()
         return BatchResult(True, batch.last, len(batch.entries), len(batch.events))
+
+    def _apply_fresh(self, batch: Batch) -> BatchResult:
+        """``_apply_once`` into a rebuild's fresh tables: the same transaction, with the batch's new
+        rows COPYed between the pipelined reads and the pipelined writes (COPY leaves pipeline mode)."""
+        with self.conn.transaction():
+            try:
+                with self.conn.pipeline():
+                    current = self._locked_position()
+                    if current != batch.after:
+                        return BatchResult(False, current)
+                    self.view.load(ReadModels.keys(e for e, _ in batch.events))
+                    for event, tracking in batch.events:
+                        self.projection.process_event(event, tracking)
+                self.view.copy_new()
+                self.view.flush(batch.last)
+            finally:
+                self.view.discard()
+        return BatchResult(True, batch.last, len(batch.entries), len(batch.events))
+
+    def _locked_position(self) -> int:
+        """The tracking position, read under the writers' lock when this projector takes it."""
+        if self.lock:
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
+        row = self.conn.execute(
+            sql.SQL("SELECT position FROM {}.tracking FOR UPDATE").format(sql.Identifier(self.schema))
+        ).fetchone()
+        return int(row[0]) if row else 0
 
     def step(self, after: int) -> BatchResult:
         """Read the next batch after ``after`` and apply it."""

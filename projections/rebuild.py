@@ -87,7 +87,7 @@ def rebuild(
             create_schema(conn, NEW_SCHEMA)
         projector = Projector(
             log, mapper, conn, schema=NEW_SCHEMA, batch_size=batch_size, lock=False,
-            quarantine=quarantine, part="rebuild", trust=trust,
+            quarantine=quarantine, part="rebuild", trust=trust, fresh=True,
         )  # fmt: skip
         # Replay up to the log's head, again while writers appended more than a batch meanwhile, so
         # that the lock below is held for a batch at most (each pass is bounded by the head it saw).

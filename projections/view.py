@@ -19,7 +19,7 @@ from uuid import UUID
 import psycopg
 from eventsourcing.persistence import Tracking, TrackingRecorder
 from psycopg import sql
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_dumps
 
 from projections.queries import read_json_with_orjson
 from projections.schema import (
@@ -50,6 +50,9 @@ class _WorkingSet:
     # Writes that need no row read first (the identity tables), run in order after the others.
     statements: list[Statement] = field(default_factory=list)
     position: int | None = None
+    # The rows the tables already held when the batch began (those not here are new to the table).
+    stored_instances: frozenset[UUID] = frozenset()
+    stored_claims: frozenset[ClaimKey] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -70,15 +73,27 @@ class ReadModelView(TrackingRecorder):
     """
 
     def __init__(
-        self, conn: psycopg.Connection[Any], schema: str = LIVE_SCHEMA, *, rows_as_json_from: int = 2
+        self,
+        conn: psycopg.Connection[Any],
+        schema: str = LIVE_SCHEMA,
+        *,
+        rows_as_json_from: int = 2,
+        fresh: bool = False,
     ) -> None:
+        """``fresh``: the schema is a rebuild's, written by this view alone; a batch's instances and
+        claims that its tables do not hold yet are then written with COPY (``copy_new``) and only
+        the others upserted."""
         self.conn = conn
+        self.fresh = fresh
         # From how many changed rows of a table ``flush`` sends them as one JSON array in one
         # statement (fewer: one prepared execution a row)
         self.rows_as_json_from = rows_as_json_from
         read_json_with_orjson(conn)
         self.schema = schema
         self._s = sql.Identifier(schema)
+        self._types: dict[str, list[str]] = {}  # a table's column types, for COPY (``_column_types``)
+        if fresh:
+            set_json_dumps(_dumps_str, conn)
         self._ws: _WorkingSet | None = None
 
     # -- TrackingRecorder ---------------------------------------------------------------------
@@ -114,6 +129,8 @@ class ReadModelView(TrackingRecorder):
         ws.hosts = {row["id"]: row for row in _rows(hosts)}
         ws.claims = {(row["host_id"], row["instance_id"]): row for row in _rows(claims)}
         ws.flavors = {row["id"]: row for row in _rows(flavors)}
+        ws.stored_instances = frozenset(ws.instances)
+        ws.stored_claims = frozenset(ws.claims)
 
     def _select(
         self, table: str, columns: Sequence[str], where: str, keys: frozenset[Any], *params: Any
@@ -183,6 +200,50 @@ class ReadModelView(TrackingRecorder):
         with self.conn.pipeline():
             self._write(position)
         self._ws = None
+
+    def copy_new(self) -> None:
+        """In a fresh schema, COPY the batch's instances and claims its tables do not hold yet (no
+        conflict is possible: nothing else writes there) and leave only the others to ``flush``'s
+        upserts. Outside pipeline mode (COPY cannot run in it), inside the batch's transaction."""
+        if not self.fresh:
+            return
+        ws = self.ws
+        new = ws.dirty_instances - ws.stored_instances
+        self._copy("instances", INSTANCE_COLUMNS, [ws.instances[k] for k in new])
+        ws.dirty_instances -= new
+        added = {k for k in ws.dirty_claims - ws.stored_claims if ws.claims[k] is not None}
+        self._copy("host_claims", CLAIM_COLUMNS, [ws.claims[k] for k in added])
+        ws.dirty_claims -= added
+        # a claim made and dropped within the batch was never written: nothing to delete either
+        ws.dirty_claims -= {k for k in ws.dirty_claims - ws.stored_claims if ws.claims[k] is None}
+
+    def _copy(self, table: str, columns: Sequence[str], rows: list[Row | None]) -> None:
+        if not rows:
+            return
+        statement = sql.SQL("COPY {}.{} ({}) FROM STDIN").format(
+            self._s, sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns))
+        )
+        # each column dumped by its table type (a jsonb column's dict or list straight to orjson,
+        # ``set_json_dumps`` in ``__init__``), not found per value from its Python type
+        types = self._column_types(table, columns)  # before the COPY holds the connection
+        with self.conn.cursor() as cur, cur.copy(statement) as copy:
+            copy.set_types(types)
+            for row in rows:
+                assert row is not None
+                copy.write_row([row[c] for c in columns])
+
+    def _column_types(self, table: str, columns: Sequence[str]) -> list[str]:
+        """``table``'s column types in ``columns``' order (read once per view and table)."""
+        if table not in self._types:
+            with self.conn.cursor(row_factory=psycopg.rows.tuple_row) as cur:
+                cur.execute(
+                    "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+                    "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped",
+                    (f"{self.schema}.{table}",),
+                )
+                found: dict[str, str] = dict(cur.fetchall())
+            self._types[table] = [found[c] for c in columns]
+        return self._types[table]
 
     def _write(self, position: int) -> None:
         ws = self.ws

@@ -11,8 +11,10 @@ output, and its address (Nova's ``my_ip``, shown as the hypervisor's ``host_ip``
 host as up while its last beat is younger than ``down_after`` seconds. A host never seen, or whose
 entry is older, is down.
 
-Workers beat through ``Heartbeats``; the API reads through the same class, built once by its
-composition root and given to its resources as a ``LivenessReader``.
+Workers beat through ``Heartbeats``. The API reads through a ``LivenessMirror`` around one, built
+once by its composition root and given to its resources as a ``LivenessReader``: the bucket's
+entries pushed to the process by a watch, so that a page of servers asks NATS nothing (see the
+class's docstring for what it keeps and when it reads the bucket directly instead).
 
 Clocks: ``at`` is the worker's clock and the age is computed with the reader's; hosts and API
 nodes are expected to run NTP (skew well under ``down_after``).
@@ -33,6 +35,7 @@ import nats.errors
 import nats.js.errors
 import orjson
 from nats.js.api import KeyValueConfig, StorageType
+from nats.js.kv import KeyValue
 
 from stratus.config import Settings
 from stratus.eventstore.bridge import NatsBridge
@@ -86,7 +89,8 @@ class Heartbeats:
         """The bucket beside ``settings``' log, replicated as the log is."""
         return cls(bridge, bucket=bucket_for(settings.stream), replicas=settings.stream_replicas)
 
-    async def _store(self) -> Any:
+    async def store(self) -> Any:
+        """The bucket (nats-py's ``KeyValue``), created on first use; only on the bridge's loop."""
         if self._kv is None:
             js = self._bridge.js
             try:
@@ -110,7 +114,7 @@ class Heartbeats:
         )
 
         async def put() -> None:
-            await (await self._store()).put(encode_token(host), body)
+            await (await self.store()).put(encode_token(host), body)
 
         self._bridge.run(put, _TIMEOUT)
 
@@ -120,7 +124,7 @@ class Heartbeats:
         body = orjson.dumps({"binary": binary, "host": host, "at": self._clock()})
 
         async def put() -> None:
-            await (await self._store()).put(f"{binary}.{encode_token(host)}", body)
+            await (await self.store()).put(f"{binary}.{encode_token(host)}", body)
 
         self._bridge.run(put, _TIMEOUT)
 
@@ -128,7 +132,7 @@ class Heartbeats:
         """Every ``binary`` that ever beat: ``{"host", "at", "up"}``, by host name."""
 
         async def read() -> list[dict[str, Any]]:
-            kv = await self._store()
+            kv = await self.store()
             watcher = await kv.watch(f"{binary}.*", ignore_deletes=True)
             found: list[dict[str, Any]] = []
             try:
@@ -149,7 +153,7 @@ class Heartbeats:
         names = list(hosts)
 
         async def read() -> dict[str, dict[str, Any] | None]:
-            kv = await self._store()
+            kv = await self.store()
 
             async def one(host: str) -> dict[str, Any] | None:
                 try:
@@ -168,6 +172,10 @@ class Heartbeats:
         """Each host's last heartbeat (seconds since the epoch), None when it never beat."""
         return {h: None if r is None else float(r["at"]) for h, r in self.reports(hosts).items()}
 
+    def now(self) -> float:
+        """This reader's clock (a beat's age is measured with it)."""
+        return self._clock()
+
     def up(self, hosts: Iterable[str], down_after: float = DOWN_AFTER) -> dict[str, bool]:
         """Which hosts are up: a heartbeat younger than ``down_after`` seconds. When the bucket
         cannot be read (NATS away), every host is reported down: unknown is not up."""
@@ -178,6 +186,112 @@ class Heartbeats:
             return dict.fromkeys(names, False)
         now = self._clock()
         return {h: at is not None and now - at < down_after for h, at in seen.items()}
+
+
+class LivenessMirror:
+    """The heartbeats bucket mirrored in this process by a watch on it, for readers that ask per
+    request (the API's pages of servers): ``up`` then reads a dictionary, not NATS.
+
+    What is mirrored is each key's last beat as put (its ``at``), never a verdict: a host is judged
+    up or down from that beat's age at the moment of the question, as ``Heartbeats.up`` judges it.
+    A pushed beat reaches the mirror after it reached the bucket, so the mirror never holds a beat
+    younger than the bucket's and never shows a host up longer than a direct read would; a host
+    that stops beating is shown down at the same moment.
+
+    The mirror answers only while its watch is known whole: from the end of the watch's initial
+    replay (the bucket's last entry per key) until the watch's task ends or the connection is lost
+    or re-established (messages could have been missed meanwhile). Otherwise ``up`` reads the bucket
+    directly, as before, and a new watch is started in the background. ``services`` and ``reports``
+    (an admin's few calls) always read the bucket."""
+
+    def __init__(self, heartbeats: Heartbeats, bridge: NatsBridge) -> None:
+        self._heartbeats = heartbeats
+        self._bridge = bridge
+        self._lock = threading.Lock()
+        # key -> the beat's ``at``; replaced whole by each new watch, once its replay is complete
+        self._beats: dict[str, float] | None = None
+        self._generation = 0  # the watch whose entries ``_beats`` holds
+        self._watching = False  # a watch task is running (or starting)
+        self._reconnects = -1  # the connection's reconnect count when the current watch began
+
+    def up(self, hosts: Iterable[str], down_after: float = DOWN_AFTER) -> dict[str, bool]:
+        """As ``Heartbeats.up``, from the mirror when it is whole, else from the bucket."""
+        beats = self._whole()
+        if beats is None:
+            return self._heartbeats.up(hosts, down_after)
+        now = self._heartbeats.now()
+        found = {host: beats.get(encode_token(host)) for host in hosts}
+        return {host: at is not None and now - at < down_after for host, at in found.items()}
+
+    def services(self, binary: str, down_after: float = DOWN_AFTER) -> list[dict[str, Any]]:
+        return self._heartbeats.services(binary, down_after)
+
+    def reports(self, hosts: Iterable[str]) -> dict[str, dict[str, Any] | None]:
+        return self._heartbeats.reports(hosts)
+
+    @property
+    def whole(self) -> bool:
+        """Whether ``up`` answers from the mirror now (tests and benches ask)."""
+        return self._whole() is not None
+
+    def _whole(self) -> dict[str, float] | None:
+        """The mirror if its watch is whole; otherwise None, after starting a new watch."""
+        connected = self._bridge.is_connected
+        reconnects = self._bridge.nc.stats["reconnects"] if connected else -1
+        with self._lock:
+            if self._watching and connected and reconnects == self._reconnects:
+                return self._beats
+            self._beats = None
+            if not connected or self._bridge.closed:
+                return None
+            self._generation += 1
+            self._watching = True
+            self._reconnects = reconnects
+            generation = self._generation
+        self._bridge.spawn(lambda: self._watch(generation))
+        return None
+
+    async def _watch(self, generation: int) -> None:
+        beats: dict[str, float] = {}
+        try:
+            watcher = await (await self._heartbeats.store()).watch(">")
+            try:
+                while self._current(generation):  # a newer watch replaced this one: stop
+                    try:
+                        entry = await watcher.updates(timeout=_TIMEOUT)
+                    except nats.errors.TimeoutError:
+                        continue  # no beat for a while: nothing to mirror
+                    if entry is None:  # the replay is complete: from now on the mirror answers
+                        with self._lock:
+                            if self._generation == generation:
+                                self._beats = beats
+                    elif not isinstance(entry, KeyValue.Entry):
+                        return  # the watch was stopped
+                    elif entry.operation in ("DEL", "PURGE") or entry.value is None:
+                        beats.pop(entry.key, None)
+                    else:
+                        beats[entry.key] = _beat_time(entry.value)
+            finally:
+                await watcher.stop()
+        except (nats.errors.Error, TimeoutError) as e:
+            log.info("watching the heartbeats failed (%s); reading them directly until a new watch", e)
+        finally:
+            with self._lock:
+                if self._generation == generation:
+                    self._watching = False
+                    self._beats = None
+
+    def _current(self, generation: int) -> bool:
+        with self._lock:
+            return self._generation == generation
+
+
+def _beat_time(value: bytes) -> float:
+    """A beat's ``at``; a value that is not a beat counts as none (the key shows down)."""
+    try:
+        return float(orjson.loads(value)["at"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return float("-inf")
 
 
 def my_ip() -> str:

@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import dataclasses
 import http.client
+import statistics
 import sys
 import tempfile
 import time
@@ -54,7 +55,7 @@ from stratus.context import Actor
 from stratus.eventstore import Factory, NatsBridge
 from stratus.postgres import create_database, drop_database
 from tests.bench.bench_rebuild import LogBuilder, postgres_admin_url
-from tests.bench.harness import Bench, CpuMeter, loadavg, machine_lines, nats_server
+from tests.bench.harness import Bench, CpuMeter, TreeCpu, loadavg, machine_lines, nats_server
 from tests.fixtures.processes import free_port, serving
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -283,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
                 assert raw_pages(raw, seeded.project_id) == args.servers
                 assert http_pages(port, token) == args.servers, "the API does not list every server"
                 n = args.first_page_requests
+                # the gunicorn master's and workers' CPU per page (the API's own cost, which the
+                # machine's load moves much less than the wall time)
+                api_cpu: dict[str, list[float]] = {HTTP_ALL: [], HTTP_FIRST: []}
                 for r in range(args.rounds):
                     print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
                     bench.measure(FLOOR, "servers", lambda: raw_pages(raw, seeded.project_id))
@@ -290,18 +294,24 @@ def main(argv: list[str] | None = None) -> int:
                         IN_PROCESS, "servers", lambda: in_process(rows_conn, seeded.project_id, actor),
                         floor=FLOOR,
                     )  # fmt: skip
-                    bench.measure(HTTP_ALL, "servers", lambda: http_pages(port, token), floor=FLOOR)
+                    with TreeCpu(proc.pid) as every:
+                        done = bench.measure(
+                            HTTP_ALL, "servers", lambda: http_pages(port, token), floor=FLOOR
+                        )
+                    api_cpu[HTTP_ALL].append(sum(every.seconds.values()) / (done.count / PAGE))
                     bench.measure(
                         FIRST_FLOOR,
                         "pages",
                         lambda: sum(raw_pages(raw, seeded.project_id, 1) // PAGE for _ in range(n)),
                     )
-                    bench.measure(
-                        HTTP_FIRST,
-                        "pages",
-                        lambda: sum(http_pages(port, token, 1) // PAGE for _ in range(n)),
-                        floor=FIRST_FLOOR,
-                    )  # fmt: skip
+                    with TreeCpu(proc.pid) as first:
+                        bench.measure(
+                            HTTP_FIRST,
+                            "pages",
+                            lambda: sum(http_pages(port, token, 1) // PAGE for _ in range(n)),
+                            floor=FIRST_FLOOR,
+                        )  # fmt: skip
+                    api_cpu[HTTP_FIRST].append(sum(first.seconds.values()) / n)
             print(f"load average at end: {loadavg()}")
         print()
         title = (
@@ -309,6 +319,10 @@ def main(argv: list[str] | None = None) -> int:
             f"({args.rounds} rounds; the first page {n} times a round)"
         )
         print(bench.table(title, baselines=[("in-process path", IN_PROCESS)]))
+        for path, seconds in api_cpu.items():
+            per_round = ", ".join(f"{1e3 * s:.1f}" for s in seconds)
+            median = 1e3 * statistics.median(seconds)
+            print(f"API processes' CPU per page, {path}: median {median:.1f} ms ({per_round})")
     return 0
 
 

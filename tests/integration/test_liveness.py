@@ -13,9 +13,11 @@ from commands.servers.scheduling import PlaceInstance
 from commands.states import PowerState
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge
-from stratus.liveness import Heartbeats, bucket_for
+from stratus.liveness import Heartbeats, LivenessMirror, bucket_for
+from stratus.natsserver import NatsServer
 from tests.fixtures.api import ADMIN, P1, Stack
 from tests.fixtures.hypervisor import HOST
+from tests.fixtures.nats import unique_settings
 from tests.fixtures.workers import Worker, eventually
 from workers import hypervisor
 from workers.libvirt_driver import LibvirtDriver
@@ -41,6 +43,44 @@ def test_a_host_is_up_while_it_beats_and_down_after(bridge: NatsBridge, settings
     beats.beat("h1")
     assert beats.up(["h1"], down_after=60) == {"h1": True}
     assert beats.last_seen(["h1"]) == {"h1": clock.now}
+
+
+def test_the_mirror_judges_the_pushed_beats_at_question_time(bridge: NatsBridge, settings: Settings) -> None:
+    clock = Clock()
+    beats = Heartbeats(bridge, bucket=bucket_for(settings.stream), clock=clock)
+    mirror = LivenessMirror(beats, bridge)
+    beats.beat("h1")
+    # before its watch has replayed the bucket, the mirror reads it directly (a hop to the loop)
+    hops = bridge.hops
+    assert mirror.up(["h1", "h2"], down_after=60) == {"h1": True, "h2": False}
+    assert bridge.hops > hops
+    eventually(lambda: mirror.whole)
+    hops = bridge.hops
+    clock.now += 59
+    assert mirror.up(["h1", "h2"], down_after=60) == {"h1": True, "h2": False}
+    assert bridge.hops == hops  # from the mirror: nothing asked of NATS
+    beats.beat("h2")
+    clock.now += 2  # h1's beat is now 61 s old: down at once, as a direct read says
+    assert mirror.up(["h1"], down_after=60) == {"h1": False} == beats.up(["h1"], down_after=60)
+    eventually(lambda: mirror.up(["h2"], down_after=60)["h2"])  # h2's beat, pushed
+    assert mirror.up(["h1", "h2"], down_after=60) == beats.up(["h1", "h2"], down_after=60)
+
+
+def test_the_mirror_reads_directly_once_its_watch_is_lost(own_nats_server: NatsServer) -> None:
+    settings = unique_settings(own_nats_server.url)
+    with NatsBridge(settings.nats_urls, name="mirror-test").start() as bridge:
+        beats = Heartbeats(bridge, bucket=bucket_for(settings.stream))
+        mirror = LivenessMirror(beats, bridge)
+        beats.beat("h1")
+        eventually(lambda: mirror.up(["h1"]) == {"h1": True} and mirror.whole)
+        own_nats_server.restart()  # the connection drops; whatever was pushed meanwhile is lost
+        eventually(lambda: bridge.is_connected and bridge.nc.stats["reconnects"] > 0)
+        hops = bridge.hops
+        assert mirror.up(["h1"]) == {"h1": True}  # read from the bucket, a new watch starting
+        assert bridge.hops > hops
+        eventually(lambda: mirror.whole)
+        beats.beat("h2")
+        eventually(lambda: mirror.up(["h2"]) == {"h2": True})
 
 
 @pytest.fixture
