@@ -246,6 +246,27 @@ def test_an_admin_uses_the_admin_pages_audit_and_charts(
     _open(page, cloud, "#/admin/services")
     page.click(f"{compute} button[data-action=enable]")
     page.wait_for_selector(f"{compute}[data-status=enabled]", timeout=WAIT_MS)
+    # the admin pages follow the stream: a change made with the CLI shows without a reload
+    cloud.openstack_quiet(
+        "compute",
+        "service",
+        "set",
+        "--disable",
+        "--disable-reason",
+        "by the cli",
+        "cli-compute",
+        "nova-compute",
+    )
+    row = page.wait_for_selector(f"{compute}[data-status=disabled]", timeout=WAIT_MS).inner_text()
+    assert "by the cli" in row
+    cloud.openstack_quiet("compute", "service", "set", "--enable", "cli-compute", "nova-compute")
+    page.wait_for_selector(f"{compute}[data-status=enabled]", timeout=WAIT_MS)
+    _open(page, cloud, "#/admin/aggregates")
+    page.wait_for_selector("#aggregates tr:has(td:text-is('rack-1'))", timeout=WAIT_MS)
+    cloud.openstack("aggregate", "create", "--zone", "zone-b", "rack-2")
+    page.wait_for_selector(
+        "#aggregates tr:has(td:text-is('rack-2')):has(td:text-is('zone-b'))", timeout=WAIT_MS
+    )
 
     _open(page, cloud, "#/admin/usage")
     usage = page.wait_for_selector("#usage tr:has(td:text-is('admin'))", timeout=WAIT_MS)

@@ -3,6 +3,7 @@
 
 import { get } from "./api.js";
 import { h } from "./dom.js";
+import { follow } from "./live.js";
 import { frame, table } from "./tables.js";
 
 function zoneRows(zones) {
@@ -22,12 +23,16 @@ function zoneRows(zones) {
   return rows;
 }
 
-export function aggregatesView(main) {
+export function aggregatesView(main, context) {
   const aggregates = table("aggregates", ["Name", "Zone", "Hosts", "Metadata", "ID"]);
   const zones = table("zones", ["Zone", "State", "Host", "Service", "Service state"]);
   const fail = frame(main, "Aggregates and zones", h("h2", {}, "Host aggregates"), aggregates.el,
     h("h2", {}, "Availability zones"), zones.el);
-  get("/v2.1/os-aggregates").then((body) => {
+  async function read(position) {
+    const [body, zoneInfo] = await Promise.all([
+      get("/v2.1/os-aggregates", { minPosition: position }),
+      get("/v2.1/os-availability-zone/detail", { minPosition: position }),
+    ]);
     aggregates.rows(body.aggregates.map((a) => [
       a.name,
       a.availability_zone || "",
@@ -35,7 +40,8 @@ export function aggregatesView(main) {
       Object.entries(a.metadata || {}).map(([k, v]) => `${k}=${v}`).join(", "),
       a.uuid || String(a.id),
     ]));
-  }, fail);
-  get("/v2.1/os-availability-zone/detail").then((body) => zones.rows(zoneRows(body.availabilityZoneInfo)), fail);
-  return () => {};
+    zones.rows(zoneRows(zoneInfo.availabilityZoneInfo));
+  }
+  // read again on every aggregate's or host's event (a zone's hosts, a service disabled)
+  return follow(context, ["hostaggregate", "host"], read, fail).stop;
 }

@@ -3,12 +3,14 @@
 
 import { get } from "./api.js";
 import { h } from "./dom.js";
+import { follow } from "./live.js";
 import { frame, table } from "./tables.js";
 
-export function migrationsView(main) {
+export function migrationsView(main, context) {
   const migrations = table("migrations", ["Server", "Type", "Status", "From", "To", "Flavor", "Created", "Updated"]);
   const fail = frame(main, "Migrations", migrations.el);
-  get("/v2.1/os-migrations").then((body) => {
+  async function read(position) {
+    const body = await get("/v2.1/os-migrations", { minPosition: position });
     const rows = body.migrations.map((m) => [
       h("a", { href: `#/servers/${m.instance_uuid}`, class: "mono" }, m.instance_uuid),
       m.migration_type,
@@ -20,6 +22,6 @@ export function migrationsView(main) {
       m.updated_at || "",
     ]);
     migrations.rows(rows.length ? rows : [["No migrations.", "", "", "", "", "", "", ""]]);
-  }, fail);
-  return () => {};
+  }
+  return follow(context, ["instance"], read, fail).stop; // a migration is its server's
 }

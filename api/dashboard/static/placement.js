@@ -4,12 +4,13 @@
 
 import { get } from "./api.js";
 import { h } from "./dom.js";
+import { follow } from "./live.js";
 import { frame, ratio, row, table } from "./tables.js";
 
-async function provider(p) {
+async function provider(p, position) {
   const [inventories, usages] = await Promise.all([
-    get(`/placement/resource_providers/${p.uuid}/inventories`),
-    get(`/placement/resource_providers/${p.uuid}/usages`),
+    get(`/placement/resource_providers/${p.uuid}/inventories`, { minPosition: position }),
+    get(`/placement/resource_providers/${p.uuid}/usages`, { minPosition: position }),
   ]);
   return Object.entries(inventories.inventories).map(([rc, inv]) => {
     const capacity = Math.floor((inv.total - inv.reserved) * inv.allocation_ratio);
@@ -21,14 +22,16 @@ async function provider(p) {
   });
 }
 
-export function placementView(main) {
+export function placementView(main, context) {
   const providers = table("providers", ["Provider", "Resource class", "Total", "Reserved", "Ratio", "Used / capacity"]);
   const fail = frame(main, "Placement", h("p", { class: "muted" },
     "Capacity is (total − reserved) × allocation ratio; used is the sum of the consumers' allocations."),
   providers.el);
-  get("/placement/resource_providers").then(async (body) => {
-    const rows = await Promise.all(body.resource_providers.map(provider));
+  async function read(position) {
+    const body = await get("/placement/resource_providers", { minPosition: position });
+    const rows = await Promise.all(body.resource_providers.map((p) => provider(p, position)));
     providers.rows(rows.flat());
-  }).catch(fail);
-  return () => {};
+  }
+  // read again on every provider's, host's, consumer's or server's event (inventories, allocations)
+  return follow(context, ["resourceprovider", "host", "consumer", "instance"], read, fail).stop;
 }

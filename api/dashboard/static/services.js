@@ -4,9 +4,10 @@
 
 import { call, get } from "./api.js";
 import { h } from "./dom.js";
+import { follow } from "./live.js";
 import { frame, row, table } from "./tables.js";
 
-export function servicesView(main) {
+export function servicesView(main, context) {
   const services = table("services", ["Binary", "Host", "Zone", "State", "Status", "Disabled reason", "Updated", ""]);
   const fail = frame(main, "Compute services", services.el);
 
@@ -44,6 +45,5 @@ export function servicesView(main) {
       }),
     ));
   }
-  load().catch(fail);
-  return () => {};
+  return follow(context, ["host"], load, fail).stop; // a service's status is its host's
 }

@@ -3,6 +3,7 @@
 
 import { get } from "./api.js";
 import { h } from "./dom.js";
+import { follow } from "./live.js";
 import { frame, table } from "./tables.js";
 
 const PERIODS = [["1", "the last 24 hours"], ["7", "the last 7 days"], ["30", "the last 30 days"]];
@@ -21,18 +22,18 @@ async function projectNames() {
   }
 }
 
-export function usageView(main) {
+export function usageView(main, context) {
   const usages = table("usage", ["Project", "Servers", "Running now", "vCPU hours", "RAM MB hours", "Disk GB hours", "Server hours"]);
   const period = h("select", { id: "period", "aria-label": "Period" },
     PERIODS.map(([days, text]) => h("option", { value: days }, text)));
   const fail = frame(main, "Usage of every project", h("p", {}, "Over ", period), usages.el);
   const names = projectNames();
 
-  async function load() {
+  async function load(position) {
     const end = new Date();
     const start = new Date(end.getTime() - Number(period.value) * 86_400_000);
     const query = `?detailed=1&start=${novaTime(start)}&end=${novaTime(end)}`;
-    const [body, known] = await Promise.all([get(`/v2.1/os-simple-tenant-usage${query}`), names]);
+    const [body, known] = await Promise.all([get(`/v2.1/os-simple-tenant-usage${query}`, { minPosition: position }), names]);
     const fixed = (n) => n.toFixed(2);
     const rows = body.tenant_usages.map((u) => {
       const servers = u.server_usages || [];
@@ -49,6 +50,5 @@ export function usageView(main) {
     usages.rows(rows.length ? rows : [["No usage in this period.", "", "", "", "", "", ""]]);
   }
   period.addEventListener("change", () => load().catch(fail));
-  load().catch(fail);
-  return () => {};
+  return follow(context, ["instance"], load, fail).stop;
 }
