@@ -12,7 +12,6 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from projections.health import connector, readiness
 from stratus import metrics
 from stratus.config import Settings
 from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge
@@ -26,7 +25,6 @@ from stratus.health import (
     lag_metrics,
     log_head_check,
 )
-from stratus.postgres import database_url
 
 # Seconds a probe waits for JetStream before answering "not ready".
 PROBE_TIMEOUT = 3.0
@@ -61,6 +59,11 @@ def projector_probes(settings: Settings) -> Iterator[None]:
     if not bind:
         yield
         return
+    # Imported here: PostgreSQL's client (psycopg and libpq, ~10 MiB of RSS) is the projector's alone;
+    # the scheduler and the hypervisor workers import this module for ``worker_probes``.
+    from projections.health import connector, readiness
+    from stratus.postgres import database_url
+
     log = ProbeLog(settings, "stratus-projector")
     connect = connector(database_url(settings))  # the read models' (as the projector's runner finds them)
 
