@@ -35,7 +35,9 @@ import argparse
 import http.client
 import json
 import random
+import signal
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -453,6 +455,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot_only:
         results = json.loads(args.json.read_text())
     else:
+        # a long run stopped with SIGTERM stops its control plane too (each part's context exits)
+        signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
         results = run(args)
         args.json.write_text(json.dumps(results, indent=1) + "\n")
         print(f"wrote {args.json}")
