@@ -22,6 +22,7 @@ from typing import Any
 import falcon
 import falcon.media
 import psycopg_pool
+from eventsourcing.persistence import InfrastructureFactory
 
 from api import (
     audit,
@@ -55,6 +56,7 @@ from api.placement import add_routes as add_placement_routes
 from api.readmodel import ReadModel, Written, open_pool
 from api.server_actions import add_routes as add_server_action_routes
 from api.server_actions import host_liveness, scheduler_beats
+from commands.app import Stratus
 from commands.bus import MessageBus, bootstrap
 from commands.image_usage import ImageLimits
 from commands.network import FixedNetwork
@@ -237,10 +239,15 @@ def fixed_network(settings: Settings) -> FixedNetwork | None:
     return FixedNetwork(settings.fixed_network_name, settings.fixed_network)
 
 
+def application(factory: InfrastructureFactory[Any], settings: Settings) -> Stratus:
+    """The API's aggregates: the servers and projects being acted on, kept up to
+    ``STRATUS_API_AGGREGATE_CACHE`` of them."""
+    return Stratus(factory, cache_size=settings.api_aggregate_cache)
+
+
 def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
     """The real collaborators for ``settings``, and a function that closes them."""
     # Imported here: the event store pulls in nats, which a test of create_app may not need.
-    from commands.app import Stratus
     from stratus.eventstore import Factory, NatsBridge
     from stratus.postgres import database_url
 
@@ -256,7 +263,7 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
         # Loads are checked as the workers' are (docs/trust.md): a request on a resource whose
         # history holds a refused event is answered 409 (api/errors.py), never acted on.
         factory = Factory(bridge=bridge, settings=settings, verify_loads=True)
-        bus = bootstrap(Stratus(factory), network=fixed_network(settings))
+        bus = bootstrap(application(factory, settings), network=fixed_network(settings))
         log = factory.application_recorder()  # the bus's application's recorder, typed as what it is
         signer = TokenSigner(load_or_create_key(settings.token_key_path), settings.token_ttl_seconds)
         with pool.connection() as conn:

@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 # append; at 50 the average cold load is about twice one with nothing to read after its snapshot,
 # for ~1.5 % more appends.
 SNAPSHOT_INTERVAL = 50
+# Aggregates an application keeps in memory when its builder names no size (tests, one-shot commands);
+# the long-running parts are sized by their settings (``stratus.config.Settings.*_aggregate_cache``).
+CACHE_SIZE = 1000
 
 
 def snapshotted() -> dict[type[Aggregate], int]:
@@ -76,11 +79,12 @@ class Stratus(Application[UUID]):
     is the log as the domain's port (``commands.ports.RecorderPort``)."""
 
     name = "stratus"
-    # Aggregates loaded before are kept and caught up with the events appended since (one direct
-    # get when nothing changed) instead of being read whole from the log: a host with thousands of
-    # claims costs one read per decision, not thousands. Every load still reads the log's head, so
-    # a decision never starts from a stale aggregate; callers get a copy.
-    env: ClassVar[dict[str, str]] = {"AGGREGATE_CACHE_MAXSIZE": "20000", "AGGREGATE_CACHE_FASTFORWARD": "y"}
+    # Aggregates loaded before are kept (up to ``cache_size``, least recently used out first) and
+    # caught up with the events appended since (one direct get when nothing changed) instead of being
+    # read whole from the log: a host with thousands of claims costs one read per decision, not
+    # thousands. Every load still reads the log's head, so a decision never starts from a stale
+    # aggregate; callers get a copy.
+    env: ClassVar[dict[str, str]] = {"AGGREGATE_CACHE_FASTFORWARD": "y"}
 
     # Snapshots: stored beside the log by the factory's "snapshots" recorder (IS_SNAPSHOTTING_ENABLED=n
     # in the environment turns them off: no snapshot is taken or read).
@@ -90,11 +94,24 @@ class Stratus(Application[UUID]):
     if TYPE_CHECKING:
         recorder: _PortRecorder
 
-    def __init__(self, factory: InfrastructureFactory[Any], env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        factory: InfrastructureFactory[Any],
+        env: dict[str, str] | None = None,
+        *,
+        cache_size: int = CACHE_SIZE,
+    ):
+        """``cache_size``: the most aggregates kept in memory (0: none); each process's composition
+        root passes its part's setting (``stratus.config.Settings.*_aggregate_cache``)."""
         self._injected_factory = factory
         if not type(self).snapshotting_intervals:
             type(self).snapshotting_intervals = snapshotted()  # type: ignore[misc, assignment]
-        super().__init__(env)
+        if cache_size < 0:
+            raise ValueError(f"an aggregate cache of {cache_size} aggregates")
+        # eventsourcing's variable, given here so that the process environment's cannot override it
+        # ("": no cache; eventsourcing reads 0 as a cache without bound).
+        sized = {self.AGGREGATE_CACHE_MAXSIZE: str(cache_size) if cache_size else ""}
+        super().__init__({**sized, **(env or {})})
         if not isinstance(self.recorder, RecorderPort):
             raise TypeError(
                 f"{type(self.recorder).__name__} is not a recorder Stratus can decide on: it lacks "

@@ -147,6 +147,9 @@ def usage(uow: UnitOfWork, project_id: str) -> ProjectUsage:
                 epochs.clear()
             epochs[project_id] = epoch
             return agg
+        # Closed: read no more, though it holds every server's holdings at its close (a project's
+        # closed epochs would fill the cache with copies of its whole usage).
+        uow.forget(agg.id)
         epoch += 1
 
 

@@ -13,7 +13,7 @@ import functools
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -154,6 +154,14 @@ class UnitOfWork:
         if agg is None:
             raise NotFound(f"{what} could not be found.")
         return agg
+
+    def forget(self, aggregate_id: UUID) -> None:
+        """Drop an aggregate from this process's cache: one no decision reads again (a closed usage
+        epoch), which would otherwise keep its memory until enough others pushed it out."""
+        cache = self.app.repository.cache
+        if cache is not None:
+            with suppress(KeyError):
+                cache.get(aggregate_id, evict=True)
 
     def _cached(self, aggregate_id: UUID) -> Aggregate | None:
         cache = self.app.repository.cache

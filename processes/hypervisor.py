@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
+
+from eventsourcing.persistence import InfrastructureFactory
 
 from commands.app import Stratus
 from processes import logs
@@ -13,6 +16,11 @@ from stratus.eventstore.subjects import encode_token
 from workers.consumer import stop_on_signals
 from workers.hypervisor import durable_name, run
 from workers.libvirt_driver import EventLoop, LibvirtDriver
+
+
+def application(factory: InfrastructureFactory[Any], settings: Settings) -> Stratus:
+    """A host's aggregates: its servers (and itself), kept up to ``STRATUS_HYPERVISOR_AGGREGATE_CACHE``."""
+    return Stratus(factory, cache_size=settings.hypervisor_aggregate_cache)
 
 
 def main(settings: Settings) -> int:
@@ -39,7 +47,8 @@ def main(settings: Settings) -> int:
                 seed_file=settings.nats_seed_file,
             ) as bridge,
         ):
-            app = Stratus(Factory(bridge=bridge, settings=settings, verify_loads=True))  # docs/trust.md
+            # loads checked as docs/trust.md says
+            app = application(Factory(bridge=bridge, settings=settings, verify_loads=True), settings)
             run(
                 settings,
                 bridge=bridge,

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
+
+from eventsourcing.persistence import InfrastructureFactory
 
 from commands.app import Stratus
 from processes import logs
@@ -12,6 +15,12 @@ from stratus.eventstore import Factory, NatsBridge
 from workers.consumer import stop_on_signals
 from workers.scheduler import DURABLE, run
 from workers.scheduling import Shard
+
+
+def application(factory: InfrastructureFactory[Any], settings: Settings) -> Stratus:
+    """The scheduler's aggregates: its hosts and the servers it places one by one, kept up to
+    ``STRATUS_SCHEDULER_AGGREGATE_CACHE`` of them."""
+    return Stratus(factory, cache_size=settings.scheduler_aggregate_cache)
 
 
 def main(settings: Settings) -> int:
@@ -24,7 +33,8 @@ def main(settings: Settings) -> int:
         worker_probes(settings, settings.scheduler_metrics_bind, "stratus-scheduler", [DURABLE]),
         NatsBridge(settings.nats_urls, name="stratus-scheduler", seed_file=settings.nats_seed_file) as bridge,
     ):
-        app = Stratus(Factory(bridge=bridge, settings=settings, verify_loads=True))  # docs/trust.md
+        # loads checked as docs/trust.md says
+        app = application(Factory(bridge=bridge, settings=settings, verify_loads=True), settings)
         run(
             settings,
             bridge=bridge,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import libvirt
+from eventsourcing.persistence import InfrastructureFactory
 
 from commands.app import Stratus
 from commands.bus import bootstrap
@@ -12,6 +14,12 @@ from stratus.config import Settings
 from stratus.eventstore import Factory, NatsBridge
 from workers.consumer import stop_on_signals
 from workers.simulator import HostShape, SimulatedCloud, host_names, run
+
+
+def application(factory: InfrastructureFactory[Any], settings: Settings) -> Stratus:
+    """The simulated hosts' aggregates, kept up to ``STRATUS_HYPERVISOR_AGGREGATE_CACHE`` as a
+    hypervisor worker's (the process stands for many of them)."""
+    return Stratus(factory, cache_size=settings.hypervisor_aggregate_cache)
 
 
 def main(
@@ -32,7 +40,7 @@ def main(
         stop_on_signals(stop),
         NatsBridge(settings.nats_urls, name="stratus-simulator", seed_file=settings.nats_seed_file) as bridge,
     ):
-        bus = bootstrap(Stratus(Factory(bridge=bridge, settings=settings, verify_loads=True)))
+        bus = bootstrap(application(Factory(bridge=bridge, settings=settings, verify_loads=True), settings))
         cloud = SimulatedCloud(bus, directory, host_names(hosts, prefix), shape)
         try:
             run(settings, cloud, bridge=bridge, stop=stop, threads=threads)

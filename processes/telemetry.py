@@ -13,7 +13,6 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from projections.health import connector, read_model_check, readiness
 from stratus import metrics
 from stratus.config import Settings
 from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge
@@ -27,7 +26,6 @@ from stratus.health import (
     lag_metrics,
     log_head_check,
 )
-from stratus.postgres import database_url
 
 log = logging.getLogger("stratus.telemetry")
 
@@ -64,6 +62,11 @@ def projector_probes(settings: Settings) -> Iterator[None]:
     if not bind:
         yield
         return
+    # Imported here: PostgreSQL's client (psycopg and libpq, ~10 MiB of RSS) is the projector's alone;
+    # the scheduler and the hypervisor workers import this module for ``worker_probes``.
+    from projections.health import connector, readiness
+    from stratus.postgres import database_url
+
     log = ProbeLog(settings, "stratus-projector")
     connect = connector(database_url(settings))  # the read models' (as the projector's runner finds them)
 
@@ -108,6 +111,9 @@ def metadata_probes(settings: Settings) -> ProbeServer | None:
     bind = settings.metadata_metrics_bind
     if not bind:
         return None
+    from projections.health import connector, read_model_check  # the projector's reason, above
+    from stratus.postgres import database_url
+
     connect = connector(settings.database_url or database_url(settings))
 
     def checks() -> Sequence[Check]:

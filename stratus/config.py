@@ -164,6 +164,16 @@ class Settings:
     # the metadata service's probes: on an address of their own, since guests call its port
     metadata_metrics_bind: str = "127.0.0.1:9185"
     ready_max_lag: int = 1000
+    # How many aggregates each part keeps after loading or appending them (eventsourcing's aggregate
+    # cache, least recently used out first; 0: none kept). A cached aggregate is caught up with one
+    # read of its new events instead of loaded (its snapshot and the events after), and a command's
+    # first decision may start from it; each costs memory for as long as it stays (an ACTIVE server
+    # ~6 KiB: docs/performance.md, "Memory"). Sized by measurement for what each part works on: the
+    # API, the servers and projects being acted on; the scheduler, its hosts and the servers it places
+    # one by one; a hypervisor worker (and ``stratus simulate``), its servers.
+    api_aggregate_cache: int = 2000
+    scheduler_aggregate_cache: int = 1000
+    hypervisor_aggregate_cache: int = 500
     metrics_multiproc_dir: Path | None = field(default=None, compare=False)  # never in to_env
     # The seeded admin's password (STRATUS_ADMIN_PASSWORD; None: generated on the first run). A secret
     # for the seeding only: never in ``to_env``, never printed.
@@ -269,6 +279,9 @@ class Settings:
             notifier_metrics_bind=e.get("STRATUS_NOTIFIER_METRICS_BIND", d.notifier_metrics_bind).strip(),
             metadata_metrics_bind=e.get("STRATUS_METADATA_METRICS_BIND", d.metadata_metrics_bind).strip(),
             ready_max_lag=int(_between(e, "READY_MAX_LAG", d.ready_max_lag, 0, 10**12)),
+            api_aggregate_cache=_count(e, "API_AGGREGATE_CACHE", d.api_aggregate_cache),
+            scheduler_aggregate_cache=_count(e, "SCHEDULER_AGGREGATE_CACHE", d.scheduler_aggregate_cache),
+            hypervisor_aggregate_cache=_count(e, "HYPERVISOR_AGGREGATE_CACHE", d.hypervisor_aggregate_cache),
             metrics_multiproc_dir=_path(e, MULTIPROC_DIR_ENV),
             nats_urls_given=NATS_URL_ENV in e,
             admin_password=e.get(ADMIN_PASSWORD_ENV) or None,
@@ -338,6 +351,9 @@ class Settings:
             "STRATUS_NOTIFIER_METRICS_BIND": self.notifier_metrics_bind,
             "STRATUS_METADATA_METRICS_BIND": self.metadata_metrics_bind,
             "STRATUS_READY_MAX_LAG": str(self.ready_max_lag),
+            "STRATUS_API_AGGREGATE_CACHE": str(self.api_aggregate_cache),
+            "STRATUS_SCHEDULER_AGGREGATE_CACHE": str(self.scheduler_aggregate_cache),
+            "STRATUS_HYPERVISOR_AGGREGATE_CACHE": str(self.hypervisor_aggregate_cache),
         }
         if self.watch_bind is not None:
             env["STRATUS_WATCH_BIND"] = self.watch_bind
@@ -418,6 +434,16 @@ def _at_least_one(env: Mapping[str, str], setting: str, default: int) -> int:
         return default
     if value < 1:
         raise ValueError(f"STRATUS_{setting} must be at least 1")
+    return value
+
+
+def _count(env: Mapping[str, str], setting: str, default: int) -> int:
+    """``STRATUS_<setting>``, a count (0 or more), or an error naming it."""
+    value = _number(env, setting, int, "a whole number")
+    if value is None:
+        return default
+    if value < 0:
+        raise ValueError(f"STRATUS_{setting} must not be negative")
     return value
 
 

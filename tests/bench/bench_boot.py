@@ -53,7 +53,13 @@ from workers.virt import GuestSpec
 
 
 def send(
-    port: int, token: str, method: str, path: str, body: Any, conn: http.client.HTTPConnection | None = None
+    port: int,
+    token: str,
+    method: str,
+    path: str,
+    body: Any,
+    conn: http.client.HTTPConnection | None = None,
+    microversion: str = "2.52",
 ) -> tuple[int, Any]:
     """One request; on ``conn`` (kept open, as an SDK session keeps its connections) when given."""
     own = conn is None
@@ -62,7 +68,7 @@ def send(
         headers = {
             "X-Auth-Token": token,
             "Content-Type": "application/json",
-            "OpenStack-API-Version": "compute 2.52",
+            "OpenStack-API-Version": f"compute {microversion}",
         }
         conn.request(method, path, serialization.dumps(body), headers)
         r = conn.getresponse()

@@ -394,7 +394,8 @@ def _kib(pid: int, path: str, key: str) -> int:
     return 0
 
 
-def _tree(pid: int) -> list[int]:
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process under it."""
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
@@ -530,8 +531,8 @@ def whole_plane(
         mem = memory(
             {
                 **parts,
-                "scheduler": _tree(scheduler.pid),
-                "hypervisor worker": _tree(hypervisor.pid),
+                "scheduler": process_tree(scheduler.pid),
+                "hypervisor worker": process_tree(hypervisor.pid),
                 "PostgreSQL backends": postgres_backends(conn, conn.info.dbname),
             }
         )
@@ -577,7 +578,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if args.plane_from_start:  # they see the log grow (its requests: placed already)
                 running = stack.enter_context(workers(cloud, Path(d)))
             growth = Growth(app, handlers.flavor(FLAVOR).snapshot_for_instance(), args.hosts, listed)
-            api_pid = _api_pid(cloud)
+            api_pid = api_process(cloud)
             with psycopg.connect(cloud.settings.database_url or "", autocommit=True) as conn:
                 info = machine_lines({"postgresql": cloud.pg_source, "hosts": str(args.hosts)})
                 print("\n".join(info), flush=True)
@@ -610,8 +611,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             app, bridge, cloud.settings, created[: args.samples], growth
                         )
                     parts = {
-                        "API (gunicorn master + worker)": _tree(api_pid),
-                        "projector": _role_pids(cloud, "projector"),
+                        "API (gunicorn master + worker)": process_tree(api_pid),
+                        "projector": role_pids(cloud, "projector"),
                         "nats-server": [cloud.nats_pid],
                     }
                     row["memory"] = memory(
@@ -636,13 +637,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-def _api_pid(cloud: ControlPlane) -> int:
+def api_process(cloud: ControlPlane) -> int:
     """The API's process (gunicorn's master: ``stratus api`` execs it), a child of this one."""
-    for pid in _tree(os.getpid())[1:]:
+    for pid in process_tree(os.getpid())[1:]:
         with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as f:
             if b"gunicorn" in f.read() and str(cloud.port).encode() in _environ(pid):
                 return pid
-    for pid in _tree(os.getpid())[1:]:
+    for pid in process_tree(os.getpid())[1:]:
         with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = f.read().split(b"\0")
             if b"api" in argv or any(b"gunicorn" in a for a in argv):
@@ -656,12 +657,13 @@ def _environ(pid: int) -> bytes:
     return b""
 
 
-def _role_pids(cloud: ControlPlane, role: str) -> list[int]:
+def role_pids(cloud: ControlPlane, role: str) -> list[int]:
+    """The processes of the first ``stratus <role>`` under this one (it and its children)."""
     del cloud
-    for pid in _tree(os.getpid())[1:]:
+    for pid in process_tree(os.getpid())[1:]:
         with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as f:
             if role.encode() in f.read().split(b"\0"):
-                return _tree(pid)
+                return process_tree(pid)
     return []
 
 
