@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.deployed import Cloud, wait_for
+from stratus.eventstore.subjects import encode_token
+from tests.fixtures.deployed import HOST, Cloud, wait_for
 from tests.fixtures.identity import ADMIN_PASSWORD
 
 pytestmark = pytest.mark.slow
@@ -511,3 +512,44 @@ def test_the_servers_list_a_page_at_a_time(dashboard_cloud: Cloud, page: Any, sc
     page.reload()  # the page size is kept in the tab
     page.wait_for_function(rows, arg=50, timeout=WAIT_MS)
     assert page.eval_on_selector("#page-size", "s => s.value") == "50"
+
+
+def test_the_server_page_shows_its_console_log(dashboard_cloud: Cloud, page: Any, screenshots: Path) -> None:
+    """The console log as the API answers it: on the test driver no guest writes one, so first the
+    API's "no console" message; then the lines the host reads from the guest's log file, the last 50
+    or all of them, read again on "refresh"; a reader (refused by policy) gets no section at all."""
+    cloud = dashboard_cloud
+    _prepare(cloud)
+    server = cloud.openstack("server", "create", "--flavor", "tiny", "--image", "img", "--wait", "vm-log")[
+        "id"
+    ]
+    cloud.openstack("user", "create", "--password", "rita-pw", "--project", "admin", "rita")
+    cloud.openstack_quiet("role", "add", "--project", "admin", "--user", "rita", "reader")
+
+    _sign_in(page, cloud, "admin", ADMIN_PASSWORD, "admin")
+    page.click(f"{_ROW.format(name='vm-log')} a")
+    page.wait_for_selector("#console-section[data-state=unavailable]", timeout=WAIT_MS)
+    assert page.inner_text("#console-log-note") == "Guest does not have a console available."
+    assert page.query_selector("#console-section .error") is None
+
+    # the guest's serial console log, where the host's worker reads it (the test driver writes none)
+    log = cloud.logs / "data" / "instances" / encode_token(HOST) / server / "console.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("".join(f"boot line {i}\n" for i in range(300)))
+    page.click("#console-refresh")
+    page.wait_for_selector("#console-section[data-state=shown]", timeout=WAIT_MS)
+    shown = page.inner_text("#console-log").splitlines()
+    assert shown == [f"boot line {i}" for i in range(250, 300)], shown[:3]
+    page.select_option("#console-length", label="whole log")
+    page.wait_for_function(
+        "() => document.getElementById('console-log').textContent.startsWith('boot line 0\\n')"
+    )
+    assert len(page.inner_text("#console-log").splitlines()) == 300
+    page.screenshot(path=str(screenshots / "console-log.png"), full_page=True)
+
+    # a reader: the policy refuses her the console log, so the page offers none
+    page.click("#signout")
+    _sign_in(page, cloud, "rita", "rita-pw", "admin")
+    page.click(f"{_ROW.format(name='vm-log')} a")
+    page.wait_for_selector("#timeline tbody tr", timeout=WAIT_MS)
+    assert page.query_selector("#console-section") is None
