@@ -5,6 +5,7 @@
 // tab asks again: what one may see is not what the other may).
 
 import { get, session } from "./api.js";
+import { EventStream } from "./events.js";
 
 const kept = new Map();
 
@@ -81,4 +82,55 @@ export function samples(head, count) {
     out.push(Math.max(1, Math.round((head * i) / n)));
   }
   return [...new Set(out)];
+}
+
+const EVENT_WAIT_MS = 3000; // for the first event after a position, once the replay is done
+
+// The first event the user's stream shows at or after ``position`` ({position, time}), or null when
+// none comes in time (none after it that this user may see). Kept, as the log never changes.
+function eventFrom(eventsUrl, position) {
+  const key = `${session().token}\nevent ${position}`;
+  if (!kept.has(key)) {
+    kept.set(key, new Promise((resolve) => {
+      const stream = new EventStream(`${eventsUrl}?after=${position - 1}`, {
+        onEvent: (event) => {
+          if (event.type !== "stratus.stream.started") {
+            done({ position: event.position, time: event.time });
+          }
+        },
+        onPosition: () => {},
+      });
+      const timer = setTimeout(() => done(null), EVENT_WAIT_MS);
+      function done(found) {
+        clearTimeout(timer);
+        stream.stop();
+        resolve(found);
+      }
+      stream.start();
+    }));
+  }
+  return kept.get(key);
+}
+
+// About ``count`` positions from 1 to ``head``, each with its time: a sample is moved to the first
+// event at or after it that the user's stream shows (a member's stream shows her project's events
+// only), so that its time is the time of the event at its position. The head, when no event there
+// is the user's, is taken at the time the page asks (nothing the user may see changed since).
+// Answers [{position, time (seconds since the epoch)}], in the log's order.
+export async function timedSamples(eventsUrl, head, count) {
+  const out = [];
+  for (const p of samples(head, count)) {
+    if (out.length && out[out.length - 1].position >= p) {
+      continue; // the event found for an earlier sample stands for this one too
+    }
+    const found = await eventFrom(eventsUrl, p);
+    if (!found || found.position > head || !found.time) {
+      break; // nothing this user may see from here to the head
+    }
+    out.push({ position: found.position, time: Date.parse(found.time) / 1000 });
+  }
+  if (!out.length || out[out.length - 1].position < head) {
+    out.push({ position: head, time: Date.now() / 1000 });
+  }
+  return out;
 }
