@@ -11,6 +11,8 @@ the server as it was. A member's page lacks the admin pages and data. Screenshot
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -553,3 +555,56 @@ def test_the_server_page_shows_its_console_log(dashboard_cloud: Cloud, page: Any
     page.click(f"{_ROW.format(name='vm-log')} a")
     page.wait_for_selector("#timeline tbody tr", timeout=WAIT_MS)
     assert page.query_selector("#console-section") is None
+
+
+_TIME_LABEL = re.compile(r"^(\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}(:\d{2})?$")
+
+
+def test_the_charts_run_over_time_with_positions_in_the_legend(
+    dashboard_cloud: Cloud, page: Any, screenshots: Path
+) -> None:
+    """The usage and capacity charts' x axis is the time of each sampled position's event; the
+    legend at a point names its time and its log position."""
+    cloud = dashboard_cloud
+    _prepare(cloud)
+    cloud.openstack("server", "create", "--flavor", "tiny", "--image", "img", "--wait", "vm-t")
+    _sign_in(page, cloud, "admin", ADMIN_PASSWORD, "admin")
+    head = int(page.get_attribute("#position", "data-position"))
+    _open(page, cloud, "#/charts")
+    for chart in ("#usage-chart", "#vcpu-chart", "#ram-chart"):
+        page.wait_for_selector(f"{chart}[data-x-labels] canvas", timeout=WAIT_MS)
+        labels = json.loads(page.get_attribute(chart, "data-x-labels"))
+        assert labels and all(_TIME_LABEL.match(label) for label in labels), labels
+        assert int(page.get_attribute(chart, "data-points")) > 1
+    # the legend at the chart's last point: its time and position (the head the page had seen)
+    box = page.query_selector("#usage-chart .u-over").bounding_box()
+    page.mouse.move(box["x"] + box["width"] - 1, box["y"] + box["height"] / 2)
+    legend = page.wait_for_selector("#usage-chart .u-legend .u-series:first-child .u-value").inner_text()
+    match = re.fullmatch(r"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) · position (\d+)", legend)
+    assert match and head <= int(match.group(2)), legend
+    page.screenshot(path=str(screenshots / "charts-time.png"), full_page=True)
+
+
+def test_a_server_created_in_a_group_from_the_form(
+    dashboard_cloud: Cloud, page: Any, screenshots: Path
+) -> None:
+    """The create form offers the project's server groups; the server it makes joins the chosen one
+    (the ``group`` scheduler hint): the groups page and the CLI list it among the members."""
+    cloud = dashboard_cloud
+    _prepare(cloud)
+    group = cloud.openstack("server", "group", "create", "--policy", "anti-affinity", "spread")
+    _sign_in(page, cloud, "admin", ADMIN_PASSWORD, "admin")
+    option = page.wait_for_selector(
+        f"#create select[name=group] option[value='{group['id']}']", state="attached", timeout=WAIT_MS
+    )
+    assert option.inner_text() == "spread (anti-affinity)"
+    page.fill("#create input[name=name]", "grouped")
+    page.select_option("#create select[name=group]", group["id"])
+    page.click("#create button[type=submit]")
+    _row(page, "grouped", "ACTIVE")
+    server = page.get_attribute(_ROW.format(name="grouped"), "data-id")
+    page.screenshot(path=str(screenshots / "create-in-group.png"), full_page=True)
+
+    page.click("#nav a:text-is('Server groups')")
+    page.wait_for_selector(f"#groups tr[data-name=spread] a[href='#/servers/{server}']", timeout=WAIT_MS)
+    assert server in cloud.openstack("server", "group", "show", "spread")["members"]
