@@ -1,7 +1,7 @@
 // Charts drawn from the log with uPlot (vendored: uPlot.esm.js, its licence in uPlot.LICENSE.txt):
 // the project's quota usage over time (states as_of sampled positions, each drawn at its event's
 // time, its position in the legend), the whole cloud's capacity and what is used of it (admins),
-// and servers booted per minute, counted from the event stream's replay of the last BOOTS_WINDOW
+// and servers booted per minute, counted from the event stream's replay of the last WINDOW
 // positions and then live.
 
 import uPlot from "./uPlot.esm.js";
@@ -11,8 +11,8 @@ import { EventStream } from "./events.js";
 import { capacityAt, headPosition, hostNames, projectUsageAt, timedSamples } from "./past.js";
 import { frame } from "./tables.js";
 
-const POINTS = 24; // positions sampled between 1 and the head
-const BOOTS_WINDOW = 20_000; // positions replayed for boots per minute
+const POINTS = 24; // positions sampled over the last WINDOW positions
+const WINDOW = 20_000; // positions replayed for the samples' times, and for boots per minute
 const BOOTED = "stratus.instance.spawned";
 const HEIGHT = 220;
 // Tick steps for counts: whole numbers only.
@@ -42,6 +42,7 @@ function timeChart(box, title, points, series) {
     axes: [
       {
         label: "time",
+        space: oneDay ? 80 : 130, // px between ticks: room for a label
         values: (u, splits) => {
           const labels = splits.map((v) => (oneDay ? timeOfDay : dayAndTime)(new Date(v * 1000)));
           box.dataset.xLabels = JSON.stringify(labels);
@@ -159,7 +160,7 @@ export function chartsView(main, context) {
     const boots = new Boots(bootsBox);
     const where = await (await fetch("/dashboard/config.json")).json();
     if (!left) {
-      const after = Math.max(0, head - BOOTS_WINDOW);
+      const after = Math.max(0, head - WINDOW);
       stream = new EventStream(`${where.events_url}?type=server&after=${after}`, {
         onEvent: (event) => boots.add(event),
         onPosition: () => {},
@@ -167,7 +168,7 @@ export function chartsView(main, context) {
       stream.start();
       boots.draw();
     }
-    const points = await timedSamples(where.events_url, head, POINTS);
+    const points = await timedSamples(where.events_url, head, POINTS, WINDOW);
     await Promise.all([usageChart(usageBox, points), admin ? capacityCharts(cpuBox, ramBox, points) : null]);
   })().catch(fail);
   return () => {
