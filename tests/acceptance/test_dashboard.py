@@ -584,6 +584,21 @@ def test_the_charts_run_over_time_with_positions_in_the_legend(
     assert match and head <= int(match.group(2)), legend
     page.screenshot(path=str(screenshots / "charts-time.png"), full_page=True)
 
+    # a member: her stream shows her project's events only, and her samples fall on them
+    cloud.openstack("project", "create", "web")
+    cloud.openstack("user", "create", "--password", "alice-pw", "--project", "web", "alice")
+    cloud.openstack_quiet("role", "add", "--project", "web", "--user", "alice", "member")
+    alice = cloud.env("alice", "alice-pw", "web")
+    cloud.openstack("server", "create", "--flavor", "tiny", "--image", "img", "--wait", "vm-a", env=alice)
+    page.click("#signout")
+    _sign_in(page, cloud, "alice", "alice-pw", "web")
+    _open(page, cloud, "#/charts")
+    page.wait_for_selector("#usage-chart[data-x-labels] canvas", timeout=WAIT_MS)
+    labels = json.loads(page.get_attribute("#usage-chart", "data-x-labels"))
+    assert labels and all(_TIME_LABEL.match(label) for label in labels), labels
+    assert int(page.get_attribute("#usage-chart", "data-points")) > 1
+    assert page.query_selector("#vcpu-chart") is None
+
 
 def test_a_server_created_in_a_group_from_the_form(
     dashboard_cloud: Cloud, page: Any, screenshots: Path
