@@ -11,6 +11,7 @@ the server as it was. A member's page lacks the admin pages and data. Screenshot
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -18,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.deployed import Cloud, wait_for
+from stratus.eventstore.subjects import encode_token
+from tests.fixtures.deployed import HOST, Cloud, wait_for
 from tests.fixtures.identity import ADMIN_PASSWORD
 
 pytestmark = pytest.mark.slow
@@ -499,6 +501,8 @@ def test_a_member_and_a_reader_get_no_controls_they_cannot_use(dashboard_cloud: 
     page.wait_for_selector("#project option:text-is('ops')", state="attached")
     page.select_option("#project", label="ops")
     page.wait_for_function("() => document.querySelector('#who').textContent.includes('reader')")
+    # the view is drawn again for the new project: the member's form goes, and no reader's comes
+    page.wait_for_selector("#group-create", state="detached", timeout=WAIT_MS)
     page.wait_for_selector("#groups")
     assert page.query_selector("#group-create") is None
     page.click("#nav a:text-is('Images')")
@@ -546,3 +550,112 @@ def test_the_servers_list_a_page_at_a_time(dashboard_cloud: Cloud, page: Any, sc
     page.reload()  # the page size is kept in the tab
     page.wait_for_function(rows, arg=50, timeout=WAIT_MS)
     assert page.eval_on_selector("#page-size", "s => s.value") == "50"
+
+
+def test_the_server_page_shows_its_console_log(dashboard_cloud: Cloud, page: Any, screenshots: Path) -> None:
+    """The console log as the API answers it: on the test driver no guest writes one, so first the
+    API's "no console" message; then the lines the host reads from the guest's log file, the last 50
+    or all of them, read again on "refresh"; a reader (refused by policy) gets no section at all."""
+    cloud = dashboard_cloud
+    _prepare(cloud)
+    server = cloud.openstack("server", "create", "--flavor", "tiny", "--image", "img", "--wait", "vm-log")[
+        "id"
+    ]
+    cloud.openstack("user", "create", "--password", "rita-pw", "--project", "admin", "rita")
+    cloud.openstack_quiet("role", "add", "--project", "admin", "--user", "rita", "reader")
+
+    _sign_in(page, cloud, "admin", ADMIN_PASSWORD, "admin")
+    page.click(f"{_ROW.format(name='vm-log')} a")
+    page.wait_for_selector("#console-section[data-state=unavailable]", timeout=WAIT_MS)
+    assert page.inner_text("#console-log-note") == "Guest does not have a console available."
+    assert page.query_selector("#console-section .error") is None
+
+    # the guest's serial console log, where the host's worker reads it (the test driver writes none)
+    log = cloud.logs / "data" / "instances" / encode_token(HOST) / server / "console.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("".join(f"boot line {i}\n" for i in range(300)))
+    page.click("#console-refresh")
+    page.wait_for_selector("#console-section[data-state=shown]", timeout=WAIT_MS)
+    shown = page.inner_text("#console-log").splitlines()
+    assert shown == [f"boot line {i}" for i in range(250, 300)], shown[:3]
+    page.select_option("#console-length", label="whole log")
+    page.wait_for_function(
+        "() => document.getElementById('console-log').textContent.startsWith('boot line 0\\n')"
+    )
+    assert len(page.inner_text("#console-log").splitlines()) == 300
+    page.screenshot(path=str(screenshots / "console-log.png"), full_page=True)
+
+    # a reader: the policy refuses her the console log, so the page offers none
+    page.click("#signout")
+    _sign_in(page, cloud, "rita", "rita-pw", "admin")
+    page.click(f"{_ROW.format(name='vm-log')} a")
+    page.wait_for_selector("#timeline tbody tr", timeout=WAIT_MS)
+    assert page.query_selector("#console-section") is None
+
+
+_TIME_LABEL = re.compile(r"^(\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}(:\d{2})?$")
+
+
+def test_the_charts_run_over_time_with_positions_in_the_legend(
+    dashboard_cloud: Cloud, page: Any, screenshots: Path
+) -> None:
+    """The usage and capacity charts' x axis is the time of each sampled position's event; the
+    legend at a point names its time and its log position."""
+    cloud = dashboard_cloud
+    _prepare(cloud)
+    cloud.openstack("server", "create", "--flavor", "tiny", "--image", "img", "--wait", "vm-t")
+    _sign_in(page, cloud, "admin", ADMIN_PASSWORD, "admin")
+    head = int(page.get_attribute("#position", "data-position"))
+    _open(page, cloud, "#/charts")
+    for chart in ("#usage-chart", "#vcpu-chart", "#ram-chart"):
+        page.wait_for_selector(f"{chart}[data-x-labels] canvas", timeout=WAIT_MS)
+        labels = json.loads(page.get_attribute(chart, "data-x-labels"))
+        assert labels and all(_TIME_LABEL.match(label) for label in labels), labels
+        assert int(page.get_attribute(chart, "data-points")) > 2  # the samples' times were all found
+    # the legend at the chart's last point: its time and position (the head the page had seen)
+    box = page.query_selector("#usage-chart .u-over").bounding_box()
+    page.mouse.move(box["x"] + box["width"] - 1, box["y"] + box["height"] / 2)
+    legend = page.wait_for_selector("#usage-chart .u-legend .u-series:first-child .u-value").inner_text()
+    match = re.fullmatch(r"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) · position (\d+)", legend)
+    assert match and head <= int(match.group(2)), legend
+    page.screenshot(path=str(screenshots / "charts-time.png"), full_page=True)
+
+    # a member: her stream shows her project's events only, and her samples fall on them
+    cloud.openstack("project", "create", "web")
+    cloud.openstack("user", "create", "--password", "alice-pw", "--project", "web", "alice")
+    cloud.openstack_quiet("role", "add", "--project", "web", "--user", "alice", "member")
+    alice = cloud.env("alice", "alice-pw", "web")
+    cloud.openstack("server", "create", "--flavor", "tiny", "--image", "img", "--wait", "vm-a", env=alice)
+    page.click("#signout")
+    _sign_in(page, cloud, "alice", "alice-pw", "web")
+    _open(page, cloud, "#/charts")
+    page.wait_for_selector("#usage-chart[data-x-labels] canvas", timeout=WAIT_MS)
+    labels = json.loads(page.get_attribute("#usage-chart", "data-x-labels"))
+    assert labels and all(_TIME_LABEL.match(label) for label in labels), labels
+    assert int(page.get_attribute("#usage-chart", "data-points")) > 1
+    assert page.query_selector("#vcpu-chart") is None
+
+
+def test_a_server_created_in_a_group_from_the_form(
+    dashboard_cloud: Cloud, page: Any, screenshots: Path
+) -> None:
+    """The create form offers the project's server groups; the server it makes joins the chosen one
+    (the ``group`` scheduler hint): the groups page and the CLI list it among the members."""
+    cloud = dashboard_cloud
+    _prepare(cloud)
+    group = cloud.openstack("server", "group", "create", "--policy", "anti-affinity", "spread")
+    _sign_in(page, cloud, "admin", ADMIN_PASSWORD, "admin")
+    option = page.wait_for_selector(
+        f"#create select[name=group] option[value='{group['id']}']", state="attached", timeout=WAIT_MS
+    )
+    assert option.inner_text() == "spread (anti-affinity)"
+    page.fill("#create input[name=name]", "grouped")
+    page.select_option("#create select[name=group]", group["id"])
+    page.click("#create button[type=submit]")
+    _row(page, "grouped", "ACTIVE")
+    server = page.get_attribute(_ROW.format(name="grouped"), "data-id")
+    page.screenshot(path=str(screenshots / "create-in-group.png"), full_page=True)
+
+    page.click("#nav a:text-is('Server groups')")
+    page.wait_for_selector(f"#groups tr[data-name=spread] a[href='#/servers/{server}']", timeout=WAIT_MS)
+    assert server in cloud.openstack("server", "group", "show", "spread")["members"]

@@ -5,6 +5,7 @@
 // tab asks again: what one may see is not what the other may).
 
 import { get, session } from "./api.js";
+import { EventStream } from "./events.js";
 
 const kept = new Map();
 
@@ -73,12 +74,68 @@ export async function capacityAt(names, position) {
   return total;
 }
 
-// ``count`` positions from 1 to ``head``, evenly spread, the last being ``head``.
-export function samples(head, count) {
-  const n = Math.max(1, Math.min(count, head));
+const EVENT_WAIT_MS = 3000; // without an event for this long, the stream has nothing more for the user
+
+// ``count`` positions from ``first`` to ``head``, evenly spread, the last being ``head``.
+function spread(first, head, count) {
+  const span = head - first + 1;
+  const n = Math.max(1, Math.min(count, span));
   const out = [];
   for (let i = 1; i <= n; i += 1) {
-    out.push(Math.max(1, Math.round((head * i) / n)));
+    out.push(first - 1 + Math.max(1, Math.round((span * i) / n)));
   }
   return [...new Set(out)];
+}
+
+// About ``count`` positions of the last ``window`` positions up to ``head``, each with its time.
+// One stream, replayed from the first sample to the head, gives the times: each sample is moved to
+// the first event at or after it that the stream shows this user (a member's stream shows her
+// project's events only), so that its time is the time of the event at its position. The head, when
+// no event of the user's is there, is drawn at the time the page asks (nothing the user may see
+// changed since). One stream rather than one per sample: the watch allows a user a few streams,
+// and a closed one keeps its place until the watch's next write to it.
+// Answers [{position, time (seconds since the epoch)}], in the log's order.
+export function timedSamples(eventsUrl, head, count, window) {
+  const wanted = spread(Math.max(1, head - window + 1), head, count);
+  const out = [];
+  let next = 0; // the first sample no event has answered yet
+  return new Promise((resolve) => {
+    let timer = null;
+    const stream = new EventStream(`${eventsUrl}?after=${wanted[0] - 1}`, {
+      onEvent: (event) => {
+        if (event.type === "stratus.stream.started" || event.position > head) {
+          if (event.position > head) {
+            done();
+          }
+          return;
+        }
+        if (event.position >= wanted[next] && event.time) {
+          out.push({ position: event.position, time: Date.parse(event.time) / 1000 });
+          while (next < wanted.length && wanted[next] <= event.position) {
+            next += 1; // the event stands for every sample up to its position
+          }
+        }
+        if (next >= wanted.length) {
+          done();
+        } else {
+          idle();
+        }
+      },
+      onPosition: () => {},
+    });
+    function idle() {
+      clearTimeout(timer);
+      timer = setTimeout(done, EVENT_WAIT_MS);
+    }
+    function done() {
+      clearTimeout(timer);
+      stream.stop();
+      if (!out.length || out[out.length - 1].position < head) {
+        out.push({ position: head, time: Date.now() / 1000 });
+      }
+      resolve(out);
+    }
+    idle();
+    stream.start();
+  });
 }

@@ -1,11 +1,51 @@
 // One server: its fields and actions, live; its timeline from the log (every event with its actor,
-// request id and cause); and a time slider showing the server as it was at an event's position.
+// request id and cause); a time slider showing the server as it was at an event's position; and
+// its console log (Nova's os-getConsoleOutput), for the roles the API's policy lets read it.
 
-import { get, isAdmin } from "./api.js";
+import { call, canAct, get, isAdmin } from "./api.js";
 import { h, show, errorText } from "./dom.js";
 import { act, addresses, allowedActions } from "./servers.js";
 
 const PAGE = 200;
+// The console log's lengths offered (lines from its end; 0: the whole log, as the API caps it).
+const CONSOLE_LENGTHS = [50, 200, 1000, 0];
+
+// The server's console log: its last lines as the API answers them (POST .../action
+// {"os-getConsoleOutput": {"length": N}}), read again on "refresh" or another length. A refusal by
+// policy (403) hides the section; a console the host cannot give (404, 409) is the API's message.
+function consoleLog(id) {
+  const output = h("pre", { id: "console-log", class: "console-log" });
+  const note = h("p", { class: "muted", id: "console-log-note" });
+  const length = h(
+    "select",
+    { id: "console-length", "aria-label": "Lines", onchange: () => read() },
+    CONSOLE_LENGTHS.map((n) => h("option", { value: n, selected: n === CONSOLE_LENGTHS[0] }, n ? `last ${n} lines` : "whole log")),
+  );
+  const refresh = h("button", { type: "button", id: "console-refresh", onclick: () => read() }, "refresh");
+  const section = h("section", { id: "console-section" },
+    h("h2", {}, "Console log"), h("div", { class: "actions" }, length, " ", refresh), note, output);
+  async function read() {
+    const n = Number(length.value);
+    refresh.disabled = true;
+    try {
+      const answer = await call("POST", `/v2.1/servers/${id}/action`, { body: { "os-getConsoleOutput": n ? { length: n } : {} } });
+      output.textContent = answer.body.output;
+      note.textContent = answer.body.output ? "" : "The console log is empty.";
+      section.dataset.state = "shown";
+    } catch (e) {
+      if (e.status === 403) {
+        section.remove(); // the policy refuses this user the console log
+        return;
+      }
+      output.textContent = "";
+      note.textContent = e.message;
+      section.dataset.state = "unavailable";
+    } finally {
+      refresh.disabled = false;
+    }
+  }
+  return { section, read };
+}
 
 // The leaves of a JSON value by path ("flavor.ram": 256), for a diff of two states.
 function leaves(value, path = "", out = new Map()) {
@@ -61,6 +101,8 @@ export function serverView(main, context, id) {
   const diff = h("tbody");
   let events = [];
   let gone = false;
+  // members and admins may read it (a reader is refused by policy: no section at all)
+  const log = canAct() || admin ? consoleLog(id) : null;
 
   function field(name, value) {
     return [h("dt", {}, name), h("dd", { "data-field": name }, value ?? "")];
@@ -182,6 +224,7 @@ export function serverView(main, context, id) {
     error,
     fields,
     actions,
+    log ? log.section : null,
     h("h2", {}, "Timeline"),
     h("table", { id: "timeline" },
       h("thead", {}, h("tr", {}, ["Position", "Time", "Event", "Actor", "Request", "Caused by"].map((t) => h("th", {}, t)))),
@@ -195,6 +238,9 @@ export function serverView(main, context, id) {
     h("h2", {}, "The whole state"),
     past,
   );
+  if (log) {
+    context.began().then(() => log.read());
+  }
   context.began().then((position) => Promise.all([loadServer(position), history(id)])).then(
     ([, found]) => {
       // the log's history, and any event the stream brought while it was read

@@ -166,6 +166,7 @@ function createForm(options, onCreated) {
   const flavor = h("select", { name: "flavor", required: true });
   const image = h("select", { name: "image", required: true });
   const keyName = h("select", { name: "key_name" }, h("option", { value: "" }, "(none)"));
+  const group = h("select", { name: "group" }, h("option", { value: "" }, "(none)"));
   const form = h(
     "form",
     { class: "card", id: "create" },
@@ -174,18 +175,22 @@ function createForm(options, onCreated) {
     h("label", {}, "Flavor", flavor),
     h("label", {}, "Image", image),
     h("label", {}, "Key pair", keyName),
+    h("label", {}, "Server group", group),
     h("button", { type: "submit" }, "Create"),
     error,
   );
-  // Only what this user may use: the flavors and images the API lists for them, their key pairs.
+  // Only what this user may use: the flavors and images the API lists for them, their key pairs,
+  // their project's server groups.
   options.then(() => Promise.all([
     get("/v2.1/flavors/detail"),
     get("/image/v2/images?status=active&limit=1000"),
     get("/v2.1/os-keypairs"),
-  ]).then(([flavors, images, keypairs]) => {
+    get("/v2.1/os-server-groups"),
+  ]).then(([flavors, images, keypairs, groups]) => {
     flavor.append(...flavors.flavors.map((f) => h("option", { value: f.id }, `${f.name} (${f.vcpus} vCPU, ${f.ram} MB)`)));
     image.append(...images.images.map((i) => h("option", { value: i.id }, i.name || i.id)));
     keyName.append(...keypairs.keypairs.map((k) => h("option", { value: k.keypair.name }, k.keypair.name)));
+    group.append(...groups.server_groups.map((g) => h("option", { value: g.id }, `${g.name} (${g.policy})`)));
   })).catch((e) => { error.textContent = e.message; });
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
@@ -194,9 +199,11 @@ function createForm(options, onCreated) {
     if (f.get("key_name")) {
       server.key_name = f.get("key_name");
     }
+    // a group is joined with the scheduler hint, as the CLI's --hint group=<id> does
+    const body = f.get("group") ? { server, "os:scheduler_hints": { group: f.get("group") } } : { server };
     error.textContent = "";
     try {
-      await call("POST", "/v2.1/servers", { body: { server } });
+      await call("POST", "/v2.1/servers", { body });
       form.reset();
       onCreated();
     } catch (e) {
