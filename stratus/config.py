@@ -427,24 +427,25 @@ def _seconds(env: Mapping[str, str], setting: str, default: float) -> float:
     return value
 
 
-def _at_least_one(env: Mapping[str, str], setting: str, default: int) -> int:
-    """``STRATUS_<setting>``, a count of at least 1, or an error naming it."""
+def _whole(env: Mapping[str, str], setting: str, default: int, least: int) -> int:
+    """``STRATUS_<setting>``, a whole number of at least ``least``, or an error naming it."""
     value = _number(env, setting, int, "a whole number")
     if value is None:
         return default
-    if value < 1:
-        raise ValueError(f"STRATUS_{setting} must be at least 1")
+    if value < least:
+        bound = "not be negative" if least == 0 else f"be at least {least}"
+        raise ValueError(f"STRATUS_{setting} must {bound}")
     return value
+
+
+def _at_least_one(env: Mapping[str, str], setting: str, default: int) -> int:
+    """``STRATUS_<setting>``, a count of at least 1, or an error naming it."""
+    return _whole(env, setting, default, 1)
 
 
 def _count(env: Mapping[str, str], setting: str, default: int) -> int:
     """``STRATUS_<setting>``, a count (0 or more), or an error naming it."""
-    value = _number(env, setting, int, "a whole number")
-    if value is None:
-        return default
-    if value < 0:
-        raise ValueError(f"STRATUS_{setting} must not be negative")
-    return value
+    return _whole(env, setting, default, 0)
 
 
 def _between(env: Mapping[str, str], setting: str, default: float, low: float, high: float) -> float:
