@@ -15,7 +15,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from stratus.config import Settings
-from tests.fixtures.deployed import OPENSTACK, Http, cli
+from tests.fixtures.deployed import Http, cli
+from tests.fixtures.openstack_forks import OPENSTACK
 
 pytestmark = [
     pytest.mark.slow,

@@ -13,7 +13,8 @@ import libvirt
 import pytest
 
 from stratus.config import Settings
-from tests.fixtures.deployed import OPENSTACK, Http, cli
+from tests.fixtures.deployed import Http, cli
+from tests.fixtures.openstack_forks import OPENSTACK
 
 pytestmark = [
     pytest.mark.slow,
