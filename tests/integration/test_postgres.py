@@ -18,7 +18,7 @@ from stratus.postgres import (
     database_url,
     drop_database,
 )
-from tests.fixtures.postgres import empty_database
+from tests.fixtures.postgres import _Spares, empty_database
 
 
 def _scalar(url: str, query: str) -> object:
@@ -58,6 +58,48 @@ def test_a_database_is_emptied_for_the_next_test(pg_admin_url: str) -> None:
             conn.execute("CREATE TABLE public.u (x int)")  # public is usable again
     finally:
         drop_database(pg_admin_url, "stratus-test-recycled")
+
+
+def test_a_database_that_held_the_live_schema_is_reset_for_the_next_projector(pg_admin_url: str) -> None:
+    """A test running the projector gets the live schema with the rows a new one starts with
+    (``tracking`` at 0, no servers), whatever the test before it wrote; a database whose catalog
+    a test changed is emptied instead, and a test without the projector never gets tables."""
+    spares = _Spares(pg_admin_url)
+    try:
+        spares.standard()
+        url = spares.take(live=True)
+        assert _scalar(url, "SELECT position FROM stratus_rm.tracking") == 0
+        with psycopg.connect(url, autocommit=True) as conn, psycopg.connect(url) as lingering:
+            conn.execute("UPDATE stratus_rm.tracking SET position = 42")
+            conn.execute(
+                "INSERT INTO stratus_rm.keypairs (id, user_id, name, public_key, fingerprint, type, "
+                "created_at, version, position) VALUES (gen_random_uuid(), 'u', 'k', 'ssh-ed25519 x', "
+                "'f', 'ssh', now(), 1, 1)"
+            )
+            lingering.execute("SELECT 1")  # the projector's session, still open
+            spares.give_back(url)
+            assert _terminated(lingering)
+        again = spares.take(live=True)
+        assert again == url
+        assert _scalar(again, "SELECT position FROM stratus_rm.tracking") == 0
+        assert _scalar(again, "SELECT count(*) FROM stratus_rm.keypairs") == 0
+
+        with psycopg.connect(again, autocommit=True) as conn:
+            conn.execute("ALTER TABLE stratus_rm.keypairs ADD COLUMN extra int")
+        spares.give_back(again)
+        assert spares.live == []
+        emptied = spares.take(live=False)
+        assert emptied == again
+        assert _scalar(emptied, _OWN_SCHEMAS) == 0
+
+        spares.give_back(emptied)  # empty: kept empty, not taken for live
+        spares.live.append(str(psycopg.conninfo.conninfo_to_dict(spares.take(live=True))["dbname"]))
+        fresh = spares.take(live=False)
+        spares.empty.append(str(psycopg.conninfo.conninfo_to_dict(fresh)["dbname"]))
+        assert fresh != url
+        assert _scalar(fresh, _OWN_SCHEMAS) == 0
+    finally:
+        spares.drop_all()
 
 
 def _terminated(conn: psycopg.Connection[object]) -> bool:
