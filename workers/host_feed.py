@@ -21,6 +21,12 @@ all logs with snapshots off (``IS_SNAPSHOTTING_ENABLED=n``).
 ``catch_up()`` asks the stream for the position of the newest Host event, then folds every Host
 event up to it into the view, so a decision never starts from a view older than the moment it was
 asked for (it may still be overtaken by a concurrent claim; the Host aggregate catches that).
+The subscription's callback hands each Host event over whole as it arrives (on the NATS loop's
+thread; ``catch_up`` folds them on its caller's), so a catch-up cut short by its deadline (the first
+one over a long log folded whole) leaves what arrived to be folded and the next one goes on from
+there: nothing is half taken when the deadline cancels it. (It used ``sub.next_msg``, and a
+cancellation there could drop the message just taken off the subscription's queue: a gap in that
+host's versions, repaired by reading the host whole, or, the last one lost, a stall.)
 
 A Host event that cannot be decoded or folded is quarantined (``stratus.quarantine``, part
 ``host-feed``) and left out of the view: the view's host stays as it was before it (a claim on it
@@ -36,8 +42,10 @@ scheduler ranks hosts by.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections import Counter
+import threading
+from collections import Counter, deque
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
@@ -134,9 +142,15 @@ class HostFeed:
         self._filter = subject_filter
         self._timeout = timeout
         self._sub: Any = None
-        # Taken off the subscription on the loop thread, folded into the view on the caller's.
-        self._received = 0  # the stream sequence of the last one
-        self._pending: list[Msg] = []
+        # Handed over by the subscription's callback on the loop thread, folded into the view on the
+        # caller's: a deque (appends and pops are atomic), so that no message is ever in flight between
+        # the two (a catch-up cancelled at its deadline inside ``sub.next_msg`` dropped the message it
+        # had just taken off the subscription's queue).
+        self._arrived: deque[Msg] = deque()
+        self._received = 0  # the stream sequence of the last one handed over
+        self._more = asyncio.Event()  # set by the callback (on the loop), waited on by the catch-up
+        self._subscription = 0  # which subscription is current: a closed one's callback hands nothing
+        self._handover = threading.Lock()  # the callback's hand-over against a restart's reset
         self.part = PART
         self.quarantine = Quarantine(bridge, log_stream=stream, timeout=timeout)
         self._known: set[int] | None = None  # positions quarantined already, read at the first poison
@@ -156,9 +170,21 @@ class HostFeed:
         else:
             config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start + 1)
 
+        with self._handover:
+            self._subscription += 1
+            current = self._subscription
+
+        async def arrived(msg: Msg) -> None:
+            with self._handover:
+                if current != self._subscription:
+                    return  # a subscription closed since (the feed started over): not this view's
+                self._arrived.append(msg)
+                self._received = int(msg.metadata.sequence.stream)
+            self._more.set()
+
         async def subscribe() -> Any:
             return await self._bridge.js.subscribe(
-                self._filter, stream=self._stream, ordered_consumer=True, config=config
+                self._filter, stream=self._stream, ordered_consumer=True, config=config, cb=arrived
             )
 
         self._sub = self._bridge.run(subscribe, self._timeout)
@@ -261,16 +287,18 @@ class HostFeed:
             # The ordered consumer stopped delivering (e.g. it expired while NATS was away):
             # start over from the beginning of the log with an empty view.
             log.warning("host feed stalled; rebuilding the host view")
-            self._pending = []
             self.close()
-            self._received = 0
+            with self._handover:
+                self._arrived.clear()
+                self._received = 0
             self._view.clear()
             self.open()
             raise
         finally:
-            msgs, self._pending = self._pending, []
-            for msg in msgs:
-                self._fold(msg)
+            # What arrived, up to the end or to where the deadline cut the catch-up short: the next
+            # one goes on from there.
+            while self._arrived:
+                self._fold(self._arrived.popleft())
 
     def _fold(self, msg: Msg) -> None:
         try:
@@ -336,19 +364,22 @@ class HostFeed:
                       self.part, position, type(error).__name__, reason(error), e)  # fmt: skip
 
     async def _receive_to_end(self) -> None:
-        sub = self._sub
+        """Wait until every Host event up to the newest has arrived; cancelled at the catch-up's
+        deadline, it leaves nothing half taken (the callback hands each message over whole)."""
         last = await self._recorder.last_message(self._filter, self._timeout / 2)
         end = int((last.headers or {})[NATS_SEQUENCE]) if last is not None else 0  # 0: no host yet
         while self._received < end:
+            self._more.clear()
             try:
-                msg = await sub.next_msg(timeout=self._timeout / 2)
-            except TimeoutError as e:  # nats.errors.TimeoutError is one
+                async with asyncio.timeout(self._timeout / 2):
+                    await self._more.wait()
+            except TimeoutError as e:
                 raise _Stalled(f"host events up to {end} did not arrive in time") from e
-            self._pending.append(msg)
-            self._received = int(msg.metadata.sequence.stream)
 
     def close(self) -> None:
         sub, self._sub = self._sub, None
+        with self._handover:
+            self._subscription += 1  # its callback hands nothing over from now on
         if sub is not None and not self._bridge.closed:
             try:
                 self._bridge.run(sub.unsubscribe, self._timeout)

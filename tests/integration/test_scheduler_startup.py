@@ -204,3 +204,59 @@ def test_an_unshelve_waiting_when_a_scheduler_starts_from_snapshots_is_handled(
         finally:
             worker.close()
     assert "1 hosts from their snapshots, 0 loaded alone" in caplog.text
+
+
+def test_catch_ups_cut_short_by_their_deadline_lose_no_host_event(
+    app: Stratus, bridge: NatsBridge, settings: Settings, request: pytest.FixtureRequest
+) -> None:
+    """A catch-up that outlives its deadline is cancelled wherever it is (the first one on a long log
+    takes longer than the scheduler's 10 s), and the next goes on from the last Host event taken off
+    the subscription. None may be lost between the two: a lost event is a gap in its host's versions,
+    which the view repairs by reading the host again (``reloads``), or, the last one lost, a stall
+    that starts the view over. Here catch-ups with a deadline of 20 ms, hundreds of them
+    cut short, while the host's events keep coming."""
+    app = dropping_snapshots(app, request)
+    host = Host.register(f"compute-{uuid4().hex[:6]}", 10**6, 10**9, 10**8)
+    app.save(host)
+    cold = Stratus(Factory({"IS_SNAPSHOTTING_ENABLED": "n"}, bridge=bridge, settings=settings))
+    reloads: list[object] = []
+    view = HostView(lambda host_id: reloads.append(host_id))  # type: ignore[func-returns-value]
+    hosts = scheduler.subjects(settings)[1]
+    feed = HostFeed(bridge, cold, view, stream=settings.stream, subject_filter=hosts, timeout=0.02)
+    request.addfinalizer(feed.close)
+    eventually(lambda: _opened(feed))
+
+    appended = threading.Event()
+
+    def append(stop: threading.Event) -> None:
+        while not stop.is_set() and host.version < 2000:
+            claimed_on(app, host, 10, per_save=10)
+        appended.set()
+
+    timeouts = 0
+    appending = Worker(append)
+    try:
+        while True:
+            done = appended.is_set()
+            try:
+                feed.catch_up()
+            except TimeoutError:
+                timeouts += 1
+                continue
+            if done:  # a whole catch-up after the last append: the view is at the log's end
+                break
+    finally:
+        appending.close()
+    assert timeouts > 0  # none was cut short: this test showed nothing
+    assert reloads == []
+    folded = view.named(host.hostname)
+    assert folded is not None
+    same(folded, host)
+
+
+def _opened(feed: HostFeed) -> bool:
+    try:
+        feed.open()
+    except TimeoutError:
+        return False
+    return True
