@@ -385,7 +385,7 @@ def scheduling(
     view, feed, startup, rounds = start()  # from the hosts' snapshots
     try:
         # before snapshots: every Host event of the log folded (as with snapshots off)
-        full, full_feed, full_fold, _ = start(IS_SNAPSHOTTING_ENABLED="n")
+        full, full_feed, full_fold, full_rounds = start(IS_SNAPSHOTTING_ENABLED="n")
         full_feed.close()
         folded = {h.hostname: (h.version, h.free()) for h in full.hosts()}
         started = {h.hostname: (h.version, h.free()) for h in view.hosts()}
@@ -415,6 +415,7 @@ def scheduling(
         "startup_full_fold_s": full_fold,
         "startup_hosts": dict(feed.started),  # from a snapshot the feed follows on / loaded alone
         "startup_timeouts": rounds - 1,
+        "startup_full_fold_timeouts": full_rounds - 1,  # catch-ups cut short by their deadline
         "hosts_folded": len(view),
         "views_differ": differ,  # hosts whose version or free resources the two starts disagree on
         "decision": summary(decisions),
