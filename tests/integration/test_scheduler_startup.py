@@ -168,7 +168,7 @@ def test_an_unshelve_waiting_when_a_scheduler_starts_from_snapshots_is_handled(
     batch more often, where the creation's settling acknowledged the unshelve with it: 2fc8ac6.)"""
     app = dropping_snapshots(app, request)
     handlers.register_host(RegisterHost("compute-a", vcpus=10_000, memory_mb=10**7, disk_gb=10**6))
-    host = app.repository.get(host_aggregate_id("compute-a"))
+    host: object = app.repository.get(host_aggregate_id("compute-a"))
     assert isinstance(host, Host)
     claimed_on(app, host, WINDOW_PER_HOST + 2 * N)  # longer than the window: started from its snapshot
     server = handlers.create_server(CreateServer("vm", "p1", "u1", "small")).id
