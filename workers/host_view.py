@@ -9,7 +9,7 @@ concurrency when the claim is appended.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, CanMutateAggregate, OriginatorVersionError
@@ -42,6 +42,9 @@ class HostView:
         if position <= self.position:
             return  # seen already
         current = self._hosts.get(event.originator_id)
+        if current is not None and event.originator_version <= current.version:
+            self.position = position  # in the host already: it was loaded past this event (``start``)
+            return
         if (current is None) != isinstance(event, Aggregate.Created):
             # An event for a host we do not know, or a second creation: a gap in what we were fed.
             self._gap(event, position)
@@ -55,6 +58,25 @@ class HostView:
             if isinstance(host, Host):
                 self._put(host)
         self.position = position
+
+    def start(self, hosts: Iterable[Host], position: int) -> None:
+        """Begin from ``hosts`` as loaded (each at least as new as log position ``position``), to be fed
+        the Host events after ``position``: those a host already holds are skipped by its version."""
+        self.clear()
+        for host in hosts:
+            self._put(host)
+        self.position = position
+
+    def skip_held(self, host_id: UUID, version: int, position: int) -> bool:
+        """Pass over the event at ``position`` if the view's host holds its ``version`` already (True);
+        False: the event must be applied."""
+        if position <= self.position:
+            return True
+        current = self._hosts.get(host_id)
+        if current is None or version > current.version:
+            return False
+        self.position = position
+        return True
 
     def _put(self, host: Host) -> None:
         self._hosts[host.id] = host
@@ -94,15 +116,21 @@ class HostView:
     def _gap(self, event: CanMutateAggregate[UUID], position: int) -> None:
         """Read the host afresh rather than guess (or forget it, if it cannot be read)."""
         log.warning("host view: gap in the events of host %s at position %d", event.originator_id, position)
-        host = self._reload(event.originator_id)
+        self.reload(event.originator_id)
+        self.position = position
+
+    def reload(self, host_id: UUID) -> bool:
+        """Read one host afresh from the log (or forget it, if it cannot be read); whether the view
+        has it now."""
+        host = self._reload(host_id)
         if host is None:
-            gone = self._hosts.pop(event.originator_id, None)
+            gone = self._hosts.pop(host_id, None)
             if gone is not None:
                 self._by_name.pop(gone.hostname, None)
                 self._changed(gone.hostname)
-        else:
-            self._put(host)
-        self.position = position
+            return False
+        self._put(host)
+        return True
 
     def free(self, zone: str | None = None) -> dict[str, Resources]:
         """Free resources of the hosts the scheduler may use: enabled, not forced down, and in

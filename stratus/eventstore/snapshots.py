@@ -268,10 +268,10 @@ class SnapshottingRepository(Repository[UUID]):
             raise AggregateNotFoundError(f"Aggregate {aggregate_id!r} version {version!r} not found.")
         return aggregate
 
-    def _from_snapshot(self, aggregate_id: UUID) -> tuple[Any, list[Any]] | None:
-        """The snapshot's aggregate and the events after it, or None: replay."""
+    def usable_snapshot(self, aggregate_id: UUID) -> tuple[Any, Snapshot] | None:
+        """The aggregate as its newest snapshot has it, and the snapshot (whose ``anchor`` the caller
+        checks against the log before trusting it); None when there is none or it cannot be used."""
         assert self.snapshot_store is not None
-        recorder = self.event_store.recorder
         try:
             found = list(self.snapshot_store.get(originator_id=aggregate_id, desc=True, limit=1))
             if not found:
@@ -289,6 +289,15 @@ class SnapshottingRepository(Repository[UUID]):
             self.snapshot_stats["unusable"] += 1
             log.warning("snapshot of %s not used, replaying its events: %s", aggregate_id, e, exc_info=True)
             return None
+        return aggregate, snapshot
+
+    def _from_snapshot(self, aggregate_id: UUID) -> tuple[Any, list[Any]] | None:
+        """The snapshot's aggregate and the events after it, or None: replay."""
+        recorder = self.event_store.recorder
+        started = self.usable_snapshot(aggregate_id)
+        if started is None:
+            return None
+        aggregate, snapshot = started
         if not isinstance(recorder, AnchoredRecorder):
             self.snapshot_stats["unusable"] += 1
             return None
