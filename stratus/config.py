@@ -183,7 +183,7 @@ class Settings:
     # ~6 KiB: docs/performance.md, "Memory"). Sized by measurement for what each part works on: the
     # API, the servers and projects being acted on; the scheduler, its hosts and the servers it places
     # one by one; a hypervisor worker (and ``stratus simulate``), its servers.
-    api_aggregate_cache: int = 2000
+    api_aggregate_cache: int = 1000
     scheduler_aggregate_cache: int = 1000
     hypervisor_aggregate_cache: int = 500
     metrics_multiproc_dir: Path | None = field(default=None, compare=False)  # never in to_env

@@ -81,7 +81,7 @@ def test_an_append_after_its_head_was_let_go_still_lands(
 
 def test_a_small_cache_setting_still_keeps_the_floor() -> None:
     assert recorder_heads(0) == recorder_heads(10) == 1000
-    assert recorder_heads(Settings().api_aggregate_cache) == 4000
+    assert recorder_heads(Settings().api_aggregate_cache) == 2000
 
 
 def test_another_hosts_server_leaves_the_cache(bridge: NatsBridge, settings: Settings, recorder: Any) -> None:
