@@ -170,7 +170,8 @@ class UnitOfWork:
         if cache is None:
             return
         with suppress(KeyError):
-            if unwanted(cache.get(aggregate_id)):
+            cached = cache.get(aggregate_id)
+            if isinstance(cached, Aggregate) and unwanted(cached):
                 cache.get(aggregate_id, evict=True)
 
     def _cached(self, aggregate_id: UUID) -> Aggregate | None:
