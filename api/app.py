@@ -61,8 +61,8 @@ from commands.bus import MessageBus, bootstrap
 from commands.image_usage import ImageLimits
 from commands.network import FixedNetwork
 from stratus import metrics, serialization
-from stratus.config import Settings
-from stratus.eventstore import JetStreamApplicationRecorder
+from stratus.config import Settings, recorder_heads
+from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
 from stratus.health import METRICS, READYZ
 from stratus.hostrpc import HostRPC
 from stratus.imagestore import user_data_store
@@ -239,6 +239,14 @@ def fixed_network(settings: Settings) -> FixedNetwork | None:
     return FixedNetwork(settings.fixed_network_name, settings.fixed_network)
 
 
+def event_store(bridge: NatsBridge, settings: Settings) -> Factory:
+    """The API's event store: its loads checked as the workers' are (docs/trust.md: a request on a
+    resource whose history holds a refused event is answered 409, api/errors.py, never acted on), its
+    per-aggregate heads kept as its aggregate cache sizes them (``stratus.config.recorder_heads``)."""
+    heads = recorder_heads(settings.api_aggregate_cache)
+    return Factory(bridge=bridge, settings=settings, verify_loads=True, cache_size=heads)
+
+
 def application(factory: InfrastructureFactory[Any], settings: Settings) -> Stratus:
     """The API's aggregates: the servers and projects being acted on, kept up to
     ``STRATUS_API_AGGREGATE_CACHE`` of them."""
@@ -247,8 +255,6 @@ def application(factory: InfrastructureFactory[Any], settings: Settings) -> Stra
 
 def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
     """The real collaborators for ``settings``, and a function that closes them."""
-    # Imported here: the event store pulls in nats, which a test of create_app may not need.
-    from stratus.eventstore import Factory, NatsBridge
     from stratus.postgres import database_url
 
     url = settings.database_url or database_url(settings)
@@ -262,7 +268,7 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
     try:
         # Loads are checked as the workers' are (docs/trust.md): a request on a resource whose
         # history holds a refused event is answered 409 (api/errors.py), never acted on.
-        factory = Factory(bridge=bridge, settings=settings, verify_loads=True)
+        factory = event_store(bridge, settings)
         bus = bootstrap(application(factory, settings), network=fixed_network(settings))
         log = factory.application_recorder()  # the bus's application's recorder, typed as what it is
         signer = TokenSigner(load_or_create_key(settings.token_key_path), settings.token_ttl_seconds)

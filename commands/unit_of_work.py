@@ -163,6 +163,17 @@ class UnitOfWork:
             with suppress(KeyError):
                 cache.get(aggregate_id, evict=True)
 
+    def forget_if(self, aggregate_id: UUID, unwanted: Callable[[Aggregate], bool]) -> None:
+        """Drop an aggregate from this process's cache if ``unwanted`` says so of the cached copy: one
+        loaded only to learn that it is not this process's to act on (another host's server)."""
+        cache = self.app.repository.cache
+        if cache is None:
+            return
+        with suppress(KeyError):
+            cached = cache.get(aggregate_id)
+            if isinstance(cached, Aggregate) and unwanted(cached):
+                cache.get(aggregate_id, evict=True)
+
     def _cached(self, aggregate_id: UUID) -> Aggregate | None:
         cache = self.app.repository.cache
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from processes import memtrace
 from processes.logs import JsonFormatter
 from stratus import metrics
 from stratus.config import Settings
@@ -35,3 +36,8 @@ if _settings.log_format == "json":
 def child_exit(server: Any, worker: Any) -> None:
     if _settings.metrics_multiproc_dir is not None:
         metrics.mark_process_dead(worker.pid, _settings.metrics_multiproc_dir)
+
+
+def post_worker_init(worker: Any) -> None:
+    # after gunicorn set the worker's signal handlers (its SIGUSR2 would end the worker otherwise)
+    memtrace.install(_settings.memory_trace_dir, "api")

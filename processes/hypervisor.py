@@ -8,9 +8,9 @@ from typing import Any
 from eventsourcing.persistence import InfrastructureFactory
 
 from commands.app import Stratus
-from processes import logs
+from processes import logs, memtrace
 from processes.telemetry import worker_probes
-from stratus.config import Settings
+from stratus.config import Settings, recorder_heads
 from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.subjects import encode_token
 from workers.consumer import stop_on_signals
@@ -23,9 +23,17 @@ def application(factory: InfrastructureFactory[Any], settings: Settings) -> Stra
     return Stratus(factory, cache_size=settings.hypervisor_aggregate_cache)
 
 
+def factory(bridge: NatsBridge, settings: Settings) -> Factory:
+    """The host's event store: its loads checked as docs/trust.md says, its per-aggregate heads kept
+    as its aggregate cache sizes them (``stratus.config.recorder_heads``)."""
+    heads = recorder_heads(settings.hypervisor_aggregate_cache)
+    return Factory(bridge=bridge, settings=settings, verify_loads=True, cache_size=heads)
+
+
 def main(settings: Settings) -> int:
     """Serve the host ``settings.host_name`` on ``settings.libvirt_uri`` until SIGTERM/SIGINT."""
     logs.configure(settings.log_format)  # INFO and above, with time and logger, as the other parts
+    memtrace.install(settings.memory_trace_dir, "hypervisor")  # off unless STRATUS_MEMORY_TRACE_DIR
     stop = threading.Event()
     instances_path = settings.data_dir / "instances" / encode_token(settings.host_name)
     instances_path.mkdir(parents=True, exist_ok=True)
@@ -47,8 +55,7 @@ def main(settings: Settings) -> int:
                 seed_file=settings.nats_seed_file,
             ) as bridge,
         ):
-            # loads checked as docs/trust.md says
-            app = application(Factory(bridge=bridge, settings=settings, verify_loads=True), settings)
+            app = application(factory(bridge, settings), settings)
             run(
                 settings,
                 bridge=bridge,

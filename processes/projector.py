@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from processes import logs
+from processes import logs, memtrace
 from processes.telemetry import projector_probes
 from projections.runner import run
 from stratus.config import Settings
@@ -17,6 +17,7 @@ log = logging.getLogger("stratus.projector")
 def main(settings: Settings, *, batch_size: int = 500) -> int:
     """Follow the log until SIGTERM/SIGINT (the batch under way is finished), then close cleanly."""
     logs.configure(settings.log_format)
+    memtrace.install(settings.memory_trace_dir, "projector")  # off unless STRATUS_MEMORY_TRACE_DIR
     stop = threading.Event()
     with stop_on_signals(stop), projector_probes(settings):
         run(settings, stop, batch_size=batch_size)

@@ -8,9 +8,9 @@ from typing import Any
 from eventsourcing.persistence import InfrastructureFactory
 
 from commands.app import Stratus
-from processes import logs
+from processes import logs, memtrace
 from processes.telemetry import worker_probes
-from stratus.config import Settings
+from stratus.config import Settings, recorder_heads
 from stratus.eventstore import Factory, NatsBridge
 from workers.consumer import stop_on_signals
 from workers.scheduler import DURABLE, run
@@ -23,9 +23,17 @@ def application(factory: InfrastructureFactory[Any], settings: Settings) -> Stra
     return Stratus(factory, cache_size=settings.scheduler_aggregate_cache)
 
 
+def factory(bridge: NatsBridge, settings: Settings) -> Factory:
+    """The scheduler's event store: its loads checked as docs/trust.md says, its per-aggregate heads
+    kept as its aggregate cache sizes them (``stratus.config.recorder_heads``)."""
+    heads = recorder_heads(settings.scheduler_aggregate_cache)
+    return Factory(bridge=bridge, settings=settings, verify_loads=True, cache_size=heads)
+
+
 def main(settings: Settings) -> int:
     """Schedule until SIGTERM/SIGINT, sharded and batched as ``settings`` say."""
     logs.configure(settings.log_format)  # INFO and above, with time and logger, as the other parts
+    memtrace.install(settings.memory_trace_dir, "scheduler")  # off unless STRATUS_MEMORY_TRACE_DIR
     shard = Shard.parse(settings.scheduler_shard)  # a bad value stops it here, naming the variable
     stop = threading.Event()
     with (
@@ -33,8 +41,7 @@ def main(settings: Settings) -> int:
         worker_probes(settings, settings.scheduler_metrics_bind, "stratus-scheduler", [DURABLE]),
         NatsBridge(settings.nats_urls, name="stratus-scheduler", seed_file=settings.nats_seed_file) as bridge,
     ):
-        # loads checked as docs/trust.md says
-        app = application(Factory(bridge=bridge, settings=settings, verify_loads=True), settings)
+        app = application(factory(bridge, settings), settings)
         run(
             settings,
             bridge=bridge,

@@ -10,7 +10,7 @@ from eventsourcing.persistence import InfrastructureFactory
 
 from commands.app import Stratus
 from commands.bus import bootstrap
-from stratus.config import Settings
+from stratus.config import Settings, recorder_heads
 from stratus.eventstore import Factory, NatsBridge
 from workers.consumer import stop_on_signals
 from workers.simulator import HostShape, SimulatedCloud, host_names, run
@@ -20,6 +20,13 @@ def application(factory: InfrastructureFactory[Any], settings: Settings) -> Stra
     """The simulated hosts' aggregates, kept up to ``STRATUS_HYPERVISOR_AGGREGATE_CACHE`` as a
     hypervisor worker's (the process stands for many of them)."""
     return Stratus(factory, cache_size=settings.hypervisor_aggregate_cache)
+
+
+def factory(bridge: NatsBridge, settings: Settings) -> Factory:
+    """The simulated hosts' event store: their loads checked as docs/trust.md says, the per-aggregate
+    heads kept as their aggregate cache sizes them (``stratus.config.recorder_heads``)."""
+    heads = recorder_heads(settings.hypervisor_aggregate_cache)
+    return Factory(bridge=bridge, settings=settings, verify_loads=True, cache_size=heads)
 
 
 def main(
@@ -40,7 +47,7 @@ def main(
         stop_on_signals(stop),
         NatsBridge(settings.nats_urls, name="stratus-simulator", seed_file=settings.nats_seed_file) as bridge,
     ):
-        bus = bootstrap(application(Factory(bridge=bridge, settings=settings, verify_loads=True), settings))
+        bus = bootstrap(application(factory(bridge, settings), settings))
         cloud = SimulatedCloud(bus, directory, host_names(hosts, prefix), shape)
         try:
             run(settings, cloud, bridge=bridge, stop=stop, threads=threads)

@@ -24,6 +24,18 @@ MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # The scheduler's largest batch: 400 placements are 800 events, within JetStream's 1000-message
 # atomic append.
 SCHEDULER_MAX_BATCH = 400
+# The event store's per-aggregate heads a process keeps (the last sequence and version seen of each
+# aggregate: the next append's expected sequence, and where a cached copy catches up from), sized by
+# the part's aggregate cache: each cached aggregate's head and as many more, of aggregates read or
+# appended to lately, at least HEADS_AT_LEAST. A head no longer kept costs the next append to that
+# aggregate one refused attempt and a read (recorder._resolve), never a wrong decision.
+HEADS_PER_CACHED = 2
+HEADS_AT_LEAST = 1000
+
+
+def recorder_heads(aggregate_cache: int) -> int:
+    """The most per-aggregate heads a part whose aggregate cache is ``aggregate_cache`` keeps."""
+    return max(HEADS_PER_CACHED * aggregate_cache, HEADS_AT_LEAST)
 
 
 @dataclass(frozen=True)
@@ -171,10 +183,13 @@ class Settings:
     # ~6 KiB: docs/performance.md, "Memory"). Sized by measurement for what each part works on: the
     # API, the servers and projects being acted on; the scheduler, its hosts and the servers it places
     # one by one; a hypervisor worker (and ``stratus simulate``), its servers.
-    api_aggregate_cache: int = 2000
+    api_aggregate_cache: int = 1000
     scheduler_aggregate_cache: int = 1000
     hypervisor_aggregate_cache: int = 500
     metrics_multiproc_dir: Path | None = field(default=None, compare=False)  # never in to_env
+    # A directory: each API worker and worker process traces its allocations (tracemalloc) and
+    # writes a snapshot there on SIGUSR2 (processes/memtrace.py); None (the default): no tracing.
+    memory_trace_dir: Path | None = None
     # The seeded admin's password (STRATUS_ADMIN_PASSWORD; None: generated on the first run). A secret
     # for the seeding only: never in ``to_env``, never printed.
     admin_password: str | None = field(default=None, compare=False, repr=False)
@@ -283,6 +298,7 @@ class Settings:
             scheduler_aggregate_cache=_count(e, "SCHEDULER_AGGREGATE_CACHE", d.scheduler_aggregate_cache),
             hypervisor_aggregate_cache=_count(e, "HYPERVISOR_AGGREGATE_CACHE", d.hypervisor_aggregate_cache),
             metrics_multiproc_dir=_path(e, MULTIPROC_DIR_ENV),
+            memory_trace_dir=_path(e, "STRATUS_MEMORY_TRACE_DIR"),
             nats_urls_given=NATS_URL_ENV in e,
             admin_password=e.get(ADMIN_PASSWORD_ENV) or None,
         )
@@ -363,6 +379,8 @@ class Settings:
             env["DATABASE_URL"] = self.database_url
         if self.nats_seed_file is not None:
             env["STRATUS_NATS_SEED_FILE"] = str(self.nats_seed_file)
+        if self.memory_trace_dir is not None:
+            env["STRATUS_MEMORY_TRACE_DIR"] = str(self.memory_trace_dir)
         if self.trust_registry is not None:
             env["STRATUS_TRUST_REGISTRY"] = str(self.trust_registry)
         if self.metadata_bind is not None:

@@ -17,6 +17,9 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate
 
 from commands.app import Stratus
 from commands.bus import bootstrap
@@ -148,10 +151,19 @@ def run(
         )
         return when_ready(f"opening consumer {durable}", consumer.open, stop)
 
+    def elsewhere(agg: Aggregate) -> bool:
+        return isinstance(agg, Instance) and agg.host != host
+
     def handle(d: Delivery) -> Outcome:
         if d.event_type in (SCHEDULED, *ACTING_HOST) and host_of(d, bus) != host:
             return DONE  # another host's server or step: no need to load the server
-        return counted(d, steps.handle)
+        try:
+            return counted(d, steps.handle)
+        finally:
+            # Every power action and delete in the cloud comes here and loads its server to learn
+            # its host: another host's is not kept, so that the cache holds this host's servers, not
+            # the cloud's churn (docs/performance.md, "Memory").
+            bus.uow.forget_if(UUID(d.originator_id), elsewhere)
 
     def settle(d: Delivery, error: Exception) -> None:
         """A step quarantined: its server gets a fault rather than waiting for it forever."""

@@ -619,7 +619,8 @@ class LoadCheck:
     ) -> None:
         self.verifier = verifier
         self._keep = keep
-        self.places = ServerPlaces(verifier, history, confirm=confirm) if history is not None else None
+        places = ServerPlaces(verifier, history, keep=keep, confirm=confirm) if history is not None else None
+        self.places = places
         self._excluded = excluded  # the positions the operator excluded (read when a refusal is met)
         self._lock = threading.Lock()
         self._folds: OrderedDict[str, tuple[int, Placement]] = OrderedDict()  # server -> (version, place)

@@ -32,8 +32,10 @@ slope). No number here is an assertion.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
+import os
 import random
 import signal
 import statistics
@@ -122,6 +124,14 @@ class Sampler:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(30)
+
+    def snapshot(self) -> None:
+        """Ask every part of the control plane for a tracemalloc snapshot (``--trace-dir``: each
+        writes its own there, processes/memtrace.py); the API's worker, not its master."""
+        for part in PLANE:
+            for pid in process_tree(self._parts[part])[(1 if part.startswith("API") else 0) :]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGUSR2)
 
 
 # -- the load -----------------------------------------------------------------------------------
@@ -258,6 +268,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             scheduler_metrics_bind="127.0.0.1:0",
             hypervisor_metrics_bind="127.0.0.1:0",
             **caches(args.aggregate_cache),
+            **({"memory_trace_dir": args.trace_dir} if args.trace_dir else {}),
         ) as cloud,
         psycopg.connect(cloud.settings.database_url or "", autocommit=True) as conn,
         NatsBridge(cloud.settings.nats_urls, name="bench-memory").start() as bridge,
@@ -306,11 +317,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             sampler.phase = "load"
             owned = shares(conn, tokens, args.clients)
             owned.append(Servers(cloud.token, [(s, "ACTIVE") for s in hv_active], host=HYPERVISOR))
+            snapshots = []
+            if args.trace_dir:  # at the load's start, each quarter of it, and its end
+                sampler.snapshot()
+                snapshots = [threading.Timer(15 * args.minutes * q, sampler.snapshot) for q in (1, 2, 3)]
+                for timer in snapshots:
+                    timer.start()
             outcomes = load(cloud.port, owned, args.minutes, args.rate)
+            for timer in snapshots:
+                timer.cancel()
             sampler.phase = "end"
             results["load"] = {"requests": dict(sorted(outcomes.items())), "events": caught_up(),
                                "servers": _live(conn)}  # fmt: skip
             sampler.sample()
+            if args.trace_dir:
+                sampler.snapshot()
+                time.sleep(10)  # each part writes its snapshot before the control plane stops
             print(f"load: {json.dumps(results['load'])}", flush=True)
         finally:
             watcher.close()
@@ -447,6 +469,13 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         help="every part's aggregate cache (default: each part's setting), to compare sizes",
+    )
+    parser.add_argument(
+        "--trace-dir",
+        type=Path,
+        default=None,
+        help="each part traces its allocations and writes tracemalloc snapshots here at the load's "
+        "start, quarters and end (STRATUS_MEMORY_TRACE_DIR; compare with python -m processes.memtrace)",
     )
     parser.add_argument("--json", type=Path, default=DOCS / "memory.json")
     parser.add_argument("--plot", type=Path, default=DOCS / "memory.png")

@@ -124,6 +124,23 @@ def test_ignores_instances_of_other_hosts(
     assert domain_uuids(conn) == {here}
 
 
+def test_keeps_no_other_hosts_server_in_its_cache(
+    handlers: Handlers, app: Stratus, driver: LibvirtDriver, start_hypervisor: Callable[..., Worker]
+) -> None:
+    """A deletion (or power action) elsewhere reaches every worker, which loads the server to learn
+    its host; the server is then dropped from the cache, which keeps this host's servers rather than
+    the cloud's churn (docs/performance.md, "Memory"). The worker shares the test's application."""
+    handlers.register_host(RegisterHost("compute-2", vcpus=4, memory_mb=4096, disk_gb=10))
+    start_hypervisor(driver)
+    elsewhere = create_and_place(handlers, host="compute-2", name="elsewhere")
+    here = create_and_place(handlers, name="here")
+    eventually(lambda: settled(handlers, here))
+    cache = app.repository.cache
+    assert cache is not None
+    handlers.delete_server(DeleteServer(elsewhere, "p1"))  # cached by the command, which appends to it
+    eventually(lambda: uuid.UUID(elsewhere) not in cache.cache)  # the worker met it, and let it go
+
+
 def test_a_permanent_error_records_a_fault_and_releases_the_claim(
     handlers: Handlers,
     driver: LibvirtDriver,

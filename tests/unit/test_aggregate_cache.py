@@ -84,10 +84,10 @@ def test_zero_keeps_nothing(part: str, application: Application, variable: str) 
 def test_each_part_has_its_own_default() -> None:
     s = Settings()
     defaults = (s.api_aggregate_cache, s.scheduler_aggregate_cache, s.hypervisor_aggregate_cache)
-    assert defaults == (2000, 1000, 500)
+    assert defaults == (1000, 1000, 500)
     one = Settings.from_env({"STRATUS_SCHEDULER_AGGREGATE_CACHE": "7"})
     assert (one.api_aggregate_cache, one.scheduler_aggregate_cache, one.hypervisor_aggregate_cache) == (
-        2000,
+        1000,
         7,
         500,
     )
