@@ -63,6 +63,12 @@ FAULTS = (
     "pause-hypervisor",
 )
 NO_ANSWER = (OSError, http.client.HTTPException, ValueError)
+
+
+class ReadModelBehind(Exception):
+    """The API answered 503: its read model had not reached the position asked for in time."""
+
+
 _SERVER_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -268,7 +274,15 @@ def _fault(c: FaultCluster, kind: str, rng: random.Random) -> tuple[str, float]:
 
 
 def _servers(c: FaultCluster) -> list[dict[str, Any]]:
-    status, _, doc = c.http.call("GET", "/v2.1/servers/detail?all_tenants=1&limit=1000")
+    """Every server as the read model shows it once it has applied the whole log as it is now (the
+    API waits for the log's head, ``X-Stratus-Min-Position``): a projector restarted by the last
+    fault may still be catching up, and a server deleted on the log would look ACTIVE there."""
+    with RawReader(c.settings.nats_urls, c.settings.stream) as reader:
+        head = reader.last_position(f"{c.settings.subject_prefix}.>")
+    path = "/v2.1/servers/detail?all_tenants=1&limit=1000"
+    status, _, doc = c.http.call("GET", path, headers={"X-Stratus-Min-Position": str(head)})
+    if status == 503:
+        raise ReadModelBehind(f"the read model is not at the log's head {head} yet: {doc}")
     assert status == 200, (status, doc)
     servers: list[dict[str, Any]] = doc["servers"]
     return [
@@ -292,6 +306,8 @@ def _settle(c: FaultCluster) -> list[dict[str, Any]]:
             stuck = [s for s in _servers(c) if s["status"] in TRANSITIONAL or s["task_state"] is not None]
         except NO_ANSWER:
             stuck = [{"id": "-", "status": "API not answering", "task_state": None}]
+        except ReadModelBehind as behind:
+            stuck = [{"id": "-", "status": str(behind), "task_state": None}]
         if not stuck or time.monotonic() > deadline:
             return stuck
         time.sleep(1.0)
