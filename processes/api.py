@@ -11,13 +11,15 @@ import dataclasses
 import shutil
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from api.app import LazyApp
-from api.watch import WatchApp
 from processes import logs
 from processes.spawn import child_env, exec_program, version_at_least
 from stratus.config import MULTIPROC_DIR_ENV, Settings
+
+if TYPE_CHECKING:  # imported where gunicorn loads the app, not by ``stratus api`` before its exec
+    from api.app import LazyApp
+    from api.watch import WatchApp
 
 API_APP = "processes.api:get_app()"
 # gunicorn's settings module: its hooks (a worker's metrics files) and, for JSON logs, its log format.
@@ -36,6 +38,8 @@ WATCH_BIND = "127.0.0.1:8775"
 
 def get_app() -> LazyApp:
     """gunicorn's entry point: ``gunicorn 'processes.api:get_app()'``."""
+    from api.app import LazyApp
+
     logs.configure(Settings.from_env().log_format)
     return LazyApp()
 
@@ -43,6 +47,8 @@ def get_app() -> LazyApp:
 def get_watch_app() -> WatchApp:
     """gunicorn's entry point for ``stratus watch``:
     ``gunicorn -k gthread 'processes.api:get_watch_app()'``."""
+    from api.watch import WatchApp
+
     settings = Settings.from_env()
     logs.configure(settings.log_format)
     # gunicorn's thread pool, as ``stratus watch`` sized it (its --threads or STRATUS_WATCH_THREADS)

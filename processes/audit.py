@@ -14,13 +14,13 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from processes.progress import Progress
-from stratus.audit import export, history, signatures, verify
-from stratus.audit.filestore import FileStoreError
 from stratus.config import Settings
-from stratus.eventstore.signing import Verifier
+
+if TYPE_CHECKING:  # imported by the command that uses them: every ``stratus`` command builds this parser
+    from stratus.audit import history, signatures
 
 EXIT_BROKEN = 1
 EXIT_USAGE = 2
@@ -109,6 +109,7 @@ def _aggregate_id(kind: str, resource_id: str) -> Any:
 @contextmanager
 def _app(settings: Settings) -> Iterator[tuple[Any, history.LogReader]]:
     from commands.app import Stratus
+    from stratus.audit import history
     from stratus.eventstore import Factory, NatsBridge
 
     bridge = NatsBridge(settings.nats_urls, name="stratus-audit", seed_file=settings.nats_seed_file).start()
@@ -124,6 +125,9 @@ def _print(out: IO[str], obj: Any) -> None:
 
 
 def _verify(settings: Settings, args: argparse.Namespace, out: IO[str]) -> int:
+    from stratus.audit import verify
+    from stratus.audit.filestore import FileStoreError
+
     anchors: dict[int, str] = {}
     for a in args.anchor:
         position, sep, value = a.partition(":")
@@ -170,6 +174,9 @@ def _verify(settings: Settings, args: argparse.Namespace, out: IO[str]) -> int:
 
 def _signatures(settings: Settings, args: argparse.Namespace, last: int) -> signatures.SignatureReport | None:
     """Who appended each event, checked against the trust registry (None: no registry named)."""
+    from stratus.audit import signatures
+    from stratus.eventstore.signing import Verifier
+
     verifier = Verifier.load(settings.trust_registry)
     if verifier is None:
         return None
@@ -205,6 +212,8 @@ def _describe(signed: signatures.SignatureReport | None) -> str:
 
 
 def _history(reader: history.LogReader, args: argparse.Namespace, out: IO[str]) -> int:
+    from stratus.audit import history
+
     aggregate_id = _aggregate_id(args.kind, args.id)
     marker = args.marker
     left = args.limit
@@ -279,6 +288,8 @@ def _usage(app: Any, reader: history.LogReader, args: argparse.Namespace, out: I
 
 
 def _export(settings: Settings, args: argparse.Namespace) -> int:
+    from stratus.audit import export
+
     aggregate = str(_aggregate_id(*args.resource)) if args.resource else None
     lines = export.export_lines(
         settings.nats_urls, settings.stream, settings.subject_prefix, aggregate_id=aggregate,
@@ -296,6 +307,7 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _import(settings: Settings, args: argparse.Namespace, out: IO[str]) -> int:
+    from stratus.audit import export
     from stratus.eventstore import Factory, NatsBridge
 
     bridge = NatsBridge(

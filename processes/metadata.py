@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import io
 import sys
-from typing import NoReturn, cast
+from typing import TYPE_CHECKING, NoReturn, cast
 
-from api.metadata.app import MetadataApp
-from api.metadata.relay import relay
 from processes import logs
 from processes.spawn import child_env, exec_program, version_at_least
-from processes.telemetry import metadata_probes
 from stratus.config import Settings
+
+if TYPE_CHECKING:  # imported where gunicorn loads the app, not by ``stratus metadata`` before its exec
+    from api.metadata.app import MetadataApp
 
 METADATA_APP = "processes.metadata:get_app()"
 # ``stratus metadata``'s address when it runs alone (``stratus run`` puts it at the API's port + 2).
@@ -26,6 +26,9 @@ METADATA_BIND = "127.0.0.1:8780"
 def get_app() -> MetadataApp:
     """gunicorn's entry point: ``gunicorn 'processes.metadata:get_app()'``; in the worker, so that its
     probes (``STRATUS_METADATA_METRICS_BIND``) read the worker's counters."""
+    from api.metadata.app import MetadataApp
+    from processes.telemetry import metadata_probes
+
     settings = Settings.from_env()
     logs.configure(settings.log_format)
     metadata_probes(settings)  # a daemon thread, for as long as the worker lives
@@ -62,6 +65,8 @@ def proxy(settings: Settings, instance_id: str, project_id: str, service: str | 
         return 2
     host, _, port = (service or settings.metadata_bind or METADATA_BIND).rpartition(":")
     host = "127.0.0.1" if host in ("", "0.0.0.0") else host.strip("[]")
+    from api.metadata.relay import relay
+
     guest_in = cast(io.BufferedIOBase, sys.stdin.buffer)
     guest_out = cast(io.BufferedIOBase, sys.stdout.buffer)
     relay(guest_in, guest_out, (host, int(port)), instance_id, project_id, key)
