@@ -42,7 +42,11 @@ def test_a_guest_that_stopped_on_its_own_is_recorded_shutoff(
     assert reconciler.once() == 0  # nothing to say: no event
     version = handlers.instance(server).version
     conn.lookupByUUIDString(server).destroy()  # the guest powered off behind our back
-    assert reconciler.once() == 1
+    # This reconciler records it, unless the host's own worker did first: woken by libvirt's
+    # lifecycle event where this process runs an event loop (an earlier test's), it reconciles at
+    # once. Either way it is recorded, and once.
+    if reconciler.once() == 0:  # the worker was first
+        eventually(lambda: handlers.instance(server).version == version + 1)
     inst = handlers.instance(server)
     assert (inst.vm_state, inst.power_state, inst.task_state) == (VmState.STOPPED, PowerState.SHUTDOWN, None)
     assert reconciler.once() == 0 and handlers.instance(server).version == version + 1  # recorded once
