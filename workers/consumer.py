@@ -408,16 +408,23 @@ def serve_batches(
     batch: int,
     poll: float = 1.0,
     settle: Settle | None = None,
+    idle: Callable[[], object] | None = None,
 ) -> None:
     """``serve``, handing the handler every message waiting (up to ``batch``) at once, in stream
     order; it answers with one outcome per delivery. The handler sets each delivery's command
-    context itself (``Delivery.context``), since one append may carry the work of several."""
+    context itself (``Delivery.context``), since one append may carry the work of several.
+    ``idle`` is called, on this thread, after each poll that brought nothing."""
     while not stop.is_set():
         msgs = _fetch(consumer, batch, poll, stop)
         if stop.is_set():
             consumer.release(msgs)  # redelivered at once to whoever runs next
             continue
         if not msgs:
+            if idle is not None:
+                try:
+                    idle()
+                except Exception:  # the next poll's idle, or the next batch, tries again
+                    log.exception("consumer %s: the idle step failed", consumer.durable)
             continue
         deliveries = _deliveries(consumer, msgs)
         if not deliveries:

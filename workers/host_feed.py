@@ -300,6 +300,17 @@ class HostFeed:
             while self._arrived:
                 self._fold(self._arrived.popleft())
 
+    def fold_arrived(self) -> int:
+        """Fold what the subscription has handed over so far, without asking the stream where its end
+        is (no request): called while the scheduler waits for work, so that Host events arriving
+        between its decisions (releases, other schedulers' claims) are folded as they come instead of
+        piling up in the hand-over for as long as it is idle. How many it folded."""
+        folded = 0
+        while self._arrived:
+            self._fold(self._arrived.popleft())
+            folded += 1
+        return folded
+
     def _fold(self, msg: Msg) -> None:
         try:
             self._recorder.observe(msg)  # the event store's head hints

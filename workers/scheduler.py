@@ -193,7 +193,10 @@ def run(
     beating = beat_periodically(beat, f"scheduler-{me}", stop, settings.heartbeat_interval_seconds)
     log.info("scheduler consuming %s (durable %s)", requested, durable)
     try:
-        serve_batches(consumer, handle_batch, stop, actor=SCHEDULER, batch=batch, poll=poll, settle=settle)
+        serve_batches(
+            consumer, handle_batch, stop, actor=SCHEDULER, batch=batch, poll=poll, settle=settle,
+            idle=feed.fold_arrived,  # the host view kept current while there is nothing to place
+        )  # fmt: skip
     finally:
         consumer.close()
         feed.close()

@@ -260,3 +260,30 @@ def _opened(feed: HostFeed) -> bool:
     except TimeoutError:
         return False
     return True
+
+
+def test_host_events_arriving_while_the_scheduler_is_idle_are_folded_as_they_come(
+    app: Stratus, bridge: NatsBridge, settings: Settings, request: pytest.FixtureRequest
+) -> None:
+    """Between two decisions the subscription hands Host events over (a release, another scheduler's
+    claims); a scheduler with nothing to place folds them while it waits (``fold_arrived``, its
+    consumer's idle step), so none piles up for as long as it is idle, and without a request."""
+    host = Host.register(f"compute-{uuid4().hex[:6]}", 10**6, 10**9, 10**8)
+    app.save(host)
+    view, feed, _ = started(bridge, settings, request)
+    claimed_on(app, host, 30, per_save=10)
+
+    def caught_up() -> bool:
+        feed.fold_arrived()  # what the scheduler's consumer does after each poll that brought nothing
+        return _folded(view, host)
+
+    eventually(caught_up)
+    assert feed.fold_arrived() == 0  # nothing left over
+    folded = view.named(host.hostname)
+    assert folded is not None
+    same(folded, host)
+
+
+def _folded(view: HostView, host: Host) -> bool:
+    mine = view.named(host.hostname)
+    return mine is not None and mine.version == host.version
