@@ -29,16 +29,18 @@ from commands.servers.scheduling import PlaceInstance
 from commands.unit_of_work import UnitOfWork
 from stratus.config import Settings, recorder_heads
 from stratus.eventstore import Factory, NatsBridge
+from tests.fixtures.commands import CACHE_SETTING
 from tests.fixtures.facades.handlers import Handlers
 
 Root = Callable[[NatsBridge, Settings], Factory]
 # Each composition root's event store and the setting that sizes its heads.
-ROOTS: list[tuple[str, Root, str]] = [
-    ("api", api_app.event_store, "STRATUS_API_AGGREGATE_CACHE"),
-    ("scheduler", processes.scheduler.factory, "STRATUS_SCHEDULER_AGGREGATE_CACHE"),
-    ("hypervisor", processes.hypervisor.factory, "STRATUS_HYPERVISOR_AGGREGATE_CACHE"),
-    ("simulate", processes.simulator.factory, "STRATUS_HYPERVISOR_AGGREGATE_CACHE"),
-]
+STORES: dict[str, Root] = {
+    "api": api_app.event_store,
+    "scheduler": processes.scheduler.factory,
+    "hypervisor": processes.hypervisor.factory,
+    "simulate": processes.simulator.factory,
+}
+ROOTS: list[tuple[str, Root, str]] = [(part, root, CACHE_SETTING[part]) for part, root in STORES.items()]
 TOPIC = "commands.instance:Instance.Created"
 
 

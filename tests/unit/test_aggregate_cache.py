@@ -19,16 +19,20 @@ from commands.instance import Instance
 from commands.usage import EPOCH_EVENTS, usage_aggregate_id
 from stratus.config import Settings
 from stratus.eventstore.memory import InMemoryFactory
+from tests.fixtures.commands import CACHE_SETTING
 from tests.fixtures.facades.handlers import CreateFlavor, CreateServer, Handlers
 from tests.fixtures.facades.operations import Operations
 
 Application = Callable[[Any, Settings], Stratus]
 # Each composition root's application and the setting that sizes its cache.
+APPLICATIONS: dict[str, Application] = {
+    "api": api_app.application,
+    "scheduler": processes.scheduler.application,
+    "hypervisor": processes.hypervisor.application,
+    "simulate": processes.simulator.application,
+}
 ROOTS: list[tuple[str, Application, str]] = [
-    ("api", api_app.application, "STRATUS_API_AGGREGATE_CACHE"),
-    ("scheduler", processes.scheduler.application, "STRATUS_SCHEDULER_AGGREGATE_CACHE"),
-    ("hypervisor", processes.hypervisor.application, "STRATUS_HYPERVISOR_AGGREGATE_CACHE"),
-    ("simulate", processes.simulator.application, "STRATUS_HYPERVISOR_AGGREGATE_CACHE"),
+    (part, application, CACHE_SETTING[part]) for part, application in APPLICATIONS.items()
 ]
 
 
