@@ -91,6 +91,7 @@ from tests.bench.bench_placement import process
 from tests.bench.bench_servers_detail import get
 from tests.bench.harness import loadavg, machine_lines
 from tests.bench.lifecycles import Lifecycles
+from tests.fixtures.commands import requested
 from tests.fixtures.facades.handlers import CreateFlavor, CreateServer, Handlers
 from tests.fixtures.facades.operations import Operations
 from workers.consumer import DurableConsumer
@@ -243,32 +244,11 @@ def appends(app: Stratus, bridge: NatsBridge, n: int) -> dict[str, dict[str, flo
     """One event at version n+1: ``recorder.append`` and the raw publish of the same message."""
     recorder, mapper = app.recorder, app.mapper
 
-    def requested(tag: str) -> list[Instance]:
-        out = [
-            Instance.request(
-                uuid4(),
-                name=f"{tag}-{i}",
-                project_id="growth-append",
-                user_id="u",
-                flavor={
-                    "id": FLAVOR,
-                    "name": FLAVOR,
-                    "vcpus": 1,
-                    "ram": 512,
-                    "disk": 1,
-                    "ephemeral": 0,
-                    "swap": 0,
-                },
-                image_ref="",
-                metadata={},
-                availability_zone=None,
-                request_key=None,
-            )
-            for i in range(n)
-        ]
-        return out
+    def batch(tag: str) -> list[Instance]:
+        flavor = {"id": FLAVOR, "name": FLAVOR, "vcpus": 1, "ram": 512, "disk": 1, "ephemeral": 0, "swap": 0}
+        return [requested(f"{tag}-{i}", "growth-append", flavor) for i in range(n)]
 
-    ours, raw = requested("a"), requested("r")
+    ours, raw = batch("a"), batch("r")
     app.save(*ours)
     firsts = [
         raw_message(recorder, mapper.to_stored_event(e), 0)  # type: ignore[arg-type]

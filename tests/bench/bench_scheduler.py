@@ -27,7 +27,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
 from commands.app import Stratus
@@ -41,6 +40,7 @@ from stratus.eventstore.envelope import APPEND_ID, decode_message
 from stratus.eventstore.subjects import SubjectLayout
 from tests.bench.bench_placement import process
 from tests.bench.harness import TreeCpu, loadavg, machine_lines, nats_server
+from tests.fixtures.commands import requested
 from tests.fixtures.facades.handlers import Handlers
 from tests.fixtures.facades.operations import Operations
 from workers.simulator import host_names
@@ -109,20 +109,7 @@ def floor(app: Stratus, names: list[str], pairs: int, batch: int) -> float:
     flavor = {"id": "bench", "name": "b", "vcpus": 1, "ram": 64, "disk": 1, "ephemeral": 0, "swap": 0}
     need = Resources.of_flavor(flavor)
     hosts: list[Host] = [app.repository.get(host_aggregate_id(n)) for n in names]
-    servers = [
-        Instance.request(
-            uuid.uuid4(),
-            name="floor",
-            project_id="floor",
-            user_id="u",
-            flavor=flavor,
-            image_ref="",
-            metadata={},
-            availability_zone=None,
-            request_key=None,
-        )
-        for _ in range(pairs)
-    ]
+    servers = [requested("floor", "floor", flavor) for _ in range(pairs)]
     for start in range(0, pairs, 500):
         app.save(*servers[start : start + 500])
     began = time.perf_counter()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import pytest
 
@@ -19,7 +19,7 @@ from commands.instance import Instance
 from commands.usage import EPOCH_EVENTS, usage_aggregate_id
 from stratus.config import Settings
 from stratus.eventstore.memory import InMemoryFactory
-from tests.fixtures.commands import CACHE_SETTING
+from tests.fixtures.commands import CACHE_SETTING, requested
 from tests.fixtures.facades.handlers import CreateFlavor, CreateServer, Handlers
 from tests.fixtures.facades.operations import Operations
 
@@ -39,20 +39,7 @@ ROOTS: list[tuple[str, Application, str]] = [
 def servers(app: Stratus, n: int) -> list[UUID]:
     """``n`` requested servers on the app's log."""
     flavor = {"id": "1", "name": "m1.tiny", "vcpus": 1, "ram": 512, "disk": 1, "ephemeral": 0, "swap": 0}
-    made = [
-        Instance.request(
-            uuid4(),
-            name=f"vm-{i}",
-            project_id="p",
-            user_id="u",
-            flavor=flavor,
-            image_ref="",
-            metadata={},
-            availability_zone=None,
-            request_key=None,
-        )
-        for i in range(n)
-    ]
+    made = [requested(f"vm-{i}", "p", flavor) for i in range(n)]
     app.save(*made)
     return [inst.id for inst in made]
 

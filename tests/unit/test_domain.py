@@ -5,8 +5,6 @@ Pure domain objects, no persistence involved: these are the rules the handlers r
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from commands.errors import InsufficientResources, InvalidInput, InvalidState, NotFound
@@ -14,20 +12,12 @@ from commands.flavor import Flavor
 from commands.host import Host, Resources
 from commands.instance import Instance
 from commands.states import PowerState, api_status
+from tests.fixtures.commands import requested
 
 
 def new_instance() -> Instance:
-    return Instance.request(
-        uuid.uuid4(),
-        name="vm",
-        project_id="p",
-        user_id="u",
-        flavor={"id": "1", "name": "t", "vcpus": 2, "ram": 1024, "disk": 10, "ephemeral": 0, "swap": 0},
-        image_ref="",
-        metadata={},
-        availability_zone=None,
-        request_key=None,
-    )
+    flavor = {"id": "1", "name": "t", "vcpus": 2, "ram": 1024, "disk": 10, "ephemeral": 0, "swap": 0}
+    return requested("vm", "p", flavor)
 
 
 def test_instance_lifecycle_follows_nova_states() -> None:
