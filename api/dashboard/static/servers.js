@@ -63,6 +63,7 @@ class Servers {
     this.markers = [null]; // the marker of each page up to the current one (the first has none)
     this.next = null; // the next page's marker, when the API gave a next link
     this.limit = pageSize();
+    this.asked = 0; // page requests made: only the newest one's answer is shown
   }
 
   get page() {
@@ -80,9 +81,20 @@ class Servers {
     return `/v2.1/servers/detail?${query}`;
   }
 
+  // The page after ``marker`` as of ``minPosition``, or null when the user asked for another page
+  // while this one was on its way (a slow first read must not overwrite the page moved to since).
+  async read(marker, minPosition) {
+    const asked = ++this.asked;
+    const body = await get(this.path(marker), { minPosition });
+    return asked === this.asked ? body : null;
+  }
+
   // The current page as of ``minPosition``.
   async load(minPosition) {
-    this.show(await get(this.path(this.markers[this.markers.length - 1]), { minPosition }));
+    const body = await this.read(this.markers[this.markers.length - 1], minPosition);
+    if (body) {
+      this.show(body);
+    }
   }
 
   show(body) {
@@ -96,13 +108,17 @@ class Servers {
     if (!this.next) {
       return;
     }
-    const body = await get(this.path(this.next), { minPosition });
+    const marker = this.next;
+    const body = await this.read(marker, minPosition);
+    if (!body) {
+      return;
+    }
     if (body.servers.length === 0) {
       this.next = null; // a full last page has a next link to an empty page: stay, with no next
       this.render();
       return;
     }
-    this.markers.push(this.next);
+    this.markers.push(marker);
     this.show(body);
   }
 
