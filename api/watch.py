@@ -66,6 +66,8 @@ ROUTE = "/v2.1/stratus/events"
 DEFAULT_THREADS = 64
 HEARTBEAT_SECONDS = 15.0
 _PAGE = 500
+# A stream's last words when the watch is stopping (a comment: EventSource reconnects on the end).
+STOPPING = b": stratus watch is stopping; reconnect\n\n"
 # Identity records (a project itself, its users and role grants) are for auditors, even when they
 # name a project: Keystone's default policy lets members list neither users nor role assignments.
 IDENTITY_KINDS = frozenset({"project", "user", "role", "group", "domain", "token", "credential"})
@@ -248,6 +250,14 @@ class Events:
         self._auth = authenticator
         self._limits = limits or StreamLimits()
         self._open = _Open(self._limits)
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        """End every open stream now (the process was told to stop): each says so in a comment and
+        ends, and the clients reconnect after the stream's ``retry`` (to another watch, in a rolling
+        restart) instead of holding the worker until gunicorn's graceful timeout kills it."""
+        self._stopping.set()
+        self._recorder.wake_waiters()
 
     def _filter(self, req: falcon.Request) -> str:
         layout = self._recorder.layout
@@ -382,6 +392,9 @@ class Events:
             if (end := ended()) is not None:
                 yield end
                 return
+            if self._stopping.is_set():
+                yield STOPPING
+                return
             last = r.max_notification_id() or 0
             while cursor <= last:
                 msgs = r.read_messages(cursor, _PAGE, stop=last, subject_filter=subject_filter)
@@ -398,7 +411,7 @@ class Events:
             if time.monotonic() - beat >= self._heartbeat:
                 yield b": keep-alive\n\n"
                 beat = time.monotonic()
-            r.wait_for_position(last, timeout=wait)
+            r.wait_for_position(last, timeout=wait, cancel=self._stopping)
 
 
 class WatchApp(LazyApp):
@@ -407,6 +420,12 @@ class WatchApp(LazyApp):
     def __init__(self, threads: int = DEFAULT_THREADS) -> None:
         super().__init__()
         self._threads = threads
+        self._events: Events | None = None
+
+    def stop_streams(self) -> None:
+        """Called on the worker's SIGTERM (``processes.gunicorn_conf``): the open streams end."""
+        if self._events is not None:
+            self._events.stop()
 
     def _extend(self, app: falcon.App, deps: Deps) -> None:
         settings = deps.settings
@@ -414,6 +433,7 @@ class WatchApp(LazyApp):
         limits = StreamLimits.for_pool(settings, self._threads)
         events = Events(deps.log, authenticator=authenticator, limits=limits)
         app.add_route(ROUTE, events)
+        self._events = events
 
 
 def add_route(

@@ -7,6 +7,7 @@ killed) are JSON too, as the API's.
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from processes import memtrace
@@ -41,3 +42,20 @@ def child_exit(server: Any, worker: Any) -> None:
 def post_worker_init(worker: Any) -> None:
     # after gunicorn set the worker's signal handlers (its SIGUSR2 would end the worker otherwise)
     memtrace.install(_settings.memory_trace_dir, "api")
+    stop_streams = getattr(worker.wsgi, "stop_streams", None)  # the watch's app (api.watch.WatchApp)
+    if stop_streams is not None:
+        _before_graceful_stop(stop_streams)
+
+
+def _before_graceful_stop(stop_streams: Any) -> None:
+    """On the worker's SIGTERM, the open event streams end first, then gunicorn's own handler runs:
+    a gthread worker waits for its requests to finish, and a stream would otherwise hold it until
+    the graceful timeout and a SIGKILL."""
+    graceful = signal.getsignal(signal.SIGTERM)
+
+    def stopping(signum: int, frame: Any) -> None:
+        stop_streams()
+        if callable(graceful):
+            graceful(signum, frame)
+
+    signal.signal(signal.SIGTERM, stopping)

@@ -1149,10 +1149,11 @@ class JetStreamApplicationRecorder(JetStreamAggregateRecorder, ApplicationRecord
     def subscribe(self, gt: int | None = None, topics: Sequence[str] = ()) -> JetStreamSubscription:
         return JetStreamSubscription(self, gt=gt, topics=topics)
 
-    def wait_for_position(self, gt: int, timeout: float) -> int:
+    def wait_for_position(self, gt: int, timeout: float, cancel: threading.Event | None = None) -> int:
         """Block until the log's last position is > ``gt`` or ``timeout`` passes; return the last position.
 
-        The result is ≤ ``gt`` only on timeout. Woken by commits (this process's or any other's).
+        The result is ≤ ``gt`` only on timeout, or once ``cancel`` is set (checked when woken:
+        set it, then ``wake_waiters``). Woken by commits (this process's or any other's).
         """
         deadline = time.monotonic() + timeout
         woken = threading.Event()
@@ -1171,7 +1172,7 @@ class JetStreamApplicationRecorder(JetStreamAggregateRecorder, ApplicationRecord
                     position = max(position, self.max_notification_id() or 0)
                 ask = True
                 remaining = deadline - time.monotonic()
-                if position > gt or remaining <= 0:
+                if position > gt or remaining <= 0 or (cancel is not None and cancel.is_set()):
                     return position
                 woken.wait(min(remaining, self.poll_interval))
                 if self._announced > gt:
@@ -1188,6 +1189,10 @@ class JetStreamApplicationRecorder(JetStreamAggregateRecorder, ApplicationRecord
 
     def unregister_wakeup(self, event: threading.Event) -> None:
         self._wakeups.discard(event)
+
+    def wake_waiters(self) -> None:
+        """Every thread in ``wait_for_position`` rechecks now (a server stopping its streams)."""
+        self._wakeups.wake_all()
 
     def _start_wakeups(self) -> None:
         with self._wake_lock:

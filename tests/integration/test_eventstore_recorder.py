@@ -339,6 +339,24 @@ def test_subscription_and_wait_for_position_wake_up_on_commit(recorder: JetStrea
     assert woke_at and woke_at[0] - committed_at < 0.5
 
 
+def test_a_cancelled_wait_for_position_returns_when_woken(recorder: JetStreamApplicationRecorder) -> None:
+    """A waiter whose ``cancel`` is set returns at the wake-up, long before its timeout, with no new
+    position (how ``stratus watch`` ends its streams on SIGTERM)."""
+    recorder.poll_interval = 60.0  # no poll wakes it
+    cancel = threading.Event()
+    answered: list[int] = []
+    t = threading.Thread(
+        target=lambda: answered.append(recorder.wait_for_position(0, timeout=60.0, cancel=cancel))
+    )
+    t.start()
+    time.sleep(0.2)
+    assert not answered  # waiting
+    cancel.set()
+    recorder.wake_waiters()
+    t.join(timeout=20)
+    assert answered == [0]
+
+
 def test_bridge_close_cancels_waiting_calls(settings: Settings, make_recorder: Make) -> None:
     make_recorder(settings)
     b = NatsBridge(settings.nats_urls).start()

@@ -111,6 +111,25 @@ def test_filters_by_type_and_id(stack: Stack, http_server: Http) -> None:
     assert first != second
 
 
+def test_stratus_watch_ends_its_streams_when_told_to_stop(
+    stack: Stack, api_settings: Settings, tmp_path: Path
+) -> None:
+    """SIGTERM ends every open stream at once, with a comment saying why (EventSource reconnects),
+    and the process exits 0: a stream no longer holds the worker until gunicorn kills it."""
+    port = free_port()
+    argv = [sys.executable, "-m", "processes.cli", "watch", "--bind", f"127.0.0.1:{port}", "--threads", "8"]
+    log = tmp_path / "watch.log"
+    with serving(argv, api_settings, port, log) as proc:
+        streams = [Http(port).open("/v2.1/stratus/events", who(stack, who_)) for who_ in (ADMIN, P1)]
+        for stream in streams:
+            assert stream.status == 200 and stream.readline().startswith(b"retry:")
+        proc.terminate()
+        for stream in streams:
+            assert stream.read().endswith(watch.STOPPING)  # the rest, to its end
+        assert proc.wait(timeout=30) == 0
+    assert "SIGKILL" not in log.read_text()
+
+
 def test_a_reader_that_never_reads_stalls_no_one(stack: Stack, http_server: Http) -> None:
     stuck = http_server.open(
         "/v2.1/stratus/events?after=0", who(stack, ADMIN), rcvbuf=4096
