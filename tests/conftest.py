@@ -53,7 +53,27 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
 
     class ByScope(LoadScopeScheduling):
+        """Units in the order collected (the whole-stack modules first, the longest of them first),
+        and a worker is given its next unit only when its last test is running: xdist's own rule
+        (up to two tests left) queued a unit behind tempest's three-minute run while the other
+        workers ran out of work."""
+
         def _split_scope(self, nodeid: str) -> str:
             return scope_of(nodeid)
+
+        def schedule(self) -> None:
+            self.config.option.loadscopereorder = False  # not by tests per unit: by collection
+            super().schedule()
+
+        def _reschedule(self, node: Any) -> None:
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            # a worker runs a test once it knows the next (for fixtures' teardown): one left means
+            # it is running that one's predecessor's report, or waiting, so it needs work now
+            if self._pending_of(self.assigned_work[node]) <= 1:
+                self._assign_work_unit(node)
 
     return ByScope(config, log)

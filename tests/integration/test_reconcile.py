@@ -102,7 +102,10 @@ def test_strays_orphans_are_destroyed_and_unknown_guests_left_alone(
     unknown = str(uuid.uuid4())
     conn.defineXML(domain_xml(GuestSpec(unknown, 1, 128))).create()
     reconciler = Reconciler(handlers.bus, driver, HOST)
-    assert reconciler.once() == 2
+    # This reconciler finds both, unless the host's own worker did first (woken by libvirt's
+    # lifecycle events where this process runs an event loop, as in the stopped guest's test).
+    if reconciler.once() == 0:  # the worker was first
+        eventually(lambda: census(handlers).strays == {server: DESTROYED, unknown: LEFT_ALONE})
     assert census(handlers).strays == {server: DESTROYED, unknown: LEFT_ALONE}
     assert {d.UUIDString() for d in conn.listAllDomains()} == {unknown}
     version = census(handlers).version
