@@ -34,16 +34,18 @@ logger = logging.getLogger("stratus.rebuild")
 _STATUS_LINE = len(b"NATS/1.0\r\n")  # what nats-py strips before parsing a header block's lines
 # Direct gets per request: the server also caps a reply's bytes, and the reader asks again for the rest.
 _BATCH = 1000
-
-
-_PARSE = object()  # a lookup in the block cannot be sure: parse it all
+_MISSING = object()
 _TOKEN = re.compile(r"[!-9;-~]+")  # a header name as the parser keeps it: ASCII, no whitespace, no colon
 
 
 @functools.lru_cache(maxsize=64)
-def _token(name: str) -> bytes | None:
-    """``name`` as bytes to look for in a block, or None when only the parser's rules can say."""
-    return name.encode() if _TOKEN.fullmatch(name) else None
+def _line_start(name: str) -> tuple[bytes, bytes] | None:
+    """``name`` as bytes and the start of its line in a block (``\r\nname:``), or None when only the
+    parser's rules can say (a name with whitespace or a colon, or not ASCII)."""
+    if _TOKEN.fullmatch(name) is None:
+        return None
+    key = name.encode()
+    return key, b"\r\n" + key + b":"
 
 
 class HeaderBlock(Mapping[str, str]):
@@ -65,23 +67,18 @@ class HeaderBlock(Mapping[str, str]):
         self._parsed: dict[str, str] | None = None
 
     def get(self, name: str, default: Any = None) -> Any:
-        key = _token(name) if self._parsed is None else None
-        if key is not None:
-            found = self._find(key)
-            if found is not _PARSE:
-                return default if found is None else found
+        found = _line_start(name) if self._parsed is None else None
+        if found is not None:
+            key, start = found
+            block = self._block
+            at = block.rfind(start)
+            after = at + len(start) if at >= 0 else 0
+            if block.find(key, after) < 0:  # else the name again (padded?): the parser decides
+                if at < 0:
+                    return default
+                end = block.find(b"\r\n", after)
+                return block[after : end if end >= 0 else len(block)].strip().decode("utf-8", "replace")
         return self._all().get(name, default)
-
-    def _find(self, key: bytes) -> object:
-        block = self._block
-        at = block.rfind(b"\r\n" + key + b":")
-        after = at + len(key) + 3 if at >= 0 else 0
-        if block.find(key, after) >= 0:
-            return _PARSE
-        if at < 0:
-            return None
-        end = block.find(b"\r\n", after)
-        return block[after : end if end >= 0 else len(block)].strip().decode("utf-8", "replace")
 
     def _all(self) -> dict[str, str]:
         if self._parsed is None:
@@ -89,8 +86,8 @@ class HeaderBlock(Mapping[str, str]):
         return self._parsed
 
     def __getitem__(self, name: str) -> str:
-        value = self.get(name, _PARSE)
-        if value is _PARSE:
+        value = self.get(name, _MISSING)
+        if value is _MISSING:
             raise KeyError(name)
         return value  # type: ignore[no-any-return]
 
