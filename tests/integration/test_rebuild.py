@@ -18,6 +18,7 @@ from projections import queries
 from projections.rawlog import RawLog, replay_log
 from projections.rebuild import NEW_SCHEMA, OLD_SCHEMA, RebuildInProgress, rebuild
 from projections.schema import LIVE_SCHEMA, REBUILD_LOCK, TABLES, schema_exists
+from stratus.audit.rawreader import RawReader
 from stratus.config import Settings
 from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge
 from tests.fixtures.facades.handlers import Handlers
@@ -194,3 +195,27 @@ def test_a_replay_reads_through_nats_py_when_the_raw_reader_cannot(
     finally:
         bridge.close()
     assert f"rebuild: reading the log through nats-py: {why}" in caplog.text
+
+
+def test_a_replay_whose_raw_reader_is_lost_reads_on_through_nats_py(
+    app: Stratus, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    populate(app, instances=20, hosts=2, chunk=10)
+    recorder = app.recorder
+    reader = RawReader(settings.nats_urls, settings.stream)
+    log = RawLog(recorder, reader)  # type: ignore[arg-type]
+    first = log.read_messages(1, 50)
+    reader.close()  # the connection lost between two batches (a NATS restart)
+    with caplog.at_level(logging.WARNING, "stratus.rebuild"):
+        rest = log.read_messages(51, 10_000)
+    assert "rebuild: the raw reader failed" in caplog.text and "reading on through nats-py" in caplog.text
+    expected = recorder.read_messages(1, 10_000)  # type: ignore[attr-defined]
+    assert [_stored(m) for m in first + rest] == [_stored(m) for m in expected]
+    log.close()
+
+
+def _stored(msg: Any) -> tuple[dict[str, str], bytes]:
+    """A message's headers and body, without what a direct get sets per request (the previous
+    position in its reply)."""
+    headers = {k: v for k, v in msg.headers.items() if k != "Nats-Last-Sequence"}
+    return headers, bytes(msg.data)
