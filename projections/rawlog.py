@@ -4,13 +4,15 @@ Why: a rebuild reads the whole log once, and reading it through nats-py cost 25-
 process's CPU per event (its message path and header parse), about half of the rebuild's
 (docs/performance.md, "Read models: rebuild"). ``stratus.audit.rawreader.RawReader`` reads the same
 batch direct gets on a blocking socket. ``RawLog`` puts it behind the projector's ``EventLog``: its
-``read_messages`` hands back messages shaped as nats-py's (``headers`` parsed by the bridge's own
-parser, ``data``, ``subject``), so the projector decodes, checks and applies them as it does today;
-everything else (the log's head, a filtered read of the trust check) is the recorder's.
+``read_messages`` hands back messages shaped as nats-py's (``headers`` answering what the bridge's
+parser makes of the block, ``HeaderBlock``; ``data``; ``subject``), so the projector decodes, checks
+and applies them as it does today; everything else (the log's head, a filtered read of the trust
+check) is the recorder's.
 
 The raw reader has no TLS and no reconnects. ``replay_log`` reads through nats-py instead when a URL
-asks for TLS or the reader cannot connect, and ``RawLog`` goes on through nats-py (which rides out
-NATS restarts) if its connection is lost mid-replay; each says why in the log.
+asks for TLS (``tls://``) or the reader cannot connect, and ``RawLog`` goes on through nats-py (which
+rides out NATS restarts) if its connection is lost mid-replay; each says why in a warning (slower,
+not wrong: the same messages, decoded the same way).
 """
 
 from __future__ import annotations
@@ -170,18 +172,18 @@ def replay_log(log: EventLog, *, raw: bool = True) -> Iterator[EventLog]:
         yield log
         return
     urls = log.bridge.urls
-    tls = [u for u in urls if urlsplit(u if "://" in u else f"nats://{u}").scheme not in ("nats", "")]
-    if tls:
-        logger.info(
-            "rebuild: reading the log through nats-py: the raw reader does not speak TLS (%s)",
-            ", ".join(map(redacted, tls)),
+    other = [u for u in urls if urlsplit(u if "://" in u else f"nats://{u}").scheme not in ("nats", "")]
+    if other:  # tls:// (or websockets): the raw reader speaks the plain protocol only
+        logger.warning(
+            "rebuild: reading the log through nats-py: the raw reader speaks nats:// only (%s)",
+            ", ".join(map(redacted, other)),
         )
         yield log
         return
     try:
         reader = RawReader(urls, log.stream, seed_file=log.bridge.seed_file)
     except (RawReaderError, OSError) as e:
-        logger.info("rebuild: reading the log through nats-py: the raw reader cannot connect (%s)", e)
+        logger.warning("rebuild: reading the log through nats-py: the raw reader cannot connect (%s)", e)
         yield log
         return
     raw_log = RawLog(log, reader)
