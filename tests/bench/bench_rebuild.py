@@ -260,6 +260,7 @@ def instance_rows(n: int) -> list[dict[str, Any]]:
             request_key=None,
         )
         (event,) = inst.collect_events()
+        assert isinstance(event, Instance.Requested)
         rows.append(apply.instance_requested(event, i + 1))
     return rows
 
