@@ -135,7 +135,7 @@ class RawLog:
                 self._end_read()
                 self._messages = self._reader.messages(self.layout.all, start, batch=_BATCH)
             raws = list(itertools.islice(self._messages, limit))
-        except RawReaderError as e:
+        except (RawReaderError, OSError) as e:  # its socket's reads are translated, its writes are not
             logger.warning("rebuild: the raw reader failed (%s); reading on through nats-py", e)
             self.close()
             return list(self.log.read_messages(start, limit))
@@ -158,7 +158,7 @@ class RawLog:
     def close(self) -> None:
         reader, self._reader = self._reader, None
         if reader is not None:
-            with contextlib.suppress(RawReaderError):
+            with contextlib.suppress(RawReaderError, OSError):
                 self._end_read()
             self._messages = None
             reader.close()
