@@ -23,6 +23,7 @@ from eventsourcing.persistence import Mapper
 from psycopg import sql
 
 from projections.projector import EventLog, Projector
+from projections.rawlog import replay_log
 from projections.schema import (
     LIVE_SCHEMA,
     POSITION_CHANNEL,
@@ -66,6 +67,7 @@ def rebuild(
     quarantine: Quarantine | None = None,
     trust: Verifier | None = None,
     progress: Callable[[int, int], None] | None = None,
+    raw_read: bool = True,
 ) -> RebuildResult:
     """Replay ``log`` into a new schema and swap it in as ``stratus_rm``; ``conn`` must be autocommit.
 
@@ -73,7 +75,8 @@ def rebuild(
     dropping it. ``quarantine``: where events the replay cannot apply are recorded (part ``rebuild``)
     and skipped; without one such an event stops the rebuild (``PoisonEvent``). ``trust``: refuses
     events as the live projector does (docs/trust.md), so that a rebuild equals the live models.
-    ``progress``: told ``(position, head)`` after each batch of the replay.
+    ``progress``: told ``(position, head)`` after each batch of the replay. ``raw_read``: the replay
+    reads the log below nats-py where it can (``projections.rawlog``); False: through ``log`` alone.
     """
     if not conn.autocommit:
         raise ValueError("rebuild needs an autocommit connection (it manages its own transactions)")
@@ -82,44 +85,45 @@ def rebuild(
     if not got or not got[0]:
         raise RebuildInProgress("another rebuild is running against this database")
     try:
-        with conn.transaction():
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(NEW_SCHEMA)))
-            create_schema(conn, NEW_SCHEMA)
-        projector = Projector(
-            log, mapper, conn, schema=NEW_SCHEMA, batch_size=batch_size, lock=False,
-            quarantine=quarantine, part="rebuild", trust=trust, fresh=True,
-        )  # fmt: skip
-        # Replay up to the log's head, again while writers appended more than a batch meanwhile, so
-        # that the lock below is held for a batch at most (each pass is bounded by the head it saw).
-        head = _head(log)
-        if progress is not None:
-            projector.progress = lambda position: progress(position, head)
-        replayed = projector.catch_up(until=head)
-        while (head := _head(log)) - replayed > batch_size:
+        with replay_log(log, raw=raw_read) as source:
+            with conn.transaction():
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(NEW_SCHEMA)))
+                create_schema(conn, NEW_SCHEMA)
+            projector = Projector(
+                source, mapper, conn, schema=NEW_SCHEMA, batch_size=batch_size, lock=False,
+                quarantine=quarantine, part="rebuild", trust=trust, fresh=True,
+            )  # fmt: skip
+            # Replay up to the log's head, again while writers appended more than a batch meanwhile, so
+            # that the lock below is held for a batch at most (each pass is bounded by the head it saw).
+            head = _head(log)
+            if progress is not None:
+                projector.progress = lambda position: progress(position, head)
             replayed = projector.catch_up(until=head)
-        analyze(conn, NEW_SCHEMA)  # its first readers are planned on statistics, not on guesses
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
-            # The live runner now waits for this lock: apply what arrived during the replay, up to the
-            # log's head as of now (writers may keep appending; the live runner follows from here).
-            position = projector.catch_up(until=_head(log))
-            if schema_exists(conn, OLD_SCHEMA):
-                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(OLD_SCHEMA)))
-            if schema_exists(conn, LIVE_SCHEMA):
+            while (head := _head(log)) - replayed > batch_size:
+                replayed = projector.catch_up(until=head)
+            analyze(conn, NEW_SCHEMA)  # its first readers are planned on statistics, not on guesses
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
+                # The live runner now waits for this lock: apply what arrived during the replay, up to the
+                # log's head as of now (writers may keep appending; the live runner follows from here).
+                position = projector.catch_up(until=_head(log))
+                if schema_exists(conn, OLD_SCHEMA):
+                    conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(OLD_SCHEMA)))
+                if schema_exists(conn, LIVE_SCHEMA):
+                    conn.execute(
+                        sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
+                            sql.Identifier(LIVE_SCHEMA), sql.Identifier(OLD_SCHEMA)
+                        )
+                    )
                 conn.execute(
                     sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
-                        sql.Identifier(LIVE_SCHEMA), sql.Identifier(OLD_SCHEMA)
+                        sql.Identifier(NEW_SCHEMA), sql.Identifier(LIVE_SCHEMA)
                     )
                 )
-            conn.execute(
-                sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
-                    sql.Identifier(NEW_SCHEMA), sql.Identifier(LIVE_SCHEMA)
-                )
-            )
-            conn.execute("SELECT pg_notify(%s, %s)", (POSITION_CHANNEL, str(position)))
-        if not keep_old:
-            # Waits for readers still inside a statement on the old tables; new ones use the new tables.
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(OLD_SCHEMA)))
+                conn.execute("SELECT pg_notify(%s, %s)", (POSITION_CHANNEL, str(position)))
+            if not keep_old:
+                # Waits for readers still inside a statement on the old tables; new ones use the new tables.
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(OLD_SCHEMA)))
     finally:
         if not conn.broken:  # a lost session has released its locks already
             conn.execute("SELECT pg_advisory_unlock(%s)", (REBUILD_LOCK,))

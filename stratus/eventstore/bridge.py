@@ -170,6 +170,7 @@ class NatsBridge:
         self._reconnect_time_wait = reconnect_time_wait
         self._connect_timeout = connect_timeout
         self._ping_interval = ping_interval
+        self.seed_file = seed_file  # where the seed was read from: for readers below nats-py (rebuilds)
         self._seed = seed_file.read_text().strip() if seed_file is not None else None
         # With a seed, replies come under the identity's own inbox prefix: the only inboxes its
         # NATS permissions let it subscribe to (docs/trust.md).

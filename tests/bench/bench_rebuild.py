@@ -10,11 +10,14 @@ many servers are in flight at once), then measures in each of R interleaved roun
 - reading the whole stream: a raw-protocol reader (socket, batch direct gets, counting only), a
   nats-py ordered push consumer, nats-py batch direct gets, ``recorder.read_messages``, and
   ``Projector.fetch`` (the rebuild's reader: Notifications decoded to domain events);
+  ``Projector.fetch`` again through the reader below nats-py that the rebuild uses
+  (``projections.rawlog``);
 - writing N rows shaped like ``stratus_rm.instances`` (same table, same indexes): ``COPY``, and
   ``executemany`` of the projection's ``INSERT ... ON CONFLICT DO UPDATE`` in one transaction;
 - the live projector's catch-up of the whole log into a fresh schema (``Projector.catch_up`` with
   its lock and batches of 500: a projector back after downtime);
-- ``projections.rebuild.rebuild`` of the whole log (replay into a new schema, swap).
+- ``projections.rebuild.rebuild`` of the whole log (replay into a new schema, swap), reading below
+  nats-py as it does by default, and again through nats-py (``raw_read=False``).
 
 Rates are medians over rounds; ratios are taken within a round (same load), then the median.
 """
@@ -48,6 +51,7 @@ from commands.host import Host
 from commands.instance import Instance
 from projections import apply
 from projections.projector import Projector
+from projections.rawlog import replay_log
 from projections.rebuild import rebuild
 from projections.schema import INSTANCE_COLUMNS, LIVE_SCHEMA, create_schema
 from stratus.config import Settings
@@ -69,6 +73,7 @@ RAW_READ = "read: raw protocol, batch direct get (no client library)"
 ORDERED_READ = "read: nats-py ordered push consumer"
 COPY = "write: COPY into instances"
 REBUILD = "projections.rebuild.rebuild"
+REBUILD_NATS_PY = "projections.rebuild.rebuild through nats-py (raw_read=False)"
 # The live projector's catch-up (after a restart or downtime): its lock and batch size, no swap.
 CATCH_UP = "Projector.catch_up, as the live projector (lock, batches of 500)"
 CATCH_UP_BATCH = 500
@@ -255,6 +260,7 @@ def instance_rows(n: int) -> list[dict[str, Any]]:
             request_key=None,
         )
         (event,) = inst.collect_events()
+        assert isinstance(event, Instance.Requested)
         rows.append(apply.instance_requested(event, i + 1))
     return rows
 
@@ -359,6 +365,15 @@ def run_round(
     bench.measure("read: recorder.read_messages", "events", lambda: read_messages_all(recorder))
     projector = Projector(recorder, mapper, conn, schema="bench_fetch", batch_size=batch_size, lock=False)
     bench.measure("read: Projector.fetch (decoded events)", "events", lambda: fetch_all(projector))
+    with replay_log(recorder) as raw_log:
+        raw_projector = Projector(
+            raw_log, mapper, conn, schema="bench_fetch", batch_size=batch_size, lock=False
+        )
+        bench.measure(
+            "read: Projector.fetch below nats-py (projections.rawlog)",
+            "events",
+            lambda: fetch_all(raw_projector),
+        )
 
     block = header_block(recorder, total // 2)
     bench.measure(
@@ -393,13 +408,14 @@ def run_round(
 
     bench.measure(CATCH_UP, "events", caught_up)
 
-    def rebuilt() -> int:
-        result = rebuild(conn, recorder, mapper, batch_size=batch_size)
+    def rebuilt(raw_read: bool) -> int:
+        result = rebuild(conn, recorder, mapper, batch_size=batch_size, raw_read=raw_read)
         if result.position != total:
             raise RuntimeError(f"rebuild reached {result.position}, the log has {total}")
         return result.position
 
-    bench.measure(REBUILD, "events", rebuilt)
+    bench.measure(REBUILD_NATS_PY, "events", lambda: rebuilt(False))
+    bench.measure(REBUILD, "events", lambda: rebuilt(True))
 
 
 def check_read_models(conn: psycopg.Connection[Any], builder: LogBuilder) -> str:
@@ -479,10 +495,15 @@ def main(argv: list[str] | None = None) -> int:
             ]
             print(bench.table(title, baselines=baselines))
             print()
-            for path, name in ((REBUILD, "rebuild"), (CATCH_UP, "catch-up")):
+            named = (
+                (REBUILD, "rebuild"),
+                (REBUILD_NATS_PY, "rebuild through nats-py"),
+                (CATCH_UP, "catch-up"),
+            )
+            for path, name in named:
                 print(f"Ratios of the {name} (median over rounds of the same round's ratio):")
                 for floor in bench.paths:
-                    if floor not in (REBUILD, CATCH_UP):
+                    if floor not in (REBUILD, REBUILD_NATS_PY, CATCH_UP):
                         ratio = bench.ratio(path, floor)
                         print(f"- {name} / {floor}: {ratio:.2f}" if ratio is not None else f"- {floor}: -")
         finally:

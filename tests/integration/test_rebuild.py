@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from commands.app import Stratus
 from commands.servers.create import CreateServer
 from commands.servers.scheduling import PlaceInstance
 from processes.rebuild import main
 from projections import queries
+from projections.rawlog import RawLog, replay_log
 from projections.rebuild import NEW_SCHEMA, OLD_SCHEMA, RebuildInProgress, rebuild
-from projections.schema import LIVE_SCHEMA, REBUILD_LOCK, schema_exists
+from projections.schema import LIVE_SCHEMA, REBUILD_LOCK, TABLES, schema_exists
+from stratus.audit.rawreader import RawReader
 from stratus.config import Settings
+from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge
 from tests.fixtures.facades.handlers import Handlers
 from tests.fixtures.facades.operations import Operations
 from tests.fixtures.projections import head, populate, snapshot
@@ -139,3 +144,78 @@ def test_one_rebuild_at_a_time(app: Stratus, rm: psycopg.Connection[Any], databa
     assert not schema_exists(rm, NEW_SCHEMA)
     result = rebuild(rm, app.recorder, app.mapper)  # type: ignore[arg-type]
     assert result.position == head(app) == queries.current_position(rm)
+
+
+def _as_text(conn: psycopg.Connection[Any], schema: str) -> dict[str, list[str]]:
+    """Every table of a generation, each row as PostgreSQL prints it, in key order (tracking: its
+    position, without the time it was written)."""
+    out = {}
+    for table, key in TABLES:
+        row = sql.SQL("t.position::text" if table == "tracking" else "t::text")
+        query = sql.SQL("SELECT {} FROM {}.{} AS t ORDER BY {}").format(
+            row, sql.Identifier(schema), sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, key))
+        )
+        out[table] = [r[0] for r in conn.execute(query).fetchall()]
+    return out
+
+
+def test_a_replay_read_below_nats_py_rebuilds_the_tables_one_read_through_nats_py_does(
+    app: Stratus, rm: psycopg.Connection[Any]
+) -> None:
+    populate(app, instances=150, hosts=3, chunk=50)  # more events than one direct-get request returns
+    with replay_log(app.recorder) as source:  # type: ignore[arg-type]
+        assert isinstance(source, RawLog)  # the tests' NATS URL is nats://: the raw reader is used
+    # batches of 97: each batch continues the raw reader's open read where the last one stopped
+    rebuild(rm, app.recorder, app.mapper, batch_size=97, raw_read=False)  # type: ignore[arg-type]
+    through_nats_py = _as_text(rm, LIVE_SCHEMA)
+    rebuild(rm, app.recorder, app.mapper, batch_size=97, keep_old=True)  # type: ignore[arg-type]
+    assert _as_text(rm, OLD_SCHEMA) == through_nats_py == _as_text(rm, LIVE_SCHEMA)
+    rebuild(rm, app.recorder, app.mapper)  # type: ignore[arg-type]  # batches of 2,000: several requests each
+    assert _as_text(rm, LIVE_SCHEMA) == through_nats_py
+    assert len(through_nats_py["instances"]) == 150 and through_nats_py["tracking"] == [str(head(app))]
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("tls://127.0.0.1:4222", "the raw reader speaks nats:// only (tls://127.0.0.1:4222)"),
+        ("nats://127.0.0.1:1", "the raw reader cannot connect"),
+    ],
+)
+def test_a_replay_reads_through_nats_py_when_the_raw_reader_cannot(
+    settings: Settings, caplog: pytest.LogCaptureFixture, url: str, why: str
+) -> None:
+    bridge = NatsBridge([url])  # never started: the replay's reader is chosen before anything is read
+    try:
+        log = JetStreamApplicationRecorder(
+            bridge, stream=settings.stream, subject_prefix=settings.subject_prefix
+        )
+        with caplog.at_level(logging.INFO, "stratus.rebuild"), replay_log(log) as source:
+            assert source is log
+    finally:
+        bridge.close()
+    assert f"rebuild: reading the log through nats-py: {why}" in caplog.text
+
+
+def test_a_replay_whose_raw_reader_is_lost_reads_on_through_nats_py(
+    app: Stratus, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    populate(app, instances=20, hosts=2, chunk=10)
+    recorder = app.recorder
+    reader = RawReader(settings.nats_urls, settings.stream)
+    log = RawLog(recorder, reader)  # type: ignore[arg-type]
+    first = log.read_messages(1, 50)
+    reader.close()  # the connection lost between two batches (a NATS restart)
+    with caplog.at_level(logging.WARNING, "stratus.rebuild"):
+        rest = log.read_messages(51, 10_000)
+    assert "rebuild: the raw reader failed" in caplog.text and "reading on through nats-py" in caplog.text
+    expected = recorder.read_messages(1, 10_000)  # type: ignore[attr-defined]
+    assert [_stored(m) for m in first + rest] == [_stored(m) for m in expected]
+    log.close()
+
+
+def _stored(msg: Any) -> tuple[dict[str, str], bytes]:
+    """A message's headers and body, without what a direct get sets per request (the previous
+    position in its reply)."""
+    headers = {k: v for k, v in msg.headers.items() if k != "Nats-Last-Sequence"}
+    return headers, bytes(msg.data)

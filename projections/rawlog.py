@@ -1,0 +1,193 @@
+"""The log as a rebuild replays it: read below nats-py, with the protocol reader the audit uses.
+
+Why: a rebuild reads the whole log once, and reading it through nats-py cost 25-27 us of our
+process's CPU per event (its message path and header parse), about half of the rebuild's
+(docs/performance.md, "Read models: rebuild"). ``stratus.audit.rawreader.RawReader`` reads the same
+batch direct gets on a blocking socket. ``RawLog`` puts it behind the projector's ``EventLog``: its
+``read_messages`` hands back messages shaped as nats-py's (``headers`` answering what the bridge's
+parser makes of the block, ``HeaderBlock``; ``data``; ``subject``), so the projector decodes, checks
+and applies them as it does today; everything else (the log's head, a filtered read of the trust
+check) is the recorder's.
+
+The raw reader has no TLS and no reconnects. ``replay_log`` reads through nats-py instead when a URL
+asks for TLS (``tls://``) or the reader cannot connect, and ``RawLog`` goes on through nats-py (which
+rides out NATS restarts) if its connection is lost mid-replay; each says why in a warning (slower,
+not wrong: the same messages, decoded the same way).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import logging
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from projections.projector import EventLog
+from stratus.audit.rawreader import RawMessage, RawReader, RawReaderError
+from stratus.eventstore import JetStreamApplicationRecorder
+from stratus.eventstore.bridge import Client, redacted
+
+logger = logging.getLogger("stratus.rebuild")
+
+_STATUS_LINE = len(b"NATS/1.0\r\n")  # what nats-py strips before parsing a header block's lines
+# Direct gets per request: the server also caps a reply's bytes, and the reader asks again for the rest.
+_BATCH = 1000
+_MISSING = object()
+_TOKEN = re.compile(r"[!-9;-~]+")  # a header name as the parser keeps it: ASCII, no whitespace, no colon
+
+
+@functools.lru_cache(maxsize=64)
+def _line_start(name: str) -> tuple[bytes, bytes] | None:
+    """``name`` as bytes and the start of its line in a block (``\r\nname:``), or None when only the
+    parser's rules can say (a name with whitespace or a colon, or not ASCII)."""
+    if _TOKEN.fullmatch(name) is None:
+        return None
+    key = name.encode()
+    return key, b"\r\n" + key + b":"
+
+
+class HeaderBlock(Mapping[str, str]):
+    """A data message's raw header block (``NATS/1.0\r\n...``) read as the dict nats-py makes of it.
+
+    Parsing a stored event's 29 headers costs ~12 us, and the projector's decode reads five of them
+    (``envelope.decode_notification``). A name looked up alone is found in the block: the last line
+    that starts with ``name:``, its value stripped and decoded as the bridge's parser does
+    (``Client._parse_header_lines``). Where the name occurs again after that line (or anywhere, when
+    no line starts with it) a later line may name it with padding the parser strips (``" ce-topic :"``),
+    so the block is parsed after all; so it is by anything that iterates (a trust check, ``dict()``).
+    Either way the answer is the parser's (tests/unit/test_header_block.py).
+    """
+
+    __slots__ = ("_block", "_parsed")
+
+    def __init__(self, block: bytes) -> None:
+        self._block = block
+        self._parsed: dict[str, str] | None = None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        found = _line_start(name) if self._parsed is None else None
+        if found is not None:
+            key, start = found
+            block = self._block
+            at = block.rfind(start)
+            after = at + len(start) if at >= 0 else 0
+            if block.find(key, after) < 0:  # else the name again (padded?): the parser decides
+                if at < 0:
+                    return default
+                end = block.find(b"\r\n", after)
+                return block[after : end if end >= 0 else len(block)].strip().decode("utf-8", "replace")
+        return self._all().get(name, default)
+
+    def _all(self) -> dict[str, str]:
+        if self._parsed is None:
+            self._parsed = Client._parse_header_lines(self._block[_STATUS_LINE:])
+        return self._parsed
+
+    def __getitem__(self, name: str) -> str:
+        value = self.get(name, _MISSING)
+        if value is _MISSING:
+            raise KeyError(name)
+        return value  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __bool__(self) -> bool:
+        return True  # ``msg.headers or {}`` without a parse: an empty block answers as {} does
+
+
+class StoredMessage:
+    """A message read by ``RawReader``, as the projector reads nats-py's: ``headers`` (what nats-py's
+    message has, by the same parser: ``HeaderBlock``), ``data``, ``subject``."""
+
+    __slots__ = ("data", "headers", "subject")
+
+    def __init__(self, raw: RawMessage) -> None:
+        self.headers = HeaderBlock(raw.header_block)
+        self.data = raw.body
+        self.subject = raw.subject
+
+
+class RawLog:
+    """``log`` (the event store's recorder) with its whole-log reads made by ``reader``."""
+
+    def __init__(self, log: JetStreamApplicationRecorder, reader: RawReader) -> None:
+        self.log = log
+        self.layout = log.layout
+        self._reader: RawReader | None = reader
+        self._messages: Iterator[RawMessage] | None = None
+        self._next = 0  # the position the open read continues from
+
+    def read_messages(
+        self, start: int, limit: int, *, stop: int | None = None, subject_filter: str | None = None
+    ) -> list[Any]:
+        if self._reader is None or stop is not None or subject_filter not in (None, self.layout.all):
+            return list(self.log.read_messages(start, limit, stop=stop, subject_filter=subject_filter))
+        try:
+            if self._messages is None or start != self._next:
+                self._end_read()
+                self._messages = self._reader.messages(self.layout.all, start, batch=_BATCH)
+            raws = list(itertools.islice(self._messages, limit))
+        except (RawReaderError, OSError) as e:  # its socket's reads are translated, its writes are not
+            logger.warning("rebuild: the raw reader failed (%s); reading on through nats-py", e)
+            self.close()
+            return list(self.log.read_messages(start, limit))
+        if len(raws) < limit:  # the log's end: the read is over (a later call starts a new one)
+            self._messages = None
+        self._next = raws[-1].position + 1 if raws else start
+        return [StoredMessage(m) for m in raws]
+
+    def max_notification_id(self) -> int | None:
+        return self.log.max_notification_id()
+
+    def wait_for_position(self, gt: int, timeout: float) -> int:
+        return self.log.wait_for_position(gt, timeout)
+
+    def _end_read(self) -> None:
+        if self._messages is not None:
+            messages, self._messages = self._messages, None
+            messages.close()  # type: ignore[attr-defined]  # reads the replies still in flight
+
+    def close(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            with contextlib.suppress(RawReaderError, OSError):
+                self._end_read()
+            self._messages = None
+            reader.close()
+
+
+@contextlib.contextmanager
+def replay_log(log: EventLog, *, raw: bool = True) -> Iterator[EventLog]:
+    """``log`` read through ``RawReader`` for a replay when it can be (``raw`` and an event store on
+    NATS whose URLs are all ``nats://``), else ``log`` itself (nats-py), saying why in the log."""
+    if not raw or not isinstance(log, JetStreamApplicationRecorder):
+        yield log
+        return
+    urls = log.bridge.urls
+    other = [u for u in urls if urlsplit(u if "://" in u else f"nats://{u}").scheme not in ("nats", "")]
+    if other:  # tls:// (or websockets): the raw reader speaks the plain protocol only
+        logger.warning(
+            "rebuild: reading the log through nats-py: the raw reader speaks nats:// only (%s)",
+            ", ".join(map(redacted, other)),
+        )
+        yield log
+        return
+    try:
+        reader = RawReader(urls, log.stream, seed_file=log.bridge.seed_file)
+    except (RawReaderError, OSError) as e:
+        logger.warning("rebuild: reading the log through nats-py: the raw reader cannot connect (%s)", e)
+        yield log
+        return
+    raw_log = RawLog(log, reader)
+    try:
+        yield raw_log
+    finally:
+        raw_log.close()
