@@ -7,7 +7,7 @@ import random
 
 from projections.rawlog import HeaderBlock
 from stratus.eventstore.bridge import Client
-from tests.unit.test_header_parsing import CASES
+from tests.fixtures.header_blocks import CASES
 
 NAMES = [
     "ce-topic",
