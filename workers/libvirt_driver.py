@@ -455,10 +455,12 @@ class LibvirtDriver:
         with self._translated(f"{'hard ' if hard else ''}reboot {uuid}"):
             dom = self._require(uuid)
             if not hard and dom.isActive() and dom.state()[0] == libvirt.VIR_DOMAIN_RUNNING:
-                dom.reboot(libvirt.VIR_DOMAIN_REBOOT_DEFAULT)
-                return _power_state(dom)
-            # Hard (or a guest that cannot take a soft one, as Nova falls back): power cycle.
-            if dom.isActive():
+                # Soft, as Nova's: a clean shutdown (the guest's ACPI power button), then a start. A
+                # guest that misses or ignores the button (still booting, say) is powered off at the
+                # timeout: the reboot happens either way, never an ACTIVE server with nothing done.
+                self._shutdown(dom)
+            elif dom.isActive():
+                # Hard (or a guest that cannot take a soft one, as Nova falls back): power cycle.
                 dom.destroy()
             if dom.hasManagedSaveImage(0):
                 dom.managedSaveRemove(0)  # a hard reboot boots afresh, as Nova's does

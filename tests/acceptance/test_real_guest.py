@@ -122,7 +122,7 @@ def test_a_real_guest_boots_stops_starts_reboots_and_is_deleted(
 
         assert guest.action({"reboot": {"type": "SOFT"}}).status_code == 202
         guest.settled("ACTIVE")
-        guest.boots(3)  # through the guest's ACPI power button and QEMU's restart
+        guest.boots(3)  # the guest's ACPI power button, then started again (as Nova reboots softly)
         assert guest.libvirt_state() == libvirt.VIR_DOMAIN_RUNNING
 
         assert guest.action({"reboot": {"type": "HARD"}}).status_code == 202

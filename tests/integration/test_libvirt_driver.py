@@ -183,6 +183,52 @@ def test_spawn_again_is_harmless(driver: LibvirtDriver, conn: libvirt.virConnect
     assert driver.spawn(g) == PowerState.RUNNING
 
 
+def test_a_soft_reboot_shuts_the_guest_down_and_starts_it_again(
+    driver: LibvirtDriver, conn: libvirt.virConnect, tmp_path: Path
+) -> None:
+    """As Nova's: the guest's ACPI power button, then a start (a new run of the domain: a new id)."""
+    g = guest(tmp_path)
+    driver.spawn(g)
+    before = conn.lookupByUUIDString(g.uuid).ID()
+    assert driver.reboot(g.uuid, hard=False) == PowerState.RUNNING
+    dom = conn.lookupByUUIDString(g.uuid)
+    assert dom.isActive() and dom.ID() != before
+
+
+class _DeafDomain:
+    """A domain whose guest never hears the ACPI power button (still booting, or no handler)."""
+
+    def __init__(self, dom: libvirt.virDomain) -> None:
+        self._dom = dom
+
+    def shutdown(self) -> int:
+        return 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._dom, name)
+
+
+class _DeafGuests(LibvirtDriver):
+    def _require(self, uuid: str) -> libvirt.virDomain:
+        return _DeafDomain(super()._require(uuid))  # type: ignore[return-value]
+
+
+def test_a_soft_reboot_the_guest_ignores_is_a_power_cycle_at_the_timeout(
+    conn: libvirt.virConnect, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A missed button must not leave the server ACTIVE with nothing done (seen with a real guest
+    asked to reboot while it was still booting): after the shutdown timeout the guest is powered off
+    and started again, as Nova falls back to a hard reboot."""
+    deaf = _DeafGuests(lambda: conn, instances_path=tmp_path, shutdown_timeout=0.2)
+    g = guest(tmp_path)
+    deaf.spawn(g)
+    before = conn.lookupByUUIDString(g.uuid).ID()
+    assert deaf.reboot(g.uuid, hard=False) == PowerState.RUNNING
+    dom = conn.lookupByUUIDString(g.uuid)
+    assert dom.isActive() and dom.ID() != before
+    assert "ignored the ACPI shutdown" in caplog.text
+
+
 def test_destroy_removes_the_domain_and_is_idempotent(
     driver: LibvirtDriver, conn: libvirt.virConnect, tmp_path: Path
 ) -> None:
