@@ -30,6 +30,7 @@ import functools
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -59,6 +60,10 @@ _STORE_RETRY_DELAY = 2.0
 # twice, fetches on the old binding were answered "no responders" for minutes while appends worked
 # (docs/reliability.md, finding 2); binding again asks the cluster for the consumer's current leader.
 _REBIND_AFTER_FAILURES = 3
+# A binding given nothing for this long asks whether its consumer holds messages no one was given;
+# if so, the binding is deaf (a fault campaign saw a hypervisor's bindings answer every fetch with
+# nothing for 90 s after a stream leader's fault, an action waiting): it is bound anew.
+_IDLE_CHECK_SECONDS = 10.0
 
 # What a worker does for the instance of a delivery it quarantined (e.g. record a fault), so that the
 # instance is not left waiting for a step that will never come; best effort, after the record.
@@ -226,6 +231,7 @@ class DurableConsumer:
         self._timeout = call_timeout
         self._sub: Any = None
         self._failed_fetches = 0
+        self._given = time.monotonic()  # when a fetch last brought something (or the check last ran)
         self.quarantine = Quarantine(bridge, log_stream=stream, timeout=call_timeout)
 
     def open(self) -> DurableConsumer:
@@ -265,7 +271,29 @@ class DurableConsumer:
                 self._rebind()
             raise
         self._failed_fetches = 0
+        if msgs:
+            self._given = time.monotonic()
+        elif time.monotonic() - self._given >= _IDLE_CHECK_SECONDS:
+            self._given = time.monotonic()
+            waiting = self._undelivered()
+            if waiting:
+                log.warning("consumer %s: %d messages wait, none given here for %.0f s: binding again",
+                            self.durable, waiting, _IDLE_CHECK_SECONDS)  # fmt: skip
+                self._rebind()
         return msgs
+
+    def _undelivered(self) -> int:
+        """How many messages the consumer holds that it has given no one (0 when it cannot say)."""
+
+        async def info() -> int:
+            return int((await self._bridge.js.consumer_info(self.stream, self.durable)).num_pending or 0)
+
+        try:
+            with _unavailable(f"asking {self.durable} what it holds"):
+                return self._bridge.run(info, self._timeout)
+        except (*STORE_TEMPORARY, nats.errors.Error) as e:
+            log.info("consumer %s: could not ask what it holds: %s", self.durable, e)
+            return 0
 
     def _rebind(self) -> None:
         """Bind to the consumer anew (best effort: while JetStream is away, the next failures retry)."""

@@ -88,7 +88,10 @@ class PowerActions:
 
     def _handle(self, key: str, server_id: str, attempt: int) -> Outcome:
         if self._under_way(key, server_id) is None:
-            return DONE  # done, failed, superseded by a delete, or not ours: a replay
+            # done, failed, superseded by a delete, or not ours: a replay (said, since an action that
+            # was never carried out would end here too if the server were read from before it)
+            log.info("%s of %s: not under way here, taken for a replay", key, server_id)
+            return DONE
         if attempt > self._retry.give_up_after:
             return self._fail(
                 key,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -76,6 +77,46 @@ def test_a_binding_answered_503_again_and_again_is_made_anew(
                 consumer.fetch(1, 0.1)
         assert consumer._sub is not stuck and stuck.calls == 3
         assert consumer.fetch(1, 0.1) == []  # the new binding answers
+    finally:
+        consumer.close()
+
+
+class Deaf:
+    """A pull subscription that hears nothing: every fetch waits and comes back empty, as a binding
+    whose pull requests or answers go nowhere does."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.calls = inner, 0
+
+    async def fetch(self, batch: int, timeout: float) -> list[Any]:
+        self.calls += 1
+        await asyncio.sleep(timeout)
+        raise TimeoutError
+
+    async def unsubscribe(self) -> None:
+        await self.inner.unsubscribe()
+
+
+def test_a_deaf_binding_with_messages_waiting_is_made_anew(
+    app: Stratus, bridge: NatsBridge, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Empty fetches are normal, but not while the consumer holds messages no one was given (a fault
+    campaign's hypervisor got nothing for 90 s after a stream leader's fault, an action waiting):
+    after a quiet spell the binding asks, and binds again."""
+    monkeypatch.setattr("workers.consumer._IDLE_CHECK_SECONDS", 0.3)
+    consumer = DurableConsumer(bridge, stream=settings.stream, durable="deaf", filter_subjects=[">"]).open()
+    consumer._sub = deaf = Deaf(consumer._sub)
+    try:
+        for _ in range(4):  # quiet, nothing waiting: the binding is kept
+            assert consumer.fetch(1, 0.1) == []
+        assert consumer._sub is deaf
+        bridge.run(lambda: bridge.js.publish(f"{settings.subject_prefix}.deaf.test", b"{}"), 10)
+        got: list[Any] = []
+        for _ in range(20):
+            got += consumer.fetch(1, 0.1)
+            if got:
+                break
+        assert consumer._sub is not deaf and len(got) == 1
     finally:
         consumer.close()
 
