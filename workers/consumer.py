@@ -291,7 +291,7 @@ class DurableConsumer:
         try:
             with _unavailable(f"asking {self.durable} what it holds"):
                 return self._bridge.run(info, self._timeout)
-        except (*STORE_TEMPORARY, nats.errors.Error) as e:
+        except _CLOSE_ERRORS as e:
             log.info("consumer %s: could not ask what it holds: %s", self.durable, e)
             return 0
 
