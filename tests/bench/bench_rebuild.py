@@ -56,6 +56,7 @@ from projections.rebuild import rebuild
 from projections.schema import INSTANCE_COLUMNS, LIVE_SCHEMA, create_schema
 from stratus.config import Settings
 from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
+from stratus.natsserver import NatsServer
 from stratus.postgres import (
     EmbeddedPostgres,
     PostgresUnavailable,
@@ -428,6 +429,39 @@ def check_read_models(conn: psycopg.Connection[Any], builder: LogBuilder) -> str
     return f"{count[0]} instances"
 
 
+@dataclasses.dataclass
+class BenchStores:
+    """A bench's own NATS server and database: the settings, the bridge, the recorder and the app on a
+    stream ``BENCH``, the database's URL, where PostgreSQL came from, and the NATS server."""
+
+    settings: Settings
+    bridge: NatsBridge
+    recorder: JetStreamApplicationRecorder
+    app: Stratus
+    db_url: str
+    pg_source: str
+    server: NatsServer
+
+
+@contextlib.contextmanager
+def bench_stores(name: str) -> Iterator[BenchStores]:
+    """``BenchStores`` for the bench ``name``; the bridge closed and the database dropped at the end."""
+    with nats_server() as server, postgres_admin_url() as (admin_url, pg_source):
+        settings = dataclasses.replace(
+            Settings(), nats_urls=(server.url,), stream="BENCH", subject_prefix="bench.ev"
+        )
+        dbname = f"bench_{name}_{uuid.uuid4().hex[:8]}"
+        db_url = create_database(admin_url, dbname)
+        bridge = NatsBridge(settings.nats_urls, name="bench").start()
+        try:
+            factory = Factory(bridge=bridge, settings=settings)
+            recorder = factory.application_recorder()
+            yield BenchStores(settings, bridge, recorder, Stratus(factory), db_url, pg_source, server)
+        finally:
+            bridge.close()
+            drop_database(admin_url, dbname)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.bench_rebuild", description=__doc__)
     parser.add_argument("--events", type=int, default=20_000, help="size of the log")
@@ -435,80 +469,71 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=2000, help="the rebuild's batch size")
     args = parser.parse_args(argv)
 
-    with nats_server() as server, postgres_admin_url() as (admin_url, pg_source):
-        settings = dataclasses.replace(
-            Settings(), nats_urls=(server.url,), stream="BENCH", subject_prefix="bench.ev"
-        )
-        dbname = f"bench_rebuild_{uuid.uuid4().hex[:8]}"
-        db_url = create_database(admin_url, dbname)
-        bridge = NatsBridge(settings.nats_urls, name="bench").start()
-        try:
-            factory = Factory(bridge=bridge, settings=settings)
-            recorder = factory.application_recorder()
-            app = Stratus(factory)
-            builder = LogBuilder(recorder, app.mapper)
-            started = time.perf_counter()
-            build_log(builder, args.events)
-            built = time.perf_counter() - started
-            total = recorder.max_notification_id() or 0
-            with psycopg.connect(db_url, autocommit=True) as conn:
-                pg_version = conn.execute("SHOW server_version").fetchone()
-                print(
-                    "\n".join(
-                        machine_lines({"postgresql": f"{pg_version[0] if pg_version else '?'} ({pg_source})"})
-                    )
+    with bench_stores("rebuild") as stores:
+        settings, bridge, recorder, app, db_url = (
+            stores.settings, stores.bridge, stores.recorder, stores.app, stores.db_url
+        )  # fmt: skip
+        pg_source, server = stores.pg_source, stores.server
+        builder = LogBuilder(recorder, app.mapper)
+        started = time.perf_counter()
+        build_log(builder, args.events)
+        built = time.perf_counter() - started
+        total = recorder.max_notification_id() or 0
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            pg_version = conn.execute("SHOW server_version").fetchone()
+            print(
+                "\n".join(
+                    machine_lines({"postgresql": f"{pg_version[0] if pg_version else '?'} ({pg_source})"})
                 )
-                types = ", ".join(f"{k} {v}" for k, v in builder.types.most_common())
-                print(f"log: {total} events built in {built:.1f} s ({total / built:,.0f}/s): {types}")
-                block = header_block(recorder, total // 2)
-                (middle,) = recorder.read_messages(total // 2, 1)
-                lines = block.count(b"\n")
-                print(
-                    f"a stored message: {len(middle.data)} B payload, {lines} headers "
-                    f"({len(block)} B) as the server returns them"
-                )
-                bench = Bench(CpuMeter(server.pid))
-                for r in range(args.rounds):
-                    print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
-                    run_round(
-                        bench,
-                        server_url=server.url,
-                        nats_pid=server.pid,
-                        bridge=bridge,
-                        settings=settings,
-                        recorder=recorder,
-                        mapper=app.mapper,
-                        conn=conn,
-                        total=total,
-                        batch_size=args.batch_size,
-                    )
-                print(
-                    f"load average at end: {loadavg()}; read models after the last rebuild: "
-                    f"{check_read_models(conn, builder)}"
-                )
-            print()
-            title = f"Rebuild of a {total}-event log ({args.rounds} rounds, batches of {args.batch_size})"
-            baselines = [
-                ("raw-protocol read", RAW_READ),
-                ("nats-py ordered consumer", ORDERED_READ),
-                ("COPY", COPY),
-            ]
-            print(bench.table(title, baselines=baselines))
-            print()
-            named = (
-                (REBUILD, "rebuild"),
-                (REBUILD_NATS_PY, "rebuild through nats-py"),
-                (CATCH_UP, "catch-up"),
             )
-            for path, name in named:
-                print(f"Ratios of the {name} (median over rounds of the same round's ratio):")
-                for floor in bench.paths:
-                    if floor not in (REBUILD, REBUILD_NATS_PY, CATCH_UP):
-                        ratio = bench.ratio(path, floor)
-                        print(f"- {name} / {floor}: {ratio:.2f}" if ratio is not None else f"- {floor}: -")
-        finally:
-            bridge.close()
-            drop_database(admin_url, dbname)
+            types = ", ".join(f"{k} {v}" for k, v in builder.types.most_common())
+            print(f"log: {total} events built in {built:.1f} s ({total / built:,.0f}/s): {types}")
+            block = header_block(recorder, total // 2)
+            (middle,) = recorder.read_messages(total // 2, 1)
+            lines = block.count(b"\n")
+            print(
+                f"a stored message: {len(middle.data)} B payload, {lines} headers "
+                f"({len(block)} B) as the server returns them"
+            )
+            bench = Bench(CpuMeter(server.pid))
+            for r in range(args.rounds):
+                print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
+                run_round(
+                    bench,
+                    server_url=server.url,
+                    nats_pid=server.pid,
+                    bridge=bridge,
+                    settings=settings,
+                    recorder=recorder,
+                    mapper=app.mapper,
+                    conn=conn,
+                    total=total,
+                    batch_size=args.batch_size,
+                )
+            print(
+                f"load average at end: {loadavg()}; read models after the last rebuild: "
+                f"{check_read_models(conn, builder)}"
+            )
+        print()
+        title = f"Rebuild of a {total}-event log ({args.rounds} rounds, batches of {args.batch_size})"
+        baselines = [
+            ("raw-protocol read", RAW_READ),
+            ("nats-py ordered consumer", ORDERED_READ),
+            ("COPY", COPY),
+        ]
+        print(bench.table(title, baselines=baselines))
+        print()
+        named = (
+            (REBUILD, "rebuild"),
+            (REBUILD_NATS_PY, "rebuild through nats-py"),
+            (CATCH_UP, "catch-up"),
+        )
+        for path, name in named:
+            print(f"Ratios of the {name} (median over rounds of the same round's ratio):")
+            for floor in bench.paths:
+                if floor not in (REBUILD, REBUILD_NATS_PY, CATCH_UP):
+                    ratio = bench.ratio(path, floor)
+                    print(f"- {name} / {floor}: {ratio:.2f}" if ratio is not None else f"- {floor}: -")
     return 0
 
 

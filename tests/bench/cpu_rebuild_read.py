@@ -15,34 +15,28 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import dataclasses
 import io
 import pstats
 import time
-import uuid
 from collections.abc import Callable
 from functools import partial
 
 import psycopg
 
-from commands.app import Stratus
 from projections.projector import Projector
 from projections.rawlog import StoredMessage, replay_log
 from projections.rebuild import rebuild
 from stratus.audit.rawreader import RawReader
-from stratus.config import Settings
-from stratus.eventstore import Factory, NatsBridge
 from stratus.eventstore.envelope import decode_notification
-from stratus.postgres import create_database, drop_database
 from tests.bench.bench_rebuild import (
     LogBuilder,
     backend_pid,
+    bench_stores,
     build_log,
     fetch_all,
     fresh_schema,
-    postgres_admin_url,
 )
-from tests.bench.harness import _TICKS, _process_ticks, loadavg, nats_server
+from tests.bench.harness import _TICKS, _process_ticks, loadavg
 
 SCHEMA = "rm_cpu_read"
 WAYS = {False: "nats-py", True: "raw"}
@@ -63,99 +57,86 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=2000)
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args(argv)
-    with nats_server() as server, postgres_admin_url() as (admin_url, _):
-        settings = dataclasses.replace(
-            Settings(), nats_urls=(server.url,), stream="BENCH", subject_prefix="bench.ev"
+    with bench_stores("cpu_read") as stores:
+        settings, recorder, app, db_url, server = (
+            stores.settings,
+            stores.recorder,
+            stores.app,
+            stores.db_url,
+            stores.server,
         )
-        dbname = f"bench_cpu_read_{uuid.uuid4().hex[:8]}"
-        db_url = create_database(admin_url, dbname)
-        bridge = NatsBridge(settings.nats_urls, name="bench").start()
-        try:
-            factory = Factory(bridge=bridge, settings=settings)
-            recorder = factory.application_recorder()
-            app = Stratus(factory)
-            build_log(LogBuilder(recorder, app.mapper), args.events)
-            total = recorder.max_notification_id() or 0
-            with psycopg.connect(db_url, autocommit=True) as conn:
-                pid = backend_pid(conn) or 0
+        build_log(LogBuilder(recorder, app.mapper), args.events)
+        total = recorder.max_notification_id() or 0
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            pid = backend_pid(conn) or 0
 
-                def read_stage(raw: bool) -> float:
-                    with replay_log(recorder, raw=raw) as log:
-                        projector = Projector(
-                            log, app.mapper, conn, schema=SCHEMA, batch_size=args.batch_size
-                        )
-                        cpu = time.thread_time()
-                        assert fetch_all(projector) == total
-                        return 1e6 * (time.thread_time() - cpu) / total
+            def read_stage(raw: bool) -> float:
+                with replay_log(recorder, raw=raw) as log:
+                    projector = Projector(log, app.mapper, conn, schema=SCHEMA, batch_size=args.batch_size)
+                    cpu = time.thread_time()
+                    assert fetch_all(projector) == total
+                    return 1e6 * (time.thread_time() - cpu) / total
 
-                def whole(raw: bool) -> list[float]:
-                    ticks = _process_ticks(pid) or 0, _process_ticks(server.pid or 0) or 0
-                    cpu, wall = time.process_time(), time.perf_counter()
-                    assert (
-                        rebuild(conn, recorder, app.mapper, batch_size=args.batch_size, raw_read=raw).position
-                        == total
-                    )
-                    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-                    backend = ((_process_ticks(pid) or 0) - ticks[0]) / _TICKS
-                    nats = ((_process_ticks(server.pid or 0) or 0) - ticks[1]) / _TICKS
-                    return [1e6 * x / total for x in (cpu, backend, nats, wall)]
-
-                print(
-                    f"{total} events, batches of {args.batch_size}; per event, us: read stage (read and "
-                    "decode, thread CPU) | rebuild: this process's CPU (all threads) / its PostgreSQL "
-                    "backend's / nats-server's / wall"
+            def whole(raw: bool) -> list[float]:
+                ticks = _process_ticks(pid) or 0, _process_ticks(server.pid or 0) or 0
+                cpu, wall = time.process_time(), time.perf_counter()
+                assert (
+                    rebuild(conn, recorder, app.mapper, batch_size=args.batch_size, raw_read=raw).position
+                    == total
                 )
-                for r in range(args.rounds):
-                    line = []
-                    for raw in (False, True) if r % 2 == 0 else (True, False):
-                        read = read_stage(raw)
-                        us = whole(raw)
-                        line.append(f"{WAYS[raw]} {read:.1f} | " + " / ".join(f"{x:.1f}" for x in us))
-                    print(f"round {r + 1} (load {loadavg()}): " + "; ".join(line))
-                for _ in range(3):
-                    steps = []
-                    with RawReader(settings.nats_urls, settings.stream) as raw_reader:
-                        cpu = time.thread_time()
-                        raws = list(raw_reader.messages(recorder.layout.all))
-                        steps.append(("RawReader.messages", time.thread_time() - cpu))
+                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+                backend = ((_process_ticks(pid) or 0) - ticks[0]) / _TICKS
+                nats = ((_process_ticks(server.pid or 0) or 0) - ticks[1]) / _TICKS
+                return [1e6 * x / total for x in (cpu, backend, nats, wall)]
+
+            print(
+                f"{total} events, batches of {args.batch_size}; per event, us: read stage (read and "
+                "decode, thread CPU) | rebuild: this process's CPU (all threads) / its PostgreSQL "
+                "backend's / nats-server's / wall"
+            )
+            for r in range(args.rounds):
+                line = []
+                for raw in (False, True) if r % 2 == 0 else (True, False):
+                    read = read_stage(raw)
+                    us = whole(raw)
+                    line.append(f"{WAYS[raw]} {read:.1f} | " + " / ".join(f"{x:.1f}" for x in us))
+                print(f"round {r + 1} (load {loadavg()}): " + "; ".join(line))
+            for _ in range(3):
+                steps = []
+                with RawReader(settings.nats_urls, settings.stream) as raw_reader:
                     cpu = time.thread_time()
-                    msgs = [StoredMessage(m) for m in raws]
-                    steps.append(("StoredMessage", time.thread_time() - cpu))
-                    cpu = time.thread_time()
-                    notes = [decode_notification(m) for m in msgs]
-                    steps.append(("decode_notification (5 headers looked up)", time.thread_time() - cpu))
-                    cpu = time.thread_time()
-                    for note in notes:
-                        app.mapper.to_domain_event(note)
-                    steps.append(("mapper.to_domain_event", time.thread_time() - cpu))
-                    print(
-                        "read steps, us per event: "
-                        + "; ".join(f"{n} {1e6 * t / total:.1f}" for n, t in steps)
+                    raws = list(raw_reader.messages(recorder.layout.all))
+                    steps.append(("RawReader.messages", time.thread_time() - cpu))
+                cpu = time.thread_time()
+                msgs = [StoredMessage(m) for m in raws]
+                steps.append(("StoredMessage", time.thread_time() - cpu))
+                cpu = time.thread_time()
+                notes = [decode_notification(m) for m in msgs]
+                steps.append(("decode_notification (5 headers looked up)", time.thread_time() - cpu))
+                cpu = time.thread_time()
+                for note in notes:
+                    app.mapper.to_domain_event(note)
+                steps.append(("mapper.to_domain_event", time.thread_time() - cpu))
+                print(
+                    "read steps, us per event: " + "; ".join(f"{n} {1e6 * t / total:.1f}" for n, t in steps)
+                )
+            if args.profile:
+                for raw in (False, True):
+                    with replay_log(recorder, raw=raw) as log:
+                        fetcher = Projector(log, app.mapper, conn, schema=SCHEMA, batch_size=args.batch_size)
+                        _profiled(f"read stage, {WAYS[raw]} (Projector.fetch)", partial(fetch_all, fetcher))
+                with replay_log(recorder) as log:
+                    fresh_schema(conn, SCHEMA)
+                    applier = Projector(
+                        log,
+                        app.mapper,
+                        conn,
+                        schema=SCHEMA,
+                        batch_size=args.batch_size,
+                        lock=False,
+                        fresh=True,
                     )
-                if args.profile:
-                    for raw in (False, True):
-                        with replay_log(recorder, raw=raw) as log:
-                            fetcher = Projector(
-                                log, app.mapper, conn, schema=SCHEMA, batch_size=args.batch_size
-                            )
-                            _profiled(
-                                f"read stage, {WAYS[raw]} (Projector.fetch)", partial(fetch_all, fetcher)
-                            )
-                    with replay_log(recorder) as log:
-                        fresh_schema(conn, SCHEMA)
-                        applier = Projector(
-                            log,
-                            app.mapper,
-                            conn,
-                            schema=SCHEMA,
-                            batch_size=args.batch_size,
-                            lock=False,
-                            fresh=True,
-                        )
-                        _profiled("apply thread of a fresh catch-up (raw)", applier.catch_up)
-        finally:
-            bridge.close()
-            drop_database(admin_url, dbname)
+                    _profiled("apply thread of a fresh catch-up (raw)", applier.catch_up)
     return 0
 
 

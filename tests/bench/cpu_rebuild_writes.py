@@ -9,19 +9,13 @@ wall time, per event and per round: the load moves CPU much less than wall time.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
-import uuid
 
 import psycopg
 
-from commands.app import Stratus
 from projections.projector import Projector
-from stratus.config import Settings
-from stratus.eventstore import Factory, NatsBridge
-from stratus.postgres import create_database, drop_database
-from tests.bench.bench_rebuild import LogBuilder, backend_pid, build_log, fresh_schema, postgres_admin_url
-from tests.bench.harness import _TICKS, _process_ticks, loadavg, nats_server
+from tests.bench.bench_rebuild import LogBuilder, backend_pid, bench_stores, build_log, fresh_schema
+from tests.bench.harness import _TICKS, _process_ticks, loadavg
 
 SCHEMA = "rm_cpu_writes"
 
@@ -32,42 +26,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=2000)
     args = parser.parse_args(argv)
-    with nats_server() as server, postgres_admin_url() as (admin_url, _):
-        settings = dataclasses.replace(
-            Settings(), nats_urls=(server.url,), stream="BENCH", subject_prefix="bench.ev"
-        )
-        dbname = f"bench_cpu_writes_{uuid.uuid4().hex[:8]}"
-        db_url = create_database(admin_url, dbname)
-        bridge = NatsBridge(settings.nats_urls, name="bench").start()
-        try:
-            factory = Factory(bridge=bridge, settings=settings)
-            recorder = factory.application_recorder()
-            app = Stratus(factory)
-            build_log(LogBuilder(recorder, app.mapper), args.events)
-            total = recorder.max_notification_id() or 0
-            with psycopg.connect(db_url, autocommit=True) as conn:
-                pid = backend_pid(conn) or 0
-                print(f"{total} events; per event, us: this process's CPU / its backend's CPU / wall")
-                for r in range(args.rounds):
-                    line = []
-                    for fresh in (False, True):
-                        fresh_schema(conn, SCHEMA)
-                        projector = Projector(
-                            recorder, app.mapper, conn, schema=SCHEMA, batch_size=args.batch_size,
-                            lock=False, fresh=fresh,
-                        )  # fmt: skip
-                        ticks, cpu, wall = _process_ticks(pid) or 0, time.process_time(), time.perf_counter()
-                        assert projector.catch_up() == total
-                        backend = ((_process_ticks(pid) or 0) - ticks) / _TICKS
-                        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-                        us = [1e6 * x / total for x in (cpu, backend, wall)]
-                        line.append(
-                            f"{'COPY' if fresh else 'upserts'} {us[0]:.1f} / {us[1]:.1f} / {us[2]:.1f}"
-                        )
-                    print(f"round {r + 1} (load {loadavg()}): " + "; ".join(line))
-        finally:
-            bridge.close()
-            drop_database(admin_url, dbname)
+    with bench_stores("cpu_writes") as stores:
+        recorder, app, db_url = stores.recorder, stores.app, stores.db_url
+        build_log(LogBuilder(recorder, app.mapper), args.events)
+        total = recorder.max_notification_id() or 0
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            pid = backend_pid(conn) or 0
+            print(f"{total} events; per event, us: this process's CPU / its backend's CPU / wall")
+            for r in range(args.rounds):
+                line = []
+                for fresh in (False, True):
+                    fresh_schema(conn, SCHEMA)
+                    projector = Projector(
+                        recorder, app.mapper, conn, schema=SCHEMA, batch_size=args.batch_size,
+                        lock=False, fresh=fresh,
+                    )  # fmt: skip
+                    ticks, cpu, wall = _process_ticks(pid) or 0, time.process_time(), time.perf_counter()
+                    assert projector.catch_up() == total
+                    backend = ((_process_ticks(pid) or 0) - ticks) / _TICKS
+                    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+                    us = [1e6 * x / total for x in (cpu, backend, wall)]
+                    line.append(f"{'COPY' if fresh else 'upserts'} {us[0]:.1f} / {us[1]:.1f} / {us[2]:.1f}")
+                print(f"round {r + 1} (load {loadavg()}): " + "; ".join(line))
     return 0
 
 

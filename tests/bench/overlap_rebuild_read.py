@@ -19,23 +19,18 @@ backend, of nats-server.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import multiprocessing
 import time
-import uuid
 from multiprocessing.connection import Connection
 from typing import Any
 
 import psycopg
 
-from commands.app import Stratus
 from projections.projector import Projector
 from projections.rawlog import replay_log
-from stratus.config import Settings
-from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
-from stratus.postgres import create_database, drop_database
-from tests.bench.bench_rebuild import LogBuilder, backend_pid, build_log, fresh_schema, postgres_admin_url
-from tests.bench.harness import _TICKS, _process_ticks, loadavg, nats_server
+from stratus.eventstore import JetStreamApplicationRecorder
+from tests.bench.bench_rebuild import LogBuilder, backend_pid, bench_stores, build_log, fresh_schema
+from tests.bench.harness import _TICKS, _process_ticks, loadavg
 
 SCHEMA = "rm_overlap"
 
@@ -64,74 +59,60 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=2000)
     args = parser.parse_args(argv)
     size = args.batch_size
-    with nats_server() as server, postgres_admin_url() as (admin_url, _):
-        settings = dataclasses.replace(
-            Settings(), nats_urls=(server.url,), stream="BENCH", subject_prefix="bench.ev"
-        )
-        dbname = f"bench_overlap_{uuid.uuid4().hex[:8]}"
-        db_url = create_database(admin_url, dbname)
-        bridge = NatsBridge(settings.nats_urls, name="bench").start()
-        try:
-            factory = Factory(bridge=bridge, settings=settings)
-            recorder = factory.application_recorder()
-            app = Stratus(factory)
-            build_log(LogBuilder(recorder, app.mapper), args.events)
-            total = recorder.max_notification_id() or 0
-            with psycopg.connect(db_url, autocommit=True) as conn:
-                pid = backend_pid(conn) or 0
+    with bench_stores("overlap") as stores:
+        recorder, app, db_url, server = stores.recorder, stores.app, stores.db_url, stores.server
+        build_log(LogBuilder(recorder, app.mapper), args.events)
+        total = recorder.max_notification_id() or 0
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            pid = backend_pid(conn) or 0
 
-                def serial(projector: Projector) -> float:
-                    position = 0
-                    while position < total:
-                        position = projector.step(position).position
-                    return 0.0
+            def serial(projector: Projector) -> float:
+                position = 0
+                while position < total:
+                    position = projector.step(position).position
+                return 0.0
 
-                def thread(projector: Projector) -> float:
-                    assert projector.catch_up() == total
-                    return 0.0
+            def thread(projector: Projector) -> float:
+                assert projector.catch_up() == total
+                return 0.0
 
-                def process(projector: Projector) -> float:
-                    receive, send = multiprocessing.get_context("fork").Pipe(duplex=False)
-                    child = multiprocessing.get_context("fork").Process(
-                        target=_reader, args=(send, recorder, app.mapper, db_url, size)
-                    )
-                    child.start()
-                    send.close()
-                    while (batch := receive.recv()).entries:
-                        projector.apply_batch(batch)
-                    child_cpu = float(receive.recv())
-                    child.join()
-                    assert projector.position() == total
-                    return child_cpu
-
-                ways = {"serial": serial, "thread": thread, "process": process}
-                print(
-                    f"{total} events, batches of {size}; per event, us: wall | this process's CPU + the "
-                    "reader process's | PostgreSQL backend's | nats-server's"
+            def process(projector: Projector) -> float:
+                receive, send = multiprocessing.get_context("fork").Pipe(duplex=False)
+                child = multiprocessing.get_context("fork").Process(
+                    target=_reader, args=(send, recorder, app.mapper, db_url, size)
                 )
-                for r in range(args.rounds):
-                    line = []
-                    order = list(ways) if r % 2 == 0 else list(reversed(ways))
-                    for name in order:
-                        fresh_schema(conn, SCHEMA)
-                        with replay_log(recorder) as log:
-                            projector = Projector(
-                                log, app.mapper, conn, schema=SCHEMA, batch_size=size, lock=False, fresh=True
-                            )
-                            ticks = _process_ticks(pid) or 0, _process_ticks(server.pid or 0) or 0
-                            cpu, wall = time.process_time(), time.perf_counter()
-                            child = ways[name](projector)
-                            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-                            backend = ((_process_ticks(pid) or 0) - ticks[0]) / _TICKS
-                            nats = ((_process_ticks(server.pid or 0) or 0) - ticks[1]) / _TICKS
-                        us = [1e6 * x / total for x in (wall, cpu, child, backend, nats)]
-                        line.append(
-                            f"{name} {us[0]:.1f} | {us[1]:.1f} + {us[2]:.1f} | {us[3]:.1f} | {us[4]:.1f}"
+                child.start()
+                send.close()
+                while (batch := receive.recv()).entries:
+                    projector.apply_batch(batch)
+                child_cpu = float(receive.recv())
+                child.join()
+                assert projector.position() == total
+                return child_cpu
+
+            ways = {"serial": serial, "thread": thread, "process": process}
+            print(
+                f"{total} events, batches of {size}; per event, us: wall | this process's CPU + the "
+                "reader process's | PostgreSQL backend's | nats-server's"
+            )
+            for r in range(args.rounds):
+                line = []
+                order = list(ways) if r % 2 == 0 else list(reversed(ways))
+                for name in order:
+                    fresh_schema(conn, SCHEMA)
+                    with replay_log(recorder) as log:
+                        projector = Projector(
+                            log, app.mapper, conn, schema=SCHEMA, batch_size=size, lock=False, fresh=True
                         )
-                    print(f"round {r + 1} (load {loadavg()}): " + "; ".join(line))
-        finally:
-            bridge.close()
-            drop_database(admin_url, dbname)
+                        ticks = _process_ticks(pid) or 0, _process_ticks(server.pid or 0) or 0
+                        cpu, wall = time.process_time(), time.perf_counter()
+                        child = ways[name](projector)
+                        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+                        backend = ((_process_ticks(pid) or 0) - ticks[0]) / _TICKS
+                        nats = ((_process_ticks(server.pid or 0) or 0) - ticks[1]) / _TICKS
+                    us = [1e6 * x / total for x in (wall, cpu, child, backend, nats)]
+                    line.append(f"{name} {us[0]:.1f} | {us[1]:.1f} + {us[2]:.1f} | {us[3]:.1f} | {us[4]:.1f}")
+                print(f"round {r + 1} (load {loadavg()}): " + "; ".join(line))
     return 0
 
 

@@ -187,7 +187,11 @@ def test_a_soft_reboot_shuts_the_guest_down_and_starts_it_again(
     driver: LibvirtDriver, conn: libvirt.virConnect, tmp_path: Path
 ) -> None:
     """As Nova's: the guest's ACPI power button, then a start (a new run of the domain: a new id)."""
-    g = guest(tmp_path)
+    assert_rebooted_softly(driver, conn, guest(tmp_path))
+
+
+def assert_rebooted_softly(driver: LibvirtDriver, conn: libvirt.virConnect, g: GuestSpec) -> None:
+    """``g`` spawned, then soft-rebooted by ``driver``: running, in a new run of its domain."""
     driver.spawn(g)
     before = conn.lookupByUUIDString(g.uuid).ID()
     assert driver.reboot(g.uuid, hard=False) == PowerState.RUNNING
@@ -220,12 +224,7 @@ def test_a_soft_reboot_the_guest_ignores_is_a_power_cycle_at_the_timeout(
     asked to reboot while it was still booting): after the shutdown timeout the guest is powered off
     and started again, as Nova falls back to a hard reboot."""
     deaf = _DeafGuests(lambda: conn, instances_path=tmp_path, shutdown_timeout=0.2)
-    g = guest(tmp_path)
-    deaf.spawn(g)
-    before = conn.lookupByUUIDString(g.uuid).ID()
-    assert deaf.reboot(g.uuid, hard=False) == PowerState.RUNNING
-    dom = conn.lookupByUUIDString(g.uuid)
-    assert dom.isActive() and dom.ID() != before
+    assert_rebooted_softly(deaf, conn, guest(tmp_path))
     assert "ignored the ACPI shutdown" in caplog.text
 
 
