@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import nats.errors
 import nats.js.errors
@@ -62,8 +62,10 @@ _STORE_RETRY_DELAY = 2.0
 _REBIND_AFTER_FAILURES = 3
 # A binding given nothing for this long asks whether its consumer holds messages no one was given;
 # if so, the binding is deaf (a fault campaign saw a hypervisor's bindings answer every fetch with
-# nothing for 90 s after a stream leader's fault, an action waiting): it is bound anew.
-_IDLE_CHECK_SECONDS = 10.0
+# nothing for 90 s after a stream leader's fault, an action waiting): it is bound anew. One binding of
+# a process asks per consumer and interval (a host's worker has STRATUS_HOST_CONCURRENCY bindings):
+# 1,000 idle hosts cost ~33 consumer-info requests a second to the cluster's JetStream API.
+_IDLE_CHECK_SECONDS = 30.0
 
 # What a worker does for the instance of a delivery it quarantined (e.g. record a fault), so that the
 # instance is not left waiting for a step that will never come; best effort, after the record.
@@ -201,6 +203,10 @@ class StoredHeads(Protocol):
 class DurableConsumer:
     """A durable JetStream pull consumer on ``stream``, created (or found) on ``open``."""
 
+    # (stream, durable) -> when a binding of this process last asked what the consumer holds
+    _asked: ClassVar[dict[tuple[str, str], float]] = {}
+    _asked_lock: ClassVar[threading.Lock] = threading.Lock()
+
     def __init__(
         self,
         bridge: NatsBridge,
@@ -273,14 +279,21 @@ class DurableConsumer:
         self._failed_fetches = 0
         if msgs:
             self._given = time.monotonic()
-        elif time.monotonic() - self._given >= _IDLE_CHECK_SECONDS:
+        elif time.monotonic() - self._given >= _IDLE_CHECK_SECONDS and self._turn_to_ask():
             self._given = time.monotonic()
             waiting = self._undelivered()
             if waiting:
-                log.warning("consumer %s: %d messages wait, none given here for %.0f s: binding again",
-                            self.durable, waiting, _IDLE_CHECK_SECONDS)  # fmt: skip
-                self._rebind()
+                self._rebind(f"{waiting} messages wait, none given here for {_IDLE_CHECK_SECONDS:.0f} s")
         return msgs
+
+    def _turn_to_ask(self) -> bool:
+        """Whether no other binding of this process asked about this consumer within the interval."""
+        now, key = time.monotonic(), (self.stream, self.durable)
+        with self._asked_lock:
+            if now - self._asked.get(key, float("-inf")) < _IDLE_CHECK_SECONDS:
+                return False
+            self._asked[key] = now
+            return True
 
     def _undelivered(self) -> int:
         """How many messages the consumer holds that it has given no one (0 when it cannot say)."""
@@ -295,7 +308,7 @@ class DurableConsumer:
             log.info("consumer %s: could not ask what it holds: %s", self.durable, e)
             return 0
 
-    def _rebind(self) -> None:
+    def _rebind(self, why: str = f"{_REBIND_AFTER_FAILURES} failed fetches") -> None:
         """Bind to the consumer anew (best effort: while JetStream is away, the next failures retry)."""
         self._failed_fetches = 0
         old = self._sub
@@ -305,7 +318,7 @@ class DurableConsumer:
         except STORE_TEMPORARY as e:
             log.warning("consumer %s: binding again failed, retrying later: %s", self.durable, e)
             return
-        log.warning("consumer %s: bound again after %d failed fetches", self.durable, _REBIND_AFTER_FAILURES)
+        log.warning("consumer %s: bound again after %s", self.durable, why)
         if old is not None:
             try:
                 self._bridge.run(old.unsubscribe, self._timeout)
