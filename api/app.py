@@ -61,8 +61,8 @@ from commands.bus import MessageBus, bootstrap
 from commands.image_usage import ImageLimits
 from commands.network import FixedNetwork
 from stratus import metrics, serialization
-from stratus.config import Settings, recorder_heads
-from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
+from stratus.config import Settings
+from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge, part_store
 from stratus.health import METRICS, READYZ
 from stratus.hostrpc import HostRPC
 from stratus.imagestore import user_data_store
@@ -243,8 +243,7 @@ def event_store(bridge: NatsBridge, settings: Settings) -> Factory:
     """The API's event store: its loads checked as the workers' are (docs/trust.md: a request on a
     resource whose history holds a refused event is answered 409, api/errors.py, never acted on), its
     per-aggregate heads kept as its aggregate cache sizes them (``stratus.config.recorder_heads``)."""
-    heads = recorder_heads(settings.api_aggregate_cache)
-    return Factory(bridge=bridge, settings=settings, verify_loads=True, cache_size=heads)
+    return part_store(bridge, settings, settings.api_aggregate_cache)
 
 
 def application(factory: InfrastructureFactory[Any], settings: Settings) -> Stratus:

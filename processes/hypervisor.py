@@ -10,8 +10,8 @@ from eventsourcing.persistence import InfrastructureFactory
 from commands.app import Stratus
 from processes import logs, memtrace
 from processes.telemetry import worker_probes
-from stratus.config import Settings, recorder_heads
-from stratus.eventstore import Factory, NatsBridge
+from stratus.config import Settings
+from stratus.eventstore import Factory, NatsBridge, part_store
 from stratus.eventstore.subjects import encode_token
 from workers.consumer import stop_on_signals
 from workers.hypervisor import durable_name, run
@@ -26,8 +26,7 @@ def application(factory: InfrastructureFactory[Any], settings: Settings) -> Stra
 def factory(bridge: NatsBridge, settings: Settings) -> Factory:
     """The host's event store: its loads checked as docs/trust.md says, its per-aggregate heads kept
     as its aggregate cache sizes them (``stratus.config.recorder_heads``)."""
-    heads = recorder_heads(settings.hypervisor_aggregate_cache)
-    return Factory(bridge=bridge, settings=settings, verify_loads=True, cache_size=heads)
+    return part_store(bridge, settings, settings.hypervisor_aggregate_cache)
 
 
 def main(settings: Settings) -> int:

@@ -10,8 +10,8 @@ from eventsourcing.persistence import InfrastructureFactory
 from commands.app import Stratus
 from processes import logs, memtrace
 from processes.telemetry import worker_probes
-from stratus.config import Settings, recorder_heads
-from stratus.eventstore import Factory, NatsBridge
+from stratus.config import Settings
+from stratus.eventstore import Factory, NatsBridge, part_store
 from workers.consumer import stop_on_signals
 from workers.scheduler import DURABLE, run
 from workers.scheduling import Shard
@@ -26,8 +26,7 @@ def application(factory: InfrastructureFactory[Any], settings: Settings) -> Stra
 def factory(bridge: NatsBridge, settings: Settings) -> Factory:
     """The scheduler's event store: its loads checked as docs/trust.md says, its per-aggregate heads
     kept as its aggregate cache sizes them (``stratus.config.recorder_heads``)."""
-    heads = recorder_heads(settings.scheduler_aggregate_cache)
-    return Factory(bridge=bridge, settings=settings, verify_loads=True, cache_size=heads)
+    return part_store(bridge, settings, settings.scheduler_aggregate_cache)
 
 
 def main(settings: Settings) -> int:

@@ -10,8 +10,8 @@ from eventsourcing.persistence import InfrastructureFactory
 
 from commands.app import Stratus
 from commands.bus import bootstrap
-from stratus.config import Settings, recorder_heads
-from stratus.eventstore import Factory, NatsBridge
+from stratus.config import Settings
+from stratus.eventstore import Factory, NatsBridge, part_store
 from workers.consumer import stop_on_signals
 from workers.simulator import HostShape, SimulatedCloud, host_names, run
 
@@ -25,8 +25,7 @@ def application(factory: InfrastructureFactory[Any], settings: Settings) -> Stra
 def factory(bridge: NatsBridge, settings: Settings) -> Factory:
     """The simulated hosts' event store: their loads checked as docs/trust.md says, the per-aggregate
     heads kept as their aggregate cache sizes them (``stratus.config.recorder_heads``)."""
-    heads = recorder_heads(settings.hypervisor_aggregate_cache)
-    return Factory(bridge=bridge, settings=settings, verify_loads=True, cache_size=heads)
+    return part_store(bridge, settings, settings.hypervisor_aggregate_cache)
 
 
 def main(

@@ -14,7 +14,7 @@ from stratus.eventstore.errors import (
     TooManyEventsError,
     TrackingNotSupportedError,
 )
-from stratus.eventstore.factory import Factory
+from stratus.eventstore.factory import Factory, part_store
 from stratus.eventstore.recorder import (
     JetStreamAggregateRecorder,
     JetStreamApplicationRecorder,
@@ -40,4 +40,5 @@ __all__ = [
     "decode_token",
     "encode_token",
     "event_id",
+    "part_store",
 ]

@@ -18,7 +18,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import Environment, EnvType
 
-from stratus.config import Settings
+from stratus.config import Settings, recorder_heads
 from stratus.eventstore.bridge import NatsBridge
 from stratus.eventstore.errors import TrackingNotSupportedError
 from stratus.eventstore.recorder import JetStreamApplicationRecorder
@@ -122,3 +122,10 @@ class Factory(InfrastructureFactory[TrackingRecorder]):
     def close(self) -> None:
         if self._owns_bridge:
             self.bridge.close()
+
+
+def part_store(bridge: NatsBridge, settings: Settings, aggregate_cache: int) -> Factory:
+    """A part's event store: its loads checked as docs/trust.md says, its per-aggregate heads kept
+    as its aggregate cache (``aggregate_cache``) sizes them (``stratus.config.recorder_heads``)."""
+    heads = recorder_heads(aggregate_cache)
+    return Factory(bridge=bridge, settings=settings, verify_loads=True, cache_size=heads)

@@ -8,7 +8,6 @@ aggregate cache filled with the servers of every power action in the cloud (docs
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -19,7 +18,6 @@ from eventsourcing.persistence import StoredEvent
 import processes.hypervisor
 import processes.scheduler
 import processes.simulator
-from api import app as api_app
 from commands.app import Stratus
 from commands.flavors.create import CreateFlavor
 from commands.hosts.register import RegisterHost
@@ -29,18 +27,9 @@ from commands.servers.scheduling import PlaceInstance
 from commands.unit_of_work import UnitOfWork
 from stratus.config import Settings, recorder_heads
 from stratus.eventstore import Factory, NatsBridge
-from tests.fixtures.commands import CACHE_SETTING
 from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.roots import EVENT_STORES, EventStore
 
-Root = Callable[[NatsBridge, Settings], Factory]
-# Each composition root's event store and the setting that sizes its heads.
-STORES: dict[str, Root] = {
-    "api": api_app.event_store,
-    "scheduler": processes.scheduler.factory,
-    "hypervisor": processes.hypervisor.factory,
-    "simulate": processes.simulator.factory,
-}
-ROOTS: list[tuple[str, Root, str]] = [(part, root, CACHE_SETTING[part]) for part, root in STORES.items()]
 TOPIC = "commands.instance:Instance.Created"
 
 
@@ -53,9 +42,9 @@ def with_setting(settings: Settings, variable: str, value: str) -> Settings:
     return Settings.from_env({**settings.to_env(), variable: value})
 
 
-@pytest.mark.parametrize(("part", "root", "variable"), ROOTS, ids=[r[0] for r in ROOTS])
+@pytest.mark.parametrize(("part", "root", "variable"), EVENT_STORES, ids=[r[0] for r in EVENT_STORES])
 def test_a_part_keeps_the_heads_its_cache_setting_sizes(
-    part: str, root: Root, variable: str, bridge: NatsBridge, settings: Settings, recorder: Any
+    part: str, root: EventStore, variable: str, bridge: NatsBridge, settings: Settings, recorder: Any
 ) -> None:
     s = with_setting(settings, variable, "600")
     kept = recorder_heads(600)

@@ -4,36 +4,19 @@ every process kept up to 20,000 aggregates: docs/performance.md, "Memory")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
 from uuid import UUID
 
 import pytest
 
-import processes.hypervisor
-import processes.scheduler
-import processes.simulator
-from api import app as api_app
 from commands.app import Stratus
 from commands.instance import Instance
 from commands.usage import EPOCH_EVENTS, usage_aggregate_id
 from stratus.config import Settings
 from stratus.eventstore.memory import InMemoryFactory
-from tests.fixtures.commands import CACHE_SETTING, requested
+from tests.fixtures.commands import requested
 from tests.fixtures.facades.handlers import CreateFlavor, CreateServer, Handlers
 from tests.fixtures.facades.operations import Operations
-
-Application = Callable[[Any, Settings], Stratus]
-# Each composition root's application and the setting that sizes its cache.
-APPLICATIONS: dict[str, Application] = {
-    "api": api_app.application,
-    "scheduler": processes.scheduler.application,
-    "hypervisor": processes.hypervisor.application,
-    "simulate": processes.simulator.application,
-}
-ROOTS: list[tuple[str, Application, str]] = [
-    (part, application, CACHE_SETTING[part]) for part, application in APPLICATIONS.items()
-]
+from tests.fixtures.roots import APPLICATIONS, Application
 
 
 def servers(app: Stratus, n: int) -> list[UUID]:
@@ -50,7 +33,7 @@ def kept(app: Stratus) -> set[UUID]:
     return set() if cache is None else set(cache.cache)
 
 
-@pytest.mark.parametrize(("part", "application", "variable"), ROOTS, ids=[r[0] for r in ROOTS])
+@pytest.mark.parametrize(("part", "application", "variable"), APPLICATIONS, ids=[r[0] for r in APPLICATIONS])
 def test_a_part_keeps_at_most_its_setting(
     part: str, application: Application, variable: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -64,7 +47,7 @@ def test_a_part_keeps_at_most_its_setting(
     assert isinstance(app.repository.get(ids[0]), Instance)  # one no longer kept is loaded again
 
 
-@pytest.mark.parametrize(("part", "application", "variable"), ROOTS, ids=[r[0] for r in ROOTS])
+@pytest.mark.parametrize(("part", "application", "variable"), APPLICATIONS, ids=[r[0] for r in APPLICATIONS])
 def test_zero_keeps_nothing(part: str, application: Application, variable: str) -> None:
     app = application(InMemoryFactory(), Settings.from_env({variable: "0"}))
     ids = servers(app, 3)
