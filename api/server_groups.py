@@ -3,6 +3,7 @@
 its ``rules`` (anti-affinity's ``max_server_per_host``) in place of the ``policies`` list and
 the always empty ``metadata``.
 
+The list pages as Nova's does, by ``offset`` and ``limit`` (at most 1,000 a page).
 A group belongs to its project (another project's group is a 404); admins list every project's with
 ``all_projects``. Members join when a server is created with the ``group`` scheduler hint.
 """
@@ -15,11 +16,13 @@ import falcon
 
 from api import auth
 from api.errors import BadRequest, ItemNotFound
+from api.links import MAX_LIMIT, page_params
 from api.readmodel import POSITION_HEADER
 from api.resource import BusResource
 from api.versions import at_least
 from commands.servers.groups import CreateServerGroup, DeleteServerGroup
 from projections import admin_queries
+from stratus import positions
 from stratus.context import Actor, acting
 
 _TRUE = ("1", "true", "t", "yes", "y", "on")
@@ -60,14 +63,29 @@ def _policy_and_rules(req: falcon.Request, spec: dict[str, Any]) -> tuple[str, d
     return policy, rules
 
 
+def _window(req: falcon.Request) -> tuple[int, int]:
+    """Nova's ``limit`` and ``offset`` (``common.limited``): at most ``MAX_LIMIT`` groups a page, and
+    ``limit=0`` is the most a page holds; each a non-negative integer (else 400)."""
+    limit, _ = page_params(req)
+    raw = req.get_param("offset")
+    try:
+        offset = positions.parse_natural(raw) if raw is not None else 0
+    except ValueError:
+        raise BadRequest("offset param must be a non-negative integer") from None
+    return limit or MAX_LIMIT, offset
+
+
 class ServerGroups(BusResource):
     """``GET`` and ``POST /v2.1/os-server-groups``."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         actor: Actor = req.context.actor
         everyone = (req.get_param("all_projects") or "").strip().lower() in _TRUE and auth.is_admin(actor)
+        limit, offset = _window(req)
         with self._read.connection(req) as conn:
-            rows = admin_queries.list_server_groups(conn, None if everyone else actor.project_id)
+            rows = admin_queries.list_server_groups(
+                conn, None if everyone else actor.project_id, limit=limit, offset=offset
+            )
         resp.media = {"server_groups": [group_view(req, r) for r in rows]}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:

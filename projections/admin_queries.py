@@ -84,11 +84,15 @@ def availability_zones(conn: psycopg.Connection[Any], default_zone: str) -> dict
 
 
 # -- server groups --------------------------------------------------------------------------------
-def list_server_groups(conn: psycopg.Connection[Any], project_id: str | None) -> list[Row]:
+def list_server_groups(
+    conn: psycopg.Connection[Any], project_id: str | None, *, limit: int | None = None, offset: int = 0
+) -> list[Row]:
+    """The groups of ``project_id`` (None: every project's), oldest first, from ``offset``, ``limit`` long."""
     query = sql.SQL("SELECT * FROM {}.server_groups WHERE NOT deleted").format(_S)
     params: list[Any] = []
     query = _given(query, params, "AND project_id = %s", project_id)
-    return _fetchall(conn, query + sql.SQL(" ORDER BY created_at, id"), params)
+    query += sql.SQL(" ORDER BY created_at, id LIMIT %s OFFSET %s")
+    return _fetchall(conn, query, [*params, limit, offset])
 
 
 def groups_of(conn: psycopg.Connection[Any], server_ids: list[str]) -> dict[str, str]:

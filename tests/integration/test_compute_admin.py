@@ -307,6 +307,14 @@ def test_server_groups(stack: Stack) -> None:
     assert sorted(
         g["name"] for g in stack.get("/v2.1/os-server-groups?all_projects=1").json["server_groups"]
     ) == ["db", "web"]
+    listed = [g["name"] for g in stack.get("/v2.1/os-server-groups?all_projects=1").json["server_groups"]]
+    for query, names in [("limit=1", listed[:1]), ("limit=1&offset=1", listed[1:2]), ("offset=2", []),
+                         ("limit=0", listed), ("offset=0&limit=5", listed)]:  # fmt: skip
+        page = stack.get(f"/v2.1/os-server-groups?all_projects=1&{query}").json["server_groups"]
+        assert [g["name"] for g in page] == names, query
+    for query in ("limit=-1", "offset=x", "offset=-2"):
+        field = query.split("=")[0]
+        assert_fault(stack.get(f"/v2.1/os-server-groups?{query}"), 400, "badRequest", field)
     at_213 = {**stack.headers(P1), "OpenStack-API-Version": "compute 2.13"}
     assert stack.get(f"/v2.1/os-server-groups/{group['id']}", at_213).json["server_group"] == group
     assert_fault(stack.get(f"/v2.1/os-server-groups/{other}", P1), 404, "itemNotFound")
