@@ -192,7 +192,8 @@ class LivenessMirror:
     """The heartbeats bucket mirrored in this process by a watch on it, for readers that ask per
     request (the API's pages of servers): ``up`` then reads a dictionary, not NATS.
 
-    What is mirrored is each key's last beat as put (its ``at``), never a verdict: a host is judged
+    What is mirrored is each key's last beat as put (its ``at``, and the report ``reports`` gives:
+    ``booted``, ``load``), never a verdict: a host is judged
     up or down from that beat's age at the moment of the question, as ``Heartbeats.up`` judges it.
     A pushed beat reaches the mirror after it reached the bucket, so the mirror never holds a beat
     younger than the bucket's and never shows a host up longer than a direct read would; a host
@@ -200,16 +201,17 @@ class LivenessMirror:
 
     The mirror answers only while its watch is known whole: from the end of the watch's initial
     replay (the bucket's last entry per key) until the watch's task ends or the connection is lost
-    or re-established (messages could have been missed meanwhile). Otherwise ``up`` reads the bucket
-    directly, as before, and a new watch is started in the background. ``services`` and ``reports``
-    (an admin's few calls) always read the bucket."""
+    or re-established (messages could have been missed meanwhile). Otherwise ``up`` and ``reports``
+    read the bucket directly, as before, and a new watch is started in the background. ``services``
+    (an admin's few calls) always reads the bucket."""
 
     def __init__(self, heartbeats: Heartbeats, bridge: NatsBridge) -> None:
         self._heartbeats = heartbeats
         self._bridge = bridge
         self._lock = threading.Lock()
-        # key -> the beat's ``at``; replaced whole by each new watch, once its replay is complete
-        self._beats: dict[str, float] | None = None
+        # key -> the beat's ``at`` and its report; replaced whole by each new watch, once its replay
+        # is complete
+        self._beats: dict[str, Beat] | None = None
         self._generation = 0  # the watch whose entries ``_beats`` holds
         self._watching = False  # a watch task is running (or starting)
         self._reconnects = -1  # the connection's reconnect count when the current watch began
@@ -220,21 +222,26 @@ class LivenessMirror:
         if beats is None:
             return self._heartbeats.up(hosts, down_after)
         now = self._heartbeats.now()
-        found = {host: beats.get(encode_token(host)) for host in hosts}
+        found = {host: beats.get(encode_token(host), _NO_BEAT)[0] for host in hosts}
         return {host: at is not None and now - at < down_after for host, at in found.items()}
 
     def services(self, binary: str, down_after: float = DOWN_AFTER) -> list[dict[str, Any]]:
         return self._heartbeats.services(binary, down_after)
 
     def reports(self, hosts: Iterable[str]) -> dict[str, dict[str, Any] | None]:
-        return self._heartbeats.reports(hosts)
+        """As ``Heartbeats.reports``, from the mirror when it is whole, else from the bucket."""
+        beats = self._whole()
+        if beats is None:
+            return self._heartbeats.reports(hosts)
+        found = {host: beats.get(encode_token(host), _NO_BEAT)[1] for host in hosts}
+        return {host: None if report is None else dict(report) for host, report in found.items()}
 
     @property
     def whole(self) -> bool:
         """Whether ``up`` answers from the mirror now (tests and benches ask)."""
         return self._whole() is not None
 
-    def _whole(self) -> dict[str, float] | None:
+    def _whole(self) -> dict[str, Beat] | None:
         """The mirror if its watch is whole; otherwise None, after starting a new watch."""
         connected = self._bridge.is_connected
         reconnects = self._bridge.nc.stats["reconnects"] if connected else -1
@@ -252,7 +259,7 @@ class LivenessMirror:
         return None
 
     async def _watch(self, generation: int) -> None:
-        beats: dict[str, float] = {}
+        beats: dict[str, Beat] = {}
         try:
             watcher = await (await self._heartbeats.store()).watch(">")
             try:
@@ -270,7 +277,7 @@ class LivenessMirror:
                     elif entry.operation in ("DEL", "PURGE") or entry.value is None:
                         beats.pop(entry.key, None)
                     else:
-                        beats[entry.key] = _beat_time(entry.value)
+                        beats[entry.key] = _beat(entry.value)
             finally:
                 await watcher.stop()
         except (nats.errors.Error, TimeoutError) as e:
@@ -286,12 +293,24 @@ class LivenessMirror:
             return self._generation == generation
 
 
-def _beat_time(value: bytes) -> float:
-    """A beat's ``at``; a value that is not a beat counts as none (the key shows down)."""
+# A mirrored beat: its ``at`` (None: no beat) and the value as put (None: not a JSON object).
+Beat = tuple[float | None, dict[str, Any] | None]
+_NO_BEAT: Beat = (None, None)
+
+
+def _beat(value: bytes) -> Beat:
+    """A beat's ``at`` and its report; a value that is not a beat counts as none for ``up`` (the key
+    shows down), and a value that is not a JSON object has no report."""
     try:
-        return float(orjson.loads(value)["at"])
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        return float("-inf")
+        report = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return float("-inf"), None
+    if not isinstance(report, dict):
+        return float("-inf"), None
+    try:
+        return float(report["at"]), report
+    except (KeyError, TypeError, ValueError):
+        return float("-inf"), report
 
 
 def my_ip() -> str:

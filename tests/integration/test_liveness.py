@@ -66,6 +66,25 @@ def test_the_mirror_judges_the_pushed_beats_at_question_time(bridge: NatsBridge,
     assert mirror.up(["h1", "h2"], down_after=60) == beats.up(["h1", "h2"], down_after=60)
 
 
+def test_the_mirror_reports_the_beats_as_the_bucket_does(bridge: NatsBridge, settings: Settings) -> None:
+    """``reports`` (os-hypervisors/detail's uptime and load, per host) from the mirror: what the
+    bucket holds, with no hop to the NATS loop, and a newer beat once it is pushed."""
+    clock = Clock()
+    beats = Heartbeats(bridge, bucket=bucket_for(settings.stream), clock=clock)
+    mirror = LivenessMirror(beats, bridge)
+    beats.beat("h1")
+    eventually(lambda: mirror.whole)
+    hops = bridge.hops
+    mirrored = mirror.reports(["h1", "h2"])
+    assert bridge.hops == hops  # from the mirror: nothing asked of NATS
+    assert mirrored == beats.reports(["h1", "h2"])
+    assert mirrored["h1"] is not None and mirrored["h1"]["at"] == clock.now and mirrored["h2"] is None
+    clock.now += 5
+    beats.beat("h1")
+    eventually(lambda: mirror.reports(["h1"])["h1"]["at"] == clock.now)
+    assert mirror.reports(["h1"]) == beats.reports(["h1"])
+
+
 def test_the_mirror_reads_directly_once_its_watch_is_lost(own_nats_server: NatsServer) -> None:
     settings = unique_settings(own_nats_server.url)
     with NatsBridge(settings.nats_urls, name="mirror-test").start() as bridge:
