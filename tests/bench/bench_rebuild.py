@@ -34,6 +34,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -73,6 +74,8 @@ LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 RAW_READ = "read: raw protocol, batch direct get (no client library)"
 ORDERED_READ = "read: nats-py ordered push consumer"
 COPY = "write: COPY into instances"
+# The least any rebuild in one process does: read the log and write the rows it ends with, at once.
+READ_AND_COPY = "floor of any rebuild: the raw read and a COPY of the rebuilt instances at once (two threads)"
 REBUILD = "projections.rebuild.rebuild"
 REBUILD_NATS_PY = "projections.rebuild.rebuild through nats-py (raw_read=False)"
 # The live projector's catch-up (after a restart or downtime): its lock and batch size, no swap.
@@ -338,6 +341,7 @@ def run_round(
     mapper: Mapper[UUID],
     conn: psycopg.Connection[Any],
     total: int,
+    instances: int,
     batch_size: int,
 ) -> None:
     stream, subject = settings.stream, recorder.layout.all
@@ -398,6 +402,24 @@ def run_round(
         "rows",
         lambda: upsert_rows(conn, "bench_upsert", rows),
     )
+
+    bench.meter.server_pid = nats_pid
+    rebuilt_rows = instance_rows(instances)
+    fresh_schema(conn, "bench_read_copy")
+
+    def read_and_copy() -> int:
+        """The raw read and a COPY of as many instance rows as the rebuilt read model holds, in two
+        threads of this process (the GIL shared, as a rebuild's reader and applier share it)."""
+        reader = RawNats(server_url)
+        try:
+            with ThreadPoolExecutor(2) as pool:
+                read = pool.submit(reader.read_stream, stream, subject)
+                pool.submit(copy_rows, conn, "bench_read_copy", rebuilt_rows).result()
+                return read.result()
+        finally:
+            reader.close()
+
+    bench.measure(READ_AND_COPY, "events", read_and_copy)
 
     def caught_up() -> int:
         fresh_schema(conn, "bench_live")
@@ -508,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
                     mapper=app.mapper,
                     conn=conn,
                     total=total,
+                    instances=builder.types["Instance.Requested"],
                     batch_size=args.batch_size,
                 )
             print(
@@ -520,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
             ("raw-protocol read", RAW_READ),
             ("nats-py ordered consumer", ORDERED_READ),
             ("COPY", COPY),
+            ("read and COPY at once", READ_AND_COPY),
         ]
         print(bench.table(title, baselines=baselines))
         print()
