@@ -9,12 +9,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
 from commands.app import Stratus
 from processes.rebuild import main
+from projections import queries
 from projections.rawlog import RawLog, replay_log
 from projections.rebuild import OLD_SCHEMA, rebuild
 from projections.runner import open_event_log
@@ -25,7 +27,7 @@ from stratus.eventstore.signing import Verifier
 from stratus.natsserver import NatsServer
 from tests.fixtures.commands import make_app
 from tests.fixtures.nats import raw_reads
-from tests.fixtures.projections import head, populate, snapshot
+from tests.fixtures.projections import head, populate, projector_thread, snapshot
 from tests.fixtures.tls import write_test_pki
 from tests.fixtures.trust import Trusted
 
@@ -64,6 +66,22 @@ def test_a_rebuild_over_tls_reads_below_nats_py_and_rebuilds_the_tables_nats_py_
     with psycopg.connect(database_url, autocommit=True) as conn:
         assert snapshot(conn, OLD_SCHEMA) == through_nats_py == snapshot(conn, LIVE_SCHEMA)
     assert len(through_nats_py["instances"]) == 150
+
+
+def test_the_runner_over_tls_catches_up_below_nats_py(
+    trusted_tls: Trusted, database_url: str, rm: psycopg.Connection[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    app = _written(trusted_tls, 150)
+    settings = _projector(trusted_tls, database_url)
+    with caplog.at_level(logging.INFO), projector_thread(settings):
+        assert queries.wait_for_position(rm, head(app), timeout=30)
+    assert "projector catching up from position 0" in caplog.text
+    assert "through nats-py" not in caplog.text and "raw reader failed" not in caplog.text
+    (read,) = raw_reads(trusted_tls.server).values()
+    assert read["tls_version"] == "1.3" and read["out_msgs"] >= head(app)
+    live = snapshot(rm)
+    rebuild(rm, app.recorder, app.mapper, raw_read=False, trust=Verifier.load(settings.trust_registry))  # type: ignore[arg-type]
+    assert snapshot(rm) == live
 
 
 def test_a_raw_read_over_tls_refuses_a_server_its_ca_does_not_vouch_for(
