@@ -341,10 +341,10 @@ class Projector:
         """Read the next batch after ``after`` and apply it."""
         return self.apply_batch(self.fetch(after))
 
-    def catch_up(self, until: int | None = None) -> int:
-        """Apply batches until the log has nothing more (or ``until`` is reached); the final position."""
-        stop = threading.Event()
-        return self._follow(stop, until=until)
+    def catch_up(self, until: int | None = None, stop: threading.Event | None = None) -> int:
+        """Apply batches until the log has nothing more (or ``until`` is reached, or ``stop`` is set);
+        the final position."""
+        return self._follow(stop if stop is not None else threading.Event(), until=until)
 
     def run(self, stop: threading.Event, *, idle_wait: float = 0.5, linger: float = LINGER_SECONDS) -> int:
         """Follow the log until ``stop`` is set: batches while behind, a blocking wait when caught up.

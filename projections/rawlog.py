@@ -9,10 +9,12 @@ parser makes of the block, ``HeaderBlock``; ``data``; ``subject``), so the proje
 and applies them as it does today; everything else (the log's head, a filtered read of the trust
 check) is the recorder's.
 
-The raw reader has no TLS and no reconnects. ``replay_log`` reads through nats-py instead when a URL
-asks for TLS (``tls://``) or the reader cannot connect, and ``RawLog`` goes on through nats-py (which
-rides out NATS restarts) if its connection is lost mid-replay; each says why in a warning (slower,
-not wrong: the same messages, decoded the same way).
+The raw reader has no reconnects; it speaks TLS as the bridge does (``tls://``, verified against the
+same CAs). ``replay_log`` reads through nats-py instead when a URL is neither ``nats://`` nor
+``tls://`` or the reader cannot connect (a wrong CA included: it never reads unverified), and
+``RawLog`` goes on through nats-py (which rides out NATS restarts) if its connection is lost
+mid-replay; each says why in a warning (slower, not wrong: the same messages, decoded the same way).
+The live projector catches up after downtime through ``replay_log`` too (``projections.runner``).
 """
 
 from __future__ import annotations
@@ -165,17 +167,19 @@ class RawLog:
 
 
 @contextlib.contextmanager
-def replay_log(log: EventLog, *, raw: bool = True) -> Iterator[EventLog]:
+def replay_log(log: EventLog, *, raw: bool = True, part: str = "rebuild") -> Iterator[EventLog]:
     """``log`` read through ``RawReader`` for a replay when it can be (``raw`` and an event store on
-    NATS whose URLs are all ``nats://``), else ``log`` itself (nats-py), saying why in the log."""
+    NATS whose URLs are all ``nats://`` or ``tls://``), else ``log`` itself (nats-py), saying why in
+    the log (``part``: who replays, in the message)."""
     if not raw or not isinstance(log, JetStreamApplicationRecorder):
         yield log
         return
     urls = log.bridge.urls
-    other = [u for u in urls if urlsplit(u if "://" in u else f"nats://{u}").scheme not in ("nats", "")]
-    if other:  # tls:// (or websockets): the raw reader speaks the plain protocol only
+    other = [u for u in urls if urlsplit(u if "://" in u else f"nats://{u}").scheme not in ("nats", "tls")]
+    if other:  # websockets: the raw reader speaks the plain protocol only, over TCP or TLS
         logger.warning(
-            "rebuild: reading the log through nats-py: the raw reader speaks nats:// only (%s)",
+            "%s: reading the log through nats-py: the raw reader speaks nats:// and tls:// only (%s)",
+            part,
             ", ".join(map(redacted, other)),
         )
         yield log
@@ -183,7 +187,7 @@ def replay_log(log: EventLog, *, raw: bool = True) -> Iterator[EventLog]:
     try:
         reader = RawReader(urls, log.stream, seed_file=log.bridge.seed_file)
     except (RawReaderError, OSError) as e:
-        logger.warning("rebuild: reading the log through nats-py: the raw reader cannot connect (%s)", e)
+        logger.warning("%s: reading the log through nats-py: the raw reader cannot connect (%s)", part, e)
         yield log
         return
     raw_log = RawLog(log, reader)

@@ -8,6 +8,10 @@ missing, a disk full: logged at ERROR, retried with the same backoff). An event 
 decode or apply is quarantined on JetStream (``stratus.quarantine``, part ``projector``) and
 skipped: no event stops the process.
 
+Back after downtime (more than a batch behind the log's head), the runner first catches up reading
+below nats-py, as a rebuild replays (``catch_up``: ``projections.rawlog.replay_log``), with the same
+projector (its lock, quarantine, trust check and tracking), then follows live through nats-py.
+
 Run it as ``stratus projector`` (its composition root: ``processes/projector.py``).
 """
 
@@ -25,6 +29,7 @@ from eventsourcing.persistence import Mapper
 
 from commands.app import Stratus
 from projections.projector import EventLog, Projector
+from projections.rawlog import replay_log
 from projections.schema import ensure_live_schema
 from stratus.config import Settings
 from stratus.eventstore import EventStoreUnavailable, Factory, NatsBridge
@@ -64,6 +69,27 @@ def open_event_log(
         bridge.close()
 
 
+def catch_up(projector: Projector, events: EventLog, stop: threading.Event) -> int:
+    """While ``projector`` is more than a batch behind the log's head, apply the log up to the head
+    read below nats-py (``replay_log``; through ``events`` where it cannot be); the position reached.
+    ``projector`` reads through ``events`` again afterwards."""
+    position, head = projector.position(), events.max_notification_id() or 0
+    if head - position <= projector.batch_size:
+        return position
+    log.info("projector catching up from position %d to %d", position, head)
+    with replay_log(events, part="projector") as source:
+        projector.log = source
+        try:
+            while head - position > projector.batch_size and not stop.is_set():
+                reached = projector.catch_up(until=head, stop=stop)
+                if reached == position:  # nothing more to read (or stopped): follow from here
+                    break
+                position, head = reached, events.max_notification_id() or 0
+        finally:
+            projector.log = events
+    return position
+
+
 def run(
     settings: Settings,
     stop: threading.Event,
@@ -85,7 +111,8 @@ def run(
                     projector = Projector(
                         events, mapper, conn, batch_size=batch_size, quarantine=quarantine, trust=trust
                     )
-                    log.info("projector following the log from position %d", projector.position())
+                    position = catch_up(projector, events, stop)
+                    log.info("projector following the log from position %d", position)
                     projector.run(stop, idle_wait=idle_wait)
             except TEMPORARY as e:
                 log.warning("projector: %s; retrying in %.1f s", e, backoff)

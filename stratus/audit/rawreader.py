@@ -4,9 +4,15 @@ nats-py spends 20-100 µs per message parsing headers and scheduling callbacks; 
 100,000 events/s leaves 10 µs per event for reading and hashing together. This reader speaks the
 client protocol on a blocking socket, sends batch direct gets (``$JS.API.DIRECT.GET.<stream>``) and
 hands back each message's raw header block and body, pipelining the next batch request while the
-caller processes the current one. No reconnects (a verification is simply run again), no TLS:
-``tls://`` URLs are refused with a clear error. ``user:password@`` and ``?token=`` in the URL work,
-and so does an NKey seed (``seed_file``: the part's, docs/trust.md).
+caller processes the current one. No reconnects (a verification is simply run again).
+``user:password@`` and ``?token=`` in the URL work, and so does an NKey seed (``seed_file``: the
+part's, docs/trust.md).
+
+TLS as the bridge's nats-py connects (the closed cluster of deploy/nats-cluster/): the server's
+INFO first, then the handshake when it requires TLS, verified against the same trust store (Python's
+default context: the system's CAs, or the deployment's CA through ``SSL_CERT_FILE``) and the URL's
+host name. Stricter than nats-py in one case: a ``tls://`` URL whose server offers no TLS is refused,
+never read in plain text.
 """
 
 from __future__ import annotations
@@ -14,10 +20,12 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlsplit
+from typing import Any
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 from stratus.eventstore.errors import EventStoreUnavailable
 from stratus.trust.nkeys import KeyPair
@@ -25,7 +33,7 @@ from stratus.trust.registry import inbox_prefix
 
 
 class RawReaderError(EventStoreUnavailable):
-    """The server could not be read (connection refused or lost, TLS asked, protocol error)."""
+    """The server could not be read (connection refused or lost, TLS refused, protocol error)."""
 
 
 @dataclass(frozen=True)
@@ -91,14 +99,30 @@ class RawReader:
 
     def _connect(self, url: str, timeout: float) -> socket.socket:
         parts = urlsplit(url if "://" in url else f"nats://{url}")
-        if parts.scheme not in ("nats", ""):
-            raise RawReaderError(f"scheme {parts.scheme}:// is not supported by the raw reader (use nats://)")
-        sock = socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 4222), timeout)
+        if parts.scheme not in ("nats", "tls"):
+            raise RawReaderError(f"scheme {parts.scheme}:// is not supported by the raw reader")
+        host = parts.hostname or "127.0.0.1"
+        self._buf, self._pos = bytearray(), 0
+        self._sock = socket.create_connection((host, parts.port or 4222), timeout)
+        try:
+            return self._handshake(parts, host)
+        except BaseException:
+            self._sock.close()
+            raise
+
+    def _handshake(self, parts: SplitResult, host: str) -> socket.socket:
+        """INFO, TLS when asked, CONNECT with the credentials, and the replies' subscription."""
+        sock = self._sock
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock = sock
         info = self._line()
         if not info.startswith(b"INFO"):
             raise RawReaderError(f"not a NATS server: {info[:40]!r}")
+        try:
+            server: dict[str, Any] = json.loads(info[5:])
+        except ValueError as e:
+            raise RawReaderError(f"not a NATS server's INFO: {info[:40]!r}") from e
+        if server.get("tls_required") or parts.scheme == "tls":
+            self._sock = sock = self._secured(sock, host, server)
         connect: dict[str, object] = {
             "verbose": False,
             "pedantic": False,
@@ -113,7 +137,7 @@ class RawReader:
         token = parse_qs(parts.query).get("token")
         if token:
             connect["auth_token"] = token[0]
-        nonce = json.loads(info[5:]).get("nonce") if self._key is not None else None
+        nonce = server.get("nonce") if self._key is not None else None
         if self._key is not None and nonce:
             connect["nkey"] = self._key.public_key
             connect["sig"] = base64.urlsafe_b64encode(self._key.sign(nonce.encode())).decode().rstrip("=")
@@ -126,6 +150,15 @@ class RawReader:
                 raise RawReaderError(line.decode(errors="replace"))
         sock.sendall(b"SUB %s 1\r\n" % self._inbox)
         return sock
+
+    def _secured(self, sock: socket.socket, host: str, server: dict[str, Any]) -> socket.socket:
+        """``sock`` after the TLS handshake that follows the server's INFO, the server's certificate
+        verified as nats-py's default context verifies it; a server offering no TLS is refused."""
+        if not (server.get("tls_required") or server.get("tls_available")):
+            raise RawReaderError("the URL asks for TLS (tls://) and the server offers none")
+        if self._pos != len(self._buf):  # the server waits for the handshake: nothing may follow INFO
+            raise RawReaderError("the server sent more than INFO before the TLS handshake")
+        return ssl.create_default_context().wrap_socket(sock, server_hostname=host)
 
     # -- buffered protocol reading ------------------------------------------------------------------
 

@@ -422,8 +422,15 @@ def run_round(
     bench.measure(READ_AND_COPY, "events", read_and_copy)
 
     def caught_up() -> int:
+        """What the live runner does back after downtime: ``projections.runner.catch_up`` (below
+        nats-py while more than a batch behind), then the rest through nats-py."""
+        import threading  # (imported here: this function's edit stays within it)
+
+        from projections.runner import catch_up
+
         fresh_schema(conn, "bench_live")
         live = Projector(recorder, mapper, conn, schema="bench_live", batch_size=CATCH_UP_BATCH)
+        catch_up(live, recorder, threading.Event())
         position = live.catch_up()
         if position != total:
             raise RuntimeError(f"the catch-up reached {position}, the log has {total}")

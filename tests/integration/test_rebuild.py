@@ -178,7 +178,7 @@ def test_a_replay_read_below_nats_py_rebuilds_the_tables_one_read_through_nats_p
 @pytest.mark.parametrize(
     ("url", "why"),
     [
-        ("tls://127.0.0.1:4222", "the raw reader speaks nats:// only (tls://127.0.0.1:4222)"),
+        ("ws://127.0.0.1:4222", "the raw reader speaks nats:// and tls:// only (ws://127.0.0.1:4222)"),
         ("nats://127.0.0.1:1", "the raw reader cannot connect"),
     ],
 )

@@ -1,0 +1,121 @@
+"""The live projector back after downtime: while more than a batch behind the log's head it catches
+up reading below nats-py (``projections.runner.catch_up``, the raw reader a rebuild replays with),
+then follows the log through nats-py; the tables are those a replay through nats-py makes. A raw
+connection lost mid catch-up is not an error: the catch-up reads on through nats-py.
+
+The module's stream is on a JetStream server of its own (``own_nats_server``): its monitoring tells
+which reads went below nats-py (``raw_reads``), and one test restarts it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+from commands.app import Stratus
+from commands.servers.create import CreateServer
+from commands.servers.scheduling import PlaceInstance
+from projections import queries
+from projections.projector import Projector
+from projections.rebuild import OLD_SCHEMA, rebuild
+from projections.runner import catch_up
+from projections.schema import LIVE_SCHEMA
+from stratus.config import Settings
+from stratus.natsserver import NatsServer
+from tests.fixtures.facades.handlers import Handlers
+from tests.fixtures.facades.operations import Operations
+from tests.fixtures.nats import raw_reads, unique_settings
+from tests.fixtures.projections import head, populate, projector_thread, snapshot
+
+BATCH = 500  # the runner's batch size
+
+
+@pytest.fixture
+def settings(own_nats_server: NatsServer) -> Settings:
+    """This module's stream on a JetStream server of its own."""
+    return unique_settings(own_nats_server.url)
+
+
+def _servers(app: Stratus, handlers: Handlers, n: int) -> None:
+    """``n`` servers created and placed (after ``populate``: its flavor and hosts)."""
+    Operations(app).set_quota("proj-w", {"instances": -1, "cores": -1, "ram": -1}, {})
+    for i in range(n):
+        server = handlers.create_server(CreateServer(f"later-{i}", "proj-w", "u", "p1")).id
+        handlers.place_instance(PlaceInstance(server, "pop-0"))
+
+
+def _sent(server: NatsServer, before: dict[int, dict[str, Any]]) -> list[int]:
+    """Messages sent to each raw reader connection that is not in ``before``."""
+    return [c["out_msgs"] for cid, c in raw_reads(server).items() if cid not in before]
+
+
+@pytest.mark.timeout(120)
+def test_a_runner_back_after_downtime_catches_up_below_nats_py_then_follows_live(
+    app: Stratus,
+    handlers: Handlers,
+    db_settings: Settings,
+    rm: psycopg.Connection[Any],
+    own_nats_server: NatsServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    populate(app, instances=60, hosts=3, chunk=30)
+    with projector_thread(db_settings):
+        assert queries.wait_for_position(rm, head(app), timeout=30)
+    stopped_at = head(app)
+    _servers(app, handlers, 200)  # written while the projector is down: more than a batch
+    behind = head(app) - stopped_at
+    assert behind > BATCH
+    before = raw_reads(own_nats_server)
+
+    with caplog.at_level(logging.INFO), projector_thread(db_settings):
+        assert queries.wait_for_position(rm, head(app), timeout=30)
+        caught_up = raw_reads(own_nats_server)
+        _servers(app, handlers, 3)  # live: followed through nats-py
+        assert queries.wait_for_position(rm, head(app), timeout=30)
+        assert raw_reads(own_nats_server).keys() == caught_up.keys()
+
+    assert f"projector catching up from position {stopped_at} to {stopped_at + behind}" in caplog.text
+    assert "through nats-py" not in caplog.text and "raw reader failed" not in caplog.text
+    (sent,) = _sent(own_nats_server, before)
+    assert sent >= behind  # the whole gap below nats-py, and the end-of-batch replies
+    # the tables equal a replay through nats-py, row for row
+    rebuild(rm, app.recorder, app.mapper, raw_read=False, keep_old=True)  # type: ignore[arg-type]
+    assert snapshot(rm, OLD_SCHEMA) == snapshot(rm, LIVE_SCHEMA)
+    assert len(snapshot(rm)["instances"]) == 60 + 200 + 3
+
+
+def test_a_runner_a_batch_behind_or_less_reads_nothing_below_nats_py(
+    app: Stratus, rm: psycopg.Connection[Any], own_nats_server: NatsServer
+) -> None:
+    populate(app, instances=20, hosts=2, chunk=10)
+    assert head(app) <= BATCH
+    projector = Projector(app.recorder, app.mapper, rm, batch_size=BATCH)  # type: ignore[arg-type]
+    assert catch_up(projector, app.recorder, threading.Event()) == 0  # type: ignore[arg-type]
+    assert raw_reads(own_nats_server) == {}
+
+
+@pytest.mark.timeout(120)
+def test_a_catch_up_whose_raw_connection_is_lost_reads_on_through_nats_py(
+    app: Stratus, rm: psycopg.Connection[Any], own_nats_server: NatsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    populate(app, instances=150, hosts=3, chunk=50)
+    restarted: list[int] = []
+
+    def restart_once(position: int) -> None:  # after the first batch: the connection drops
+        if not restarted:
+            restarted.append(position)
+            own_nats_server.restart()
+
+    projector = Projector(app.recorder, app.mapper, rm, batch_size=100)  # type: ignore[arg-type]
+    projector.progress = restart_once
+    with caplog.at_level(logging.WARNING, "stratus.rebuild"):
+        position = catch_up(projector, app.recorder, threading.Event())  # type: ignore[arg-type]
+    assert restarted == [100] and position == head(app)
+    assert "the raw reader failed" in caplog.text and "reading on through nats-py" in caplog.text
+    assert projector.log is app.recorder  # following through nats-py from here
+    live = snapshot(rm)
+    rebuild(rm, app.recorder, app.mapper, raw_read=False)  # type: ignore[arg-type]
+    assert snapshot(rm) == live and len(live["instances"]) == 150
