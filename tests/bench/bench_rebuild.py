@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import random
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -54,6 +55,7 @@ from projections import apply
 from projections.projector import Projector
 from projections.rawlog import replay_log
 from projections.rebuild import rebuild
+from projections.runner import catch_up
 from projections.schema import INSTANCE_COLUMNS, LIVE_SCHEMA, create_schema
 from stratus.config import Settings
 from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
@@ -79,7 +81,7 @@ READ_AND_COPY = "floor of any rebuild: the raw read and a COPY of the rebuilt in
 REBUILD = "projections.rebuild.rebuild"
 REBUILD_NATS_PY = "projections.rebuild.rebuild through nats-py (raw_read=False)"
 # The live projector's catch-up (after a restart or downtime): its lock and batch size, no swap.
-CATCH_UP = "Projector.catch_up, as the live projector (lock, batches of 500)"
+CATCH_UP = "the live projector's catch-up (projections.runner.catch_up: lock, batches of 500)"
 CATCH_UP_BATCH = 500
 
 
@@ -424,10 +426,6 @@ def run_round(
     def caught_up() -> int:
         """What the live runner does back after downtime: ``projections.runner.catch_up`` (below
         nats-py while more than a batch behind), then the rest through nats-py."""
-        import threading  # (imported here: this function's edit stays within it)
-
-        from projections.runner import catch_up
-
         fresh_schema(conn, "bench_live")
         live = Projector(recorder, mapper, conn, schema="bench_live", batch_size=CATCH_UP_BATCH)
         catch_up(live, recorder, threading.Event())
