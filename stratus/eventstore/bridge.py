@@ -74,6 +74,22 @@ class Client(_NatsClient):
                 out[key] = value.strip().decode("utf-8", "replace")
         return out
 
+    async def _process_info(self, info: dict[str, Any], initial_connection: bool = False) -> None:
+        # nats-py upgrades to TLS only when the server's INFO asks for it: a ``tls://`` URL answered by
+        # a server (or whatever sits in between) that does not would be sent CONNECT, and the signed
+        # nonce with it, in plain text. Refused before anything is sent, as the raw reader refuses it.
+        server = self._current_server
+        if (
+            initial_connection
+            and server is not None
+            and server.uri.scheme == "tls"
+            and not info.get("tls_required")
+        ):
+            raise nats.errors.Error(
+                f"nats: {redacted(server.uri.geturl())} asks for TLS (tls://) and the server offers none"
+            )
+        await super()._process_info(info, initial_connection)
+
     def _setup_nkeys_connect(self) -> None:
         # An NKey seed given as ``nkeys_seed_str`` signs the server's nonce with Stratus's own NKey
         # code (stratus.trust.nkeys, on ``cryptography``), so nats-py's optional ``nkeys`` is not needed.

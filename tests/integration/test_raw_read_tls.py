@@ -7,7 +7,9 @@ nats-py, which fails the same way)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from projections.runner import open_event_log
 from projections.schema import LIVE_SCHEMA
 from stratus.audit.rawreader import RawReader, RawReaderError
 from stratus.config import Settings
+from stratus.eventstore import NatsBridge
 from stratus.eventstore.signing import Verifier
 from stratus.natsserver import NatsServer
 from tests.fixtures.commands import make_app
@@ -113,3 +116,20 @@ def test_a_tls_url_to_a_server_that_offers_no_tls_is_refused(nats_server: NatsSe
     url = nats_server.url.replace("nats://", "tls://", 1)
     with pytest.raises(RawReaderError, match=r"asks for TLS \(tls://\) and the server offers none"):
         RawReader((url,), "ANY")
+
+
+def test_the_bridge_refuses_a_tls_url_whose_server_offers_no_tls(nats_server: NatsServer) -> None:
+    """nats-py alone would send CONNECT in plain text to a ``tls://`` URL whose server does not ask
+    for TLS (a downgrade by whatever answers); the bridge never connects there."""
+    url = nats_server.url.replace("nats://", "tls://", 1)
+    bridge = NatsBridge((url,), name="downgrade-test")
+    try:
+        with pytest.raises(TimeoutError):  # it keeps trying, never connected
+            bridge.start(wait=1.5)
+    finally:
+        bridge.close()
+    with urllib.request.urlopen(f"{nats_server.monitor_url}/connz?state=all", timeout=5) as r:
+        names = [c.get("name") for c in json.load(r).get("connections") or []]
+    assert "downgrade-test" not in names  # no CONNECT was ever sent
+    with NatsBridge((nats_server.url,), name="plain-test").start() as plain:  # nats:// stays plain
+        assert plain.is_connected
