@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 from uuid import UUID
 
 import psycopg
@@ -76,10 +76,10 @@ class BatchResult:
     processed: int = 0  # of which domain events the read models show
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One log entry of a batch: its decoded domain event if the read models show it, or why it
-    could not be decoded (then it is quarantined, never applied)."""
+    could not be decoded (then it is quarantined, never applied). A named tuple, not a frozen
+    dataclass: one is made per event read, and a tuple is made in a fifth of the time."""
 
     position: int
     topic: str
@@ -205,7 +205,7 @@ class Projector:
         except Exception as e:  # a garbled envelope: whatever decoding raises is this event's fault
             position, topic, originator = described(msg)
             return Entry(position, topic, originator, error=e)
-        position, topic, originator = notification.id, notification.topic, str(notification.originator_id)
+        position, topic, originator = notification.id, notification.topic, notification.originator_id
         refused = self.trust.refusal(msg.headers or {}, bytes(msg.data), position) if self.trust else None
         if refused is not None:
             return Entry(position, topic, originator, error=refused)

@@ -41,25 +41,25 @@ _TOKEN = re.compile(r"[!-9;-~]+")  # a header name as the parser keeps it: ASCII
 
 
 @functools.lru_cache(maxsize=64)
-def _line_start(name: str) -> tuple[bytes, bytes] | None:
-    """``name`` as bytes and the start of its line in a block (``\r\nname:``), or None when only the
-    parser's rules can say (a name with whitespace or a colon, or not ASCII)."""
+def _name_key(name: str) -> tuple[bytes, int] | None:
+    """``name`` as bytes and its length, or None when only the parser's rules can say (a name with
+    whitespace or a colon, or not ASCII)."""
     if _TOKEN.fullmatch(name) is None:
         return None
     key = name.encode()
-    return key, b"\r\n" + key + b":"
+    return key, len(key)
 
 
 class HeaderBlock(Mapping[str, str]):
     """A data message's raw header block (``NATS/1.0\r\n...``) read as the dict nats-py makes of it.
 
     Parsing a stored event's 29 headers costs ~12 us, and the projector's decode reads five of them
-    (``envelope.decode_notification``). A name looked up alone is found in the block: the last line
-    that starts with ``name:``, its value stripped and decoded as the bridge's parser does
-    (``Client._parse_header_lines``). Where the name occurs again after that line (or anywhere, when
-    no line starts with it) a later line may name it with padding the parser strips (``" ce-topic :"``),
-    so the block is parsed after all; so it is by anything that iterates (a trust check, ``dict()``).
-    Either way the answer is the parser's (tests/unit/test_header_block.py).
+    (``envelope.decode_notification``). A name looked up alone is found in the block: where its last
+    occurrence starts a line (``\r\nname:``), that line is the last naming it, and its value is
+    stripped and decoded as the bridge's parser does (``Client._parse_header_lines``). Where the last
+    occurrence is anywhere else, a later line may name it with padding the parser strips
+    (``" ce-topic :"``), so the block is parsed after all; so it is by anything that iterates (a trust
+    check, ``dict()``). Either way the answer is the parser's (tests/unit/test_header_block.py).
     """
 
     __slots__ = ("_block", "_parsed")
@@ -69,17 +69,15 @@ class HeaderBlock(Mapping[str, str]):
         self._parsed: dict[str, str] | None = None
 
     def get(self, name: str, default: Any = None) -> Any:
-        found = _line_start(name) if self._parsed is None else None
-        if found is not None:
-            key, start = found
+        if self._parsed is None and (found := _name_key(name)) is not None:
+            key, n = found
             block = self._block
-            at = block.rfind(start)
-            after = at + len(start) if at >= 0 else 0
-            if block.find(key, after) < 0:  # else the name again (padded?): the parser decides
-                if at < 0:
-                    return default
-                end = block.find(b"\r\n", after)
-                return block[after : end if end >= 0 else len(block)].strip().decode("utf-8", "replace")
+            at = block.rfind(key)
+            if at < 0:  # no line can name it, padded or not
+                return default
+            if block[at - 2 : at] == b"\r\n" and block[at + n : at + n + 1] == b":":
+                end = block.find(b"\r\n", at + n)
+                return block[at + n + 1 : end if end >= 0 else len(block)].strip().decode("utf-8", "replace")
         return self._all().get(name, default)
 
     def _all(self) -> dict[str, str]:
