@@ -33,7 +33,7 @@ from typing import Any, NamedTuple, Protocol
 from uuid import UUID
 
 import psycopg
-from eventsourcing.persistence import Mapper, Tracking
+from eventsourcing.persistence import Mapper
 from psycopg import sql
 
 from projections.readmodels import ReadModels
@@ -101,8 +101,9 @@ class Batch:
         return self.entries
 
     @cached_property  # read several times per transaction (keys, apply); the entries never change
-    def events(self) -> list[tuple[Any, Tracking]]:
-        return [(e.event, Tracking(self.name, e.position)) for e in self.entries if e.event is not None]
+    def events(self) -> list[tuple[Any, int]]:
+        """The domain events to apply, each with its log position."""
+        return [(e.event, e.position) for e in self.entries if e.event is not None]
 
     @property
     def last(self) -> int:
@@ -203,8 +204,7 @@ class Projector:
         try:
             notification = decode_notification(msg)
         except Exception as e:  # a garbled envelope: whatever decoding raises is this event's fault
-            position, topic, originator = described(msg)
-            return Entry(position, topic, originator, error=e)
+            return Entry(*described(msg), error=e)
         position, topic, originator = notification.id, notification.topic, notification.originator_id
         refused = self.trust.refusal(msg.headers or {}, bytes(msg.data), position) if self.trust else None
         if refused is not None:
@@ -302,9 +302,7 @@ class Projector:
             if current != batch.after:
                 return BatchResult(False, current)
             try:
-                self.view.load(ReadModels.keys(e for e, _ in batch.events))
-                for event, tracking in batch.events:
-                    self.projection.process_event(event, tracking)
+                self._process(batch)
                 self.view.flush(batch.last)
             finally:
                 self.view.discard()
@@ -319,14 +317,21 @@ class Projector:
                     current = self._locked_position()
                     if current != batch.after:
                         return BatchResult(False, current)
-                    self.view.load(ReadModels.keys(e for e, _ in batch.events))
-                    for event, tracking in batch.events:
-                        self.projection.process_event(event, tracking)
+                    self._process(batch)
                 self.view.copy_new()
                 self.view.flush(batch.last)
             finally:
                 self.view.discard()
         return BatchResult(True, batch.last, len(batch.entries), len(batch.events))
+
+    def _process(self, batch: Batch) -> None:
+        """Load the rows ``batch`` reads and apply its events to them, in the view (its transaction's
+        statements sent, nothing written yet). The batch's last position, written by ``flush``, is
+        the tracking of every event in it."""
+        self.view.load(ReadModels.keys(e for e, _ in batch.events))
+        apply = self.projection.apply_at
+        for event, position in batch.events:
+            apply(event, position)
 
     def _locked_position(self) -> int:
         """The tracking position, read under the writers' lock when this projector takes it."""

@@ -49,7 +49,6 @@ class _WorkingSet:
     dirty_flavors: set[UUID] = field(default_factory=set)
     # Writes that need no row read first (the identity tables), run in order after the others.
     statements: list[Statement] = field(default_factory=list)
-    position: int | None = None
     # The rows the tables already held when the batch began (those not here are new to the table).
     stored_instances: frozenset[UUID] = frozenset()
     stored_claims: frozenset[ClaimKey] = frozenset()
@@ -102,9 +101,9 @@ class ReadModelView(TrackingRecorder):
         return int(row[0]) if row else None
 
     def insert_tracking(self, tracking: Tracking) -> None:
-        """Within a batch, the position is written by ``flush``; outside one, at once."""
+        """Within a batch, nothing: ``flush`` writes the batch's last position, which covers every
+        event of the batch, applied or not; outside one, the position is written at once."""
         if self._ws is not None:
-            self._ws.position = max(self._ws.position or 0, tracking.notification_id)
             return
         self.conn.execute(
             sql.SQL("UPDATE {}.tracking SET position = %s, updated_at = now() WHERE position < %s").format(
@@ -157,18 +156,18 @@ class ReadModelView(TrackingRecorder):
     def instance(self, instance_id: UUID) -> Row | None:
         return self.ws.instances.get(instance_id)
 
-    def put_instance(self, row: Row, tracking: Tracking) -> None:
-        self.ws.instances[row["id"]] = row
-        self.ws.dirty_instances.add(row["id"])
-        self.insert_tracking(tracking)
+    def put_instance(self, row: Row) -> None:
+        ws, key = self.ws, row["id"]
+        ws.instances[key] = row
+        ws.dirty_instances.add(key)
 
     def host(self, host_id: UUID) -> Row | None:
         return self.ws.hosts.get(host_id)
 
-    def put_host(self, row: Row, tracking: Tracking) -> None:
-        self.ws.hosts[row["id"]] = row
-        self.ws.dirty_hosts.add(row["id"])
-        self.insert_tracking(tracking)
+    def put_host(self, row: Row) -> None:
+        ws, key = self.ws, row["id"]
+        ws.hosts[key] = row
+        ws.dirty_hosts.add(key)
 
     def claim(self, host_id: UUID, instance_id: str) -> Row | None:
         return self.ws.claims.get((host_id, instance_id))
@@ -186,14 +185,13 @@ class ReadModelView(TrackingRecorder):
     def flavor(self, flavor_uuid: UUID) -> Row | None:
         return self.ws.flavors.get(flavor_uuid)
 
-    def put_flavor(self, row: Row, tracking: Tracking) -> None:
-        self.ws.flavors[row["id"]] = row
-        self.ws.dirty_flavors.add(row["id"])
-        self.insert_tracking(tracking)
+    def put_flavor(self, row: Row) -> None:
+        ws, key = self.ws, row["id"]
+        ws.flavors[key] = row
+        ws.dirty_flavors.add(key)
 
-    def execute(self, statements: Iterable[Statement], tracking: Tracking) -> None:
+    def execute(self, statements: Iterable[Statement]) -> None:
         self.ws.statements.extend(statements)
-        self.insert_tracking(tracking)
 
     def flush(self, position: int) -> None:
         """Write every changed row, then the tracking position and its NOTIFY (delivered at commit)."""
