@@ -11,6 +11,7 @@ the tracking position and its NOTIFY, all committed together by the projector
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,8 @@ from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import Tracking, TrackingRecorder
-from psycopg import sql
+from psycopg import postgres, sql
+from psycopg.adapt import Dumper
 from psycopg.types.json import Jsonb, set_json_dumps
 
 from projections.queries import read_json_with_orjson
@@ -93,6 +95,7 @@ class ReadModelView(TrackingRecorder):
         self._types: dict[str, list[str]] = {}  # a table's column types, for COPY (``_column_types``)
         if fresh:
             set_json_dumps(_dumps_str, conn)
+            conn.adapters.register_dumper(None, _JsonbCopyDumper)  # COPY's jsonb columns (``_copy``)
         self._ws: _WorkingSet | None = None
 
     # -- TrackingRecorder ---------------------------------------------------------------------
@@ -209,13 +212,13 @@ class ReadModelView(TrackingRecorder):
         new = ws.dirty_instances - ws.stored_instances
         self._copy("instances", INSTANCE_COLUMNS, [ws.instances[k] for k in new])
         ws.dirty_instances -= new
-        added = {k for k in ws.dirty_claims - ws.stored_claims if ws.claims[k] is not None}
-        self._copy("host_claims", CLAIM_COLUMNS, [ws.claims[k] for k in added])
-        ws.dirty_claims -= added
+        added = {k: row for k in ws.dirty_claims - ws.stored_claims if (row := ws.claims[k]) is not None}
+        self._copy("host_claims", CLAIM_COLUMNS, list(added.values()))
+        ws.dirty_claims -= added.keys()
         # a claim made and dropped within the batch was never written: nothing to delete either
         ws.dirty_claims -= {k for k in ws.dirty_claims - ws.stored_claims if ws.claims[k] is None}
 
-    def _copy(self, table: str, columns: Sequence[str], rows: list[Row | None]) -> None:
+    def _copy(self, table: str, columns: Sequence[str], rows: list[Row]) -> None:
         if not rows:
             return
         statement = sql.SQL("COPY {}.{} ({}) FROM STDIN").format(
@@ -224,11 +227,11 @@ class ReadModelView(TrackingRecorder):
         # each column dumped by its table type (a jsonb column's dict or list straight to orjson,
         # ``set_json_dumps`` in ``__init__``), not found per value from its Python type
         types = self._column_types(table, columns)  # before the COPY holds the connection
+        values = operator.itemgetter(*columns)  # a row's values in ``columns``' order (two or more)
         with self.conn.cursor() as cur, cur.copy(statement) as copy:
             copy.set_types(types)
             for row in rows:
-                assert row is not None
-                copy.write_row([row[c] for c in columns])
+                copy.write_row(values(row))
 
     def _column_types(self, table: str, columns: Sequence[str]) -> list[str]:
         """``table``'s column types in ``columns``' order (read once per view and table)."""
@@ -251,14 +254,12 @@ class ReadModelView(TrackingRecorder):
         kept = [row for k in ws.dirty_claims if (row := ws.claims[k]) is not None]
         gone = [k for k in ws.dirty_claims if ws.claims[k] is None]
         self._upsert("host_claims", CLAIM_COLUMNS, ("host_id", "instance_id"), kept)
-        if gone:
-            with self.conn.cursor() as cur:
-                cur.executemany(
-                    sql.SQL("DELETE FROM {}.host_claims WHERE host_id = %s AND instance_id = %s").format(
-                        self._s
-                    ),
-                    gone,
-                )
+        if gone:  # one statement for all of them (a rebuild's batch gives up hundreds)
+            where = "(host_id, instance_id) IN (SELECT * FROM unnest(%s::uuid[], %s::text[]))"
+            self.conn.execute(
+                sql.SQL("DELETE FROM {}.host_claims WHERE {}").format(self._s, sql.SQL(where)),  # type: ignore[arg-type]
+                ([h for h, _ in gone], [i for _, i in gone]),
+            )
         for statement, params in ws.statements:
             self.conn.execute(sql.SQL(statement).format(s=self._s), params)  # type: ignore[arg-type]
         self.conn.execute(
@@ -299,7 +300,9 @@ class ReadModelView(TrackingRecorder):
             k=sql.SQL(", ").join(map(sql.Identifier, key)),
             u=sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in updates),
         )
-        self.conn.execute(query, (_dumps_str([{c: row[c] for c in columns} for row in rows]),))
+        values = operator.itemgetter(*columns)
+        array = [dict(zip(columns, values(row), strict=True)) for row in rows]
+        self.conn.execute(query, (_dumps_str(array),))
 
 
 def _rows(cur: psycopg.Cursor[Row] | None) -> list[Row]:
@@ -317,3 +320,14 @@ def _adapt(value: Any) -> Any:
 
 def _dumps_str(obj: Any) -> str:
     return dumps(obj).decode()
+
+
+class _JsonbCopyDumper(Dumper):
+    """A jsonb column's value in a fresh view's COPY (found by the column's type, ``Copy.set_types``):
+    the bytes of the one JSON policy, as ``set_json_dumps(_dumps_str)`` gives them without their
+    round trip through ``str``."""
+
+    oid = postgres.types["jsonb"].oid
+
+    def dump(self, obj: Any) -> bytes:
+        return dumps(obj)
