@@ -41,13 +41,13 @@ _TOKEN = re.compile(r"[!-9;-~]+")  # a header name as the parser keeps it: ASCII
 
 
 @functools.lru_cache(maxsize=64)
-def _name_key(name: str) -> tuple[bytes, int] | None:
-    """``name`` as bytes and its length, or None when only the parser's rules can say (a name with
-    whitespace or a colon, or not ASCII)."""
+def _name_key(name: str) -> tuple[bytes, bytes, int] | None:
+    """``name`` as bytes, the start of its line (``\r\nname:``) and where its value starts in it;
+    None when only the parser's rules can say (a name with whitespace or a colon, or not ASCII)."""
     if _TOKEN.fullmatch(name) is None:
         return None
     key = name.encode()
-    return key, len(key)
+    return key, b"\r\n" + key + b":", len(key) + 1
 
 
 class HeaderBlock(Mapping[str, str]):
@@ -70,14 +70,16 @@ class HeaderBlock(Mapping[str, str]):
 
     def get(self, name: str, default: Any = None) -> Any:
         if self._parsed is None and (found := _name_key(name)) is not None:
-            key, n = found
+            key, line, value_at = found
             block = self._block
             at = block.rfind(key)
             if at < 0:  # no line can name it, padded or not
                 return default
-            if block[at - 2 : at] == b"\r\n" and block[at + n : at + n + 1] == b":":
-                end = block.find(b"\r\n", at + n)
-                return block[at + n + 1 : end if end >= 0 else len(block)].strip().decode("utf-8", "replace")
+            # (from at < 2, a start before 0 counts from the end: too close to it to match the line)
+            if block.startswith(line, at - 2):
+                at += value_at
+                end = block.find(b"\r\n", at)
+                return block[at : end if end >= 0 else len(block)].strip().decode("utf-8", "replace")
         return self._all().get(name, default)
 
     def _all(self) -> dict[str, str]:

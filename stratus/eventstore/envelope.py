@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -201,11 +202,16 @@ def _new_notification(
     return notification
 
 
+# An aggregate's events carry its id again and again (a replay, an aggregate's load): parsed once.
+# The same UUID object is shared by those events' notifications (UUIDs are immutable).
+_uuid = functools.lru_cache(maxsize=4096)(UUID)
+
+
 def _notification(headers: Mapping[str, str], data: bytes, position: int) -> Notification:
     # ``get`` and KeyError rather than ``headers[name]``: one call instead of two on a ``HeaderBlock``
     if (raw_id := headers.get(CE_SUBJECT, _MISSING)) is _MISSING:
         raise KeyError(CE_SUBJECT)
-    originator_id = UUID(raw_id) if headers.get(ID_TYPE) == "uuid" else raw_id
+    originator_id = _uuid(raw_id) if headers.get(ID_TYPE) == "uuid" else raw_id
     if (version := headers.get(CE_ORIGINATORVERSION, _MISSING)) is _MISSING:
         raise KeyError(CE_ORIGINATORVERSION)
     originator_version = int(version)
