@@ -337,10 +337,14 @@ class Projector:
         """The tracking position, read under the writers' lock when this projector takes it."""
         if self.lock:
             self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
-        row = self.conn.execute(
-            sql.SQL("SELECT position FROM {}.tracking FOR UPDATE").format(sql.Identifier(self.schema))
-        ).fetchone()
+        row = self.conn.execute(self._tracking_for_update).fetchone()
         return int(row[0]) if row else 0
+
+    @cached_property
+    def _tracking_for_update(self) -> bytes:
+        """The tracking row's read under its lock, composed once (as each batch read it)."""
+        query = sql.SQL("SELECT position FROM {}.tracking FOR UPDATE").format(sql.Identifier(self.schema))
+        return query.as_bytes(self.conn)
 
     def step(self, after: int) -> BatchResult:
         """Read the next batch after ``after`` and apply it."""
