@@ -92,7 +92,7 @@ class ReadModelView(TrackingRecorder):
         read_json_with_orjson(conn)
         self.schema = schema
         self._s = sql.Identifier(schema)
-        self._types: dict[str, list[str]] = {}  # a table's column types, for COPY (``_column_types``)
+        self._types: dict[str, list[int]] = {}  # a table's column types, for COPY (``_column_types``)
         self._queries: dict[Hashable, bytes] = {}  # statements composed once (``_query``)
         if fresh:
             set_json_dumps(_dumps_str, conn)
@@ -248,7 +248,7 @@ class ReadModelView(TrackingRecorder):
             for row in rows:
                 copy.write_row(values(row))
 
-    def _column_types(self, table: str, columns: Sequence[str]) -> list[str]:
+    def _column_types(self, table: str, columns: Sequence[str]) -> list[int]:
         """``table``'s column types in ``columns``' order (read once per view and table)."""
         if table not in self._types:
             with self.conn.cursor(row_factory=psycopg.rows.tuple_row) as cur:
@@ -258,7 +258,8 @@ class ReadModelView(TrackingRecorder):
                     (f"{self.schema}.{table}",),
                 )
                 found: dict[str, str] = dict(cur.fetchall())
-            self._types[table] = [found[c] for c in columns]
+            # as oids: ``set_types`` would look each name up again, every COPY
+            self._types[table] = [self.conn.adapters.types.get_oid(found[c]) for c in columns]
         return self._types[table]
 
     def _write(self, position: int) -> None:
