@@ -101,9 +101,9 @@ class Batch:
         return self.entries
 
     @cached_property  # read several times per transaction (keys, apply); the entries never change
-    def events(self) -> list[tuple[Any, int]]:
-        """The domain events to apply, each with its log position."""
-        return [(e.event, e.position) for e in self.entries if e.event is not None]
+    def events(self) -> list[Entry]:
+        """The entries whose domain events the read models show (each with its log position)."""
+        return [e for e in self.entries if e.event is not None]
 
     @property
     def last(self) -> int:
@@ -328,10 +328,10 @@ class Projector:
         """Load the rows ``batch`` reads and apply its events to them, in the view (its transaction's
         statements sent, nothing written yet). The batch's last position, written by ``flush``, is
         the tracking of every event in it."""
-        self.view.load(ReadModels.keys(e for e, _ in batch.events))
+        self.view.load(ReadModels.keys(e.event for e in batch.events))
         apply = self.projection.apply_at
-        for event, position in batch.events:
-            apply(event, position)
+        for entry in batch.events:
+            apply(entry.event, entry.position)
 
     def _locked_position(self) -> int:
         """The tracking position, read under the writers' lock when this projector takes it."""
