@@ -37,6 +37,8 @@ from stratus.serialization import dumps
 
 Row = dict[str, Any]
 ClaimKey = tuple[UUID, str]
+# How many composed statements a view keeps (``ReadModelView._query``): a few dozen are made.
+_QUERIES_KEPT = 1024
 
 
 @dataclass
@@ -109,6 +111,8 @@ class ReadModelView(TrackingRecorder):
         statement's identifiers costs up to 0.3 ms (the instances' upsert), every batch and table."""
         query = self._queries.get(key)
         if query is None:
+            if len(self._queries) >= _QUERIES_KEPT:  # shapes come from the code: a bound all the same
+                self._queries.clear()
             query = self._queries[key] = compose().as_bytes(self.conn)
         return query
 
