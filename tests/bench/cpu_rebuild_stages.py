@@ -14,12 +14,8 @@ the machine's load moves little. ``--profile``: a cProfile of each stage, top fu
 from __future__ import annotations
 
 import argparse
-import cProfile
 import gc
-import io
-import pstats
 import time
-from collections.abc import Callable
 
 import psycopg
 
@@ -27,17 +23,10 @@ from projections.projector import Batch, Projector
 from projections.rawlog import StoredMessage
 from stratus.audit.rawreader import RawReader
 from tests.bench.bench_rebuild import LogBuilder, backend_pid, bench_stores, build_log, fresh_schema
+from tests.bench.cpu_rebuild_read import profiled
 from tests.bench.harness import _TICKS, _process_ticks, loadavg
 
 SCHEMA = "rm_cpu_stages"
-
-
-def _profiled(what: str, fn: Callable[[], object], top: int = 25) -> None:
-    profile = cProfile.Profile()
-    profile.runcall(fn)
-    out = io.StringIO()
-    pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(top)
-    print(f"--- cProfile: {what}\n" + "\n".join(out.getvalue().splitlines()[4:]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,10 +87,10 @@ def main(argv: list[str] | None = None) -> int:
                 us = f"decode {decoded:.1f} | apply {applied:.1f} / {backend:.1f}"
                 print(f"pass {p + 1} (load {loadavg()}): {us}")
             if args.profile:
-                _profiled("decode", decode)
+                profiled("decode", decode, top=25)
                 batches = decode()
                 projector = fresh()
-                _profiled("apply", lambda: apply(batches))
+                profiled("apply", lambda: apply(batches), top=25)
     return 0
 
 
