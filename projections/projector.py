@@ -79,7 +79,7 @@ class BatchResult:
 class Entry(NamedTuple):
     """One log entry of a batch: its decoded domain event if the read models show it, or why it
     could not be decoded (then it is quarantined, never applied). A named tuple, not a frozen
-    dataclass: one is made per event read, and a tuple is made in a fifth of the time."""
+    dataclass: one is made per event read, and a tuple is made in a third of the time."""
 
     position: int
     topic: str

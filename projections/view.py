@@ -101,11 +101,6 @@ class ReadModelView(TrackingRecorder):
             conn.adapters.register_dumper(None, _JsonbCopyDumper)  # COPY's jsonb columns (``_copy``)
         self._ws: _WorkingSet | None = None
 
-    # -- TrackingRecorder ---------------------------------------------------------------------
-    def max_tracking_id(self, application_name: str) -> int | None:
-        row = self.conn.execute(sql.SQL("SELECT position FROM {}.tracking").format(self._s)).fetchone()
-        return int(row[0]) if row else None
-
     def _query(self, key: Hashable, compose: Callable[[], sql.Composable]) -> bytes:
         """The statement ``compose`` makes, as the bytes sent, composed once per view: quoting a
         statement's identifiers costs up to 0.3 ms (the instances' upsert), every batch and table."""
@@ -115,6 +110,11 @@ class ReadModelView(TrackingRecorder):
                 self._queries.clear()
             query = self._queries[key] = compose().as_bytes(self.conn)
         return query
+
+    # -- TrackingRecorder ---------------------------------------------------------------------
+    def max_tracking_id(self, application_name: str) -> int | None:
+        row = self.conn.execute(sql.SQL("SELECT position FROM {}.tracking").format(self._s)).fetchone()
+        return int(row[0]) if row else None
 
     def insert_tracking(self, tracking: Tracking) -> None:
         """Within a batch, nothing: ``flush`` writes the batch's last position, which covers every
