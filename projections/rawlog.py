@@ -103,16 +103,24 @@ class HeaderBlock(Mapping[str, str]):
         return True  # ``msg.headers or {}`` without a parse: an empty block answers as {} does
 
 
-class StoredMessage:
+class StoredMessage(HeaderBlock):
     """A message read by ``RawReader``, as the projector reads nats-py's: ``headers`` (what nats-py's
-    message has, by the same parser: ``HeaderBlock``), ``data``, ``subject``."""
+    message has, by the same parser: ``HeaderBlock``), ``data``, ``subject``.
 
-    __slots__ = ("data", "headers", "subject")
+    The message is its own header block, so that reading one makes one object, not two: each is one
+    more for the garbage collector to walk while the batch lives (two batches' worth at a time), and
+    the collector was a tenth of the replay's CPU."""
+
+    __slots__ = ("data", "subject")
 
     def __init__(self, raw: RawMessage) -> None:
-        self.headers = HeaderBlock(raw.header_block)
+        super().__init__(raw.header_block)
         self.data = raw.body
         self.subject = raw.subject
+
+    @property
+    def headers(self) -> HeaderBlock:
+        return self
 
 
 class RawLog:
