@@ -29,11 +29,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 from uuid import UUID
 
 import psycopg
-from eventsourcing.persistence import Mapper, Tracking
+from eventsourcing.persistence import Mapper
 from psycopg import sql
 
 from projections.readmodels import ReadModels
@@ -76,10 +76,10 @@ class BatchResult:
     processed: int = 0  # of which domain events the read models show
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One log entry of a batch: its decoded domain event if the read models show it, or why it
-    could not be decoded (then it is quarantined, never applied)."""
+    could not be decoded (then it is quarantined, never applied). A named tuple, not a frozen
+    dataclass: one is made per event read, and a tuple is made in a third of the time."""
 
     position: int
     topic: str
@@ -101,8 +101,9 @@ class Batch:
         return self.entries
 
     @cached_property  # read several times per transaction (keys, apply); the entries never change
-    def events(self) -> list[tuple[Any, Tracking]]:
-        return [(e.event, Tracking(self.name, e.position)) for e in self.entries if e.event is not None]
+    def events(self) -> list[Entry]:
+        """The entries whose domain events the read models show (each with its log position)."""
+        return [e for e in self.entries if e.event is not None]
 
     @property
     def last(self) -> int:
@@ -203,9 +204,8 @@ class Projector:
         try:
             notification = decode_notification(msg)
         except Exception as e:  # a garbled envelope: whatever decoding raises is this event's fault
-            position, topic, originator = described(msg)
-            return Entry(position, topic, originator, error=e)
-        position, topic, originator = notification.id, notification.topic, str(notification.originator_id)
+            return Entry(*described(msg), error=e)
+        position, topic, originator = notification.id, notification.topic, notification.originator_id
         refused = self.trust.refusal(msg.headers or {}, bytes(msg.data), position) if self.trust else None
         if refused is not None:
             return Entry(position, topic, originator, error=refused)
@@ -302,9 +302,7 @@ class Projector:
             if current != batch.after:
                 return BatchResult(False, current)
             try:
-                self.view.load(ReadModels.keys(e for e, _ in batch.events))
-                for event, tracking in batch.events:
-                    self.projection.process_event(event, tracking)
+                self._process(batch)
                 self.view.flush(batch.last)
             finally:
                 self.view.discard()
@@ -319,23 +317,34 @@ class Projector:
                     current = self._locked_position()
                     if current != batch.after:
                         return BatchResult(False, current)
-                    self.view.load(ReadModels.keys(e for e, _ in batch.events))
-                    for event, tracking in batch.events:
-                        self.projection.process_event(event, tracking)
+                    self._process(batch)
                 self.view.copy_new()
                 self.view.flush(batch.last)
             finally:
                 self.view.discard()
         return BatchResult(True, batch.last, len(batch.entries), len(batch.events))
 
+    def _process(self, batch: Batch) -> None:
+        """Load the rows ``batch`` reads and apply its events to them, in the view (its transaction's
+        statements sent, nothing written yet). The batch's last position, written by ``flush``, is
+        the tracking of every event in it."""
+        self.view.load(ReadModels.keys(e.event for e in batch.events))
+        apply = self.projection.apply_at
+        for entry in batch.events:
+            apply(entry.event, entry.position)
+
     def _locked_position(self) -> int:
         """The tracking position, read under the writers' lock when this projector takes it."""
         if self.lock:
             self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
-        row = self.conn.execute(
-            sql.SQL("SELECT position FROM {}.tracking FOR UPDATE").format(sql.Identifier(self.schema))
-        ).fetchone()
+        row = self.conn.execute(self._tracking_for_update).fetchone()
         return int(row[0]) if row else 0
+
+    @cached_property
+    def _tracking_for_update(self) -> bytes:
+        """The tracking row's read under its lock, composed once (as each batch read it)."""
+        query = sql.SQL("SELECT position FROM {}.tracking FOR UPDATE").format(sql.Identifier(self.schema))
+        return query.as_bytes(self.conn)
 
     def step(self, after: int) -> BatchResult:
         """Read the next batch after ``after`` and apply it."""

@@ -26,7 +26,7 @@ from projections import apply, identity, images, keypairs, metadefs, migrations,
 from projections.statements import Statements
 from projections.view import Keys, ReadModelView, Row
 
-Apply = Callable[[ReadModelView, Any, Tracking], None]  # (the batch's view, the event, its position)
+Apply = Callable[[ReadModelView, Any, int], None]  # (the batch's view, the event, its log position)
 RowKey = tuple[str, Any]  # a row an event reads: ("instances" | "hosts" | "claims" | "flavors", key)
 
 
@@ -49,20 +49,18 @@ class Rule:
 
 
 # -- rows: read, changed by a pure function, written back --------------------------------------------
-def _instance_requested(view: ReadModelView, e: Instance.Requested, tracking: Tracking) -> None:
-    view.put_instance(apply.instance_requested(e, tracking.notification_id), tracking)
+def _instance_requested(view: ReadModelView, e: Instance.Requested, at: int) -> None:
+    view.put_instance(apply.instance_requested(e, at))
 
 
 def _instance(change: Callable[[Row, Any, int], Row]) -> Rule:
     """An instance event: the instance's row as ``change`` makes it. An event of an instance whose
-    creation the log does not hold changes nothing but the tracking position."""
+    creation the log does not hold changes nothing (but the tracking position, as every event)."""
 
-    def apply_(view: ReadModelView, e: Any, tracking: Tracking) -> None:
+    def apply_(view: ReadModelView, e: Any, at: int) -> None:
         row = view.instance(e.originator_id)
-        if row is None:
-            view.insert_tracking(tracking)
-            return
-        view.put_instance(change(row, e, tracking.notification_id), tracking)
+        if row is not None:
+            view.put_instance(change(row, e, at))
 
     return Rule(apply_, _own("instances"))
 
@@ -70,20 +68,17 @@ def _instance(change: Callable[[Row, Any, int], Row]) -> Rule:
 def _moved(move: migrations.Move) -> Rule:
     """A resize's or migration's event: the instance row and the ``migrations`` row."""
 
-    def apply_(view: ReadModelView, e: Any, tracking: Tracking) -> None:
+    def apply_(view: ReadModelView, e: Any, at: int) -> None:
         row = view.instance(e.originator_id)
-        if row is None:
-            view.insert_tracking(tracking)
-            return
-        at = tracking.notification_id
-        view.put_instance(move.instance(row, e, at), tracking)
-        view.execute(move.migration(row, e, at), tracking)
+        if row is not None:
+            view.put_instance(move.instance(row, e, at))
+            view.execute(move.migration(row, e, at))
 
     return Rule(apply_, _own("instances"))
 
 
-def _host_registered(view: ReadModelView, e: Host.Registered, tracking: Tracking) -> None:
-    view.put_host(apply.host_registered(e, tracking.notification_id), tracking)
+def _host_registered(view: ReadModelView, e: Host.Registered, at: int) -> None:
+    view.put_host(apply.host_registered(e, at))
 
 
 HostChange = Callable[[ReadModelView, Row, Any, int], Row]  # (view, host row, event, position) -> row
@@ -93,12 +88,10 @@ def _host(change: HostChange) -> Apply:
     """A host event: the host's row as ``change`` makes it (``change`` moves the host's claims in the
     view too). An event of a host the log never registered changes nothing but the position."""
 
-    def apply_(view: ReadModelView, e: Any, tracking: Tracking) -> None:
+    def apply_(view: ReadModelView, e: Any, at: int) -> None:
         host = view.host(e.originator_id)
-        if host is None:
-            view.insert_tracking(tracking)
-            return
-        view.put_host(change(view, host, e, tracking.notification_id), tracking)
+        if host is not None:
+            view.put_host(change(view, host, e, at))
 
     return apply_
 
@@ -141,22 +134,20 @@ def _host_and_claims(*consumers: str) -> Callable[[Any], Iterable[RowKey]]:
     )
 
 
-def _flavor_created(view: ReadModelView, e: Flavor.Created, tracking: Tracking) -> None:
-    view.put_flavor(apply.flavor_created(e, tracking.notification_id), tracking)
+def _flavor_created(view: ReadModelView, e: Flavor.Created, at: int) -> None:
+    view.put_flavor(apply.flavor_created(e, at))
 
 
-def _flavor_deleted(view: ReadModelView, e: Flavor.Deleted, tracking: Tracking) -> None:
+def _flavor_deleted(view: ReadModelView, e: Flavor.Deleted, at: int) -> None:
     row = view.flavor(e.originator_id)
-    if row is None:
-        view.insert_tracking(tracking)
-        return
-    view.put_flavor(apply.flavor_deleted(row, e, tracking.notification_id), tracking)
+    if row is not None:
+        view.put_flavor(apply.flavor_deleted(row, e, at))
 
 
 # -- statements: computed from the event alone, run after the batch's rows -----------------------------
 def _statements(statements: Statements) -> Rule:
-    def apply_(view: ReadModelView, e: Any, tracking: Tracking) -> None:
-        view.execute(statements(e, tracking.notification_id), tracking)
+    def apply_(view: ReadModelView, e: Any, at: int) -> None:
+        view.execute(statements(e, at))
 
     return Rule(apply_)
 
@@ -220,7 +211,7 @@ RULES: dict[type, Rule] = _one_rule_each(
         for table in (identity.APPLY, images.APPLY, keypairs.APPLY, operations.APPLY, metadefs.APPLY)
     ),
 )
-_TRACK_ONLY = Rule(lambda view, e, tracking: view.insert_tracking(tracking))
+_TRACK_ONLY = Rule(lambda view, e, at: None)  # an event the read models do not show
 
 
 class ReadModels(Projection[ReadModelView]):
@@ -242,4 +233,10 @@ class ReadModels(Projection[ReadModelView]):
 
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         """Apply ``domain_event``; one the read models do not show moves only the tracking position."""
-        RULES.get(type(domain_event), _TRACK_ONLY).apply(self.view, domain_event, tracking)
+        self.apply_at(domain_event, tracking.notification_id)
+        self.view.insert_tracking(tracking)
+
+    def apply_at(self, domain_event: Any, position: int) -> None:
+        """``process_event`` with the event's log position alone (what the projector calls: no
+        ``Tracking`` made per event)."""
+        RULES.get(type(domain_event), _TRACK_ONLY).apply(self.view, domain_event, position)

@@ -42,7 +42,8 @@ SCHEMA = "rm_cpu_read"
 WAYS = {False: "nats-py", True: "raw"}
 
 
-def _profiled(what: str, fn: Callable[[], object], top: int = 18) -> None:
+def profiled(what: str, fn: Callable[[], object], top: int = 18) -> None:
+    """A cProfile of ``fn()``: its ``top`` functions by own time (also ``cpu_rebuild_stages``')."""
     profile = cProfile.Profile()
     profile.runcall(fn)
     out = io.StringIO()
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                 for raw in (False, True):
                     with replay_log(recorder, raw=raw) as log:
                         fetcher = Projector(log, app.mapper, conn, schema=SCHEMA, batch_size=args.batch_size)
-                        _profiled(f"read stage, {WAYS[raw]} (Projector.fetch)", partial(fetch_all, fetcher))
+                        profiled(f"read stage, {WAYS[raw]} (Projector.fetch)", partial(fetch_all, fetcher))
                 with replay_log(recorder) as log:
                     fresh_schema(conn, SCHEMA)
                     applier = Projector(
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                         lock=False,
                         fresh=True,
                     )
-                    _profiled("apply thread of a fresh catch-up (raw)", applier.catch_up)
+                    profiled("apply thread of a fresh catch-up (raw)", applier.catch_up)
     return 0
 
 
