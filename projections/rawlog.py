@@ -126,10 +126,12 @@ class StoredMessage(HeaderBlock):
 
 
 class RawLog:
-    """``log`` (the event store's recorder) with its whole-log reads made by ``reader``."""
+    """``log`` (the event store's recorder) with its whole-log reads made by ``reader``; ``part``:
+    who replays (in the warning when the reader fails)."""
 
-    def __init__(self, log: JetStreamApplicationRecorder, reader: RawReader) -> None:
+    def __init__(self, log: JetStreamApplicationRecorder, reader: RawReader, part: str = "rebuild") -> None:
         self.log = log
+        self.part = part
         self.layout = log.layout
         self._reader: RawReader | None = reader
         self._messages: Iterator[RawMessage] | None = None
@@ -146,7 +148,7 @@ class RawLog:
                 self._messages = self._reader.messages(self.layout.all, start, batch=_BATCH)
             raws = list(itertools.islice(self._messages, limit))
         except (RawReaderError, OSError) as e:  # its socket's reads are translated, its writes are not
-            logger.warning("rebuild: the raw reader failed (%s); reading on through nats-py", e)
+            logger.warning("%s: the raw reader failed (%s); reading on through nats-py", self.part, e)
             self.close()
             return list(self.log.read_messages(start, limit))
         if len(raws) < limit:  # the log's end: the read is over (a later call starts a new one)
@@ -198,7 +200,7 @@ def replay_log(log: EventLog, *, raw: bool = True, part: str = "rebuild") -> Ite
         logger.warning("%s: reading the log through nats-py: the raw reader cannot connect (%s)", part, e)
         yield log
         return
-    raw_log = RawLog(log, reader)
+    raw_log = RawLog(log, reader, part)
     try:
         yield raw_log
     finally:
