@@ -8,6 +8,7 @@ import threading
 from processes import logs, memtrace
 from processes.telemetry import projector_probes
 from projections.runner import run
+from stratus import collector
 from stratus.config import Settings
 from workers.consumer import stop_on_signals
 
@@ -19,7 +20,7 @@ def main(settings: Settings, *, batch_size: int = 500) -> int:
     logs.configure(settings.log_format)
     memtrace.install(settings.memory_trace_dir, "projector")  # off unless STRATUS_MEMORY_TRACE_DIR
     stop = threading.Event()
-    with stop_on_signals(stop), projector_probes(settings):
+    with stop_on_signals(stop), projector_probes(settings), collector.frozen():
         run(settings, stop, batch_size=batch_size)
     log.info("projector stopped")
     return 0

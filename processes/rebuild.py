@@ -10,6 +10,7 @@ import psycopg
 from processes.progress import Progress
 from projections.rebuild import RebuildInProgress, rebuild
 from projections.runner import open_event_log, read_models_url
+from stratus import collector
 from stratus.config import Settings
 from stratus.eventstore.signing import Verifier
 
@@ -18,12 +19,14 @@ def main(settings: Settings, *, batch_size: int = 2000, keep_old: bool = False) 
     """Rebuild, swap the new tables in, and say up to which position; 1 when another rebuild runs."""
     url = read_models_url(settings)
     with open_event_log(settings) as (log, mapper, quarantine), psycopg.connect(url, autocommit=True) as conn:
+        trust = Verifier.load(settings.trust_registry)
         try:
             replay = Progress("stratus rebuild: replaying the log")
-            result = rebuild(
-                conn, log, mapper, batch_size=batch_size, keep_old=keep_old, quarantine=quarantine,
-                trust=Verifier.load(settings.trust_registry), progress=replay.update,
-            )  # fmt: skip
+            with collector.frozen():
+                result = rebuild(
+                    conn, log, mapper, batch_size=batch_size, keep_old=keep_old, quarantine=quarantine,
+                    trust=trust, progress=replay.update,
+                )  # fmt: skip
             replay.finish()
         except RebuildInProgress as e:
             print(f"stratus rebuild: {e}", file=sys.stderr)
