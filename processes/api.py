@@ -58,8 +58,12 @@ def get_watch_app() -> WatchApp:
 def serve(settings: Settings) -> NoReturn:
     """The Compute API: exec gunicorn with ``settings``' address, workers and threads; its workers
     keep their metrics in one directory, emptied here, which ``/metrics`` sums (multiprocess mode)."""
-    multiproc_dir = metrics_dir(settings)
-    argv = [
+    exec_program(api_argv(settings), gunicorn_env(settings, metrics_dir(settings)))
+
+
+def api_argv(settings: Settings, app: str = API_APP) -> list[str]:
+    """gunicorn's command line for the API (``app``: another WSGI app served the same way, a bench's)."""
+    return [
         sys.executable, "-m", "gunicorn",
         "--config", GUNICORN_CONFIG,
         "--bind", settings.api_bind,
@@ -70,9 +74,8 @@ def serve(settings: Settings) -> NoReturn:
         *_preload(settings),
         *_access_log(settings),
         *_no_control_socket(),
-        API_APP,
+        app,
     ]  # fmt: skip
-    exec_program(argv, gunicorn_env(settings, multiproc_dir))
 
 
 def _preload(settings: Settings) -> list[str]:

@@ -4,7 +4,8 @@ Run: ``python -m tests.bench.bench_lists [--servers 1000] [--items 1000] [--roun
 The cloud is ``bench_servers_detail``'s (its own nats-server and database, servers through their
 events, read models rebuilt), with ``--items`` flavors, key pairs, images and server groups of the
 admin added through their aggregates' events and the read models rebuilt again. The API runs as
-deployed (gunicorn, two workers, ``processes.api:get_app()``).
+deployed (``stratus api``'s gunicorn command line, ``processes.api.api_argv``: threaded workers,
+keep-alive); the bench's client keeps its connection alive, as openstacksdk's session does.
 
 Each list is walked page by page (``limit=100``, following its ``next`` link where the API gives
 one), once over HTTP and once as its floor. **The floor is the same statements**: the bench walks
@@ -19,11 +20,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import http.client
 import os
 import pickle
-import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -45,8 +46,8 @@ from projections.rebuild import rebuild
 from stratus import serialization
 from tests.bench.bench_rebuild import LogBuilder
 from tests.bench.bench_servers_detail import PASSWORD, ServersCloud, login, servers_cloud
-from tests.bench.harness import Bench, CpuMeter, TreeCpu, loadavg, machine_lines
-from tests.fixtures.processes import free_port, serving
+from tests.bench.harness import Bench, CpuMeter, TreeCpu, deployed_api, loadavg, machine_lines
+from tests.fixtures.processes import free_port
 
 PAGE = 100
 
@@ -125,17 +126,24 @@ def walk(get: Callable[[str, dict[str, str]], dict[str, Any]], listing: Listing,
 
 
 def http_get(port: int) -> Callable[[str, dict[str, str]], dict[str, Any]]:
+    """GETs over one kept-alive connection (as openstacksdk's session keeps it), opened again when the
+    server closed it."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
     def get(path: str, headers: dict[str, str]) -> dict[str, Any]:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        try:
-            conn.request("GET", path, headers=headers)
-            r = conn.getresponse()
-            data = r.read()
-            if r.status != 200:
-                raise RuntimeError(f"GET {path}: {r.status} {data[:300]!r}")
-            return serialization.loads(data)  # type: ignore[no-any-return]
-        finally:
-            conn.close()
+        for attempt in (1, 2):
+            try:
+                conn.request("GET", path, headers=headers)
+                r = conn.getresponse()
+                data = r.read()
+                break
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                conn.close()
+                if attempt == 2:
+                    raise
+        if r.status != 200:
+            raise RuntimeError(f"GET {path}: {r.status} {data[:300]!r}")
+        return serialization.loads(data)  # type: ignore[no-any-return]
 
     return get
 
@@ -299,13 +307,12 @@ def main(argv: list[str] | None = None) -> int:
         with psycopg.connect(db_url, autocommit=True) as conn:
             statements_file.write_bytes(pickle.dumps(as_text(conn, recorded)))
         port, floor_port = free_port(), free_port()
-        gunicorn = [sys.executable, "-m", "gunicorn", "--workers", "2", "--graceful-timeout", "5", "--bind"]
-        api_argv = [*gunicorn, f"127.0.0.1:{port}", "processes.api:get_app()"]
-        floor_argv = [*gunicorn, f"127.0.0.1:{floor_port}", "tests.bench.http_floor:get_app()"]
+        served = dataclasses.replace(cloud.settings, api_bind=f"127.0.0.1:{port}")
+        floor_api = dataclasses.replace(cloud.settings, api_bind=f"127.0.0.1:{floor_port}")
         os.environ["STRATUS_BENCH_STATEMENTS"] = str(statements_file)
         with (
-            serving(api_argv, cloud.settings, port, cloud.tmp / "gunicorn.log") as proc,
-            serving(floor_argv, cloud.settings, floor_port, cloud.tmp / "floor.log"),
+            deployed_api(served, cloud.tmp / "api.log") as proc,
+            deployed_api(floor_api, cloud.tmp / "floor.log", "tests.bench.http_floor:get_app()"),
             psycopg.connect(db_url, autocommit=True) as raw,
         ):
             token, get, floor_get = login(port), http_get(port), http_get(floor_port)

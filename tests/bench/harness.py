@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from processes.api import API_APP, api_argv, metrics_dir
+from stratus.config import MULTIPROC_DIR_ENV, Settings
 from stratus.natsserver import NatsServer, binary
+from tests.fixtures.processes import serving
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -303,6 +306,26 @@ def nats_server() -> Iterator[NatsServer]:
             yield server
         finally:
             server.close()
+
+
+@contextlib.contextmanager
+def deployed_api(settings: Settings, log_path: Path, app: str = API_APP) -> Iterator[subprocess.Popen[bytes]]:
+    """``app`` served as ``stratus api`` serves the API (``processes.api.api_argv``: gunicorn's
+    threaded workers with keep-alive, the settings' workers and threads, metrics in multiprocess
+    mode) at ``settings.api_bind``, until the block ends."""
+    port = int(settings.api_bind.rpartition(":")[2])
+    env = {MULTIPROC_DIR_ENV: str(metrics_dir(settings))}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        with serving(api_argv(settings, app), settings, port, log_path) as proc:
+            yield proc
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def median(xs: list[float]) -> float:
