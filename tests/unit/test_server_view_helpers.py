@@ -1,8 +1,10 @@
 """The shortcuts a page of servers takes give what the general helpers give: ``minor_of`` against
-``at_least``, ``isotime`` against ``strftime``, links' ids against urllib's ``quote``."""
+``at_least``, ``isotime`` against ``strftime``, links' ids against urllib's ``quote``, the hostname
+derived from a name against Nova's regular expressions."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta, timezone
 from urllib.parse import quote
 
@@ -12,6 +14,7 @@ from falcon import testing
 from api.links import bookmark, resource_links
 from api.server_views import isotime
 from api.versions import Microversion, at_least, minor_of
+from stratus.hostname import hostname_for
 
 
 @pytest.mark.parametrize(
@@ -51,3 +54,10 @@ def test_links_quote_ids_as_urllib_does(item: str) -> None:
     req = testing.create_req()
     assert resource_links(req, "servers", item)[0]["href"].endswith(f"/v2.1/servers/{quote(item, safe='')}")
     assert bookmark(req, "images", item)[0]["href"].endswith(f"/images/{quote(item, safe='')}")
+
+
+@pytest.mark.parametrize("name", ["vm-1", "My_Server.Name é!", "a..b  c", "--x--", "", "é", "A" * 80 + "-b"])
+def test_hostname_for_is_novas_sanitize_hostname(name: str) -> None:
+    text = re.sub(r"[ _.]", "-", name.lower())
+    text = re.sub(r"[^\w-]+", "", text, flags=re.ASCII).strip("-.")
+    assert hostname_for(name) == (text[:63].rstrip("-") or "server")
