@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +21,7 @@ from api import auth
 from api.links import API_ROOT, quoted, resource_links
 from api.versions import minor_of
 from commands.host_aggregate import DEFAULT_ZONE
+from commands.states import PowerState
 from projections.queries import ServerRow, decode_json
 from stratus.context import Actor
 from stratus.hostname import hostname_for
@@ -69,14 +70,17 @@ def server_view(
     *,
     single: bool = False,
     basic: bool = False,
+    down: Collection[str] = (),
 ) -> ServerView:
     """How the request shows a server (``ServerRow``) and the server group it is in: Nova's detailed
     view at the request's microversion, for ``actor`` (admins see the extended attributes).
 
     ``single`` marks a show, update or rebuild answer (2.71's ``server_groups`` is in those only);
     ``basic`` an update or rebuild answer, which before 2.75 leaves out the extended attributes, as
-    Nova's. What depends on the request alone (the microversion's fields, the role, the links'
-    prefixes) is settled here once; the view then costs a few microseconds a row."""
+    Nova's. ``down``: hosts that stopped sending heartbeats, on which a guest's power state is
+    unknown (NOSTATE), not the last one recorded. What depends on the request alone (the
+    microversion's fields, the role, the links' prefixes) is settled here once; the view then costs
+    a few microseconds a row."""
     minor = minor_of(req)
     admin = auth.is_admin(actor)
     extended = not basic or minor >= 75  # update's and rebuild's lack the extension keys before 2.75
@@ -97,7 +101,10 @@ def server_view(
         (sid, name, project_id, user_id, flavor_json, image_ref, metadata, zone, description, key_name,
          ports, tags, reservation_id, image_json, user_data_json, launch_index, locked_by, locked_reason,
          access_ip_v4, access_ip_v6, hostname, disk_config, config_drive, vm_state, task_state, power_state,
-         status, host, fault, created, updated, launched_at, terminated_at, _, host_zone) = row  # fmt: skip
+         status, host, fault, created, updated, launched_at, terminated_at, deleted, host_zone,
+         ) = row  # fmt: skip
+        if down and host in down and not deleted:
+            power_state = PowerState.NOSTATE
         flavor = decode_json(flavor_json) or {}
         image: dict[str, Any] | str = ""
         if image_ref:

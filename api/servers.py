@@ -52,7 +52,6 @@ from commands.servers.actions import PinZone
 from commands.servers.create import CreateServer
 from commands.servers.delete import DeleteServer
 from commands.servers.fields import UpdateServer
-from commands.states import PowerState
 from projections import admin_queries, queries
 from projections.queries import ServerRow
 from stratus.context import Actor, acting
@@ -95,19 +94,14 @@ class _Servers:
         self._max_body = max_body_bytes
         self._user_data = user_data
 
-    def _as_known(self, alive: dict[str, bool]) -> Callable[[ServerRow], ServerRow]:
-        """The row as far as we know: on a host that stopped sending heartbeats the guest's power
-        state is unknown (NOSTATE), not the last one recorded (``alive`` caches hosts per request)."""
-
-        def known(row: ServerRow) -> ServerRow:
-            host = row.host
-            if self._liveness is None or not host or row.deleted:
-                return row
-            if host not in alive:
-                alive.update(self._liveness([host]))
-            return row if alive.get(host, False) else row._replace(power_state=PowerState.NOSTATE)
-
-        return known
+    def _down(self, rows: list[ServerRow]) -> frozenset[str]:
+        """The hosts of ``rows``' servers that stopped sending heartbeats, asked in one call: their
+        guests' power state is unknown (``server_view``'s ``down``), not the last one recorded."""
+        hosts = sorted({r.host for r in rows if r.host and not r.deleted})
+        if self._liveness is None or not hosts:
+            return frozenset()
+        alive = self._liveness(hosts)
+        return frozenset(host for host in hosts if not alive.get(host, False))
 
     def _extras(self, req: falcon.Request, conn: Any, rows: list[ServerRow]) -> ServerExtras | None:
         """What the admin-only fields of these rows need (None when the request shows none)."""
@@ -121,11 +115,11 @@ class _Servers:
         self,
         req: falcon.Request,
         path: str,
-        view: Callable[[ServerExtras | None], Callable[[ServerRow, str | None], dict[str, Any]]],
-        alive: dict[str, bool] | None = None,
+        view: Callable[
+            [list[ServerRow], ServerExtras | None], Callable[[ServerRow, str | None], dict[str, Any]]
+        ],
     ) -> Any:
-        """A page of servers, each shown by ``view(extras)``; ``alive``, when given, is filled with
-        the liveness of the page's hosts in one call (``_as_known`` then asks nothing per row)."""
+        """A page of servers, each shown by ``view(rows, extras)`` (made once for the page)."""
         actor: Actor = req.context.actor
         admin = auth.is_admin(actor)
         server_list.check_params(req)
@@ -154,10 +148,7 @@ class _Servers:
             )
             extras = self._extras(req, conn, rows)
             groups = _groups(req, conn, rows)
-        hosts = sorted({r.host for r in rows if r.host and not r.deleted})
-        if alive is not None and self._liveness is not None and hosts:
-            alive.update(self._liveness(hosts))
-        shown = view(extras)
+        shown = view(rows, extras)
         body: dict[str, Any] = {"servers": [shown(r, groups.get(r.id)) for r in rows]}
         links = next_links(req, path, [{"id": r.id} for r in rows], limit)
         if links:
@@ -170,7 +161,7 @@ class ServerCollection(_Servers):
 
     @falcon.before(policy.require("os_compute_api:servers:index"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = self._list(req, "servers", lambda _: lambda row, __: brief_view(req, row))
+        resp.media = self._list(req, "servers", lambda _, __: lambda row, ___: brief_view(req, row))
 
     @falcon.before(policy.require("os_compute_api:servers:create"))
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -266,14 +257,11 @@ class ServerDetailCollection(_Servers):
     @falcon.before(policy.require("os_compute_api:servers:detail"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         actor = req.context.actor
-        alive: dict[str, bool] = {}
-        known = self._as_known(alive)
 
-        def shown(extras: ServerExtras | None) -> ServerView:
-            view = server_view(req, actor, extras)
-            return lambda row, group: view(known(row), group)
+        def shown(rows: list[ServerRow], extras: ServerExtras | None) -> ServerView:
+            return server_view(req, actor, extras, down=self._down(rows))
 
-        resp.media = self._list(req, "servers/detail", shown, alive)
+        resp.media = self._list(req, "servers/detail", shown)
 
 
 class ServerItem(_Servers):
@@ -295,8 +283,8 @@ class ServerItem(_Servers):
                 raise ItemNotFound(f"Instance {server_id} could not be found.")
             extras = self._extras(req, conn, [row])
             group = _groups(req, conn, [row]).get(server_id)
-        view = server_view(req, actor, extras, single=True)
-        resp.media = {"server": view(self._as_known({})(row), group)}
+        view = server_view(req, actor, extras, single=True, down=self._down([row]))
+        resp.media = {"server": view(row, group)}
 
     def _in_log(self, server_id: str, scope: str | None) -> bool:
         try:

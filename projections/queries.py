@@ -258,7 +258,7 @@ def list_servers(
     )
     # the outer ORDER BY names page's columns: some of the view's have the same names (id as text)
     query = sql.SQL("SELECT {} FROM ({}) page ORDER BY {}").format(
-        _view_columns("page"), query, _order(keys, "page.")
+        _PAGE_COLUMNS, query, _order(keys, "page.")
     )
     params.append(max(0, limit))
     return _fetchall(conn, query, params, _server_rows)
@@ -341,13 +341,18 @@ _VIEW_COLUMNS: dict[str, str] = {
 }
 
 
-def _view_columns(alias: str) -> sql.Composed:
-    """``ServerRow``'s columns, in its order, of the instances row named ``alias``."""
-    return sql.SQL(", ").join(
-        _host_zone(alias)
-        if name == "host_zone"
-        else sql.SQL(_VIEW_COLUMNS.get(name, "{t}." + name)).format(t=sql.Identifier(alias))
-        for name in ServerRow._fields
+def _view_columns(alias: str) -> sql.SQL:
+    """``ServerRow``'s columns, in its order, of the instances row named ``alias``: one piece of SQL
+    (composed once: composing it took ~0.1 ms, a tenth of a page's query)."""
+    return sql.SQL(
+        sql.SQL(", ")
+        .join(
+            _host_zone(alias)
+            if name == "host_zone"
+            else sql.SQL(_VIEW_COLUMNS.get(name, "{t}." + name)).format(t=sql.Identifier(alias))
+            for name in ServerRow._fields
+        )
+        .as_string()
     )
 
 
@@ -425,6 +430,10 @@ def _host_zone(alias: str) -> sql.Composed:
     return zone.format(_S, sql.Identifier(alias))
 
 
+_PAGE_COLUMNS = _view_columns("page")  # a page's rows (``list_servers``)
+_ONE_COLUMNS = _view_columns("i")  # one server's (``server_view_row``)
+
+
 def _json_list(values: list[str]) -> str:
     return dumps(list(values)).decode()
 
@@ -461,7 +470,7 @@ def server_view_row(
     conn: psycopg.Connection[Any], server_id: str, project_id: str | None
 ) -> ServerRow | None:
     """One server as the API shows it (``ServerRow``), deleted ones included, as ``get_server``."""
-    rows = _one_server(conn, _view_columns("i"), server_id, project_id, _server_rows)
+    rows = _one_server(conn, _ONE_COLUMNS, server_id, project_id, _server_rows)
     return rows[0] if rows else None
 
 
