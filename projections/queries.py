@@ -257,8 +257,8 @@ def list_servers(
         _S, sql.SQL("WHERE ") + sql.SQL(" AND ").join(where) if where else sql.SQL(""), _order(keys)
     )
     # the outer ORDER BY names page's columns: some of the view's have the same names (id as text)
-    query = sql.SQL("SELECT {} FROM ({}) page ORDER BY {}").format(
-        _PAGE_COLUMNS, query, _order(keys, "page.")
+    query = sql.SQL("SELECT {} FROM ({}) page {} ORDER BY {}").format(
+        _PAGE_COLUMNS, query, _PAGE_HOST, _order(keys, "page.")
     )
     params.append(max(0, limit))
     return _fetchall(conn, query, params, _server_rows)
@@ -338,22 +338,28 @@ _VIEW_COLUMNS: dict[str, str] = {
     "updated": _ISOTIME.format("{t}.updated_at"),
     "launched_at": _USAGE_TIME.format("{t}.launched_at"),
     "terminated_at": _USAGE_TIME.format("{t}.deleted_at"),
+    "host_zone": "hz.availability_zone",
 }
 
 
 def _view_columns(alias: str) -> sql.SQL:
-    """``ServerRow``'s columns, in its order, of the instances row named ``alias``: one piece of SQL
-    (composed once: composing it took ~0.1 ms, a tenth of a page's query)."""
+    """``ServerRow``'s columns, in its order, of the instances row named ``alias`` and its host
+    ``hz`` (``_with_host``): one piece of SQL (composed once: composing it took ~0.1 ms a query)."""
     return sql.SQL(
         sql.SQL(", ")
         .join(
-            _host_zone(alias)
-            if name == "host_zone"
-            else sql.SQL(_VIEW_COLUMNS.get(name, "{t}." + name)).format(t=sql.Identifier(alias))
+            sql.SQL(_VIEW_COLUMNS.get(name, "{t}." + name)).format(t=sql.Identifier(alias))
             for name in ServerRow._fields
         )
         .as_string()
     )
+
+
+def _with_host(alias: str) -> sql.SQL:
+    """The host (``hz``) the server ``alias`` runs on, for its zone: a join (a hash of the hosts for
+    a page) where a subquery a row had cost a page ~0.4 ms in PostgreSQL. Hostnames are unique."""
+    join = sql.SQL("LEFT JOIN {}.hosts hz ON hz.hostname = {}.host").format(_S, sql.Identifier(alias))
+    return sql.SQL(join.as_string())
 
 
 def _server_rows(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], ServerRow]:
@@ -430,8 +436,8 @@ def _host_zone(alias: str) -> sql.Composed:
     return zone.format(_S, sql.Identifier(alias))
 
 
-_PAGE_COLUMNS = _view_columns("page")  # a page's rows (``list_servers``)
-_ONE_COLUMNS = _view_columns("i")  # one server's (``server_view_row``)
+_PAGE_COLUMNS, _PAGE_HOST = _view_columns("page"), _with_host("page")  # a page's rows (``list_servers``)
+_ONE_COLUMNS, _ONE_HOST = _view_columns("i"), _with_host("i")  # one server's (``server_view_row``)
 
 
 def _json_list(values: list[str]) -> str:
@@ -462,7 +468,8 @@ def _marker_row(
 
 def get_server(conn: psycopg.Connection[Any], server_id: str, project_id: str | None) -> Row | None:
     """One server (deleted ones included: the API decides what a deleted server shows)."""
-    rows = _one_server(conn, sql.SQL("i.*, {}").format(_host_zone("i")), server_id, project_id, dict_row)
+    columns = sql.SQL("i.*, {}").format(_host_zone("i"))
+    rows = _one_server(conn, columns, server_id, project_id, dict_row, sql.SQL(""))
     return rows[0] if rows else None
 
 
@@ -470,7 +477,7 @@ def server_view_row(
     conn: psycopg.Connection[Any], server_id: str, project_id: str | None
 ) -> ServerRow | None:
     """One server as the API shows it (``ServerRow``), deleted ones included, as ``get_server``."""
-    rows = _one_server(conn, _ONE_COLUMNS, server_id, project_id, _server_rows)
+    rows = _one_server(conn, _ONE_COLUMNS, server_id, project_id, _server_rows, _ONE_HOST)
     return rows[0] if rows else None
 
 
@@ -480,14 +487,16 @@ def _one_server(
     server_id: str,
     project_id: str | None,
     row_factory: RowFactory[Any],
+    joined: sql.Composable,
 ) -> list[Any]:
+    """The server ``server_id`` (``i``) of ``project_id`` (None: any), with ``joined`` tables."""
     uid = _as_uuid(server_id)
     if uid is None:
         return []
-    query = sql.SQL("SELECT {} FROM {}.instances i WHERE id = %s").format(columns, _S)
+    query = sql.SQL("SELECT {} FROM {}.instances i {} WHERE i.id = %s").format(columns, _S, joined)
     params: list[Any] = [uid]
     if project_id is not None:
-        query = query + sql.SQL(" AND project_id = %s")
+        query = query + sql.SQL(" AND i.project_id = %s")
         params.append(project_id)
     return _fetchall(conn, query, params, row_factory)
 
