@@ -97,6 +97,39 @@ def server_view(
     user_data = extras.user_data if extras is not None else None
     status_of = extras.host_status if extras is not None else None
 
+    def image_view(image_ref: str, image_json: str | None) -> dict[str, Any] | str:
+        if not image_ref:
+            return ""
+        image: dict[str, Any] = {
+            "id": image_ref,
+            "links": [{"rel": "bookmark", "href": image_href + quoted(image_ref)}],
+        }
+        if image_properties:
+            kept = decode_json(image_json) or {}
+            image["properties"] = {k: str(kept[k]) for k in IMAGE_PROPERTIES if kept.get(k) is not None}
+        return image
+
+    def flavor_view(flavor_json: str) -> dict[str, Any]:
+        flavor = decode_json(flavor_json) or {}
+        if flavor_link:
+            flavor_id = str(flavor.get("id", ""))
+            return {"id": flavor_id, "links": [{"rel": "bookmark", "href": flavor_href + quoted(flavor_id)}]}
+        return {
+            "vcpus": flavor.get("vcpus", 0),
+            "ram": flavor.get("ram", 0),
+            "disk": flavor.get("disk", 0),
+            "ephemeral": flavor.get("ephemeral", 0),
+            "swap": flavor.get("swap", 0),
+            "original_name": flavor.get("name", ""),
+            "extra_specs": dict(flavor.get("extra_specs") or {}),
+        }
+
+    # The parts a page's rows have in common (an image, a flavor, a host) are made once a request
+    # and shared by the views that show them: nothing changes a view's parts once it is made.
+    images: dict[tuple[str, str | None], dict[str, Any] | str] = {}
+    flavors: dict[str, dict[str, Any]] = {}
+    host_ids: dict[tuple[str, str | None], str] = {}
+
     def view(row: ServerRow, group: str | None = None) -> dict[str, Any]:
         (sid, name, project_id, user_id, flavor_json, image_ref, metadata, zone, description, key_name,
          ports, tags, reservation_id, image_json, user_data_json, launch_index, locked_by, locked_reason,
@@ -105,29 +138,15 @@ def server_view(
          ) = row  # fmt: skip
         if down and host in down and not deleted:
             power_state = PowerState.NOSTATE
-        flavor = decode_json(flavor_json) or {}
-        image: dict[str, Any] | str = ""
-        if image_ref:
-            image = {"id": image_ref, "links": [{"rel": "bookmark", "href": image_href + quoted(image_ref)}]}
-            if image_properties:
-                kept = decode_json(image_json) or {}
-                image["properties"] = {k: str(kept[k]) for k in IMAGE_PROPERTIES if kept.get(k) is not None}
-        if flavor_link:
-            flavor_id = str(flavor.get("id", ""))
-            flavor_view: dict[str, Any] = {
-                "id": flavor_id,
-                "links": [{"rel": "bookmark", "href": flavor_href + quoted(flavor_id)}],
-            }
-        else:
-            flavor_view = {
-                "vcpus": flavor.get("vcpus", 0),
-                "ram": flavor.get("ram", 0),
-                "disk": flavor.get("disk", 0),
-                "ephemeral": flavor.get("ephemeral", 0),
-                "swap": flavor.get("swap", 0),
-                "original_name": flavor.get("name", ""),
-                "extra_specs": dict(flavor.get("extra_specs") or {}),
-            }
+        image = images.get((image_ref, image_json))
+        if image is None:
+            image = images[(image_ref, image_json)] = image_view(image_ref, image_json)
+        flavor = flavors.get(flavor_json)
+        if flavor is None:
+            flavor = flavors[flavor_json] = flavor_view(flavor_json)
+        shown_host = host_ids.get((project_id, host))
+        if shown_host is None:
+            shown_host = host_ids[(project_id, host)] = host_id(project_id, host)
         server: dict[str, Any] = {
             "id": sid,
             "name": name,
@@ -135,9 +154,9 @@ def server_view(
             "tenant_id": project_id,
             "user_id": user_id,
             "metadata": decode_json(metadata) or {},
-            "hostId": host_id(project_id, host),
+            "hostId": shown_host,
             "image": image,
-            "flavor": flavor_view,
+            "flavor": flavor,
             "created": created,
             "updated": updated,
             "addresses": addresses_view(decode_json(ports) or [], extended=extended),
