@@ -251,19 +251,38 @@ def list_servers(
         params.append(status.upper())
     first = [(SORT_KEYS[k], desc) for k, desc in (sort or []) if k in SORT_KEYS]
     keys = _unique_columns([*first, ("created_at", True), ("id", True)])
+    source = f"{_SCHEMA}.instances i"
+    marked: list[Any] = []  # the marker's parameters, first in the query
     if marker is not None:
-        mark = _marker_row(conn, marker, project_id, [c for c, _ in keys])
-        where.append(_after(keys, params, mark))
+        # The marker's sort values (``mark``), read by the page's own query: no round trip of their
+        # own. A marker the caller cannot see gives no rows; ``_check_marker`` then says so.
+        uid = _as_uuid(marker)
+        if uid is None:
+            raise MarkerNotFound(marker)
+        values = ", ".join(f"{_sortable(c)} AS k{n}" for n, (c, _) in enumerate(keys))
+        seen = "id = %s" if project_id is None else "id = %s AND project_id = %s"
+        source += f", (SELECT {values} FROM {_SCHEMA}.instances WHERE {seen}) mark"
+        marked = [uid] if project_id is None else [uid, project_id]
+        where.append(_after(keys))
     # Composed as text (psycopg's composition took ~40 us a page): every piece is this module's own
     # SQL, the values are parameters. The outer ORDER BY names page's columns: some of the view's
     # have the same names (the id as text).
-    page = f"SELECT * FROM {_SCHEMA}.instances {'WHERE ' + ' AND '.join(where) if where else ''}"
+    page = f"SELECT i.* FROM {source} {'WHERE ' + ' AND '.join(where) if where else ''}"
     query = (
         f"SELECT {_PAGE_COLUMNS} FROM ({page} ORDER BY {_order(keys)} LIMIT %s) page {_PAGE_HOST} "
         f"ORDER BY {_order(keys, 'page.')}"
     )
-    params.append(max(0, limit))
-    return _fetchall(conn, sql.SQL(query), params, _server_rows)
+    try:
+        rows: list[ServerRow] = _fetchall(
+            conn, sql.SQL(query), [*marked, *params, max(0, limit)], _server_rows
+        )
+    except InvalidFilter:
+        if marker is not None:
+            _check_marker(conn, marker, project_id)  # a marker not found is said first, as before
+        raise
+    if not rows and marker is not None:
+        _check_marker(conn, marker, project_id)
+    return rows
 
 
 def _order(keys: list[tuple[str, bool]], table: str = "") -> str:
@@ -417,14 +436,14 @@ def _unique_columns(keys: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     return unique
 
 
-def _after(keys: list[tuple[str, bool]], params: list[Any], mark: Row) -> str:
-    """Rows after the marker in the order ``keys``: any key decides once the ones before it tie."""
+def _after(keys: list[tuple[str, bool]]) -> str:
+    """Rows after the marker (its values ``mark.k0``, ``mark.k1``...) in the order ``keys``: any
+    key decides once the ones before it tie."""
     ors = []
     for i, (column, desc) in enumerate(keys):
-        ties = [f"{_sortable(c)} = %s" for c, _ in keys[:i]]
-        step = f"{_sortable(column)} {'<' if desc else '>'} %s"
+        ties = [f"{_sortable(c)} = mark.k{j}" for j, (c, _) in enumerate(keys[:i])]
+        step = f"{_sortable(column)} {'<' if desc else '>'} mark.k{i}"
         ors.append("(" + " AND ".join([*ties, step]) + ")")
-        params.extend([*(mark[f"k{j}"] for j in range(i)), mark[f"k{i}"]])
     return "(" + " OR ".join(ors) + ")"
 
 
@@ -443,26 +462,15 @@ def _json_list(values: list[str]) -> str:
     return dumps(list(values)).decode()
 
 
-def _marker_row(
-    conn: psycopg.Connection[Any], marker: str, project_id: str | None, columns: list[str]
-) -> Row:
-    """The marker's values of the sort ``columns`` (``k0``, ``k1``...), if the caller may see it."""
-    uid = _as_uuid(marker)
-    row = None
-    if uid is not None:
-        values = sql.SQL(", ").join(
-            sql.SQL("{} AS {}").format(sql.SQL(_sortable(c)), sql.Identifier(f"k{i}"))
-            for i, c in enumerate(columns)
-        )
-        query = sql.SQL("SELECT {} FROM {}.instances WHERE id = %s").format(values, _S)
-        params: list[Any] = [uid]
-        if project_id is not None:
-            query = query + sql.SQL(" AND project_id = %s")
-            params.append(project_id)
-        row = _fetchone(conn, query, params)
-    if row is None:
+def _check_marker(conn: psycopg.Connection[Any], marker: str, project_id: str | None) -> None:
+    """``MarkerNotFound`` unless the marker is a server the caller may see."""
+    query = sql.SQL("SELECT 1 FROM {}.instances WHERE id = %s").format(_S)
+    params: list[Any] = [_as_uuid(marker)]
+    if project_id is not None:
+        query = query + sql.SQL(" AND project_id = %s")
+        params.append(project_id)
+    if _fetchone(conn, query, params) is None:
         raise MarkerNotFound(marker)
-    return row
 
 
 def get_server(conn: psycopg.Connection[Any], server_id: str, project_id: str | None) -> Row | None:

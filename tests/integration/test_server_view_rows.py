@@ -123,3 +123,21 @@ def test_pages_keep_the_order_and_markers(rm: psycopg.Connection[Any]) -> None:
     assert [r.id for r in by_id] == sorted(r.id for r in by_id)
     after = queries.list_servers(rm, project_id="p", limit=10, marker=by_id[2].id, sort=[("uuid", False)])
     assert [r.id for r in after] == [r.id for r in by_id[3:]]
+
+
+def test_a_marker_the_caller_cannot_see_is_not_found(rm: psycopg.Connection[Any]) -> None:
+    """The marker is read within the page's query; a page after it that is empty is still a page,
+    and a marker of another project, of no server, or not a uuid is ``MarkerNotFound``, before a
+    filter that cannot be used is refused, as when the marker was read first."""
+    mine, theirs = _insert(rm), _insert(rm, project_id="other")
+    assert queries.list_servers(rm, project_id="p", limit=5, marker=str(mine)) == []
+    assert [r.id for r in queries.list_servers(rm, project_id=None, limit=5, marker=str(theirs))] == (
+        [str(mine)] if str(mine) < str(theirs) else []
+    )
+    for marker in (str(theirs), str(uuid4()), "not a uuid"):
+        with pytest.raises(queries.MarkerNotFound):
+            queries.list_servers(rm, project_id="p", limit=5, marker=marker)
+        with pytest.raises(queries.MarkerNotFound):
+            queries.list_servers(rm, project_id="p", limit=5, marker=marker, name="(")
+    with pytest.raises(queries.InvalidFilter):
+        queries.list_servers(rm, project_id="p", limit=5, marker=str(mine), name="(")
