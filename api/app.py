@@ -11,6 +11,7 @@ call ``create_app(deps)`` with collaborators they built themselves.
 from __future__ import annotations
 
 import atexit
+import gc
 import logging
 import secrets
 import threading
@@ -334,6 +335,11 @@ class LazyApp:
                 atexit.register(close)
                 self._collectors = collectors(deps)
                 self._app = app
+                # What composing made lives as long as the worker: out of the cyclic collector's
+                # way, whose full passes over it (~100,000 objects, ~30 ms each, every few hundred
+                # requests of a page of servers) were ~0.15 ms a request, and a 30 ms stall.
+                gc.collect()
+                gc.freeze()
             return self._app
 
     def _probe(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:

@@ -22,12 +22,12 @@ MAX_LIMIT = 1000
 _UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
 
 
-def _quoted(item_id: str) -> str:
+def quoted(item_id: str) -> str:
     return item_id if _UNRESERVED.fullmatch(item_id) else quote(item_id, safe="")
 
 
 def resource_links(req: falcon.Request, collection: str, item_id: str) -> list[dict[str, str]]:
-    item = _quoted(item_id)
+    item = quoted(item_id)
     return [
         {"rel": "self", "href": f"{req.prefix}/{API_ROOT}/{collection}/{item}"},
         {"rel": "bookmark", "href": f"{req.prefix}/{collection}/{item}"},
@@ -35,7 +35,7 @@ def resource_links(req: falcon.Request, collection: str, item_id: str) -> list[d
 
 
 def bookmark(req: falcon.Request, collection: str, item_id: str) -> list[dict[str, str]]:
-    return [{"rel": "bookmark", "href": f"{req.prefix}/{collection}/{_quoted(item_id)}"}]
+    return [{"rel": "bookmark", "href": f"{req.prefix}/{collection}/{quoted(item_id)}"}]
 
 
 def page_params(req: falcon.Request, max_limit: int = MAX_LIMIT) -> tuple[int, str | None]:

@@ -47,6 +47,7 @@ from commands.servers.actions import (
 from commands.servers.delete import DeleteServer
 from commands.servers.moves import ConfirmResize, MigrateServer, ResizeServer, RevertResize
 from projections import admin_queries, instance_actions, queries
+from projections.queries import decode_json
 from stratus import hostrpc
 from stratus.audit import history
 from stratus.context import Actor, acting
@@ -222,16 +223,16 @@ class ServerAction:
         with self._read.connection(req) as conn:
             if not queries.wait_for_position(conn, result.position, REBUILD_READ_WAIT_SECONDS):
                 raise ReadModelBehind(result.position, REBUILD_READ_WAIT_SECONDS)
-            row = queries.get_server(conn, server_id, scope)
+            row = queries.server_view_row(conn, server_id, scope)
             group = admin_queries.groups_of(conn, [server_id]).get(server_id) if row is not None else None
         if row is not None:
-            view = server_views.detail_view(req, row, actor, group=group, single=True, basic=True)
+            view = server_views.server_view(req, actor, single=True, basic=True)(row, group)
             # a rebuild's answer also has the key pair from 2.54 and the user data from 2.57
             if at_least(req, 54):
-                view["key_name"] = row.get("key_name")
+                view["key_name"] = row.key_name
             if at_least(req, 57):  # in place of the admins' OS-EXT-SRV-ATTR:user_data
                 view.pop("OS-EXT-SRV-ATTR:user_data", None)
-                view["user_data"] = server_views.read_user_data(self._user_data, row.get("user_data"))
+                view["user_data"] = server_views.read_user_data(self._user_data, decode_json(row.user_data))
             resp.media = {"server": view}
 
     def _unshelve(self, req: falcon.Request, resp: falcon.Response, server_id: str, body: Any) -> None:

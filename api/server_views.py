@@ -1,7 +1,9 @@
-"""How Nova shows a server, per microversion: the brief and detailed views, their parts (image,
-flavor, addresses, fault, extended attributes) and what a page of servers needs besides its rows
-(``ServerExtras``). Pure functions of a read-model row and the request's microversion; the
-resources that answer with them are in ``api/servers.py`` and ``api/server_actions.py``.
+"""How Nova shows a server, per microversion: the brief and detailed views, their parts (addresses,
+fault) and what a page of servers needs besides its rows (``ServerExtras``). Pure functions of a
+read-model row (``projections.queries.ServerRow``: times already formatted, jsonb columns as text,
+decoded only where the microversion shows them) and the request; the detailed view is made once a
+request (``server_view``) and then applied to each row. The resources that answer with them are in
+``api/servers.py`` and ``api/server_actions.py``.
 """
 
 from __future__ import annotations
@@ -9,16 +11,18 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from typing import Any
 
 import falcon
 
 from api import auth
-from api.links import bookmark, resource_links
-from api.versions import at_least, minor_of
+from api.links import API_ROOT, quoted, resource_links
+from api.versions import minor_of
 from commands.host_aggregate import DEFAULT_ZONE
+from commands.states import PowerState
+from projections.queries import ServerRow, decode_json
 from stratus.context import Actor
 from stratus.hostname import hostname_for
 from stratus.imagestore import BlobStore, StoreError
@@ -52,170 +56,176 @@ def isotime(value: datetime | None) -> str | None:
     return utc.isoformat(timespec="seconds")[:19] + "Z"
 
 
-def _usage_time(value: datetime | None) -> str | None:
-    """OS-SRV-USG timestamps are naive ISO 8601 in UTC with microseconds, as Nova prints them."""
-    if value is None:
-        return None
-    return value.astimezone(UTC).replace(tzinfo=None).isoformat()
+def brief_view(req: falcon.Request, row: ServerRow) -> dict[str, Any]:
+    return {"id": row.id, "name": row.name, "links": resource_links(req, "servers", row.id)}
 
 
-def brief_view(req: falcon.Request, row: dict[str, Any]) -> dict[str, Any]:
-    sid = str(row["id"])
-    return {"id": sid, "name": row["name"], "links": resource_links(req, "servers", sid)}
+ServerView = Callable[[ServerRow, "str | None"], dict[str, Any]]
 
 
-def detail_view(
+def server_view(
     req: falcon.Request,
-    row: dict[str, Any],
     actor: Actor,
     extras: ServerExtras | None = None,
     *,
-    group: str | None = None,
     single: bool = False,
     basic: bool = False,
-) -> dict[str, Any]:
-    """The server as Nova shows it at the request's microversion (``versions.at_least``).
+    down: Collection[str] = (),
+) -> ServerView:
+    """How the request shows a server (``ServerRow``) and the server group it is in: Nova's detailed
+    view at the request's microversion, for ``actor`` (admins see the extended attributes).
 
-    ``group`` is the server group it belongs to; ``single`` marks a show, update or rebuild answer
-    (2.71's ``server_groups`` is in those only); ``basic`` marks an update or rebuild answer, which
-    before 2.75 leaves out the extended attributes, as Nova's."""
-    sid = str(row["id"])
-    minor = minor_of(req)  # at_least(req, n) is minor >= n
-    status = row["status"]
-    flavor = row["flavor"] or {}
-    host = row["host"]
+    ``single`` marks a show, update or rebuild answer (2.71's ``server_groups`` is in those only);
+    ``basic`` an update or rebuild answer, which before 2.75 leaves out the extended attributes, as
+    Nova's. ``down``: hosts that stopped sending heartbeats, on which a guest's power state is
+    unknown (NOSTATE), not the last one recorded. What depends on the request alone (the
+    microversion's fields, the role, the links' prefixes) is settled here once; the view then costs
+    a few microseconds a row."""
+    minor = minor_of(req)
     admin = auth.is_admin(actor)
-    server: dict[str, Any] = {
-        "id": sid,
-        "name": row["name"],
-        "status": status,
-        "tenant_id": row["project_id"],
-        "user_id": row["user_id"],
-        "metadata": row["metadata"] or {},
-        "hostId": host_id(row["project_id"], host),
-        "image": image_view(req, row),
-        "flavor": flavor_view(req, flavor),
-        "created": isotime(row["created_at"]),
-        "updated": isotime(row["updated_at"]),
-        # update's and rebuild's addresses lack the extension keys before 2.75, as their other fields
-        "addresses": addresses_view(row.get("ports") or [], extended=not basic or minor >= 75),
-        "accessIPv4": row.get("access_ip_v4") or "",
-        "accessIPv6": row.get("access_ip_v6") or "",
-        "links": resource_links(req, "servers", sid),
-        "OS-DCF:diskConfig": row.get("disk_config") or DISK_CONFIG,
-    }
-    if status in _PROGRESS_STATUSES:
-        server["progress"] = 100 if status == "ACTIVE" else 0
-    if not basic or minor >= 75:
-        server.update(_extended_view(minor, sid, row, admin, extras))
-    if minor >= 9:
-        server["locked"] = row.get("locked_by") is not None
-    if minor >= 19:
-        server["description"] = row.get("description")
-    if minor >= 26:
-        server["tags"] = list(row.get("tags") or [])
-    if minor >= 63:
-        server["trusted_image_certificates"] = None  # Stratus verifies no image signatures
-    if minor >= 71 and single:
-        server["server_groups"] = [group] if group else []
-    if minor >= 73:
-        server["locked_reason"] = row.get("locked_reason")
-    if minor >= 96:
-        server["pinned_availability_zone"] = row["availability_zone"] or None
-    if minor >= 100:
-        server["scheduler_hints"] = {"group": group} if group else {}
-    fault = row["fault"]
-    if fault and status in _FAULT_STATUSES:
-        server["fault"] = fault_view(fault, row, actor)
-    return server
+    extended = not basic or minor >= 75  # update's and rebuild's lack the extension keys before 2.75
+    attributes = admin and minor >= 3  # 2.3's extended server attributes
+    hostname_shown = not admin and minor >= 90  # from 2.90 every user sees the hostname
+    host_status = admin and minor >= 16
+    flavor_link = minor < 47  # a link to the flavor before 2.47, the flavor itself from it
+    image_properties = minor >= 98
+    prefix = req.prefix
+    self_href = f"{prefix}/{API_ROOT}/servers/"
+    bookmark_href = f"{prefix}/servers/"
+    image_href = f"{prefix}/images/"
+    flavor_href = f"{prefix}/flavors/"
+    user_data = extras.user_data if extras is not None else None
+    status_of = extras.host_status if extras is not None else None
 
+    def image_view(image_ref: str, image_json: str | None) -> dict[str, Any] | str:
+        if not image_ref:
+            return ""
+        image: dict[str, Any] = {
+            "id": image_ref,
+            "links": [{"rel": "bookmark", "href": image_href + quoted(image_ref)}],
+        }
+        if image_properties:
+            kept = decode_json(image_json) or {}
+            image["properties"] = {k: str(kept[k]) for k in IMAGE_PROPERTIES if kept.get(k) is not None}
+        return image
 
-def _extended_view(
-    minor: int, sid: str, row: dict[str, Any], admin: bool, extras: ServerExtras | None
-) -> dict[str, Any]:
-    """The extension attributes of Nova's show and list (update and rebuild too from 2.75), at the
-    microversion 2.``minor`` (``minor_of``)."""
-    host = row["host"]
-    view: dict[str, Any] = {
-        "key_name": row.get("key_name"),
-        "config_drive": "True" if row.get("config_drive") else "",  # Nova's string field
-        "OS-EXT-AZ:availability_zone": _zone(row),
-        "OS-EXT-STS:vm_state": row["vm_state"],
-        "OS-EXT-STS:task_state": row["task_state"],
-        "OS-EXT-STS:power_state": row["power_state"],
-        "OS-SRV-USG:launched_at": _usage_time(row["launched_at"]),
-        "OS-SRV-USG:terminated_at": _usage_time(row["deleted_at"]),
-        "os-extended-volumes:volumes_attached": [],
-    }
-    if admin:
-        view["OS-EXT-SRV-ATTR:host"] = host
-        view["OS-EXT-SRV-ATTR:hypervisor_hostname"] = host
-        view["OS-EXT-SRV-ATTR:instance_name"] = f"instance-{sid}"  # the libvirt domain's name
-        if minor >= 3:
-            view.update(_extended_attributes(row, extras))
-    elif minor >= 90:  # from 2.90 every user sees the hostname
-        view["OS-EXT-SRV-ATTR:hostname"] = server_hostname(row)
-    if minor >= 16 and admin:
-        view["host_status"] = extras.host_status(host) if extras is not None else ""
+    def flavor_view(flavor_json: str) -> dict[str, Any]:
+        flavor = decode_json(flavor_json) or {}
+        if flavor_link:
+            flavor_id = str(flavor.get("id", ""))
+            return {"id": flavor_id, "links": [{"rel": "bookmark", "href": flavor_href + quoted(flavor_id)}]}
+        return {
+            "vcpus": flavor.get("vcpus", 0),
+            "ram": flavor.get("ram", 0),
+            "disk": flavor.get("disk", 0),
+            "ephemeral": flavor.get("ephemeral", 0),
+            "swap": flavor.get("swap", 0),
+            "original_name": flavor.get("name", ""),
+            "extra_specs": dict(flavor.get("extra_specs") or {}),
+        }
+
+    # The parts a page's rows have in common (an image, a flavor, a host) are made once a request
+    # and shared by the views that show them: nothing changes a view's parts once it is made.
+    images: dict[tuple[str, str | None], dict[str, Any] | str] = {}
+    flavors: dict[str, dict[str, Any]] = {}
+    host_ids: dict[tuple[str, str | None], str] = {}
+
+    def view(row: ServerRow, group: str | None = None) -> dict[str, Any]:
+        (sid, name, project_id, user_id, flavor_json, image_ref, metadata, zone, description, key_name,
+         ports, tags, reservation_id, image_json, user_data_json, launch_index, locked_by, locked_reason,
+         access_ip_v4, access_ip_v6, hostname, disk_config, config_drive, vm_state, task_state, power_state,
+         status, host, fault, created, updated, launched_at, terminated_at, deleted, host_zone,
+         ) = row  # fmt: skip
+        if down and host in down and not deleted:
+            power_state = PowerState.NOSTATE
+        image = images.get((image_ref, image_json))
+        if image is None:
+            image = images[(image_ref, image_json)] = image_view(image_ref, image_json)
+        flavor = flavors.get(flavor_json)
+        if flavor is None:
+            flavor = flavors[flavor_json] = flavor_view(flavor_json)
+        shown_host = host_ids.get((project_id, host))
+        if shown_host is None:
+            shown_host = host_ids[(project_id, host)] = host_id(project_id, host)
+        server: dict[str, Any] = {
+            "id": sid,
+            "name": name,
+            "status": status,
+            "tenant_id": project_id,
+            "user_id": user_id,
+            "metadata": decode_json(metadata) or {},
+            "hostId": shown_host,
+            "image": image,
+            "flavor": flavor,
+            "created": created,
+            "updated": updated,
+            "addresses": addresses_view(decode_json(ports) or [], extended=extended),
+            "accessIPv4": access_ip_v4 or "",
+            "accessIPv6": access_ip_v6 or "",
+            # a uuid's text is its own quoted form
+            "links": [
+                {"rel": "self", "href": self_href + sid},
+                {"rel": "bookmark", "href": bookmark_href + sid},
+            ],
+            "OS-DCF:diskConfig": disk_config or DISK_CONFIG,
+        }
+        if status in _PROGRESS_STATUSES:
+            server["progress"] = 100 if status == "ACTIVE" else 0
+        if extended:
+            server["key_name"] = key_name
+            server["config_drive"] = "True" if config_drive else ""  # Nova's string field
+            server["OS-EXT-AZ:availability_zone"] = (
+                str(zone) if zone else (str(host_zone or DEFAULT_ZONE) if host else "")
+            )
+            server["OS-EXT-STS:vm_state"] = vm_state
+            server["OS-EXT-STS:task_state"] = task_state
+            server["OS-EXT-STS:power_state"] = power_state
+            server["OS-SRV-USG:launched_at"] = launched_at
+            server["OS-SRV-USG:terminated_at"] = terminated_at
+            server["os-extended-volumes:volumes_attached"] = []
+            if admin:
+                server["OS-EXT-SRV-ATTR:host"] = host
+                server["OS-EXT-SRV-ATTR:hypervisor_hostname"] = host
+                server["OS-EXT-SRV-ATTR:instance_name"] = f"instance-{sid}"  # the libvirt domain's name
+                if attributes:
+                    kept = decode_json(image_json) or {}
+                    server["OS-EXT-SRV-ATTR:reservation_id"] = reservation_id
+                    server["OS-EXT-SRV-ATTR:launch_index"] = launch_index or 0
+                    server["OS-EXT-SRV-ATTR:hostname"] = hostname or hostname_for(name)
+                    server["OS-EXT-SRV-ATTR:kernel_id"] = kept.get("kernel_id") or ""
+                    server["OS-EXT-SRV-ATTR:ramdisk_id"] = kept.get("ramdisk_id") or ""
+                    # guests boot their kernel directly, with no root disk device
+                    server["OS-EXT-SRV-ATTR:root_device_name"] = None
+                    server["OS-EXT-SRV-ATTR:user_data"] = (
+                        user_data(decode_json(user_data_json)) if user_data is not None else None
+                    )
+            elif hostname_shown:
+                server["OS-EXT-SRV-ATTR:hostname"] = hostname or hostname_for(name)
+            if host_status:
+                server["host_status"] = status_of(host) if status_of is not None else ""
+        if minor >= 9:
+            server["locked"] = locked_by is not None
+        if minor >= 19:
+            server["description"] = description
+        if minor >= 26:
+            server["tags"] = list(decode_json(tags) or [])
+        if minor >= 63:
+            server["trusted_image_certificates"] = None  # Stratus verifies no image signatures
+        if minor >= 71 and single:
+            server["server_groups"] = [group] if group else []
+        if minor >= 73:
+            server["locked_reason"] = locked_reason
+        if minor >= 96:
+            server["pinned_availability_zone"] = zone or None
+        if minor >= 100:
+            server["scheduler_hints"] = {"group": group} if group else {}
+        if fault is not None and status in _FAULT_STATUSES:
+            shown = decode_json(fault)
+            if shown:
+                server["fault"] = fault_view(shown, updated, admin)
+        return server
+
     return view
-
-
-def image_view(req: falcon.Request, row: dict[str, Any]) -> dict[str, Any] | str:
-    """The image as a link ("" for a server without one); from 2.98 with the properties it kept."""
-    image_ref = row["image_ref"] or ""
-    if not image_ref:
-        return ""
-    view: dict[str, Any] = {"id": image_ref, "links": bookmark(req, "images", image_ref)}
-    if at_least(req, 98):
-        kept = row.get("image") or {}
-        view["properties"] = {k: str(kept[k]) for k in IMAGE_PROPERTIES if kept.get(k) is not None}
-    return view
-
-
-def _zone(row: dict[str, Any]) -> str:
-    """The zone asked for; else, once placed, the zone of its host (the default zone when the host
-    is in none); "" before placement, as Nova."""
-    if row["availability_zone"]:
-        return str(row["availability_zone"])
-    if not row["host"]:
-        return ""
-    return str(row.get("host_zone") or DEFAULT_ZONE)
-
-
-def flavor_view(req: falcon.Request, flavor: dict[str, Any]) -> dict[str, Any]:
-    """A link to the flavor before 2.47; from 2.47 the flavor as the server was built with it."""
-    if not at_least(req, 47):
-        flavor_id = str(flavor.get("id", ""))
-        return {"id": flavor_id, "links": bookmark(req, "flavors", flavor_id)}
-    return {
-        "vcpus": flavor.get("vcpus", 0),
-        "ram": flavor.get("ram", 0),
-        "disk": flavor.get("disk", 0),
-        "ephemeral": flavor.get("ephemeral", 0),
-        "swap": flavor.get("swap", 0),
-        "original_name": flavor.get("name", ""),
-        "extra_specs": dict(flavor.get("extra_specs") or {}),
-    }
-
-
-def _extended_attributes(row: dict[str, Any], extras: ServerExtras | None) -> dict[str, Any]:
-    """2.3's extended server attributes (admins): reservation, launch index, hostname, boot files."""
-    image = row.get("image") or {}
-    return {
-        "OS-EXT-SRV-ATTR:reservation_id": row.get("reservation_id"),
-        "OS-EXT-SRV-ATTR:launch_index": row.get("launch_index") or 0,
-        "OS-EXT-SRV-ATTR:hostname": server_hostname(row),
-        "OS-EXT-SRV-ATTR:kernel_id": image.get("kernel_id") or "",
-        "OS-EXT-SRV-ATTR:ramdisk_id": image.get("ramdisk_id") or "",
-        # guests boot their kernel directly, with no root disk device
-        "OS-EXT-SRV-ATTR:root_device_name": None,
-        "OS-EXT-SRV-ATTR:user_data": extras.user_data(row.get("user_data")) if extras is not None else None,
-    }
-
-
-def server_hostname(row: dict[str, Any]) -> str:
-    """The hostname asked for (2.90), else the one Nova derives from the name."""
-    return str(row.get("hostname") or hostname_for(row["name"]))
 
 
 class ServerExtras:
@@ -277,17 +287,18 @@ def addresses_view(ports: list[dict[str, Any]], *, extended: bool = True) -> dic
     return addresses
 
 
-def fault_view(fault: dict[str, Any], row: dict[str, Any], actor: Actor) -> dict[str, Any]:
-    """Nova's fault: an HTTP-like code (500 for a failed build), details only for admins at 500."""
+def fault_view(fault: dict[str, Any], updated: str, admin: bool) -> dict[str, Any]:
+    """Nova's fault: an HTTP-like code (500 for a failed build), details only for admins at 500;
+    created when it says, else when the server was last ``updated`` (``isotime``)."""
     code = fault.get("code")
     status_code = code if isinstance(code, int) else 500
     view: dict[str, Any] = {
         "code": status_code,
         "message": fault.get("message", ""),
-        "created": _fault_time(fault.get("created")) or isotime(row["updated_at"]),
+        "created": _fault_time(fault.get("created")) or updated,
     }
     details = fault.get("details")
-    if details and (auth.is_admin(actor) or status_code != 500):
+    if details and (admin or status_code != 500):
         view["details"] = details
     return view
 

@@ -39,8 +39,9 @@ from api.server_password import forget_on_delete
 from api.server_views import (
     DISK_CONFIG,
     ServerExtras,
+    ServerView,
     brief_view,
-    detail_view,
+    server_view,
 )
 from api.versions import at_least
 from commands import loaders
@@ -51,8 +52,8 @@ from commands.servers.actions import PinZone
 from commands.servers.create import CreateServer
 from commands.servers.delete import DeleteServer
 from commands.servers.fields import UpdateServer
-from commands.states import PowerState
 from projections import admin_queries, queries
+from projections.queries import ServerRow
 from stratus.context import Actor, acting
 from stratus.imagestore import BlobStore, StoreError
 
@@ -93,25 +94,20 @@ class _Servers:
         self._max_body = max_body_bytes
         self._user_data = user_data
 
-    def _as_known(self, alive: dict[str, bool]) -> Callable[[dict[str, Any]], dict[str, Any]]:
-        """The row as far as we know: on a host that stopped sending heartbeats the guest's power
-        state is unknown (NOSTATE), not the last one recorded (``alive`` caches hosts per request)."""
+    def _down(self, rows: list[ServerRow]) -> frozenset[str]:
+        """The hosts of ``rows``' servers that stopped sending heartbeats, asked in one call: their
+        guests' power state is unknown (``server_view``'s ``down``), not the last one recorded."""
+        hosts = sorted({r.host for r in rows if r.host and not r.deleted})
+        if self._liveness is None or not hosts:
+            return frozenset()
+        alive = self._liveness(hosts)
+        return frozenset(host for host in hosts if not alive.get(host, False))
 
-        def known(row: dict[str, Any]) -> dict[str, Any]:
-            host = row["host"]
-            if self._liveness is None or not host or row["deleted"]:
-                return row
-            if host not in alive:
-                alive.update(self._liveness([host]))
-            return row if alive.get(host, False) else {**row, "power_state": PowerState.NOSTATE}
-
-        return known
-
-    def _extras(self, req: falcon.Request, conn: Any, rows: list[dict[str, Any]]) -> ServerExtras | None:
+    def _extras(self, req: falcon.Request, conn: Any, rows: list[ServerRow]) -> ServerExtras | None:
         """What the admin-only fields of these rows need (None when the request shows none)."""
         if not (auth.is_admin(req.context.actor) and at_least(req, 3)):
             return None
-        hosts = sorted({r["host"] for r in rows if r["host"]})
+        hosts = sorted({r.host for r in rows if r.host})
         services = admin_queries.compute_services_of(conn, hosts) if at_least(req, 16) else {}
         return ServerExtras(services, self._liveness, self._user_data)
 
@@ -119,11 +115,11 @@ class _Servers:
         self,
         req: falcon.Request,
         path: str,
-        view: Callable[[dict[str, Any], ServerExtras | None, str | None], dict[str, Any]],
-        alive: dict[str, bool] | None = None,
+        view: Callable[
+            [list[ServerRow], ServerExtras | None], Callable[[ServerRow, str | None], dict[str, Any]]
+        ],
     ) -> Any:
-        """A page of servers through ``view``; ``alive``, when given, is filled with the liveness of
-        the page's hosts in one call (``_as_known`` then asks nothing per row)."""
+        """A page of servers, each shown by ``view(rows, extras)`` (made once for the page)."""
         actor: Actor = req.context.actor
         admin = auth.is_admin(actor)
         server_list.check_params(req)
@@ -152,11 +148,9 @@ class _Servers:
             )
             extras = self._extras(req, conn, rows)
             groups = _groups(req, conn, rows)
-        hosts = sorted({r["host"] for r in rows if r["host"] and not r["deleted"]})
-        if alive is not None and self._liveness is not None and hosts:
-            alive.update(self._liveness(hosts))
-        body: dict[str, Any] = {"servers": [view(r, extras, groups.get(str(r["id"]))) for r in rows]}
-        links = next_links(req, path, rows, limit)
+        shown = view(rows, extras)
+        body: dict[str, Any] = {"servers": [shown(r, groups.get(r.id)) for r in rows]}
+        links = next_links(req, path, [{"id": r.id} for r in rows], limit)
         if links:
             body["servers_links"] = links
         return body
@@ -167,7 +161,7 @@ class ServerCollection(_Servers):
 
     @falcon.before(policy.require("os_compute_api:servers:index"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = self._list(req, "servers", lambda row, _, __: brief_view(req, row))
+        resp.media = self._list(req, "servers", lambda _, __: lambda row, ___: brief_view(req, row))
 
     @falcon.before(policy.require("os_compute_api:servers:create"))
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -263,14 +257,11 @@ class ServerDetailCollection(_Servers):
     @falcon.before(policy.require("os_compute_api:servers:detail"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         actor = req.context.actor
-        alive: dict[str, bool] = {}
-        known = self._as_known(alive)
-        resp.media = self._list(
-            req,
-            "servers/detail",
-            lambda row, extras, group: detail_view(req, known(row), actor, extras, group=group),
-            alive,
-        )
+
+        def shown(rows: list[ServerRow], extras: ServerExtras | None) -> ServerView:
+            return server_view(req, actor, extras, down=self._down(rows))
+
+        resp.media = self._list(req, "servers/detail", shown)
 
 
 class ServerItem(_Servers):
@@ -281,19 +272,19 @@ class ServerItem(_Servers):
         actor: Actor = req.context.actor
         scope = auth.server_scope(actor)
         with self._read.connection(req) as conn:
-            row = queries.get_server(conn, server_id, scope)
+            row = queries.server_view_row(conn, server_id, scope)
             if row is None and self._in_log(server_id, scope):
                 # Created a moment ago (clients read right after POST): wait for the read model to
                 # reach the log's head, once, instead of answering 404 for a server that exists.
                 head = self._bus.app.recorder.max_notification_id() or 0
                 if queries.wait_for_position(conn, head, UPDATE_READ_WAIT_SECONDS):
-                    row = queries.get_server(conn, server_id, scope)
-            if row is None or row["deleted"]:
+                    row = queries.server_view_row(conn, server_id, scope)
+            if row is None or row.deleted:
                 raise ItemNotFound(f"Instance {server_id} could not be found.")
             extras = self._extras(req, conn, [row])
             group = _groups(req, conn, [row]).get(server_id)
-        view = detail_view(req, self._as_known({})(row), actor, extras, group=group, single=True)
-        resp.media = {"server": view}
+        view = server_view(req, actor, extras, single=True, down=self._down([row]))
+        resp.media = {"server": view(row, group)}
 
     def _in_log(self, server_id: str, scope: str | None) -> bool:
         try:
@@ -326,14 +317,14 @@ class ServerItem(_Servers):
         with self._read.connection(req) as conn:
             if not queries.wait_for_position(conn, result.position, UPDATE_READ_WAIT_SECONDS):
                 raise ReadModelBehind(result.position, UPDATE_READ_WAIT_SECONDS)
-            row = queries.get_server(conn, server_id, auth.server_scope(actor))
-            if row is None or row["deleted"]:
+            row = queries.server_view_row(conn, server_id, auth.server_scope(actor))
+            if row is None or row.deleted:
                 raise ItemNotFound(f"Instance {server_id} could not be found.")
             extras = self._extras(req, conn, [row])
             group = _groups(req, conn, [row]).get(server_id)
-        req.context.written_project = row["project_id"]  # its project's users read it at once
-        view = detail_view(req, row, actor, extras, group=group, single=True, basic=True)
-        resp.media = {"server": view}
+        req.context.written_project = row.project_id  # its project's users read it at once
+        view = server_view(req, actor, extras, single=True, basic=True)
+        resp.media = {"server": view(row, group)}
 
     @falcon.before(policy.require("os_compute_api:servers:delete"))
     def on_delete(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
@@ -405,11 +396,11 @@ def described(req: falcon.Request, body: dict[str, Any]) -> dict[str, Any]:
     return _described(req, body, defaults=False)
 
 
-def _groups(req: falcon.Request, conn: Any, rows: list[dict[str, Any]]) -> dict[str, str]:
+def _groups(req: falcon.Request, conn: Any, rows: list[ServerRow]) -> dict[str, str]:
     """The server groups of ``rows`` when the microversion shows them (2.71, 2.100), else none."""
     if not at_least(req, 71):
         return {}
-    return admin_queries.groups_of(conn, [str(r["id"]) for r in rows])
+    return admin_queries.groups_of(conn, [r.id for r in rows])
 
 
 def refuse_before(

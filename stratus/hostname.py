@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import re
 
+_SEPARATORS = re.compile(r"[ _.]")
+_OTHERS = re.compile(r"[^\w-]+", flags=re.ASCII)
+
 
 def hostname_for(name: str) -> str:
     """Nova's ``sanitize_hostname``: lower case, runs of other characters as one dash, at most 63."""
-    text = re.sub(r"[ _.]", "-", name.lower())
-    text = re.sub(r"[^\w-]+", "", text, flags=re.ASCII).strip("-.")
+    text = _SEPARATORS.sub("-", name.lower())
+    text = _OTHERS.sub("", text).strip("-.")
     return text[:63].rstrip("-") or "server"

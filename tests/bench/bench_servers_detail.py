@@ -11,7 +11,7 @@ workers, ``processes.api:get_app()``) and then measures, in each of R interleave
 - the floor: a psycopg loop over the same pages (100 rows, newest first, keyset paging on
   ``(created_at, id)``, the read model's own index), the rows fetched as tuples;
 - the same query through ``projections.queries.list_servers`` with the API's views applied
-  (``api.server_views.detail_view``) in this process, no HTTP: what the API's Python costs;
+  (``api.server_views.server_view``) in this process, no HTTP: what the API's Python costs;
 - every page of ``GET /v2.1/servers/detail?limit=100`` following the ``servers_links`` ``next``
   marker, over HTTP to gunicorn (one request at a time), bodies parsed;
 - the first page alone, repeated (a user's typical request: latency, not throughput).
@@ -40,7 +40,7 @@ import psycopg
 from falcon import testing
 from psycopg.rows import dict_row
 
-from api.server_views import detail_view
+from api.server_views import server_view
 from commands.app import Stratus
 from commands.flavor import Flavor
 from commands.host import Host, Resources
@@ -62,7 +62,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "bench-admin-password"
 PAGE = 100
 FLOOR = "raw psycopg: the same page queries, rows as tuples"
-IN_PROCESS = "list_servers + detail_view in this process (no HTTP)"
+IN_PROCESS = "list_servers + server_view in this process (no HTTP)"
 HTTP_ALL = "GET /servers/detail?limit=100, every page, gunicorn"
 HTTP_FIRST = "GET /servers/detail?limit=100, first page, gunicorn"
 FIRST_FLOOR = "raw psycopg: the first page query"
@@ -180,12 +180,13 @@ def in_process(conn: psycopg.Connection[Any], project_id: str, actor: Actor) -> 
     total, marker = 0, None
     while True:
         rows = queries.list_servers(conn, project_id=project_id, limit=PAGE, marker=marker)
-        body = {"servers": [detail_view(req, r, actor) for r in rows]}
+        view = server_view(req, actor)
+        body = {"servers": [view(r, None) for r in rows]}
         serialization.dumps(body)
         total += len(rows)
         if len(rows) < PAGE:
             return total
-        marker = str(rows[-1]["id"])
+        marker = rows[-1].id
 
 
 # -- HTTP ---------------------------------------------------------------------------------------

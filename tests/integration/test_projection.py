@@ -136,12 +136,12 @@ def test_a_realistic_sequence_produces_the_right_rows(
 
     # Listing: newest first, paging by marker, filters, projects.
     def listed(**kw: Any) -> list[str]:
-        return [r["name"] for r in queries.list_servers(rm, limit=10, marker=None, **kw)]
+        return [r.name for r in queries.list_servers(rm, limit=10, marker=None, **kw)]
 
     assert listed(project_id="p1") == ["vm-f", "vm-c", "vm-b", "vm-a"]
     page1 = queries.list_servers(rm, project_id="p1", limit=2, marker=None)
-    page2 = queries.list_servers(rm, project_id="p1", limit=2, marker=str(page1[-1]["id"]))
-    assert [r["name"] for r in page1 + page2] == ["vm-f", "vm-c", "vm-b", "vm-a"]
+    page2 = queries.list_servers(rm, project_id="p1", limit=2, marker=page1[-1].id)
+    assert [r.name for r in page1 + page2] == ["vm-f", "vm-c", "vm-b", "vm-a"]
     assert listed(project_id="p1", status="error") == ["vm-f", "vm-c"]
     assert listed(project_id="p1", host="c1") == ["vm-b", "vm-a"]
     assert listed(project_id="p1", name="^vm-[ab]$") == ["vm-b", "vm-a"]
@@ -293,7 +293,7 @@ def test_the_runner_reconnects_when_its_database_session_is_killed(
     assert killed == (1,)
     second = handlers.create_server(CreateServer("after", "p", "u", "1"))
     assert queries.wait_for_position(rm, second.position, timeout=15)
-    assert [s["name"] for s in queries.list_servers(rm, project_id="p", limit=10, marker=None)] == [
+    assert [s.name for s in queries.list_servers(rm, project_id="p", limit=10, marker=None)] == [
         "after",
         "before",
     ]

@@ -51,7 +51,7 @@ class Reader(threading.Thread):
                     queries.list_hosts(conn)
                     queries.list_flavors(conn)
                     if servers:
-                        assert queries.get_server(conn, str(servers[-1]["id"]), None) is not None
+                        assert queries.get_server(conn, servers[-1].id, None) is not None
                     self.seen.append((position, len(servers)))
                 except BaseException as e:
                     self.errors.append(e)
