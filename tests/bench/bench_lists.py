@@ -22,7 +22,6 @@ import argparse
 import contextlib
 import dataclasses
 import functools
-import http.client
 import os
 import pickle
 import threading
@@ -43,9 +42,8 @@ from commands.keypair import KeyPair
 from commands.server_group import ServerGroup
 from projections import identity_queries
 from projections.rebuild import rebuild
-from stratus import serialization
 from tests.bench.bench_rebuild import LogBuilder
-from tests.bench.bench_servers_detail import PASSWORD, ServersCloud, login, servers_cloud
+from tests.bench.bench_servers_detail import PASSWORD, ServersCloud, http_get, login, servers_cloud
 from tests.bench.harness import Bench, CpuMeter, TreeCpu, deployed_api, loadavg, machine_lines
 from tests.fixtures.processes import free_port
 
@@ -123,29 +121,6 @@ def walk(get: Callable[[str, dict[str, str]], dict[str, Any]], listing: Listing,
         nxt = listing.next_of(doc)
         path = _relative(nxt) if nxt else None
     return total
-
-
-def http_get(port: int) -> Callable[[str, dict[str, str]], dict[str, Any]]:
-    """GETs over one kept-alive connection (as openstacksdk's session keeps it), opened again when the
-    server closed it."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-
-    def get(path: str, headers: dict[str, str]) -> dict[str, Any]:
-        for attempt in (1, 2):
-            try:
-                conn.request("GET", path, headers=headers)
-                r = conn.getresponse()
-                data = r.read()
-                break
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                conn.close()
-                if attempt == 2:
-                    raise
-        if r.status != 200:
-            raise RuntimeError(f"GET {path}: {r.status} {data[:300]!r}")
-        return serialization.loads(data)  # type: ignore[no-any-return]
-
-    return get
 
 
 # -- the floor: the statements a walk ran ---------------------------------------------------------
