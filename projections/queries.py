@@ -263,7 +263,8 @@ def list_servers(
         seen = "id = %s" if project_id is None else "id = %s AND project_id = %s"
         source += f", (SELECT {values} FROM {_SCHEMA}.instances WHERE {seen}) mark"
         marked = [uid] if project_id is None else [uid, project_id]
-        where.append(_after(keys))
+        where.append(_after(keys, f"(SELECT {_sortable(keys[0][0])} FROM {_SCHEMA}.instances WHERE {seen})"))
+        params.extend(marked)
     # Composed as text (psycopg's composition took ~40 us a page): every piece is this module's own
     # SQL, the values are parameters. The outer ORDER BY names page's columns: some of the view's
     # have the same names (the id as text).
@@ -436,7 +437,7 @@ def _unique_columns(keys: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     return unique
 
 
-def _after(keys: list[tuple[str, bool]]) -> str:
+def _after(keys: list[tuple[str, bool]], lead: str) -> str:
     """Rows after the marker (its values ``mark.k0``, ``mark.k1``...) in the order ``keys``: any
     key decides once the ones before it tie."""
     ors = []
@@ -444,7 +445,12 @@ def _after(keys: list[tuple[str, bool]]) -> str:
         ties = [f"{_sortable(c)} = mark.k{j}" for j, (c, _) in enumerate(keys[:i])]
         step = f"{_sortable(column)} {'<' if desc else '>'} mark.k{i}"
         ors.append("(" + " AND ".join([*ties, step]) + ")")
-    return "(" + " OR ".join(ors) + ")"
+    # The first key's bound, implied by every arm and given as a value the planner computes once
+    # (``lead``, a scalar subquery), lets the page's index start at the marker instead of reading
+    # and dropping every row before it: a page deep in a long list cost as much as the rows before
+    # it (docs/performance.md, "GET /servers/detail").
+    column, desc = keys[0]
+    return f"({_sortable(column)} {'<=' if desc else '>='} {lead} AND ({' OR '.join(ors)}))"
 
 
 def _host_zone(alias: str) -> sql.Composed:

@@ -141,3 +141,45 @@ def test_a_marker_the_caller_cannot_see_is_not_found(rm: psycopg.Connection[Any]
             queries.list_servers(rm, project_id="p", limit=5, marker=marker, name="(")
     with pytest.raises(queries.InvalidFilter):
         queries.list_servers(rm, project_id="p", limit=5, marker=str(mine), name="(")
+
+
+def test_a_page_after_a_marker_starts_at_the_marker_in_the_index(rm: psycopg.Connection[Any]) -> None:
+    """A page deep in a long list reads about a page of rows, not every row before its marker: the
+    marker's first sort key bounds the index scan (it cost as much as the rows before it)."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    ids = [_insert(rm, created_at=start + timedelta(seconds=n)) for n in range(400)]
+    rm.execute(f"ANALYZE {LIVE_SCHEMA}.instances")
+    marker = str(ids[99])  # newest first: 300 rows come before it
+    seen: list[tuple[Any, Any]] = []
+    fetch = queries._fetchall
+
+    def recording(conn: Any, query: Any, params: Any = None, *args: Any) -> Any:
+        seen.append((query, params))
+        return fetch(conn, query, params, *args)
+
+    queries._fetchall = recording  # type: ignore[assignment]
+    try:
+        rows = queries.list_servers(rm, project_id="p", limit=20, marker=marker)
+    finally:
+        queries._fetchall = fetch  # type: ignore[assignment]
+    assert [r.id for r in rows] == [str(i) for i in reversed(ids[79:99])]
+    ((query, params),) = seen
+    with rm.transaction():
+        rm.execute("SET LOCAL enable_seqscan = off")
+        plan = rm.execute(psycopg.sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) ") + query, params).fetchone()[0]
+    scans = []
+
+    def walk(node: dict[str, Any]) -> None:
+        if (
+            node.get("Relation Name") == "instances"
+            and "Index" in node["Node Type"]
+            and node.get("Alias") == "i"
+        ):
+            scans.append(node)
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan[0]["Plan"])
+    (scan,) = scans
+    assert "created_at" in scan.get("Index Cond", ""), scan
+    assert scan["Actual Rows"] <= 25, scan  # the page and its ties, not the 300 rows before the marker
