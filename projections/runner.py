@@ -69,24 +69,34 @@ def open_event_log(
         bridge.close()
 
 
-def catch_up(projector: Projector, events: EventLog, stop: threading.Event) -> int:
+# Events per batch (one transaction each) while the projector catches up: a rebuild's batch size.
+CATCH_UP_BATCH = 2000
+
+
+def catch_up(
+    projector: Projector, events: EventLog, stop: threading.Event, *, batch_size: int = CATCH_UP_BATCH
+) -> int:
     """While ``projector`` is more than a batch behind the log's head, apply the log up to the head
-    read below nats-py (``replay_log``; through ``events`` where it cannot be); the position reached.
-    ``projector`` reads through ``events`` again afterwards."""
-    position, head = projector.position(), events.max_notification_id() or 0
-    if head - position <= projector.batch_size:
+    read below nats-py (``replay_log``; through ``events`` where it cannot be) in batches of
+    ``batch_size`` (at least the projector's own); the position reached. ``projector`` reads through
+    ``events``, in its own batches, again afterwards."""
+    position, head, batch = projector.position(), events.max_notification_id() or 0, projector.batch_size
+    if head - position <= batch:
         return position
     log.info("projector catching up from position %d to %d", position, head)
     with replay_log(events, part="projector") as source:
         projector.log = source
+        # Batches of a rebuild's size while far behind: a batch's statements and its commit cost the
+        # same whatever its length (apply ~13 us an event in batches of 500, ~8.5 in 2,000s).
+        projector.batch_size = max(batch, batch_size)
         try:
-            while head - position > projector.batch_size and not stop.is_set():
+            while head - position > batch and not stop.is_set():
                 reached = projector.catch_up(until=head, stop=stop)
                 if reached == position:  # nothing more to read (or stopped): follow from here
                     break
                 position, head = reached, events.max_notification_id() or 0
         finally:
-            projector.log = events
+            projector.log, projector.batch_size = events, batch
     return position
 
 

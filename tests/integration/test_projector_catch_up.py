@@ -21,7 +21,7 @@ from commands.servers.scheduling import PlaceInstance
 from projections import queries
 from projections.projector import Projector
 from projections.rebuild import OLD_SCHEMA, rebuild
-from projections.runner import catch_up
+from projections.runner import CATCH_UP_BATCH, catch_up
 from projections.schema import LIVE_SCHEMA
 from stratus.config import Settings
 from stratus.natsserver import NatsServer
@@ -50,6 +50,24 @@ def _servers(app: Stratus, handlers: Handlers, n: int) -> None:
 def _sent(server: NatsServer, before: dict[int, dict[str, Any]]) -> list[int]:
     """Messages sent to each raw reader connection that is not in ``before``."""
     return [c["out_msgs"] for cid, c in raw_reads(server).items() if cid not in before]
+
+
+def test_the_catch_up_applies_in_a_rebuilds_batches_then_follows_in_its_own(
+    app: Stratus, rm: psycopg.Connection[Any], own_nats_server: NatsServer
+) -> None:
+    populate(app, instances=60, hosts=3, chunk=30)
+    projector = Projector(app.recorder, app.mapper, rm, batch_size=50)  # type: ignore[arg-type]
+    applied: list[int] = []
+    apply_batch = projector.apply_batch
+
+    def counted(batch: Any) -> Any:
+        applied.append(len(batch.entries))
+        return apply_batch(batch)
+
+    projector.apply_batch = counted  # type: ignore[method-assign]
+    assert catch_up(projector, app.recorder, threading.Event()) == head(app)  # type: ignore[arg-type]
+    assert head(app) > CATCH_UP_BATCH // 10 and applied == [head(app)], applied  # one batch, not 50s
+    assert projector.batch_size == 50 and projector.log is app.recorder  # following as before
 
 
 @pytest.mark.timeout(120)
@@ -112,7 +130,7 @@ def test_a_catch_up_whose_raw_connection_is_lost_reads_on_through_nats_py(
     projector = Projector(app.recorder, app.mapper, rm, batch_size=100)  # type: ignore[arg-type]
     projector.progress = restart_once
     with caplog.at_level(logging.WARNING, "stratus.rebuild"):
-        position = catch_up(projector, app.recorder, threading.Event())  # type: ignore[arg-type]
+        position = catch_up(projector, app.recorder, threading.Event(), batch_size=100)  # type: ignore[arg-type]
     assert restarted == [100] and position == head(app)
     assert "the raw reader failed" in caplog.text and "reading on through nats-py" in caplog.text
     assert projector.log is app.recorder  # following through nats-py from here
