@@ -81,7 +81,7 @@ READ_AND_COPY = "floor of any rebuild: the raw read and a COPY of the rebuilt in
 REBUILD = "projections.rebuild.rebuild"
 REBUILD_NATS_PY = "projections.rebuild.rebuild through nats-py (raw_read=False)"
 # The live projector's catch-up (after a restart or downtime): its lock and batch size, no swap.
-CATCH_UP = "the live projector's catch-up (projections.runner.catch_up: lock, batches of 500)"
+CATCH_UP = "the live projector's catch-up (projections.runner.catch_up: lock, batches of 2,000)"
 CATCH_UP_BATCH = 500
 
 
