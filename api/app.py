@@ -11,7 +11,6 @@ call ``create_app(deps)`` with collaborators they built themselves.
 from __future__ import annotations
 
 import atexit
-import gc
 import logging
 import secrets
 import threading
@@ -61,7 +60,7 @@ from commands.app import Stratus
 from commands.bus import MessageBus, bootstrap
 from commands.image_usage import ImageLimits
 from commands.network import FixedNetwork
-from stratus import metrics, serialization
+from stratus import collector, metrics, serialization
 from stratus.config import Settings
 from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge, part_store
 from stratus.health import METRICS, READYZ
@@ -338,8 +337,7 @@ class LazyApp:
                 # What composing made lives as long as the worker: out of the cyclic collector's
                 # way, whose full passes over it (~100,000 objects, ~30 ms each, every few hundred
                 # requests of a page of servers) were ~0.15 ms a request, and a 30 ms stall.
-                gc.collect()
-                gc.freeze()
+                collector.freeze()
             return self._app
 
     def _probe(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:

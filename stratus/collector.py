@@ -1,5 +1,5 @@
 """The cyclic garbage collector kept off what a process made to last: ``gc.freeze`` around a part's
-long work (a rebuild's replay, the projector's loop).
+long work (a rebuild's replay, the projector's loop), or for good (an API worker once composed).
 
 A full pass of the collector walks every tracked object the process holds, and a composed part holds
 ~75,000 that live as long as it does (modules, classes, the composition). In a replay those passes
@@ -14,11 +14,16 @@ import gc
 from collections.abc import Iterator
 
 
+def freeze() -> None:
+    """Objects alive now (after a collection) left out of the collector's passes from now on."""
+    gc.collect()
+    gc.freeze()
+
+
 @contextlib.contextmanager
 def frozen() -> Iterator[None]:
     """Objects alive on entry (after a collection) left out of the collector's passes until exit."""
-    gc.collect()
-    gc.freeze()
+    freeze()
     try:
         yield
     finally:
