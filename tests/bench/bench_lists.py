@@ -124,21 +124,22 @@ def walk(get: Callable[[str, dict[str, str]], dict[str, Any]], listing: Listing,
 
 
 # -- the floor: the statements a walk ran ---------------------------------------------------------
-Statements = list[list[tuple[Any, Any]]]  # per page: (query, params) in the order the API ran them
+# per page: (query, params, whether it is the token's identity lookup) in the order the API ran them
+Statements = list[list[tuple[Any, Any, bool]]]
 
 
 @contextlib.contextmanager
 def recording() -> Iterator[Statements]:
-    """Records the statements this process runs, a list per page (``new_page``), leaving out the
-    token's identity lookup (``identity_queries.subject``)."""
+    """Records the statements this process runs, a list per page, the token's identity lookup
+    (``identity_queries.subject``) marked as such."""
     pages: Statements = []
     identity = threading.local()
     execute = psycopg.Cursor.execute
     lookups = {name: getattr(identity_queries, name) for name in ("subject", "system_subject")}
 
     def recorded_execute(cur: Any, query: Any, params: Any = None, **kw: Any) -> Any:
-        if pages and not getattr(identity, "inside", False) and not _bookkeeping(query):
-            pages[-1].append((query, params))
+        if pages and not _bookkeeping(query):
+            pages[-1].append((query, params, getattr(identity, "inside", False)))
         return execute(cur, query, params, **kw)
 
     def outside(lookup: Callable[..., Any]) -> Callable[..., Any]:
@@ -202,7 +203,7 @@ def replay(conn: psycopg.Connection[Any], pages: Statements, items: int) -> int:
     """Run a walk's statements, fetching their rows as tuples; ``items``: what the walk listed."""
     with conn.cursor() as cur:
         for page in pages:
-            for query, params in page:
+            for query, params, _ in _resources(page):
                 cur.execute(query, params)
                 if cur.description is not None:
                     cur.fetchall()
@@ -210,18 +211,23 @@ def replay(conn: psycopg.Connection[Any], pages: Statements, items: int) -> int:
 
 
 def http_floor_walk(
-    get: Callable[[str, dict[str, str]], dict[str, Any]], index: int, pages: int, items: int
+    get: Callable[[str, dict[str, str]], dict[str, Any]], route: str, index: int, pages: int, items: int
 ) -> int:
     for page in range(pages):
-        get(f"/floor/{index}/{page}", {})
+        get(f"/{route}/{index}/{page}", {})
     return items
+
+
+def _resources(page: list[tuple[Any, Any, bool]]) -> list[tuple[Any, Any, bool]]:
+    """A page's statements but the token's lookup (the servers' bench leaves it out of its floor)."""
+    return [s for s in page if not s[2]]
 
 
 def as_text(conn: psycopg.Connection[Any], recorded: dict[str, Statements]) -> dict[str, Statements]:
     """The statements with their SQL as text (for the HTTP floor's process), by listing index."""
     return {
         str(i): [
-            [(q if isinstance(q, str) else q.as_string(conn), p) for q, p in page]
+            [(q if isinstance(q, str) else q.as_string(conn), p, token) for q, p, token in page]
             for page in recorded[lst.name]
         ]
         for i, lst in enumerate(LISTINGS)
@@ -262,9 +268,14 @@ def add_items(cloud: ServersCloud, items: int) -> None:
         rebuild(conn, cloud.app.recorder, cloud.app.mapper)  # type: ignore[arg-type]
 
 
-def floors(name: str) -> tuple[str, str]:
-    """A listing's two floors: its statements in a raw psycopg loop, and served by ``http_floor``."""
-    return f"{name}: its statements, raw psycopg", f"{name}: its statements, falcon + gunicorn"
+def floors(name: str) -> tuple[str, str, str]:
+    """A listing's floors: its statements in a raw psycopg loop, served by ``http_floor``, and served
+    with the token's lookup before them."""
+    return (
+        f"{name}: its statements, raw psycopg",
+        f"{name}: its statements, falcon + gunicorn",
+        f"{name}: the token's lookup and its statements, falcon + gunicorn",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -298,10 +309,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
                 for i, listing in enumerate(LISTINGS):
                     name, pages, items = listing.name, recorded[listing.name], counts[listing.name]
-                    floor, over_http = floors(name)
+                    floor, over_http, with_token = floors(name)
                     bench.measure(floor, "items", functools.partial(replay, raw, pages, items))
-                    walk_floor = functools.partial(http_floor_walk, floor_get, i, len(pages), items)
-                    bench.measure(over_http, "items", walk_floor, floor=floor)
+                    for path, route in ((over_http, "floor"), (with_token, "floor-token")):
+                        walk_floor = functools.partial(
+                            http_floor_walk, floor_get, route, i, len(pages), items
+                        )
+                        bench.measure(path, "items", walk_floor, floor=floor)
                     with TreeCpu(proc.pid) as api:
                         bench.measure(
                             name, "items", functools.partial(walk, get, listing, token), floor=floor
@@ -313,18 +327,19 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(
             "| list | items | pages | statements | API / its statements | HTTP floor / its statements "
-            "| API / HTTP floor | API processes' CPU per page, ms |"
+            "| HTTP floor with the token's lookup / its statements | API / HTTP floor with the lookup "
+            "| API processes' CPU per page, ms |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|---|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
         for listing in LISTINGS:
             name, pages = listing.name, recorded[listing.name]
-            floor, over_http = floors(name)
+            floor, over_http, with_token = floors(name)
             per_round = ", ".join(f"{1e3 * s:.1f}" for s in cpu[name])
-            ratios = (bench.ratio(name, floor), bench.ratio(over_http, floor), bench.ratio(name, over_http))
+            ratios = [bench.ratio(p, f) for p, f in ((name, floor), (over_http, floor), (with_token, floor))]
+            ratios.append(bench.ratio(name, with_token))
             shown = " | ".join("-" if r is None else f"{r:.2f}" for r in ratios)
-            print(
-                f"| {name} | {counts[name]} | {len(pages)} | {sum(map(len, pages))} | {shown} | {per_round} |"
-            )
+            statements = sum(len(_resources(page)) for page in pages)
+            print(f"| {name} | {counts[name]} | {len(pages)} | {statements} | {shown} | {per_round} |")
     return 0
 
 
