@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import falcon
 
+from api import auth
 from api import error_codes as codes
 from api.identity.common import PREFIX as IDENTITY_PREFIX
 from api.placement import PREFIX as PLACEMENT_PREFIX
@@ -45,7 +46,8 @@ class Degraded:
     ``{"errors": [{"status", "title", "detail", "code", "request_id"}]}``.
 
     Put it before the authenticating middleware: with the log away, a write is refused before its
-    token is checked (which, with PostgreSQL away too, would ask the log)."""
+    token is checked (which, with PostgreSQL away too, would ask the log). A request with no token
+    to a route that needs one is left to authentication: 401 whatever is away, as Nova answers it."""
 
     def __init__(self, log_reachable: Callable[[], bool]) -> None:
         self._log_reachable = log_reachable
@@ -55,6 +57,8 @@ class Degraded:
     ) -> None:
         if resource is None or not self._needs_the_log(req):
             return
+        if not auth.is_public(resource, req.method) and not req.get_header(auth.TOKEN_HEADER):
+            return  # no token at all: authentication answers 401, with nothing to ask of anyone
         if not self._log_reachable():
             raise EventStoreUnavailable("the API is not connected to NATS")
 

@@ -154,6 +154,8 @@ def test_with_jetstream_away_writes_answer_503_and_a_retry_acts_once(
     own_nats_server.stop()
 
     create = {"server": {"name": "vm", "flavorRef": flavor_id}}
+    # no token at all: 401 as ever, before anything is found away
+    assert_fault(stack.client.simulate_post("/v2.1/servers", json=create), 401, "unauthorized")
     once = {**member, "Idempotency-Key": "create-vm-1"}
     r = stack.request("POST", "/v2.1/servers", once, json=create)
     assert_fault(r, 503, "serviceUnavailable", "event log")
