@@ -154,7 +154,7 @@ class ReadModelView(TrackingRecorder):
         if not keys:
             return None
         query = self._query(
-            ("select", table, where),
+            ("select", table, tuple(columns), where),
             lambda: sql.SQL("SELECT {} FROM {}.{} WHERE {}").format(
                 sql.SQL(", ").join(map(sql.Identifier, columns)),
                 self._s,
@@ -238,7 +238,7 @@ class ReadModelView(TrackingRecorder):
         if not rows:
             return
         statement = self._query(
-            ("copy", table),
+            ("copy", table, tuple(columns)),
             lambda: sql.SQL("COPY {}.{} ({}) FROM STDIN").format(
                 self._s, sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns))
             ),
@@ -304,7 +304,8 @@ class ReadModelView(TrackingRecorder):
             return
         as_json = len(rows) >= self.rows_as_json_from
         query = self._query(
-            ("upsert", table, as_json), lambda: _upsert_statement(self._s, table, columns, key, as_json)
+            ("upsert", table, tuple(columns), tuple(key), as_json),
+            lambda: _upsert_statement(self._s, table, columns, key, as_json),
         )
         if not as_json:
             with self.conn.cursor() as cur:
