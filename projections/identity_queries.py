@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 
 from commands.identity import effective_roles
 from projections.queries import ReadModelUnavailable
@@ -42,6 +42,15 @@ def _all(
         raise ReadModelUnavailable(f"the read models are not there yet: {e}") from e
 
 
+def _tuple(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] | dict[str, Any]) -> Any:
+    """The first row of ``query`` (its schema already named) as a tuple, or None."""
+    try:
+        with conn.cursor(row_factory=tuple_row) as cur:
+            return cur.execute(query, params).fetchone()  # type: ignore[arg-type]
+    except psycopg.errors.UndefinedTable as e:
+        raise ReadModelUnavailable(f"the read models are not there yet: {e}") from e
+
+
 def _one(
     conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...] | dict[str, Any] = ()
 ) -> Row | None:
@@ -68,6 +77,20 @@ def _held(user: str, project: str) -> str:
     )
 
 
+# The token's subject in one statement (``subject``), composed once: its parameters are the
+# credential id, the token ids, the issue time twice, the user and the project.
+_SUBJECT = f"""
+    SELECT row_to_json(u), row_to_json(p),
+           ARRAY(SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({_held("u.id", "p.id")})),
+           ARRAY(SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({_CREDENTIAL_ROLES})),
+           (EXISTS (SELECT 1 FROM {{s}}.revoked_tokens t WHERE t.token_id = ANY(%s))
+            OR COALESCE(u.tokens_valid_after > %s, false)
+            OR EXISTS (SELECT 1 FROM {{s}}.project_token_cutoffs c
+                       WHERE c.user_id = u.id AND c.project_id = p.id AND c.valid_after > %s))
+    FROM {{s}}.users u, {{s}}.projects p WHERE u.id = %s AND p.id = %s
+    """.format(s=_S)
+
+
 def subject(
     conn: psycopg.Connection[Any],
     user_id: str,
@@ -80,28 +103,18 @@ def subject(
     chain's) was revoked, or when the user's tokens issued at ``issued_at`` were ended since (a
     password change, a disable: ``users.tokens_valid_after``; a role removed in the token's project:
     ``project_token_cutoffs``). A token of an
-    application credential holds only the credential's roles, and none once it is deleted or expired."""
-    row = _one(
-        conn,
-        f"""
-        SELECT row_to_json(u) AS user, row_to_json(p) AS project,
-               ARRAY(SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({_held("u.id", "p.id")})) AS role_names,
-               ARRAY(SELECT r.name FROM {{s}}.roles r WHERE r.id IN ({_CREDENTIAL_ROLES}))
-                   AS credential_roles,
-               (EXISTS (SELECT 1 FROM {{s}}.revoked_tokens t WHERE t.token_id = ANY(%s))
-                OR COALESCE(u.tokens_valid_after > %s, false)
-                OR EXISTS (SELECT 1 FROM {{s}}.project_token_cutoffs c
-                           WHERE c.user_id = u.id AND c.project_id = p.id AND c.valid_after > %s)) AS revoked
-        FROM {{s}}.users u, {{s}}.projects p WHERE u.id = %s AND p.id = %s
-        """,
-        (application_credential_id, list(token_ids), issued_at, issued_at, user_id, project_id),
-    )
+    application credential holds only the credential's roles, and none once it is deleted or expired.
+
+    Asked on every request: its statement is composed once and its row read as a tuple."""
+    params = (application_credential_id, list(token_ids), issued_at, issued_at, user_id, project_id)
+    row = _tuple(conn, _SUBJECT, params)
     if row is None:
         return None
-    roles = frozenset(row["role_names"])
+    user, project, role_names, credential_roles, revoked = row
+    roles = frozenset(role_names)
     if application_credential_id:
-        roles = restricted(roles, row["credential_roles"])
-    return Subject(row["user"], row["project"], roles, bool(row["revoked"]))
+        roles = restricted(roles, credential_roles)
+    return Subject(user, project, roles, bool(revoked))
 
 
 def restricted(held: frozenset[str], credential_roles: list[str]) -> frozenset[str]:

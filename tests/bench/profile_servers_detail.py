@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import time
 
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                     client.simulate_get(PATH, headers=headers)
                 profiler.disable()
                 out = io.StringIO()
-                pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(40)
+                pstats.Stats(profiler, stream=out).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(int(os.environ.get("TOP", "40")))
                 print(out.getvalue())
         finally:
             close()
