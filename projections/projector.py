@@ -38,7 +38,7 @@ from psycopg import sql
 
 from projections.readmodels import ReadModels
 from projections.schema import LIVE_SCHEMA, WRITER_LOCK
-from projections.view import ReadModelView
+from projections.view import Carried, ReadModelView, _WorkingSet
 from stratus import metrics
 from stratus.eventstore import EventStoreUnavailable
 from stratus.eventstore.envelope import decode_notification
@@ -184,6 +184,7 @@ class Projector:
         self.part = part
         self.trust = InOrder(trust, self._placing) if trust is not None else None
         self.progress = progress  # told the position after each batch (a rebuild's progress bar)
+        self._carried: Carried | None = None  # a fresh schema's rows kept between batches (``_replay``)
 
     def position(self) -> int:
         return self.view.max_tracking_id(self.projection.name) or 0
@@ -371,6 +372,8 @@ class Projector:
         idle_wait: float | None = None,
         linger: float = 0.0,
     ) -> int:
+        if self.view.fresh and idle_wait is None:
+            return self._replay(stop, until)
         position = self.position()
         with ThreadPoolExecutor(1, thread_name_prefix=f"{self.schema}-read") as reader:
             ahead: Future[Batch] = reader.submit(self.fetch, position)
@@ -396,6 +399,116 @@ class Projector:
                     self.progress(position)
             ahead.cancel()
         return position
+
+    def _replay(self, stop: threading.Event, until: int | None) -> int:
+        """``catch_up`` into a rebuild's fresh schema, with PostgreSQL's work beside ours: a writer
+        thread writes batch N (its own transaction, as ``_apply_fresh``) while this thread applies
+        batch N+1 in memory, on the rows batch N left (``Carried``: no read of rows this view wrote
+        itself), and the reader thread reads and decodes batch N+2.
+
+        Serial, each of the three waits for the others' work in turn (the rows read back, the
+        commit, the next batch), and the rebuild ran at half a core. A batch that fails in memory
+        or in PostgreSQL is applied again by ``apply_batch`` from the committed position (it
+        bisects, quarantines, retries), and the replay goes on without the carried rows."""
+        position = self.position()
+        if self._carried is None:
+            self._carried = Carried()
+            self._carried.complete = position == 0  # nothing applied yet: the tables are empty
+        carried = self._carried
+        head = position  # where the applied batches reach (``position``: where the committed ones do)
+        prefix = f"{self.schema}-"
+        with (
+            ThreadPoolExecutor(1, thread_name_prefix=prefix + "read") as reader,
+            ThreadPoolExecutor(1, thread_name_prefix=prefix + "write") as writer,
+        ):
+            ahead: Future[Batch] = reader.submit(self.fetch, position)
+            writing: tuple[Batch, Future[None]] | None = None  # the batch the writer has
+            while True:
+                batch: Batch | None = None
+                if not stop.is_set() and (until is None or head < until):
+                    batch = ahead.result()
+                    if batch.after != head:  # read ahead from a position that did not hold
+                        ahead = reader.submit(self.fetch, head)
+                        continue
+                    if batch.entries:
+                        ahead = reader.submit(self.fetch, batch.last)
+                    else:
+                        batch = None
+                ws = self._in_memory(batch, carried, writing) if batch is not None else None
+                failed = _failure(writing[1]) if writing is not None else None
+                if writing is not None and failed is None:
+                    position = self._written(writing[0].last)
+                writing = None
+                if failed is not None or (batch is not None and ws is None):
+                    # on its own from the committed position: ``apply_batch`` bisects, quarantines, retries
+                    if failed is not None:
+                        log.warning("%s: batch after %d failed in the writer (%s), applied again on its own",
+                                    self.part, position, type(failed).__name__)  # fmt: skip
+                    carried.clear()
+                    position = self.position()  # what is committed (the writer is done)
+                    head = position = self._written(self.apply_batch(self.fetch(position)).position)
+                    ahead = reader.submit(self.fetch, head)
+                    continue
+                if batch is None or ws is None:
+                    break
+                for entry in batch.entries:
+                    if entry.error is not None:
+                        self._quarantine(entry, entry.error)
+                carried.keep(ws)
+                writing = (batch, writer.submit(self._write_batch, batch, ws))
+                head = batch.last
+            ahead.cancel()
+        return position
+
+    def _in_memory(
+        self, batch: Batch, carried: Carried, writing: tuple[Batch, Future[None]] | None
+    ) -> _WorkingSet | None:
+        """``batch`` applied to the carried rows (those not carried read from the tables once the
+        batch being written is committed); None if that failed (an apply function raised)."""
+        ws, unknown = carried.working_set(ReadModels.keys(e.event for e in batch.events))
+        if any(getattr(unknown, table) for table in ("instances", "hosts", "claims", "flavors")):
+            if writing is not None and _failure(writing[1]) is not None:
+                return None
+            self.view.load_into(ws, unknown)
+            ws.stored_instances |= unknown.instances & ws.instances.keys()
+            ws.stored_claims |= unknown.claims & ws.claims.keys()
+        self.view.begin(ws)
+        apply = self.projection.apply_at
+        try:
+            for entry in batch.events:
+                apply(entry.event, entry.position)
+        except Exception:  # an apply function failed on this batch: ``apply_batch`` finds the event
+            return None
+        finally:
+            self.view.discard()
+        return ws
+
+    def _write_batch(self, batch: Batch, ws: _WorkingSet) -> None:
+        """The writer thread's part of ``_replay``: ``_apply_fresh``'s transaction for ``ws``."""
+        with self.conn.transaction():
+            with self.conn.pipeline():
+                current = self._locked_position()
+            if current != batch.after:
+                raise _Moved(f"the tracking position is {current}, the batch starts after {batch.after}")
+            self.view.copy_new(ws)
+            self.view.flush(batch.last, ws)
+
+    def _written(self, position: int) -> int:
+        """Report ``position`` committed (metrics, progress); the position."""
+        if self.lock:
+            metrics.PROJECTOR_POSITION.set(position)
+        if self.progress is not None:
+            self.progress(position)
+        return position
+
+
+class _Moved(Exception):
+    """The tracking position was not where a batch handed to the writer starts."""
+
+
+def _failure(future: Future[None]) -> BaseException | None:
+    """What the write of ``future`` raised (None: committed), once it is done."""
+    return future.exception()
 
 
 def placing_events(log: Any, after: int, upto: int) -> list[tuple[int, Any, bytes]]:

@@ -68,6 +68,87 @@ class Keys:
     flavors: frozenset[UUID] = frozenset()
 
 
+# How many rows a rebuild's replay keeps in memory from the batches it wrote (``Carried``): about
+# 2.5 KB each, so ~50 MB; the rows of a cloud's busy servers and hosts (a log of 20,000 events holds
+# ~7,000), and a bound that a long replay's older rows leave by whole batches.
+CARRIED_ROWS = 20_000
+_TABLES = ("instances", "hosts", "claims", "flavors")
+
+
+class Carried:
+    """The rows a rebuild's replay wrote in its last batches, kept in memory so that the next batch
+    starts from them instead of reading them back (``Keys`` it would ``load``): the replay's fresh
+    schema is written by its view alone, so a row kept here is the row the table holds once the
+    batches handed to the writer are committed. A claim kept as None is one the table no longer
+    holds. Until a row was let go (``CARRIED_ROWS``), a key kept nowhere is a row the table does not
+    hold; after, such a key is read from the table (``working_set`` names it)."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = CARRIED_ROWS if limit is None else limit
+        self._rows: dict[str, dict[Any, tuple[int, Row | None]]] = {t: {} for t in _TABLES}
+        self._batches: list[tuple[int, list[tuple[str, Any]]]] = []  # each batch's keys, oldest first
+        self._kept = 0
+        self._batch = 0
+        self.complete = True  # no row let go yet: a key kept nowhere is not in the table
+
+    def working_set(self, keys: Keys) -> tuple[_WorkingSet, Keys]:
+        """A working set holding the rows of ``keys`` kept here, and the keys to read from the tables
+        (none while ``complete``)."""
+        ws = _WorkingSet()
+        unknown: dict[str, set[Any]] = {t: set() for t in _TABLES}
+        stored_instances: set[UUID] = set()
+        stored_claims: set[ClaimKey] = set()
+        for table in _TABLES:
+            kept, rows = self._rows[table], getattr(ws, table)
+            for key in getattr(keys, table):
+                found = kept.get(key)
+                if found is None:
+                    if not self.complete:
+                        unknown[table].add(key)
+                elif found[1] is not None:
+                    rows[key] = found[1]
+        stored_instances.update(ws.instances)
+        stored_claims.update(ws.claims)
+        ws.stored_instances = frozenset(stored_instances)
+        ws.stored_claims = frozenset(stored_claims)
+        return ws, Keys(**{t: frozenset(k) for t, k in unknown.items()})
+
+    def keep(self, ws: _WorkingSet) -> None:
+        """Keep the rows of ``ws`` (applied, about to be written) as the tables will hold them; let
+        the oldest batches' rows go past ``limit``."""
+        self._batch += 1
+        batch, keys = self._batch, []
+        for table, dirty in (
+            ("instances", ws.dirty_instances),
+            ("hosts", ws.dirty_hosts),
+            ("claims", ws.dirty_claims),
+            ("flavors", ws.dirty_flavors),
+        ):
+            kept, rows = self._rows[table], getattr(ws, table)
+            for key in dirty:
+                if key not in kept:
+                    self._kept += 1
+                kept[key] = (batch, rows[key])
+                keys.append((table, key))
+        self._batches.append((batch, keys))
+        while self._kept > self.limit and len(self._batches) > 1:
+            old, gone = self._batches.pop(0)
+            for table, key in gone:
+                kept = self._rows[table]
+                if kept.get(key, (None,))[0] == old:  # not written again since
+                    del kept[key]
+                    self._kept -= 1
+                    self.complete = False
+
+    def clear(self) -> None:
+        """Forget every row (a batch failed: the tables are read again from the next batch on)."""
+        for kept in self._rows.values():
+            kept.clear()
+        self._batches.clear()
+        self._kept = 0
+        self.complete = False
+
+
 class ReadModelView(TrackingRecorder):
     """The read-model tables of one schema, seen through the rows of the batch being applied.
 
@@ -132,6 +213,13 @@ class ReadModelView(TrackingRecorder):
     def load(self, keys: Keys) -> None:
         """Fetch the rows ``keys`` names: one query per table, all sent in one round trip."""
         ws = self._ws = _WorkingSet()
+        self.load_into(ws, keys)
+        ws.stored_instances = frozenset(ws.instances)
+        ws.stored_claims = frozenset(ws.claims)
+
+    def load_into(self, ws: _WorkingSet, keys: Keys) -> None:
+        """Add to ``ws`` the rows of ``keys`` the tables hold (one round trip); ``ws.stored_*`` are
+        the caller's to settle."""
         with self.conn.pipeline():
             instances = self._select("instances", INSTANCE_COLUMNS, "id = ANY(%s)", keys.instances)
             hosts = self._select("hosts", HOST_COLUMNS, "id = ANY(%s)", keys.hosts)
@@ -140,12 +228,14 @@ class ReadModelView(TrackingRecorder):
             by_pair = ([h for h, _ in pairs], [i for _, i in pairs])
             claims = self._select("host_claims", CLAIM_COLUMNS, where, keys.claims, *by_pair)
             flavors = self._select("flavors", FLAVOR_COLUMNS, "id = ANY(%s)", keys.flavors)
-        ws.instances = {row["id"]: row for row in _rows(instances)}
-        ws.hosts = {row["id"]: row for row in _rows(hosts)}
-        ws.claims = {(row["host_id"], row["instance_id"]): row for row in _rows(claims)}
-        ws.flavors = {row["id"]: row for row in _rows(flavors)}
-        ws.stored_instances = frozenset(ws.instances)
-        ws.stored_claims = frozenset(ws.claims)
+        ws.instances.update((row["id"], row) for row in _rows(instances))
+        ws.hosts.update((row["id"], row) for row in _rows(hosts))
+        ws.claims.update(((row["host_id"], row["instance_id"]), row) for row in _rows(claims))
+        ws.flavors.update((row["id"], row) for row in _rows(flavors))
+
+    def begin(self, ws: _WorkingSet) -> None:
+        """Apply the next events to ``ws`` (a working set made without ``load``: ``Carried``)."""
+        self._ws = ws
 
     def _select(
         self, table: str, columns: Sequence[str], where: str, keys: frozenset[Any], *params: Any
@@ -212,19 +302,21 @@ class ReadModelView(TrackingRecorder):
     def execute(self, statements: Iterable[Statement]) -> None:
         self.ws.statements.extend(statements)
 
-    def flush(self, position: int) -> None:
-        """Write every changed row, then the tracking position and its NOTIFY (delivered at commit)."""
+    def flush(self, position: int, ws: _WorkingSet | None = None) -> None:
+        """Write every changed row, then the tracking position and its NOTIFY (delivered at commit).
+        ``ws``: a working set handed over (a rebuild's writer thread), else the batch's own."""
         with self.conn.pipeline():
-            self._write(position)
-        self._ws = None
+            self._write(position, ws if ws is not None else self.ws)
+        if ws is None:
+            self._ws = None
 
-    def copy_new(self) -> None:
+    def copy_new(self, ws: _WorkingSet | None = None) -> None:
         """In a fresh schema, COPY the batch's instances and claims its tables do not hold yet (no
         conflict is possible: nothing else writes there) and leave only the others to ``flush``'s
         upserts. Outside pipeline mode (COPY cannot run in it), inside the batch's transaction."""
         if not self.fresh:
             return
-        ws = self.ws
+        ws = ws if ws is not None else self.ws
         new = ws.dirty_instances - ws.stored_instances
         self._copy("instances", INSTANCE_COLUMNS, [ws.instances[k] for k in new])
         ws.dirty_instances -= new
@@ -266,8 +358,7 @@ class ReadModelView(TrackingRecorder):
             self._types[table] = [self.conn.adapters.types.get_oid(found[c]) for c in columns]
         return self._types[table]
 
-    def _write(self, position: int) -> None:
-        ws = self.ws
+    def _write(self, position: int, ws: _WorkingSet) -> None:
         self._upsert("instances", INSTANCE_COLUMNS, ("id",), [ws.instances[k] for k in ws.dirty_instances])
         self._upsert("hosts", HOST_COLUMNS, ("id",), [ws.hosts[k] for k in ws.dirty_hosts])
         self._upsert("flavors", FLAVOR_COLUMNS, ("flavorid",), [ws.flavors[k] for k in ws.dirty_flavors])
@@ -290,7 +381,8 @@ class ReadModelView(TrackingRecorder):
             lambda: sql.SQL("UPDATE {}.tracking SET position = %s, updated_at = now()").format(self._s),
         )
         self.conn.execute(track, (position,))
-        self.conn.execute("SELECT pg_notify(%s, %s)", (POSITION_CHANNEL, str(position)))
+        if self.schema == LIVE_SCHEMA:  # a rebuild's schema is not read yet: its position is no one's news
+            self.conn.execute("SELECT pg_notify(%s, %s)", (POSITION_CHANNEL, str(position)))
 
     def _statement(self, statement: str) -> bytes:
         """A statement of the tables written without reading (``{s}``: this view's schema)."""

@@ -15,9 +15,19 @@ from commands.servers.create import CreateServer
 from commands.servers.scheduling import PlaceInstance
 from processes.rebuild import main
 from projections import queries
+from projections import view as view_module
+from projections.projector import Projector
 from projections.rawlog import RawLog, replay_log
 from projections.rebuild import NEW_SCHEMA, OLD_SCHEMA, RebuildInProgress, rebuild
-from projections.schema import LIVE_SCHEMA, REBUILD_LOCK, TABLES, schema_exists
+from projections.schema import (
+    LIVE_SCHEMA,
+    POSITION_CHANNEL,
+    REBUILD_LOCK,
+    TABLES,
+    create_schema,
+    schema_exists,
+)
+from projections.view import ReadModelView
 from stratus.audit.rawreader import RawReader
 from stratus.config import Settings
 from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge
@@ -219,3 +229,45 @@ def _stored(msg: Any) -> tuple[dict[str, str], bytes]:
     position in its reply)."""
     headers = {k: v for k, v in msg.headers.items() if k != "Nats-Last-Sequence"}
     return headers, bytes(msg.data)
+
+
+def create_schema_in(conn: psycopg.Connection[Any], schema: str) -> None:
+    with conn.transaction():
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        create_schema(conn, schema)
+
+
+def test_a_replay_that_lets_carried_rows_go_reads_them_back_and_rebuilds_what_a_serial_apply_does(
+    app: Stratus, rm: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    populate(app, instances=150, hosts=3, chunk=50)
+    # The serial path (a projector over tables it did not make: every batch reads its rows back).
+    create_schema_in(rm, "serial_check")
+    Projector(app.recorder, app.mapper, rm, schema="serial_check", batch_size=97, lock=False).catch_up()  # type: ignore[arg-type]
+    serial = _as_text(rm, "serial_check")
+    reads: list[int] = []
+    load_into = ReadModelView.load_into
+
+    def counted(self: ReadModelView, ws: Any, keys: Any) -> None:
+        reads.append(len(keys.instances) + len(keys.hosts) + len(keys.claims) + len(keys.flavors))
+        load_into(self, ws, keys)
+
+    monkeypatch.setattr(ReadModelView, "load_into", counted)
+    rebuild(rm, app.recorder, app.mapper, batch_size=97)  # type: ignore[arg-type]
+    assert reads == [] and _as_text(rm, LIVE_SCHEMA) == serial  # every row carried: none read back
+    monkeypatch.setattr(view_module, "CARRIED_ROWS", 5)  # a few rows kept: the others read back
+    rebuild(rm, app.recorder, app.mapper, batch_size=97)  # type: ignore[arg-type]
+    assert sum(reads) > 0 and _as_text(rm, LIVE_SCHEMA) == serial
+
+
+def test_a_replay_announces_no_position_before_its_tables_are_swapped_in(
+    app: Stratus, rm: psycopg.Connection[Any], database_url: str
+) -> None:
+    """The API's reads wait for a position on the NOTIFY channel (``queries.wait_for_position``): a
+    rebuild's replay must not announce positions its schema, read by no one yet, has reached."""
+    populate(app, instances=60, hosts=2, chunk=30)
+    with psycopg.connect(database_url, autocommit=True) as listener:
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(POSITION_CHANNEL)))
+        result = rebuild(rm, app.recorder, app.mapper, batch_size=50)  # type: ignore[arg-type]
+        heard = [n.payload for n in listener.notifies(timeout=1.0)]
+    assert heard == [str(result.position)]  # the swap's, once
