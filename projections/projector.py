@@ -184,7 +184,6 @@ class Projector:
         self.part = part
         self.trust = InOrder(trust, self._placing) if trust is not None else None
         self.progress = progress  # told the position after each batch (a rebuild's progress bar)
-        self._carried: Carried | None = None  # a fresh schema's rows kept between batches (``_replay``)
 
     def position(self) -> int:
         return self.view.max_tracking_id(self.projection.name) or 0
@@ -372,7 +371,7 @@ class Projector:
         idle_wait: float | None = None,
         linger: float = 0.0,
     ) -> int:
-        if self.view.fresh and idle_wait is None:
+        if idle_wait is None:  # catching up: PostgreSQL's work beside ours
             return self._replay(stop, until)
         position = self.position()
         with ThreadPoolExecutor(1, thread_name_prefix=f"{self.schema}-read") as reader:
@@ -401,20 +400,20 @@ class Projector:
         return position
 
     def _replay(self, stop: threading.Event, until: int | None) -> int:
-        """``catch_up`` into a rebuild's fresh schema, with PostgreSQL's work beside ours: a writer
-        thread writes batch N (its own transaction, as ``_apply_fresh``) while this thread applies
-        batch N+1 in memory, on the rows batch N left (``Carried``: no read of rows this view wrote
-        itself), and the reader thread reads and decodes batch N+2.
+        """``catch_up`` (a rebuild's replay, the live projector's catch-up) with PostgreSQL's work
+        beside ours: a writer thread writes batch N (its own transaction, as ``apply_batch``'s) while
+        this thread applies batch N+1 in memory, on the rows batch N left (``Carried``: rows this
+        replay wrote are not read back), and the reader thread reads and decodes batch N+2.
 
-        Serial, each of the three waits for the others' work in turn (the rows read back, the
-        commit, the next batch), and the rebuild ran at half a core. A batch that fails in memory
-        or in PostgreSQL is applied again by ``apply_batch`` from the committed position (it
+        Serial, each of the three waited for the others' work in turn (the rows read back, the
+        commit, the next batch), and a rebuild ran at half a core. A batch that fails in memory or
+        in the writer (PostgreSQL refuses a value, the tracking position moved, a rebuild swapped
+        in other tables) is applied again by ``apply_batch`` from the committed position (it
         bisects, quarantines, retries), and the replay goes on without the carried rows."""
-        position = self.position()
-        if self._carried is None:
-            self._carried = Carried()
-            self._carried.complete = position == 0  # nothing applied yet: the tables are empty
-        carried = self._carried
+        position, tables = self._tables()
+        # rows kept only for this call: between two, other batches may have written the tables
+        carried = Carried()
+        carried.complete = position == 0  # nothing applied yet: the tables are empty
         head = position  # where the applied batches reach (``position``: where the committed ones do)
         prefix = f"{self.schema}-"
         with (
@@ -437,7 +436,7 @@ class Projector:
                 ws = self._in_memory(batch, carried, writing) if batch is not None else None
                 failed = _failure(writing[1]) if writing is not None else None
                 if writing is not None and failed is None:
-                    position = self._written(writing[0].last)
+                    position = self._written(writing[0].last, len(writing[0].entries))
                 writing = None
                 if failed is not None or (batch is not None and ws is None):
                     # on its own from the committed position: ``apply_batch`` bisects, quarantines, retries
@@ -445,8 +444,9 @@ class Projector:
                         log.warning("%s: batch after %d failed in the writer (%s), applied again on its own",
                                     self.part, position, type(failed).__name__)  # fmt: skip
                     carried.clear()
-                    position = self.position()  # what is committed (the writer is done)
-                    head = position = self._written(self.apply_batch(self.fetch(position)).position)
+                    position, tables = self._tables()  # what is committed (the writer is done)
+                    result = self.apply_batch(self.fetch(position))
+                    head = position = self._written(result.position, result.events)
                     ahead = reader.submit(self.fetch, head)
                     continue
                 if batch is None or ws is None:
@@ -455,7 +455,7 @@ class Projector:
                     if entry.error is not None:
                         self._quarantine(entry, entry.error)
                 carried.keep(ws)
-                writing = (batch, writer.submit(self._write_batch, batch, ws))
+                writing = (batch, writer.submit(self._write_batch, batch, ws, tables))
                 head = batch.last
             ahead.cancel()
         return position
@@ -483,20 +483,37 @@ class Projector:
             self.view.discard()
         return ws
 
-    def _write_batch(self, batch: Batch, ws: _WorkingSet) -> None:
-        """The writer thread's part of ``_replay``: ``_apply_fresh``'s transaction for ``ws``."""
+    def _write_batch(self, batch: Batch, ws: _WorkingSet, tables: int) -> None:
+        """The writer thread's part of ``_replay``: ``_apply_once``'s transaction for ``ws``, which
+        starts from rows carried from earlier batches: it is refused (``_Moved``) unless the tables
+        are those the replay began on (a rebuild swaps in others) at the position the batch follows."""
         with self.conn.transaction():
             with self.conn.pipeline():
                 current = self._locked_position()
-            if current != batch.after:
-                raise _Moved(f"the tracking position is {current}, the batch starts after {batch.after}")
+                now = self.conn.execute(self._tracking_table).fetchone()
+            if current != batch.after or now is None or now[0] != tables:
+                raise _Moved(f"the read models moved to {current}, the batch follows {batch.after}")
             self.view.copy_new(ws)
             self.view.flush(batch.last, ws)
 
-    def _written(self, position: int) -> int:
-        """Report ``position`` committed (metrics, progress); the position."""
+    def _tables(self) -> tuple[int, int]:
+        """The tracking position, and which tracking table holds it (its oid: a rebuild's swap
+        brings another)."""
+        with self.conn.pipeline():
+            position = self.position()
+            row = self.conn.execute(self._tracking_table).fetchone()
+        return position, int(row[0]) if row else 0
+
+    @cached_property
+    def _tracking_table(self) -> bytes:
+        query = sql.SQL("SELECT {}::regclass::oid").format(sql.Literal(f"{self.schema}.tracking"))
+        return query.as_bytes(self.conn)
+
+    def _written(self, position: int, events: int = 0) -> int:
+        """Report ``position`` committed, after ``events`` more (metrics, progress); the position."""
         if self.lock:
             metrics.PROJECTOR_POSITION.set(position)
+            metrics.PROJECTOR_EVENTS.inc(events)
         if self.progress is not None:
             self.progress(position)
         return position

@@ -57,14 +57,16 @@ def test_the_catch_up_applies_in_a_rebuilds_batches_then_follows_in_its_own(
 ) -> None:
     populate(app, instances=60, hosts=3, chunk=30)
     projector = Projector(app.recorder, app.mapper, rm, batch_size=50)  # type: ignore[arg-type]
-    applied: list[int] = []
-    apply_batch = projector.apply_batch
+    applied: list[int] = []  # the batches read (and applied): their lengths
+    fetch = projector.fetch
 
-    def counted(batch: Any) -> Any:
-        applied.append(len(batch.entries))
-        return apply_batch(batch)
+    def counted(after: int) -> Any:
+        batch = fetch(after)
+        if batch.entries:
+            applied.append(len(batch.entries))
+        return batch
 
-    projector.apply_batch = counted  # type: ignore[method-assign]
+    projector.fetch = counted  # type: ignore[method-assign]
     assert catch_up(projector, app.recorder, threading.Event()) == head(app)  # type: ignore[arg-type]
     assert head(app) > CATCH_UP_BATCH // 10 and applied == [head(app)], applied  # one batch, not 50s
     assert projector.batch_size == 50 and projector.log is app.recorder  # following as before
@@ -137,3 +139,28 @@ def test_a_catch_up_whose_raw_connection_is_lost_reads_on_through_nats_py(
     live = snapshot(rm)
     rebuild(rm, app.recorder, app.mapper, raw_read=False)  # type: ignore[arg-type]
     assert snapshot(rm) == live and len(live["instances"]) == 150
+
+
+def test_a_catch_up_whose_tables_a_rebuild_swaps_between_its_batches_goes_on_from_the_new_ones(
+    app: Stratus, rm: psycopg.Connection[Any], database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The catch-up applies a batch on rows it carried from the batches it wrote; a rebuild swapping
+    in other tables meanwhile must not have those rows written over its own (the batch is refused
+    and applied again from the new tables' position)."""
+    populate(app, instances=90, hosts=3, chunk=30)
+    projector = Projector(app.recorder, app.mapper, rm, batch_size=50)  # type: ignore[arg-type]
+    swapped: list[int] = []
+
+    def swap_once(position: int) -> None:
+        if not swapped:
+            with psycopg.connect(database_url, autocommit=True) as other:
+                swapped.append(rebuild(other, app.recorder, app.mapper).position)  # type: ignore[arg-type]
+
+    projector.progress = swap_once  # after the first committed batch
+    with caplog.at_level(logging.WARNING, "stratus.projector"):
+        assert projector.catch_up() == head(app)
+    assert "failed in the writer (_Moved)" in caplog.text
+    assert swapped == [head(app)]
+    caught_up = snapshot(rm, LIVE_SCHEMA)
+    rebuild(rm, app.recorder, app.mapper)  # type: ignore[arg-type]
+    assert caught_up == snapshot(rm, LIVE_SCHEMA)
