@@ -253,16 +253,18 @@ class Client:
     def __init__(self, api: str, password: str) -> None:
         self.api = api
         self.identity = f"{api}/identity/v3"
-        # The admin is seeded on the log before the API starts; the read model may take a moment.
-        deadline = time.monotonic() + 60
-        while True:
+        # The admin is seeded on the log before the API starts; the read model may take a moment
+        # (longer on a loaded machine). Each 401 meanwhile counts as a failed login, and the tenth in
+        # five minutes makes the API answer 429 (api/identity/credentials.py): at most eight
+        # attempts, further and further apart, over about a minute.
+        for wait in (0.5, 1, 2, 4, 8, 15, 30, None):
             try:
                 self.token = self._token("admin", password, "admin")
                 break
             except urllib.error.HTTPError as e:
-                if e.code != 401 or time.monotonic() > deadline:
+                if e.code != 401 or wait is None:
                     raise
-                time.sleep(0.5)
+                time.sleep(wait)
 
     def _token(self, user: str, password: str, project: str) -> str:
         body = {
