@@ -154,27 +154,32 @@ class StoredMessage(HeaderBlock):
 
     def notification(self) -> Notification:
         """``decode_notification(self)``, its five headers found in one method: where each one's last
-        occurrence starts a line (``HeaderBlock.get``'s rule) and the numbers are plain digits, the
-        values are read there; otherwise ``decode_notification`` answers (the parser's values, the
-        same errors). tests/integration/test_replay_decoding.py compares the two on a real log."""
+        occurrence starts a line (``HeaderBlock.get``'s rule), ends with one and the numbers read as
+        numbers from the bytes, the values are read there; otherwise ``decode_notification`` answers
+        (the parser's values, the same errors). tests/unit/test_stored_message_decoding.py and
+        tests/integration/test_replay_decoding.py compare the two."""
         block = self._block
+        rfind, startswith, index = block.rfind, block.startswith, block.index
         values = []
-        for key, line, value_at in _NOTIFICATION_HEADERS:
-            at = block.rfind(key)
-            # (at < 2: the name is missing, or too close to the start to begin a line)
-            if at < 2 or not block.startswith(line, at - 2) or (end := block.find(b"\r\n", at)) < 0:
-                return decode_notification(self)
-            values.append(block[at + value_at : end].strip())
-        seq, raw_id, id_type, version, topic = values
-        if not (seq.isdigit() and version.isdigit()):
+        try:
+            for key, line, value_at in _NOTIFICATION_HEADERS:
+                at = rfind(key)
+                # (at < 2: the name is missing, or too close to the start to begin a line)
+                if at < 2 or not startswith(line, at - 2):
+                    return decode_notification(self)
+                values.append(block[at + value_at : index(b"\r\n", at)])
+            seq, raw_id, id_type, version, topic = values
+            # int() of bytes takes what int() of their text takes, less: an ASCII number, spaces around
+            position, originator_version = int(seq), int(version)
+        except ValueError:  # no line end, or a number int() reads from text only (other digits, spaces)
             return decode_notification(self)
         return notification_of(
-            raw_id.decode("utf-8", "replace"),
-            id_type == b"uuid",
-            int(version),
-            topic.decode("utf-8", "replace"),
+            raw_id.strip().decode("utf-8", "replace"),
+            id_type.strip() == b"uuid",
+            originator_version,
+            topic.strip().decode("utf-8", "replace"),
             self.data,
-            int(seq),
+            position,
         )
 
 
