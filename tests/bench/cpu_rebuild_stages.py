@@ -7,8 +7,11 @@ eventsourcing's mapper with its upcasting, ``Entry``/``Batch``), and ``apply`` (
 batches applied one after the other into a fresh schema, as ``projections.rebuild`` does:
 ``Projector.apply_batch`` with COPY of the new rows), with the PostgreSQL backend's CPU per event
 beside it. No reader thread, and decode and apply work on messages already read: what is left is
-our process's own work per event, which the machine's load moves little. ``--profile``: a cProfile
-of each stage, top functions by own time.
+our process's own work per event, which the machine's load moves little. Then ``fetch``: read and
+decode again, batch by batch with two batches alive, as the projector's reader thread does, with the
+collector on and frozen as ``stratus rebuild`` runs it (``stratus.collector.frozen``): the stages
+above together, with the collector's share. ``--profile``: a cProfile of each stage, top functions
+by own time.
 
     python -m tests.bench.cpu_rebuild_stages [--events 8000] [--passes 5] [--batch-size 2000] [--profile]
         [--no-apply]
@@ -26,6 +29,7 @@ import psycopg
 
 from projections.projector import Batch, Projector
 from projections.rawlog import RawLog
+from stratus import collector
 from stratus.audit.rawreader import RawReader
 from tests.bench.bench_rebuild import LogBuilder, backend_pid, bench_stores, build_log, fresh_schema
 from tests.bench.cpu_rebuild_read import profiled
@@ -60,6 +64,18 @@ def main(argv: list[str] | None = None) -> int:
                 raw_log.close()
             return chunks
 
+        def fetch() -> None:
+            """Read and decode batch by batch, the last two batches kept, as the reader thread does."""
+            kept: list[Batch] = []
+            raw_log = RawLog(recorder, RawReader(settings.nats_urls, settings.stream))
+            try:
+                after = 0
+                while msgs := raw_log.read_messages(after + 1, size):
+                    kept = [*kept[-1:], projector._decoded(after, msgs)]
+                    after = kept[-1].last
+            finally:
+                raw_log.close()
+
         chunks = read()
         assert sum(map(len, chunks)) == total
         with psycopg.connect(db_url, autocommit=True) as conn:
@@ -87,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                     assert projector.apply_batch(batch).applied
 
             print(f"{total} events, batches of {size}; per event, us: read, decode (thread CPU) | apply "
-                  "(thread CPU / its PostgreSQL backend's CPU)")  # fmt: skip
+                  "(thread CPU / its PostgreSQL backend's CPU) | fetch (thread CPU)")  # fmt: skip
             best: dict[str, float] = {}
             for p in range(args.passes):
                 # The collector off while timing: this bench holds the whole log's messages and
@@ -109,7 +125,11 @@ def main(argv: list[str] | None = None) -> int:
                     applied = 1e6 * (time.thread_time() - cpu) / total
                     backend = 1e6 * ((_process_ticks(pid) or 0) - ticks) / _TICKS / total
                 gc.enable()
-                stages = {"read": read_us, "decode": decoded, "apply": applied, "backend": backend}
+                with collector.frozen():
+                    cpu = time.thread_time()
+                    fetch()
+                    fetched = 1e6 * (time.thread_time() - cpu) / total
+                stages = dict(read=read_us, decode=decoded, apply=applied, backend=backend, fetch=fetched)
                 best = {k: min(v, best.get(k, v)) for k, v in stages.items()}
                 print(f"pass {p + 1} (load {loadavg()}): " + _stages(stages))
             print("least: " + _stages(best))
@@ -123,7 +143,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _stages(us: dict[str, float]) -> str:
-    return f"read {us['read']:.1f}, decode {us['decode']:.1f} | apply {us['apply']:.1f} / {us['backend']:.1f}"
+    return (
+        f"read {us['read']:.1f}, decode {us['decode']:.1f} | apply {us['apply']:.1f} / {us['backend']:.1f}"
+        f" | fetch, the collector on {us['fetch']:.1f}"
+    )
 
 
 if __name__ == "__main__":
