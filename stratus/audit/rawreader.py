@@ -215,8 +215,8 @@ class RawReader:
 
     def _replies(self) -> list[tuple[bytes, bytes]]:
         """The data messages answering one batch request, up to the status that ends the batch, each
-        as (header block, body). ``_next``'s work, with each message that is all in the buffer read
-        in this one loop (a fifth of the reader's CPU per message)."""
+        as (header block, body): ``_next``'s work, done in this one loop for each message that is all
+        in the buffer (no call and no copy of its protocol line per message)."""
         got: list[tuple[bytes, bytes]] = []
         append = got.append
         buf, pos = self._buf, self._pos
@@ -266,9 +266,9 @@ class RawReader:
     def frames(
         self, subject_filter: str, start: int = 1, stop: int | None = None, batch: int = 1000
     ) -> Generator[tuple[bytes, bytes], None, None]:
-        """``messages``' messages as (header block, body) alone, for a reader that needs neither the
-        position nor the subject of each as the reader reads them (``projections.rawlog``): no object
-        per message but a tuple, nothing looked up in its headers. ``position_of(block)``: its position."""
+        """The messages ``messages`` reads, as (header block, body) alone: a tuple per message and no
+        header looked up (``position_of(block)`` gives a message's position when it is needed), for a
+        reader that finds what it needs in the blocks itself (``projections.rawlog``)."""
         seq = max(start, 1)
         if stop is not None and stop < seq:
             return
