@@ -224,10 +224,13 @@ class RawReader:
             end = buf.find(b"\r\n", pos)
             if end >= 0 and buf.startswith(b"HMSG ", pos):  # "HMSG subject sid [reply] hdr_len total"
                 space = buf.rfind(b" ", pos, end)
-                stop = end + 2 + int(buf[space + 1 : end])
-                if stop + 2 <= len(buf):
+                try:
                     start = end + 2
+                    stop = start + int(buf[space + 1 : end])
                     body = start + int(buf[buf.rfind(b" ", pos, space) + 1 : space])
+                except ValueError:  # not one space apart, as the server writes them: ``_next`` reads it
+                    stop = len(buf)
+                if stop + 2 <= len(buf):
                     block, pos = buf[start:body], stop + 2
                     if block[9:12].isdigit():  # "NATS/1.0 204 EOB", "NATS/1.0 404 ...": a status
                         self._pos = pos
