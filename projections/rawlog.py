@@ -25,13 +25,26 @@ import itertools
 import logging
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from projections.projector import EventLog
-from stratus.audit.rawreader import RawMessage, RawReader, RawReaderError
+from eventsourcing.persistence import Notification
+
+from stratus.audit.rawreader import RawReader, RawReaderError, position_of, subject_of
 from stratus.eventstore import JetStreamApplicationRecorder
 from stratus.eventstore.bridge import Client, redacted
+from stratus.eventstore.envelope import (
+    CE_ORIGINATORVERSION,
+    CE_SUBJECT,
+    CE_TOPIC,
+    ID_TYPE,
+    NATS_SEQUENCE,
+    decode_notification,
+    notification_of,
+)
+
+if TYPE_CHECKING:  # the projector reads its messages (``Projector._entry``): imported at run time there
+    from projections.projector import EventLog
 
 logger = logging.getLogger("stratus.rebuild")
 
@@ -105,24 +118,69 @@ class HeaderBlock(Mapping[str, str]):
         return True  # ``msg.headers or {}`` without a parse: an empty block answers as {} does
 
 
+# The headers a Notification is made of (``envelope.decode_notification``), in the order
+# ``StoredMessage.notification`` reads them: each name, the start of its line, where its value starts.
+_NOTIFICATION_HEADERS = tuple(
+    (name.encode(), b"\r\n" + name.encode() + b":", len(name) + 1)
+    for name in (NATS_SEQUENCE, CE_SUBJECT, ID_TYPE, CE_ORIGINATORVERSION, CE_TOPIC)
+)
+
+
 class StoredMessage(HeaderBlock):
     """A message read by ``RawReader``, as the projector reads nats-py's: ``headers`` (what nats-py's
     message has, by the same parser: ``HeaderBlock``), ``data``, ``subject``.
 
     The message is its own header block, so that reading one makes one object, not two: each is one
     more for the garbage collector to walk while the batch lives (two batches' worth at a time), and
-    the collector was a tenth of the replay's CPU."""
+    the collector was a tenth of the replay's CPU. Made from the reader's (header block, body) alone:
+    the subject is read from the block when asked for (the projector asks only of a message it
+    quarantines)."""
 
-    __slots__ = ("data", "subject")
+    __slots__ = ("data",)
 
-    def __init__(self, raw: RawMessage) -> None:
-        super().__init__(raw.header_block)
-        self.data = raw.body
-        self.subject = raw.subject
+    def __init__(self, block: bytes, data: bytes) -> None:  # HeaderBlock's, inlined: one per event
+        self._block = block
+        self._parsed = None
+        self.data = data
 
     @property
     def headers(self) -> HeaderBlock:
         return self
+
+    @property
+    def subject(self) -> str:
+        """The subject the message was stored on (its ``Nats-Subject`` header, as the reader reads it)."""
+        return subject_of(self._block)
+
+    def notification(self) -> Notification:
+        """``decode_notification(self)``, its five headers found in one method: where each one's last
+        occurrence starts a line (``HeaderBlock.get``'s rule), ends with one and the numbers read as
+        numbers from the bytes, the values are read there; otherwise ``decode_notification`` answers
+        (the parser's values, the same errors). tests/unit/test_stored_message_decoding.py and
+        tests/integration/test_replay_decoding.py compare the two."""
+        block = self._block
+        rfind, startswith, index = block.rfind, block.startswith, block.index
+        values = []
+        try:
+            for key, line, value_at in _NOTIFICATION_HEADERS:
+                at = rfind(key)
+                # (at < 2: the name is missing, or too close to the start to begin a line)
+                if at < 2 or not startswith(line, at - 2):
+                    return decode_notification(self)
+                values.append(block[at + value_at : index(b"\r\n", at)])
+            seq, raw_id, id_type, version, topic = values
+            # int() of bytes takes what int() of their text takes, less: an ASCII number, spaces around
+            position, originator_version = int(seq), int(version)
+        except ValueError:  # no line end, or a number int() reads from text only (other digits, spaces)
+            return decode_notification(self)
+        return notification_of(
+            raw_id.strip().decode("utf-8", "replace"),
+            id_type.strip() == b"uuid",
+            originator_version,
+            topic.strip().decode("utf-8", "replace"),
+            self.data,
+            position,
+        )
 
 
 class RawLog:
@@ -134,7 +192,7 @@ class RawLog:
         self.part = part
         self.layout = log.layout
         self._reader: RawReader | None = reader
-        self._messages: Iterator[RawMessage] | None = None
+        self._messages: Iterator[tuple[bytes, bytes]] | None = None  # the open read's (header block, body)
         self._next = 0  # the position the open read continues from
 
     def read_messages(
@@ -145,16 +203,16 @@ class RawLog:
         try:
             if self._messages is None or start != self._next:
                 self._end_read()
-                self._messages = self._reader.messages(self.layout.all, start, batch=_BATCH)
-            raws = list(itertools.islice(self._messages, limit))
+                self._messages = self._reader.frames(self.layout.all, start, batch=_BATCH)
+            frames = list(itertools.islice(self._messages, limit))
         except (RawReaderError, OSError) as e:  # its socket's reads are translated, its writes are not
             logger.warning("%s: the raw reader failed (%s); reading on through nats-py", self.part, e)
             self.close()
             return list(self.log.read_messages(start, limit))
-        if len(raws) < limit:  # the log's end: the read is over (a later call starts a new one)
+        if len(frames) < limit:  # the log's end: the read is over (a later call starts a new one)
             self._messages = None
-        self._next = raws[-1].position + 1 if raws else start
-        return [StoredMessage(m) for m in raws]
+        self._next = position_of(frames[-1][0]) + 1 if frames else start
+        return list(itertools.starmap(StoredMessage, frames))
 
     def max_notification_id(self) -> int | None:
         return self.log.max_notification_id()

@@ -21,7 +21,7 @@ import base64
 import json
 import socket
 import ssl
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,17 +46,20 @@ class RawMessage:
     body: bytes
 
 
-def _seq_and_subject(block: bytes) -> tuple[int, str]:
-    seq, subject = 0, ""
+def position_of(block: bytes) -> int:
+    """The stream sequence a direct get's reply names (its first ``Nats-Sequence`` line), 0 if none."""
     start = block.find(b"\r\nNats-Sequence:")
-    if start >= 0:
-        end = block.index(b"\r\n", start + 2)
-        seq = int(block[start + 16 : end])
+    if start < 0:
+        return 0
+    return int(block[start + 16 : block.index(b"\r\n", start + 2)])
+
+
+def subject_of(block: bytes) -> str:
+    """The subject a direct get's reply names (its first ``Nats-Subject`` line), "" if none."""
     start = block.find(b"\r\nNats-Subject:")
-    if start >= 0:
-        end = block.index(b"\r\n", start + 2)
-        subject = block[start + 15 : end].strip().decode()
-    return seq, subject
+    if start < 0:
+        return ""
+    return block[start + 15 : block.index(b"\r\n", start + 2)].strip().decode()
 
 
 class RawReader:
@@ -77,7 +80,8 @@ class RawReader:
         # subscribe to, docs/trust.md); without credentials, nats-py's default prefix.
         inbox = inbox_prefix(self._key.public_key) if self._key is not None else "_INBOX"
         self._inbox = f"{inbox}.raw".encode()
-        self._buf = bytearray()
+        # what was received and not yet read, from ``_pos`` on (bytes: a slice is one copy, not two)
+        self._buf = b""
         self._pos = 0
         errors = []
         for url in urls:
@@ -102,7 +106,7 @@ class RawReader:
         if parts.scheme not in ("nats", "tls"):
             raise RawReaderError(f"scheme {parts.scheme}:// is not supported by the raw reader")
         host = parts.hostname or "127.0.0.1"
-        self._buf, self._pos = bytearray(), 0
+        self._buf, self._pos = b"", 0
         self._sock = socket.create_connection((host, parts.port or 4222), timeout)
         try:
             return self._handshake(parts, host)
@@ -169,22 +173,20 @@ class RawReader:
             raise RawReaderError(f"reading from NATS: {e}") from e
         if not chunk:
             raise RawReaderError("nats-server closed the connection")
-        if self._pos:
-            del self._buf[: self._pos]
-            self._pos = 0
-        self._buf += chunk
+        self._buf = self._buf[self._pos :] + chunk if self._pos < len(self._buf) else chunk
+        self._pos = 0
 
     def _line(self) -> bytes:
         while (end := self._buf.find(b"\r\n", self._pos)) < 0:
             self._fill()
-        line = bytes(self._buf[self._pos : end])
+        line = self._buf[self._pos : end]
         self._pos = end + 2
         return line
 
     def _take(self, n: int) -> bytes:
         while len(self._buf) - self._pos < n + 2:
             self._fill()
-        data = bytes(self._buf[self._pos : self._pos + n])
+        data = self._buf[self._pos : self._pos + n]
         self._pos += n + 2
         return data
 
@@ -211,6 +213,38 @@ class RawReader:
             elif line.startswith(b"MSG"):
                 self._take(int(line.split()[-1]))
 
+    def _replies(self) -> list[tuple[bytes, bytes]]:
+        """The data messages answering one batch request, up to the status that ends the batch, each
+        as (header block, body): ``_next``'s work, done in this one loop for each message that is all
+        in the buffer (no call and no copy of its protocol line per message)."""
+        got: list[tuple[bytes, bytes]] = []
+        append = got.append
+        buf, pos = self._buf, self._pos
+        while True:
+            end = buf.find(b"\r\n", pos)
+            if end >= 0 and buf.startswith(b"HMSG ", pos):  # "HMSG subject sid [reply] hdr_len total"
+                space = buf.rfind(b" ", pos, end)
+                try:
+                    start = end + 2
+                    stop = start + int(buf[space + 1 : end])
+                    body = start + int(buf[buf.rfind(b" ", pos, space) + 1 : space])
+                except ValueError:  # not one space apart, as the server writes them: ``_next`` reads it
+                    stop = len(buf)
+                if stop + 2 <= len(buf):
+                    block, pos = buf[start:body], stop + 2
+                    if block[9:12].isdigit():  # "NATS/1.0 204 EOB", "NATS/1.0 404 ...": a status
+                        self._pos = pos
+                        return got
+                    append((block, buf[body:stop]))
+                    continue
+            # a message not all received yet, or another line (PING, an error): one step at a time
+            self._pos = pos
+            item = self._next()
+            if item is None:
+                return got
+            append(item)
+            buf, pos = self._buf, self._pos
+
     # -- reading the stream -------------------------------------------------------------------------
 
     def last_position(self, subject_filter: str) -> int:
@@ -219,12 +253,25 @@ class RawReader:
         got = self._next()
         if got is None:
             return 0
-        return _seq_and_subject(got[0])[0]
+        return position_of(got[0])
 
     def messages(
         self, subject_filter: str, start: int = 1, stop: int | None = None, batch: int = 1000
     ) -> Iterator[RawMessage]:
         """Messages on ``subject_filter`` from position ``start`` to ``stop`` (inclusive), in order."""
+        frames = self.frames(subject_filter, start, stop, batch)
+        try:
+            for block, body in frames:
+                yield RawMessage(position_of(block), subject_of(block), block, body)
+        finally:
+            frames.close()
+
+    def frames(
+        self, subject_filter: str, start: int = 1, stop: int | None = None, batch: int = 1000
+    ) -> Generator[tuple[bytes, bytes], None, None]:
+        """The messages ``messages`` reads, as (header block, body) alone: a tuple per message and no
+        header looked up (``position_of(block)`` gives a message's position when it is needed), for a
+        reader that finds what it needs in the blocks itself (``projections.rawlog``)."""
         seq = max(start, 1)
         if stop is not None and stop < seq:
             return
@@ -232,21 +279,21 @@ class RawReader:
         in_flight = True  # a batch was asked for and its replies are not all read yet
         try:
             while True:
-                got: list[RawMessage] = []
-                while (item := self._next()) is not None:
-                    position, subject = _seq_and_subject(item[0])
-                    got.append(RawMessage(position, subject, item[0], item[1]))
+                got = self._replies()
                 in_flight = False
+                last = position_of(got[-1][0]) if got else 0
                 # a batch may stop short of `batch` (the server caps its bytes): ask again until empty
-                more = bool(got) and (stop is None or got[-1].position < stop)
+                more = bool(got) and (stop is None or last < stop)
                 if more:  # ask for the next batch before handing this one over
-                    seq = got[-1].position + 1
-                    self._request({"seq": seq, "next_by_subj": subject_filter, "batch": batch})
+                    self._request({"seq": last + 1, "next_by_subj": subject_filter, "batch": batch})
                     in_flight = True
-                for m in got:
-                    if stop is not None and m.position > stop:
-                        return
-                    yield m
+                if stop is not None and last > stop:
+                    for frame in got:
+                        if position_of(frame[0]) > stop:
+                            return
+                        yield frame
+                    return
+                yield from got
                 if not more:
                     return
         finally:

@@ -220,6 +220,16 @@ def _notification(headers: Mapping[str, str], data: bytes, position: int) -> Not
     return _new_notification(originator_id, originator_version, topic, data, position)
 
 
+def notification_of(
+    raw_id: str, uuid_id: bool, originator_version: int, topic: str, state: bytes, position: int
+) -> Notification:
+    """The Notification ``decode_notification`` makes of a stored message whose envelope headers a
+    reader found itself (``projections.rawlog``): ``ce-subject`` (``raw_id``), whether
+    ``Stratus-Id-Type`` is ``uuid``, ``ce-originatorversion``, ``ce-topic``, the body, ``Nats-Sequence``.
+    Raises ``ValueError`` for an id said to be a UUID that is not one, as ``decode_notification`` does."""
+    return _new_notification(_uuid(raw_id) if uuid_id else raw_id, originator_version, topic, state, position)
+
+
 def decode(
     headers: Mapping[str, str], data: bytes, *, position: int, nats_subject: str = ""
 ) -> tuple[Notification, Envelope]:

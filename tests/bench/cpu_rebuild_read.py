@@ -27,7 +27,6 @@ from projections.projector import Projector
 from projections.rawlog import StoredMessage, replay_log
 from projections.rebuild import rebuild
 from stratus.audit.rawreader import RawReader
-from stratus.eventstore.envelope import decode_notification
 from tests.bench.bench_rebuild import (
     LogBuilder,
     backend_pid,
@@ -106,14 +105,14 @@ def main(argv: list[str] | None = None) -> int:
                 steps = []
                 with RawReader(settings.nats_urls, settings.stream) as raw_reader:
                     cpu = time.thread_time()
-                    raws = list(raw_reader.messages(recorder.layout.all))
-                    steps.append(("RawReader.messages", time.thread_time() - cpu))
+                    frames = list(raw_reader.frames(recorder.layout.all))
+                    steps.append(("RawReader.frames", time.thread_time() - cpu))
                 cpu = time.thread_time()
-                msgs = [StoredMessage(m) for m in raws]
+                msgs = [StoredMessage(block, body) for block, body in frames]
                 steps.append(("StoredMessage", time.thread_time() - cpu))
                 cpu = time.thread_time()
-                notes = [decode_notification(m) for m in msgs]
-                steps.append(("decode_notification (5 headers looked up)", time.thread_time() - cpu))
+                notes = [m.notification() for m in msgs]
+                steps.append(("StoredMessage.notification (5 headers found)", time.thread_time() - cpu))
                 cpu = time.thread_time()
                 for note in notes:
                     app.mapper.to_domain_event(note)

@@ -1,14 +1,22 @@
-"""CPU per event of a rebuild's replay, stage by stage, with the log's messages already in memory.
+"""CPU per event of a rebuild's replay, stage by stage: the read, then decode and apply on messages in memory.
 
-The log is read once below nats-py (``RawReader``); then, per pass, this thread's CPU per event of:
-``decode`` (``StoredMessage`` and the projector's entries: the envelope's headers, the trust check if
-any, eventsourcing's mapper with its upcasting, ``Entry``/``Batch``), and ``apply`` (the decoded
+Per pass, this thread's CPU per event of: ``read`` (the whole log read below nats-py as a replay reads
+it, ``RawLog.read_messages`` in batches: the socket, the frames, the messages handed over), ``decode``
+(``Projector._decoded`` on those messages: the envelope's headers, the trust check if any,
+eventsourcing's mapper with its upcasting, ``Entry``/``Batch``), and ``apply`` (the decoded
 batches applied one after the other into a fresh schema, as ``projections.rebuild`` does:
 ``Projector.apply_batch`` with COPY of the new rows), with the PostgreSQL backend's CPU per event
-beside it. No socket and no reader thread: what is left is our process's own work per event, which
-the machine's load moves little. ``--profile``: a cProfile of each stage, top functions by own time.
+beside it. No reader thread, and decode and apply work on messages already read: what is left is
+our process's own work per event, which the machine's load moves little. Then ``fetch``: read and
+decode again, batch by batch with two batches alive, as the projector's reader thread does, with the
+collector on and frozen as ``stratus rebuild`` runs it (``stratus.collector.frozen``): the stages
+above together, with the collector's share. ``--profile``: a cProfile of each stage, top functions
+by own time.
 
     python -m tests.bench.cpu_rebuild_stages [--events 8000] [--passes 5] [--batch-size 2000] [--profile]
+        [--no-apply]
+
+At the end, the least of the passes for each stage (the machine's load only ever adds).
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ import time
 import psycopg
 
 from projections.projector import Batch, Projector
-from projections.rawlog import StoredMessage
+from projections.rawlog import RawLog
+from stratus import collector
 from stratus.audit.rawreader import RawReader
 from tests.bench.bench_rebuild import LogBuilder, backend_pid, bench_stores, build_log, fresh_schema
 from tests.bench.cpu_rebuild_read import profiled
@@ -35,14 +44,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=2000)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--no-apply", action="store_true", help="read and decode only")
     args = parser.parse_args(argv)
     size = args.batch_size
     with bench_stores("cpu_stages") as stores:
         settings, recorder, app, db_url = stores.settings, stores.recorder, stores.app, stores.db_url
         build_log(LogBuilder(recorder, app.mapper), args.events)
-        with RawReader(settings.nats_urls, settings.stream) as reader:
-            raws = list(reader.messages(recorder.layout.all))
-        total = len(raws)
+        total = recorder.max_notification_id() or 0
+
+        def read() -> list[list[object]]:
+            """The whole log as a replay reads it below nats-py, in batches."""
+            chunks, start = [], 1
+            raw_log = RawLog(recorder, RawReader(settings.nats_urls, settings.stream))
+            try:
+                while chunk := raw_log.read_messages(start, size):
+                    chunks.append(chunk)
+                    start += len(chunk)
+            finally:
+                raw_log.close()
+            return chunks
+
+        def fetch() -> None:
+            """Read and decode batch by batch, the last two batches kept, as the reader thread does."""
+            kept: list[Batch] = []
+            raw_log = RawLog(recorder, RawReader(settings.nats_urls, settings.stream))
+            try:
+                after = 0
+                while msgs := raw_log.read_messages(after + 1, size):
+                    kept = [*kept[-1:], projector._decoded(after, msgs)]
+                    after = kept[-1].last
+            finally:
+                raw_log.close()
+
+        chunks = read()
+        assert sum(map(len, chunks)) == total
         with psycopg.connect(db_url, autocommit=True) as conn:
             pid = backend_pid(conn) or 0
 
@@ -57,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
 
             def decode() -> list[Batch]:
                 batches, after = [], 0
-                for i in range(0, total, size):
-                    batch = projector._decoded(after, [StoredMessage(m) for m in raws[i : i + size]])
+                for chunk in chunks:
+                    batch = projector._decoded(after, chunk)
                     batches.append(batch)
                     after = batch.last
                 return batches
@@ -67,8 +102,9 @@ def main(argv: list[str] | None = None) -> int:
                 for batch in batches:
                     assert projector.apply_batch(batch).applied
 
-            print(f"{total} events, batches of {size}; per event, us: decode (thread CPU) | apply (thread "
-                  "CPU / its PostgreSQL backend's CPU)")  # fmt: skip
+            print(f"{total} events, batches of {size}; per event, us: read, decode (thread CPU) | apply "
+                  "(thread CPU / its PostgreSQL backend's CPU) | fetch (thread CPU)")  # fmt: skip
+            best: dict[str, float] = {}
             for p in range(args.passes):
                 # The collector off while timing: this bench holds the whole log's messages and
                 # decoded batches, which a rebuild never does (two batches at most), and the whole
@@ -76,22 +112,41 @@ def main(argv: list[str] | None = None) -> int:
                 gc.collect()
                 gc.disable()
                 cpu = time.thread_time()
+                chunks = read()
+                read_us = 1e6 * (time.thread_time() - cpu) / total
+                cpu = time.thread_time()
                 batches = decode()
                 decoded = 1e6 * (time.thread_time() - cpu) / total
-                projector = fresh()
-                ticks, cpu = _process_ticks(pid) or 0, time.thread_time()
-                apply(batches)
-                applied = 1e6 * (time.thread_time() - cpu) / total
-                backend = 1e6 * ((_process_ticks(pid) or 0) - ticks) / _TICKS / total
+                applied = backend = 0.0
+                if not args.no_apply:
+                    projector = fresh()
+                    ticks, cpu = _process_ticks(pid) or 0, time.thread_time()
+                    apply(batches)
+                    applied = 1e6 * (time.thread_time() - cpu) / total
+                    backend = 1e6 * ((_process_ticks(pid) or 0) - ticks) / _TICKS / total
                 gc.enable()
-                us = f"decode {decoded:.1f} | apply {applied:.1f} / {backend:.1f}"
-                print(f"pass {p + 1} (load {loadavg()}): {us}")
+                with collector.frozen():
+                    cpu = time.thread_time()
+                    fetch()
+                    fetched = 1e6 * (time.thread_time() - cpu) / total
+                stages = dict(read=read_us, decode=decoded, apply=applied, backend=backend, fetch=fetched)
+                best = {k: min(v, best.get(k, v)) for k, v in stages.items()}
+                print(f"pass {p + 1} (load {loadavg()}): " + _stages(stages))
+            print("least: " + _stages(best))
             if args.profile:
+                profiled("read", read, top=25)
                 profiled("decode", decode, top=25)
                 batches = decode()
                 projector = fresh()
                 profiled("apply", lambda: apply(batches), top=25)
     return 0
+
+
+def _stages(us: dict[str, float]) -> str:
+    return (
+        f"read {us['read']:.1f}, decode {us['decode']:.1f} | apply {us['apply']:.1f} / {us['backend']:.1f}"
+        f" | fetch, the collector on {us['fetch']:.1f}"
+    )
 
 
 if __name__ == "__main__":

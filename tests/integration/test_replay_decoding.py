@@ -1,7 +1,8 @@
 """A replay's decode, read below nats-py, gives for every event of a real log what the plain path gives.
 
-The replay decodes with shortcuts (``projections.rawlog.HeaderBlock``'s lookups in the raw block, the
-``Notification`` given its fields whole, originator ids parsed once per id); the reference here takes
+The replay decodes with shortcuts (``projections.rawlog.HeaderBlock``'s lookups in the raw block, and
+``StoredMessage.notification``'s, the projector's path, finding all five envelope headers in one method;
+the ``Notification`` given its fields whole, originator ids parsed once per id); the reference here takes
 none of them: nats-py's parsed headers, eventsourcing's own ``Notification`` constructor, ``UUID()``,
 and eventsourcing's mapper on that notification, upcasters included.
 """
@@ -19,7 +20,7 @@ from commands.app import Stratus
 from commands.flavor import Flavor
 from commands.instance import Instance
 from projections.projector import Projector
-from projections.rawlog import RawLog, replay_log
+from projections.rawlog import RawLog, StoredMessage, replay_log
 from projections.readmodels import ReadModels
 from stratus.eventstore.envelope import (
     CE_ORIGINATORVERSION,
@@ -86,10 +87,11 @@ def test_the_replay_decodes_every_event_as_the_plain_path_does(
     str_id: Any = None
     for stored, entry, msg in zip(raw, entries, plain, strict=True):
         reference = _reference(msg)
-        notification = decode_notification(stored)
-        assert type(notification) is Notification
-        assert notification == reference and vars(notification) == vars(reference)
-        assert hash(notification) == hash(reference)
+        assert type(stored) is StoredMessage
+        for notification in (decode_notification(stored), stored.notification()):
+            assert type(notification) is Notification
+            assert notification == reference and vars(notification) == vars(reference)
+            assert hash(notification) == hash(reference)
         assert (entry.position, entry.topic, entry.originator_id, entry.error) == (
             reference.id, reference.topic, reference.originator_id, None
         )  # fmt: skip
