@@ -22,6 +22,7 @@ decoded is quarantined before its batch is applied.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -36,6 +37,7 @@ import psycopg
 from eventsourcing.persistence import Mapper
 from psycopg import sql
 
+from projections.queries import read_json_with_orjson
 from projections.rawlog import StoredMessage
 from projections.readmodels import ReadModels
 from projections.schema import LIVE_SCHEMA, WRITER_LOCK
@@ -422,7 +424,16 @@ class Projector:
         with (
             ThreadPoolExecutor(1, thread_name_prefix=prefix + "read") as reader,
             ThreadPoolExecutor(1, thread_name_prefix=prefix + "write") as writer,
+            contextlib.ExitStack() as opened,
         ):
+            second: list[psycopg.Connection[Any]] = []
+
+            def reading() -> psycopg.Connection[Any]:
+                """A connection of this replay's own to read rows with beside the writer's."""
+                if not second:
+                    second.append(opened.enter_context(connection_like(self.conn)))
+                return second[0]
+
             ahead: Future[Batch] = reader.submit(self.fetch, position)
             writing: tuple[Batch, Future[None]] | None = None  # the batch the writer has
             while True:
@@ -436,7 +447,7 @@ class Projector:
                         ahead = reader.submit(self.fetch, batch.last)
                     else:
                         batch = None
-                ws = self._in_memory(batch, carried, writing) if batch is not None else None
+                ws = self._in_memory(batch, carried, reading) if batch is not None else None
                 failed = _failure(writing[1]) if writing is not None else None
                 if writing is not None and failed is None:
                     position = self._written(writing[0].last, len(writing[0].entries))
@@ -464,15 +475,15 @@ class Projector:
         return position
 
     def _in_memory(
-        self, batch: Batch, carried: Carried, writing: tuple[Batch, Future[None]] | None
+        self, batch: Batch, carried: Carried, reading: Callable[[], psycopg.Connection[Any]]
     ) -> _WorkingSet | None:
-        """``batch`` applied to the carried rows (those not carried read from the tables once the
-        batch being written is committed); None if that failed (an apply function raised)."""
+        """``batch`` applied to the carried rows, those not carried read on the ``reading``
+        connection while the writer writes the batch before on its own: a row not carried is in
+        no batch the writer has not committed (``Carried`` keeps the two newest batches' rows
+        whatever its bound). None if that failed (an apply function raised)."""
         ws, unknown = carried.working_set(ReadModels.keys(e.event for e in batch.events))
         if any(getattr(unknown, table) for table in ("instances", "hosts", "claims", "flavors")):
-            if writing is not None and _failure(writing[1]) is not None:
-                return None
-            self.view.load_into(ws, unknown)
+            self.view.load_into(ws, unknown, reading())
             ws.stored_instances |= unknown.instances & ws.instances.keys()
             ws.stored_claims |= unknown.claims & ws.claims.keys()
         self.view.begin(ws)
@@ -520,6 +531,17 @@ class Projector:
         if self.progress is not None:
             self.progress(position)
         return position
+
+
+def connection_like(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    """Another autocommit connection to ``conn``'s database, as ``conn`` was opened (its parameters,
+    its password if it gave one), JSON read as the read models read it."""
+    password = conn.pgconn.password
+    other = psycopg.connect(
+        conn.info.dsn, autocommit=True, **({"password": password.decode()} if password else {})
+    )
+    read_json_with_orjson(other)
+    return other
 
 
 class _Moved(Exception):

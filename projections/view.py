@@ -132,7 +132,9 @@ class Carried:
                 kept[key] = (batch, rows[key])
                 keys.append((table, key))
         self._batches.append((batch, keys))
-        while self._kept > self.limit and len(self._batches) > 1:
+        # the two newest batches stay whatever the bound: the writer may not have committed the
+        # older one yet, and a row let go is read back (``Projector._in_memory``) as committed
+        while self._kept > self.limit and len(self._batches) > 2:
             old, gone = self._batches.pop(0)
             for table, key in gone:
                 kept = self._rows[table]
@@ -218,17 +220,18 @@ class ReadModelView(TrackingRecorder):
         ws.stored_instances = frozenset(ws.instances)
         ws.stored_claims = frozenset(ws.claims)
 
-    def load_into(self, ws: _WorkingSet, keys: Keys) -> None:
-        """Add to ``ws`` the rows of ``keys`` the tables hold (one round trip); ``ws.stored_*`` are
-        the caller's to settle."""
-        with self.conn.pipeline():
-            instances = self._select("instances", INSTANCE_COLUMNS, "id = ANY(%s)", keys.instances)
-            hosts = self._select("hosts", HOST_COLUMNS, "id = ANY(%s)", keys.hosts)
+    def load_into(self, ws: _WorkingSet, keys: Keys, conn: psycopg.Connection[Any] | None = None) -> None:
+        """Add to ``ws`` the rows of ``keys`` the tables hold (one round trip; on ``conn``, else the
+        view's connection); ``ws.stored_*`` are the caller's to settle."""
+        conn = conn if conn is not None else self.conn
+        with conn.pipeline():
+            instances = self._select("instances", INSTANCE_COLUMNS, "id = ANY(%s)", keys.instances, conn=conn)
+            hosts = self._select("hosts", HOST_COLUMNS, "id = ANY(%s)", keys.hosts, conn=conn)
             pairs = list(keys.claims)
             where = "(host_id, instance_id) IN (SELECT * FROM unnest(%s::uuid[], %s::text[]))"
             by_pair = ([h for h, _ in pairs], [i for _, i in pairs])
-            claims = self._select("host_claims", CLAIM_COLUMNS, where, keys.claims, *by_pair)
-            flavors = self._select("flavors", FLAVOR_COLUMNS, "id = ANY(%s)", keys.flavors)
+            claims = self._select("host_claims", CLAIM_COLUMNS, where, keys.claims, *by_pair, conn=conn)
+            flavors = self._select("flavors", FLAVOR_COLUMNS, "id = ANY(%s)", keys.flavors, conn=conn)
         ws.instances.update((row["id"], row) for row in _rows(instances))
         ws.hosts.update((row["id"], row) for row in _rows(hosts))
         ws.claims.update(((row["host_id"], row["instance_id"]), row) for row in _rows(claims))
@@ -239,7 +242,13 @@ class ReadModelView(TrackingRecorder):
         self._ws = ws
 
     def _select(
-        self, table: str, columns: Sequence[str], where: str, keys: frozenset[Any], *params: Any
+        self,
+        table: str,
+        columns: Sequence[str],
+        where: str,
+        keys: frozenset[Any],
+        *params: Any,
+        conn: psycopg.Connection[Any] | None = None,
     ) -> psycopg.Cursor[Row] | None:
         """Send the query (in pipeline mode its rows are fetched later); None when no key asks for it."""
         if not keys:
@@ -253,7 +262,7 @@ class ReadModelView(TrackingRecorder):
                 sql.SQL(where),  # type: ignore[arg-type]
             ),
         )
-        cur = self.conn.cursor(row_factory=psycopg.rows.dict_row)
+        cur = (conn or self.conn).cursor(row_factory=psycopg.rows.dict_row)
         cur.execute(query, params or (list(keys),))
         return cur
 

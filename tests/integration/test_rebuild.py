@@ -248,9 +248,9 @@ def test_a_replay_that_lets_carried_rows_go_reads_them_back_and_rebuilds_what_a_
     reads: list[int] = []
     load_into = ReadModelView.load_into
 
-    def counted(self: ReadModelView, ws: Any, keys: Any) -> None:
+    def counted(self: ReadModelView, ws: Any, keys: Any, conn: Any = None) -> None:
         reads.append(len(keys.instances) + len(keys.hosts) + len(keys.claims) + len(keys.flavors))
-        load_into(self, ws, keys)
+        load_into(self, ws, keys, conn)
 
     monkeypatch.setattr(ReadModelView, "load_into", counted)
     rebuild(rm, app.recorder, app.mapper, batch_size=97)  # type: ignore[arg-type]
