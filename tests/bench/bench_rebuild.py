@@ -57,6 +57,7 @@ from projections.rawlog import replay_log
 from projections.rebuild import rebuild
 from projections.runner import catch_up
 from projections.schema import INSTANCE_COLUMNS, LIVE_SCHEMA, create_schema
+from stratus import collector
 from stratus.config import Settings
 from stratus.eventstore import Factory, JetStreamApplicationRecorder, NatsBridge
 from stratus.natsserver import NatsServer
@@ -431,8 +432,9 @@ def run_round(
         nats-py while more than a batch behind), then the rest through nats-py."""
         fresh_schema(conn, "bench_live")
         live = Projector(recorder, mapper, conn, schema="bench_live", batch_size=CATCH_UP_BATCH)
-        catch_up(live, recorder, threading.Event())
-        position = live.catch_up()
+        with collector.frozen():  # as ``stratus projector`` runs (processes/projector.py)
+            catch_up(live, recorder, threading.Event())
+            position = live.catch_up()
         if position != total:
             raise RuntimeError(f"the catch-up reached {position}, the log has {total}")
         return position
@@ -442,7 +444,8 @@ def run_round(
     replays: list[float] = []
 
     def rebuilt(raw_read: bool) -> int:
-        result = rebuild(conn, recorder, mapper, batch_size=batch_size, raw_read=raw_read)
+        with collector.frozen():  # as ``stratus rebuild`` runs (processes/rebuild.py)
+            result = rebuild(conn, recorder, mapper, batch_size=batch_size, raw_read=raw_read)
         if result.position != total:
             raise RuntimeError(f"rebuild reached {result.position}, the log has {total}")
         replays.append(result.replay_seconds)
