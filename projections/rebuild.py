@@ -2,7 +2,8 @@
 
 Why: a fix in the projection, a new column, or doubt about the data all have the same answer in an
 event-sourced system: replay. The replay fills fresh tables in the schema ``stratus_rm_new`` while
-the live runner keeps serving ``stratus_rm``. Then, holding the writers' advisory lock (so the live
+the live runner keeps serving ``stratus_rm``; the secondary indexes of ``instances`` are built once the
+replay is done, not kept up to date through it. Then, holding the writers' advisory lock (so the live
 runner is between batches), it applies the last few events and renames the schemas in one
 transaction. Readers name ``stratus_rm.<table>`` and see either the old or the new generation,
 never neither; the live runner's next batch finds the tracking position moved and re-seeks.
@@ -30,6 +31,7 @@ from projections.schema import (
     REBUILD_LOCK,
     WRITER_LOCK,
     analyze,
+    create_indexes,
     create_schema,
     schema_exists,
 )
@@ -88,7 +90,7 @@ def rebuild(
         with replay_log(log, raw=raw_read) as source:
             with conn.transaction():
                 conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(NEW_SCHEMA)))
-                create_schema(conn, NEW_SCHEMA)
+                create_schema(conn, NEW_SCHEMA, indexes=False)  # made once the replay is done
             projector = Projector(
                 source, mapper, conn, schema=NEW_SCHEMA, batch_size=batch_size, lock=False,
                 quarantine=quarantine, part="rebuild", trust=trust, fresh=True,
@@ -101,6 +103,8 @@ def rebuild(
             replayed = projector.catch_up(until=head)
             while (head := _head(log)) - replayed > batch_size:
                 replayed = projector.catch_up(until=head)
+            with conn.transaction():  # each index in one pass over its table, the live runner not held
+                create_indexes(conn, NEW_SCHEMA)
             analyze(conn, NEW_SCHEMA)  # its first readers are planned on statistics, not on guesses
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))

@@ -4,9 +4,10 @@ The log is read once below nats-py (``RawReader``); then, per pass, this thread'
 ``decode`` (``StoredMessage`` and the projector's entries: the envelope's headers, the trust check if
 any, eventsourcing's mapper with its upcasting, ``Entry``/``Batch``), and ``apply`` (the decoded
 batches applied one after the other into a fresh schema, as ``projections.rebuild`` does:
-``Projector.apply_batch`` with COPY of the new rows), with the PostgreSQL backend's CPU per event
-beside it. No socket and no reader thread: what is left is our process's own work per event, which
-the machine's load moves little. ``--profile``: a cProfile of each stage, top functions by own time.
+``Projector.apply_batch`` with COPY of the new rows, then the indexes it builds after the replay),
+with the PostgreSQL backend's CPU per event beside it. No socket and no reader thread: what is left
+is our process's own work per event, which the machine's load moves little. ``--profile``: a
+cProfile of each stage, top functions by own time.
 
     python -m tests.bench.cpu_rebuild_stages [--events 8000] [--passes 5] [--batch-size 2000] [--profile]
 """
@@ -21,6 +22,7 @@ import psycopg
 
 from projections.projector import Batch, Projector
 from projections.rawlog import StoredMessage
+from projections.schema import create_indexes
 from stratus.audit.rawreader import RawReader
 from tests.bench.bench_rebuild import LogBuilder, backend_pid, bench_stores, build_log, fresh_schema
 from tests.bench.cpu_rebuild_read import profiled
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
             def fresh() -> Projector:
                 """A rebuild's projector into an empty schema of its own."""
-                fresh_schema(conn, SCHEMA)
+                fresh_schema(conn, SCHEMA, indexes=False)
                 return Projector(
                     recorder, app.mapper, conn, schema=SCHEMA, batch_size=size, lock=False, fresh=True
                 )
@@ -66,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             def apply(batches: list[Batch]) -> None:
                 for batch in batches:
                     assert projector.apply_batch(batch).applied
+                with conn.transaction():  # the indexes a rebuild builds after its replay
+                    create_indexes(conn, SCHEMA)
 
             print(f"{total} events, batches of {size}; per event, us: decode (thread CPU) | apply (thread "
                   "CPU / its PostgreSQL backend's CPU)")  # fmt: skip
