@@ -83,9 +83,9 @@ class ReadModelView(TrackingRecorder):
         rows_as_json_from: int = 2,
         fresh: bool = False,
     ) -> None:
-        """``fresh``: the schema is a rebuild's, written by this view alone; a batch's instances and
-        claims that its tables do not hold yet are then written with COPY (``copy_new``) and only
-        the others upserted."""
+        """``fresh``: the schema is a rebuild's, written by this view alone; a batch's changed
+        instances (those stored deleted first) and the claims its table does not hold yet are then
+        written with COPY (``copy_new``) and only the others upserted."""
         self.conn = conn
         self.fresh = fresh
         # From how many changed rows of a table ``flush`` sends them as one JSON array in one
@@ -219,15 +219,24 @@ class ReadModelView(TrackingRecorder):
         self._ws = None
 
     def copy_new(self) -> None:
-        """In a fresh schema, COPY the batch's instances and claims its tables do not hold yet (no
-        conflict is possible: nothing else writes there) and leave only the others to ``flush``'s
-        upserts. Outside pipeline mode (COPY cannot run in it), inside the batch's transaction."""
+        """In a fresh schema, COPY the batch's changed instances (those its table holds already
+        deleted first: no conflict is possible, nothing else writes there) and the claims its table
+        does not hold yet, and leave only the others to ``flush``'s upserts. Outside pipeline mode
+        (COPY cannot run in it), inside the batch's transaction.
+
+        A stored instance is deleted and copied rather than upserted: PostgreSQL turns a row into
+        the table's row type from JSON at twice the CPU of reading it from COPY."""
         if not self.fresh:
             return
         ws = self.ws
-        new = ws.dirty_instances - ws.stored_instances
-        self._copy("instances", INSTANCE_COLUMNS, [ws.instances[k] for k in new])
-        ws.dirty_instances -= new
+        if stored := ws.dirty_instances & ws.stored_instances:
+            delete = self._query(
+                "delete instances",
+                lambda: sql.SQL("DELETE FROM {}.instances WHERE id = ANY(%s)").format(self._s),
+            )
+            self.conn.execute(delete, (list(stored),))
+        self._copy("instances", INSTANCE_COLUMNS, [ws.instances[k] for k in ws.dirty_instances])
+        ws.dirty_instances = set()
         added = {k: row for k in ws.dirty_claims - ws.stored_claims if (row := ws.claims[k]) is not None}
         self._copy("host_claims", CLAIM_COLUMNS, list(added.values()))
         ws.dirty_claims -= added.keys()
