@@ -132,14 +132,16 @@ class ReadModelView(TrackingRecorder):
     def load(self, keys: Keys) -> None:
         """Fetch the rows ``keys`` names: one query per table, all sent in one round trip."""
         ws = self._ws = _WorkingSet()
+        # the keys as binary arrays (%b): 0.2 us a key to dump, against 1.2 us as a text array (each
+        # element made text, then checked for what needs quoting)
         with self.conn.pipeline():
-            instances = self._select("instances", INSTANCE_COLUMNS, "id = ANY(%s)", keys.instances)
-            hosts = self._select("hosts", HOST_COLUMNS, "id = ANY(%s)", keys.hosts)
+            instances = self._select("instances", INSTANCE_COLUMNS, "id = ANY(%b)", keys.instances)
+            hosts = self._select("hosts", HOST_COLUMNS, "id = ANY(%b)", keys.hosts)
             pairs = list(keys.claims)
-            where = "(host_id, instance_id) IN (SELECT * FROM unnest(%s::uuid[], %s::text[]))"
+            where = "(host_id, instance_id) IN (SELECT * FROM unnest(%b::uuid[], %b::text[]))"
             by_pair = ([h for h, _ in pairs], [i for _, i in pairs])
             claims = self._select("host_claims", CLAIM_COLUMNS, where, keys.claims, *by_pair)
-            flavors = self._select("flavors", FLAVOR_COLUMNS, "id = ANY(%s)", keys.flavors)
+            flavors = self._select("flavors", FLAVOR_COLUMNS, "id = ANY(%b)", keys.flavors)
         ws.instances = {row["id"]: row for row in _rows(instances)}
         ws.hosts = {row["id"]: row for row in _rows(hosts)}
         ws.claims = {(row["host_id"], row["instance_id"]): row for row in _rows(claims)}
@@ -232,7 +234,7 @@ class ReadModelView(TrackingRecorder):
         if stored := ws.dirty_instances & ws.stored_instances:
             delete = self._query(
                 "delete instances",
-                lambda: sql.SQL("DELETE FROM {}.instances WHERE id = ANY(%s)").format(self._s),
+                lambda: sql.SQL("DELETE FROM {}.instances WHERE id = ANY(%b)").format(self._s),
             )
             self.conn.execute(delete, (list(stored),))
         self._copy("instances", INSTANCE_COLUMNS, [ws.instances[k] for k in ws.dirty_instances])
@@ -288,7 +290,7 @@ class ReadModelView(TrackingRecorder):
                 "delete claims",
                 lambda: sql.SQL(
                     "DELETE FROM {}.host_claims "
-                    "WHERE (host_id, instance_id) IN (SELECT * FROM unnest(%s::uuid[], %s::text[]))"
+                    "WHERE (host_id, instance_id) IN (SELECT * FROM unnest(%b::uuid[], %b::text[]))"
                 ).format(self._s),
             )
             self.conn.execute(delete, ([h for h, _ in gone], [i for _, i in gone]))
