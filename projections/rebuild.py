@@ -13,8 +13,9 @@ Run it as ``stratus rebuild`` (its composition root: ``processes/rebuild.py``); 
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -100,12 +101,13 @@ def rebuild(
             head = _head(log)
             if progress is not None:
                 projector.progress = lambda position: progress(position, head)
-            replayed = projector.catch_up(until=head)
-            while (head := _head(log)) - replayed > batch_size:
+            with _commits_not_waiting_for_the_disk(conn):
                 replayed = projector.catch_up(until=head)
-            with conn.transaction():  # each index in one pass over its table, the live runner not held
-                create_indexes(conn, NEW_SCHEMA)
-            analyze(conn, NEW_SCHEMA)  # its first readers are planned on statistics, not on guesses
+                while (head := _head(log)) - replayed > batch_size:
+                    replayed = projector.catch_up(until=head)
+                with conn.transaction():  # each index in one pass over its table, the live runner not held
+                    create_indexes(conn, NEW_SCHEMA)
+                analyze(conn, NEW_SCHEMA)  # its first readers are planned on statistics, not on guesses
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
                 # The live runner now waits for this lock: apply what arrived during the replay, up to the
@@ -132,6 +134,21 @@ def rebuild(
         if not conn.broken:  # a lost session has released its locks already
             conn.execute("SELECT pg_advisory_unlock(%s)", (REBUILD_LOCK,))
     return RebuildResult(position, replayed, time.monotonic() - started)
+
+
+@contextlib.contextmanager
+def _commits_not_waiting_for_the_disk(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """The replay's commits return before their WAL is flushed (``synchronous_commit`` off: 0.4 ms a
+    commit instead of 2 here). Nothing is lost that matters: a crash of PostgreSQL ends the rebuild
+    and the next one drops the new schema whatever it holds, and the swap's commit, synchronous
+    again, flushes everything written before it."""
+    row = conn.execute("SELECT current_setting('synchronous_commit')").fetchone()
+    conn.execute("SELECT set_config('synchronous_commit', 'off', false)")
+    try:
+        yield
+    finally:
+        if row is not None and not (conn.closed or conn.broken):
+            conn.execute("SELECT set_config('synchronous_commit', %s, false)", (row[0],))
 
 
 def _head(log: EventLog) -> int:

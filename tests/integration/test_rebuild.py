@@ -174,6 +174,22 @@ def test_a_rebuild_indexes_instances_after_its_replay_as_the_schema_it_replaces(
     assert len(_as_text(rm, LIVE_SCHEMA)["instances"]) == 30
 
 
+def test_the_replays_commits_do_not_wait_for_the_disk_then_the_setting_is_the_callers(
+    app: Stratus, database_url: str
+) -> None:
+    populate(app, instances=10, hosts=1, chunk=10)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        seen: list[str] = []
+
+        def progress(position: int, head: int) -> None:
+            seen.append(conn.execute("SHOW synchronous_commit").fetchone()[0])  # type: ignore[index]
+
+        conn.execute("SET synchronous_commit = local")
+        rebuild(conn, app.recorder, app.mapper, batch_size=10, progress=progress)  # type: ignore[arg-type]
+        assert seen and set(seen) == {"off"}
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("local",)  # the caller's, again
+
+
 def _as_text(conn: psycopg.Connection[Any], schema: str) -> dict[str, list[str]]:
     """Every table of a generation, each row as PostgreSQL prints it, in key order (tracking: its
     position, without the time it was written)."""
