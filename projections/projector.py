@@ -310,7 +310,8 @@ class Projector:
 
     def _apply_fresh(self, batch: Batch) -> BatchResult:
         """``_apply_once`` into a rebuild's fresh tables: the same transaction, with the batch's new
-        rows COPYed between the pipelined reads and the pipelined writes (COPY leaves pipeline mode)."""
+        rows COPYed between the pipelined reads and the pipelined writes (COPY leaves pipeline mode).
+        Once it has committed, the view carries the rows it wrote to the next batch."""
         with self.conn.transaction():
             try:
                 with self.conn.pipeline():
@@ -322,6 +323,7 @@ class Projector:
                 self.view.flush(batch.last)
             finally:
                 self.view.discard()
+        self.view.committed()
         return BatchResult(True, batch.last, len(batch.entries), len(batch.events))
 
     def _process(self, batch: Batch) -> None:

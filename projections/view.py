@@ -11,10 +11,11 @@ the tracking position and its NOTIFY, all committed together by the projector
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 from uuid import UUID
 
 import psycopg
@@ -37,8 +38,12 @@ from stratus.serialization import dumps
 
 Row = dict[str, Any]
 ClaimKey = tuple[UUID, str]
+K = TypeVar("K", UUID, ClaimKey)
 # How many composed statements a view keeps (``ReadModelView._query``): a few dozen are made.
 _QUERIES_KEPT = 1024
+# How many rows of instances, and of claims, a fresh view carries from batch to batch (``_Carried``):
+# a server's events span a few batches of a rebuild; about 10 MB of rows at most.
+CARRIED_ROWS = 4096
 
 
 @dataclass
@@ -56,6 +61,7 @@ class _WorkingSet:
     # The rows the tables already held when the batch began (those not here are new to the table).
     stored_instances: frozenset[UUID] = frozenset()
     stored_claims: frozenset[ClaimKey] = frozenset()
+    keys: Keys | None = None  # the rows the batch asked for
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,40 @@ class Keys:
     hosts: frozenset[UUID] = frozenset()
     claims: frozenset[ClaimKey] = frozenset()
     flavors: frozenset[UUID] = frozenset()
+
+
+class _Carried(Generic[K]):
+    """A table's rows as the last committed batches left them (None: the table has no such row), for
+    a fresh schema, which nothing but its view writes: the next batches take them from here instead
+    of reading them again. The ``limit`` most recently written or read are kept."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.rows: dict[K, Row | None] = {}
+
+    def split(self, keys: frozenset[K]) -> tuple[dict[K, Row], frozenset[K]]:
+        """The rows of ``keys`` carried (each a copy: the batch may replace its values) and the keys
+        to read from the table."""
+        rows = self.rows
+        found: dict[K, Row] = {}
+        if not rows:  # a live view's (nothing is carried), or a rebuild's first batch
+            return found, keys
+        unknown: list[K] = []
+        for key in keys:
+            if key not in rows:
+                unknown.append(key)
+            elif (row := rows[key]) is not None:
+                found[key] = dict(row)
+        return found, frozenset(unknown)
+
+    def update(self, rows: Iterable[tuple[K, Row | None]]) -> None:
+        carried = self.rows
+        for key, row in rows:
+            carried.pop(key, None)  # to the end: the most recent
+            carried[key] = row
+        if (excess := len(carried) - self.limit) > 0:
+            for key in list(itertools.islice(carried, excess)):
+                del carried[key]
 
 
 class ReadModelView(TrackingRecorder):
@@ -85,7 +125,8 @@ class ReadModelView(TrackingRecorder):
     ) -> None:
         """``fresh``: the schema is a rebuild's, written by this view alone; a batch's changed
         instances (those stored deleted first) and the claims its table does not hold yet are then
-        written with COPY (``copy_new``) and only the others upserted."""
+        written with COPY (``copy_new``) and only the others upserted, and the instances and claims
+        of the last batches are carried to the next ones (``committed``), not read again."""
         self.conn = conn
         self.fresh = fresh
         # From how many changed rows of a table ``flush`` sends them as one JSON array in one
@@ -100,6 +141,9 @@ class ReadModelView(TrackingRecorder):
             set_json_dumps(_dumps_str, conn)
             conn.adapters.register_dumper(None, _JsonbCopyDumper)  # COPY's jsonb columns (``_copy``)
         self._ws: _WorkingSet | None = None
+        self._flushed: _WorkingSet | None = None  # a fresh view's batch written, not yet committed
+        self._carried_instances = _Carried[UUID](CARRIED_ROWS if fresh else 0)
+        self._carried_claims = _Carried[ClaimKey](CARRIED_ROWS if fresh else 0)
 
     def _query(self, key: Hashable, compose: Callable[[], sql.Composable]) -> bytes:
         """The statement ``compose`` makes, as the bytes sent, composed once per view: quoting a
@@ -130,21 +174,27 @@ class ReadModelView(TrackingRecorder):
 
     # -- the batch's working set --------------------------------------------------------------
     def load(self, keys: Keys) -> None:
-        """Fetch the rows ``keys`` names: one query per table, all sent in one round trip."""
-        ws = self._ws = _WorkingSet()
+        """Fetch the rows ``keys`` names (those not carried from the last batches): one query per
+        table, all sent in one round trip."""
+        ws = self._ws = _WorkingSet(keys=keys)
+        self._flushed = None  # what an attempt that did not commit wrote
+        carried_instances, instance_keys = self._carried_instances.split(keys.instances)
+        carried_claims, claim_keys = self._carried_claims.split(keys.claims)
         # the keys as binary arrays (%b): 0.2 us a key to dump, against 1.2 us as a text array (each
         # element made text, then checked for what needs quoting)
         with self.conn.pipeline():
-            instances = self._select("instances", INSTANCE_COLUMNS, "id = ANY(%b)", keys.instances)
+            instances = self._select("instances", INSTANCE_COLUMNS, "id = ANY(%b)", instance_keys)
             hosts = self._select("hosts", HOST_COLUMNS, "id = ANY(%b)", keys.hosts)
-            pairs = list(keys.claims)
+            pairs = list(claim_keys)
             where = "(host_id, instance_id) IN (SELECT * FROM unnest(%b::uuid[], %b::text[]))"
             by_pair = ([h for h, _ in pairs], [i for _, i in pairs])
-            claims = self._select("host_claims", CLAIM_COLUMNS, where, keys.claims, *by_pair)
+            claims = self._select("host_claims", CLAIM_COLUMNS, where, claim_keys, *by_pair)
             flavors = self._select("flavors", FLAVOR_COLUMNS, "id = ANY(%b)", keys.flavors)
         ws.instances = {row["id"]: row for row in _rows(instances)}
+        ws.instances.update(carried_instances)
         ws.hosts = {row["id"]: row for row in _rows(hosts)}
         ws.claims = {(row["host_id"], row["instance_id"]): row for row in _rows(claims)}
+        ws.claims.update(carried_claims)
         ws.flavors = {row["id"]: row for row in _rows(flavors)}
         ws.stored_instances = frozenset(ws.instances)
         ws.stored_claims = frozenset(ws.claims)
@@ -218,7 +268,21 @@ class ReadModelView(TrackingRecorder):
         """Write every changed row, then the tracking position and its NOTIFY (delivered at commit)."""
         with self.conn.pipeline():
             self._write(position)
+        if self.fresh:
+            self._flushed = self._ws
         self._ws = None
+
+    def committed(self) -> None:
+        """The transaction of the batch last flushed has committed (the projector's word): in a
+        fresh schema, its instances and claims, as the tables now hold them, are carried to the next
+        batches. Until then (a batch rolled back, bisected, retried) what is carried stays what the
+        tables held before it."""
+        ws, self._flushed = self._flushed, None
+        if ws is None or ws.keys is None:
+            return
+        instances, claims = ws.instances, ws.claims
+        self._carried_instances.update((k, instances.get(k)) for k in ws.keys.instances | instances.keys())
+        self._carried_claims.update((k, claims.get(k)) for k in ws.keys.claims | claims.keys())
 
     def copy_new(self) -> None:
         """In a fresh schema, COPY the batch's changed instances (those its table holds already
