@@ -11,7 +11,7 @@ import psycopg
 from psycopg import sql
 
 from commands.app import Stratus
-from projections.schema import create_schema
+from projections.schema import INSTANCE_COLUMNS, create_schema
 from tests.fixtures.projections import head, make_projector, populate, snapshot
 
 
@@ -46,3 +46,15 @@ def test_rows_new_to_a_fresh_schema_copied_equal_rows_upserted(
     copied = _projected(app, rm, "rm_copied", 1, fresh=True)
     assert len(copied["instances"]) == 120 and copied["host_claims"]
     assert copied == upserted
+
+
+def test_a_fresh_view_writes_every_column_of_instances(rm: psycopg.Connection[Any]) -> None:
+    # a fresh schema's changed servers are deleted and COPYed with these columns: no other may exist
+    with rm.transaction():
+        rm.execute("DROP SCHEMA IF EXISTS rm_columns CASCADE")
+        create_schema(rm, "rm_columns")
+    found = rm.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = 'rm_columns.instances'::regclass "
+        "AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
+    ).fetchall()
+    assert sorted(name for (name,) in found) == sorted(INSTANCE_COLUMNS)
