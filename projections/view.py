@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 from uuid import UUID
@@ -39,6 +39,7 @@ from stratus.serialization import dumps
 Row = dict[str, Any]
 ClaimKey = tuple[UUID, str]
 K = TypeVar("K", UUID, ClaimKey)
+_UNKNOWN: Any = object()  # a key ``_Carried`` knows nothing of
 # How many composed statements a view keeps (``ReadModelView._query``): a few dozen are made.
 _QUERIES_KEPT = 1024
 # How many rows of instances, and of claims, a fresh view carries from batch to batch (``_Carried``):
@@ -77,7 +78,8 @@ class Keys:
 class _Carried(Generic[K]):
     """A table's rows as the last committed batches left them (None: the table has no such row), for
     a fresh schema, which nothing but its view writes: the next batches take them from here instead
-    of reading them again. The ``limit`` most recently written or read are kept."""
+    of reading them again. At most ``limit``, the first carried leaving first (a row that left is
+    read again, then carried anew)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -92,17 +94,17 @@ class _Carried(Generic[K]):
             return found, keys
         unknown: list[K] = []
         for key in keys:
-            if key not in rows:
+            if (row := rows.get(key, _UNKNOWN)) is _UNKNOWN:
                 unknown.append(key)
-            elif (row := rows[key]) is not None:
+            elif row is not None:
                 found[key] = dict(row)
         return found, frozenset(unknown)
 
-    def update(self, rows: Iterable[tuple[K, Row | None]]) -> None:
+    def update(self, rows: Mapping[K, Row | None], asked: frozenset[K]) -> None:
+        """Carry ``rows`` as a batch committed them, and the keys ``asked`` that it found nowhere."""
         carried = self.rows
-        for key, row in rows:
-            carried.pop(key, None)  # to the end: the most recent
-            carried[key] = row
+        carried.update(rows)
+        carried.update(dict.fromkeys(asked - rows.keys()))
         if (excess := len(carried) - self.limit) > 0:
             for key in list(itertools.islice(carried, excess)):
                 del carried[key]
@@ -280,9 +282,8 @@ class ReadModelView(TrackingRecorder):
         ws, self._flushed = self._flushed, None
         if ws is None or ws.keys is None:
             return
-        instances, claims = ws.instances, ws.claims
-        self._carried_instances.update((k, instances.get(k)) for k in ws.keys.instances | instances.keys())
-        self._carried_claims.update((k, claims.get(k)) for k in ws.keys.claims | claims.keys())
+        self._carried_instances.update(ws.instances, ws.keys.instances)
+        self._carried_claims.update(ws.claims, ws.keys.claims)
 
     def copy_new(self) -> None:
         """In a fresh schema, COPY the batch's changed instances (those its table holds already
