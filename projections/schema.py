@@ -106,13 +106,6 @@ CREATE TABLE {s}.instances (
     version integer NOT NULL,
     position bigint NOT NULL
 );
--- Nova's paging: newest first within a project (or across projects for an admin).
-CREATE INDEX ON {s}.instances (project_id, created_at DESC, id DESC);
-CREATE INDEX ON {s}.instances (created_at DESC, id DESC);
-CREATE INDEX ON {s}.instances (status);
-CREATE INDEX ON {s}.instances (host);
-CREATE INDEX ON {s}.instances (name);
-CREATE INDEX ON {s}.instances (updated_at);
 
 CREATE TABLE {s}.hosts (
     id uuid PRIMARY KEY,
@@ -185,6 +178,20 @@ INSERT INTO {s}.tracking (singleton, position) VALUES (true, 0);
 """
 
 
+# The secondary indexes of ``instances``: only its readers use them, never a write of the projection
+# (a batch reads and writes its rows by their key), so a rebuild builds them once its replay is done
+# (``create_schema(indexes=False)``, then ``create_indexes``) instead of keeping them up to date
+# through every row's inserts and updates.
+_INSTANCE_INDEXES = """
+-- Nova's paging: newest first within a project (or across projects for an admin).
+CREATE INDEX ON {s}.instances (project_id, created_at DESC, id DESC);
+CREATE INDEX ON {s}.instances (created_at DESC, id DESC);
+CREATE INDEX ON {s}.instances (status);
+CREATE INDEX ON {s}.instances (host);
+CREATE INDEX ON {s}.instances (name);
+CREATE INDEX ON {s}.instances (updated_at);
+"""
+
 # The page indexes of listings that leave deleted servers out (every list but an admin's
 # ``deleted=True``): a page then never reads past deleted rows. Deleted servers stay in ``instances``
 # (Nova keeps its soft-deleted rows), so with the full indexes alone a first page read every deleted
@@ -206,17 +213,29 @@ ALTER TABLE {s}.instances ADD COLUMN IF NOT EXISTS config_drive boolean NOT NULL
 """
 
 
-def create_schema(conn: psycopg.Connection[Any], schema: str) -> None:
-    """Create ``schema`` with empty read-model tables at position 0 (in the caller's transaction)."""
+def create_schema(conn: psycopg.Connection[Any], schema: str, *, indexes: bool = True) -> None:
+    """Create ``schema`` with empty read-model tables at position 0 (in the caller's transaction).
+
+    ``indexes=False``: without the secondary indexes of ``instances``, for a rebuild's replay, which
+    makes them with ``create_indexes`` when it is done (keys and unique constraints are always made)."""
     s = sql.Identifier(schema)
     conn.execute(sql.SQL("CREATE SCHEMA {}").format(s))
     conn.execute(sql.SQL(_DDL).format(s=s))  # type: ignore[arg-type]
-    conn.execute(sql.SQL(_LIVE_PAGE_INDEXES).format(s=s))  # type: ignore[arg-type]
+    if indexes:
+        create_indexes(conn, schema)
     conn.execute(sql.SQL(identity.DDL).format(s=s))  # type: ignore[arg-type]
     conn.execute(sql.SQL(images.DDL).format(s=s))  # type: ignore[arg-type]
     conn.execute(sql.SQL(keypairs.DDL).format(s=s))  # type: ignore[arg-type]
     conn.execute(sql.SQL(operations.DDL).format(s=s))  # type: ignore[arg-type]
     conn.execute(sql.SQL(metadefs.DDL).format(s=s))  # type: ignore[arg-type]
+
+
+def create_indexes(conn: psycopg.Connection[Any], schema: str) -> None:
+    """Make the secondary indexes of ``schema``'s ``instances`` left out by ``create_schema(indexes=False)``
+    (the same names and definitions as ``create_schema`` makes), each in one pass over the table."""
+    s = sql.Identifier(schema)
+    conn.execute(sql.SQL(_INSTANCE_INDEXES).format(s=s))  # type: ignore[arg-type]
+    conn.execute(sql.SQL(_LIVE_PAGE_INDEXES).format(s=s))  # type: ignore[arg-type]
 
 
 def schema_exists(conn: psycopg.Connection[Any], schema: str) -> bool:

@@ -224,14 +224,16 @@ class ReadModelView(TrackingRecorder):
         """Add to ``ws`` the rows of ``keys`` the tables hold (one round trip; on ``conn``, else the
         view's connection); ``ws.stored_*`` are the caller's to settle."""
         conn = conn if conn is not None else self.conn
+        # the keys as binary arrays (%b): 0.2 us a key to dump, against 1.2 us as a text array (each
+        # element made text, then checked for what needs quoting)
         with conn.pipeline():
-            instances = self._select("instances", INSTANCE_COLUMNS, "id = ANY(%s)", keys.instances, conn=conn)
-            hosts = self._select("hosts", HOST_COLUMNS, "id = ANY(%s)", keys.hosts, conn=conn)
+            instances = self._select("instances", INSTANCE_COLUMNS, "id = ANY(%b)", keys.instances, conn=conn)
+            hosts = self._select("hosts", HOST_COLUMNS, "id = ANY(%b)", keys.hosts, conn=conn)
             pairs = list(keys.claims)
-            where = "(host_id, instance_id) IN (SELECT * FROM unnest(%s::uuid[], %s::text[]))"
+            where = "(host_id, instance_id) IN (SELECT * FROM unnest(%b::uuid[], %b::text[]))"
             by_pair = ([h for h, _ in pairs], [i for _, i in pairs])
             claims = self._select("host_claims", CLAIM_COLUMNS, where, keys.claims, *by_pair, conn=conn)
-            flavors = self._select("flavors", FLAVOR_COLUMNS, "id = ANY(%s)", keys.flavors, conn=conn)
+            flavors = self._select("flavors", FLAVOR_COLUMNS, "id = ANY(%b)", keys.flavors, conn=conn)
         ws.instances.update((row["id"], row) for row in _rows(instances))
         ws.hosts.update((row["id"], row) for row in _rows(hosts))
         ws.claims.update(((row["host_id"], row["instance_id"]), row) for row in _rows(claims))
@@ -321,15 +323,27 @@ class ReadModelView(TrackingRecorder):
             self._ws = None
 
     def copy_new(self, ws: _WorkingSet | None = None) -> None:
-        """In a fresh schema, COPY the batch's instances and claims its tables do not hold yet (no
-        conflict is possible: nothing else writes there) and leave only the others to ``flush``'s
-        upserts. Outside pipeline mode (COPY cannot run in it), inside the batch's transaction."""
+        """In a fresh schema, COPY the batch's changed instances (those its table holds already
+        deleted first: no conflict is possible, nothing else writes there) and the claims its table
+        does not hold yet, and leave only the others to ``flush``'s upserts. Outside pipeline mode
+        (COPY cannot run in it), inside the batch's transaction. ``ws``: a working set handed over
+        (a catch-up's writer thread), else the batch's own.
+
+        A stored instance is deleted and copied rather than upserted: PostgreSQL turns a row into
+        the table's row type from JSON, then resolves the conflict, at two to three times the CPU of
+        a delete by key and a COPY row. The table has no column but ``INSTANCE_COLUMNS`` (no
+        statement writes it), so a rewritten row loses nothing."""
         if not self.fresh:
             return
         ws = ws if ws is not None else self.ws
-        new = ws.dirty_instances - ws.stored_instances
-        self._copy("instances", INSTANCE_COLUMNS, [ws.instances[k] for k in new])
-        ws.dirty_instances -= new
+        if stored := ws.dirty_instances & ws.stored_instances:
+            delete = self._query(
+                "delete instances",
+                lambda: sql.SQL("DELETE FROM {}.instances WHERE id = ANY(%b)").format(self._s),
+            )
+            self.conn.execute(delete, (list(stored),))
+        self._copy("instances", INSTANCE_COLUMNS, [ws.instances[k] for k in ws.dirty_instances])
+        ws.dirty_instances = set()
         added = {k: row for k in ws.dirty_claims - ws.stored_claims if (row := ws.claims[k]) is not None}
         self._copy("host_claims", CLAIM_COLUMNS, list(added.values()))
         ws.dirty_claims -= added.keys()
@@ -380,7 +394,7 @@ class ReadModelView(TrackingRecorder):
                 "delete claims",
                 lambda: sql.SQL(
                     "DELETE FROM {}.host_claims "
-                    "WHERE (host_id, instance_id) IN (SELECT * FROM unnest(%s::uuid[], %s::text[]))"
+                    "WHERE (host_id, instance_id) IN (SELECT * FROM unnest(%b::uuid[], %b::text[]))"
                 ).format(self._s),
             )
             self.conn.execute(delete, ([h for h, _ in gone], [i for _, i in gone]))

@@ -302,10 +302,11 @@ def upsert_rows(conn: psycopg.Connection[Any], schema: str, rows: list[dict[str,
     return len(rows)
 
 
-def fresh_schema(conn: psycopg.Connection[Any], name: str) -> None:
+def fresh_schema(conn: psycopg.Connection[Any], name: str, *, indexes: bool = True) -> None:
+    """An empty schema ``name`` (``indexes=False``: as a rebuild's replay starts, ``create_schema``)."""
     with conn.transaction():
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
-        create_schema(conn, name)
+        create_schema(conn, name, indexes=indexes)
 
 
 # -- PostgreSQL -----------------------------------------------------------------------------------

@@ -5,13 +5,13 @@ it, ``RawLog.read_messages`` in batches: the socket, the frames, the messages ha
 (``Projector._decoded`` on those messages: the envelope's headers, the trust check if any,
 eventsourcing's mapper with its upcasting, ``Entry``/``Batch``), and ``apply`` (the decoded
 batches applied one after the other into a fresh schema, as ``projections.rebuild`` does:
-``Projector.apply_batch`` with COPY of the new rows), with the PostgreSQL backend's CPU per event
-beside it. No reader thread, and decode and apply work on messages already read: what is left is
-our process's own work per event, which the machine's load moves little. Then ``fetch``: read and
-decode again, batch by batch with two batches alive, as the projector's reader thread does, with the
-collector on and frozen as ``stratus rebuild`` runs it (``stratus.collector.frozen``): the stages
-above together, with the collector's share. ``--profile``: a cProfile of each stage, top functions
-by own time.
+``Projector.apply_batch`` with COPY of the new rows, then the indexes it builds after the replay),
+with the PostgreSQL backend's CPU per event beside it. No reader thread, and decode and apply work on
+messages already read: what is left is our process's own work per event, which the machine's load
+moves little. Then ``fetch``: read and decode again, batch by batch with two batches alive, as the
+projector's reader thread does, with the collector on and frozen as ``stratus rebuild`` runs it
+(``stratus.collector.frozen``): the stages above together, with the collector's share.
+``--profile``: a cProfile of each stage, top functions by own time.
 
     python -m tests.bench.cpu_rebuild_stages [--events 8000] [--passes 5] [--batch-size 2000] [--profile]
         [--no-apply]
@@ -29,6 +29,7 @@ import psycopg
 
 from projections.projector import Batch, Projector
 from projections.rawlog import RawLog
+from projections.schema import create_indexes
 from stratus import collector
 from stratus.audit.rawreader import RawReader
 from tests.bench.bench_rebuild import LogBuilder, backend_pid, bench_stores, build_log, fresh_schema
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
             def fresh() -> Projector:
                 """A rebuild's projector into an empty schema of its own."""
-                fresh_schema(conn, SCHEMA)
+                fresh_schema(conn, SCHEMA, indexes=False)
                 return Projector(
                     recorder, app.mapper, conn, schema=SCHEMA, batch_size=size, lock=False, fresh=True
                 )
@@ -101,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             def apply(batches: list[Batch]) -> None:
                 for batch in batches:
                     assert projector.apply_batch(batch).applied
+                with conn.transaction():  # the indexes a rebuild builds after its replay
+                    create_indexes(conn, SCHEMA)
 
             print(f"{total} events, batches of {size}; per event, us: read, decode (thread CPU) | apply "
                   "(thread CPU / its PostgreSQL backend's CPU) | fetch (thread CPU)")  # fmt: skip

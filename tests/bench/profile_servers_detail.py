@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
                     client.simulate_get(PATH, headers=headers)
                 profiler.disable()
                 out = io.StringIO()
-                pstats.Stats(profiler, stream=out).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(int(os.environ.get("TOP", "40")))
+                pstats.Stats(profiler, stream=out).sort_stats(
+                    os.environ.get("SORT", "cumulative")
+                ).print_stats(int(os.environ.get("TOP", "40")))
                 print(out.getvalue())
         finally:
             close()

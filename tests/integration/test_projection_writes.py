@@ -1,7 +1,7 @@
 """The projector's ways of writing a batch's changed rows give the same read models: one prepared
 execution a row, all of a table's rows as one JSON array in one statement (``ReadModelView``'s
-``rows_as_json_from``), or, in a rebuild's fresh schema, the rows new to a table with COPY
-(``fresh``)."""
+``rows_as_json_from``), or, in a rebuild's fresh schema, the changed instances and the claims new
+to their table with COPY (``fresh``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import psycopg
 from psycopg import sql
 
 from commands.app import Stratus
-from projections.schema import create_schema
+from projections.schema import INSTANCE_COLUMNS, create_schema
 from tests.fixtures.projections import head, make_projector, populate, snapshot
 
 
@@ -40,9 +40,21 @@ def test_rows_written_as_one_json_array_equal_rows_written_one_by_one(
 def test_rows_new_to_a_fresh_schema_copied_equal_rows_upserted(
     app: Stratus, rm: psycopg.Connection[Any]
 ) -> None:
-    # batches of 97: a server's events span batches, so its row is COPYed once, then upserted
+    # batches of 97: a server's events span batches, so its row is COPYed, then deleted and COPYed again
     populate(app, instances=120, hosts=4, chunk=40)
     upserted = _projected(app, rm, "rm_upserted", 1)
     copied = _projected(app, rm, "rm_copied", 1, fresh=True)
     assert len(copied["instances"]) == 120 and copied["host_claims"]
     assert copied == upserted
+
+
+def test_a_fresh_view_writes_every_column_of_instances(rm: psycopg.Connection[Any]) -> None:
+    # a fresh schema's changed servers are deleted and COPYed with these columns: no other may exist
+    with rm.transaction():
+        rm.execute("DROP SCHEMA IF EXISTS rm_columns CASCADE")
+        create_schema(rm, "rm_columns")
+    found = rm.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = 'rm_columns.instances'::regclass "
+        "AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
+    ).fetchall()
+    assert sorted(name for (name,) in found) == sorted(INSTANCE_COLUMNS)

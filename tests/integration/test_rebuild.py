@@ -156,6 +156,50 @@ def test_one_rebuild_at_a_time(app: Stratus, rm: psycopg.Connection[Any], databa
     assert result.position == head(app) == queries.current_position(rm)
 
 
+def _indexes(conn: psycopg.Connection[Any], schema: str, table: str | None = None) -> dict[str, str]:
+    """The indexes of ``schema``'s tables (or of ``table`` alone): name -> definition, unqualified."""
+    rows = conn.execute(
+        "SELECT indexname, replace(indexdef, schemaname || '.', '') FROM pg_indexes "
+        "WHERE schemaname = %s AND tablename = coalesce(%s, tablename)",
+        (schema, table),
+    )
+    return dict(rows.fetchall())
+
+
+def test_a_rebuild_indexes_instances_after_its_replay_as_the_schema_it_replaces(
+    app: Stratus, rm: psycopg.Connection[Any], database_url: str
+) -> None:
+    populate(app, instances=30, hosts=2, chunk=10)
+    replaying: list[dict[str, str]] = []  # the instances' indexes after each batch of the replay
+
+    def progress(position: int, head: int) -> None:
+        replaying.append(_indexes(rm, NEW_SCHEMA, "instances"))
+
+    with psycopg.connect(database_url, autocommit=True) as conn:  # rm made the live schema, as a runner does
+        rebuild(conn, app.recorder, app.mapper, batch_size=20, keep_old=True, progress=progress)  # type: ignore[arg-type]
+    assert len(replaying) > 1 and all(found.keys() == {"instances_pkey"} for found in replaying), replaying
+    made = _indexes(rm, OLD_SCHEMA)
+    assert len(_indexes(rm, OLD_SCHEMA, "instances")) == 9
+    assert _indexes(rm, LIVE_SCHEMA) == made  # every table's, names and definitions
+    assert len(_as_text(rm, LIVE_SCHEMA)["instances"]) == 30
+
+
+def test_the_replays_commits_do_not_wait_for_the_disk_then_the_setting_is_the_callers(
+    app: Stratus, database_url: str
+) -> None:
+    populate(app, instances=10, hosts=1, chunk=10)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        seen: list[str] = []
+
+        def progress(position: int, head: int) -> None:
+            seen.append(conn.execute("SHOW synchronous_commit").fetchone()[0])  # type: ignore[index]
+
+        conn.execute("SET synchronous_commit = local")
+        rebuild(conn, app.recorder, app.mapper, batch_size=10, progress=progress)  # type: ignore[arg-type]
+        assert seen and set(seen) == {"off"}
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("local",)  # the caller's, again
+
+
 def _as_text(conn: psycopg.Connection[Any], schema: str) -> dict[str, list[str]]:
     """Every table of a generation, each row as PostgreSQL prints it, in key order (tracking: its
     position, without the time it was written)."""
