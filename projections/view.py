@@ -97,8 +97,6 @@ class Carried:
         (none while ``complete``)."""
         ws = _WorkingSet()
         unknown: dict[str, set[Any]] = {t: set() for t in _TABLES}
-        stored_instances: set[UUID] = set()
-        stored_claims: set[ClaimKey] = set()
         for table in _TABLES:
             kept, rows = self._rows[table], getattr(ws, table)
             for key in getattr(keys, table):
@@ -108,10 +106,8 @@ class Carried:
                         unknown[table].add(key)
                 elif found[1] is not None:
                     rows[key] = found[1]
-        stored_instances.update(ws.instances)
-        stored_claims.update(ws.claims)
-        ws.stored_instances = frozenset(stored_instances)
-        ws.stored_claims = frozenset(stored_claims)
+        ws.stored_instances = frozenset(ws.instances)  # kept: written by an earlier batch
+        ws.stored_claims = frozenset(ws.claims)
         return ws, Keys(**{t: frozenset(k) for t, k in unknown.items()})
 
     def keep(self, ws: _WorkingSet) -> None:
