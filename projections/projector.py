@@ -448,7 +448,7 @@ class Projector:
                     else:
                         batch = None
                 ws = self._in_memory(batch, carried, reading) if batch is not None else None
-                failed = _failure(writing[1]) if writing is not None else None
+                failed = writing[1].exception() if writing is not None else None  # waits for the write
                 if writing is not None and failed is None:
                     position = self._written(writing[0].last, len(writing[0].entries))
                 writing = None
@@ -482,7 +482,7 @@ class Projector:
         no batch the writer has not committed (``Carried`` keeps the two newest batches' rows
         whatever its bound). None if that failed (an apply function raised)."""
         ws, unknown = carried.working_set(ReadModels.keys(e.event for e in batch.events))
-        if any(getattr(unknown, table) for table in ("instances", "hosts", "claims", "flavors")):
+        if not unknown.empty:
             self.view.load_into(ws, unknown, reading())
             ws.stored_instances |= unknown.instances & ws.instances.keys()
             ws.stored_claims |= unknown.claims & ws.claims.keys()
@@ -546,11 +546,6 @@ def connection_like(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
 
 class _Moved(Exception):
     """The tracking position was not where a batch handed to the writer starts."""
-
-
-def _failure(future: Future[None]) -> BaseException | None:
-    """What the write of ``future`` raised (None: committed), once it is done."""
-    return future.exception()
 
 
 def placing_events(log: Any, after: int, upto: int) -> list[tuple[int, Any, bytes]]:

@@ -67,6 +67,11 @@ class Keys:
     claims: frozenset[ClaimKey] = frozenset()
     flavors: frozenset[UUID] = frozenset()
 
+    @property
+    def empty(self) -> bool:
+        """No row of any table named."""
+        return not (self.instances or self.hosts or self.claims or self.flavors)
+
 
 # How many rows a catch-up keeps in memory from the batches it wrote (``Carried``): ~1.7 KB each
 # (measured: 6,913 rows of a 20,000-event log in 11.4 MiB), so ~13 MiB, what the projector's memory
