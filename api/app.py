@@ -16,6 +16,7 @@ import secrets
 import threading
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +51,7 @@ from api.identity.credentials import Credentials, ensure_schema, password_hasher
 from api.identity.tokens import TokenSigner, load_or_create_key
 from api.log_identity import IdentityFromLog, log_reachable
 from api.metadata.passwords import password_store
-from api.middleware import REQUEST_ID_HEADERS, RequestContext
+from api.middleware import REQUEST_ID_HEADERS, CheckedApp, RequestContext
 from api.openapi import OpenAPIDocument
 from api.placement import add_routes as add_placement_routes
 from api.readmodel import ReadModel, Written, open_pool
@@ -77,6 +78,9 @@ REQUEST_SCHEMAS = (
     "flavors.update",
     *identity.IDENTITY_SCHEMAS,
 )
+# Token checks running beside their lists' reads at once, per API process (api/auth.py).
+TOKEN_CHECKS_AT_ONCE = 4
+TOKEN_CHECK_THREADS = "stratus-token-check"
 
 
 def _new_uuid() -> str:
@@ -110,6 +114,8 @@ class Deps:
     # for a test that builds Deps around its own bus.
     host_rpc: HostRPC | None = None
     heartbeats: LivenessReader | None = None
+    # Where a list's token check runs beside its read (api/auth.py); None: every check first.
+    token_checks: Executor | None = None
 
 
 def beside_the_log(deps: Deps) -> tuple[HostRPC, LivenessReader]:
@@ -126,7 +132,13 @@ def create_app(deps: Deps) -> falcon.App:
     written = Written()  # each user's last write through this process, for their next reads
     read = ReadModel(deps.pool, deps.settings.read_wait_seconds, written)
     reachable = log_reachable(deps.log.bridge)  # whether the log is there now (api/degraded.py)
-    authenticator = Authenticator(deps.token_signer, read, from_log=IdentityFromLog(deps.bus.app, reachable))
+    authenticator = Authenticator(
+        deps.token_signer,
+        read,
+        from_log=IdentityFromLog(deps.bus.app, reachable),
+        checks=deps.token_checks,
+        checks_at_once=TOKEN_CHECKS_AT_ONCE,
+    )
     middleware: list[Any] = [RequestContext(authenticator, deps.new_request_id), identity.KeystoneErrors()]
     middleware.append(positions.PositionHeader(written))
     # after authentication: a key is scoped to the caller's project
@@ -134,7 +146,7 @@ def create_app(deps: Deps) -> falcon.App:
     middleware.insert(0, degraded.Degraded(reachable))  # before authentication (api/degraded.py)
     # first: it times the whole request and sees the status every other middleware settled on
     middleware.insert(0, telemetry.RequestMetrics(access_lines=deps.settings.log_format == "json"))
-    app = falcon.App(middleware=middleware)
+    app = CheckedApp(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     json = falcon.media.JSONHandler(dumps=serialization.dumps, loads=serialization.loads)
     app.req_options.media_handlers[falcon.MEDIA_JSON] = json
@@ -260,7 +272,8 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
     bridge = NatsBridge(settings.nats_urls, name="stratus-api", seed_file=settings.nats_seed_file)
     bridge.start(wait=0)  # connect in the background: the API answers (503) while NATS is away
     try:
-        pool = open_pool(url, max_size=max(8, settings.api_threads))  # a connection per thread at most
+        # a connection per thread at most, and one per token check beside a request
+        pool = open_pool(url, max_size=max(8, settings.api_threads) + TOKEN_CHECKS_AT_ONCE)
     except BaseException:
         bridge.close()
         raise
@@ -278,7 +291,10 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
         bridge.close()
         raise
 
+    checks = ThreadPoolExecutor(TOKEN_CHECKS_AT_ONCE, thread_name_prefix=TOKEN_CHECK_THREADS)
+
     def close() -> None:
+        checks.shutdown()
         pool.close()
         bridge.close()
 
@@ -291,6 +307,7 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
         host_rpc=HostRPC(bridge),
         # pushed to this process by a watch: a page of servers asks NATS nothing for its hosts
         heartbeats=LivenessMirror(Heartbeats.beside(bridge, settings), bridge),
+        token_checks=checks,
     )
     return deps, close
 

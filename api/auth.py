@@ -10,11 +10,24 @@ endpoints that disable or revoke wait for that before they answer).
 A resource that needs no identity (version documents, Keystone's discovery, issuing a token) says
 so with ``public = frozenset({"GET"})`` (the methods open to anyone). Everything else answers 401
 without a valid token. The rules themselves are in ``api/policy.py``.
+
+**A list's read beside its token's check.** The check is a round trip to PostgreSQL before the
+resource's own: about a sixth of a page's wall (docs/performance.md, "API: `GET /servers/detail`").
+A resource that only reads may say ``read_beside_check = frozenset({"GET"})``: once a token has
+been checked, its next requests act on what that check found (``Authenticator.speculate``) while
+the same check runs again on another thread and connection, and the response leaves only if the new
+answer is the same and lets the token in (``confirmed``). Anything else (a revocation, a role
+changed, a disabled user, an error) and the request is answered again from the start with the check
+first (``api.middleware.CheckedApp``), so the answer is exactly the one the serial check gives; the
+resource's SQL may run once for a revoked token, and its rows are dropped unseen.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +50,8 @@ log = logging.getLogger("stratus.api")
 
 TOKEN_HEADER = "X-Auth-Token"
 ADMIN_ROLE = "admin"
+# What a resource that only reads in these methods says to read beside its token's check.
+READ_BESIDE_CHECK = frozenset({"GET"})
 
 
 @dataclass(frozen=True)
@@ -47,6 +62,32 @@ class Authenticated:
     claims: TokenClaims
     actor: Actor
     subject: identity_queries.Subject
+    # The same check running again beside the request (``Authenticator.speculate``); None: checked.
+    pending: Future[identity_queries.Subject | None] | None = None
+
+
+class _Checked:
+    """The subjects the last checks of the most recent tokens found (``size`` of them), by token."""
+
+    def __init__(self, size: int) -> None:
+        self._lock = threading.Lock()
+        self._by_token: OrderedDict[str, identity_queries.Subject] = OrderedDict()
+        self._size = size
+
+    def get(self, token: str) -> identity_queries.Subject | None:
+        with self._lock:
+            return self._by_token.get(token)
+
+    def put(self, token: str, subject: identity_queries.Subject) -> None:
+        with self._lock:
+            self._by_token[token] = subject
+            self._by_token.move_to_end(token)
+            while len(self._by_token) > self._size:
+                self._by_token.popitem(last=False)
+
+    def drop(self, token: str) -> None:
+        with self._lock:
+            self._by_token.pop(token, None)
 
 
 class Authenticator:
@@ -58,12 +99,20 @@ class Authenticator:
         read: ReadModel,
         identity_url: str = "",
         from_log: IdentityFromLog | None = None,
+        checks: Executor | None = None,
+        checks_at_once: int = 4,
     ) -> None:
         self.signer = signer
         self._read = read
         self._identity_url = identity_url
         # Who a token speaks for while the read model is away (api/log_identity.py); None: a 503.
         self._from_log = from_log
+        # Where a check runs beside its request (``speculate``); None: every check before its request.
+        self._checks = checks
+        # At most this many beside requests at once: past it, a request's check runs first, so that a
+        # busy process never makes a request wait for a thread (nor its pool for a connection).
+        self._slots = threading.BoundedSemaphore(checks_at_once)
+        self._checked = _Checked(4096)
 
     def challenge(self, req: falcon.Request) -> dict[str, str]:
         """Where to get a token: keystonemiddleware's ``WWW-Authenticate`` header."""
@@ -72,18 +121,58 @@ class Authenticator:
 
     def authenticate(self, req: falcon.Request, token: str | None = None) -> Authenticated:
         """The request's identity (or that of ``token``); ``Unauthorized`` if there is none."""
+        token, claims = self._verified(req, token)
+        return self._checked_now(req, token, claims)
+
+    def speculate(self, req: falcon.Request) -> Authenticated:
+        """The request's identity as its token's last check found it, with the same check running
+        again beside the request (``pending``: the caller must have it ``confirmed`` before anything
+        of the request leaves); checked now, as ``authenticate`` does, when this process has not
+        checked the token yet or no thread is free."""
+        token, claims = self._verified(req, None)
+        seen = self._checked.get(token)
+        if seen is None or self._checks is None or not self._slots.acquire(blocking=False):
+            return self._checked_now(req, token, claims)
+        try:
+            pending = self._checks.submit(self._subject, req, claims)
+        except RuntimeError:  # the executor is shut down: the process is stopping
+            self._slots.release()
+            return self._checked_now(req, token, claims)
+        pending.add_done_callback(lambda _: self._slots.release())
+        actor = Actor(claims.user_id, claims.project_id, effective_roles(seen.role_names))
+        return Authenticated(token, claims, actor, seen, pending)
+
+    def confirmed(self, authenticated: Authenticated) -> bool:
+        """Whether the check running beside a request found what the request acted on, and lets the
+        token in: only then may its response leave. Waits for the check."""
+        if authenticated.pending is None:
+            return True
+        try:
+            fresh = authenticated.pending.result()
+        except Exception as e:  # answered again with the check first, which says what it is
+            log.debug("the check beside the request failed (%s): answering it again", e)
+            return False
+        if fresh == authenticated.subject and not _refused(fresh):
+            return True
+        self._checked.drop(authenticated.token)
+        return False
+
+    def _verified(self, req: falcon.Request, token: str | None) -> tuple[str, TokenClaims]:
+        """The request's token (or ``token``) and its claims, its signature and expiry verified."""
         token = token if token is not None else req.get_header(TOKEN_HEADER)
         if not token:
             raise Unauthorized(
                 "The request you have made requires authentication.", headers=self.challenge(req)
             )
         try:
-            claims = self.signer.verify(token.strip())
+            return token, self.signer.verify(token.strip())
         except InvalidToken as e:
             log.info("token rejected (request %s): %s", getattr(req.context, "request_id", "-"), e)
             raise Unauthorized(
                 "The request you have made requires authentication.", headers=self.challenge(req)
             ) from None
+
+    def _checked_now(self, req: falcon.Request, token: str, claims: TokenClaims) -> Authenticated:
         try:
             subject = self._subject(req, claims)
         except (ServiceUnavailable, ReadModelUnavailable) as unavailable:
@@ -96,17 +185,20 @@ class Authenticator:
                 raise unavailable from None
         reason = _refused(subject)
         if reason:
+            self._checked.drop(token)
             log.info("token %s refused (request %s): %s", claims.token_id, req.context.request_id, reason)
             raise Unauthorized(
                 "The request you have made requires authentication.", headers=self.challenge(req)
             )
         assert subject is not None
+        self._checked.put(token, subject)
         actor = Actor(claims.user_id, claims.project_id, effective_roles(subject.role_names))
         return Authenticated(token, claims, actor, subject)
 
     def _subject(self, req: falcon.Request, claims: TokenClaims) -> identity_queries.Subject | None:
-        """The token's subject as the identity read model has it now."""
-        with self._read.connection(req) as conn:
+        """The token's subject as the identity read model has it now (waiting for no write of the
+        request's actor: it is not known yet, or only as this check will say)."""
+        with self._read.connection(req, as_anyone=True) as conn:
             if not claims.project_id:  # scoped to the system
                 return identity_queries.system_subject(
                     conn, claims.user_id, (claims.token_id, claims.chain), claims.issued_at
@@ -137,6 +229,10 @@ def _refused(subject: identity_queries.Subject | None) -> str:
 
 def is_public(resource: Any, method: str) -> bool:
     return method in getattr(resource, "public", frozenset())
+
+
+def reads_beside_check(resource: Any, method: str) -> bool:
+    return method in getattr(resource, "read_beside_check", frozenset())
 
 
 # -- scoping helpers the compute resources use ----------------------------------------------------

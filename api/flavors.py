@@ -160,6 +160,8 @@ class _Flavors:
 class FlavorCollection(_Flavors):
     """``GET /v2.1/flavors`` (id, name, links) and ``POST /v2.1/flavors`` (admin)."""
 
+    read_beside_check = auth.READ_BESIDE_CHECK  # a list: read beside its token's check
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = self._list(req, "flavors", lambda row: brief_view(req, row))
 
@@ -194,6 +196,8 @@ class FlavorCollection(_Flavors):
 
 class FlavorDetailCollection(_Flavors):
     """``GET /v2.1/flavors/detail``."""
+
+    read_beside_check = auth.READ_BESIDE_CHECK  # a list: read beside its token's check
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = self._list(req, "flavors/detail", lambda row: detail_view(req, row))

@@ -253,12 +253,16 @@ def _add_servers(
 class HypervisorCollection(_Hypervisors):
     """``GET /v2.1/os-hypervisors``."""
 
+    read_beside_check = auth.READ_BESIDE_CHECK  # a list: read beside its token's check
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = self._list(req, detail=False)
 
 
 class HypervisorDetailCollection(_Hypervisors):
     """``GET /v2.1/os-hypervisors/detail``."""
+
+    read_beside_check = auth.READ_BESIDE_CHECK  # a list: read beside its token's check
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = self._list(req, detail=True)

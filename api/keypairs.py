@@ -95,6 +95,8 @@ def _typed(req: falcon.Request, key_type: str) -> dict[str, str]:
 class KeyPairCollection(_KeyPairs):
     """``GET``/``POST /v2.1/os-keypairs``: list, create or import key pairs."""
 
+    read_beside_check = auth.READ_BESIDE_CHECK  # a list: read beside its token's check
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         user_id = self._owner(req, "index")
         paged = versions.at_least(req, 35)

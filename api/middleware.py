@@ -6,12 +6,17 @@ to anyone (``public``). Compute paths (``/v2.1``) negotiate a microversion; iden
 The command context built here (actor, request id, correlation id) is what the resources install
 with ``stratus.context.acting`` around a command, so the events it appends name who asked and in
 which request.
+
+A resource that reads beside its token's check (``api/auth.py``) is answered by ``CheckedApp``: its
+response is held until the check is confirmed, and the request answered again, the check first,
+when it is not.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import falcon
 
@@ -29,6 +34,39 @@ GLOBAL_REQUEST_ID_HEADER = "X-OpenStack-Request-ID"
 _READER_WRITABLE = ("/identity/", "/v2.1/os-keypairs")
 _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _GLOBAL_ID_RE = re.compile(r"^req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+# In a request's WSGI environ: its answer is dropped (its token's check beside it did not confirm what
+# it acted on), and then it is being answered again with the check first.
+UNCONFIRMED = "stratus.unconfirmed"
+CHECK_FIRST = "stratus.check_first"
+
+
+class CheckedApp(falcon.App):
+    """falcon's app, holding each response until its request's token check is confirmed: a request
+    whose check beside it (``RequestContext``) did not confirm is answered again, its check first,
+    and only that answer leaves (its metrics and access line too)."""
+
+    def __call__(self, env: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        held: list[tuple[Any, ...]] = []
+
+        def hold(status: str, headers: list[Any], exc_info: Any = None) -> Callable[[bytes], None]:
+            held.append((status, headers, exc_info))
+            return _no_write
+
+        body = super().__call__(env, hold)
+        if env.pop(UNCONFIRMED, False):
+            getattr(body, "close", _nothing)()
+            env[CHECK_FIRST] = True
+            return super().__call__(env, start_response)
+        start_response(*held[0])
+        return body
+
+
+def _no_write(data: bytes) -> None:
+    raise RuntimeError("falcon answers through the body it returns, never start_response's write")
+
+
+def _nothing() -> None:
+    pass
 
 
 def _refuse_unstorable_url(req: falcon.Request) -> None:
@@ -66,7 +104,10 @@ class RequestContext:
     ) -> None:
         if resource is not None and auth.is_public(resource, req.method):
             return
-        authenticated = self._auth.authenticate(req)
+        if auth.reads_beside_check(resource, req.method) and not req.env.get(CHECK_FIRST):
+            authenticated = self._auth.speculate(req)
+        else:
+            authenticated = self._auth.authenticate(req)
         req.context.auth = authenticated
         req.context.actor = actor = authenticated.actor
         writes = req.method in _WRITES and not req.path.startswith(_READER_WRITABLE)
@@ -87,6 +128,9 @@ class RequestContext:
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, req_succeeded: bool
     ) -> None:
+        authenticated = getattr(req.context, "auth", None)
+        if authenticated is not None and not self._auth.confirmed(authenticated):
+            req.env[UNCONFIRMED] = True  # CheckedApp drops this answer and asks again, checking first
         request_id = getattr(req.context, "request_id", None)
         if request_id:
             for name in REQUEST_ID_HEADERS:

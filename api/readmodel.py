@@ -113,13 +113,18 @@ class ReadModel:
 
     @contextlib.contextmanager
     def connection(
-        self, req: falcon.Request, after: int | None = None, concerning: tuple[str, ...] = ()
+        self,
+        req: falcon.Request,
+        after: int | None = None,
+        concerning: tuple[str, ...] = (),
+        as_anyone: bool = False,
     ) -> Iterator[psycopg.Connection[Any]]:
         """A connection to read with, once the read model has reached the request's minimum position
-        (or ``after``: the position of a write the request itself just made), and the last write
-        ``note``d for any of ``concerning`` (another project's share of an image, say)."""
+        (or ``after``: the position of a write the request itself just made), the last write of the
+        request's actor (unless ``as_anyone``: the token's own check), and the last write ``note``d
+        for any of ``concerning`` (another project's share of an image, say)."""
         position = min_position(req) if after is None else after
-        if position is None and self._written is not None:
+        if position is None and self._written is not None and not as_anyone:
             actor = getattr(req.context, "actor", None)
             own = (actor.user_id, project_key(actor.project_id)) if actor is not None else ()
             noted = [p for p in (self._written.of(key) for key in (*own, *concerning)) if p is not None]

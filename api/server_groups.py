@@ -78,6 +78,8 @@ def _window(req: falcon.Request) -> tuple[int, int]:
 class ServerGroups(BusResource):
     """``GET`` and ``POST /v2.1/os-server-groups``."""
 
+    read_beside_check = auth.READ_BESIDE_CHECK  # a list: read beside its token's check
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         actor: Actor = req.context.actor
         everyone = (req.get_param("all_projects") or "").strip().lower() in _TRUE and auth.is_admin(actor)

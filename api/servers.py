@@ -159,6 +159,8 @@ class _Servers:
 class ServerCollection(_Servers):
     """``GET /v2.1/servers`` (id, name, links) and ``POST /v2.1/servers``."""
 
+    read_beside_check = auth.READ_BESIDE_CHECK  # a list: read beside its token's check
+
     @falcon.before(policy.require("os_compute_api:servers:index"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = self._list(req, "servers", lambda _, __: lambda row, ___: brief_view(req, row))
@@ -253,6 +255,8 @@ def requested_destination(req: falcon.Request, body: dict[str, Any]) -> str | No
 
 class ServerDetailCollection(_Servers):
     """``GET /v2.1/servers/detail``: every field of each server."""
+
+    read_beside_check = auth.READ_BESIDE_CHECK  # a list: read beside its token's check
 
     @falcon.before(policy.require("os_compute_api:servers:detail"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:

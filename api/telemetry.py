@@ -20,6 +20,7 @@ import falcon
 import psycopg
 import psycopg_pool
 
+from api.middleware import UNCONFIRMED
 from projections import admin_queries
 from projections.health import readiness
 from stratus import metrics
@@ -59,6 +60,8 @@ class RequestMetrics(Timed):
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, req_succeeded: bool
     ) -> None:
+        if req.env.get(UNCONFIRMED):  # dropped: the request is answered again (api/middleware.py)
+            return
         elapsed = self.elapsed(req)
         route = (req.uri_template or UNMATCHED) if resource is not None else UNMATCHED
         status = str(falcon.http_status_to_code(resp.status))

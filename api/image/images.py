@@ -165,6 +165,8 @@ class _Images:
 class ImageCollection(_Images):
     """``GET``/``POST /image/v2/images``: list and create Glance images."""
 
+    read_beside_check = auth.READ_BESIDE_CHECK  # a list: read beside its token's check
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         _no_empty_id(req)
         actor: Actor = req.context.actor
