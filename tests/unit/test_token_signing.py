@@ -32,3 +32,22 @@ def test_every_declared_rule_exists() -> None:
     with pytest.raises(KeyError):
         policy.require("os_compute_api:servers:frobnicate")
     assert policy.RULES["os_compute_api:os-hypervisors:list"].check is policy.ADMIN
+
+
+def test_a_token_used_again_is_not_decrypted_again_and_a_forged_one_is_never_kept() -> None:
+    now = [dt.datetime(2026, 1, 1, tzinfo=dt.UTC)]
+    signer = TokenSigner(b"k" * 32, ttl_seconds=60, clock=lambda: now[0])
+    token, claims = signer.issue("a" * 32, "b" * 32)
+    decrypted = []
+    decrypt = signer._fernet.decrypt
+    signer._fernet.decrypt = lambda t: decrypted.append(t) or decrypt(t)  # type: ignore[method-assign]
+    assert [signer.verify(token) for _ in range(3)] == [claims] * 3
+    assert len(decrypted) == 1
+    forged = token[:-10] + ("A" if token[-10] != "A" else "B") + token[-9:]
+    for _ in range(2):
+        with pytest.raises(InvalidToken):
+            signer.verify(forged)
+    assert len(decrypted) == 3  # each try at a forged token is checked again
+    now[0] += dt.timedelta(seconds=60)
+    with pytest.raises(InvalidToken, match="expired"):
+        signer.verify(token)  # kept, and still compared with the clock
