@@ -93,8 +93,15 @@ def rebuild(
     try:
         with replay_log(log, raw=raw_read) as source:
             with conn.transaction():
-                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(NEW_SCHEMA)))
-                create_schema(conn, NEW_SCHEMA, indexes=False)  # made once the replay is done
+                # What an earlier rebuild left: its new tables (it stopped before its swap), the ones it
+                # replaced (kept, or it stopped before dropping them). Dropped here, not at the swap,
+                # where the live runner would wait for it (and for any reader of the old tables).
+                conn.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {}, {} CASCADE").format(
+                        sql.Identifier(NEW_SCHEMA), sql.Identifier(OLD_SCHEMA)
+                    )
+                )
+                create_schema(conn, NEW_SCHEMA, indexes=False)  # its indexes made once the replay is done
             projector = Projector(
                 source, mapper, conn, schema=NEW_SCHEMA, batch_size=batch_size, lock=False,
                 quarantine=quarantine, part="rebuild", trust=trust, fresh=True,
@@ -118,9 +125,7 @@ def rebuild(
                 # The live runner now waits for this lock: apply what arrived during the replay, up to the
                 # log's head as of now (writers may keep appending; the live runner follows from here).
                 position = projector.catch_up(until=_head(log))
-                if schema_exists(conn, OLD_SCHEMA):
-                    conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(OLD_SCHEMA)))
-                if schema_exists(conn, LIVE_SCHEMA):
+                if schema_exists(conn, LIVE_SCHEMA):  # (no stratus_rm_old: dropped above, under REBUILD_LOCK)
                     conn.execute(
                         sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
                             sql.Identifier(LIVE_SCHEMA), sql.Identifier(OLD_SCHEMA)

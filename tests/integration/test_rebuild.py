@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 import psycopg
@@ -24,6 +25,7 @@ from projections.schema import (
     POSITION_CHANNEL,
     REBUILD_LOCK,
     TABLES,
+    WRITER_LOCK,
     create_schema,
     schema_exists,
 )
@@ -154,6 +156,73 @@ def test_one_rebuild_at_a_time(app: Stratus, rm: psycopg.Connection[Any], databa
     assert not schema_exists(rm, NEW_SCHEMA)
     result = rebuild(rm, app.recorder, app.mapper)  # type: ignore[arg-type]
     assert result.position == head(app) == queries.current_position(rm)
+
+
+def test_a_rebuild_stopped_in_its_replay_leaves_the_live_tables_and_the_next_drops_what_it_made(
+    app: Stratus, rm: psycopg.Connection[Any]
+) -> None:
+    populate(app, instances=20, hosts=2, chunk=10)
+    rebuild(rm, app.recorder, app.mapper)  # type: ignore[arg-type]
+    live = snapshot(rm)
+
+    def stopped(position: int, head: int) -> None:  # as a rebuild killed in its replay
+        raise RuntimeError("stopped")
+
+    with pytest.raises(RuntimeError, match="stopped"):
+        rebuild(rm, app.recorder, app.mapper, batch_size=10, progress=stopped)  # type: ignore[arg-type]
+    assert _schemas(rm) == [LIVE_SCHEMA, NEW_SCHEMA]
+    assert snapshot(rm) == live
+    result = rebuild(rm, app.recorder, app.mapper)  # type: ignore[arg-type]
+    assert result.position == head(app)
+    assert _schemas(rm) == [LIVE_SCHEMA] and snapshot(rm) == live
+
+
+def _waiting_for_a_lock(conn: psycopg.Connection[Any], timeout: float = 30.0) -> bool:
+    """True once a session of this database waits for a lock (within ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock'"
+        ).fetchone()
+        if row is not None and row[0] > 0:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_kept_generation_is_dropped_before_the_replay_not_while_the_live_runner_waits(
+    app: Stratus, rm: psycopg.Connection[Any], database_url: str
+) -> None:
+    """The generation a rebuild left (``keep_old``, or a rebuild that stopped before dropping it) is
+    dropped by the next before its replay: a reader still in the old tables makes the rebuild wait
+    there, not the live runner at the swap (the writers' lock is free meanwhile)."""
+    populate(app, instances=10, hosts=1, chunk=10)
+    rebuild(rm, app.recorder, app.mapper, keep_old=True)  # type: ignore[arg-type]
+    failed: list[BaseException] = []
+
+    def rebuilding() -> None:
+        try:
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                rebuild(conn, app.recorder, app.mapper)  # type: ignore[arg-type]
+        except BaseException as e:  # reported by the test, below
+            failed.append(e)
+
+    with psycopg.connect(database_url) as reader:  # a transaction still reading the kept tables
+        reader.execute(sql.SQL("SELECT count(*) FROM {}.instances").format(sql.Identifier(OLD_SCHEMA)))
+        thread = threading.Thread(target=rebuilding, daemon=True)
+        thread.start()
+        try:
+            assert _waiting_for_a_lock(rm), "the rebuild did not wait for the reader of the kept tables"
+            with rm.transaction():  # what the live runner takes for each batch
+                taken = rm.execute("SELECT pg_try_advisory_xact_lock(%s)", (WRITER_LOCK,)).fetchone()
+            assert taken == (True,), "the rebuild held the writers' lock while it waited"
+        finally:
+            reader.rollback()
+    thread.join(60)
+    assert not thread.is_alive() and not failed, failed
+    assert _schemas(rm) == [LIVE_SCHEMA]
+    assert queries.current_position(rm) == head(app)
 
 
 def _indexes(conn: psycopg.Connection[Any], schema: str, table: str | None = None) -> dict[str, str]:
