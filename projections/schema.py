@@ -218,19 +218,22 @@ def create_schema(conn: psycopg.Connection[Any], schema: str, *, indexes: bool =
 
     ``indexes=False``: without the secondary indexes of ``instances``, for a rebuild's replay, which
     makes them with ``create_indexes`` when it is done (keys and unique constraints are always made).
-    All of it is sent at once: one round trip instead of one a statement (~75), each of which waited
-    for this process to be scheduled again on a loaded machine (docs/performance.md, "a rebuild's
-    fixed cost")."""
+    A rebuild makes the same tables in two parts at once (``table_ddl``, ``projections.rebuild``)."""
+    made = sql.SQL("CREATE SCHEMA {};").format(sql.Identifier(schema))
+    conn.execute(sql.Composed([made, *table_ddl(schema, indexes=indexes)]))
+
+
+def table_ddl(schema: str, *, indexes: bool = True) -> tuple[sql.Composed, sql.Composed]:
+    """What ``create_schema`` runs in ``schema`` once it is made, in two parts of about the same
+    size (the identity tables; the others) that name nothing of each other, so that a rebuild can
+    run them in two transactions at once (``projections.rebuild``)."""
     s = sql.Identifier(schema)
-    parts = [sql.SQL("CREATE SCHEMA {};").format(s), sql.SQL(_DDL).format(s=s)]  # type: ignore[arg-type]
+    others = [sql.SQL(_DDL).format(s=s)]  # type: ignore[arg-type]
     if indexes:
-        parts.append(_index_ddl(s))
-    parts.extend(sql.SQL(ddl).format(s=s) for ddl in _MODULE_DDL)  # type: ignore[arg-type]
-    conn.execute(sql.Composed(parts))
-
-
-# The tables of the read models' other modules, after _DDL's (some alter its tables).
-_MODULE_DDL = (identity.DDL, images.DDL, keypairs.DDL, operations.DDL, metadefs.DDL)
+        others.append(_index_ddl(s))
+    for ddl in (images.DDL, keypairs.DDL, operations.DDL, metadefs.DDL):
+        others.append(sql.SQL(ddl).format(s=s))  # type: ignore[arg-type]
+    return sql.Composed(others), sql.SQL(identity.DDL).format(s=s)  # type: ignore[arg-type]
 
 
 def create_indexes(conn: psycopg.Connection[Any], schema: str) -> None:

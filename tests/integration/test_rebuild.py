@@ -253,6 +253,47 @@ def test_a_rebuild_indexes_instances_after_its_replay_as_the_schema_it_replaces(
     assert len(_as_text(rm, LIVE_SCHEMA)["instances"]) == 30
 
 
+def _catalog(conn: psycopg.Connection[Any], schema: str) -> list[str]:
+    """What ``schema``'s tables are, without its name: each column (its type, nullability, default or
+    generation expression), constraint, index and TOAST table."""
+    rows = conn.execute(
+        """
+        SELECT c.relname || ' column ' || a.attnum || ' ' || a.attname || ' '
+               || format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull::text || ' '
+               || a.attgenerated::text || ' ' || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+          FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+          LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+         WHERE c.relnamespace = %(s)s::text::regnamespace AND c.relkind = 'r' AND a.attnum > 0
+           AND NOT a.attisdropped
+        UNION ALL
+        SELECT conrelid::regclass::text || ' constraint ' || conname || ' ' || pg_get_constraintdef(oid)
+          FROM pg_constraint WHERE connamespace = %(s)s::text::regnamespace
+        UNION ALL
+        SELECT tablename || ' index ' || indexname || ' ' || indexdef
+          FROM pg_indexes WHERE schemaname = %(s)s::text
+        UNION ALL
+        SELECT relname || ' toast ' || (reltoastrelid <> 0)::text FROM pg_class
+         WHERE relnamespace = %(s)s::text::regnamespace AND relkind = 'r'
+        """,
+        {"s": schema},
+    )
+    return sorted(r[0].replace(f"{schema}.", "") for r in rows.fetchall())
+
+
+def test_the_tables_a_rebuild_swaps_in_are_those_create_schema_makes(
+    app: Stratus, rm: psycopg.Connection[Any]
+) -> None:
+    """A rebuild makes its tables in two parts at once (``table_ddl``), their indexes after its replay."""
+    populate(app, instances=5, hosts=1)
+    rebuild(rm, app.recorder, app.mapper, batch_size=10)  # type: ignore[arg-type]
+    create_schema(rm, "made_at_once")
+    try:
+        made = _catalog(rm, "made_at_once")
+        assert len(made) > 400 and _catalog(rm, LIVE_SCHEMA) == made
+    finally:
+        rm.execute("DROP SCHEMA made_at_once CASCADE")
+
+
 def test_the_replays_commits_do_not_wait_for_the_disk_then_the_setting_is_the_callers(
     app: Stratus, database_url: str
 ) -> None:
