@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -33,7 +33,7 @@ from projections.schema import (
     REBUILD_LOCK,
     WRITER_LOCK,
     analyze,
-    create_indexes,
+    index_ddl,
     schema_exists,
     table_ddl,
 )
@@ -92,8 +92,8 @@ def rebuild(
     if not got or not got[0]:
         raise RebuildInProgress("another rebuild is running against this database")
     try:
-        with replay_log(log, raw=raw_read) as source:
-            _new_generation(conn)
+        with replay_log(log, raw=raw_read) as source, _Beside(conn) as beside:
+            _new_generation(conn, beside)
             projector = Projector(
                 source, mapper, conn, schema=NEW_SCHEMA, batch_size=batch_size, lock=False,
                 quarantine=quarantine, part="rebuild", trust=trust, fresh=True,
@@ -108,8 +108,8 @@ def rebuild(
                 replayed = projector.catch_up(until=head)
                 while (head := _head(log)) - replayed > batch_size:
                     replayed = projector.catch_up(until=head)
-                with conn.transaction():  # each index in one pass over its table, the live runner not held
-                    create_indexes(conn, NEW_SCHEMA)
+                # each index in one pass over its table, two at once, the live runner not held
+                beside.run(conn, *index_ddl(NEW_SCHEMA))
                 replay_seconds = time.monotonic() - replay_started  # the index builds are the replay's work
                 analyze(conn, NEW_SCHEMA)  # its first readers are planned on statistics, not on guesses
             with conn.transaction():
@@ -138,43 +138,56 @@ def rebuild(
     return RebuildResult(position, replayed, time.monotonic() - started, replay_seconds)
 
 
-def _new_generation(conn: psycopg.Connection[Any]) -> None:
+def _new_generation(conn: psycopg.Connection[Any], beside: _Beside) -> None:
     """Make ``stratus_rm_new`` as ``create_schema(indexes=False)`` makes it (its indexes are made once
     the replay is done), after dropping what an earlier rebuild left: its new tables (it stopped
     before its swap), the ones it replaced (kept, or it stopped before dropping them). Dropped here,
     not at the swap, where the live runner would wait for it (and for any reader of the old tables).
+    A rebuild stopped in between leaves a part of the tables in ``stratus_rm_new``, which no one
+    reads and the next rebuild drops."""
+    with conn.transaction():
+        conn.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {}, {} CASCADE; CREATE SCHEMA {}").format(
+                sql.Identifier(NEW_SCHEMA), sql.Identifier(OLD_SCHEMA), sql.Identifier(NEW_SCHEMA)
+            )
+        )
+    beside.run(conn, *table_ddl(NEW_SCHEMA, indexes=False))
 
-    The tables' two halves (``table_ddl``) are made at once, in two transactions on two connections:
-    PostgreSQL syncs each btree it builds to the disk (a generation's ~90 keys, unique constraints
-    and TOAST indexes, 1.2-1.5 ms each here), and one backend waited for each in turn. A rebuild
-    stopped in between leaves a part of the tables in ``stratus_rm_new``, which no one reads and
-    the next rebuild drops."""
-    with ThreadPoolExecutor(1, thread_name_prefix="rebuild-schema") as helper:
-        opening = helper.submit(connection_like, conn)  # while the schema is made
+
+class _Beside:
+    """A second connection of the rebuild's own, opened while the first works, to run half of the
+    rebuild's DDL at once with the first: the tables of the new generation (PostgreSQL syncs each
+    btree it builds to the disk, ~90 for a generation's keys, unique constraints and TOAST indexes,
+    1.2-1.5 ms each here, and one backend waited for each in turn), then the indexes of
+    ``instances`` (each its own pass over the table; ``CREATE INDEX``'s lock does not conflict with
+    itself). Its commits do not wait for the disk either (the swap's commit flushes them)."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="rebuild-beside")
+        self._opening = self._pool.submit(_opened_beside, conn)
+
+    def __enter__(self) -> _Beside:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown()  # after the opening, whatever happened meanwhile
+        if self._opening.exception() is None:  # (an error opening it was raised where it was used)
+            self._opening.result().close()
+
+    def run(self, conn: psycopg.Connection[Any], ours: sql.Composed, its: sql.Composed) -> None:
+        """``ours`` on ``conn`` and ``its`` on the second connection, at once, each in a transaction."""
+        made = self._pool.submit(lambda: _in_transaction(self._opening.result(), its))
         try:
-            with conn.transaction():
-                conn.execute(
-                    sql.SQL("DROP SCHEMA IF EXISTS {}, {} CASCADE; CREATE SCHEMA {}").format(
-                        sql.Identifier(NEW_SCHEMA), sql.Identifier(OLD_SCHEMA), sql.Identifier(NEW_SCHEMA)
-                    )
-                )
-            others, identity = table_ddl(NEW_SCHEMA, indexes=False)
-            second = opening.result()
-        except BaseException:
-            opening.add_done_callback(_close)
-            raise
-        with second:
-            made = helper.submit(_in_transaction, second, identity)
-            try:
-                _in_transaction(conn, others)
-            finally:
-                wait([made])  # before ``second`` is closed, whatever happened here
-            made.result()
+            _in_transaction(conn, ours)
+        finally:
+            wait([made])  # the second connection is never left working
+        made.result()
 
 
-def _close(opening: Future[psycopg.Connection[Any]]) -> None:
-    if opening.exception() is None:  # (its error, if any, is not this rebuild's first)
-        opening.result().close()
+def _opened_beside(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    other = connection_like(conn)
+    other.execute("SET synchronous_commit TO off")
+    return other
 
 
 def _in_transaction(conn: psycopg.Connection[Any], statements: sql.Composed) -> None:

@@ -242,6 +242,24 @@ def create_indexes(conn: psycopg.Connection[Any], schema: str) -> None:
     conn.execute(_index_ddl(sql.Identifier(schema)))
 
 
+def index_ddl(schema: str) -> tuple[sql.Composed, sql.Composed]:
+    """``create_indexes``'s statements in two halves, so that a rebuild can build them at once on
+    two connections (``projections.rebuild``): each index is its own pass over the table."""
+    s = sql.Identifier(schema)
+    statements = [
+        sql.SQL(statement).format(s=s)  # type: ignore[arg-type]
+        for text in (_INSTANCE_INDEXES, _LIVE_PAGE_INDEXES)
+        for statement in _statements(text)
+    ]
+    return sql.SQL(";").join(statements[0::2]), sql.SQL(";").join(statements[1::2])
+
+
+def _statements(text: str) -> list[str]:
+    """The statements of ``text``, without its comments (none holds a ``;``)."""
+    lines = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+    return [statement.strip() for statement in lines.split(";") if statement.strip()]
+
+
 def _index_ddl(s: sql.Identifier) -> sql.Composed:
     return sql.Composed([sql.SQL(_INSTANCE_INDEXES).format(s=s), sql.SQL(_LIVE_PAGE_INDEXES).format(s=s)])  # type: ignore[arg-type]
 
