@@ -118,7 +118,7 @@ def rebuild(
                 # The live runner now waits for this lock: apply what arrived during the replay, up to the
                 # log's head as of now (writers may keep appending; the live runner follows from here).
                 position = projector.catch_up(until=_head(log))
-                if schema_exists(conn, LIVE_SCHEMA):  # (no stratus_rm_old: dropped above, under REBUILD_LOCK)
+                if schema_exists(conn, LIVE_SCHEMA):  # (no stratus_rm_old: _new_generation dropped it)
                     conn.execute(
                         sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
                             sql.Identifier(LIVE_SCHEMA), sql.Identifier(OLD_SCHEMA)
