@@ -217,25 +217,51 @@ def create_schema(conn: psycopg.Connection[Any], schema: str, *, indexes: bool =
     """Create ``schema`` with empty read-model tables at position 0 (in the caller's transaction).
 
     ``indexes=False``: without the secondary indexes of ``instances``, for a rebuild's replay, which
-    makes them with ``create_indexes`` when it is done (keys and unique constraints are always made)."""
+    makes them with ``create_indexes`` when it is done (keys and unique constraints are always made).
+    A rebuild makes the same tables in two parts at once (``table_ddl``, ``projections.rebuild``)."""
+    made = sql.SQL("CREATE SCHEMA {};").format(sql.Identifier(schema))
+    conn.execute(sql.Composed([made, *table_ddl(schema, indexes=indexes)]))
+
+
+def table_ddl(schema: str, *, indexes: bool = True) -> tuple[sql.Composed, sql.Composed]:
+    """What ``create_schema`` runs in ``schema`` once it is made, in two parts of about the same
+    size (the identity tables; the others) that name nothing of each other, so that a rebuild can
+    run them in two transactions at once (``projections.rebuild``)."""
     s = sql.Identifier(schema)
-    conn.execute(sql.SQL("CREATE SCHEMA {}").format(s))
-    conn.execute(sql.SQL(_DDL).format(s=s))  # type: ignore[arg-type]
+    others = [sql.SQL(_DDL).format(s=s)]  # type: ignore[arg-type]
     if indexes:
-        create_indexes(conn, schema)
-    conn.execute(sql.SQL(identity.DDL).format(s=s))  # type: ignore[arg-type]
-    conn.execute(sql.SQL(images.DDL).format(s=s))  # type: ignore[arg-type]
-    conn.execute(sql.SQL(keypairs.DDL).format(s=s))  # type: ignore[arg-type]
-    conn.execute(sql.SQL(operations.DDL).format(s=s))  # type: ignore[arg-type]
-    conn.execute(sql.SQL(metadefs.DDL).format(s=s))  # type: ignore[arg-type]
+        others.append(_index_ddl(s))
+    for ddl in (images.DDL, keypairs.DDL, operations.DDL, metadefs.DDL):
+        others.append(sql.SQL(ddl).format(s=s))  # type: ignore[arg-type]
+    return sql.Composed(others), sql.SQL(identity.DDL).format(s=s)  # type: ignore[arg-type]
 
 
 def create_indexes(conn: psycopg.Connection[Any], schema: str) -> None:
     """Make the secondary indexes of ``schema``'s ``instances`` left out by ``create_schema(indexes=False)``
     (the same names and definitions as ``create_schema`` makes), each in one pass over the table."""
+    conn.execute(_index_ddl(sql.Identifier(schema)))
+
+
+def index_ddl(schema: str) -> tuple[sql.Composed, sql.Composed]:
+    """``create_indexes``'s statements in two halves, so that a rebuild can build them at once on
+    two connections (``projections.rebuild``): each index is its own pass over the table."""
     s = sql.Identifier(schema)
-    conn.execute(sql.SQL(_INSTANCE_INDEXES).format(s=s))  # type: ignore[arg-type]
-    conn.execute(sql.SQL(_LIVE_PAGE_INDEXES).format(s=s))  # type: ignore[arg-type]
+    statements = [
+        sql.SQL(statement).format(s=s)  # type: ignore[arg-type]
+        for text in (_INSTANCE_INDEXES, _LIVE_PAGE_INDEXES)
+        for statement in _statements(text)
+    ]
+    return sql.SQL(";").join(statements[0::2]), sql.SQL(";").join(statements[1::2])
+
+
+def _statements(text: str) -> list[str]:
+    """The statements of ``text``, without its comments (none holds a ``;``)."""
+    lines = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+    return [statement.strip() for statement in lines.split(";") if statement.strip()]
+
+
+def _index_ddl(s: sql.Identifier) -> sql.Composed:
+    return sql.Composed([sql.SQL(_INSTANCE_INDEXES).format(s=s), sql.SQL(_LIVE_PAGE_INDEXES).format(s=s)])  # type: ignore[arg-type]
 
 
 def schema_exists(conn: psycopg.Connection[Any], schema: str) -> bool:
@@ -287,5 +313,5 @@ def analyze(conn: psycopg.Connection[Any], schema: str) -> None:
     A read model just filled (a rebuild) or changed much has none until autovacuum passes, and the
     planner, taking ``instances`` for a few rows, chose a scan of a whole project and a sort: 33 ms
     instead of a fraction of a millisecond at 10^5 events (docs/performance.md, "Growth")."""
-    for table in ANALYZED_TABLES:
-        conn.execute(sql.SQL("ANALYZE {}.{}").format(sql.Identifier(schema), sql.Identifier(table)))
+    tables = sql.SQL(", ").join(sql.Identifier(schema, table) for table in ANALYZED_TABLES)
+    conn.execute(sql.SQL("ANALYZE {}").format(tables))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 import psycopg
@@ -24,6 +25,7 @@ from projections.schema import (
     POSITION_CHANNEL,
     REBUILD_LOCK,
     TABLES,
+    WRITER_LOCK,
     create_schema,
     schema_exists,
 )
@@ -156,6 +158,73 @@ def test_one_rebuild_at_a_time(app: Stratus, rm: psycopg.Connection[Any], databa
     assert result.position == head(app) == queries.current_position(rm)
 
 
+def test_a_rebuild_stopped_in_its_replay_leaves_the_live_tables_and_the_next_drops_what_it_made(
+    app: Stratus, rm: psycopg.Connection[Any]
+) -> None:
+    populate(app, instances=20, hosts=2, chunk=10)
+    rebuild(rm, app.recorder, app.mapper)  # type: ignore[arg-type]
+    live = snapshot(rm)
+
+    def stopped(position: int, head: int) -> None:  # as a rebuild killed in its replay
+        raise RuntimeError("stopped")
+
+    with pytest.raises(RuntimeError, match="stopped"):
+        rebuild(rm, app.recorder, app.mapper, batch_size=10, progress=stopped)  # type: ignore[arg-type]
+    assert _schemas(rm) == [LIVE_SCHEMA, NEW_SCHEMA]
+    assert snapshot(rm) == live
+    result = rebuild(rm, app.recorder, app.mapper)  # type: ignore[arg-type]
+    assert result.position == head(app)
+    assert _schemas(rm) == [LIVE_SCHEMA] and snapshot(rm) == live
+
+
+def _waiting_for_a_lock(conn: psycopg.Connection[Any], timeout: float = 30.0) -> bool:
+    """True once a session of this database waits for a lock (within ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock'"
+        ).fetchone()
+        if row is not None and row[0] > 0:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_kept_generation_is_dropped_before_the_replay_not_while_the_live_runner_waits(
+    app: Stratus, rm: psycopg.Connection[Any], database_url: str
+) -> None:
+    """The generation a rebuild left (``keep_old``, or a rebuild that stopped before dropping it) is
+    dropped by the next before its replay: a reader still in the old tables makes the rebuild wait
+    there, not the live runner at the swap (the writers' lock is free meanwhile)."""
+    populate(app, instances=10, hosts=1, chunk=10)
+    rebuild(rm, app.recorder, app.mapper, keep_old=True)  # type: ignore[arg-type]
+    failed: list[BaseException] = []
+
+    def rebuilding() -> None:
+        try:
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                rebuild(conn, app.recorder, app.mapper)  # type: ignore[arg-type]
+        except BaseException as e:  # reported by the test, below
+            failed.append(e)
+
+    with psycopg.connect(database_url) as reader:  # a transaction still reading the kept tables
+        reader.execute(sql.SQL("SELECT count(*) FROM {}.instances").format(sql.Identifier(OLD_SCHEMA)))
+        thread = threading.Thread(target=rebuilding, daemon=True)
+        thread.start()
+        try:
+            assert _waiting_for_a_lock(rm), "the rebuild did not wait for the reader of the kept tables"
+            with rm.transaction():  # what the live runner takes for each batch
+                taken = rm.execute("SELECT pg_try_advisory_xact_lock(%s)", (WRITER_LOCK,)).fetchone()
+            assert taken == (True,), "the rebuild held the writers' lock while it waited"
+        finally:
+            reader.rollback()
+    thread.join(60)
+    assert not thread.is_alive() and not failed, failed
+    assert _schemas(rm) == [LIVE_SCHEMA]
+    assert queries.current_position(rm) == head(app)
+
+
 def _indexes(conn: psycopg.Connection[Any], schema: str, table: str | None = None) -> dict[str, str]:
     """The indexes of ``schema``'s tables (or of ``table`` alone): name -> definition, unqualified."""
     rows = conn.execute(
@@ -182,6 +251,47 @@ def test_a_rebuild_indexes_instances_after_its_replay_as_the_schema_it_replaces(
     assert len(_indexes(rm, OLD_SCHEMA, "instances")) == 9
     assert _indexes(rm, LIVE_SCHEMA) == made  # every table's, names and definitions
     assert len(_as_text(rm, LIVE_SCHEMA)["instances"]) == 30
+
+
+def _catalog(conn: psycopg.Connection[Any], schema: str) -> list[str]:
+    """What ``schema``'s tables are, without its name: each column (its type, nullability, default or
+    generation expression), constraint, index and TOAST table."""
+    rows = conn.execute(
+        """
+        SELECT c.relname || ' column ' || a.attnum || ' ' || a.attname || ' '
+               || format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull::text || ' '
+               || a.attgenerated::text || ' ' || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+          FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+          LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+         WHERE c.relnamespace = %(s)s::text::regnamespace AND c.relkind = 'r' AND a.attnum > 0
+           AND NOT a.attisdropped
+        UNION ALL
+        SELECT conrelid::regclass::text || ' constraint ' || conname || ' ' || pg_get_constraintdef(oid)
+          FROM pg_constraint WHERE connamespace = %(s)s::text::regnamespace
+        UNION ALL
+        SELECT tablename || ' index ' || indexname || ' ' || indexdef
+          FROM pg_indexes WHERE schemaname = %(s)s::text
+        UNION ALL
+        SELECT relname || ' toast ' || (reltoastrelid <> 0)::text FROM pg_class
+         WHERE relnamespace = %(s)s::text::regnamespace AND relkind = 'r'
+        """,
+        {"s": schema},
+    )
+    return sorted(r[0].replace(f"{schema}.", "") for r in rows.fetchall())
+
+
+def test_the_tables_a_rebuild_swaps_in_are_those_create_schema_makes(
+    app: Stratus, rm: psycopg.Connection[Any]
+) -> None:
+    """A rebuild makes its tables in two parts at once (``table_ddl``), their indexes after its replay."""
+    populate(app, instances=5, hosts=1)
+    rebuild(rm, app.recorder, app.mapper, batch_size=10)  # type: ignore[arg-type]
+    create_schema(rm, "made_at_once")
+    try:
+        made = _catalog(rm, "made_at_once")
+        assert len(made) > 400 and _catalog(rm, LIVE_SCHEMA) == made
+    finally:
+        rm.execute("DROP SCHEMA made_at_once CASCADE")
 
 
 def test_the_replays_commits_do_not_wait_for_the_disk_then_the_setting_is_the_callers(
