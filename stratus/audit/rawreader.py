@@ -67,16 +67,18 @@ class RawMessage:
 
 
 def position_of(block: bytes) -> int:
-    """The stream sequence a direct get's reply names (its first ``Nats-Sequence`` line), 0 if none."""
-    start = block.find(b"\r\nNats-Sequence:")
+    """The stream sequence a direct get's reply names (its last ``Nats-Sequence`` line: the server
+    writes its own after the published headers, where one of the same name would be), 0 if none."""
+    start = block.rfind(b"\r\nNats-Sequence:")
     if start < 0:
         return 0
     return int(block[start + 16 : block.index(b"\r\n", start + 2)])
 
 
 def subject_of(block: bytes) -> str:
-    """The subject a direct get's reply names (its first ``Nats-Subject`` line), "" if none."""
-    start = block.find(b"\r\nNats-Subject:")
+    """The subject a direct get's reply names (its last ``Nats-Subject`` line, as ``position_of``), ""
+    if none."""
+    start = block.rfind(b"\r\nNats-Subject:")
     if start < 0:
         return ""
     return block[start + 15 : block.index(b"\r\n", start + 2)].strip().decode()
