@@ -13,9 +13,9 @@ position to its head, and each message is handed back as the batch direct get wo
 block with the headers direct get adds, Nats-Stream to Nats-Last-Sequence, built from the delivery's
 subject and ack reply): serving a direct get costs nats-server ~24 us of CPU per event, delivering
 to a push consumer ~5 (docs/performance.md, "Read models: rebuild"). The consumer is flow
-controlled (the server stops at ~a few MB unanswered: the caller's pauses cost no memory), named
-by us, deleted when the read ends or is left, and expires by itself (``inactive_threshold``) if
-the reader dies first; a gap in its delivery sequence recreates it from the next position, as
+controlled (the server waits for an answer every ~13 MB: a caller's pauses hold no more than that),
+named by us, deleted when the read ends or is left, and expires by itself (``inactive_threshold``)
+if the reader dies first; a gap in its delivery sequence recreates it from the next position, as
 nats-py's ordered consumer does. ``ConsumerRefused``: the server would not create it (a part
 without the right, JetStream limits): read by direct gets instead.
 
@@ -37,7 +37,7 @@ import socket
 import ssl
 import time
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
@@ -127,7 +127,6 @@ class _Consumer:
     created: bool = False  # its create request answered (the answer may follow the first deliveries)
     pending: int = -1  # the messages it had to deliver when created, as its answer says (-1: unknown)
     delivered: int = 0  # its delivery sequence: the last one read
-    denied: list[str] = field(default_factory=list)  # why the server refused it, when it did
 
 
 class RawReader:
@@ -151,7 +150,7 @@ class RawReader:
         # a push read's subjects: its deliveries', and its API answers' (``.c``reate, ``.d``elete)
         self._push_prefix = f"{inbox}.{secrets.token_hex(8)}"
         self._api = f"{self._push_prefix}.api".encode()
-        self._consumers = 0  # the push consumers made so far on this connection (sids from 2 on)
+        self._consumers = 0  # the push consumers made so far on this connection (sids 3, 4, ...)
         # what was received and not yet read, from ``_pos`` on (bytes: a slice is one copy, not two)
         self._buf = b""
         self._pos = 0
