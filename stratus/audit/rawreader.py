@@ -143,13 +143,16 @@ class RawReader:
         self.stream = stream
         self._key = KeyPair.from_seed(seed_file.read_text().strip()) if seed_file is not None else None
         self._subject = f"$JS.API.DIRECT.GET.{stream}".encode()
-        # The replies' subject: under the identity's own inbox prefix (the only one it may
-        # subscribe to, docs/trust.md); without credentials, nats-py's default prefix.
+        # The replies' subjects: under the identity's own inbox prefix (the only one it may
+        # subscribe to, docs/trust.md; without credentials, nats-py's default prefix), and under a
+        # token of this connection's: every subscriber of a subject gets what is sent to it, and two
+        # readers of one identity (a rebuild and the projector's catch-up, an audit) must not read
+        # each other's replies.
         inbox = inbox_prefix(self._key.public_key) if self._key is not None else "_INBOX"
-        self._inbox = f"{inbox}.raw".encode()
+        self._prefix = f"{inbox}.{secrets.token_hex(8)}"
+        self._inbox = f"{self._prefix}.raw".encode()
         # a push read's subjects: its deliveries', and its API answers' (``.c``reate, ``.d``elete)
-        self._push_prefix = f"{inbox}.{secrets.token_hex(8)}"
-        self._api = f"{self._push_prefix}.api".encode()
+        self._api = f"{self._prefix}.api".encode()
         self._consumers = 0  # the push consumers made so far on this connection (sids 3, 4, ...)
         # what was received and not yet read, from ``_pos`` on (bytes: a slice is one copy, not two)
         self._buf = b""
@@ -419,7 +422,7 @@ class RawReader:
         before it is asked for (its first deliveries may come before the answer)."""
         self._consumers += 1
         consumer = _Consumer(f"raw{secrets.token_hex(8)}", b"%d" % (self._consumers + 2))
-        deliver = f"{self._push_prefix}.{self._consumers}"
+        deliver = f"{self._prefix}.{self._consumers}"
         config: dict[str, object] = {
             "name": consumer.name,
             "deliver_subject": deliver,

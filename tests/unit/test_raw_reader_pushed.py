@@ -21,7 +21,7 @@ def _reader(sock: socket.socket) -> RawReader:
     reader = RawReader.__new__(RawReader)
     reader._sock, reader._buf, reader._pos = sock, b"", 0
     reader.stream = "S"
-    reader._api, reader._push_prefix, reader._consumers = b"_INBOX.t.api", "_INBOX.t", 0
+    reader._api, reader._prefix, reader._consumers = b"_INBOX.t.api", "_INBOX.t", 0
     return reader
 
 
