@@ -2,12 +2,19 @@
 
 Why: a rebuild reads the whole log once, and reading it through nats-py cost 25-27 us of our
 process's CPU per event (its message path and header parse), about half of the rebuild's
-(docs/performance.md, "Read models: rebuild"). ``stratus.audit.rawreader.RawReader`` reads the same
-batch direct gets on a blocking socket. ``RawLog`` puts it behind the projector's ``EventLog``: its
-``read_messages`` hands back messages shaped as nats-py's (``headers`` answering what the bridge's
-parser makes of the block, ``HeaderBlock``; ``data``; ``subject``), so the projector decodes, checks
-and applies them as it does today; everything else (the log's head, a filtered read of the trust
-check) is the recorder's.
+(docs/performance.md, "Read models: rebuild"). ``stratus.audit.rawreader.RawReader`` reads the log on
+a blocking socket. ``RawLog`` puts it behind the projector's ``EventLog``: its ``read_messages``
+hands back messages shaped as nats-py's (``headers`` answering what the bridge's parser makes of the
+block, ``HeaderBlock``; ``data``; ``subject``), so the projector decodes, checks and applies them as
+it does today; everything else (the log's head, a filtered read of the trust check) is the
+recorder's.
+
+The replay is delivered by an ordered push consumer (``RawReader.pushed``), each message's block as a
+direct get returns it: serving batch direct gets cost nats-server ~24 us of CPU per event, a push
+consumer ~5, and with our process and PostgreSQL on the same two cores that was the replay's limit
+(docs/performance.md, "the replay on an ordered push consumer"). Where the server will not create
+the consumer (a part without the right to), the replay reads batch direct gets (``RawReader.frames``)
+instead, saying so in a warning.
 
 The raw reader has no reconnects; it speaks TLS as the bridge does (``tls://``, verified against the
 same CAs). ``replay_log`` reads through nats-py instead when a URL is neither ``nats://`` nor
@@ -30,7 +37,7 @@ from urllib.parse import urlsplit
 
 from eventsourcing.persistence import Notification
 
-from stratus.audit.rawreader import RawReader, RawReaderError, position_of, subject_of
+from stratus.audit.rawreader import ConsumerRefused, RawReader, RawReaderError, position_of, subject_of
 from stratus.eventstore import JetStreamApplicationRecorder
 from stratus.eventstore.bridge import Client, redacted
 from stratus.eventstore.envelope import (
@@ -49,7 +56,8 @@ if TYPE_CHECKING:  # the projector reads its messages (``Projector._entry``): im
 logger = logging.getLogger("stratus.rebuild")
 
 _STATUS_LINE = len(b"NATS/1.0\r\n")  # what nats-py strips before parsing a header block's lines
-# Direct gets per request: the server also caps a reply's bytes, and the reader asks again for the rest.
+# Direct gets per request (where no consumer can be made): the server also caps a reply's bytes, and
+# the reader asks again for the rest.
 _BATCH = 1000
 _MISSING = object()
 _TOKEN = re.compile(r"[!-9;-~]+")  # a header name as the parser keeps it: ASCII, no whitespace, no colon
@@ -184,8 +192,8 @@ class StoredMessage(HeaderBlock):
 
 
 class RawLog:
-    """``log`` (the event store's recorder) with its whole-log reads made by ``reader``; ``part``:
-    who replays (in the warning when the reader fails)."""
+    """``log`` (the event store's recorder) with its whole-log reads made by ``reader`` (on a push
+    consumer, by direct gets once the server refuses one); ``part``: who replays (in the warnings)."""
 
     def __init__(self, log: JetStreamApplicationRecorder, reader: RawReader, part: str = "rebuild") -> None:
         self.log = log
@@ -194,6 +202,7 @@ class RawLog:
         self._reader: RawReader | None = reader
         self._messages: Iterator[tuple[bytes, bytes]] | None = None  # the open read's (header block, body)
         self._next = 0  # the position the open read continues from
+        self._pushed = True  # read on a push consumer (False: the server refused one, direct gets)
 
     def read_messages(
         self, start: int, limit: int, *, stop: int | None = None, subject_filter: str | None = None
@@ -203,8 +212,14 @@ class RawLog:
         try:
             if self._messages is None or start != self._next:
                 self._end_read()
-                self._messages = self._reader.frames(self.layout.all, start, batch=_BATCH)
-            frames = list(itertools.islice(self._messages, limit))
+                self._messages = self._read(self._reader, start)
+            try:
+                frames = list(itertools.islice(self._messages, limit))
+            except ConsumerRefused as e:  # nothing of this call's read was kept: read it again
+                logger.warning("%s: the raw reader reads by direct gets: %s", self.part, e)
+                self._pushed = False
+                self._messages = self._read(self._reader, start)
+                frames = list(itertools.islice(self._messages, limit))
         except (RawReaderError, OSError) as e:  # its socket's reads are translated, its writes are not
             logger.warning("%s: the raw reader failed (%s); reading on through nats-py", self.part, e)
             self.close()
@@ -213,6 +228,11 @@ class RawLog:
             self._messages = None
         self._next = position_of(frames[-1][0]) + 1 if frames else start
         return list(itertools.starmap(StoredMessage, frames))
+
+    def _read(self, reader: RawReader, start: int) -> Iterator[tuple[bytes, bytes]]:
+        if self._pushed:
+            return reader.pushed(self.layout.all, start)
+        return reader.frames(self.layout.all, start, batch=_BATCH)
 
     def max_notification_id(self) -> int | None:
         return self.log.max_notification_id()
@@ -223,7 +243,7 @@ class RawLog:
     def _end_read(self) -> None:
         if self._messages is not None:
             messages, self._messages = self._messages, None
-            messages.close()  # type: ignore[attr-defined]  # reads the replies still in flight
+            messages.close()  # type: ignore[attr-defined]  # its consumer deleted, or its replies read
 
     def close(self) -> None:
         reader, self._reader = self._reader, None

@@ -7,8 +7,9 @@ own that it drops at the end. It builds a realistic log of about N events (flavo
 requested, claimed, scheduled, spawned, some failed, a third deleted; lifecycles interleaved, as
 many servers are in flight at once), then measures in each of R interleaved rounds:
 
-- reading the whole stream: a raw-protocol reader (socket, batch direct gets, counting only), a
-  nats-py ordered push consumer, nats-py batch direct gets, ``recorder.read_messages``, and
+- reading the whole stream: a raw-protocol reader (socket, counting only) on batch direct gets and
+  on an ordered push consumer (what a replay reads on), a nats-py ordered push consumer, nats-py
+  batch direct gets, ``recorder.read_messages``, and
   ``Projector.fetch`` (the rebuild's reader: Notifications decoded to domain events);
   ``Projector.fetch`` again through the reader below nats-py that the rebuild uses
   (``projections.rawlog``);
@@ -75,6 +76,7 @@ from tests.bench.rawnats import RawNats
 
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 RAW_READ = "read: raw protocol, batch direct get (no client library)"
+RAW_PUSH_READ = "read: raw protocol, ordered push consumer (no client library)"
 ORDERED_READ = "read: nats-py ordered push consumer"
 COPY = "write: COPY into instances"
 # The least any rebuild in one process does: read the log and write the rows it ends with, at once.
@@ -362,6 +364,7 @@ def run_round(
             "events",
             lambda: raw.read_stream(stream, subject),
         )
+        bench.measure(RAW_PUSH_READ, "events", lambda: raw.push_stream(stream, subject))
     finally:
         raw.close()
     bench.measure(
@@ -559,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
         title = f"Rebuild of a {total}-event log ({args.rounds} rounds, batches of {args.batch_size})"
         baselines = [
             ("raw-protocol read", RAW_READ),
+            ("raw-protocol push read", RAW_PUSH_READ),
             ("nats-py ordered consumer", ORDERED_READ),
             ("COPY", COPY),
             ("read and COPY at once", READ_AND_COPY),
@@ -577,7 +581,20 @@ def main(argv: list[str] | None = None) -> int:
                 if floor not in (REBUILD, REBUILD_REPLAY, REBUILD_NATS_PY, CATCH_UP):
                     ratio = bench.ratio(path, floor)
                     print(f"- {name} / {floor}: {ratio:.2f}" if ratio is not None else f"- {floor}: -")
+        print()
+        print("CPU per event, us (the median round's): this process / nats-server")
+        for path in (RAW_READ, RAW_PUSH_READ, ORDERED_READ, READ_AND_COPY, CATCH_UP, REBUILD):
+            print(f"- {path}: {cpu_per_event(bench, path)}")
     return 0
+
+
+def cpu_per_event(bench: Bench, path: str) -> str:
+    """``path``'s CPU time per unit in its median round, of this process and of the server measured."""
+    samples = sorted(bench.paths[path].samples, key=lambda s: s.rate)
+    mid = samples[len(samples) // 2]
+    per = mid.seconds / max(mid.count, 1) * 1e6 / 100  # us per unit for each % of one core
+    server = f"{mid.cpu.server * per:.1f}" if mid.cpu.server is not None else "-"
+    return f"{mid.cpu.client * per:.1f} / {server}"
 
 
 if __name__ == "__main__":

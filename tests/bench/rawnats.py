@@ -1,14 +1,15 @@
 """A minimal NATS protocol reader (a blocking socket, no nats-py) for the JetStream read floor.
 
-It reads a whole stream with batch direct gets and only counts messages, so its rate is what the
-server and the loopback deliver, before any client library parses a header or schedules a callback.
-Benchmarks only: no reconnects, no TLS, no auth.
+It reads a whole stream with batch direct gets, or on an ordered push consumer, and only counts
+messages, so its rate is what the server and the loopback deliver, before any client library parses
+a header or schedules a callback. Benchmarks only: no reconnects, no TLS, no auth.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import uuid
 from urllib.parse import urlsplit
 
 
@@ -79,3 +80,64 @@ class RawNats:
             total += n
             seq += n
         return total
+
+    def push_stream(self, stream: str, subject: str) -> int:
+        """Read every message on ``subject`` from an ephemeral ordered push consumer (flow control
+        answered, heartbeats skipped) up to the head (the delivery that leaves nothing pending); the
+        count. The consumer is the one ``stratus.audit.rawreader.RawReader.pushed`` makes."""
+        name = f"bench{uuid.uuid4().hex[:12]}"
+        deliver = f"_RAW.push.{name}"
+        config = {
+            "name": name,
+            "deliver_subject": deliver,
+            "deliver_policy": "all",
+            "filter_subject": subject,
+            "ack_policy": "none",
+            "max_deliver": 1,
+            "flow_control": True,
+            "idle_heartbeat": 5_000_000_000,
+            "mem_storage": True,
+            "replay_policy": "instant",
+            "inactive_threshold": 30_000_000_000,
+        }
+        request = json.dumps({"stream_name": stream, "config": config, "action": "create"}).encode()
+        self.sock.sendall(
+            b"SUB %s 2\r\nPUB $JS.API.CONSUMER.CREATE.%s.%s _RAW.inbox %d\r\n%s\r\n"
+            % (deliver.encode(), stream.encode(), name.encode(), len(request), request)
+        )
+        count, answered = 0, False
+        while True:
+            line = self._line()
+            if line == b"PING":
+                self.sock.sendall(b"PONG\r\n")
+                continue
+            if line.startswith(b"-ERR"):
+                raise ConnectionError(line.decode())
+            if not line.startswith((b"HMSG", b"MSG")):
+                continue
+            fields = line.split()
+            self._take(int(fields[-1]))
+            if fields[2] == b"1":  # the consumer's creation answered
+                answered = True
+                continue
+            reply = fields[3] if len(fields) == (6 if fields[0] == b"HMSG" else 5) else b""
+            if reply.startswith(b"$JS.FC."):
+                self.sock.sendall(b"PUB %s 0\r\n\r\n" % reply)
+            elif reply.startswith(b"$JS.ACK."):
+                count += 1
+                if reply.endswith(b".0"):  # nothing pending after it: the head
+                    break
+        self.sock.sendall(
+            b"UNSUB 2\r\nPUB $JS.API.CONSUMER.DELETE.%s.%s _RAW.inbox 0\r\n\r\n"
+            % (stream.encode(), name.encode())
+        )
+        waiting = 1 if answered else 2  # the deletion's answer, and the creation's if still due
+        while waiting:
+            line = self._line()
+            if line == b"PING":
+                self.sock.sendall(b"PONG\r\n")
+            elif line.startswith((b"HMSG", b"MSG")):
+                fields = line.split()
+                self._take(int(fields[-1]))
+                waiting -= fields[2] == b"1"  # (deliveries sent before the UNSUB are skipped)
+        return count

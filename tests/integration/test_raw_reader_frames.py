@@ -35,3 +35,21 @@ def test_frames_are_the_messages_blocks_and_bodies_from_any_start_to_any_stop(
         rest = [(position_of(block), body) for block, body in reader.frames(subjects, 3, batch=500)]
         assert rest == [(position_of(block), body) for block, body in frames[2:]]
         assert reader.last_position(subjects) == total
+
+
+def test_two_readers_of_one_identity_read_their_own_replies(app: Stratus, settings: Settings) -> None:
+    """Replies go to a subject of the reader's connection: every subscriber of a subject receives
+    what is sent to it, and two readers with the same credentials (here none) read at once."""
+    populate(app, instances=3, hosts=1, chunk=3)
+    total = head(app)
+    subjects = f"{settings.subject_prefix}.>"
+    with (
+        RawReader(settings.nats_urls, settings.stream) as one,
+        RawReader(settings.nats_urls, settings.stream) as two,
+    ):
+        first = one.frames(subjects, batch=2)
+        second = two.frames(subjects, 3, batch=2)
+        got = [(position_of(next(first)[0]), position_of(next(second)[0])) for _ in range(3)]
+        assert got == [(1, 3), (2, 4), (3, 5)]
+        assert [position_of(b) for b, _ in first] == list(range(4, total + 1))
+        assert [position_of(b) for b, _ in second] == list(range(6, total + 1))
