@@ -49,6 +49,18 @@ class RawNats:
         del self.buf[: n + 2]
         return data
 
+    def _message(self) -> list[bytes]:
+        """The next message's control line, split (``MSG`` or ``HMSG``; its payload still to take):
+        PINGs answered, other lines (+OK, PONG, INFO updates) skipped, an -ERR raised."""
+        while True:
+            line = self._line()
+            if line == b"PING":
+                self.sock.sendall(b"PONG\r\n")
+            elif line.startswith(b"-ERR"):
+                raise ConnectionError(line.decode())
+            elif line.startswith((b"HMSG", b"MSG")):
+                return line.split()
+
     def direct_batch(self, stream: str, seq: int, subject: str, batch: int) -> int:
         """One batch direct get from ``seq``; the number of messages it returned (0 at the end)."""
         request = json.dumps({"seq": seq, "next_by_subj": subject, "batch": batch}).encode()
@@ -57,15 +69,7 @@ class RawNats:
         )
         count = 0
         while True:
-            line = self._line()
-            if line == b"PING":
-                self.sock.sendall(b"PONG\r\n")
-                continue
-            if line.startswith(b"-ERR"):
-                raise ConnectionError(line.decode())
-            if not line.startswith(b"HMSG"):
-                continue  # +OK, PONG, INFO updates
-            fields = line.split()
+            fields = self._message()
             total = int(fields[-1])  # header length in fields[-2]
             data = self._take(total)
             status = data[9:12]  # "NATS/1.0 204 ..." on the status messages, "NATS/1.0\r\n" otherwise
@@ -107,15 +111,7 @@ class RawNats:
         )
         count, answered = 0, False
         while True:
-            line = self._line()
-            if line == b"PING":
-                self.sock.sendall(b"PONG\r\n")
-                continue
-            if line.startswith(b"-ERR"):
-                raise ConnectionError(line.decode())
-            if not line.startswith((b"HMSG", b"MSG")):
-                continue
-            fields = line.split()
+            fields = self._message()
             self._take(int(fields[-1]))
             if fields[2] == b"1":  # the consumer's creation answered
                 answered = True

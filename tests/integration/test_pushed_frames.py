@@ -10,15 +10,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
-import orjson
 import pytest
-from eventsourcing.persistence import StoredEvent
 
 from commands.app import Stratus
-from commands.flavor import Flavor
-from commands.instance import Instance
 from processes import trust
 from projections.rawlog import RawLog, replay_log
 from stratus.audit.rawreader import ConsumerRefused, RawReader, position_of
@@ -26,30 +21,9 @@ from stratus.config import Settings
 from stratus.eventstore import JetStreamApplicationRecorder, NatsBridge
 from stratus.natsserver import NatsServer
 from tests.fixtures.nats import unique_settings
+from tests.fixtures.odd_events import flavor_with_a_str_id, requested_v4
 from tests.fixtures.projections import head, populate
 from tests.fixtures.trust import Trusted
-
-
-def _odd_events(app: Stratus) -> list[StoredEvent]:
-    """An instance request as version 4 recorded it (upcast when read), and a flavor's creation whose
-    originator id was recorded as a string."""
-    instance = Instance.request(
-        uuid4(), name="old", project_id="p", user_id="u", flavor={"id": "f", "vcpus": 1},
-        image_ref="img", metadata={}, availability_zone=None, request_key=None,
-    )  # fmt: skip
-    stored = app.mapper.to_stored_event(instance.collect_events()[0])
-    state = orjson.loads(stored.state)
-    for name in ("access_ip_v4", "access_ip_v6", "hostname", "disk_config", "config_drive"):
-        del state[name]
-    state.update(class_version=4, user_data={"sha256": "ab" * 32, "size": 5})
-    old = StoredEvent(stored.originator_id, stored.originator_version, stored.topic, orjson.dumps(state))
-    flavor = app.mapper.to_stored_event(
-        Flavor.create(flavorid="s1", name="s1", vcpus=1, ram=64, disk=1).collect_events()[0]
-    )
-    return [
-        old,
-        StoredEvent(str(flavor.originator_id), flavor.originator_version, flavor.topic, flavor.state),
-    ]
 
 
 def _publish(bridge: NatsBridge, messages: list[tuple[str, bytes, dict[str, str] | None]]) -> None:
@@ -68,7 +42,7 @@ def test_pushed_frames_are_one_batch_direct_gets_frames_from_any_start(
     app: Stratus, settings: Settings, bridge: NatsBridge
 ) -> None:
     populate(app, instances=6, hosts=2, chunk=6)
-    app.recorder.insert_events(_odd_events(app))
+    app.recorder.insert_events([requested_v4(app), flavor_with_a_str_id(app)])
     prefix = settings.subject_prefix
     _publish(
         bridge,

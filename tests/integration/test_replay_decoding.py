@@ -10,14 +10,12 @@ and eventsourcing's mapper on that notification, upcasters included.
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
-import orjson
 import psycopg
-from eventsourcing.persistence import Notification, StoredEvent
+from eventsourcing.persistence import Notification
 
 from commands.app import Stratus
-from commands.flavor import Flavor
 from commands.instance import Instance
 from projections.projector import Projector
 from projections.rawlog import RawLog, StoredMessage, replay_log
@@ -30,9 +28,8 @@ from stratus.eventstore.envelope import (
     NATS_SEQUENCE,
     decode_notification,
 )
+from tests.fixtures.odd_events import DIGEST, flavor_with_a_str_id, requested_v4
 from tests.fixtures.projections import head, populate
-
-DIGEST = "ab" * 32
 
 
 def _reference(msg: Any) -> Notification:
@@ -48,33 +45,11 @@ def _reference(msg: Any) -> Notification:
     )
 
 
-def _requested_v4(app: Stratus) -> StoredEvent:
-    """An instance request as version 4 of ``Instance.Requested`` recorded it (user data filed under
-    its digest; no addresses, hostname, disk configuration or config drive), to be upcast to 7."""
-    instance = Instance.request(
-        uuid4(), name="old", project_id="p", user_id="u", flavor={"id": "f", "vcpus": 1},
-        image_ref="img", metadata={}, availability_zone=None, request_key=None,
-    )  # fmt: skip
-    stored = app.mapper.to_stored_event(instance.collect_events()[0])
-    state = orjson.loads(stored.state)
-    for name in ("access_ip_v4", "access_ip_v6", "hostname", "disk_config", "config_drive"):
-        del state[name]
-    state.update(class_version=4, user_data={"sha256": DIGEST, "size": 5})
-    return StoredEvent(stored.originator_id, stored.originator_version, stored.topic, orjson.dumps(state))
-
-
-def _flavor_with_a_str_id(app: Stratus) -> StoredEvent:
-    """A flavor's creation whose originator id was recorded as a string (``Stratus-Id-Type: str``)."""
-    stored = app.mapper.to_stored_event(Flavor.create(flavorid="s1", name="s1", vcpus=1, ram=64, disk=1)
-                                        .collect_events()[0])  # fmt: skip
-    return StoredEvent(str(stored.originator_id), stored.originator_version, stored.topic, stored.state)
-
-
 def test_the_replay_decodes_every_event_as_the_plain_path_does(
     app: Stratus, rm: psycopg.Connection[Any]
 ) -> None:
     populate(app, instances=12, hosts=2, chunk=6)
-    app.recorder.insert_events([_requested_v4(app), _flavor_with_a_str_id(app)])
+    app.recorder.insert_events([requested_v4(app), flavor_with_a_str_id(app)])
     plain = app.recorder.read_messages(1, 10_000)  # type: ignore[attr-defined]  # nats-py's messages
     assert len(plain) == head(app)
     with replay_log(app.recorder) as source:  # type: ignore[arg-type]
