@@ -36,8 +36,8 @@ _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _GLOBAL_ID_RE = re.compile(r"^req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # In a request's WSGI environ: its answer is dropped (its token's check beside it did not confirm what
 # it acted on), and then it is being answered again with the check first.
-UNCONFIRMED = "stratus.unconfirmed"
-CHECK_FIRST = "stratus.check_first"
+UNCONFIRMED = "stratus_api.unconfirmed"
+CHECK_FIRST = "stratus_api.check_first"
 
 
 class CheckedApp(falcon.App):
