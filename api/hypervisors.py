@@ -43,12 +43,18 @@ _TRUE_FALSE = ("1", "0", "t", "f", "true", "false", "on", "off", "y", "n", "yes"
 
 
 def _id(req: falcon.Request, host: dict[str, Any]) -> int | str:
-    return str(host["id"]) if at_least(req, UUID_IDS) else integer_id(str(host["id"]))
+    """A host's id as the microversion shows it (the read model's ``id`` is a UUID or its text)."""
+    return str(host["id"]) if at_least(req, UUID_IDS) else integer_id(host["id"])
 
 
-def brief_view(host: dict[str, Any], req: falcon.Request | None = None) -> dict[str, Any]:
+def brief_view(
+    host: dict[str, Any], req: falcon.Request | None = None, shown_id: int | str | None = None
+) -> dict[str, Any]:
+    """``shown_id``: ``_id(req, host)`` when the caller has it already."""
+    if shown_id is None:
+        shown_id = _id(req, host) if req is not None else str(host["id"])
     return {
-        "id": _id(req, host) if req is not None else str(host["id"]),
+        "id": shown_id,
         "hypervisor_hostname": host["hostname"],
         "state": "down" if host.get("forced_down") or not host.get("alive", True) else "up",
         "status": "disabled" if host.get("disabled") else "enabled",
@@ -78,14 +84,15 @@ def usage(host: dict[str, Any]) -> dict[str, int]:
 
 def detail_view(host: dict[str, Any], req: falcon.Request, report: dict[str, Any] | None) -> dict[str, Any]:
     """``report``: the host's last heartbeat (its address, when it booted), None if it never beat."""
+    shown_id = _id(req, host)
     view = {
-        **brief_view(host, req),
+        **brief_view(host, req, shown_id),
         "hypervisor_type": host["hypervisor_type"],
         "hypervisor_version": 0,
         "host_ip": (report or {}).get("ip") or "127.0.0.1",  # Nova's my_ip when it finds no route
         "service": {
             "host": host["hostname"],
-            "id": _id(req, host),
+            "id": shown_id,
             "disabled_reason": host.get("disabled_reason"),
         },
     }

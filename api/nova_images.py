@@ -9,7 +9,6 @@ service (``api/image/``) the same way: the images the project may see, Nova's sh
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import falcon
@@ -44,10 +43,6 @@ def _scope(actor: Actor) -> str | None:
     return None if auth.is_admin(actor) else actor.project_id
 
 
-def _time(value: datetime | None) -> str | None:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
-
-
 def _links(req: falcon.Request, image_id: str) -> list[dict[str, str]]:
     glance = {"rel": "alternate", "type": "application/vnd.openstack.image",
               "href": f"{req.prefix}{IMAGE_ROOT}/images/{image_id}"}  # fmt: skip
@@ -70,8 +65,8 @@ def detail_view(req: falcon.Request, row: dict[str, Any]) -> dict[str, Any]:
         "metadata": _metadata(row),
         "status": _STATUS.get(row["status"], "UNKNOWN"),
         "progress": _PROGRESS.get(row["status"], 0),
-        "created": _time(row["created_at"]),
-        "updated": _time(row["updated_at"]),
+        "created": row["created_at"],
+        "updated": row["updated_at"],
         "links": _links(req, iid),
         "OS-EXT-IMG-SIZE:size": row["size"],
     }

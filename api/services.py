@@ -68,10 +68,11 @@ def service_view(
     }
 
 
-def integer_id(service_uuid: str) -> int:
+def integer_id(service_uuid: UUID | str) -> int:
     """A service's id as Nova showed it before microversion 2.53 (an integer), stable: taken from
     its UUID (31 bits; the few services of a cloud do not collide in practice)."""
-    return int(UUID(service_uuid).int >> 97) or 1
+    uid = service_uuid if isinstance(service_uuid, UUID) else UUID(service_uuid)
+    return int(uid.int >> 97) or 1
 
 
 def scheduler_view(beat: dict[str, Any]) -> dict[str, Any]:

@@ -12,10 +12,21 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from projections.queries import MarkerNotFound, Row, _as_uuid, _fetchall, _fetchone
+from projections.queries import _ISOTIME, MarkerNotFound, Row, _as_uuid, _fetchall, _fetchone
 from projections.schema import LIVE_SCHEMA
 
 _S = sql.Identifier(LIVE_SCHEMA)
+_ALL = sql.SQL("*")
+# A listed image as the views show it: its id as text, its times formatted by PostgreSQL as Glance
+# and Nova show them (``api.timestamps.isotime``); in Python these were most of a page's view.
+_LISTED_IMAGE = sql.SQL(
+    "id::text AS id, name, owner, visibility, status, container_format, disk_format, min_disk, min_ram,"
+    " protected, tags, properties, os_hidden, size, checksum, os_hash_algo, os_hash_value, "
+    + _ISOTIME.format("created_at")
+    + " AS created_at, "
+    + _ISOTIME.format("updated_at")
+    + " AS updated_at"
+)
 
 
 def list_images(
@@ -35,7 +46,8 @@ def list_images(
     min_ram: int | None = None,
     min_disk: int | None = None,
 ) -> list[Row]:
-    """A page of images that are not deleted, newest first (Glance's default sort).
+    """A page of images that are not deleted, newest first (Glance's default sort), as the views
+    show them (``_LISTED_IMAGE``).
 
     ``project_id`` is the caller's project (None: an admin, who sees every image). Without a
     ``visibility`` filter a project sees public images, its own, and shared images it is a member of
@@ -78,7 +90,7 @@ def list_images(
         if value is not None:
             where.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
             params.append(value)
-    return _newest_first(conn, "images", where, params, limit, marker)
+    return _newest_first(conn, "images", where, params, limit, marker, _LISTED_IMAGE)
 
 
 def get_image(conn: psycopg.Connection[Any], image_id: str) -> Row | None:
@@ -115,8 +127,10 @@ def _newest_first(
     params: list[Any],
     limit: int,
     marker: str | None,
+    columns: sql.Composable = _ALL,
 ) -> list[Row]:
-    """A page of ``table``'s rows matching ``where``, newest first, after ``marker``'s row (by id)."""
+    """A page of ``table``'s rows (``columns`` of them) matching ``where``, newest first, after
+    ``marker``'s row (by id)."""
     if marker is not None:
         uid = _as_uuid(marker)
         mark = None
@@ -127,7 +141,7 @@ def _newest_first(
             raise MarkerNotFound(marker)
         where = [*where, sql.SQL("(created_at, id) < (%s, %s)")]
         params = [*params, mark["created_at"], mark["id"]]
-    query = sql.SQL("SELECT * FROM {}.{} WHERE {} ORDER BY created_at DESC, id DESC LIMIT %s").format(
-        _S, sql.Identifier(table), sql.SQL(" AND ").join(where)
+    query = sql.SQL("SELECT {} FROM {}.{} WHERE {} ORDER BY created_at DESC, id DESC LIMIT %s").format(
+        columns, _S, sql.Identifier(table), sql.SQL(" AND ").join(where)
     )
     return _fetchall(conn, query, [*params, max(0, limit)])

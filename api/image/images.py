@@ -12,7 +12,6 @@ once); lists read the read model.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -32,6 +31,7 @@ from api.errors import (
 from api.image import patch as image_patch
 from api.links import page_params
 from api.readmodel import POSITION_HEADER, ReadModel
+from api.timestamps import isotime
 from commands.bus import MessageBus
 from commands.errors import NotFound, QuotaExceeded
 from commands.image import ACTIVE, DEACTIVATED, Image, canonical_image_id
@@ -53,12 +53,9 @@ MAX_LIMIT = 1000  # Glance's api_limit_max
 HASH_ALGO = "sha256"
 
 
-def _time(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def row_of(image: Image) -> dict[str, Any]:
-    """An image aggregate as a read-model row (one view serves both)."""
+    """An image aggregate as a listed row (``image_queries.list_images``: times as text), so that one
+    view serves both."""
     return {
         "id": image.image_id,
         "name": image.name,
@@ -77,42 +74,39 @@ def row_of(image: Image) -> dict[str, Any]:
         "checksum": image.checksum,
         "os_hash_algo": image.os_hash_algo,
         "os_hash_value": image.os_hash_value,
-        "created_at": image.created_on,
-        "updated_at": image.modified_on,
+        "created_at": isotime(image.created_on),
+        "updated_at": isotime(image.modified_on),
     }
 
 
 def image_view(row: dict[str, Any]) -> dict[str, Any]:
     """Glance v2's image: base properties, then the additional ones at the top level."""
     iid = str(row["id"])
-    body: dict[str, Any] = dict(row["properties"] or {})
-    body.update(
-        {
-            "id": iid,
-            "name": row["name"],
-            "status": row["status"],
-            "visibility": row["visibility"],
-            "protected": row["protected"],
-            "os_hidden": bool(row.get("os_hidden", False)),
-            "checksum": row["checksum"],
-            "os_hash_algo": row["os_hash_algo"],
-            "os_hash_value": row["os_hash_value"],
-            "owner": row["owner"],
-            "size": row["size"],
-            "virtual_size": None,
-            "min_ram": row["min_ram"],
-            "min_disk": row["min_disk"],
-            "disk_format": row["disk_format"],
-            "container_format": row["container_format"],
-            "created_at": _time(row["created_at"]),
-            "updated_at": _time(row["updated_at"]),
-            "tags": list(row["tags"] or []),
-            "self": f"{API}/images/{iid}",
-            "file": f"{API}/images/{iid}/file",
-            "schema": f"{API}/schemas/image",
-        }
-    )
-    return body
+    return {
+        **(row["properties"] or {}),
+        "id": iid,
+        "name": row["name"],
+        "status": row["status"],
+        "visibility": row["visibility"],
+        "protected": row["protected"],
+        "os_hidden": bool(row.get("os_hidden", False)),
+        "checksum": row["checksum"],
+        "os_hash_algo": row["os_hash_algo"],
+        "os_hash_value": row["os_hash_value"],
+        "owner": row["owner"],
+        "size": row["size"],
+        "virtual_size": None,
+        "min_ram": row["min_ram"],
+        "min_disk": row["min_disk"],
+        "disk_format": row["disk_format"],
+        "container_format": row["container_format"],
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+        "tags": list(row["tags"] or []),
+        "self": f"{API}/images/{iid}",
+        "file": f"{API}/images/{iid}/file",
+        "schema": f"{API}/schemas/image",
+    }
 
 
 def member_key(project_id: str) -> str:

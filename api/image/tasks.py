@@ -21,6 +21,7 @@ from api.body import read_document
 from api.errors import BadRequest, Forbidden
 from api.links import page_params
 from api.readmodel import POSITION_HEADER, ReadModel
+from api.timestamps import isotime
 from commands.bus import MessageBus
 from commands.images.tasks import RecordTask
 from commands.images.tasks import task as find_task
@@ -32,10 +33,6 @@ API = "/v2"
 DEFAULT_LIMIT = 25
 MAX_LIMIT = 1000
 STATUSES = ("pending", "processing", "success", "failure")
-
-
-def _time(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def resolves(host: str) -> bool:
@@ -62,8 +59,8 @@ def task_view(task: Task) -> dict[str, Any]:
         "owner": task.owner,
         "message": task.message,
         "result": task.result,
-        "created_at": _time(task.created_on),
-        "updated_at": _time(task.modified_on),
+        "created_at": isotime(task.created_on),
+        "updated_at": isotime(task.modified_on),
         "self": f"{API}/tasks/{task.id}",
         "schema": f"{API}/schemas/task",
     }
@@ -74,7 +71,7 @@ def task_view(task: Task) -> dict[str, Any]:
     if task.user_id:
         view["user_id"] = task.user_id
     if task.expires_at is not None:
-        view["expires_at"] = _time(task.expires_at)
+        view["expires_at"] = isotime(task.expires_at)
     return view
 
 
@@ -84,13 +81,13 @@ def _stub(row: dict[str, Any]) -> dict[str, Any]:
         "type": row["type"],
         "status": row["status"],
         "owner": row["owner"],
-        "created_at": _time(row["created_at"]),
-        "updated_at": _time(row["updated_at"]),
+        "created_at": isotime(row["created_at"]),
+        "updated_at": isotime(row["updated_at"]),
         "self": f"{API}/tasks/{row['id']}",
         "schema": f"{API}/schemas/task",
     }
     if row["status"] in ("success", "failure"):
-        view["expires_at"] = _time(row["updated_at"] + TIME_TO_LIVE)
+        view["expires_at"] = isotime(row["updated_at"] + TIME_TO_LIVE)
     return view
 
 

@@ -268,13 +268,14 @@ def add_items(cloud: ServersCloud, items: int) -> None:
         rebuild(conn, cloud.app.recorder, cloud.app.mapper)  # type: ignore[arg-type]
 
 
-def floors(name: str) -> tuple[str, str, str]:
-    """A listing's floors: its statements in a raw psycopg loop, served by ``http_floor``, and served
-    with the token's lookup before them."""
+def floors(name: str) -> tuple[str, str, str, str]:
+    """A listing's floors: its statements in a raw psycopg loop, served by ``http_floor``, served
+    with the token's lookup before them, and served with the lookup beside them."""
     return (
         f"{name}: its statements, raw psycopg",
         f"{name}: its statements, falcon + gunicorn",
         f"{name}: the token's lookup and its statements, falcon + gunicorn",
+        f"{name}: the token's lookup beside its statements, falcon + gunicorn",
     )
 
 
@@ -309,9 +310,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
                 for i, listing in enumerate(LISTINGS):
                     name, pages, items = listing.name, recorded[listing.name], counts[listing.name]
-                    floor, over_http, with_token = floors(name)
+                    floor, over_http, with_token, beside = floors(name)
                     bench.measure(floor, "items", functools.partial(replay, raw, pages, items))
-                    for path, route in ((over_http, "floor"), (with_token, "floor-token")):
+                    for path, route in (
+                        (over_http, "floor"),
+                        (with_token, "floor-token"),
+                        (beside, "floor-beside"),
+                    ):
                         walk_floor = functools.partial(
                             http_floor_walk, floor_get, route, i, len(pages), items
                         )
@@ -327,16 +332,20 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(
             "| list | items | pages | statements | API / its statements | HTTP floor / its statements "
-            "| HTTP floor with the token's lookup / its statements | API / HTTP floor with the lookup "
+            "| HTTP floor with the token's lookup / its statements "
+            "| HTTP floor with the lookup beside / its statements | API / HTTP floor with the lookup beside "
             "| API processes' CPU per page, ms |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for listing in LISTINGS:
             name, pages = listing.name, recorded[listing.name]
-            floor, over_http, with_token = floors(name)
+            floor, over_http, with_token, beside = floors(name)
             per_round = ", ".join(f"{1e3 * s:.1f}" for s in cpu[name])
-            ratios = [bench.ratio(p, f) for p, f in ((name, floor), (over_http, floor), (with_token, floor))]
-            ratios.append(bench.ratio(name, with_token))
+            ratios = [
+                bench.ratio(p, f)
+                for p, f in ((name, floor), (over_http, floor), (with_token, floor), (beside, floor))
+            ]
+            ratios.append(bench.ratio(name, beside))
             shown = " | ".join("-" if r is None else f"{r:.2f}" for r in ratios)
             statements = sum(len(_resources(page)) for page in pages)
             print(f"| {name} | {counts[name]} | {len(pages)} | {statements} | {shown} | {per_round} |")

@@ -256,3 +256,26 @@ def test_tasks_are_an_admins_and_an_import_from_a_url_fails(stack: Stack) -> Non
 def test_versions_are_public_and_an_empty_id_is_no_image(stack: Stack) -> None:
     assert stack.client.simulate_get("/image").status_code == 300
     assert stack.get("/image/v2/images/", P1).status_code == 404
+
+
+def test_a_listed_image_is_the_image_shown(stack: Stack) -> None:
+    """The lists read images as their views show them (times formatted by PostgreSQL, the id as
+    text); one image shown is made from its aggregate in Python: both give the same body, in
+    Glance's API and in Nova's image proxy."""
+    made = create(stack, tags=["x"], hw_disk_bus="scsi", os_distro="debian")
+    r = patch(stack, made["id"], [{"op": "add", "path": "/min_ram", "value": 64}])
+    assert r.status_code == 200, r.text
+    after = int(r.headers["X-Stratus-Position"])
+    shown = stack.get(f"/image/v2/images/{made['id']}", P1, after=after).json
+    assert [
+        i for i in stack.get("/image/v2/images", P1, after=after).json["images"] if i["id"] == made["id"]
+    ] == [shown]
+    assert shown["created_at"].endswith("Z") and len(shown["created_at"]) == 20
+    nova = stack.get(f"/v2.1/images/{made['id']}", P1, after=after).json["image"]
+    listed = [
+        i for i in stack.get("/v2.1/images/detail", P1, after=after).json["images"] if i["id"] == made["id"]
+    ]
+    assert listed == [nova] and (nova["created"], nova["updated"]) == (
+        shown["created_at"],
+        shown["updated_at"],
+    )

@@ -13,7 +13,8 @@ import pytest
 from falcon import testing
 
 from api.links import bookmark, resource_links
-from api.server_views import isotime, server_view
+from api.server_views import server_view
+from api.timestamps import isotime
 from api.versions import Microversion, at_least, minor_of
 from projections.queries import ServerRow
 from stratus.context import Actor
