@@ -19,7 +19,7 @@ from api import auth
 from api.body import as_bool, as_int, read_json
 from api.errors import BadRequest, ItemNotFound, ReadModelBehind
 from api.flavor_extras import FLAVORS, can_see
-from api.links import int_filter, next_links, page_params, resource_links
+from api.links import int_filter, links_of, next_links, page_params
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.servers import UPDATE_READ_WAIT_SECONDS
 from api.versions import at_least, since
@@ -37,35 +37,58 @@ _SORT_DIRS = ("asc", "desc")
 
 
 def brief_view(req: falcon.Request, flavor: dict[str, Any]) -> dict[str, Any]:
-    fid = str(flavor["flavorid"])
-    view = {"id": fid, "name": flavor["name"], "links": resource_links(req, "flavors", fid)}
-    if at_least(req, 55):
-        view["description"] = flavor.get("description")
+    return brief_view_of(req)(flavor)
+
+
+def brief_view_of(req: falcon.Request) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Nova's flavor in a list without details (``description`` from 2.55), settled once a page."""
+    description = at_least(req, 55)
+    links = links_of(req, "flavors")
+
+    def view(flavor: dict[str, Any]) -> dict[str, Any]:
+        fid = str(flavor["flavorid"])
+        shown = {"id": fid, "name": flavor["name"], "links": links(fid)}
+        if description:
+            shown["description"] = flavor.get("description")
+        return shown
+
     return view
 
 
 def detail_view(req: falcon.Request, flavor: dict[str, Any]) -> dict[str, Any]:
+    return detail_view_of(req)(flavor)
+
+
+def detail_view_of(req: falcon.Request) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """Nova's flavor at the request's microversion: ``description`` from 2.55, ``extra_specs`` from
-    2.61, no swap as 0 (not "") from 2.75, without ``rxtx_factor`` and ``disabled`` from 2.102."""
-    fid = str(flavor["flavorid"])
-    view: dict[str, Any] = {
-        "id": fid,
-        "name": flavor["name"],
-        "ram": flavor["ram"],
-        "vcpus": flavor["vcpus"],
-        "disk": flavor["disk"],
-        "OS-FLV-EXT-DATA:ephemeral": flavor["ephemeral"],
-        "swap": flavor["swap"] or (0 if at_least(req, 75) else ""),
-        "os-flavor-access:is_public": flavor["is_public"],
-        "links": resource_links(req, "flavors", fid),
-    }
-    if not at_least(req, 102):
-        view["rxtx_factor"] = flavor["rxtx_factor"]
-        view["OS-FLV-DISABLED:disabled"] = False
-    if at_least(req, 55):
-        view["description"] = flavor.get("description")
-    if at_least(req, 61):
-        view["extra_specs"] = dict(flavor.get("extra_specs") or {})
+    2.61, no swap as 0 (not "") from 2.75, without ``rxtx_factor`` and ``disabled`` from 2.102;
+    settled once for a page's flavors."""
+    no_swap = 0 if at_least(req, 75) else ""
+    rxtx, description, extra_specs = not at_least(req, 102), at_least(req, 55), at_least(req, 61)
+    links = links_of(req, "flavors")
+
+    def view(flavor: dict[str, Any]) -> dict[str, Any]:
+        fid = str(flavor["flavorid"])
+        shown: dict[str, Any] = {
+            "id": fid,
+            "name": flavor["name"],
+            "ram": flavor["ram"],
+            "vcpus": flavor["vcpus"],
+            "disk": flavor["disk"],
+            "OS-FLV-EXT-DATA:ephemeral": flavor["ephemeral"],
+            "swap": flavor["swap"] or no_swap,
+            "os-flavor-access:is_public": flavor["is_public"],
+            "links": links(fid),
+        }
+        if rxtx:
+            shown["rxtx_factor"] = flavor["rxtx_factor"]
+            shown["OS-FLV-DISABLED:disabled"] = False
+        if description:
+            shown["description"] = flavor.get("description")
+        if extra_specs:
+            shown["extra_specs"] = dict(flavor.get("extra_specs") or {})
+        return shown
+
     return view
 
 
@@ -163,7 +186,7 @@ class FlavorCollection(_Flavors):
     read_beside_check = auth.READ_BESIDE_CHECK  # a list: read beside its token's check
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = self._list(req, "flavors", lambda row: brief_view(req, row))
+        resp.media = self._list(req, "flavors", brief_view_of(req))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         auth.require_admin(req.context.actor, "os_compute_api:os-flavor-manage:create")
@@ -200,7 +223,7 @@ class FlavorDetailCollection(_Flavors):
     read_beside_check = auth.READ_BESIDE_CHECK  # a list: read beside its token's check
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = self._list(req, "flavors/detail", lambda row: detail_view(req, row))
+        resp.media = self._list(req, "flavors/detail", detail_view_of(req))
 
 
 class FlavorItem(_Flavors):

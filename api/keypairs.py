@@ -103,15 +103,13 @@ class KeyPairCollection(_KeyPairs):
         limit, marker = page_params(req) if paged else (MAX_LIMIT, None)  # Nova pages from 2.35
         with self._read.connection(req) as conn:
             rows = keypair_queries.list_keypairs(conn, user_id, limit=limit, marker=marker)
+        typed = versions.at_least(req, 2)  # the key pair's ``type``, from 2.2
         shown = [
-            {
-                "name": r["name"],
-                "public_key": r["public_key"],
-                "fingerprint": r["fingerprint"],
-                **_typed(req, r["type"]),
-            }
-            for r in rows
+            {"name": r["name"], "public_key": r["public_key"], "fingerprint": r["fingerprint"]} for r in rows
         ]
+        if typed:
+            for view, r in zip(shown, rows, strict=True):
+                view["type"] = r["type"]
         body: dict[str, Any] = {"keypairs": [{"keypair": k} for k in shown]}
         links = next_links(req, "os-keypairs", shown, limit, id_key="name") if paged else []
         if links:

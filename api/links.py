@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -27,11 +28,19 @@ def quoted(item_id: str) -> str:
 
 
 def resource_links(req: falcon.Request, collection: str, item_id: str) -> list[dict[str, str]]:
-    item = quoted(item_id)
-    return [
-        {"rel": "self", "href": f"{req.prefix}/{API_ROOT}/{collection}/{item}"},
-        {"rel": "bookmark", "href": f"{req.prefix}/{collection}/{item}"},
-    ]
+    return links_of(req, collection)(item_id)
+
+
+def links_of(req: falcon.Request, collection: str) -> Callable[[str], list[dict[str, str]]]:
+    """``resource_links`` for the items of one page: the request's prefix read once."""
+    own = f"{req.prefix}/{API_ROOT}/{collection}/"
+    mark = f"{req.prefix}/{collection}/"
+
+    def links(item_id: str) -> list[dict[str, str]]:
+        item = quoted(item_id)
+        return [{"rel": "self", "href": own + item}, {"rel": "bookmark", "href": mark + item}]
+
+    return links
 
 
 def bookmark(req: falcon.Request, collection: str, item_id: str) -> list[dict[str, str]]:

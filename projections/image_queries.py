@@ -141,7 +141,9 @@ def _newest_first(
             raise MarkerNotFound(marker)
         where = [*where, sql.SQL("(created_at, id) < (%s, %s)")]
         params = [*params, mark["created_at"], mark["id"]]
-    query = sql.SQL("SELECT {} FROM {}.{} WHERE {} ORDER BY created_at DESC, id DESC LIMIT %s").format(
-        columns, _S, sql.Identifier(table), sql.SQL(" AND ").join(where)
+    # the table's columns by name: ``columns`` may show them under the same names, formatted
+    name = sql.Identifier(table)
+    query = sql.SQL("SELECT {} FROM {}.{} WHERE {} ORDER BY {}.created_at DESC, {}.id DESC LIMIT %s").format(
+        columns, _S, name, sql.SQL(" AND ").join(where), name, name
     )
     return _fetchall(conn, query, [*params, max(0, limit)])
