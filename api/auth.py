@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +44,7 @@ from commands.unit_of_work import UnitOfWork
 from projections import identity_queries
 from projections.queries import ReadModelUnavailable
 from stratus.context import Actor
+from stratus.recent import Recent
 
 log = logging.getLogger("stratus.api")
 
@@ -64,30 +64,6 @@ class Authenticated:
     subject: identity_queries.Subject
     # The same check running again beside the request (``Authenticator.speculate``); None: checked.
     pending: Future[identity_queries.Subject | None] | None = None
-
-
-class _Checked:
-    """The subjects the last checks of the most recent tokens found (``size`` of them), by token."""
-
-    def __init__(self, size: int) -> None:
-        self._lock = threading.Lock()
-        self._by_token: OrderedDict[str, identity_queries.Subject] = OrderedDict()
-        self._size = size
-
-    def get(self, token: str) -> identity_queries.Subject | None:
-        with self._lock:
-            return self._by_token.get(token)
-
-    def put(self, token: str, subject: identity_queries.Subject) -> None:
-        with self._lock:
-            self._by_token[token] = subject
-            self._by_token.move_to_end(token)
-            while len(self._by_token) > self._size:
-                self._by_token.popitem(last=False)
-
-    def drop(self, token: str) -> None:
-        with self._lock:
-            self._by_token.pop(token, None)
 
 
 class Authenticator:
@@ -112,7 +88,7 @@ class Authenticator:
         # At most this many beside requests at once: past it, a request's check runs first, so that a
         # busy process never makes a request wait for a thread (nor its pool for a connection).
         self._slots = threading.BoundedSemaphore(checks_at_once)
-        self._checked = _Checked(4096)
+        self._checked: Recent[str, identity_queries.Subject] = Recent(4096)
 
     def challenge(self, req: falcon.Request) -> dict[str, str]:
         """Where to get a token: keystonemiddleware's ``WWW-Authenticate`` header."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +25,7 @@ from psycopg.rows import dict_row
 from api.errors import BadRequest, ReadModelBehind, ServiceUnavailable
 from projections import queries
 from stratus import positions
+from stratus.recent import Recent
 
 log = logging.getLogger("stratus.api")
 
@@ -78,20 +78,13 @@ class Written:
     """The last log position each user wrote at through this process (the most recent users kept)."""
 
     def __init__(self, size: int = 10_000) -> None:
-        self._lock = threading.Lock()
-        self._by_user: OrderedDict[str, int] = OrderedDict()
-        self._size = size
+        self._by_user: Recent[str, int] = Recent(size)
 
     def record(self, user_id: str, position: int) -> None:
-        with self._lock:
-            self._by_user[user_id] = max(position, self._by_user.get(user_id, 0))
-            self._by_user.move_to_end(user_id)
-            while len(self._by_user) > self._size:
-                self._by_user.popitem(last=False)
+        self._by_user.put(user_id, position, max)
 
     def of(self, user_id: str) -> int | None:
-        with self._lock:
-            return self._by_user.get(user_id)
+        return self._by_user.get(user_id)
 
 
 class ReadModel:
