@@ -458,6 +458,7 @@ class Projector:
                         log.warning("%s: batch after %d failed in the writer (%s), applied again on its own",
                                     self.part, position, type(failed).__name__)  # fmt: skip
                     carried.clear()
+                    _settled(ahead)  # the read ahead is done before this thread reads: one reader at a time
                     position, tables = self._tables()  # what is committed (the writer is done)
                     result = self.apply_batch(self.fetch(position))
                     head = position = self._written(result.position, result.events)
@@ -531,6 +532,13 @@ class Projector:
         if self.progress is not None:
             self.progress(position)
         return position
+
+
+def _settled(future: Future[Any]) -> None:
+    """``future`` cancelled, or else finished (its outcome not wanted)."""
+    if not future.cancel():
+        with contextlib.suppress(Exception):
+            future.result()
 
 
 def connection_like(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FinishSpawning, StartSpawning
 from commands.states import PowerState, VmState
 from projections import notifications, queries
+from projections.rawlog import RawLog
 from projections.rebuild import rebuild
 from projections.schema import WRITER_LOCK
 from stratus.config import Settings
@@ -209,6 +211,46 @@ def test_a_rebuild_bisecting_a_batch_applies_its_other_events_to_the_rows_last_c
         row = queries.get_server(rm, server, None)
         assert row is not None and row["metadata"] == {"a": "1", "b": "2"}
     assert sorted(by_position(quarantine.list(), "rebuild")) == [nul_at]
+
+
+def test_a_replay_whose_batch_fails_reads_on_one_reader_at_a_time(
+    app: Stratus,
+    handlers: Handlers,
+    quarantine: Quarantine,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the batch that fails in the writer (a NUL) is read again on the replay's own thread: the
+    # read ahead, still running on the reader thread, must be done first (the raw log's open read
+    # is one generator: two threads in it raised "generator already executing")
+    inside, overlapped = [0], []
+    lock = threading.Lock()
+    read = RawLog.read_messages
+
+    def slow_read(self: RawLog, *args: Any, **kw: Any) -> Any:
+        with lock:
+            inside[0] += 1
+            overlapped.append(inside[0] > 1)
+        try:
+            time.sleep(0.05)
+            return read(self, *args, **kw)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    monkeypatch.setattr(RawLog, "read_messages", slow_read)
+    handlers.create_flavor(CreateFlavor("1", "tiny", 1, 64, 1))
+    server = handlers.create_server(CreateServer("vm", "p", "u", "1")).id
+    nul_at = nul_in_metadata(app, server)
+    inst: Any = app.repository.get(UUID(server))
+    inst.update_metadata({"b": "2"})
+    app.save(inst)
+    with read_models(database_url) as rm:
+        rebuild(rm, app.recorder, app.mapper, batch_size=2, quarantine=quarantine)  # type: ignore[arg-type]
+        row = queries.get_server(rm, server, None)
+        assert row is not None and row["metadata"] == {"b": "2"}
+    assert sorted(by_position(quarantine.list(), "rebuild")) == [nul_at]
+    assert overlapped and not any(overlapped)
 
 
 def test_a_transient_postgresql_failure_is_retried_not_quarantined(
