@@ -414,7 +414,8 @@ class Projector:
         commit, the next batch), and a rebuild ran at half a core. A batch that fails in memory or
         in the writer (PostgreSQL refuses a value, the tracking position moved, a rebuild swapped
         in other tables) is applied again by ``apply_batch`` from the committed position (it
-        bisects, quarantines, retries), and the replay goes on without the carried rows."""
+        bisects, quarantines, retries), and the replay goes on without the carried rows. The writer
+        writes the batches' new rows with COPY, into the live tables too (``ReadModelView.copies``)."""
         position, tables = self._tables()
         # rows kept only for this call: between two, other batches may have written the tables
         carried = Carried()
@@ -426,6 +427,10 @@ class Projector:
             ThreadPoolExecutor(1, thread_name_prefix=prefix + "write") as writer,
             contextlib.ExitStack() as opened,
         ):
+            # The writer COPYs the batches' new rows, live tables too: each working set knows which
+            # rows the tables hold (``ReadModelView.copy_new``); ``apply_batch`` upserts as always.
+            opened.callback(setattr, self.view, "copies", self.view.copies)
+            self.view.copies = True
             second: list[psycopg.Connection[Any]] = []
 
             def reading() -> psycopg.Connection[Any]:

@@ -170,9 +170,13 @@ class ReadModelView(TrackingRecorder):
     ) -> None:
         """``fresh``: the schema is a rebuild's, written by this view alone; a batch's instances and
         claims that its tables do not hold yet are then written with COPY (``copy_new``) and only
-        the others upserted."""
+        the others upserted. A replay into the live tables does the same (``copies``) while it
+        holds them (``Projector._replay``)."""
         self.conn = conn
         self.fresh = fresh
+        # Whether ``copy_new`` writes the batch's instances and new claims with COPY: in a fresh
+        # schema, and in a replay's batches, whose working sets know which rows the tables hold
+        self.copies = fresh
         # From how many changed rows of a table ``flush`` sends them as one JSON array in one
         # statement (fewer: one prepared execution a row)
         self.rows_as_json_from = rows_as_json_from
@@ -183,7 +187,7 @@ class ReadModelView(TrackingRecorder):
         self._queries: dict[Hashable, bytes] = {}  # statements composed once (``_query``)
         if fresh:
             set_json_dumps(_dumps_str, conn)
-            conn.adapters.register_dumper(None, _JsonbCopyDumper)  # COPY's jsonb columns (``_copy``)
+        conn.adapters.register_dumper(None, _JsonbCopyDumper)  # COPY's jsonb columns (by oid: ``_copy``)
         self._ws: _WorkingSet | None = None
 
     def _query(self, key: Hashable, compose: Callable[[], sql.Composable]) -> bytes:
@@ -324,17 +328,20 @@ class ReadModelView(TrackingRecorder):
             self._ws = None
 
     def copy_new(self, ws: _WorkingSet | None = None) -> None:
-        """In a fresh schema, COPY the batch's changed instances (those its table holds already
-        deleted first: no conflict is possible, nothing else writes there) and the claims its table
-        does not hold yet, and leave only the others to ``flush``'s upserts. Outside pipeline mode
-        (COPY cannot run in it), inside the batch's transaction. ``ws``: a working set handed over
-        (a catch-up's writer thread), else the batch's own.
+        """While ``copies`` (a fresh schema; a replay), COPY the batch's changed instances (those its
+        table holds already deleted first) and the claims its table does not hold yet, and leave
+        only the others to ``flush``'s upserts. No conflict is possible: the working set knows which
+        rows the tables hold (read in the batch's transaction, or carried from the replay's batches,
+        whose writer refuses a batch unless the tracking position is where they left it, so no one
+        else wrote), and only projectors write these tables. Outside pipeline mode (COPY cannot run
+        in it), inside the batch's transaction. ``ws``: a working set handed over (a replay's writer
+        thread), else the batch's own.
 
         A stored instance is deleted and copied rather than upserted: PostgreSQL turns a row into
         the table's row type from JSON, then resolves the conflict, at two to three times the CPU of
         a delete by key and a COPY row. The table has no column but ``INSTANCE_COLUMNS`` (no
         statement writes it), so a rewritten row loses nothing."""
-        if not self.fresh:
+        if not self.copies:
             return
         ws = ws if ws is not None else self.ws
         if stored := ws.dirty_instances & ws.stored_instances:

@@ -17,6 +17,7 @@ import pytest
 
 from commands.app import Stratus
 from commands.servers.create import CreateServer
+from commands.servers.delete import DeleteServer, FinishDeletion
 from commands.servers.scheduling import PlaceInstance
 from projections import queries
 from projections.projector import Projector
@@ -29,6 +30,7 @@ from tests.fixtures.facades.handlers import Handlers
 from tests.fixtures.facades.operations import Operations
 from tests.fixtures.nats import raw_reads, unique_settings
 from tests.fixtures.projections import head, populate, projector_thread, snapshot
+from tests.fixtures.workers import eventually
 
 BATCH = 500  # the runner's batch size
 
@@ -92,7 +94,8 @@ def test_a_runner_back_after_downtime_catches_up_below_nats_py_then_follows_live
 
     with caplog.at_level(logging.INFO), projector_thread(db_settings):
         assert queries.wait_for_position(rm, head(app), timeout=30)
-        caught_up = raw_reads(own_nats_server)
+        # the catch-up's raw connection, once the monitoring lists it (it may be a moment late)
+        caught_up = eventually(lambda: raw_reads(own_nats_server) or None)
         _servers(app, handlers, 3)  # live: followed through nats-py
         assert queries.wait_for_position(rm, head(app), timeout=30)
         assert raw_reads(own_nats_server).keys() == caught_up.keys()
@@ -105,6 +108,37 @@ def test_a_runner_back_after_downtime_catches_up_below_nats_py_then_follows_live
     rebuild(rm, app.recorder, app.mapper, raw_read=False, keep_old=True)  # type: ignore[arg-type]
     assert snapshot(rm, OLD_SCHEMA) == snapshot(rm, LIVE_SCHEMA)
     assert len(snapshot(rm)["instances"]) == 60 + 200 + 3
+
+
+@pytest.mark.timeout(120)
+def test_a_catch_up_that_changes_rows_the_live_tables_hold_leaves_what_a_replay_makes(
+    app: Stratus,
+    handlers: Handlers,
+    db_settings: Settings,
+    rm: psycopg.Connection[Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # a catch-up's writer COPYs the rows new to the live tables and deletes and COPYs the changed
+    # ones it knows the tables hold (``ReadModelView.copies``): servers the tables held deleted,
+    # their claims released, their hosts' usage changed, beside new servers and claims
+    populate(app, instances=60, hosts=3, chunk=30)
+    with projector_thread(db_settings):
+        assert queries.wait_for_position(rm, head(app), timeout=30)
+    active = "SELECT id::text FROM stratus_rm.instances WHERE status = 'ACTIVE' ORDER BY id LIMIT 15"
+    held = [server for (server,) in rm.execute(active)]
+    assert len(held) == 15
+    for server in held:
+        handlers.delete_server(DeleteServer(server, None))
+        handlers.finish_deletion(FinishDeletion(server))
+    _servers(app, handlers, 200)
+    with caplog.at_level(logging.INFO), projector_thread(db_settings):
+        assert queries.wait_for_position(rm, head(app), timeout=30)
+    assert "projector catching up from position" in caplog.text
+    assert "failed in the writer" not in caplog.text  # no batch fell back to upserts on its own
+    rebuild(rm, app.recorder, app.mapper, raw_read=False, keep_old=True)  # type: ignore[arg-type]
+    assert snapshot(rm, OLD_SCHEMA) == snapshot(rm, LIVE_SCHEMA)
+    statuses = rm.execute("SELECT status FROM stratus_rm.instances WHERE id::text = ANY(%s)", (held,))
+    assert [status for (status,) in statuses] == ["DELETED"] * 15
 
 
 def test_a_runner_a_batch_behind_or_less_reads_nothing_below_nats_py(
