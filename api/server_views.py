@@ -142,6 +142,8 @@ def server_view(
     images: dict[tuple[str, str | None] | str, dict[str, Any] | str] = {}
     flavors: dict[str, dict[str, Any]] = {}
     host_ids: dict[tuple[str, str | None], str] = {}
+    kernels: dict[str | None, dict[str, Any]] = {}  # what 2.3 shows of a server's image, by its text
+    host_statuses: dict[str | None, str] = {}
 
     def view(row: ServerRow, group: str | None = None) -> dict[str, Any]:
         (sid, name, project_id, user_id, flavor_json, image_ref, metadata, zone, description, key_name,
@@ -203,7 +205,9 @@ def server_view(
                 server["OS-EXT-SRV-ATTR:hypervisor_hostname"] = host
                 server["OS-EXT-SRV-ATTR:instance_name"] = f"instance-{sid}"  # the libvirt domain's name
                 if attributes:
-                    kept = decode_json(image_json) or {}
+                    kept = kernels.get(image_json)
+                    if kept is None:
+                        kept = kernels[image_json] = decode_json(image_json) or {}
                     server["OS-EXT-SRV-ATTR:reservation_id"] = reservation_id
                     server["OS-EXT-SRV-ATTR:launch_index"] = launch_index or 0
                     server["OS-EXT-SRV-ATTR:hostname"] = hostname or _hostname_for(name)
@@ -217,13 +221,16 @@ def server_view(
             elif hostname_shown:
                 server["OS-EXT-SRV-ATTR:hostname"] = hostname or _hostname_for(name)
             if host_status:
-                server["host_status"] = status_of(host) if status_of is not None else ""
+                shown_status = host_statuses.get(host)
+                if shown_status is None:
+                    shown_status = host_statuses[host] = status_of(host) if status_of is not None else ""
+                server["host_status"] = shown_status
         if minor >= 9:
             server["locked"] = locked_by is not None
         if minor >= 19:
             server["description"] = description
         if minor >= 26:
-            server["tags"] = list(decode_json(tags) or [])
+            server["tags"] = [] if tags == "[]" else list(decode_json(tags) or [])
         if minor >= 63:
             server["trusted_image_certificates"] = None  # Stratus verifies no image signatures
         if minor >= 71 and single:
