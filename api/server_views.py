@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import falcon
+from orjson import Fragment
 
 from api import auth
 from api.links import API_ROOT, quoted, resource_links
@@ -27,6 +28,7 @@ from projections.queries import ServerRow, decode_json
 from stratus.context import Actor
 from stratus.hostname import hostname_for
 from stratus.imagestore import BlobStore, StoreError
+from stratus.serialization import dumps
 
 log = logging.getLogger("stratus.api")
 
@@ -84,6 +86,7 @@ def server_view(
     single: bool = False,
     basic: bool = False,
     down: Collection[str] = (),
+    listed: bool = False,
 ) -> ServerView:
     """How the request shows a server (``ServerRow``) and the server group it is in: Nova's detailed
     view at the request's microversion, for ``actor`` (admins see the extended attributes).
@@ -93,7 +96,12 @@ def server_view(
     Nova's. ``down``: hosts that stopped sending heartbeats, on which a guest's power state is
     unknown (NOSTATE), not the last one recorded. What depends on the request alone (the
     microversion's fields, the role, the links' prefixes) is settled here once; the view then costs
-    a few microseconds a row."""
+    a few microseconds a row.
+
+    ``listed``: for a page of a list, whose body only orjson serializes (``stratus.serialization``):
+    the links, images and flavors are then already serialized (``orjson.Fragment``, the same bytes
+    as the objects would serialize to), made once a page (images and flavors) or from the page's
+    links' serialized prefixes, instead of objects serialized again for every row."""
     minor = minor_of(req)
     admin = auth.is_admin(actor)
     extended = not basic or minor >= 75  # update's and rebuild's lack the extension keys before 2.75
@@ -107,6 +115,9 @@ def server_view(
     bookmark_href = f"{prefix}/servers/"
     image_href = f"{prefix}/images/"
     flavor_href = f"{prefix}/flavors/"
+    # the links' JSON around a server's id (a uuid's text needs no escaping)
+    links_self = '[{"rel":"self","href":"' + dumps(self_href).decode()[1:-1]
+    links_bookmark = '"},{"rel":"bookmark","href":"' + dumps(bookmark_href).decode()[1:-1]
     user_data = extras.user_data if extras is not None else None
     status_of = extras.host_status if extras is not None else None
 
@@ -139,8 +150,8 @@ def server_view(
 
     # The parts a page's rows have in common (an image, a flavor, a host) are made once a request
     # and shared by the views that show them: nothing changes a view's parts once it is made.
-    images: dict[tuple[str, str | None] | str, dict[str, Any] | str] = {}
-    flavors: dict[str, dict[str, Any]] = {}
+    images: dict[tuple[str, str | None] | str, dict[str, Any] | str | Fragment] = {}
+    flavors: dict[str, dict[str, Any] | Fragment] = {}
     host_ids: dict[tuple[str, str | None], str] = {}
     kernels: dict[str | None, dict[str, Any]] = {}  # what 2.3 shows of a server's image, by its text
     host_statuses: dict[str | None, str] = {}
@@ -157,10 +168,12 @@ def server_view(
         image_key = (image_ref, image_json) if image_properties else image_ref
         image = images.get(image_key)
         if image is None:
-            image = images[image_key] = image_view(image_ref, image_json)
+            image = image_view(image_ref, image_json)
+            image = images[image_key] = Fragment(dumps(image)) if listed else image
         flavor = flavors.get(flavor_json)
         if flavor is None:
-            flavor = flavors[flavor_json] = flavor_view(flavor_json)
+            flavor = flavor_view(flavor_json)
+            flavor = flavors[flavor_json] = Fragment(dumps(flavor)) if listed else flavor
         shown_host = host_ids.get((project_id, host))
         if shown_host is None:
             shown_host = host_ids[(project_id, host)] = host_id(project_id, host)
@@ -180,7 +193,9 @@ def server_view(
             "accessIPv4": access_ip_v4 or "",
             "accessIPv6": access_ip_v6 or "",
             # a uuid's text is its own quoted form
-            "links": [
+            "links": Fragment(links_self + sid + links_bookmark + sid + '"}]')
+            if listed
+            else [
                 {"rel": "self", "href": self_href + sid},
                 {"rel": "bookmark", "href": bookmark_href + sid},
             ],

@@ -263,7 +263,7 @@ class ServerDetailCollection(_Servers):
         actor = req.context.actor
 
         def shown(rows: list[ServerRow], extras: ServerExtras | None) -> ServerView:
-            return server_view(req, actor, extras, down=self._down(rows))
+            return server_view(req, actor, extras, down=self._down(rows), listed=True)
 
         resp.media = self._list(req, "servers/detail", shown)
 
