@@ -317,9 +317,16 @@ def addresses_view(ports: list[dict[str, Any]], *, extended: bool = True) -> dic
     and MAC, the extension keys)."""
     addresses: dict[str, list[dict[str, Any]]] = {}
     for port in ports:
-        address: dict[str, Any] = {"addr": port["address"], "version": 4}
-        if extended:
-            address.update({"OS-EXT-IPS:type": "fixed", "OS-EXT-IPS-MAC:mac_addr": port["mac"]})
+        address: dict[str, Any] = (
+            {
+                "addr": port["address"],
+                "version": 4,
+                "OS-EXT-IPS:type": "fixed",
+                "OS-EXT-IPS-MAC:mac_addr": port["mac"],
+            }
+            if extended
+            else {"addr": port["address"], "version": 4}
+        )
         addresses.setdefault(port["network_name"], []).append(address)
     return addresses
 

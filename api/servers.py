@@ -149,7 +149,8 @@ class _Servers:
             extras = self._extras(req, conn, rows)
             groups = _groups(req, conn, rows)
         shown = view(rows, extras)
-        body: dict[str, Any] = {"servers": [shown(r, groups.get(r.id)) for r in rows]}
+        servers = [shown(r, groups.get(r.id)) for r in rows] if groups else [shown(r, None) for r in rows]
+        body: dict[str, Any] = {"servers": servers}
         links = next_links(req, path, [{"id": r.id} for r in rows], limit)
         if links:
             body["servers_links"] = links
