@@ -148,11 +148,10 @@ def server_view(
             "extra_specs": dict(flavor.get("extra_specs") or {}),
         }
 
-    # The parts a page's rows have in common (an image, a flavor, a host) are made once a request
-    # and shared by the views that show them: nothing changes a view's parts once it is made.
+    # The parts a page's rows have in common (an image, a flavor, a host's status) are made once a
+    # request and shared by the views that show them: nothing changes a view's parts once it is made.
     images: dict[tuple[str, str | None] | str, dict[str, Any] | str | Fragment] = {}
     flavors: dict[str, dict[str, Any] | Fragment] = {}
-    host_ids: dict[tuple[str, str | None], str] = {}
     kernels: dict[str | None, dict[str, Any]] = {}  # what 2.3 shows of a server's image, by its text
     host_statuses: dict[str | None, str] = {}
 
@@ -174,9 +173,7 @@ def server_view(
         if flavor is None:
             flavor = flavor_view(flavor_json)
             flavor = flavors[flavor_json] = Fragment(dumps(flavor)) if listed else flavor
-        shown_host = host_ids.get((project_id, host))
-        if shown_host is None:
-            shown_host = host_ids[(project_id, host)] = host_id(project_id, host)
+        shown_host = _host_id(project_id, host) if host else ""  # host_id's, kept across requests
         server: dict[str, Any] = {
             "id": sid,
             "name": name,
@@ -207,7 +204,7 @@ def server_view(
             server["key_name"] = key_name
             server["config_drive"] = "True" if config_drive else ""  # Nova's string field
             server["OS-EXT-AZ:availability_zone"] = (
-                str(zone) if zone else (str(host_zone or DEFAULT_ZONE) if host else "")
+                zone if zone else ((host_zone or DEFAULT_ZONE) if host else "")  # text columns
             )
             server["OS-EXT-STS:vm_state"] = vm_state
             server["OS-EXT-STS:task_state"] = task_state
