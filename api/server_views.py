@@ -190,7 +190,7 @@ def server_view(
             "accessIPv4": access_ip_v4 or "",
             "accessIPv6": access_ip_v6 or "",
             # a uuid's text is its own quoted form
-            "links": Fragment(links_self + sid + links_bookmark + sid + '"}]')
+            "links": Fragment(f'{links_self}{sid}{links_bookmark}{sid}"}}]')
             if listed
             else [
                 {"rel": "self", "href": self_href + sid},
