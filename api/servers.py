@@ -118,10 +118,13 @@ class _Servers:
         view: Callable[
             [list[ServerRow], ServerExtras | None], Callable[[ServerRow, str | None], dict[str, Any]]
         ],
-        groups_since: int | None = None,
+        *,
+        detailed: bool = False,
     ) -> Any:
-        """A page of servers, each shown by ``view(rows, extras)`` (made once for the page), with the
-        server group each is in from the microversion ``groups_since`` (None: never shown)."""
+        """A page of servers, each shown by ``view(rows, extras)`` (made once for the page). Only the
+        ``detailed`` view shows what the extras (admins' host status, user data) and the servers'
+        groups (2.100's scheduler_hints; 2.71's server_groups are a single server's only) are read
+        for: the brief one is not given them."""
         actor: Actor = req.context.actor
         admin = auth.is_admin(actor)
         server_list.check_params(req)
@@ -148,9 +151,8 @@ class _Servers:
                 **server_list.field_filters(req),
                 **server_list.column_filters(req, admin),
             )
-            extras = self._extras(req, conn, rows)
-            shows_groups = groups_since is not None and at_least(req, groups_since)
-            groups = _groups(req, conn, rows) if shows_groups else {}
+            extras = self._extras(req, conn, rows) if detailed else None
+            groups = _groups(req, conn, rows) if detailed and at_least(req, 100) else {}
         shown = view(rows, extras)
         servers = [shown(r, groups.get(r.id)) for r in rows] if groups else [shown(r, None) for r in rows]
         body: dict[str, Any] = {"servers": servers}
@@ -269,8 +271,7 @@ class ServerDetailCollection(_Servers):
         def shown(rows: list[ServerRow], extras: ServerExtras | None) -> ServerView:
             return server_view(req, actor, extras, down=self._down(rows), listed=True)
 
-        # a list shows no server_groups (2.71: a single server's only), only 2.100's scheduler_hints
-        resp.media = self._list(req, "servers/detail", shown, groups_since=100)
+        resp.media = self._list(req, "servers/detail", shown, detailed=True)
 
 
 class ServerItem(_Servers):
