@@ -118,8 +118,13 @@ class _Servers:
         view: Callable[
             [list[ServerRow], ServerExtras | None], Callable[[ServerRow, str | None], dict[str, Any]]
         ],
+        *,
+        detailed: bool = False,
     ) -> Any:
-        """A page of servers, each shown by ``view(rows, extras)`` (made once for the page)."""
+        """A page of servers, each shown by ``view(rows, extras)`` (made once for the page). Only the
+        ``detailed`` view shows what the extras (admins' host status, user data) and the servers'
+        groups (2.100's scheduler_hints; 2.71's server_groups are a single server's only) are read
+        for: the brief one is not given them."""
         actor: Actor = req.context.actor
         admin = auth.is_admin(actor)
         server_list.check_params(req)
@@ -146,10 +151,11 @@ class _Servers:
                 **server_list.field_filters(req),
                 **server_list.column_filters(req, admin),
             )
-            extras = self._extras(req, conn, rows)
-            groups = _groups(req, conn, rows)
+            extras = self._extras(req, conn, rows) if detailed else None
+            groups = _groups(req, conn, rows) if detailed and at_least(req, 100) else {}
         shown = view(rows, extras)
-        body: dict[str, Any] = {"servers": [shown(r, groups.get(r.id)) for r in rows]}
+        servers = [shown(r, groups.get(r.id)) for r in rows] if groups else [shown(r, None) for r in rows]
+        body: dict[str, Any] = {"servers": servers}
         links = next_links(req, path, [{"id": r.id} for r in rows], limit)
         if links:
             body["servers_links"] = links
@@ -263,9 +269,9 @@ class ServerDetailCollection(_Servers):
         actor = req.context.actor
 
         def shown(rows: list[ServerRow], extras: ServerExtras | None) -> ServerView:
-            return server_view(req, actor, extras, down=self._down(rows))
+            return server_view(req, actor, extras, down=self._down(rows), listed=True)
 
-        resp.media = self._list(req, "servers/detail", shown)
+        resp.media = self._list(req, "servers/detail", shown, detailed=True)
 
 
 class ServerItem(_Servers):
