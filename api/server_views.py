@@ -13,14 +13,15 @@ import functools
 import hashlib
 import logging
 from collections.abc import Callable, Collection
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import falcon
 from orjson import Fragment
 
 from api import auth
-from api.links import API_ROOT, quoted, resource_links
+from api.links import API_ROOT, links_of, quoted
+from api.timestamps import isotime
 from api.versions import minor_of
 from commands.host_aggregate import DEFAULT_ZONE
 from commands.states import PowerState
@@ -60,19 +61,10 @@ def _host_id(project_id: str, host: str) -> str:
 _hostname_for = functools.lru_cache(maxsize=4096)(hostname_for)
 
 
-def isotime(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    utc = value.astimezone(UTC)
-    if utc.year < 1000:  # isoformat pads the year to four digits; strftime's %Y does not
-        return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
-    # the same text as strftime("%Y-%m-%dT%H:%M:%SZ"), at a fraction of the cost (two a row in a
-    # list): "YYYY-MM-DDTHH:MM:SS" then the offset ("+00:00"), which "Z" replaces
-    return utc.isoformat(timespec="seconds")[:19] + "Z"
-
-
-def brief_view(req: falcon.Request, row: ServerRow) -> dict[str, Any]:
-    return {"id": row.id, "name": row.name, "links": resource_links(req, "servers", row.id)}
+def brief_view_of(req: falcon.Request) -> Callable[[ServerRow], dict[str, Any]]:
+    """How ``GET /servers`` shows each row of a page (id, name, links), the links' prefixes read once."""
+    links = links_of(req, "servers")
+    return lambda row: {"id": row.id, "name": row.name, "links": links(row.id)}
 
 
 ServerView = Callable[[ServerRow, "str | None"], dict[str, Any]]

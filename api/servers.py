@@ -40,7 +40,7 @@ from api.server_views import (
     DISK_CONFIG,
     ServerExtras,
     ServerView,
-    brief_view,
+    brief_view_of,
     server_view,
 )
 from api.versions import at_least
@@ -169,7 +169,8 @@ class ServerCollection(_Servers):
 
     @falcon.before(policy.require("os_compute_api:servers:index"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = self._list(req, "servers", lambda _, __: lambda row, ___: brief_view(req, row))
+        brief = brief_view_of(req)
+        resp.media = self._list(req, "servers", lambda _, __: lambda row, ___: brief(row))
 
     @falcon.before(policy.require("os_compute_api:servers:create"))
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
