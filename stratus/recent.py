@@ -16,6 +16,8 @@ V = TypeVar("V")
 
 
 class Recent(Generic[K, V]):
+    """The ``size`` most recently used keys and their values; a lock around every use."""
+
     def __init__(self, size: int) -> None:
         self._lock = threading.Lock()
         self._items: OrderedDict[K, V] = OrderedDict()
