@@ -15,28 +15,27 @@ without a valid token. The rules themselves are in ``api/policy.py``.
 resource's own: about a sixth of a page's wall (docs/performance.md, "API: `GET /servers/detail`").
 A resource that only reads may say ``read_beside_check = frozenset({"GET"})``: once a token has
 been checked, its next requests act on what that check found (``Authenticator.speculate``) while
-the same check is sent again with the request's first read, in one pipeline with its statements on
-its connection (``PendingCheck``, ``ReadModel.connection``: one round trip, no thread), and the
-response leaves only if the new answer is the same and lets the token in (``confirmed``; a request
-that read nothing is checked then). Anything else (a revocation, a role changed, a disabled user,
-an error) and the request is answered again from the start with the check first
-(``api.middleware.CheckedApp``), so the answer is exactly the one the serial check gives; the
+the same check runs again on another thread and connection, and the response leaves only if the new
+answer is the same and lets the token in (``confirmed``). Anything else (a revocation, a role
+changed, a disabled user, an error) and the request is answered again from the start with the check
+first (``api.middleware.CheckedApp``), so the answer is exactly the one the serial check gives; the
 resource's SQL may run once for a revoked token, and its rows are dropped unseen.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any
 
 import falcon
-import psycopg
 
 from api.errors import BadRequest, Forbidden, ServiceUnavailable, Unauthorized
 from api.identity.tokens import InvalidToken, TokenClaims, TokenSigner
 from api.log_identity import CannotTell, IdentityFromLog
-from api.readmodel import CHECK_BESIDE, ReadModel
+from api.readmodel import ReadModel
 from commands.app import Stratus
 from commands.errors import NotFound
 from commands.identity import effective_roles
@@ -63,53 +62,8 @@ class Authenticated:
     claims: TokenClaims
     actor: Actor
     subject: identity_queries.Subject
-    # The same check made again beside the request (``Authenticator.speculate``); None: checked.
-    pending: PendingCheck | None = None
-
-
-class PendingCheck:
-    """A token's check made again with its request's first read (``ReadModel.connection`` sends it
-    in one pipeline with the read's statements and receives it once they are synced), or when the
-    request is confirmed if it read nothing. A check that was sent and failed is not made again:
-    the request is answered again with its check first."""
-
-    def __init__(self, authenticator: Authenticator, req: falcon.Request, claims: TokenClaims) -> None:
-        self._authenticator = authenticator
-        self._req = req
-        self._claims = claims
-        self._cursor: psycopg.Cursor[Any] | None = None
-        self._answer: tuple[identity_queries.Subject | None] | None = None  # (subject,) once received
-        self._failed: Exception | None = None
-
-    def send(self, conn: psycopg.Connection[Any]) -> None:
-        c = self._claims
-        try:
-            self._cursor = identity_queries.send_subject(
-                conn, c.user_id, c.project_id, (c.token_id, c.chain), c.issued_at, c.application_credential_id
-            )
-        except Exception as e:  # whatever it is, the request is answered again with its check first
-            self._failed = e
-
-    def receive(self) -> None:
-        cursor, self._cursor = self._cursor, None
-        if cursor is None:
-            return
-        try:
-            self._answer = (
-                identity_queries.subject_of(cursor.fetchone(), self._claims.application_credential_id),
-            )
-        except Exception as e:  # as in ``send``
-            self._failed = e
-
-    def result(self) -> identity_queries.Subject | None:
-        """The subject the check found, made now if it was never sent; raises what a sent one met."""
-        if self._failed is not None:
-            raise self._failed
-        if self._answer is None:
-            if self._cursor is not None:  # sent, its pipeline never synced: the read failed
-                raise ReadModelUnavailable("the check sent with the request's read got no answer")
-            self._answer = (self._authenticator.subject_now(self._req, self._claims),)
-        return self._answer[0]
+    # The same check running again beside the request (``Authenticator.speculate``); None: checked.
+    pending: Future[identity_queries.Subject | None] | None = None
 
 
 class Authenticator:
@@ -121,15 +75,19 @@ class Authenticator:
         read: ReadModel,
         identity_url: str = "",
         from_log: IdentityFromLog | None = None,
-        beside: bool = False,
+        checks: Executor | None = None,
+        checks_at_once: int = 4,
     ) -> None:
         self.signer = signer
         self._read = read
         self._identity_url = identity_url
         # Who a token speaks for while the read model is away (api/log_identity.py); None: a 503.
         self._from_log = from_log
-        # Whether a list's check is made again beside its read (``speculate``); False: every check first.
-        self._beside = beside
+        # Where a check runs beside its request (``speculate``); None: every check before its request.
+        self._checks = checks
+        # At most this many beside requests at once: past it, a request's check runs first, so that a
+        # busy process never makes a request wait for a thread (nor its pool for a connection).
+        self._slots = threading.BoundedSemaphore(checks_at_once)
         self._checked: Recent[str, identity_queries.Subject] = Recent(4096)
 
     def challenge(self, req: falcon.Request) -> dict[str, str]:
@@ -143,22 +101,26 @@ class Authenticator:
         return self._checked_now(req, token, claims)
 
     def speculate(self, req: falcon.Request) -> Authenticated:
-        """The request's identity as its token's last check found it, with the same check made
-        again with the request's first read (``pending``: the caller must have it ``confirmed``
-        before anything of the request leaves); checked now, as ``authenticate`` does, when this
-        process has not checked the token yet, or for a token scoped to the system."""
+        """The request's identity as its token's last check found it, with the same check running
+        again beside the request (``pending``: the caller must have it ``confirmed`` before anything
+        of the request leaves); checked now, as ``authenticate`` does, when this process has not
+        checked the token yet or no thread is free."""
         token, claims = self._verified(req, None)
         seen = self._checked.get(token)
-        if seen is None or not self._beside or not claims.project_id:
+        if seen is None or self._checks is None or not self._slots.acquire(blocking=False):
             return self._checked_now(req, token, claims)
-        pending = PendingCheck(self, req, claims)
-        setattr(req.context, CHECK_BESIDE, pending)
+        try:
+            pending = self._checks.submit(self._subject, req, claims)
+        except RuntimeError:  # the executor is shut down: the process is stopping
+            self._slots.release()
+            return self._checked_now(req, token, claims)
+        pending.add_done_callback(lambda _: self._slots.release())
         actor = Actor(claims.user_id, claims.project_id, effective_roles(seen.role_names))
         return Authenticated(token, claims, actor, seen, pending)
 
     def confirmed(self, authenticated: Authenticated) -> bool:
-        """Whether the check made beside a request found what the request acted on, and lets the
-        token in: only then may its response leave."""
+        """Whether the check running beside a request found what the request acted on, and lets the
+        token in: only then may its response leave. Waits for the check."""
         if authenticated.pending is None:
             return True
         try:
@@ -188,7 +150,7 @@ class Authenticator:
 
     def _checked_now(self, req: falcon.Request, token: str, claims: TokenClaims) -> Authenticated:
         try:
-            subject = self.subject_now(req, claims)
+            subject = self._subject(req, claims)
         except (ServiceUnavailable, ReadModelUnavailable) as unavailable:
             if self._from_log is None:
                 raise
@@ -209,7 +171,7 @@ class Authenticator:
         actor = Actor(claims.user_id, claims.project_id, effective_roles(subject.role_names))
         return Authenticated(token, claims, actor, subject)
 
-    def subject_now(self, req: falcon.Request, claims: TokenClaims) -> identity_queries.Subject | None:
+    def _subject(self, req: falcon.Request, claims: TokenClaims) -> identity_queries.Subject | None:
         """The token's subject as the identity read model has it now (waiting for no write of the
         request's actor: it is not known yet, or only as this check will say)."""
         with self._read.connection(req, as_anyone=True) as conn:

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any
 
 import falcon
 import psycopg
@@ -29,9 +29,6 @@ from stratus.recent import Recent
 
 log = logging.getLogger("stratus.api")
 
-# On a request's context: a check to send in one pipeline with the request's first read
-# (``CheckBeside``, api/auth.py's ``PendingCheck``).
-CHECK_BESIDE = "check_beside"
 MIN_POSITION_HEADER = "X-Stratus-Min-Position"
 MIN_POSITION_PARAM = "min_position"
 POSITION_HEADER = "X-Stratus-Position"
@@ -90,16 +87,6 @@ class Written:
         return self._by_user.get(user_id)
 
 
-class CheckBeside(Protocol):
-    """A statement a request sends with its first read, in one pipeline (one round trip)."""
-
-    def send(self, conn: psycopg.Connection[Any]) -> None:
-        """Queue the statement on ``conn`` (in pipeline mode); never raises."""
-
-    def receive(self) -> None:
-        """Read its answer, once the pipeline was synced; never raises."""
-
-
 class ReadModel:
     """The read model's connections, each one waiting until the model has applied what the caller wrote."""
 
@@ -128,10 +115,8 @@ class ReadModel:
         """A connection to read with, once the read model has reached the request's minimum position
         (or ``after``: the position of a write the request itself just made), the last write of the
         request's actor (unless ``as_anyone``: the token's own check), and the last write ``note``d
-        for any of ``concerning`` (another project's share of an image, say). The request's first
-        read carries its token's check in one pipeline with its statements (``CHECK_BESIDE``)."""
+        for any of ``concerning`` (another project's share of an image, say)."""
         position = min_position(req) if after is None else after
-        beside: CheckBeside | None = None if as_anyone else getattr(req.context, CHECK_BESIDE, None)
         if position is None and self._written is not None and not as_anyone:
             actor = getattr(req.context, "actor", None)
             own = (actor.user_id, project_key(actor.project_id)) if actor is not None else ()
@@ -143,14 +128,7 @@ class ReadModel:
                 self._away.clear()
                 if position is not None and not queries.wait_for_position(conn, position, self._wait):
                     raise ReadModelBehind(position, self._wait)
-                if beside is None:
-                    yield conn
-                else:
-                    setattr(req.context, CHECK_BESIDE, None)  # sent once, with the first read
-                    with conn.pipeline():
-                        beside.send(conn)
-                        yield conn
-                    beside.receive()
+                yield conn
         except psycopg_pool.PoolTimeout as e:
             if self._pool.get_stats().get("pool_size", 0) < self._pool.max_size:
                 self._away.set()  # not busy (it could have grown): it could not connect

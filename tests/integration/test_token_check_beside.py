@@ -1,6 +1,5 @@
-"""A list read beside its token's check (api/auth.py): the check sent again in one pipeline with the
-list's read, and the request answered again with the check first whenever the check does not find
-what the request acted on.
+"""A list read beside its token's check (api/auth.py): held until the check answers, and answered
+again with the check first whenever the check does not find what the request acted on.
 
 On the real stack (the fixture's app reads beside the check as ``api.app.build``'s does). Each test
 uses a token once first, so that this process has checked it and its next request reads beside.
@@ -8,16 +7,15 @@ uses a token once first, so that this process has checked it and its next reques
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 from prometheus_client import REGISTRY
-from psycopg import pq
 
+from api.app import TOKEN_CHECK_THREADS
 from api.auth import Authenticated, Authenticator
-from projections import identity_queries
 from tests.fixtures.api import ADMIN, Stack
 from tests.fixtures.identity import password_auth
 
@@ -32,26 +30,28 @@ def _login(stack: Stack, user: str, project: str) -> dict[str, str]:
 
 
 class Beside:
-    """What the checks beside requests did: whether each confirmed, the connections they were sent
-    on (in pipeline mode or not), and whether the next one sent fails."""
+    """What the checks beside requests did: whether each confirmed, and a gate they wait at."""
 
     def __init__(self) -> None:
         self.confirmed: list[bool] = []
-        self.sent: list[bool] = []  # each one sent: was its connection in pipeline mode
-        self.checked_now = 0
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.gate.set()
         self.fail = False
 
 
 @pytest.fixture
 def beside(monkeypatch: pytest.MonkeyPatch) -> Iterator[Beside]:
     seen = Beside()
-    send, confirmed, now = identity_queries.send_subject, Authenticator.confirmed, Authenticator.subject_now
+    subject, confirmed = Authenticator._subject, Authenticator.confirmed
 
-    def sending(conn: Any, *args: Any) -> Any:
-        seen.sent.append(conn.pgconn.pipeline_status != pq.PipelineStatus.OFF)
-        if seen.fail:
-            raise psycopg.OperationalError("the read model failed the check beside")
-        return send(conn, *args)
+    def checking(self: Authenticator, req: Any, claims: Any) -> Any:
+        if threading.current_thread().name.startswith(TOKEN_CHECK_THREADS):  # beside its request
+            seen.entered.set()
+            assert seen.gate.wait(10)
+            if seen.fail:
+                raise RuntimeError("the read model failed the check beside")
+        return subject(self, req, claims)
 
     def confirming(self: Authenticator, authenticated: Authenticated) -> bool:
         answer = confirmed(self, authenticated)
@@ -59,14 +59,10 @@ def beside(monkeypatch: pytest.MonkeyPatch) -> Iterator[Beside]:
             seen.confirmed.append(answer)
         return answer
 
-    def checking_now(self: Authenticator, req: Any, claims: Any) -> Any:
-        seen.checked_now += 1
-        return now(self, req, claims)
-
-    monkeypatch.setattr(identity_queries, "send_subject", sending)
+    monkeypatch.setattr(Authenticator, "_subject", checking)
     monkeypatch.setattr(Authenticator, "confirmed", confirming)
-    monkeypatch.setattr(Authenticator, "subject_now", checking_now)
     yield seen
+    seen.gate.set()
 
 
 def _answered(route: str, status: int) -> float:
@@ -74,25 +70,25 @@ def _answered(route: str, status: int) -> float:
     return REGISTRY.get_sample_value("stratus_api_requests_total", labels) or 0.0
 
 
-def test_a_list_sends_its_check_in_one_pipeline_with_its_read(stack: Stack, beside: Beside) -> None:
+def test_a_list_is_held_until_the_check_beside_it_answers(stack: Stack, beside: Beside) -> None:
     token = _login(stack, "ida", "p1")
     assert stack.client.simulate_get("/v2.1/servers", headers=token).status_code == 200  # checked first
-    assert beside.confirmed == [] and beside.sent == []
-    checked_now = beside.checked_now
-    r = stack.client.simulate_get("/v2.1/servers", headers=token)
-    assert r.status_code == 200, r.text
-    # sent once, on the page's connection in pipeline mode, and its answer confirmed the request
-    assert beside.sent == [True] and beside.confirmed == [True] and beside.checked_now == checked_now
-
-
-def test_a_list_that_reads_nothing_is_checked_before_it_answers(stack: Stack, beside: Beside) -> None:
-    token = _login(stack, "ned", "p1")
-    assert stack.client.simulate_get("/v2.1/flavors", headers=token).status_code == 200
-    subject = {**token, "X-Subject-Token": token["X-Auth-Token"]}
-    assert stack.client.simulate_delete(TOKENS, headers=subject).status_code == 204
-    r = stack.client.simulate_get("/v2.1/flavors?sort_key=bogus", headers=token)  # refused before a read
-    assert r.status_code == 401, r.text  # not the 400 a live token gets
-    assert beside.sent == [] and beside.confirmed == [False]
+    assert beside.confirmed == []
+    beside.gate.clear()
+    answers: list[Any] = []
+    request = threading.Thread(
+        target=lambda: answers.append(stack.client.simulate_get("/v2.1/servers", headers=token))
+    )
+    request.start()
+    try:
+        assert beside.entered.wait(10), "the second request's check did not run beside it"
+        request.join(0.5)
+        assert request.is_alive() and answers == [], "the answer left before its check did"
+    finally:
+        beside.gate.set()
+        request.join(10)
+    assert answers[0].status_code == 200, answers[0].text
+    assert beside.confirmed == [True]
 
 
 def test_a_token_revoked_since_its_check_gets_a_401_and_the_read_is_dropped(
@@ -144,7 +140,7 @@ def test_a_check_beside_that_fails_is_made_again_first(stack: Stack, beside: Bes
     r = stack.client.simulate_get("/v2.1/os-keypairs", headers=token)
     assert r.status_code == 200, r.text
     assert r.json == {"keypairs": []}
-    assert beside.sent == [True] and beside.confirmed == [False]
+    assert beside.confirmed == [False]
 
 
 def test_a_write_is_never_made_beside_its_check(stack: Stack, beside: Beside) -> None:
@@ -153,4 +149,4 @@ def test_a_write_is_never_made_beside_its_check(stack: Stack, beside: Beside) ->
     body = {"keypair": {"name": "k-beside"}}
     r = stack.client.simulate_post("/v2.1/os-keypairs", headers=token, json=body)
     assert r.status_code == 200, r.text
-    assert beside.sent == [] and beside.confirmed == []
+    assert not beside.entered.is_set() and beside.confirmed == []
