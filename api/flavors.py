@@ -36,10 +36,6 @@ _LIST_PARAMS = frozenset(("limit", "marker", "is_public", "minRam", "minDisk", "
 _SORT_DIRS = ("asc", "desc")
 
 
-def brief_view(req: falcon.Request, flavor: dict[str, Any]) -> dict[str, Any]:
-    return brief_view_of(req)(flavor)
-
-
 def brief_view_of(req: falcon.Request) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """Nova's flavor in a list without details (``description`` from 2.55), settled once a page."""
     description = at_least(req, 55)
