@@ -1,19 +1,20 @@
 """The API's other lists through gunicorn, each against the same SQL in a raw psycopg loop.
 
-Run: ``python -m tests.bench.bench_lists [--servers 1000] [--items 1000] [--rounds 3]`` (~2 min).
+Run: ``python -m tests.bench.bench_lists [--servers 1000] [--items 1000] [--rounds 3] [--walks 5]`` (~2 min).
 The cloud is ``bench_servers_detail``'s (its own nats-server and database, servers through their
 events, read models rebuilt), with ``--items`` flavors, key pairs, images and server groups of the
 admin added through their aggregates' events and the read models rebuilt again. The API runs as
 deployed (``stratus api``'s gunicorn command line, ``processes.api.api_argv``: threaded workers,
 keep-alive); the bench's client keeps its connection alive, as openstacksdk's session does.
 
-Each list is walked page by page (``limit=100``, following its ``next`` link where the API gives
-one), once over HTTP and once as its floor. **The floor is the same statements**: the bench walks
-the list once in this process through the composed API (``api.app.build``/``create_app``, falcon's
-test client), records every statement the request ran on PostgreSQL except the token's identity
-lookup (which the servers' floor leaves out too), and replays them with their parameters on one
-connection, rows as tuples. So a list's ratio is what the API adds to its queries: HTTP, the token,
-falcon, the views, JSON.
+Each list is walked page by page (``limit=100``, following its ``next`` link where the API gives one),
+over HTTP and as its floor, ``--walks`` times a measurement (one walk of 11 pages took ~25 ms, short
+enough for one scheduling hiccup on the shared cores to move a round's ratio). **The floor is the same
+statements**: the bench walks the list once in this process through the composed API
+(``api.app.build``/``create_app``, falcon's test client), records every statement the request ran on
+PostgreSQL except the token's identity lookup (which the servers' floor leaves out too), and replays
+them with their parameters on one connection, rows as tuples. So a list's ratio is what the API adds to
+its queries: HTTP, the token, falcon, the views, JSON.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import functools
 import os
 import pickle
 import threading
@@ -218,6 +218,11 @@ def http_floor_walk(
     return items
 
 
+def repeated(times: int, walk_once: Callable[..., int], *args: Any) -> Callable[[], int]:
+    """``walk_once(*args)`` ``times`` over, as one measurement: the items listed in all."""
+    return lambda: sum(walk_once(*args) for _ in range(times))
+
+
 def _resources(page: list[tuple[Any, Any, bool]]) -> list[tuple[Any, Any, bool]]:
     """A page's statements but the token's lookup (the servers' bench leaves it out of its floor)."""
     return [s for s in page if not s[2]]
@@ -284,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--servers", type=int, default=1000)
     parser.add_argument("--items", type=int, default=1000, help="flavors, key pairs, images, groups each")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--walks", type=int, default=5, help="walks of each list a measurement")
     args = parser.parse_args(argv)
     with servers_cloud("lists", args.servers) as cloud:
         add_items(cloud, args.items)
@@ -311,21 +317,21 @@ def main(argv: list[str] | None = None) -> int:
                 for i, listing in enumerate(LISTINGS):
                     name, pages, items = listing.name, recorded[listing.name], counts[listing.name]
                     floor, over_http, with_token, beside = floors(name)
-                    bench.measure(floor, "items", functools.partial(replay, raw, pages, items))
+                    bench.measure(floor, "items", repeated(args.walks, replay, raw, pages, items))
                     for path, route in (
                         (over_http, "floor"),
                         (with_token, "floor-token"),
                         (beside, "floor-beside"),
                     ):
-                        walk_floor = functools.partial(
-                            http_floor_walk, floor_get, route, i, len(pages), items
+                        walk_floor = repeated(
+                            args.walks, http_floor_walk, floor_get, route, i, len(pages), items
                         )
                         bench.measure(path, "items", walk_floor, floor=floor)
                     with TreeCpu(proc.pid) as api:
                         bench.measure(
-                            name, "items", functools.partial(walk, get, listing, token), floor=floor
+                            name, "items", repeated(args.walks, walk, get, listing, token), floor=floor
                         )
-                    cpu[name].append(sum(api.seconds.values()) / len(pages))
+                    cpu[name].append(sum(api.seconds.values()) / (len(pages) * args.walks))
             print(f"load average at end: {loadavg()}")
         print()
         print(bench.table(f"The API's lists, {PAGE} a page, against their statements ({args.rounds} rounds)"))
