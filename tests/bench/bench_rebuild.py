@@ -76,13 +76,14 @@ from stratus.serialization import dumps
 from tests.bench.harness import Bench, CpuMeter, Sample, loadavg, machine_lines, nats_server
 from tests.bench.lifecycles import Lifecycles
 from tests.bench.rawnats import RawNats
-from tests.bench.replay_ladder import checked, mapped, our_read, parsed
+from tests.bench.replay_ladder import checked, mapped, our_read, parsed, payload
 
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 RAW_READ = "read: raw protocol, batch direct get (no client library)"
 RAW_PUSH_READ = "read: raw protocol, ordered push consumer (no client library)"
 ORDERED_READ = "read: nats-py ordered push consumer"
 # The ladder from the push floor to the rebuild: each rung one step more of a replay's work.
+PUSH_PAYLOAD = "ladder (b1): the raw push read + each event's payload parsed (orjson)"
 PUSH_PARSED = "ladder (b): the raw push read + each event's five envelope values and payload (orjson) parsed"
 PUSH_MAPPED = "ladder (c): the raw push read + Notification and eventsourcing's mapper to domain events"
 OUR_READ = "ladder: our reader on the push consumer (RawLog.read_messages, StoredMessages), undecoded"
@@ -100,6 +101,7 @@ CATCH_UP = "the live projector's catch-up (projections.runner.catch_up: lock, ba
 CATCH_UP_BATCH = 500
 LADDER = (
     (RAW_PUSH_READ, "(a) the push floor: the raw push read, counting"),
+    (PUSH_PAYLOAD, "(b1) + each payload parsed (orjson), no header read"),
     (PUSH_PARSED, "(b) + the five envelope values and the payload parsed (orjson)"),
     (PUSH_MAPPED, "(c) + the Notification and eventsourcing's mapper: domain events"),
     (OUR_READ, "our reader: RawLog.read_messages on the push consumer, undecoded"),
@@ -383,6 +385,7 @@ def run_round(
             lambda: raw.read_stream(stream, subject),
         )
         bench.measure(RAW_PUSH_READ, "events", lambda: raw.push_stream(stream, subject))
+        bench.measure(PUSH_PAYLOAD, "events", lambda: raw.push_stream(stream, subject, payload()))
         bench.measure(PUSH_PARSED, "events", lambda: raw.push_stream(stream, subject, parsed()))
         bench.measure(PUSH_MAPPED, "events", lambda: raw.push_stream(stream, subject, mapped(mapper)))
     finally:

@@ -3,6 +3,7 @@
 All read the log on the same ordered push consumer as the floor (``RawNats.push_stream``, a blocking
 socket, no client library), and each rung adds one step of the work any replay of this design does:
 
+- ``payload``: each event's JSON payload parsed with orjson, nothing else;
 - ``parsed``: each event's envelope values (``ce-subject``, ``Stratus-Id-Type``,
   ``ce-originatorversion``, ``ce-topic`` from its headers, its position from the ack reply: the five
   ``envelope.decode_notification`` reads) and its JSON payload parsed with orjson. The least any
@@ -39,22 +40,42 @@ from stratus.eventstore.envelope import (
 )
 from tests.bench.rawnats import Handler
 
-# The start of each stored envelope line a replay reads, in the order ``notification_of`` takes them.
-_LINES = tuple(
-    b"\r\n" + name.encode() + b":" for name in (CE_SUBJECT, ID_TYPE, CE_ORIGINATORVERSION, CE_TOPIC)
+# Each stored envelope line a replay reads starts ``\r\n<name>: ``, as the event store writes it.
+_SUBJECT, _ID_TYPE, _VERSION, _TOPIC = (
+    b"\r\n" + name.encode() + b": " for name in (CE_SUBJECT, ID_TYPE, CE_ORIGINATORVERSION, CE_TOPIC)
 )
 
 
 def _values(block: bytes, reply: bytes) -> tuple[str, bool, int, str, int]:
     """(raw id, whether it is a UUID, originator version, topic, position) of one delivered event: each
-    header's first line (the stored block has each once), the stream sequence from the ack reply
-    (``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>``)."""
-    raw = []
-    for line in _LINES:
-        at = block.index(line) + len(line)
-        raw.append(block[at : block.index(b"\r\n", at)].strip())
-    raw_id, id_type, version, topic = raw
-    return raw_id.decode(), id_type == b"uuid", int(version), topic.decode(), int(reply.split(b".")[-4])
+    header's line found once, each search starting where the one before ended (the stored block has
+    each once, written in this order as the event store writes it: ``envelope.build_headers``), the
+    stream sequence from the ack reply (``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.
+    <ts>.<pending>``). Written out for the least Python: a loop over the four names, or one regular
+    expression for them all, cost ~10 % more."""
+    find = block.find
+    subject = find(_SUBJECT) + len(_SUBJECT)
+    subject_end = find(b"\r\n", subject)
+    version = find(_VERSION, subject_end) + len(_VERSION)
+    version_end = find(b"\r\n", version)
+    topic = find(_TOPIC, version_end) + len(_TOPIC)
+    topic_end = find(b"\r\n", topic)
+    return (
+        block[subject:subject_end].decode(),
+        block.startswith(b"uuid\r\n", find(_ID_TYPE, topic_end) + len(_ID_TYPE)),
+        int(block[version:version_end]),
+        block[topic:topic_end].decode(),
+        int(reply.rsplit(b".", 4)[1]),
+    )
+
+
+def payload() -> Handler:
+    """Rung (b1): the payload parsed (orjson), nothing else."""
+
+    def handle(block: bytes, body: bytes, reply: bytes) -> object:
+        return orjson.loads(body)
+
+    return handle
 
 
 def parsed() -> Handler:
