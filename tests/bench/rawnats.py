@@ -128,7 +128,7 @@ class RawNats:
             elif reply.startswith(b"$JS.ACK."):
                 count += 1
                 if handle is not None:
-                    split = int(fields[-2])  # (an HMSG: a stored event always has headers)
+                    split = int(fields[-2]) if fields[0] == b"HMSG" else 0  # its header block's length
                     handle(data[:split], data[split:], reply)
                 if reply.endswith(b".0"):  # nothing pending after it: the head
                     break
