@@ -8,7 +8,10 @@ requested, claimed, scheduled, spawned, some failed, a third deleted; lifecycles
 many servers are in flight at once), then measures in each of R interleaved rounds:
 
 - reading the whole stream: a raw-protocol reader (socket, counting only) on batch direct gets and
-  on an ordered push consumer (what a replay reads on), a nats-py ordered push consumer, nats-py
+  on an ordered push consumer (what a replay reads on); the ladder from that push floor to the
+  rebuild (``tests.bench.replay_ladder``: the same push read with each event's envelope values and
+  payload parsed, then mapped to domain events by eventsourcing's mapper; our reader's messages
+  undecoded); a nats-py ordered push consumer, nats-py
   batch direct gets, ``recorder.read_messages``, and
   ``Projector.fetch`` (the rebuild's reader: Notifications decoded to domain events);
   ``Projector.fetch`` again through the reader below nats-py that the rebuild uses
@@ -43,7 +46,7 @@ from uuid import UUID, uuid4
 
 import psycopg
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import Mapper, StoredEvent
+from eventsourcing.persistence import Mapper, Notification, StoredEvent
 from nats.aio.client import Client
 from psycopg import sql
 from psycopg.types.json import Jsonb
@@ -73,11 +76,18 @@ from stratus.serialization import dumps
 from tests.bench.harness import Bench, CpuMeter, Sample, loadavg, machine_lines, nats_server
 from tests.bench.lifecycles import Lifecycles
 from tests.bench.rawnats import RawNats
+from tests.bench.replay_ladder import checked, mapped, our_read, parsed, payload
 
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 RAW_READ = "read: raw protocol, batch direct get (no client library)"
 RAW_PUSH_READ = "read: raw protocol, ordered push consumer (no client library)"
 ORDERED_READ = "read: nats-py ordered push consumer"
+# The ladder from the push floor to the rebuild: each rung one step more of a replay's work.
+PUSH_PAYLOAD = "ladder (b1): the raw push read + each event's payload parsed (orjson)"
+PUSH_PARSED = "ladder (b): the raw push read + each event's five envelope values and payload (orjson) parsed"
+PUSH_MAPPED = "ladder (c): the raw push read + Notification and eventsourcing's mapper to domain events"
+OUR_READ = "ladder: our reader on the push consumer (RawLog.read_messages, StoredMessages), undecoded"
+FETCH_RAW = "read: Projector.fetch below nats-py (projections.rawlog)"
 COPY = "write: COPY into instances"
 # The least any rebuild in one process does: read the log and write the rows it ends with, at once.
 READ_AND_COPY = "floor of any rebuild: the raw read and a COPY of the rebuilt instances at once (two threads)"
@@ -89,6 +99,16 @@ REBUILD_NATS_PY = "projections.rebuild.rebuild through nats-py (raw_read=False)"
 # The live projector's catch-up (after a restart or downtime): its lock and batch size, no swap.
 CATCH_UP = "the live projector's catch-up (projections.runner.catch_up: lock, batches of 2,000)"
 CATCH_UP_BATCH = 500
+LADDER = (
+    (RAW_PUSH_READ, "(a) the push floor: the raw push read, counting"),
+    (PUSH_PAYLOAD, "(b1) + each payload parsed (orjson), no header read"),
+    (PUSH_PARSED, "(b) + the five envelope values and the payload parsed (orjson)"),
+    (PUSH_MAPPED, "(c) + the Notification and eventsourcing's mapper: domain events"),
+    (OUR_READ, "our reader: RawLog.read_messages on the push consumer, undecoded"),
+    (FETCH_RAW, "(c) our code: Projector.fetch below nats-py (the rebuild's read thread)"),
+    (REBUILD_REPLAY, "(d) + applied: the rebuild's replay alone"),
+    (REBUILD, "(d) the whole rebuild (a fresh schema, swap)"),
+)
 
 
 # -- the log --------------------------------------------------------------------------------------
@@ -365,8 +385,12 @@ def run_round(
             lambda: raw.read_stream(stream, subject),
         )
         bench.measure(RAW_PUSH_READ, "events", lambda: raw.push_stream(stream, subject))
+        bench.measure(PUSH_PAYLOAD, "events", lambda: raw.push_stream(stream, subject, payload()))
+        bench.measure(PUSH_PARSED, "events", lambda: raw.push_stream(stream, subject, parsed()))
+        bench.measure(PUSH_MAPPED, "events", lambda: raw.push_stream(stream, subject, mapped(mapper)))
     finally:
         raw.close()
+    bench.measure(OUR_READ, "events", our_read(recorder, settings.nats_urls, batch_size))
     bench.measure(
         ORDERED_READ,
         "events",
@@ -384,11 +408,7 @@ def run_round(
         raw_projector = Projector(
             raw_log, mapper, conn, schema="bench_fetch", batch_size=batch_size, lock=False
         )
-        bench.measure(
-            "read: Projector.fetch below nats-py (projections.rawlog)",
-            "events",
-            lambda: fetch_all(raw_projector),
-        )
+        bench.measure(FETCH_RAW, "events", lambda: fetch_all(raw_projector))
 
     block = header_block(recorder, total // 2)
     bench.measure(
@@ -460,6 +480,55 @@ def run_round(
     replay = Sample(whole.count, replays[-1], whole.cpu)  # the CPU shares: the whole rebuild's
     bench.path(REBUILD_REPLAY, "events").samples.append(replay)
     print(f"  {REBUILD_REPLAY}: {replay.count} events in {replay.seconds:.2f} s = {replay.rate:,.0f}/s")
+
+
+def check_ladder(
+    server_url: str,
+    recorder: JetStreamApplicationRecorder,
+    mapper: Mapper[UUID],
+    conn: psycopg.Connection[Any],
+    batch_size: int,
+) -> str:
+    """Rung (c) decodes what the projector decodes: the same domain events, event for event (untimed)."""
+    ours: list[Any] = []
+    raw = RawNats(server_url)
+    try:
+        raw.push_stream(recorder.stream, recorder.layout.all, checked(mapped(mapper), ours))
+    finally:
+        raw.close()
+    theirs: list[Any] = []
+    with replay_log(recorder) as raw_log:
+        projector = Projector(raw_log, mapper, conn, schema="bench_fetch", batch_size=batch_size, lock=False)
+        after = 0
+        while (batch := projector.fetch(after)).entries:
+            theirs += [entry.event for entry in batch.entries]
+            after = batch.last
+    events = [None if isinstance(e, Notification) else e for e in ours]
+    differ = sum(
+        type(a) is not type(b) or (a is not None and vars(a) != vars(b))
+        for a, b in zip(events, theirs, strict=True)
+    )
+    if differ:
+        raise RuntimeError(f"rung (c) decoded {differ} events otherwise than Projector.fetch")
+    return f"rung (c) decodes the {sum(e is not None for e in theirs)} events shown as Projector.fetch does"
+
+
+def ladder_table(bench: Bench) -> str:
+    """The ladder: each rung's rate, its ratio to the push floor (median over rounds of the round's
+    ratio, and each round's), and our process's and nats-server's CPU an event (the median round)."""
+    lines = [
+        "| rung | median rate /s | ratio to the push floor | per round | CPU us an event: ours / server |",
+        "|---|---:|---:|---|---|",
+    ]
+    floor = bench.paths[RAW_PUSH_READ].samples
+    for path, name in LADDER:
+        samples = bench.paths[path].samples
+        ratios = ", ".join(f"{a.rate / b.rate:.2f}" for a, b in zip(samples, floor, strict=False))
+        lines.append(
+            f"| {name} | {bench.paths[path].median_rate():,.0f} | {bench.ratio(path, RAW_PUSH_READ):.2f}"
+            f" | {ratios} | {cpu_per_event(bench, path)} |"
+        )
+    return "\n".join(lines)
 
 
 def check_read_models(conn: psycopg.Connection[Any], builder: LogBuilder) -> str:
@@ -538,6 +607,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"a stored message: {len(middle.data)} B payload, {lines} headers "
                 f"({len(block)} B) as the server returns them"
             )
+            print(check_ladder(server.url, recorder, app.mapper, conn, args.batch_size))
             bench = Bench(CpuMeter(server.pid))
             for r in range(args.rounds):
                 print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
@@ -585,6 +655,9 @@ def main(argv: list[str] | None = None) -> int:
         print("CPU per event, us (the median round's): this process / nats-server")
         for path in (RAW_READ, RAW_PUSH_READ, ORDERED_READ, READ_AND_COPY, CATCH_UP, REBUILD):
             print(f"- {path}: {cpu_per_event(bench, path)}")
+        print()
+        print("From the push floor to the rebuild, step by step:")
+        print(ladder_table(bench))
     return 0
 
 

@@ -10,7 +10,12 @@ from __future__ import annotations
 import json
 import socket
 import uuid
+from collections.abc import Callable
 from urllib.parse import urlsplit
+
+# What a rung of the replay's ladder does with each delivered message: (the message's header block
+# and body as delivered, its ack reply), called as it is read.
+Handler = Callable[[bytes, bytes, bytes], object]
 
 
 class RawNats:
@@ -85,10 +90,11 @@ class RawNats:
             seq += n
         return total
 
-    def push_stream(self, stream: str, subject: str) -> int:
+    def push_stream(self, stream: str, subject: str, handle: Handler | None = None) -> int:
         """Read every message on ``subject`` from an ephemeral ordered push consumer (flow control
         answered, heartbeats skipped) up to the head (the delivery that leaves nothing pending); the
-        count. The consumer is the one ``stratus.audit.rawreader.RawReader.pushed`` makes."""
+        count. The consumer is the one ``stratus.audit.rawreader.RawReader.pushed`` makes.
+        ``handle``: called with each message's header block, body and ack reply (None: count only)."""
         name = f"bench{uuid.uuid4().hex[:12]}"
         deliver = f"_RAW.push.{name}"
         config = {
@@ -112,7 +118,7 @@ class RawNats:
         count, answered = 0, False
         while True:
             fields = self._message()
-            self._take(int(fields[-1]))
+            data = self._take(int(fields[-1]))
             if fields[2] == b"1":  # the consumer's creation answered
                 answered = True
                 continue
@@ -121,6 +127,9 @@ class RawNats:
                 self.sock.sendall(b"PUB %s 0\r\n\r\n" % reply)
             elif reply.startswith(b"$JS.ACK."):
                 count += 1
+                if handle is not None:
+                    split = int(fields[-2]) if fields[0] == b"HMSG" else 0  # its header block's length
+                    handle(data[:split], data[split:], reply)
                 if reply.endswith(b".0"):  # nothing pending after it: the head
                     break
         self.sock.sendall(
