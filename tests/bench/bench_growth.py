@@ -88,7 +88,7 @@ from stratus.eventstore.snapshots import take_snapshot
 from tests.bench.bench_boot import ControlPlane, control_plane, send
 from tests.bench.bench_eventstore import publish_sequential, raw_message
 from tests.bench.bench_placement import process
-from tests.bench.bench_servers_detail import get
+from tests.bench.bench_servers_detail import http_get
 from tests.bench.harness import loadavg, machine_lines
 from tests.bench.lifecycles import Lifecycles
 from tests.fixtures.commands import requested
@@ -304,12 +304,11 @@ def lists(
             f"SELECT * FROM {LIVE_SCHEMA}.instances WHERE project_id = %s AND NOT deleted "
             "ORDER BY created_at DESC, id DESC LIMIT 100"
         )
-        first = timed(partial(get, cloud.port, "/v2.1/servers/detail?limit=100", token), n)
+        get, auth = http_get(cloud.port), {"X-Auth-Token": token}
+        first = timed(partial(get, "/v2.1/servers/detail?limit=100", auth), n)
         mid: list[float] = []
         if middle is not None:
-            mid = timed(
-                partial(get, cloud.port, f"/v2.1/servers/detail?limit=100&marker={middle[0]}", token), n
-            )
+            mid = timed(partial(get, f"/v2.1/servers/detail?limit=100&marker={middle[0]}", auth), n)
         floor = timed(partial(_fetch, conn, first_sql, project), n)
         out[project] = {
             "live": live,
@@ -710,8 +709,13 @@ def _brief(row: dict[str, Any]) -> dict[str, Any]:
 
 # -- the plots ------------------------------------------------------------------------------------
 def plot(results: dict[str, Any], out: Path) -> list[Path]:
-    """Each metric's median (p90 dashed) against the log's size, y from 0 so that flat looks flat."""
-    import matplotlib
+    """Each metric's median (p90 dashed) against the log's size, y from 0 so that flat looks flat;
+    none without matplotlib (the JSON is written: ``--plot-only`` draws them later)."""
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        print("no plots: matplotlib is not installed (pip install -e '.[bench]'; then --plot-only)")
+        return []
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
