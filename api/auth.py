@@ -88,7 +88,8 @@ class Authenticator:
         # At most this many beside requests at once: past it, a request's check runs first, so that a
         # busy process never makes a request wait for a thread (nor its pool for a connection).
         self._slots = threading.BoundedSemaphore(checks_at_once)
-        self._checked: Recent[str, identity_queries.Subject] = Recent(4096)
+        # Each token's last check: what it found, and the actor it made of it.
+        self._checked: Recent[str, tuple[identity_queries.Subject, Actor]] = Recent(4096)
 
     def challenge(self, req: falcon.Request) -> dict[str, str]:
         """Where to get a token: keystonemiddleware's ``WWW-Authenticate`` header."""
@@ -106,8 +107,8 @@ class Authenticator:
         of the request leaves); checked now, as ``authenticate`` does, when this process has not
         checked the token yet or no thread is free."""
         token, claims = self._verified(req, None)
-        seen = self._checked.get(token)
-        if seen is None or self._checks is None or not self._slots.acquire(blocking=False):
+        checked = self._checked.get(token)
+        if checked is None or self._checks is None or not self._slots.acquire(blocking=False):
             return self._checked_now(req, token, claims)
         try:
             pending = self._checks.submit(self._subject, req, claims)
@@ -115,7 +116,7 @@ class Authenticator:
             self._slots.release()
             return self._checked_now(req, token, claims)
         pending.add_done_callback(lambda _: self._slots.release())
-        actor = Actor(claims.user_id, claims.project_id, effective_roles(seen.role_names))
+        seen, actor = checked
         return Authenticated(token, claims, actor, seen, pending)
 
     def confirmed(self, authenticated: Authenticated) -> bool:
@@ -167,8 +168,8 @@ class Authenticator:
                 "The request you have made requires authentication.", headers=self.challenge(req)
             )
         assert subject is not None
-        self._checked.put(token, subject)
         actor = Actor(claims.user_id, claims.project_id, effective_roles(subject.role_names))
+        self._checked.put(token, (subject, actor))
         return Authenticated(token, claims, actor, subject)
 
     def _subject(self, req: falcon.Request, claims: TokenClaims) -> identity_queries.Subject | None:
