@@ -114,10 +114,19 @@ def _negotiated(value: str | None, legacy: str | None) -> Microversion:
     return asked
 
 
+_VARY = f"{HEADER}, {LEGACY_HEADER}"
+
+
 def echo(resp: falcon.Response, version: Microversion) -> None:
-    resp.set_header(HEADER, f"{SERVICE_TYPE} {version}")
-    resp.set_header(LEGACY_HEADER, str(version))
-    resp.append_header("Vary", f"{HEADER}, {LEGACY_HEADER}")
+    served, legacy = _echoed(version)
+    resp.set_header(HEADER, served)
+    resp.set_header(LEGACY_HEADER, legacy)
+    resp.append_header("Vary", _VARY)
+
+
+@functools.lru_cache(maxsize=256)
+def _echoed(version: Microversion) -> tuple[str, str]:
+    return f"{SERVICE_TYPE} {version}", str(version)
 
 
 def _v21(base_url: str) -> dict[str, Any]:
