@@ -81,8 +81,9 @@ class Written:
     def record(self, user_id: str, position: int) -> None:
         self._by_user.put(user_id, position, max)
 
-    def of(self, user_id: str) -> int | None:
-        return self._by_user.get(user_id)
+    def last_of(self, keys: tuple[str, ...]) -> int | None:
+        """The last position any of ``keys`` wrote at, None when none is known."""
+        return max(self._by_user.get_each(keys), default=None)
 
 
 class ReadModel:
@@ -117,8 +118,7 @@ class ReadModel:
         if position is None and self._written is not None and not as_anyone:
             actor = getattr(req.context, "actor", None)
             own = (actor.user_id, project_key(actor.project_id)) if actor is not None else ()
-            noted = [p for p in (self._written.of(key) for key in (*own, *concerning)) if p is not None]
-            position = max(noted) if noted else None
+            position = self._written.last_of((*own, *concerning))
         return Reading(self, position)
 
     def _taken(self, position: int | None) -> psycopg.Connection[Any]:
