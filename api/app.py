@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import secrets
 import threading
 import uuid
@@ -88,7 +89,13 @@ def _new_uuid() -> str:
 
 
 def _new_request_id() -> str:
-    return f"req-{uuid.uuid4()}"
+    """``req-`` and a random UUID (version 4) as ``str(uuid.uuid4())`` writes it, without making
+    the ``UUID`` (twice the time, on every request)."""
+    b = bytearray(os.urandom(16))
+    b[6] = b[6] & 0x0F | 0x40  # the version, 4
+    b[8] = b[8] & 0x3F | 0x80  # the variant, RFC 4122
+    h = b.hex()
+    return f"req-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ resource's SQL may run once for a revoked token, and its rows are dropped unseen
 from __future__ import annotations
 
 import logging
-import threading
+from collections import deque
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any
@@ -86,9 +86,12 @@ class Authenticator:
         # Where a check runs beside its request (``speculate``); None: every check before its request.
         self._checks = checks
         # At most this many beside requests at once: past it, a request's check runs first, so that a
-        # busy process never makes a request wait for a thread (nor its pool for a connection).
-        self._slots = threading.BoundedSemaphore(checks_at_once)
-        self._checked: Recent[str, identity_queries.Subject] = Recent(4096)
+        # busy process never makes a request wait for a thread (nor its pool for a connection). A
+        # slot is taken with pop and given back with append, each atomic (a semaphore's Condition
+        # cost more than the rest of a request's hand-over to the check's thread).
+        self._slots: deque[None] = deque([None] * checks_at_once)
+        # Each token's last check: what it found, and the actor it made of it.
+        self._checked: Recent[str, tuple[identity_queries.Subject, Actor]] = Recent(4096)
 
     def challenge(self, req: falcon.Request) -> dict[str, str]:
         """Where to get a token: keystonemiddleware's ``WWW-Authenticate`` header."""
@@ -106,17 +109,30 @@ class Authenticator:
         of the request leaves); checked now, as ``authenticate`` does, when this process has not
         checked the token yet or no thread is free."""
         token, claims = self._verified(req, None)
-        seen = self._checked.get(token)
-        if seen is None or self._checks is None or not self._slots.acquire(blocking=False):
+        checked = self._checked.get(token)
+        if checked is None or self._checks is None or not self._slot():
             return self._checked_now(req, token, claims)
         try:
-            pending = self._checks.submit(self._subject, req, claims)
+            pending = self._checks.submit(self._beside, req, claims)
         except RuntimeError:  # the executor is shut down: the process is stopping
-            self._slots.release()
+            self._slots.append(None)
             return self._checked_now(req, token, claims)
-        pending.add_done_callback(lambda _: self._slots.release())
-        actor = Actor(claims.user_id, claims.project_id, effective_roles(seen.role_names))
+        seen, actor = checked
         return Authenticated(token, claims, actor, seen, pending)
+
+    def _slot(self) -> bool:
+        try:
+            self._slots.pop()
+        except IndexError:
+            return False
+        return True
+
+    def _beside(self, req: falcon.Request, claims: TokenClaims) -> identity_queries.Subject | None:
+        """The check running beside its request, giving back its slot when done."""
+        try:
+            return self._subject(req, claims)
+        finally:
+            self._slots.append(None)
 
     def confirmed(self, authenticated: Authenticated) -> bool:
         """Whether the check running beside a request found what the request acted on, and lets the
@@ -167,8 +183,8 @@ class Authenticator:
                 "The request you have made requires authentication.", headers=self.challenge(req)
             )
         assert subject is not None
-        self._checked.put(token, subject)
         actor = Actor(claims.user_id, claims.project_id, effective_roles(subject.role_names))
+        self._checked.put(token, (subject, actor))
         return Authenticated(token, claims, actor, subject)
 
     def _subject(self, req: falcon.Request, claims: TokenClaims) -> identity_queries.Subject | None:

@@ -69,8 +69,19 @@ def next_links(
         return []
     params: dict[str, Any] = dict(req.params)
     params["marker"] = str(items[-1][id_key])
-    href = f"{req.prefix}/{API_ROOT}/{path}?{urlencode(params, doseq=True)}"
+    href = f"{req.prefix}/{API_ROOT}/{path}?{_query(params)}"
     return [{"rel": "next", "href": href}]
+
+
+def _query(params: dict[str, Any]) -> str:
+    """``urlencode(params, doseq=True)``, whose quoting (``quote_plus``, four calls a parameter and
+    value) leaves the common case, names and values of unreserved characters, as it is."""
+    if all(
+        type(value) is str and _UNRESERVED.fullmatch(value) and _UNRESERVED.fullmatch(name)
+        for name, value in params.items()
+    ):
+        return "&".join(f"{name}={value}" for name, value in params.items())
+    return urlencode(params, doseq=True)
 
 
 def time_param(req: falcon.Request, name: str) -> datetime | None:

@@ -74,6 +74,9 @@ def _refuse_unstorable_url(req: falcon.Request) -> None:
     why = unstorable(req.path)
     if why:
         raise BadRequest(f"Invalid URL path: {why}.")
+    query = req.query_string
+    if query.isascii() and "%" not in query and "\x00" not in query:
+        return  # its parameters are its own characters: none a NUL, none a surrogate
     for name, value in req.params.items():
         for text in (name, *(value if isinstance(value, list) else [value])):
             why = unstorable(str(text))

@@ -31,6 +31,9 @@ from stratus.liveness import LivenessReader
 access_log = logging.getLogger("stratus.api.access")
 # The route label of a request no route matched (a 404): one series, not one per path asked for.
 UNMATCHED = "unmatched"
+# The labelled series ``RequestMetrics`` keeps at hand, at most: the routes' templates by their methods
+# and statuses, which are few; a method label the API does not serve is looked up on each request.
+KEPT_SERIES = 1024
 
 
 class Timed:
@@ -56,6 +59,9 @@ class RequestMetrics(Timed):
     def __init__(self, access_lines: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(clock)
         self._access_level = logging.INFO if access_lines else logging.DEBUG
+        # (method, route, status) -> its counter and its histogram, labelled once (``labels`` hashes
+        # the labels and takes the metric's lock on every call)
+        self._series: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, req_succeeded: bool
@@ -65,8 +71,9 @@ class RequestMetrics(Timed):
         elapsed = self.elapsed(req)
         route = (req.uri_template or UNMATCHED) if resource is not None else UNMATCHED
         status = str(falcon.http_status_to_code(resp.status))
-        metrics.API_REQUESTS.labels(req.method, route, status).inc()
-        metrics.API_LATENCY.labels(req.method, route).observe(elapsed)
+        counted, timed = self._labelled(req.method, route, status)
+        counted.inc()
+        timed.observe(elapsed)
         if access_log.isEnabledFor(self._access_level):
             request_id = str(getattr(req.context, "request_id", "") or "")
             command = getattr(req.context, "command", None)
@@ -82,6 +89,18 @@ class RequestMetrics(Timed):
                     "correlation_id": getattr(command, "correlation_id", "") or request_id,
                 },
             )
+
+    def _labelled(self, method: str, route: str, status: str) -> tuple[Any, Any]:
+        key = (method, route, status)
+        series = self._series.get(key)
+        if series is None:
+            series = (
+                metrics.API_REQUESTS.labels(method, route, status),
+                metrics.API_LATENCY.labels(method, route),
+            )
+            if len(self._series) < KEPT_SERIES:
+                self._series[key] = series
+        return series
 
 
 class Probes:

@@ -14,6 +14,7 @@ ask ``at_least(req, minor)``, never parse the header themselves.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections.abc import Callable
@@ -80,8 +81,13 @@ def _fmt(v: tuple[int, int]) -> str:
 
 def negotiate(req: falcon.Request) -> Microversion:
     """The microversion a request asks for (2.1 when it names none); 400 if malformed, 406 if unserved."""
+    return _negotiated(req.get_header(HEADER), req.get_header(LEGACY_HEADER))
+
+
+# The headers' values clients send are few (each client asks for one version): parsed once each.
+@functools.lru_cache(maxsize=256)
+def _negotiated(value: str | None, legacy: str | None) -> Microversion:
     requested: str | None = None
-    value = req.get_header(HEADER)
     if value:
         # "compute 2.1", possibly among other services' versions: "compute 2.1, placement 1.2".
         for part in value.split(","):
@@ -89,7 +95,7 @@ def negotiate(req: falcon.Request) -> Microversion:
             if service.lower() == SERVICE_TYPE:
                 requested = version.strip()
     if requested is None:
-        requested = req.get_header(LEGACY_HEADER)
+        requested = legacy
     if not requested:
         return Microversion(*MIN_VERSION)
     if requested.lower() == "latest":
@@ -108,10 +114,19 @@ def negotiate(req: falcon.Request) -> Microversion:
     return asked
 
 
+_VARY = f"{HEADER}, {LEGACY_HEADER}"
+
+
 def echo(resp: falcon.Response, version: Microversion) -> None:
-    resp.set_header(HEADER, f"{SERVICE_TYPE} {version}")
-    resp.set_header(LEGACY_HEADER, str(version))
-    resp.append_header("Vary", f"{HEADER}, {LEGACY_HEADER}")
+    served, legacy = _echoed(version)
+    resp.set_header(HEADER, served)
+    resp.set_header(LEGACY_HEADER, legacy)
+    resp.append_header("Vary", _VARY)
+
+
+@functools.lru_cache(maxsize=256)
+def _echoed(version: Microversion) -> tuple[str, str]:
+    return f"{SERVICE_TYPE} {version}", str(version)
 
 
 def _v21(base_url: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -30,6 +30,18 @@ class Recent(Generic[K, V]):
                 return None
             self._items.move_to_end(key)
             return self._items[key]
+
+    def get_each(self, keys: Iterable[K]) -> list[V]:
+        """The values kept of ``keys`` (each kept as the most recent), those not kept left out: one
+        hold of the lock for them all."""
+        found = []
+        with self._lock:
+            items = self._items
+            for key in keys:
+                if key in items:
+                    items.move_to_end(key)
+                    found.append(items[key])
+        return found
 
     def __contains__(self, key: object) -> bool:
         with self._lock:

@@ -43,3 +43,13 @@ def test_threads_never_overfill_it_nor_lose_a_merge() -> None:
     assert len(kept) == 50
     # every thread's last write is to key 99, merged by max with what is kept: one of those last writes
     assert kept.get(99) in {n * 10_000 + 1999 for n in range(4)}
+
+
+def test_the_values_of_several_keys_at_once_keep_them_recent() -> None:
+    kept: Recent[str, int] = Recent(3)
+    kept.put("a", 1)
+    kept.put("b", 2)
+    kept.put("c", 3)
+    assert kept.get_each(("a", "missing", "b")) == [1, 2]
+    kept.put("d", 4)  # c, read least recently, falls out
+    assert "c" not in kept and kept.get_each(("a", "b", "d")) == [1, 2, 4]
