@@ -11,8 +11,18 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import RowFactory, dict_row
 
-from projections.queries import _ISOTIME, MarkerNotFound, Row, _as_uuid, _fetchall, _fetchone
+from projections.queries import (
+    _ISOTIME,
+    Listed,
+    MarkerNotFound,
+    Row,
+    _as_uuid,
+    _fetchall,
+    _fetchone,
+    view_rows,
+)
 from projections.schema import LIVE_SCHEMA
 
 _S = sql.Identifier(LIVE_SCHEMA)
@@ -45,9 +55,9 @@ def list_images(
     changed_since: datetime | None = None,
     min_ram: int | None = None,
     min_disk: int | None = None,
-) -> list[Row]:
+) -> list[Listed]:
     """A page of images that are not deleted, newest first (Glance's default sort), as the views
-    show them (``_LISTED_IMAGE``).
+    show them (``_LISTED_IMAGE``), rows as a list's (``view_rows``).
 
     ``project_id`` is the caller's project (None: an admin, who sees every image). Without a
     ``visibility`` filter a project sees public images, its own, and shared images it is a member of
@@ -90,7 +100,7 @@ def list_images(
         if value is not None:
             where.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
             params.append(value)
-    return _newest_first(conn, "images", where, params, limit, marker, _LISTED_IMAGE)
+    return _newest_first(conn, "images", where, params, limit, marker, _LISTED_IMAGE, view_rows)
 
 
 def get_image(conn: psycopg.Connection[Any], image_id: str) -> Row | None:
@@ -128,7 +138,8 @@ def _newest_first(
     limit: int,
     marker: str | None,
     columns: sql.Composable = _ALL,
-) -> list[Row]:
+    row_factory: RowFactory[Any] = dict_row,
+) -> list[Any]:
     """A page of ``table``'s rows (``columns`` of them) matching ``where``, newest first, after
     ``marker``'s row (by id)."""
     if marker is not None:
@@ -146,4 +157,4 @@ def _newest_first(
     query = sql.SQL("SELECT {} FROM {}.{} WHERE {} ORDER BY {}.created_at DESC, {}.id DESC LIMIT %s").format(
         columns, _S, name, sql.SQL(" AND ").join(where), name, name
     )
-    return _fetchall(conn, query, [*params, max(0, limit)])
+    return _fetchall(conn, query, [*params, max(0, limit)], row_factory)

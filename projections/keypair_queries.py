@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from projections.queries import MarkerNotFound, Row, _fetchall, _fetchone
+from projections.queries import Listed, MarkerNotFound, Row, _fetchall, _fetchone, view_rows
 from projections.schema import LIVE_SCHEMA
 
 _S = sql.Identifier(LIVE_SCHEMA)
@@ -19,8 +19,9 @@ _S = sql.Identifier(LIVE_SCHEMA)
 
 def list_keypairs(
     conn: psycopg.Connection[Any], user_id: str, *, limit: int, marker: str | None = None
-) -> list[Row]:
-    """A user's key pairs by name (Nova's order); ``marker`` is the last name of the previous page."""
+) -> list[Listed]:
+    """A user's key pairs by name (Nova's order), rows as a list's (``view_rows``); ``marker`` is
+    the last name of the previous page."""
     where = [sql.SQL("user_id = %s"), sql.SQL("NOT deleted")]
     params: list[Any] = [user_id]
     if marker is not None:
@@ -32,7 +33,7 @@ def list_keypairs(
         _S, sql.SQL(" AND ").join(where)
     )
     params.append(max(0, limit))
-    return _fetchall(conn, query, params)
+    return _fetchall(conn, query, params, view_rows)
 
 
 def get_keypair(conn: psycopg.Connection[Any], user_id: str, name: str) -> Row | None:

@@ -112,9 +112,9 @@ def _write(conn: psycopg.Connection[Any], stack: Stack, p1: str, p2: str) -> Non
         ratios = {f"{r}_allocation_ratio": 1.0 for r in ("cpu", "ram", "disk")}
         row = {"id": _uuid(3, n), "hypervisor_type": "QEMU", "created_at": T0, "updated_at": T0, **ratios}
         _insert(conn, "hosts", {**row, **kept, **host}, ())
-    for n, (name, host) in enumerate((("vm-a", "h1"), ("vm-b", "h1"), ("vm-c", "h2"))):
+    for n, (name, on) in enumerate((("vm-a", "h1"), ("vm-b", "h1"), ("vm-c", "h2"))):
         server = {"id": _uuid(4, n), "name": name, "project_id": p1, "user_id": "u", "flavor": {}}
-        state = {"vm_state": "active", "status": "ACTIVE", "power_state": 1, "host": host}
+        state = {"vm_state": "active", "status": "ACTIVE", "power_state": 1, "host": on}
         _insert(
             conn, "instances", {**server, **state, "created_at": T0, "updated_at": T0, **kept}, ("flavor",)
         )
