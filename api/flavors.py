@@ -86,7 +86,7 @@ def detail_view_of(req: falcon.Request, listed: bool = False) -> Callable[[Any],
         if description:
             shown["description"] = flavor.description
         if extra_specs:
-            shown["extra_specs"] = dict(queries.shown_json(flavor.extra_specs) or {})
+            shown["extra_specs"] = dict(queries.decode_json(flavor.extra_specs) or {})
         return shown
 
     return view

@@ -25,7 +25,7 @@ from commands.bus import MessageBus
 from commands.images.create import DeleteImage, visible_image
 from commands.images.update import UpdateImage
 from projections import image_queries
-from projections.queries import shown_json
+from projections.queries import decode_json
 from stratus.context import Actor, acting
 
 LAST_MICROVERSION = 35  # the proxies left Nova at 2.36
@@ -89,7 +89,7 @@ def detail_view_of(req: falcon.Request) -> View:
 
 
 def _metadata(row: Any) -> dict[str, str]:
-    properties = shown_json(row.properties) or {}
+    properties = decode_json(row.properties) or {}
     return {str(k): v if isinstance(v, str) else str(v) for k, v in properties.items()}
 
 

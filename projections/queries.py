@@ -93,17 +93,11 @@ def _fetchall(
 # A row factory for a list's page: each row a named tuple of the statement's columns (by name,
 # ``row.flavorid``; psycopg makes the class once for each distinct set of columns), and, as
 # ``_fetchall`` reads them, the values of the types in ``_AS_TEXT`` as their text: a view decodes
-# the jsonb values it shows (``shown_json``), shows a uuid's text as it is, and the lists show no
+# the jsonb values it shows (``decode_json``), shows a uuid's text as it is, and the lists show no
 # time PostgreSQL has not formatted already. A dict a row, and every jsonb value parsed, every uuid
 # and time made an object, were a fifth of a page's CPU.
 view_rows = namedtuple_row
 _AS_TEXT = (3802, 2950, 1184)  # PostgreSQL's jsonb, uuid and timestamptz
-
-
-def shown_json(value: Any) -> Any:
-    """A jsonb value as a view shows it: decoded from a listed row's text (``view_rows``), or as it
-    is when it comes decoded already (a single item's row, an aggregate's field)."""
-    return decode_json(value) if isinstance(value, str) else value
 
 
 def _fetchone(conn: psycopg.Connection[Any], query: sql.SQL | sql.Composed, params: Any = None) -> Row | None:
@@ -406,15 +400,16 @@ def _server_rows(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], Serve
     return ServerRow._make
 
 
-def decode_json(text: str | None) -> Any:
-    """A jsonb column's text as ``ServerRow`` carries it, decoded as the pool reads json
-    (``read_json_with_orjson``); None for SQL's NULL."""
-    if text is None:
-        return None
+def decode_json(value: Any) -> Any:
+    """A jsonb column's text as a listed row carries it (``ServerRow``, ``view_rows``), decoded as
+    the pool reads json (``read_json_with_orjson``); anything else as it is: None for SQL's NULL, or
+    a value decoded already (a single item's row, an aggregate's field, shown by the same view)."""
+    if not isinstance(value, str):
+        return value
     try:
-        return orjson.loads(text)
+        return orjson.loads(value)
     except orjson.JSONDecodeError:  # a number beyond 64 bits
-        return json.loads(text)
+        return json.loads(value)
 
 
 # Nova's server sort keys and the read model's columns for them.

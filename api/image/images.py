@@ -39,7 +39,7 @@ from commands.image import ACTIVE, DEACTIVATED, Image, canonical_image_id
 from commands.image_usage import ImageLimits
 from commands.images.create import CreateImage, DeleteImage, RecordImageUpload, image_usage, visible_image
 from projections import image_queries
-from projections.queries import shown_json
+from projections.queries import decode_json
 from stratus.context import Actor, acting
 from stratus.eventstore.errors import EventStoreUnavailable
 from stratus.imagestore import CHUNK, ImageStore, StoreError, TooLarge
@@ -53,6 +53,7 @@ BASE_PROPERTIES = (
 DEFAULT_LIMIT = 25  # Glance's limit_param_default
 MAX_LIMIT = 1000  # Glance's api_limit_max
 HASH_ALGO = "sha256"
+_SCHEMA = f"{API}/schemas/image"
 
 
 def row_of(image: Image) -> SimpleNamespace:
@@ -83,10 +84,10 @@ def row_of(image: Image) -> SimpleNamespace:
 
 def image_view(row: Any) -> dict[str, Any]:
     """Glance v2's image (a listed row or ``row_of``'s): base properties, then the additional ones
-    at the top level."""
+    at the top level (where a base property's name is also an additional one's, the base value in
+    the additional one's place, as a dict display of both gives)."""
     iid = row.id
-    return {
-        **(shown_json(row.properties) or {}),
+    view = {
         "id": iid,
         "name": row.name,
         "status": row.status,
@@ -105,11 +106,13 @@ def image_view(row: Any) -> dict[str, Any]:
         "container_format": row.container_format,
         "created_at": row.created_at,
         "updated_at": row.updated_at,
-        "tags": list(shown_json(row.tags) or []),
+        "tags": list(decode_json(row.tags) or ()),
         "self": f"{API}/images/{iid}",
         "file": f"{API}/images/{iid}/file",
-        "schema": f"{API}/schemas/image",
+        "schema": _SCHEMA,
     }
+    properties = decode_json(row.properties)
+    return {**properties, **view} if properties else view
 
 
 def member_key(project_id: str) -> str:
