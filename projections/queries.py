@@ -12,6 +12,7 @@ of its last event, and the projector announces each batch it commits with a NOTI
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -98,6 +99,12 @@ def _fetchall(
 # and time made an object, were a fifth of a page's CPU.
 view_rows = namedtuple_row
 _AS_TEXT = (3802, 2950, 1184)  # PostgreSQL's jsonb, uuid and timestamptz
+
+
+def composed_once(query: sql.Composed) -> sql.SQL:
+    """A statement composed once, when its module is imported, as its text (this module's SQL and
+    identifiers only, no values): composing it again for each request took ~10-20 us."""
+    return sql.SQL(query.as_string())
 
 
 def _fetchone(conn: psycopg.Connection[Any], query: sql.SQL | sql.Composed, params: Any = None) -> Row | None:
@@ -559,41 +566,63 @@ def list_flavors(
 
     Without ``include_private``: the public flavors, and the private ones ``project_id`` has access to.
     """
-    where: list[sql.Composable] = [sql.SQL("NOT deleted")]
-    params: list[Any] = []
-    visible = sql.SQL("(is_public OR projects ? %s)") if not include_private else sql.SQL("true")
-    if not include_private:
-        where.append(visible)
-        params.append(project_id or "")
-    for column, least in (("ram", min_ram), ("disk", min_disk)):
-        if least is not None:
-            where.append(sql.SQL("{} >= %s").format(sql.Identifier(column)))
-            params.append(least)
-    if name is not None:
-        where.append(sql.SQL("name = %s"))
-        params.append(name)
-    key = sql.Identifier(FLAVOR_SORT_KEYS[sort_key])
-    order = sql.SQL("DESC" if descending else "ASC")
+    private = [] if include_private else [project_id or ""]
+    filters = (min_ram, min_disk, name)
+    page, find = _flavor_statements(
+        include_private,
+        *(v is not None for v in filters),
+        sort_key,
+        descending,
+        marker is not None,
+        limit is not None,
+    )
+    params: list[Any] = [*private, *(v for v in filters if v is not None)]
     if marker is not None:
         # The marker must be a flavor the caller may see: a private flavor of another project is
         # "not found" like one that does not exist, so that the marker does not reveal it.
-        found = _fetchone(
-            conn,
-            sql.SQL("SELECT {} AS k FROM {}.flavors WHERE flavorid = %s AND {}").format(key, _S, visible),
-            (marker, *([project_id or ""] if not include_private else [])),
-        )
+        found = _fetchone(conn, find, (marker, *private))
         if found is None:
             raise MarkerNotFound(marker)
+        params.extend([found["k"], marker])
+    if limit is not None:
+        params.append(max(0, limit))
+    return _fetchall(conn, page, params, view_rows)
+
+
+@functools.lru_cache(maxsize=256)
+def _flavor_statements(
+    include_private: bool,
+    min_ram: bool,
+    min_disk: bool,
+    name: bool,
+    sort_key: str,
+    descending: bool,
+    marked: bool,
+    limited: bool,
+) -> tuple[sql.SQL, sql.SQL]:
+    """``list_flavors``' page statement and its marker's, for the filters given (True: given),
+    composed once for each shape of request (``composed_once``)."""
+    where: list[sql.Composable] = [sql.SQL("NOT deleted")]
+    visible = sql.SQL("(is_public OR projects ? %s)") if not include_private else sql.SQL("true")
+    if not include_private:
+        where.append(visible)
+    for column, given in (("ram", min_ram), ("disk", min_disk)):
+        if given:
+            where.append(sql.SQL("{} >= %s").format(sql.Identifier(column)))
+    if name:
+        where.append(sql.SQL("name = %s"))
+    key = sql.Identifier(FLAVOR_SORT_KEYS[sort_key])
+    order = sql.SQL("DESC" if descending else "ASC")
+    if marked:
         after = sql.SQL("<" if descending else ">")
         where.append(sql.SQL("({}, flavorid) {} (%s, %s)").format(key, after))
-        params.extend([found["k"], marker])
     query = sql.SQL("SELECT * FROM {}.flavors WHERE {} ORDER BY {} {}, flavorid {}").format(
         _S, sql.SQL(" AND ").join(where), key, order, order
     )
-    if limit is not None:
+    if limited:
         query = query + sql.SQL(" LIMIT %s")
-        params.append(max(0, limit))
-    return _fetchall(conn, query, params, view_rows)
+    find = sql.SQL("SELECT {} AS k FROM {}.flavors WHERE flavorid = %s AND {}").format(key, _S, visible)
+    return composed_once(query), composed_once(find)
 
 
 def get_flavor(conn: psycopg.Connection[Any], flavorid: str) -> Row | None:
@@ -602,10 +631,13 @@ def get_flavor(conn: psycopg.Connection[Any], flavorid: str) -> Row | None:
 
 
 # -- hosts ----------------------------------------------------------------------------------------
+_HOSTS = composed_once(sql.SQL("SELECT * FROM {}.hosts ORDER BY hostname").format(_S))
+
+
 def list_hosts(conn: psycopg.Connection[Any]) -> list[Listed]:
     """Every registered hypervisor with its capacity, usage and free resources, by hostname; rows
     as a list's (``view_rows``)."""
-    return _fetchall(conn, sql.SQL("SELECT * FROM {}.hosts ORDER BY hostname").format(_S), None, view_rows)
+    return _fetchall(conn, _HOSTS, None, view_rows)
 
 
 def get_host(conn: psycopg.Connection[Any], hostname_or_id: str) -> Row | None:
