@@ -10,6 +10,7 @@ for the read model; ``X-Stratus-Position`` says how far to wait to read it back.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import falcon
@@ -19,7 +20,7 @@ from api import auth
 from api.body import as_bool, as_int, read_json
 from api.errors import BadRequest, ItemNotFound, ReadModelBehind
 from api.flavor_extras import FLAVORS, can_see
-from api.links import int_filter, links_of, next_links, page_params
+from api.links import int_filter, links_of, next_links, page_params, serialized_links_of
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.servers import UPDATE_READ_WAIT_SECONDS
 from api.versions import at_least, since
@@ -36,53 +37,56 @@ _LIST_PARAMS = frozenset(("limit", "marker", "is_public", "minRam", "minDisk", "
 _SORT_DIRS = ("asc", "desc")
 
 
-def brief_view_of(req: falcon.Request) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """Nova's flavor in a list without details (``description`` from 2.55), settled once a page."""
+def brief_view_of(req: falcon.Request) -> Callable[[Any], dict[str, Any]]:
+    """Nova's flavor in a list without details (``description`` from 2.55), settled once a page;
+    a flavor is a listed row (``queries.view_rows``), its links serialized already."""
     description = at_least(req, 55)
-    links = links_of(req, "flavors")
+    links = serialized_links_of(req, "flavors")
 
-    def view(flavor: dict[str, Any]) -> dict[str, Any]:
-        fid = str(flavor["flavorid"])
-        shown = {"id": fid, "name": flavor["name"], "links": links(fid)}
+    def view(flavor: Any) -> dict[str, Any]:
+        fid = str(flavor.flavorid)
+        shown = {"id": fid, "name": flavor.name, "links": links(fid)}
         if description:
-            shown["description"] = flavor.get("description")
+            shown["description"] = flavor.description
         return shown
 
     return view
 
 
 def detail_view(req: falcon.Request, flavor: dict[str, Any]) -> dict[str, Any]:
-    return detail_view_of(req)(flavor)
+    """One flavor's (a read model row's or a command's fields) ``detail_view_of``."""
+    return detail_view_of(req)(SimpleNamespace(**{"description": None, "extra_specs": None, **flavor}))
 
 
-def detail_view_of(req: falcon.Request) -> Callable[[dict[str, Any]], dict[str, Any]]:
+def detail_view_of(req: falcon.Request, listed: bool = False) -> Callable[[Any], dict[str, Any]]:
     """Nova's flavor at the request's microversion: ``description`` from 2.55, ``extra_specs`` from
-    2.61, no swap as 0 (not "") from 2.75, without ``rxtx_factor`` and ``disabled`` from 2.102;
-    settled once for a page's flavors."""
+    2.61 (decoded only then), no swap as 0 (not "") from 2.75, without ``rxtx_factor`` and
+    ``disabled`` from 2.102; settled once for a page's flavors (``listed``: listed rows, their
+    links serialized already, as ``brief_view_of``'s)."""
     no_swap = 0 if at_least(req, 75) else ""
     rxtx, description, extra_specs = not at_least(req, 102), at_least(req, 55), at_least(req, 61)
-    links = links_of(req, "flavors")
+    links = (serialized_links_of if listed else links_of)(req, "flavors")
 
-    def view(flavor: dict[str, Any]) -> dict[str, Any]:
-        fid = str(flavor["flavorid"])
+    def view(flavor: Any) -> dict[str, Any]:
+        fid = str(flavor.flavorid)
         shown: dict[str, Any] = {
             "id": fid,
-            "name": flavor["name"],
-            "ram": flavor["ram"],
-            "vcpus": flavor["vcpus"],
-            "disk": flavor["disk"],
-            "OS-FLV-EXT-DATA:ephemeral": flavor["ephemeral"],
-            "swap": flavor["swap"] or no_swap,
-            "os-flavor-access:is_public": flavor["is_public"],
+            "name": flavor.name,
+            "ram": flavor.ram,
+            "vcpus": flavor.vcpus,
+            "disk": flavor.disk,
+            "OS-FLV-EXT-DATA:ephemeral": flavor.ephemeral,
+            "swap": flavor.swap or no_swap,
+            "os-flavor-access:is_public": flavor.is_public,
             "links": links(fid),
         }
         if rxtx:
-            shown["rxtx_factor"] = flavor["rxtx_factor"]
+            shown["rxtx_factor"] = flavor.rxtx_factor
             shown["OS-FLV-DISABLED:disabled"] = False
         if description:
-            shown["description"] = flavor.get("description")
+            shown["description"] = flavor.description
         if extra_specs:
-            shown["extra_specs"] = dict(flavor.get("extra_specs") or {})
+            shown["extra_specs"] = dict(queries.decode_json(flavor.extra_specs) or {})
         return shown
 
     return view
@@ -145,7 +149,7 @@ class _Flavors:
         self._max_body = max_body_bytes
         self._new_flavor_id = new_flavor_id
 
-    def _list(self, req: falcon.Request, path: str, view: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+    def _list(self, req: falcon.Request, path: str, view: Callable[[Any], dict[str, Any]]) -> Any:
         _check_params(req, _LIST_PARAMS | ({"name"} if at_least(req, 102) else set()), 75)
         limit, marker = page_params(req)
         include_private, only = _visibility(req, auth.is_admin(req.context.actor))
@@ -168,7 +172,7 @@ class _Flavors:
                 sort_key=sort_key,
                 descending=sort_dir == "desc",
             )
-        shown = rows if only is None else [r for r in rows if r["is_public"] == only]
+        shown = rows if only is None else [r for r in rows if r.is_public == only]
         body: dict[str, Any] = {"flavors": [view(r) for r in shown]}
         links = next_links(req, path, rows, limit, id_key="flavorid")
         if links:
@@ -219,7 +223,7 @@ class FlavorDetailCollection(_Flavors):
     read_beside_check = auth.READ_BESIDE_CHECK  # a list: read beside its token's check
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = self._list(req, "flavors/detail", detail_view_of(req))
+        resp.media = self._list(req, "flavors/detail", detail_view_of(req, listed=True))
 
 
 class FlavorItem(_Flavors):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 from uuid import UUID
 
@@ -42,67 +43,70 @@ _USAGE = (
 _TRUE_FALSE = ("1", "0", "t", "f", "true", "false", "on", "off", "y", "n", "yes", "no")
 
 
-def _id(req: falcon.Request, host: dict[str, Any]) -> int | str:
-    """A host's id as the microversion shows it (the read model's ``id`` is a UUID or its text)."""
-    return str(host["id"]) if at_least(req, UUID_IDS) else integer_id(host["id"])
+def _shown_id(req: falcon.Request) -> Callable[[Any], int | str]:
+    """A host's id as the microversion shows it (its ``id``: a UUID, or a listed row's text), settled once."""
+    if at_least(req, UUID_IDS):
+        return lambda host: str(host.id)
+    return lambda host: integer_id(host.id)
 
 
-def brief_view(
-    host: dict[str, Any], req: falcon.Request | None = None, shown_id: int | str | None = None
-) -> dict[str, Any]:
-    """``shown_id``: ``_id(req, host)`` when the caller has it already."""
-    if shown_id is None:
-        shown_id = _id(req, host) if req is not None else str(host["id"])
+def brief_view(host: Any, shown_id: int | str, alive: bool) -> dict[str, Any]:
+    """A host (a listed row, ``queries.view_rows``, or a namespace of its columns) in a list;
+    ``alive``: whether its worker beats (``_Hypervisors._alive``)."""
     return {
         "id": shown_id,
-        "hypervisor_hostname": host["hostname"],
-        "state": "down" if host.get("forced_down") or not host.get("alive", True) else "up",
-        "status": "disabled" if host.get("disabled") else "enabled",
+        "hypervisor_hostname": host.hostname,
+        "state": "up" if alive and not host.forced_down else "down",
+        "status": "disabled" if host.disabled else "enabled",
     }
 
 
-def usage(host: dict[str, Any]) -> dict[str, int]:
+def usage(host: Any) -> dict[str, int]:
     """What Nova's detail showed of a host's resources before 2.88; its resource tracker counts
     what the host reserves for itself as used (memory and disk)."""
-    memory_used = host["memory_mb_used"] + host.get("memory_mb_reserved", 0)
-    disk_used = host["disk_gb_used"] + host.get("disk_gb_reserved", 0)
-    free_disk = host["disk_gb"] - disk_used
+    memory_used = host.memory_mb_used + host.memory_mb_reserved
+    disk_used = host.disk_gb_used + host.disk_gb_reserved
+    free_disk = host.disk_gb - disk_used
     return {
-        "vcpus": host["vcpus"],
-        "vcpus_used": host["vcpus_used"],
-        "memory_mb": host["memory_mb"],
+        "vcpus": host.vcpus,
+        "vcpus_used": host.vcpus_used,
+        "memory_mb": host.memory_mb,
         "memory_mb_used": memory_used,
-        "local_gb": host["disk_gb"],
+        "local_gb": host.disk_gb,
         "local_gb_used": disk_used,
-        "free_ram_mb": host["memory_mb"] - memory_used,
+        "free_ram_mb": host.memory_mb - memory_used,
         "free_disk_gb": free_disk,
         "disk_available_least": free_disk,
         "current_workload": 0,
-        "running_vms": host["running_vms"],
+        "running_vms": host.running_vms,
     }
 
 
-def detail_view(host: dict[str, Any], req: falcon.Request, report: dict[str, Any] | None) -> dict[str, Any]:
-    """``report``: the host's last heartbeat (its address, when it booted), None if it never beat."""
-    shown_id = _id(req, host)
-    view = {
-        **brief_view(host, req, shown_id),
-        "hypervisor_type": host["hypervisor_type"],
-        "hypervisor_version": 0,
-        "host_ip": (report or {}).get("ip") or "127.0.0.1",  # Nova's my_ip when it finds no route
-        "service": {
-            "host": host["hostname"],
-            "id": shown_id,
-            "disabled_reason": host.get("disabled_reason"),
-        },
-    }
-    if at_least(req, NO_USAGE):
-        view["uptime"] = _uptime(report) if view["state"] == "up" else None
-    else:
-        view.update(usage(host))
-        # 2.28 and later give ``cpu_info`` as an object, earlier as a JSON string; the test driver
-        # and TCG report no CPU model
-        view["cpu_info"] = {} if at_least(req, 28) else "{}"
+# A host's detailed view: the host, whether it is alive, its last heartbeat (None if it never beat).
+DetailView = Callable[[Any, bool, "dict[str, Any] | None"], dict[str, Any]]
+
+
+def detail_view_of(req: falcon.Request) -> DetailView:
+    """A host's detail at the request's microversion, settled once a page; ``report``: its last
+    heartbeat (its address, when it booted)."""
+    shown_id, no_usage, cpu_object = _shown_id(req), at_least(req, NO_USAGE), at_least(req, 28)
+
+    def view(host: Any, alive: bool, report: dict[str, Any] | None) -> dict[str, Any]:
+        hid = shown_id(host)
+        shown = brief_view(host, hid, alive)
+        shown["hypervisor_type"] = host.hypervisor_type
+        shown["hypervisor_version"] = 0
+        shown["host_ip"] = (report or {}).get("ip") or "127.0.0.1"  # Nova's my_ip when it finds no route
+        shown["service"] = {"host": host.hostname, "id": hid, "disabled_reason": host.disabled_reason}
+        if no_usage:
+            shown["uptime"] = _uptime(report) if shown["state"] == "up" else None
+        else:
+            shown.update(usage(host))
+            # 2.28 and later give ``cpu_info`` as an object, earlier as a JSON string; the test
+            # driver and TCG report no CPU model
+            shown["cpu_info"] = {} if cpu_object else "{}"
+        return shown
+
     return view
 
 
@@ -167,52 +171,57 @@ class _Hypervisors:
         self._liveness = liveness
         self._reports = reports
 
-    def _alive(self, hosts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _alive(self, hosts: list[Any]) -> dict[str, bool]:
+        """Which of the hosts are alive, by hostname (every one when liveness is not tracked)."""
+        names = [h.hostname for h in hosts]
         if self._liveness is None or not hosts:
-            return hosts
-        up = self._liveness([h["hostname"] for h in hosts])
-        return [{**h, "alive": up.get(h["hostname"], False)} for h in hosts]
+            return dict.fromkeys(names, True)
+        up = self._liveness(names)
+        return {name: up.get(name, False) for name in names}
 
-    def _beats(self, hosts: list[dict[str, Any]]) -> dict[str, dict[str, Any] | None]:
+    def _beats(self, hosts: list[Any]) -> dict[str, dict[str, Any] | None]:
         if self._reports is None or not hosts:
             return {}
-        return self._reports([h["hostname"] for h in hosts])
+        return self._reports([h.hostname for h in hosts])
 
-    def _host(self, req: falcon.Request, hypervisor_id: str, rule: str) -> dict[str, Any]:
-        """One host with its liveness; 404 when there is none. From 2.53 by UUID only (400 for
-        anything else, as Nova); before, by its integer id, and also by UUID or hostname."""
+    def _host(self, req: falcon.Request, hypervisor_id: str, rule: str) -> tuple[Any, bool]:
+        """One host and whether it is alive; 404 when there is none. From 2.53 by UUID only (400
+        for anything else, as Nova); before, by its integer id, and also by UUID or hostname."""
         auth.require_admin(req.context.actor, _POLICY % rule)
         missing = ItemNotFound(f"Hypervisor with ID '{hypervisor_id}' could not be found.")
         with self._read.connection(req) as conn:
             if at_least(req, UUID_IDS):
                 if not _is_uuid(hypervisor_id):
                     raise BadRequest(f"Invalid uuid {hypervisor_id}")
-                host = queries.get_host(conn, hypervisor_id)
+                row = queries.get_host(conn, hypervisor_id)
             elif hypervisor_id.isdigit():
                 number = int(hypervisor_id)
-                host = next((h for h in queries.list_hosts(conn) if integer_id(str(h["id"])) == number), None)
+                row = next(
+                    (h._asdict() for h in queries.list_hosts(conn) if integer_id(h.id) == number), None
+                )
             else:
-                host = queries.get_host(conn, hypervisor_id)
-        if host is None or (at_least(req, UUID_IDS) and str(host["id"]) != hypervisor_id.lower()):
+                row = queries.get_host(conn, hypervisor_id)
+        if row is None or (at_least(req, UUID_IDS) and str(row["id"]) != hypervisor_id.lower()):
             raise missing
-        return self._alive([host])[0]
+        host = SimpleNamespace(**row)
+        return host, self._alive([host])[host.hostname]
 
-    def _matching(self, req: falcon.Request, pattern: str) -> list[dict[str, Any]]:
+    def _matching(self, req: falcon.Request, pattern: str) -> list[Any]:
         """The hosts whose name contains ``pattern`` (Nova's ``LIKE %pattern%``); 404 when none."""
         with self._read.connection(req) as conn:
-            hosts = [h for h in queries.list_hosts(conn) if pattern in h["hostname"]]
+            hosts = [h for h in queries.list_hosts(conn) if pattern in h.hostname]
         if not hosts:
             raise ItemNotFound(f"No hypervisor matching '{pattern}' could be found.")
-        return self._alive(hosts)
+        return hosts
 
-    def _servers(self, req: falcon.Request, hosts: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    def _servers(self, req: falcon.Request, hosts: list[Any]) -> dict[str, list[dict[str, Any]]]:
         with self._read.connection(req) as conn:
-            return admin_queries.servers_on_hosts(conn, [h["hostname"] for h in hosts])
+            return admin_queries.servers_on_hosts(conn, [h.hostname for h in hosts])
 
-    def _list(self, req: falcon.Request, detail: bool) -> dict[str, Any]:
-        auth.require_admin(req.context.actor, _POLICY % ("list-detail" if detail else "list"))
+    def _page(self, req: falcon.Request) -> tuple[list[Any], int, bool]:
+        """The hosts the list shows (matching ``hypervisor_hostname_pattern``, 2.53, or a page
+        from 2.33), its limit and whether it is paged."""
         pattern = req.get_param("hypervisor_hostname_pattern") if at_least(req, UUID_IDS) else None
-        with_servers = _with_servers(req)
         paged = at_least(req, 33)
         limit, marker = page_params(req) if paged else (0, None)
         if pattern is not None:
@@ -221,24 +230,34 @@ class _Hypervisors:
                     "Paging over hypervisors with the hypervisor_hostname_pattern query parameter is "
                     "not supported."
                 )
-            hosts, paged = self._matching(req, pattern), False
+            return self._matching(req, pattern), limit, False
+        with self._read.connection(req) as conn:
+            hosts = queries.list_hosts(conn)
+        if marker is not None:
+            shown_id = _shown_id(req)
+            ids = [str(shown_id(h)) for h in hosts]
+            if marker not in ids:
+                raise BadRequest(f"marker [{marker}] not found")
+            hosts = hosts[ids.index(marker) + 1 :]
+        return (hosts[:limit] if paged else hosts), limit, paged
+
+    def _briefs(self, req: falcon.Request, hosts: list[Any]) -> list[dict[str, Any]]:
+        shown_id, alive = _shown_id(req), self._alive(hosts)
+        return [brief_view(h, shown_id(h), alive[h.hostname]) for h in hosts]
+
+    def _list(self, req: falcon.Request, detail: bool) -> dict[str, Any]:
+        auth.require_admin(req.context.actor, _POLICY % ("list-detail" if detail else "list"))
+        with_servers = _with_servers(req)
+        hosts, limit, paged = self._page(req)
+        if detail:
+            alive, beats, view = self._alive(hosts), self._beats(hosts), detail_view_of(req)
+            shown = [view(h, alive[h.hostname], beats.get(h.hostname)) for h in hosts]
         else:
-            with self._read.connection(req) as conn:
-                hosts = queries.list_hosts(conn)
-            if marker is not None:
-                ids = [str(_id(req, h)) for h in hosts]
-                if marker not in ids:
-                    raise BadRequest(f"marker [{marker}] not found")
-                hosts = hosts[ids.index(marker) + 1 :]
-            if paged:
-                hosts = hosts[:limit]
-            hosts = self._alive(hosts)
-        beats = self._beats(hosts) if detail else {}
-        servers = self._servers(req, hosts) if with_servers else {}
-        shown = []
-        for host in hosts:
-            view = detail_view(host, req, beats.get(host["hostname"])) if detail else brief_view(host, req)
-            shown.append(_add_servers(req, view, servers.get(host["hostname"]), with_servers))
+            shown = self._briefs(req, hosts)
+        if with_servers:
+            servers = self._servers(req, hosts)
+            for host, one in zip(hosts, shown, strict=True):
+                _add_servers(req, one, servers.get(host.hostname), with_servers)
         body: dict[str, Any] = {"hypervisors": shown}
         links = next_links(req, "os-hypervisors/detail" if detail else "os-hypervisors", shown, limit)
         if paged and links:
@@ -280,9 +299,9 @@ class HypervisorItem(_Hypervisors):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, hypervisor_id: str) -> None:
         with_servers = _with_servers(req)
-        host = self._host(req, hypervisor_id, "show")
-        view = detail_view(host, req, self._beats([host]).get(host["hostname"]))
-        servers = self._servers(req, [host]).get(host["hostname"]) if with_servers else None
+        host, alive = self._host(req, hypervisor_id, "show")
+        view = detail_view_of(req)(host, alive, self._beats([host]).get(host.hostname))
+        servers = self._servers(req, [host]).get(host.hostname) if with_servers else None
         resp.media = {"hypervisor": _add_servers(req, view, servers, with_servers)}
 
 
@@ -304,7 +323,7 @@ class HypervisorSearch(_Hypervisors):
     @falcon.before(_until(UUID_IDS))
     def on_get(self, req: falcon.Request, resp: falcon.Response, hypervisor_id: str) -> None:
         auth.require_admin(req.context.actor, _POLICY % "search")
-        resp.media = {"hypervisors": [brief_view(h, req) for h in self._matching(req, hypervisor_id)]}
+        resp.media = {"hypervisors": self._briefs(req, self._matching(req, hypervisor_id))}
 
 
 class HypervisorServers(_Hypervisors):
@@ -315,7 +334,10 @@ class HypervisorServers(_Hypervisors):
         auth.require_admin(req.context.actor, _POLICY % "servers")
         hosts = self._matching(req, hypervisor_id)
         servers = self._servers(req, hosts)
-        shown = [_add_servers(req, brief_view(h, req), servers.get(h["hostname"]), False) for h in hosts]
+        views = self._briefs(req, hosts)
+        shown = [
+            _add_servers(req, v, servers.get(h.hostname), False) for h, v in zip(hosts, views, strict=True)
+        ]
         resp.media = {"hypervisors": shown}
 
 
@@ -326,11 +348,11 @@ class HypervisorUptime(_Hypervisors):
 
     @falcon.before(_until(NO_USAGE))
     def on_get(self, req: falcon.Request, resp: falcon.Response, hypervisor_id: str) -> None:
-        host = self._host(req, hypervisor_id, "uptime")
-        view = brief_view(host, req)
-        line = _uptime(self._beats([host]).get(host["hostname"])) if view["state"] == "up" else None
+        host, alive = self._host(req, hypervisor_id, "uptime")
+        view = brief_view(host, _shown_id(req)(host), alive)
+        line = _uptime(self._beats([host]).get(host.hostname)) if view["state"] == "up" else None
         if line is None:
-            raise BadRequest(f"Compute service of {host['hostname']} is unavailable at this time.")
+            raise BadRequest(f"Compute service of {host.hostname} is unavailable at this time.")
         resp.media = {"hypervisor": {**view, "uptime": line}}
 
 

@@ -15,6 +15,7 @@ event. The ssh fingerprint is Nova's (MD5 of the key blob, colon hex).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -92,6 +93,20 @@ def _typed(req: falcon.Request, key_type: str) -> dict[str, str]:
     return {"type": key_type} if versions.at_least(req, 2) else {}
 
 
+def _listed_view_of(req: falcon.Request) -> Callable[[Any], dict[str, Any]]:
+    """A listed key pair (``queries.view_rows``) as a list shows it (its ``type`` from 2.2),
+    settled once a page."""
+    typed = versions.at_least(req, 2)
+
+    def view(row: Any) -> dict[str, Any]:
+        shown = {"name": row.name, "public_key": row.public_key, "fingerprint": row.fingerprint}
+        if typed:
+            shown["type"] = row.type
+        return {"keypair": shown}
+
+    return view
+
+
 class KeyPairCollection(_KeyPairs):
     """``GET``/``POST /v2.1/os-keypairs``: list, create or import key pairs."""
 
@@ -103,15 +118,9 @@ class KeyPairCollection(_KeyPairs):
         limit, marker = page_params(req) if paged else (MAX_LIMIT, None)  # Nova pages from 2.35
         with self._read.connection(req) as conn:
             rows = keypair_queries.list_keypairs(conn, user_id, limit=limit, marker=marker)
-        typed = versions.at_least(req, 2)  # the key pair's ``type``, from 2.2
-        shown = [
-            {"name": r["name"], "public_key": r["public_key"], "fingerprint": r["fingerprint"]} for r in rows
-        ]
-        if typed:
-            for view, r in zip(shown, rows, strict=True):
-                view["type"] = r["type"]
-        body: dict[str, Any] = {"keypairs": [{"keypair": k} for k in shown]}
-        links = next_links(req, "os-keypairs", shown, limit, id_key="name") if paged else []
+        view = _listed_view_of(req)
+        body: dict[str, Any] = {"keypairs": [view(r) for r in rows]}
+        links = next_links(req, "os-keypairs", rows, limit, id_key="name") if paged else []
         if links:
             body["keypairs_links"] = links
         resp.media = body

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import falcon
+from orjson import Fragment
 
 from api.errors import BadRequest
 from stratus import positions
+from stratus.serialization import dumps
 
 API_ROOT = "v2.1"
 # Nova's [api] max_limit: the most items one page holds, whatever ``limit`` asks for.
@@ -43,6 +45,27 @@ def links_of(req: falcon.Request, collection: str) -> Callable[[str], list[dict[
     return links
 
 
+def links_json(req: falcon.Request, collection: str) -> tuple[str, str]:
+    """The JSON of ``links_of``'s links around an item's quoted id, as orjson serializes them:
+    ``head + id + middle + id + '"}]'``."""
+    own = dumps(f"{req.prefix}/{API_ROOT}/{collection}/").decode()[1:-1]
+    mark = dumps(f"{req.prefix}/{collection}/").decode()[1:-1]
+    return '[{"rel":"self","href":"' + own, '"},{"rel":"bookmark","href":"' + mark
+
+
+def serialized_links_of(req: falcon.Request, collection: str) -> Callable[[str], Fragment]:
+    """``links_of``'s links already serialized (``orjson.Fragment``, the same bytes), for a page of
+    a list whose body only orjson serializes (``stratus.serialization``): made from the links'
+    serialized prefixes instead of objects serialized again for every row."""
+    head, middle = links_json(req, collection)
+
+    def links(item_id: str) -> Fragment:
+        item = quoted(item_id)
+        return Fragment(f'{head}{item}{middle}{item}"}}]')
+
+    return links
+
+
 def bookmark(req: falcon.Request, collection: str, item_id: str) -> list[dict[str, str]]:
     return [{"rel": "bookmark", "href": f"{req.prefix}/{collection}/{quoted(item_id)}"}]
 
@@ -62,13 +85,15 @@ def page_params(req: falcon.Request, max_limit: int = MAX_LIMIT) -> tuple[int, s
 
 
 def next_links(
-    req: falcon.Request, path: str, items: list[dict[str, Any]], limit: int, id_key: str = "id"
+    req: falcon.Request, path: str, items: Sequence[Any], limit: int, id_key: str = "id"
 ) -> list[dict[str, str]]:
-    """Nova's rule: a full page has a ``next`` link whose marker is the page's last item."""
+    """Nova's rule: a full page has a ``next`` link whose marker is the page's last item (a dict, or
+    a listed row, ``projections.queries.view_rows``)."""
     if not limit or len(items) < limit:
         return []
+    last = items[-1]
     params: dict[str, Any] = dict(req.params)
-    params["marker"] = str(items[-1][id_key])
+    params["marker"] = str(last[id_key] if isinstance(last, Mapping) else getattr(last, id_key))
     href = f"{req.prefix}/{API_ROOT}/{path}?{_query(params)}"
     return [{"rel": "next", "href": href}]
 

@@ -9,6 +9,7 @@ service (``api/image/``) the same way: the images the project may see, Nova's sh
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import falcon
@@ -17,13 +18,14 @@ from api import auth
 from api.body import load_validators, read_json
 from api.errors import BadRequest, ItemNotFound
 from api.image.images import EVERYONES, IMAGE_ROOT, member_key, row_of
-from api.links import int_filter, next_links, page_params, resource_links, time_param
+from api.links import int_filter, links_of, next_links, page_params, time_param
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.versions import at_least
 from commands.bus import MessageBus
 from commands.images.create import DeleteImage, visible_image
 from commands.images.update import UpdateImage
 from projections import image_queries
+from projections.queries import decode_json
 from stratus.context import Actor, acting
 
 LAST_MICROVERSION = 35  # the proxies left Nova at 2.36
@@ -43,37 +45,52 @@ def _scope(actor: Actor) -> str | None:
     return None if auth.is_admin(actor) else actor.project_id
 
 
-def _links(req: falcon.Request, image_id: str) -> list[dict[str, str]]:
-    glance = {"rel": "alternate", "type": "application/vnd.openstack.image",
-              "href": f"{req.prefix}{IMAGE_ROOT}/images/{image_id}"}  # fmt: skip
-    return [*resource_links(req, "images", image_id), glance]
+View = Callable[[Any], dict[str, Any]]
 
 
-def brief_view(req: falcon.Request, row: dict[str, Any]) -> dict[str, Any]:
-    iid = str(row["id"])
-    return {"id": iid, "name": row["name"], "links": _links(req, iid)}
+def _links_of(req: falcon.Request) -> Callable[[str], list[dict[str, str]]]:
+    """An image's links (Nova's and Glance's ``alternate``), the request's prefixes read once."""
+    own, glance = links_of(req, "images"), f"{req.prefix}{IMAGE_ROOT}/images/"
+
+    def links(image_id: str) -> list[dict[str, str]]:
+        alternate = {"rel": "alternate", "type": "application/vnd.openstack.image", "href": glance + image_id}
+        return [*own(image_id), alternate]
+
+    return links
 
 
-def detail_view(req: falcon.Request, row: dict[str, Any]) -> dict[str, Any]:
-    """Nova's image: its properties as metadata, Glance's status as Nova's."""
-    iid = str(row["id"])
-    return {
-        "id": iid,
-        "name": row["name"],
-        "minRam": row["min_ram"] or 0,
-        "minDisk": row["min_disk"] or 0,
-        "metadata": _metadata(row),
-        "status": _STATUS.get(row["status"], "UNKNOWN"),
-        "progress": _PROGRESS.get(row["status"], 0),
-        "created": row["created_at"],
-        "updated": row["updated_at"],
-        "links": _links(req, iid),
-        "OS-EXT-IMG-SIZE:size": row["size"],
-    }
+def brief_view_of(req: falcon.Request) -> View:
+    """An image (a listed row, ``image_queries.list_images``, or ``row_of``'s) without details."""
+    links = _links_of(req)
+    return lambda row: {"id": row.id, "name": row.name, "links": links(row.id)}
 
 
-def _metadata(row: dict[str, Any]) -> dict[str, str]:
-    return {str(k): v if isinstance(v, str) else str(v) for k, v in (row["properties"] or {}).items()}
+def detail_view_of(req: falcon.Request) -> View:
+    """Nova's image: its properties as metadata, Glance's status as Nova's (as ``brief_view_of``)."""
+    links = _links_of(req)
+
+    def view(row: Any) -> dict[str, Any]:
+        iid, status = row.id, row.status
+        return {
+            "id": iid,
+            "name": row.name,
+            "minRam": row.min_ram or 0,
+            "minDisk": row.min_disk or 0,
+            "metadata": _metadata(row),
+            "status": _STATUS.get(status, "UNKNOWN"),
+            "progress": _PROGRESS.get(status, 0),
+            "created": row.created_at,
+            "updated": row.updated_at,
+            "links": links(iid),
+            "OS-EXT-IMG-SIZE:size": row.size,
+        }
+
+    return view
+
+
+def _metadata(row: Any) -> dict[str, str]:
+    properties = decode_json(row.properties) or {}
+    return {str(k): v if isinstance(v, str) else str(v) for k, v in properties.items()}
 
 
 class _NovaImages:
@@ -83,7 +100,7 @@ class _NovaImages:
         self._max_body = max_body_bytes
         self._validators = load_validators(("images.metadata", "images.meta"))
 
-    def _row(self, req: falcon.Request, image_id: str) -> dict[str, Any]:
+    def _row(self, req: falcon.Request, image_id: str) -> Any:
         return row_of(visible_image(self._bus.uow, image_id, _scope(req.context.actor)))
 
     def _list(self, req: falcon.Request, path: str, detail: bool) -> dict[str, Any]:
@@ -104,16 +121,16 @@ class _NovaImages:
                 min_ram=least["minRam"],
                 min_disk=least["minDisk"],
             )
-        view = detail_view if detail else brief_view
-        body: dict[str, Any] = {"images": [view(req, r) for r in rows]}
-        links = next_links(req, path, [{"id": str(r["id"])} for r in rows], limit)
+        view = detail_view_of(req) if detail else brief_view_of(req)
+        body: dict[str, Any] = {"images": [view(r) for r in rows]}
+        links = next_links(req, path, rows, limit)
         if links:
             body["images_links"] = links
         return body
 
     def _set_metadata(self, req: falcon.Request, image_id: str, items: dict[str, str], replace: bool) -> int:
         """Set ``items`` as additional properties (``replace``: and remove every other one)."""
-        current = self._row(req, image_id)["properties"] or {}
+        current = self._row(req, image_id).properties or {}
         removed = tuple(k for k in current if k not in items) if replace else ()
         command = UpdateImage(image_id, _scope(req.context.actor), {}, dict(items), removed)
         with acting(req.context.command):
@@ -146,7 +163,7 @@ class ImageItem(_NovaImages):
     """``GET`` and ``DELETE /v2.1/images/{image_id}``."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
-        resp.media = {"image": detail_view(req, self._row(req, image_id))}
+        resp.media = {"image": detail_view_of(req)(self._row(req, image_id))}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
         with acting(req.context.command):

@@ -20,7 +20,7 @@ import falcon
 from orjson import Fragment
 
 from api import auth
-from api.links import API_ROOT, links_of, quoted
+from api.links import API_ROOT, links_json, links_of, quoted
 from api.timestamps import isotime
 from api.versions import minor_of
 from commands.host_aggregate import DEFAULT_ZONE
@@ -107,9 +107,7 @@ def server_view(
     bookmark_href = f"{prefix}/servers/"
     image_href = f"{prefix}/images/"
     flavor_href = f"{prefix}/flavors/"
-    # the links' JSON around a server's id (a uuid's text needs no escaping)
-    links_self = '[{"rel":"self","href":"' + dumps(self_href).decode()[1:-1]
-    links_bookmark = '"},{"rel":"bookmark","href":"' + dumps(bookmark_href).decode()[1:-1]
+    links_self, links_bookmark = links_json(req, "servers")  # around a server's id (a uuid: no escaping)
     user_data = extras.user_data if extras is not None else None
     status_of = extras.host_status if extras is not None else None
 

@@ -12,6 +12,7 @@ once); lists read the read model.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -38,6 +39,7 @@ from commands.image import ACTIVE, DEACTIVATED, Image, canonical_image_id
 from commands.image_usage import ImageLimits
 from commands.images.create import CreateImage, DeleteImage, RecordImageUpload, image_usage, visible_image
 from projections import image_queries
+from projections.queries import decode_json
 from stratus.context import Actor, acting
 from stratus.eventstore.errors import EventStoreUnavailable
 from stratus.imagestore import CHUNK, ImageStore, StoreError, TooLarge
@@ -51,62 +53,66 @@ BASE_PROPERTIES = (
 DEFAULT_LIMIT = 25  # Glance's limit_param_default
 MAX_LIMIT = 1000  # Glance's api_limit_max
 HASH_ALGO = "sha256"
+_SCHEMA = f"{API}/schemas/image"
 
 
-def row_of(image: Image) -> dict[str, Any]:
+def row_of(image: Image) -> SimpleNamespace:
     """An image aggregate as a listed row (``image_queries.list_images``: times as text), so that one
-    view serves both."""
-    return {
-        "id": image.image_id,
-        "name": image.name,
-        "owner": image.owner,
-        "visibility": image.visibility,
-        "status": image.status,
-        "container_format": image.container_format,
-        "disk_format": image.disk_format,
-        "min_disk": image.min_disk,
-        "min_ram": image.min_ram,
-        "protected": image.protected,
-        "tags": image.tags,
-        "properties": image.properties,
-        "os_hidden": image.os_hidden,
-        "size": image.size,
-        "checksum": image.checksum,
-        "os_hash_algo": image.os_hash_algo,
-        "os_hash_value": image.os_hash_value,
-        "created_at": isotime(image.created_on),
-        "updated_at": isotime(image.modified_on),
-    }
+    view serves both; its tags and properties as they are (a listed row's are their JSON)."""
+    return SimpleNamespace(
+        id=str(image.image_id),
+        name=image.name,
+        owner=image.owner,
+        visibility=image.visibility,
+        status=image.status,
+        container_format=image.container_format,
+        disk_format=image.disk_format,
+        min_disk=image.min_disk,
+        min_ram=image.min_ram,
+        protected=image.protected,
+        tags=image.tags,
+        properties=image.properties,
+        os_hidden=image.os_hidden,
+        size=image.size,
+        checksum=image.checksum,
+        os_hash_algo=image.os_hash_algo,
+        os_hash_value=image.os_hash_value,
+        created_at=isotime(image.created_on),
+        updated_at=isotime(image.modified_on),
+    )
 
 
-def image_view(row: dict[str, Any]) -> dict[str, Any]:
-    """Glance v2's image: base properties, then the additional ones at the top level."""
-    iid = str(row["id"])
-    return {
-        **(row["properties"] or {}),
+def image_view(row: Any) -> dict[str, Any]:
+    """Glance v2's image (a listed row or ``row_of``'s): base properties, then the additional ones
+    at the top level (where a base property's name is also an additional one's, the base value in
+    the additional one's place, as a dict display of both gives)."""
+    iid = row.id
+    view = {
         "id": iid,
-        "name": row["name"],
-        "status": row["status"],
-        "visibility": row["visibility"],
-        "protected": row["protected"],
-        "os_hidden": bool(row.get("os_hidden", False)),
-        "checksum": row["checksum"],
-        "os_hash_algo": row["os_hash_algo"],
-        "os_hash_value": row["os_hash_value"],
-        "owner": row["owner"],
-        "size": row["size"],
+        "name": row.name,
+        "status": row.status,
+        "visibility": row.visibility,
+        "protected": row.protected,
+        "os_hidden": bool(row.os_hidden),
+        "checksum": row.checksum,
+        "os_hash_algo": row.os_hash_algo,
+        "os_hash_value": row.os_hash_value,
+        "owner": row.owner,
+        "size": row.size,
         "virtual_size": None,
-        "min_ram": row["min_ram"],
-        "min_disk": row["min_disk"],
-        "disk_format": row["disk_format"],
-        "container_format": row["container_format"],
-        "created_at": row["created_at"],
-        "updated_at": row["updated_at"],
-        "tags": list(row["tags"] or []),
+        "min_ram": row.min_ram,
+        "min_disk": row.min_disk,
+        "disk_format": row.disk_format,
+        "container_format": row.container_format,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+        "tags": list(decode_json(row.tags) or ()),
         "self": f"{API}/images/{iid}",
         "file": f"{API}/images/{iid}/file",
-        "schema": f"{API}/schemas/image",
+        "schema": _SCHEMA,
     }
+    properties = decode_json(row.properties)
+    return {**properties, **view} if properties else view
 
 
 def member_key(project_id: str) -> str:
@@ -197,7 +203,7 @@ class ImageCollection(_Images):
         }
         if limit and len(rows) == limit:
             params = {k: v for k, v in req.params.items() if k != "marker"}
-            params["marker"] = str(rows[-1]["id"])
+            params["marker"] = rows[-1].id
             body["next"] = f"{API}/images?{urlencode(params, doseq=True)}"
         resp.media = body
 

@@ -119,14 +119,14 @@ def test_a_realistic_sequence_produces_the_right_rows(
     assert pick(host2, "vcpus_used", "memory_mb_used", "disk_gb_used", "running_vms") == (0, 0, 0, 0)
     # vm-d's release, in the last append (with the project's usage after it)
     assert head(app) - 1 <= host2["position"] <= head(app)
-    assert [h["hostname"] for h in queries.list_hosts(rm)] == ["c1", "c2"]
+    assert [h.hostname for h in queries.list_hosts(rm)] == ["c1", "c2"]
     claims = rm.execute("SELECT instance_id FROM stratus_rm.host_claims ORDER BY instance_id").fetchall()
     assert sorted(x[0] for x in claims) == sorted([a, b])
 
     # Flavors.
-    assert [fl["flavorid"] for fl in queries.list_flavors(rm)] == ["1", "2"]
-    assert [fl["flavorid"] for fl in queries.list_flavors(rm, include_private=False)] == ["1"]
-    assert [fl["flavorid"] for fl in queries.list_flavors(rm, limit=1, marker="1")] == ["2"]
+    assert [fl.flavorid for fl in queries.list_flavors(rm)] == ["1", "2"]
+    assert [fl.flavorid for fl in queries.list_flavors(rm, include_private=False)] == ["1"]
+    assert [fl.flavorid for fl in queries.list_flavors(rm, limit=1, marker="1")] == ["2"]
     gone = queries.get_flavor(rm, "3")
     assert gone is not None and gone["deleted"] and gone["deleted_at"] is not None
     small = queries.get_flavor(rm, "2")
@@ -201,7 +201,7 @@ def test_log_entries_the_read_models_do_not_show_still_advance_the_position(
     result = p.step(0)
     assert (result.position, result.events, result.processed) == (3, 3, 2)
     assert queries.current_position(rm) == 3
-    assert [f["flavorid"] for f in queries.list_flavors(rm)] == ["1", "2"]
+    assert [f.flavorid for f in queries.list_flavors(rm)] == ["1", "2"]
 
 
 def test_a_batch_read_before_another_writer_moved_the_position_is_discarded(
@@ -249,8 +249,8 @@ def test_two_projectors_racing_apply_every_event_exactly_once(
             t.join(10)
     assert not errors
     hosts = queries.list_hosts(rm)
-    assert [h["running_vms"] for h in hosts] == [expected["running"][i] for i in range(3)]
-    assert [h["vcpus_used"] for h in hosts] == [expected["running"][i] for i in range(3)]
+    assert [h.running_vms for h in hosts] == [expected["running"][i] for i in range(3)]
+    assert [h.vcpus_used for h in hosts] == [expected["running"][i] for i in range(3)]
     counts = rm.execute("SELECT count(*), count(*) FILTER (WHERE deleted) FROM stratus_rm.instances")
     assert counts.fetchone() == (expected["instances"], expected["deleted"])
     versions = rm.execute("SELECT DISTINCT version FROM stratus_rm.instances ORDER BY 1").fetchall()

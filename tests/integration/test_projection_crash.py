@@ -105,8 +105,8 @@ def test_kill_9_mid_batch_then_restart_loses_nothing_and_doubles_nothing(
         running = expected["instances"] - expected["deleted"]
         assert counts == (expected["instances"], expected["deleted"], 4 * running + 6 * expected["deleted"])
         hosts = queries.list_hosts(conn)
-        assert [h["running_vms"] for h in hosts] == [expected["running"][i] for i in range(7)]
-        assert [h["disk_gb_used"] for h in hosts] == [2 * expected["running"][i] for i in range(7)]
+        assert [h.running_vms for h in hosts] == [expected["running"][i] for i in range(7)]
+        assert [h.disk_gb_used for h in hosts] == [2 * expected["running"][i] for i in range(7)]
         claims = conn.execute("SELECT count(*) FROM stratus_rm.host_claims").fetchone()
         assert claims == (running,)
 

@@ -127,7 +127,7 @@ def test_the_projector_quarantines_poison_events_applies_the_rest_and_resumes_af
     with read_models(database_url) as rm:
         with projector_thread(db_settings):  # fails the test if the projector dies
             eventually(lambda: queries.current_position(rm) == end)
-        assert [f["flavorid"] for f in queries.list_flavors(rm)] == ["1", "2"]
+        assert [f.flavorid for f in queries.list_flavors(rm)] == ["1", "2"]
         row = queries.get_server(rm, server, None)
         assert row is not None and row["metadata"] == {"ok": "yes"}
 
@@ -146,7 +146,7 @@ def test_the_projector_quarantines_poison_events_applies_the_rest_and_resumes_af
         handlers.create_flavor(CreateFlavor("3", "medium", 1, 64, 1))
         with projector_thread(db_settings):
             eventually(lambda: queries.current_position(rm) == head(app))
-        assert [f["flavorid"] for f in queries.list_flavors(rm)] == ["1", "2", "3"]
+        assert [f.flavorid for f in queries.list_flavors(rm)] == ["1", "2", "3"]
         assert sorted(by_position(quarantine.list(), "projector")) == [nul_at, garbled_at, headless_at]
 
     # What an operator sees.
@@ -185,7 +185,7 @@ def test_a_rebuild_quarantines_poison_events_and_swaps_in_the_rest(
     with read_models(database_url) as rm:
         result = rebuild(rm, app.recorder, app.mapper, batch_size=3, quarantine=quarantine)  # type: ignore[arg-type]
         assert result.position == head(app) == queries.current_position(rm)
-        assert [f["flavorid"] for f in queries.list_flavors(rm)] == ["1", "2"]
+        assert [f.flavorid for f in queries.list_flavors(rm)] == ["1", "2"]
         row = queries.get_server(rm, server, None)
         assert row is not None and row["metadata"] == {}
     assert sorted(by_position(quarantine.list(), "rebuild")) == [nul_at]
@@ -272,7 +272,7 @@ def test_a_transient_postgresql_failure_is_retried_not_quarantined(
             eventually(lambda: other.execute(waiting).fetchone())  # it reconnects and tries again
             other.execute("SELECT pg_advisory_unlock(%s)", (WRITER_LOCK,))
             eventually(lambda: queries.current_position(rm) == end)
-        assert [f["flavorid"] for f in queries.list_flavors(rm)] == ["1"]
+        assert [f.flavorid for f in queries.list_flavors(rm)] == ["1"]
     assert quarantine.list() == []
 
 
@@ -287,7 +287,7 @@ def test_a_table_missing_is_the_databases_failure_not_the_events(
             eventually(lambda: "UndefinedTable" in caplog.text)  # it failed the batch, and goes on trying
             rm.execute("ALTER TABLE stratus_rm.flavors_away RENAME TO flavors")
             eventually(lambda: queries.current_position(rm) == head(app))
-        assert [f["flavorid"] for f in queries.list_flavors(rm)] == ["1"]
+        assert [f.flavorid for f in queries.list_flavors(rm)] == ["1"]
     assert quarantine.list() == []
 
 

@@ -1,4 +1,4 @@
-"""Compute services' views: the state the last event set, and the uptime line."""
+"""Compute services' views: the state the last event set, the uptime line, the integer ids."""
 
 from __future__ import annotations
 
@@ -29,3 +29,17 @@ def test_uptime_line_reads_as_uptime_prints_it() -> None:
         " 22:13:20 up 93 days, 18:25,  0 users"
     )
     assert " up 1 day,  2:03," in uptime_line(now, now - (86400 + 2 * 3600 + 3 * 60), [0, 0, 0])
+
+
+def test_an_integer_id_from_a_uuids_text_is_the_uuids() -> None:
+    from uuid import UUID
+
+    from api.services import integer_id
+
+    for text in (
+        "00000000-0000-4000-8000-000000000000", "00000001-ffff-4fff-bfff-ffffffffffff",
+        "ffffffff-0000-4000-8000-000000000001", "7a3c9e12-5b0d-4c4e-9f6a-1b2c3d4e5f60",
+        "80000000-0000-4000-8000-000000000000", "abc00010-0000-4000-8000-000300000000",
+    ):  # fmt: skip
+        assert integer_id(text) == (int(UUID(text).int >> 97) or 1)
+        assert integer_id(text) == integer_id(UUID(text))
