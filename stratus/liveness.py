@@ -200,7 +200,8 @@ class LivenessMirror:
     that stops beating is shown down at the same moment.
 
     The mirror answers only while its watch is known whole: from the end of the watch's initial
-    replay (the bucket's last entry per key) until the watch's task ends or the connection is lost
+    replay (the bucket's last entry per key, up to the bucket's last revision when the watch began)
+    until the watch's task ends or the connection is lost
     or re-established (messages could have been missed meanwhile). Otherwise ``up`` and ``reports``
     read the bucket directly, as before, and a new watch is started in the background. ``services``
     (an admin's few calls) always reads the bucket."""
@@ -261,23 +262,34 @@ class LivenessMirror:
     async def _watch(self, generation: int) -> None:
         beats: dict[str, Beat] = {}
         try:
-            watcher = await (await self._heartbeats.store()).watch(">")
+            kv = await self._heartbeats.store()
+            # The replay is complete once it has delivered the bucket's last revision as it was
+            # before the watch began (or a later one: entries come in revision order). nats-py's own
+            # end marker (a None from ``updates``) is not trusted: it compares the server's count of
+            # entries not yet sent with the entries this client has read, so entries already sent
+            # but not yet read let it come before them (nats.py issues 842 and 995).
+            bucket = await kv.status()
+            replayed_to = 0 if bucket.values == 0 else bucket.stream_info.state.last_seq
+            watcher = await kv.watch(">")
             try:
+                if replayed_to == 0:  # nothing to replay: the mirror answers at once
+                    self._answer_from(beats, generation)
                 while self._current(generation):  # a newer watch replaced this one: stop
                     try:
                         entry = await watcher.updates(timeout=_TIMEOUT)
                     except nats.errors.TimeoutError:
                         continue  # no beat for a while: nothing to mirror
-                    if entry is None:  # the replay is complete: from now on the mirror answers
-                        with self._lock:
-                            if self._generation == generation:
-                                self._beats = beats
-                    elif not isinstance(entry, KeyValue.Entry):
+                    if entry is None:
+                        continue  # nats-py's end marker (see above)
+                    if not isinstance(entry, KeyValue.Entry):
                         return  # the watch was stopped
-                    elif entry.operation in ("DEL", "PURGE") or entry.value is None:
+                    if entry.operation in ("DEL", "PURGE") or entry.value is None:
                         beats.pop(entry.key, None)
                     else:
                         beats[entry.key] = _beat(entry.value)
+                    if replayed_to and (entry.revision or 0) >= replayed_to:
+                        replayed_to = 0  # the replay is complete: from now on the mirror answers
+                        self._answer_from(beats, generation)
             finally:
                 await watcher.stop()
         except (nats.errors.Error, TimeoutError) as e:
@@ -287,6 +299,11 @@ class LivenessMirror:
                 if self._generation == generation:
                     self._watching = False
                     self._beats = None
+
+    def _answer_from(self, beats: dict[str, Beat], generation: int) -> None:
+        with self._lock:
+            if self._generation == generation:
+                self._beats = beats
 
     def _current(self, generation: int) -> bool:
         with self._lock:

@@ -33,8 +33,7 @@ from processes import bootstrap
 from stratus import serialization
 from stratus.config import Settings
 from stratus.eventstore import NatsBridge
-from stratus.liveness import Heartbeats, bucket_for
-from tests.fixtures.api import ADMIN, ADMIN_P9, P1, P2, Stack, assert_fault
+from tests.fixtures.api import ADMIN, ADMIN_P9, P1, P2, Stack, alive, assert_fault
 from tests.fixtures.facades.placement_handlers import PlacementHandlers
 from tests.fixtures.identity import ADMIN_PASSWORD, Identities
 from tests.fixtures.processes import ROOT, free_port
@@ -363,10 +362,10 @@ def test_flavors(stack: Stack) -> None:
     assert uuid.UUID(sid)
 
 
-def test_hypervisors(stack: Stack, api_settings: Settings) -> None:
+def test_hypervisors(stack: Stack) -> None:
     stack.handlers.register_host(RegisterHost("cmp-a", vcpus=4, memory_mb=8192, disk_gb=50))
     # cmp-a's worker is alive (it beats); cmp-b's never said a word: down.
-    Heartbeats(stack.handlers.app.recorder.bridge, bucket=bucket_for(api_settings.stream)).beat("cmp-a")  # type: ignore[attr-defined]
+    alive(stack, "cmp-a")
     after = stack.handlers.register_host(RegisterHost("cmp-b", vcpus=2, memory_mb=4096, disk_gb=20)).position
     r = stack.get("/v2.1/os-hypervisors", ADMIN, after=after)
     assert [h["hypervisor_hostname"] for h in r.json["hypervisors"]] == ["cmp-a", "cmp-b"]

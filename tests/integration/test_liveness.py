@@ -85,6 +85,17 @@ def test_the_mirror_reports_the_beats_as_the_bucket_does(bridge: NatsBridge, set
     assert mirror.reports(["h1"]) == beats.reports(["h1"])
 
 
+def test_the_mirror_of_a_bucket_without_beats_answers_at_once(bridge: NatsBridge, settings: Settings) -> None:
+    """Nothing to replay: the mirror is whole as soon as its watch is, and takes the first beats."""
+    beats = Heartbeats(bridge, bucket=bucket_for(settings.stream))
+    mirror = LivenessMirror(beats, bridge)
+    assert mirror.up(["h1"]) == {"h1": False}  # read directly, the watch starting
+    eventually(lambda: mirror.whole)
+    beats.beat("h1")
+    eventually(lambda: mirror.up(["h1"]) == {"h1": True})
+    assert mirror.reports(["h1"]) == beats.reports(["h1"])
+
+
 def test_the_mirror_reads_directly_once_its_watch_is_lost(own_nats_server: NatsServer) -> None:
     settings = unique_settings(own_nats_server.url)
     with NatsBridge(settings.nats_urls, name="mirror-test").start() as bridge:

@@ -7,12 +7,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from wsgiref.simple_server import make_server
 
 import pytest
 from nats.js.api import DiscardPolicy
@@ -22,9 +20,10 @@ from api import watch
 from commands.hosts.register import RegisterHost
 from commands.servers.scheduling import PlaceInstance
 from stratus.config import Settings
+from stratus.health import READYZ
 from tests.fixtures.api import ADMIN, P1, P2, Stack
 from tests.fixtures.processes import free_port, serving
-from tests.fixtures.watch import Http, Quiet, ThreadingServer, create_server, read_events
+from tests.fixtures.watch import Http, create_server, read_events, serving_streams
 
 
 @pytest.fixture(params=["threaded-wsgi", "stratus-watch"])
@@ -36,19 +35,14 @@ def http_server(
     if request.param == "stratus-watch":
         yield from _stratus_watch(api_settings, tmp_path)
         return
-    watch.add_route(stack.app, stack.log, heartbeat=0.5)
-    server = make_server("127.0.0.1", 0, stack.app, server_class=ThreadingServer, handler_class=Quiet)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield Http(server.server_address[1])
-    server.shutdown()
-    server.server_close()
+    with serving_streams(stack.app, watch.Events(stack.log, heartbeat=0.5)) as http:
+        yield http
 
 
 def _stratus_watch(settings: Settings, tmp_path: Path) -> Iterator[Http]:
     port = free_port()
     argv = [sys.executable, "-m", "processes.cli", "watch", "--bind", f"127.0.0.1:{port}", "--threads", "8"]
-    with serving(argv, settings, port, tmp_path / "watch.log"):
+    with serving(argv, settings, port, tmp_path / "watch.log", ready=READYZ):
         yield Http(port)
 
 
@@ -119,7 +113,7 @@ def test_stratus_watch_ends_its_streams_when_told_to_stop(
     port = free_port()
     argv = [sys.executable, "-m", "processes.cli", "watch", "--bind", f"127.0.0.1:{port}", "--threads", "8"]
     log = tmp_path / "watch.log"
-    with serving(argv, api_settings, port, log) as proc:
+    with serving(argv, api_settings, port, log, ready=READYZ) as proc:
         streams = [Http(port).open("/v2.1/stratus/events", who(stack, who_)) for who_ in (ADMIN, P1)]
         for stream in streams:
             assert stream.status == 200 and stream.readline().startswith(b"retry:")

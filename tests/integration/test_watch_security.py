@@ -16,13 +16,11 @@ import datetime as dt
 import json
 import logging
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
-from wsgiref.simple_server import make_server
 
 import pytest
 from falcon import testing
@@ -39,10 +37,11 @@ from commands.servers.scheduling import PlaceInstance
 from commands.servers.spawn import FailInstance, FinishSpawning, StartSpawning
 from stratus.config import Settings
 from stratus.eventstore import envelope
+from stratus.health import READYZ
 from tests.fixtures.api import ADMIN, P1, Stack
 from tests.fixtures.facades.migration import MigrationHandlers
 from tests.fixtures.processes import free_port, serving
-from tests.fixtures.watch import Http, Quiet, ThreadingServer, create_server, read_events
+from tests.fixtures.watch import Http, create_server, read_events, serving_streams
 
 LIMITS = watch.StreamLimits(per_user=2, total=10, recheck_seconds=0.2)
 
@@ -52,13 +51,9 @@ def guarded(stack: Stack, api_settings: Settings) -> Iterator[Http]:
     """The stream as ``stratus watch`` composes it (re-authorized, capped), on a threaded WSGI server."""
     pool = open_pool(api_settings.database_url or "")
     authenticator = Authenticator(stack.signer, ReadModel(pool, 5.0))
-    watch.add_route(stack.app, stack.log, heartbeat=0.2, authenticator=authenticator, limits=LIMITS)
-    server = make_server("127.0.0.1", 0, stack.app, server_class=ThreadingServer, handler_class=Quiet)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield Http(server.server_address[1])
-    server.shutdown()
-    server.server_close()
+    events = watch.Events(stack.log, heartbeat=0.2, authenticator=authenticator, limits=LIMITS)
+    with serving_streams(stack.app, events) as http:
+        yield http
     pool.close()
 
 
@@ -312,7 +307,7 @@ def _stratus_watch_as_set(settings: Settings, tmp_path: Path) -> Iterator[Http]:
     """``stratus watch`` as the environment sets it up (no --threads)."""
     port = free_port()
     argv = [sys.executable, "-m", "processes.cli", "watch", "--bind", f"127.0.0.1:{port}"]
-    with serving(argv, settings, port, tmp_path / "watch.log"):
+    with serving(argv, settings, port, tmp_path / "watch.log", ready=READYZ):
         yield Http(port)
 
 
