@@ -23,6 +23,7 @@ nodes are expected to run NTP (skew well under ``down_after``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
@@ -188,6 +189,12 @@ class Heartbeats:
         return {h: at is not None and now - at < down_after for h, at in seen.items()}
 
 
+# A host's key in the bucket, as the mirror looks it up for every host a page shows: hostnames are
+# few and asked on every request, so each is encoded once (a regular expression's match, then the
+# token) while it is among the most recently asked.
+_host_key = functools.lru_cache(maxsize=8192)(encode_token)
+
+
 class LivenessMirror:
     """The heartbeats bucket mirrored in this process by a watch on it, for readers that ask per
     request (the API's pages of servers): ``up`` then reads a dictionary, not NATS.
@@ -223,7 +230,7 @@ class LivenessMirror:
         if beats is None:
             return self._heartbeats.up(hosts, down_after)
         now = self._heartbeats.now()
-        found = {host: beats.get(encode_token(host), _NO_BEAT)[0] for host in hosts}
+        found = {host: beats.get(_host_key(host), _NO_BEAT)[0] for host in hosts}
         return {host: at is not None and now - at < down_after for host, at in found.items()}
 
     def services(self, binary: str, down_after: float = DOWN_AFTER) -> list[dict[str, Any]]:
@@ -234,7 +241,7 @@ class LivenessMirror:
         beats = self._whole()
         if beats is None:
             return self._heartbeats.reports(hosts)
-        found = {host: beats.get(encode_token(host), _NO_BEAT)[1] for host in hosts}
+        found = {host: beats.get(_host_key(host), _NO_BEAT)[1] for host in hosts}
         return {host: None if report is None else dict(report) for host, report in found.items()}
 
     @property

@@ -156,7 +156,7 @@ def test_the_list_views_bodies_are_the_recorded_ones(stack: Stack, api_settings:
         stack.auth(who)
     with psycopg.connect(api_settings.database_url or "", autocommit=True) as conn:
         _write(conn, stack, p1, p2)
-    alive(stack, "h1", "h3")  # h2 is down; h3 beats but is forced down
+    alive(stack, "h1", "h3", forced_down=("h3",))  # h2 is down; h3 beats but is forced down
     names = {p1: "PROJECT-1", p2: "PROJECT-2", stack.user_id("bob"): "BOB", stack.user_id("alice"): "ALICE"}
     bodies: dict[str, str] = {}
     for who, version, path in _paths():
