@@ -125,7 +125,7 @@ class ReadModel:
         try:
             # While PostgreSQL is away, no request waits out the pool's timeout.
             conn = self._pool.getconn(AWAY_WAIT_SECONDS if self._away.is_set() else None)
-        except psycopg_pool.PoolTimeout as e:
+        except psycopg.OperationalError as e:  # the pool's timeout, or the pool closed
             raise self._unavailable(e) from e
         if self._away.is_set():
             self._away.clear()
