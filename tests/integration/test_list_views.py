@@ -13,9 +13,7 @@ themselves, to compare two runs' bodies line by line.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,12 +21,12 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-import pytest
 
 from projections.schema import LIVE_SCHEMA
 from stratus.config import Settings
 from stratus.liveness import my_ip
 from tests.fixtures.api import ADMIN, P1, P2, Stack, alive
+from tests.fixtures.recorded_bodies import assert_recorded
 
 GOLDEN = Path(__file__).with_name("list_views.json")
 T0 = datetime(2026, 11, 26, 16, 52, 21, tzinfo=UTC)
@@ -169,13 +167,4 @@ def test_the_list_views_bodies_are_the_recorded_ones(stack: Stack, api_settings:
         for value, name in names.items():
             text = text.replace(value, name)
         bodies[f"{version} {who} {path}"] = f"{r.status_code} {text}"
-    digests = {case: hashlib.sha256(body.encode()).hexdigest()[:16] for case, body in bodies.items()}
-    out = os.environ.get("STRATUS_VIEW_BODIES")
-    if out:
-        Path(out).write_text("".join(f"{case}\n{body}\n" for case, body in bodies.items()))
-    if os.environ.get("STRATUS_RECORD_VIEWS"):
-        GOLDEN.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
-        pytest.skip("recorded")
-    recorded = json.loads(GOLDEN.read_text())
-    changed = sorted(case for case in digests if digests[case] != recorded.get(case))
-    assert not changed and set(recorded) == set(digests), changed[:20]
+    assert_recorded(bodies, GOLDEN)
