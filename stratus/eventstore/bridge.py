@@ -27,6 +27,8 @@ import nats.errors
 from nats.aio.client import _HEADER_KEY_RE as _HEADER_NAME
 from nats.aio.client import _HEADER_VALUE_NEWLINES as _NEWLINES
 from nats.aio.client import Client as _NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.protocol import command as prot_command
 
@@ -57,7 +59,18 @@ class Client(_NatsClient):
 
     ``publish_with_next_write`` and ``flush_soon`` let a hint (a commit's wake-up) share the
     connection's next write instead of costing one of its own.
+
+    A request whose caller waits on the reply saves two passes of the loop (docs/performance.md,
+    "one append's Python"): ``publish_now`` writes the message (with whatever else is pending) to
+    the socket before returning, which is the flusher's next pass done at once, and
+    ``subscribe_direct`` hands each message of a subscription to a plain function as the read loop
+    parses it, instead of queueing it for a task of the subscription to call a coroutine with.
     """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._direct: dict[int, Callable[[Msg], None]] = {}  # sid -> handler (``subscribe_direct``)
+        self._write_through = False  # set during ``publish_now``
 
     @staticmethod
     def _parse_header_lines(raw: bytes) -> dict[str, str]:
@@ -107,8 +120,58 @@ class Client(_NatsClient):
         self.stats["out_msgs"] += 1
         self.stats["out_bytes"] += payload_size
         await self._send_command(command)
-        if self._flush_queue is not None and self._flush_queue.empty():
+        if self._write_through and self.is_connected and self._flusher_task and not self._flusher_task.done():
+            await self._write_pending()
+        elif self._flush_queue is not None and self._flush_queue.empty():
             await self._flush_pending()
+
+    async def publish_now(self, subject: str, payload: bytes, *, reply: str, headers: dict[str, str]) -> None:
+        """``publish``, written to the socket before returning, with whatever else is pending (when
+        connected; otherwise buffered as ``publish`` buffers)."""
+        self._write_through = True
+        try:
+            await self.publish(subject, payload, reply=reply, headers=headers)
+        finally:
+            self._write_through = False
+
+    async def _write_pending(self) -> None:
+        # One pass of nats-py's ``_flusher``, made by the publishing task: the same write, the same
+        # back-pressure (drain) and the same handling of a broken connection.
+        transport = self._transport
+        assert transport is not None, "connected"
+        try:
+            transport.writelines(self._pending[:])
+            self._pending = []
+            self._pending_data_size = 0
+            await transport.drain()
+        except OSError as e:
+            await self._error_cb(e)
+            await self._process_op_err(e)
+
+    async def subscribe_direct(self, subject: str, handler: Callable[[Msg], None]) -> Subscription:
+        """A subscription whose messages are given to ``handler`` on the read loop as they arrive
+        (no queue, no task): for a handler that only resolves a future. It must not raise."""
+        sub = await self.subscribe(subject)
+        self._direct[sub._id] = handler
+        return sub
+
+    def _remove_sub(self, sid: int, max_msgs: int = 0) -> None:
+        self._direct.pop(sid, None)
+        super()._remove_sub(sid, max_msgs)
+
+    async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes) -> None:
+        handler = self._direct.get(sid)
+        sub = self._subs.get(sid)
+        if handler is None or sub is None:
+            return await super()._process_msg(sid, subject, reply, data, headers)
+        # As nats-py's ``_process_msg`` does for a subscription without limits nor JetStream, up to
+        # where it would queue the message for the subscription's task.
+        self.stats["in_msgs"] += 1
+        self.stats["in_bytes"] += len(data)
+        sub._received += 1
+        msg = self._build_message(sid, subject, reply, data, await self._process_headers(headers))
+        if msg:
+            handler(msg)
 
     def publish_with_next_write(self, subject: str, payload: bytes) -> None:
         """A core publish (no reply, no headers) queued to go out with the connection's next write,
@@ -291,15 +354,24 @@ class NatsBridge:
         # ``concurrent.futures.Future`` (a condition, an RLock and a waiter lock per call). Each layer
         # between the coroutine and the caller costs a pass of the loop or a few microseconds, and a
         # one-event append is mostly such overhead (see docs/performance.md, "Event store: appends").
+        # The coroutine hands its outcome to the caller as it ends, not the task's done callback, which
+        # runs a pass of the loop later; the callback does for a task cancelled before it began.
         async def bounded() -> T:
-            async with asyncio.timeout(timeout):
-                if self._connected is None or not self._connected.is_set():
-                    await self._wait_connected()
-                return await coro_factory()
+            try:
+                async with asyncio.timeout(timeout):
+                    if self._connected is None or not self._connected.is_set():
+                        await self._wait_connected()
+                    result = await coro_factory()
+            except (Exception, asyncio.CancelledError) as e:
+                ended(False, e)
+                raise
+            ended(True, result)
+            return result
 
         done = threading.Lock()
         done.acquire()
         tasks: list[asyncio.Task[T]] = []  # the call's task, once the loop created it
+        outcome: list[tuple[bool, Any]] = []  # (returned, the value or the exception), once ended
 
         def begin() -> None:
             task = self._loop.create_task(bounded())
@@ -307,9 +379,19 @@ class NatsBridge:
             self._tasks.add(task)
             task.add_done_callback(end)
 
+        def ended(returned: bool, what: Any) -> None:
+            outcome.append((returned, what))
+            done.release()
+
         def end(task: asyncio.Task[T]) -> None:
             self._tasks.discard(task)
-            done.release()
+            if task.cancelled():
+                if not outcome:
+                    ended(False, asyncio.CancelledError())
+            elif outcome:
+                task.exception()  # retrieved (the caller raises it)
+            else:
+                ended(False, task.exception())
 
         self._loop.call_soon_threadsafe(begin)
         # The loop enforces the timeout; the margin only guards against a stuck loop.
@@ -317,10 +399,12 @@ class NatsBridge:
             if tasks:
                 self._loop.call_soon_threadsafe(tasks[0].cancel)
             raise TimeoutError(f"NATS call did not finish within {timeout}s")
-        task = tasks[0]
-        if task.cancelled():
+        returned, what = outcome[0]
+        if returned:
+            return what  # type: ignore[no-any-return]
+        if isinstance(what, asyncio.CancelledError):
             raise EventStoreUnavailable("the NATS bridge was closed during the call")
-        return task.result()
+        raise what
 
     def spawn(self, coro_factory: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         """Run a background coroutine on the loop until it returns or ``close()`` cancels it."""

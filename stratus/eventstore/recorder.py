@@ -534,7 +534,7 @@ class JetStreamAggregateRecorder(AggregateRecorder):
         answer: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
         self._acks[token] = answer
         try:
-            await self.bridge.nc.publish(subject, data, reply=f"{prefix}.{token}", headers=headers)
+            await self.bridge.nc.publish_now(subject, data, reply=f"{prefix}.{token}", headers=headers)
             msg = await answer
         finally:
             self._acks.pop(token, None)
@@ -548,14 +548,14 @@ class JetStreamAggregateRecorder(AggregateRecorder):
     async def _ensure_acks(self) -> str:
         if self._ack_prefix is None:
             prefix = self.bridge.nc.new_inbox()
-            sub = await self.bridge.nc.subscribe(f"{prefix}.*", cb=self._on_ack)
+            sub = await self.bridge.nc.subscribe_direct(f"{prefix}.*", self._on_ack)
             if self._ack_prefix is None:
                 self._ack_prefix = prefix
             else:  # another append subscribed meanwhile (both awaited their SUB): keep the first
                 await sub.unsubscribe()
         return self._ack_prefix
 
-    async def _on_ack(self, msg: Msg) -> None:
+    def _on_ack(self, msg: Msg) -> None:
         answer = self._acks.get(msg.subject.rsplit(".", 1)[-1])
         if answer is not None and not answer.done():
             answer.set_result(msg)
