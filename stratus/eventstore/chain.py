@@ -61,16 +61,20 @@ def event_hash(headers: Mapping[str, str], body: bytes) -> str:
     """The hash of an event from the headers as the writer sends them (``Stratus-Chain-Prev`` set).
 
     The same bytes as ``canonical`` hashes, built faster (every append hashes each of its events):
-    header names are looked up once per process, and when every hashed name and value is ASCII with
-    no CR or LF (always, for the headers Stratus writes) the canonical text is formatted as one string
-    (an ASCII string's length is its byte count, and sorts as its bytes). Anything else takes the
+    which names are hashed, and in which order, is settled once per shape of headers (their names
+    in order: the recorder writes a few), and when every hashed name and value is ASCII with no CR
+    or LF (always, for the headers Stratus writes) the canonical text is formatted as one string (an
+    ASCII string's length is its byte count, and sorts as its bytes). Anything else takes the
     general path, ``_exact_event_hash``: tests/unit/test_chain_hash.py compares the two."""
-    names = _NAMES
-    if not names.keys() >= headers.keys() and not _learn(headers):
-        return _exact_event_hash(headers, body)
-    items = sorted([(n, v.strip()) for k, v in headers.items() if (n := names[k]) is not None])
-    text = "".join([f"{n}={len(v)}:{v}\n" for n, v in items])
-    if not text.isascii() or "\r" in text or text.count("\n") != len(items):
+    shape = tuple(headers)
+    order = _ORDERS.get(shape)
+    if order is None:
+        order = _order(shape)
+        if order is None:
+            return _exact_event_hash(headers, body)
+    values = [headers[k].strip() for k, _ in order]
+    text = "".join([f"{n}={len(v)}:{v}\n" for (_, n), v in zip(order, values, strict=True)])
+    if not text.isascii() or "\r" in text or text.count("\n") != len(order):
         return _exact_event_hash(headers, body)
     digest = hashlib.sha256(_MAGIC)
     digest.update(text.encode())
@@ -79,20 +83,22 @@ def event_hash(headers: Mapping[str, str], body: bytes) -> str:
     return digest.hexdigest()
 
 
-# A header's name as sent -> its canonical (lowercased) name, or None when it is not hashed.
-_NAMES: dict[str, str | None] = {}
-_NAMES_MAX = 1024  # the names Stratus writes are a few dozen; others' are not remembered past this
+# The names of a shape of headers (as sent, in order) -> (name as sent, canonical name) of the hashed
+# ones, sorted by canonical name; a shape where two names have the same canonical name is not kept
+# (its values would decide their order) and takes the general path.
+_ORDERS: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}
+_ORDERS_MAX = 256  # Stratus writes a few shapes; others' are not remembered past this
 
 
-def _learn(headers: Mapping[str, str]) -> bool:
-    """Remember the canonical names of ``headers``; False when there are too many names to remember."""
-    new = headers.keys() - _NAMES.keys()
-    if len(_NAMES) + len(new) > _NAMES_MAX:
-        return False
-    for name in new:
-        lower = name.strip().lower()
-        _NAMES[name] = lower if _hashed_name(lower.encode()) else None
-    return True
+def _order(shape: tuple[str, ...]) -> tuple[tuple[str, str], ...] | None:
+    canonical = [(name, name.strip().lower()) for name in shape]
+    hashed = sorted(((k, n) for k, n in canonical if _hashed_name(n.encode())), key=lambda p: p[1])
+    if len({n for _, n in hashed}) != len(hashed):
+        return None
+    order = tuple(hashed)
+    if len(_ORDERS) < _ORDERS_MAX:
+        _ORDERS[shape] = order
+    return order
 
 
 def _exact_event_hash(headers: Mapping[str, str], body: bytes) -> str:

@@ -89,14 +89,15 @@ def build_headers(
     content_type, time, schema_version = _inspect_state(stored_event.state)
     kind, type_ = kind_and_type(stored_event.topic)
     actor = context.actor
-    eid = event_id(stored_event.originator_id, stored_event.originator_version)
+    subject = str(stored_event.originator_id)
+    eid = f"{subject}:{stored_event.originator_version}"  # event_id(), with the id's str() made once
     return {
         NATS_MSG_ID: eid,
         CE_SPECVERSION: SPECVERSION,
         CE_ID: eid,
         CE_SOURCE: source,
         CE_TYPE: f"stratus.{kind}.{type_.lower()}",
-        CE_SUBJECT: str(stored_event.originator_id),
+        CE_SUBJECT: subject,
         CE_TIME: time,
         CONTENT_TYPE: content_type,
         CE_CORRELATIONID: context.correlation_id,

@@ -15,6 +15,7 @@ cannot collide with an encoded name.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from uuid import UUID
@@ -56,6 +57,7 @@ def decode_token(token: str) -> str:
     return raw.decode()
 
 
+@functools.lru_cache(maxsize=1024)  # each append asks twice per event, of a few dozen topics
 def kind_and_type(topic: str) -> tuple[str, str]:
     """The (kind, type) subject tokens of an eventsourcing topic."""
     m = _NESTED.match(topic)
