@@ -966,11 +966,11 @@ class JetStreamAggregateRecorder(AggregateRecorder):
                 if self._mux_prefix is None:
                     nc = self.bridge.nc
                     prefix = nc.new_inbox()
-                    await nc.subscribe(f"{prefix}.*", cb=self._on_mux)
+                    await nc.subscribe_direct(f"{prefix}.*", self._on_mux)
                     self._mux_prefix = prefix
         return self._mux_prefix
 
-    async def _on_mux(self, msg: Msg) -> None:
+    def _on_mux(self, msg: Msg) -> None:
         token = msg.subject.rsplit(".", 1)[-1]
         pending = self._mux_pending.get(token)
         if pending is None:
