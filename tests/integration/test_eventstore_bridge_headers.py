@@ -35,7 +35,7 @@ def test_publish_now_is_written_before_it_returns(bridge: NatsBridge) -> None:
         sub = await nc.subscribe("bench.now")
         await nc.flush()
         await nc.publish_now("bench.now", b"x", reply="bench.reply", headers={"A": "1"})
-        left = (nc._pending_data_size, nc._flush_queue.qsize())  # type: ignore[attr-defined]
+        left = (nc._pending_data_size, nc._flush_queue.qsize())  # type: ignore[union-attr]
         msg = await sub.next_msg(timeout=5)
         await sub.unsubscribe()
         return left, msg.data, msg.reply, dict(msg.headers or {})
