@@ -156,7 +156,7 @@ class _Servers:
         shown = view(rows, extras)
         servers = [shown(r, groups.get(r.id)) for r in rows] if groups else [shown(r, None) for r in rows]
         body: dict[str, Any] = {"servers": servers}
-        links = next_links(req, path, [{"id": r.id} for r in rows], limit)
+        links = next_links(req, path, rows, limit)
         if links:
             body["servers_links"] = links
         return body
@@ -170,7 +170,7 @@ class ServerCollection(_Servers):
     @falcon.before(policy.require("os_compute_api:servers:index"))
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         brief = brief_view_of(req)
-        resp.media = self._list(req, "servers", lambda _, __: lambda row, ___: brief(row))
+        resp.media = self._list(req, "servers", lambda _, __: brief)
 
     @falcon.before(policy.require("os_compute_api:servers:create"))
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:

@@ -271,33 +271,17 @@ def list_servers(
     if status is not None:
         where.append("status = %s")
         params.append(status.upper())
-    first = [(SORT_KEYS[k], desc) for k, desc in (sort or []) if k in SORT_KEYS]
-    keys = _unique_columns([*first, ("created_at", True), ("id", True)])
-    source = f"{_SCHEMA}.instances i"
-    marked: list[Any] = []  # the marker's parameters, first in the query
+    first = tuple((SORT_KEYS[k], desc) for k, desc in (sort or ()) if k in SORT_KEYS)
+    marked: list[Any] = []  # the marker's parameters: first in the query, and after the filters'
     if marker is not None:
-        # The marker's sort values (``mark``), read by the page's own query: no round trip of their
-        # own. A marker the caller cannot see gives no rows; ``_check_marker`` then says so.
         uid = _as_uuid(marker)
         if uid is None:
             raise MarkerNotFound(marker)
-        values = ", ".join(f"{_sortable(c)} AS k{n}" for n, (c, _) in enumerate(keys))
-        seen = "id = %s" if project_id is None else "id = %s AND project_id = %s"
-        source += f", (SELECT {values} FROM {_SCHEMA}.instances WHERE {seen}) mark"
         marked = [uid] if project_id is None else [uid, project_id]
-        where.append(_after(keys, f"(SELECT {_sortable(keys[0][0])} FROM {_SCHEMA}.instances WHERE {seen})"))
-        params.extend(marked)
-    # Composed as text (psycopg's composition took ~40 us a page): every piece is this module's own
-    # SQL, the values are parameters. The outer ORDER BY names page's columns: some of the view's
-    # have the same names (the id as text).
-    page = f"SELECT i.* FROM {source} {'WHERE ' + ' AND '.join(where) if where else ''}"
-    query = (
-        f"SELECT {_PAGE_COLUMNS} FROM ({page} ORDER BY {_order(keys)} LIMIT %s) page {_PAGE_HOST} "
-        f"ORDER BY {_order(keys, 'page.')}"
-    )
+    query = _server_statement(tuple(where), first, marker is not None, project_id is None)
     try:
         rows: list[ServerRow] = _fetchall(
-            conn, sql.SQL(query), [*marked, *params, max(0, limit)], _server_rows
+            conn, query, [*marked, *params, *marked, max(0, limit)], _server_rows
         )
     except InvalidFilter:
         if marker is not None:
@@ -306,6 +290,35 @@ def list_servers(
     if not rows and marker is not None:
         _check_marker(conn, marker, project_id)
     return rows
+
+
+@functools.lru_cache(maxsize=256)
+def _server_statement(
+    where: tuple[str, ...], first: tuple[tuple[str, bool], ...], marked: bool, every_project: bool
+) -> sql.SQL:
+    """``list_servers``' statement for its filters' conditions (``where``), its sort keys (``first``)
+    and a marker (``marked``) of any project's server or of the project's, composed once for each
+    shape of request: composing its text took ~6 us a page, ~20 us with a marker.
+
+    Composed as text (psycopg's composition took ~40 us a page): every piece is this module's own
+    SQL, the values are parameters. The outer ORDER BY names page's columns: some of the view's
+    have the same names (the id as text)."""
+    keys = _unique_columns([*first, ("created_at", True), ("id", True)])
+    source = f"{_SCHEMA}.instances i"
+    conditions = list(where)
+    if marked:
+        # The marker's sort values (``mark``), read by the page's own query: no round trip of their
+        # own. A marker the caller cannot see gives no rows; ``_check_marker`` then says so.
+        values = ", ".join(f"{_sortable(c)} AS k{n}" for n, (c, _) in enumerate(keys))
+        seen = "id = %s" if every_project else "id = %s AND project_id = %s"
+        source += f", (SELECT {values} FROM {_SCHEMA}.instances WHERE {seen}) mark"
+        lead = f"(SELECT {_sortable(keys[0][0])} FROM {_SCHEMA}.instances WHERE {seen})"
+        conditions.append(_after(keys, lead))
+    page = f"SELECT i.* FROM {source} {'WHERE ' + ' AND '.join(conditions) if conditions else ''}"
+    return sql.SQL(
+        f"SELECT {_PAGE_COLUMNS} FROM ({page} ORDER BY {_order(keys)} LIMIT %s) page {_PAGE_HOST} "
+        f"ORDER BY {_order(keys, 'page.')}"
+    )
 
 
 def _order(keys: list[tuple[str, bool]], table: str = "") -> str:

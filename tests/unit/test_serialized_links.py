@@ -1,7 +1,8 @@
 """A list's links already serialized (``api.links.serialized_links_of``, ``orjson.Fragment``) are the
 bytes of the plain links (``links_of``), whatever the request's prefix holds (quotes, backslashes,
 characters beyond ASCII, which JSON escapes or keeps) and whatever the id needs quoted; and a page's
-flavors viewed with them serialize as the plain views, at the microversions that change a view."""
+flavors viewed with them serialize as the plain views, at the microversions that change a view, as
+a page of the servers' brief list does."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from falcon import testing
 
 from api.flavors import detail_view_of
 from api.links import links_of, serialized_links_of
+from api.server_views import brief_view_of
 from api.versions import Microversion
+from projections.queries import ServerRow
 from stratus.serialization import dumps
 
 PREFIXES = [
@@ -43,3 +46,13 @@ def test_a_pages_flavors_serialize_as_the_plain_views(minor: int, where: dict) -
     rows = [SimpleNamespace(**{**FLAVOR, "flavorid": item}) for item in IDS]
     plain, listed = detail_view_of(req), detail_view_of(req, listed=True)
     assert dumps([listed(row) for row in rows]) == dumps([plain(row) for row in rows])
+
+
+@pytest.mark.parametrize("where", PREFIXES)
+def test_a_pages_brief_servers_serialize_as_the_plain_views(where: dict) -> None:
+    req = testing.create_req(path="/v2.1/servers", **where)
+    links = links_of(req, "servers")
+    rows = [ServerRow._make([sid, name, *[None] * 33]) for sid, name in ((IDS[1], 'n "ü"'), (IDS[1], ""))]
+    brief = brief_view_of(req)
+    plain = [{"id": row.id, "name": row.name, "links": links(row.id)} for row in rows]
+    assert dumps([brief(row, None) for row in rows]) == dumps(plain)
