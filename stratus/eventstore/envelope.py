@@ -90,7 +90,7 @@ def build_headers(
     kind, type_ = kind_and_type(stored_event.topic)
     actor = context.actor
     subject = str(stored_event.originator_id)
-    eid = f"{subject}:{stored_event.originator_version}"  # event_id(), with the id's str() made once
+    eid = event_id(subject, stored_event.originator_version)  # the id's str() made once
     return {
         NATS_MSG_ID: eid,
         CE_SPECVERSION: SPECVERSION,
