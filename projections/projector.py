@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -53,6 +54,14 @@ log = logging.getLogger("stratus.projector")
 
 # How long a projector following the log lets commits gather after being woken by one (``run``).
 LINGER_SECONDS = 0.02
+# A replay's first batch (``_replay``), its later ones twice the one before up to the batch size:
+# the writer has nothing to write until the first batch is read and applied (~40 ms for 2,000 events).
+FIRST_REPLAY_BATCH = 250
+# The interpreter's switch interval while a replay's three threads run (CPython's: 5 ms). The writer
+# waits for PostgreSQL ~9 times a batch, and each time it must take the GIL back from the reader
+# decoding, which keeps it up to the interval: 2,000 events took the writer 50-60 ms beside the
+# reader and ~20 ms alone (docs/performance.md, "the catch-up's start, its end and its writer").
+REPLAY_SWITCH_INTERVAL = 0.0005
 
 
 class EventLog(Protocol):
@@ -195,9 +204,10 @@ class Projector:
         """The log's messages after position ``after`` (as stored: decoded by ``fetch``)."""
         return self.log.read_messages(after + 1, limit or self.batch_size)
 
-    def fetch(self, after: int) -> Batch:
-        """Read the next batch after ``after`` and decode the events the read models show (pure)."""
-        return self._decoded(after, self.read(after))
+    def fetch(self, after: int, limit: int | None = None) -> Batch:
+        """Read the next batch after ``after`` (``limit`` entries, else a batch's) and decode the
+        events the read models show (pure)."""
+        return self._decoded(after, self.read(after, limit))
 
     def _decoded(self, after: int, msgs: Sequence[Any]) -> Batch:
         entry = self._entry
@@ -415,14 +425,23 @@ class Projector:
         in the writer (PostgreSQL refuses a value, the tracking position moved, a rebuild swapped
         in other tables) is applied again by ``apply_batch`` from the committed position (it
         bisects, quarantines, retries), and the replay goes on without the carried rows. The writer
-        writes the batches' new rows with COPY, into the live tables too (``ReadModelView.copies``)."""
+        writes the batches' new rows with COPY, into the live tables too (``ReadModelView.copies``).
+
+        The first batches are smaller (``FIRST_REPLAY_BATCH``, doubling up to the batch size), so that
+        the writer starts early; nothing is read past ``until``; and the interpreter switches threads
+        every ``REPLAY_SWITCH_INTERVAL`` meanwhile, so that the writer gets the GIL back soon after
+        each answer of PostgreSQL."""
         position, tables = self._tables()
         # rows kept only for this call: between two, other batches may have written the tables
         carried = Carried()
         carried.complete = position == 0  # nothing applied yet: the tables are empty
         head = position  # where the applied batches reach (``position``: where the committed ones do)
         prefix = f"{self.schema}-"
+        # smaller batches first when there is more than one to read
+        more = until is None or until - position > self.batch_size
+        sizes = _growing(FIRST_REPLAY_BATCH if more else self.batch_size, self.batch_size)
         with (
+            _switching_every(REPLAY_SWITCH_INTERVAL),
             ThreadPoolExecutor(1, thread_name_prefix=prefix + "read") as reader,
             ThreadPoolExecutor(1, thread_name_prefix=prefix + "write") as writer,
             contextlib.ExitStack() as opened,
@@ -439,19 +458,25 @@ class Projector:
                     second.append(opened.enter_context(connection_like(self.conn)))
                 return second[0]
 
-            ahead: Future[Batch] = reader.submit(self.fetch, position)
+            def read_ahead(after: int) -> Future[Batch]:
+                size = next(sizes)
+                if size < self.batch_size:  # one of the first batches
+                    return reader.submit(self.fetch, after, size)
+                return reader.submit(self.fetch, after)
+
+            ahead = read_ahead(position)
             writing: tuple[Batch, Future[None]] | None = None  # the batch the writer has
             while True:
                 batch: Batch | None = None
                 if not stop.is_set() and (until is None or head < until):
                     batch = ahead.result()
                     if batch.after != head:  # read ahead from a position that did not hold
-                        ahead = reader.submit(self.fetch, head)
+                        ahead = read_ahead(head)
                         continue
-                    if batch.entries:
-                        ahead = reader.submit(self.fetch, batch.last)
-                    else:
+                    if not batch.entries:
                         batch = None
+                    elif until is None or batch.last < until:  # none past ``until``: no read to end
+                        ahead = read_ahead(batch.last)
                 ws = self._in_memory(batch, carried, reading) if batch is not None else None
                 failed = writing[1].exception() if writing is not None else None  # waits for the write
                 if writing is not None and failed is None:
@@ -467,7 +492,7 @@ class Projector:
                     position, tables = self._tables()  # what is committed (the writer is done)
                     result = self.apply_batch(self.fetch(position))
                     head = position = self._written(result.position, result.events)
-                    ahead = reader.submit(self.fetch, head)
+                    ahead = read_ahead(head)
                     continue
                 if batch is None or ws is None:
                     break
@@ -537,6 +562,42 @@ class Projector:
         if self.progress is not None:
             self.progress(position)
         return position
+
+
+def _growing(first: int, most: int) -> Iterator[int]:
+    """``first``, then each twice the one before, up to ``most`` and ``most`` for ever after."""
+    size = min(first, most)
+    while True:
+        yield size
+        size = min(size * 2, most)
+
+
+class _SwitchInterval:
+    """``sys.setswitchinterval`` lowered while any replay of the process runs, restored after the
+    last (replays may overlap: a rebuild's and the live projector's in one test process)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._saved = 0.0
+
+    @contextlib.contextmanager
+    def __call__(self, seconds: float) -> Iterator[None]:
+        with self._lock:
+            if self._running == 0:
+                self._saved = sys.getswitchinterval()
+                sys.setswitchinterval(min(seconds, self._saved))
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running -= 1
+                if self._running == 0:
+                    sys.setswitchinterval(self._saved)
+
+
+_switching_every = _SwitchInterval()
 
 
 def _settled(future: Future[Any]) -> None:
