@@ -58,7 +58,7 @@ LINGER_SECONDS = 0.02
 # the writer has nothing to write until the first batch is read and applied (~40 ms for 2,000 events).
 FIRST_REPLAY_BATCH = 250
 # The interpreter's switch interval while a replay's three threads run (CPython's: 5 ms). The writer
-# waits for PostgreSQL ~9 times a batch, and each time it must take the GIL back from the reader
+# waits for PostgreSQL up to 10 times a batch, and each time it must take the GIL back from the reader
 # decoding, which keeps it up to the interval: 2,000 events took the writer 50-60 ms beside the
 # reader and ~20 ms alone (docs/performance.md, "the live catch-up").
 REPLAY_SWITCH_INTERVAL = 0.0005
