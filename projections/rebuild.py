@@ -163,10 +163,10 @@ def rebuild(
                             "SET LOCAL synchronous_commit TO off; DROP SCHEMA IF EXISTS {} CASCADE"
                         ).format(sql.Identifier(OLD_SCHEMA))
                     )
-            conn.execute("SELECT pg_notify(%s, '')", (SPARE_CHANNEL,))  # a keeper makes the next spare
     finally:
         if not conn.broken:  # a lost session has released its locks already
-            conn.execute("SELECT pg_advisory_unlock(%s)", (REBUILD_LOCK,))
+            # and says it ended, whether or not it took the spare (or got through): a keeper makes one
+            conn.execute("SELECT pg_advisory_unlock(%s), pg_notify(%s, '')", (REBUILD_LOCK, SPARE_CHANNEL))
     return RebuildResult(position, replayed, time.monotonic() - started, replay_seconds, took_spare)
 
 

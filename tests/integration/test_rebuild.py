@@ -415,12 +415,20 @@ def test_a_spare_keeper_makes_one_at_its_start_and_again_after_each_rebuild(
         assert (
             "its tables were the spare generation the projector made ahead of time" in capsys.readouterr().out
         )
-        assert _eventually(lambda: keeper.made == 2 and spare_state(rm) == "ready"), (
-            "none made after the rebuild"
-        )
+        made = _eventually(lambda: keeper.made == 2 and spare_state(rm) == "ready")
+        assert made, "none made after the rebuild"
+
+        def stopped(position: int, head: int) -> None:  # as a rebuild killed in its replay
+            raise RuntimeError("stopped")
+
+        with pytest.raises(RuntimeError, match="stopped"):  # it took the spare, then failed
+            rebuild(rm, app.recorder, app.mapper, progress=stopped)  # type: ignore[arg-type]
+        made = _eventually(lambda: keeper.made == 3 and spare_state(rm) == "ready")
+        assert made, "none made after a rebuild that failed"
         stop.set()
     assert not keeper._thread.is_alive()
-    assert _schemas(rm) == [LIVE_SCHEMA, SPARE_SCHEMA] and queries.current_position(rm) == head(app)
+    assert _schemas(rm) == [LIVE_SCHEMA, NEW_SCHEMA, SPARE_SCHEMA]  # (the failed one's, for the next to drop)
+    assert queries.current_position(rm) == head(app)
     result = rebuild(rm, app.recorder, app.mapper, spare=False)  # type: ignore[arg-type]
     assert not result.spare and spare_state(rm) == "ready"  # spare=False: made its own, left the spare
 
