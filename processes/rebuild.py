@@ -34,6 +34,11 @@ def main(settings: Settings, *, batch_size: int = 2000, keep_old: bool = False) 
     print(
         f"stratus rebuild: read models rebuilt up to position {result.position} "
         f"(replayed to {result.replayed} first, the rest at the swap) in {result.seconds:.1f} s"
-        f", of which the replay {result.replay_seconds:.1f} s"
+        f", of which the replay {result.replay_seconds:.1f} s; "
+        + (
+            "its tables were the spare generation the projector made ahead of time"
+            if result.spare
+            else "its tables made now (no spare generation was ready: a running projector keeps one)"
+        )
     )
     return 0

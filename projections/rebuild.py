@@ -8,12 +8,23 @@ runner is between batches), it applies the last few events and renames the schem
 transaction. Readers name ``stratus_rm.<table>`` and see either the old or the new generation,
 never neither; the live runner's next batch finds the tracking position moved and re-seeks.
 
+Making the new schema's tables (~160 files, ~90 of them synced to the disk) is most of what a
+rebuild costs whatever the log's length, so it can be done ahead of time: ``prepare_spare`` makes
+``stratus_rm_spare`` (the tables ``create_schema(indexes=False)`` makes, marked with a digest of
+their DDL once they are whole) and a rebuild that finds one of its own code's renames it to
+``stratus_rm_new`` instead of making the tables. The projector process keeps one ready
+(``SpareKeeper``, started by ``processes/projector.py``): at its start and after every rebuild.
+
 Run it as ``stratus rebuild`` (its composition root: ``processes/rebuild.py``); tests call ``rebuild``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
+import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -25,12 +36,14 @@ import psycopg
 from eventsourcing.persistence import Mapper
 from psycopg import sql
 
+from projections import schema
 from projections.projector import EventLog, Projector, connection_like
 from projections.rawlog import replay_log
 from projections.schema import (
     LIVE_SCHEMA,
     POSITION_CHANNEL,
     REBUILD_LOCK,
+    SPARE_LOCK,
     WRITER_LOCK,
     analyze,
     index_ddl,
@@ -42,6 +55,12 @@ from stratus.quarantine import Quarantine
 
 NEW_SCHEMA = f"{LIVE_SCHEMA}_new"
 OLD_SCHEMA = f"{LIVE_SCHEMA}_old"
+# A generation's empty tables made ahead of time for the next rebuild (``prepare_spare``).
+SPARE_SCHEMA = f"{LIVE_SCHEMA}_spare"
+# The NOTIFY channel on which a rebuild says it ended (and may have taken the spare).
+SPARE_CHANNEL = f"{LIVE_SCHEMA}_spare"
+
+log = logging.getLogger("stratus.rebuild")
 
 
 class RebuildError(Exception):
@@ -62,6 +81,8 @@ class RebuildResult:
     # of which the replay up to ``replayed``: the part that grows with the log (the rest, a fresh
     # schema made, analysed and swapped in, costs about the same whatever the log's length)
     replay_seconds: float = 0.0
+    # whether the new tables were a spare generation made ahead of time (``prepare_spare``)
+    spare: bool = False
 
 
 def rebuild(
@@ -75,6 +96,7 @@ def rebuild(
     trust: Verifier | None = None,
     progress: Callable[[int, int], None] | None = None,
     raw_read: bool = True,
+    spare: bool = True,
 ) -> RebuildResult:
     """Replay ``log`` into a new schema and swap it in as ``stratus_rm``; ``conn`` must be autocommit.
 
@@ -84,6 +106,8 @@ def rebuild(
     events as the live projector does (docs/trust.md), so that a rebuild equals the live models.
     ``progress``: told ``(position, head)`` after each batch of the replay. ``raw_read``: the replay
     reads the log below nats-py where it can (``projections.rawlog``); False: through ``log`` alone.
+    ``spare``: take the spare generation (``prepare_spare``) if one of this code's tables is ready;
+    False: make the tables, leaving a spare as it is.
     """
     if not conn.autocommit:
         raise ValueError("rebuild needs an autocommit connection (it manages its own transactions)")
@@ -98,7 +122,7 @@ def rebuild(
                 quarantine=quarantine, part="rebuild", trust=trust, fresh=True,
             )  # fmt: skip
             with _commits_not_waiting_for_the_disk(conn):
-                _new_generation(conn, beside)
+                took_spare = _new_generation(conn, beside, spare=spare)
                 # Replay up to the log's head, again while writers appended more than a batch meanwhile,
                 # so that the lock below is held for a batch at most (each pass is bounded by the head
                 # it saw).
@@ -141,24 +165,85 @@ def rebuild(
                     )
     finally:
         if not conn.broken:  # a lost session has released its locks already
-            conn.execute("SELECT pg_advisory_unlock(%s)", (REBUILD_LOCK,))
-    return RebuildResult(position, replayed, time.monotonic() - started, replay_seconds)
+            # and says it ended, whether or not it took the spare (or got through): a keeper makes one
+            conn.execute("SELECT pg_advisory_unlock(%s), pg_notify(%s, '')", (REBUILD_LOCK, SPARE_CHANNEL))
+    return RebuildResult(position, replayed, time.monotonic() - started, replay_seconds, took_spare)
 
 
-def _new_generation(conn: psycopg.Connection[Any], beside: _Beside) -> None:
+def _new_generation(conn: psycopg.Connection[Any], beside: _Beside, *, spare: bool) -> bool:
     """Make ``stratus_rm_new`` as ``create_schema(indexes=False)`` makes it (its indexes are made once
     the replay is done), after dropping what an earlier rebuild left: its new tables (it stopped
     before its swap), the ones it replaced (kept, or it stopped before dropping them). Dropped here,
     not at the swap, where the live runner would wait for it (and for any reader of the old tables).
     A rebuild stopped in between leaves a part of the tables in ``stratus_rm_new``, which no one
-    reads and the next rebuild drops."""
+    reads and the next rebuild drops.
+
+    ``spare``: a spare generation of this code's tables, if one is ready, is renamed to
+    ``stratus_rm_new`` instead (True returned); one of another code's is dropped (its tables are
+    not this code's). A preparation under way is waited for (it holds ``SPARE_LOCK``)."""
     with conn.transaction():
         conn.execute(
-            sql.SQL("DROP SCHEMA IF EXISTS {}, {} CASCADE; CREATE SCHEMA {}").format(
-                sql.Identifier(NEW_SCHEMA), sql.Identifier(OLD_SCHEMA), sql.Identifier(NEW_SCHEMA)
+            sql.SQL("DROP SCHEMA IF EXISTS {}, {} CASCADE").format(
+                sql.Identifier(NEW_SCHEMA), sql.Identifier(OLD_SCHEMA)
             )
         )
+        if spare:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SPARE_LOCK,))
+            found = spare_state(conn)
+            if found == "ready":
+                conn.execute(
+                    sql.SQL("ALTER SCHEMA {} RENAME TO {}; COMMENT ON SCHEMA {} IS NULL").format(
+                        sql.Identifier(SPARE_SCHEMA), sql.Identifier(NEW_SCHEMA), sql.Identifier(NEW_SCHEMA)
+                    )
+                )
+                return True
+            if found == "stale":
+                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(SPARE_SCHEMA)))
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(NEW_SCHEMA)))
     beside.run(conn, *table_ddl(NEW_SCHEMA, indexes=False))
+    return False
+
+
+@functools.cache
+def spare_marker() -> str:
+    """What a whole spare generation of this code's tables says in its schema's comment: a digest
+    of the DDL that made them (another code's tables, after a change of the schema, say another)."""
+    ddl = "".join(part.as_string(None) for part in schema.table_ddl(SPARE_SCHEMA, indexes=False))
+    return f"stratus read-model spare generation, tables {hashlib.sha256(ddl.encode()).hexdigest()[:32]}"
+
+
+def spare_state(conn: psycopg.Connection[Any]) -> str | None:
+    """``ready`` (a spare of this code's tables), ``stale`` (another code's), None (no spare)."""
+    row = conn.execute(
+        "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s", (SPARE_SCHEMA,)
+    ).fetchone()
+    if row is None:
+        return None
+    return "ready" if row[0] == spare_marker() else "stale"
+
+
+def prepare_spare(conn: psycopg.Connection[Any]) -> bool:
+    """Make ``stratus_rm_spare`` for the next rebuild, unless one of this code's tables is ready; True
+    if it made one. ``conn`` must be autocommit.
+
+    One transaction makes the tables ``create_schema(indexes=False)`` makes and marks the schema
+    (``spare_marker``): a preparation that fails or dies leaves nothing, or the spare that was there.
+    A spare of another code's tables is dropped first. False at once, making nothing, while another
+    session prepares or takes the spare (it holds ``SPARE_LOCK``). The commit does not wait for the
+    disk: lost in a crash, there is no spare, and the next rebuild makes its tables."""
+    if not conn.autocommit:
+        raise ValueError("prepare_spare needs an autocommit connection (it manages its own transaction)")
+    spare = sql.Identifier(SPARE_SCHEMA)
+    with conn.transaction():
+        got = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (SPARE_LOCK,)).fetchone()
+        if not got or not got[0] or spare_state(conn) == "ready":
+            return False
+        made = sql.SQL(
+            "SET LOCAL synchronous_commit TO off; DROP SCHEMA IF EXISTS {} CASCADE; CREATE SCHEMA {};"
+        ).format(spare, spare)
+        marked = sql.SQL(";COMMENT ON SCHEMA {} IS {}").format(spare, sql.Literal(spare_marker()))
+        conn.execute(sql.Composed([made, *table_ddl(SPARE_SCHEMA, indexes=False), marked]))
+    return True
 
 
 class _Beside:
@@ -220,3 +305,55 @@ def _commits_not_waiting_for_the_disk(conn: psycopg.Connection[Any]) -> Iterator
 
 def _head(log: EventLog) -> int:
     return log.max_notification_id() or 0
+
+
+class SpareKeeper:
+    """Keeps a spare generation ready for the next rebuild (``prepare_spare``), in a thread with a
+    connection of its own: one at its start and one after every rebuild (a rebuild's NOTIFY on
+    ``SPARE_CHANNEL`` when it ends), so that the rebuild operators run finds its tables made. The
+    long-lived process that runs it (the projector) pays for the tables, not the rebuild. PostgreSQL
+    away or failing: logged, tried again ``retry`` seconds later. A context manager: started on
+    entry, stopped and joined on exit (or once ``stop`` is set)."""
+
+    def __init__(self, url: str, stop: threading.Event, *, retry: float = 10.0) -> None:
+        self._url, self._stop, self._retry = url, stop, retry
+        self._ended = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rebuild-spare", daemon=True)
+        self.made = 0  # spares made (for tests and probes)
+
+    def __enter__(self) -> SpareKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._ended.set()
+        self._thread.join(30)
+
+    def _stopping(self) -> bool:
+        return self._stop.is_set() or self._ended.is_set()
+
+    def _run(self) -> None:
+        while not self._stopping():
+            try:
+                with psycopg.connect(
+                    self._url, autocommit=True, application_name="stratus-rebuild-spare"
+                ) as conn:
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(SPARE_CHANNEL)))
+                    self._prepare(conn)
+                    while not self._stopping():
+                        if any(True for _ in conn.notifies(timeout=1.0, stop_after=1)):
+                            self._prepare(conn)
+            except psycopg.Error as e:
+                log.warning("rebuild: could not prepare a spare generation (%s: %s); trying again in %.0f s",
+                            type(e).__name__, e, self._retry)  # fmt: skip
+                deadline = time.monotonic() + self._retry
+                while not self._stopping() and time.monotonic() < deadline:
+                    self._ended.wait(0.5)
+
+    def _prepare(self, conn: psycopg.Connection[Any]) -> None:
+        started = time.monotonic()
+        if prepare_spare(conn):
+            self.made += 1
+            log.info(
+                "rebuild: a spare generation made for the next rebuild in %.2f s", time.monotonic() - started
+            )

@@ -25,6 +25,9 @@ POSITION_CHANNEL = "stratus_rm_position"
 WRITER_LOCK = 0x7374726174757372
 # A session-level advisory lock held for the whole of a rebuild: one rebuild at a time.
 REBUILD_LOCK = WRITER_LOCK + 1
+# A transaction-level advisory lock held by whoever makes, drops or takes the spare generation
+# (``projections.rebuild.prepare_spare``), so that no two sessions change it at once.
+SPARE_LOCK = WRITER_LOCK + 2
 
 # Columns written by the projection, per table (generated columns are left out).
 INSTANCE_COLUMNS: tuple[str, ...] = (

@@ -22,7 +22,10 @@ many servers are in flight at once), then measures in each of R interleaved roun
   (``projections.runner.catch_up`` with its lock and batches of 2,000, then ``Projector.catch_up``
   through nats-py: a projector back after downtime, which writes into the tables it has);
 - ``projections.rebuild.rebuild`` of the whole log (replay into a new schema, swap), reading below
-  nats-py as it does by default, and again through nats-py (``raw_read=False``).
+  nats-py as it does by default, and again through nats-py (``raw_read=False``): making its tables
+  (``spare=False``), and, in the same round (which of the two first alternates), taking a spare
+  generation made at the round's start (``prepare_spare``, as the projector process makes one ahead
+  of time, ``SpareKeeper``); that preparation is timed apart and reported beside.
 
 Rates are medians over rounds; ratios are taken within a round (same load), then the median.
 """
@@ -59,7 +62,7 @@ from commands.instance import Instance
 from projections import apply
 from projections.projector import Projector
 from projections.rawlog import replay_log
-from projections.rebuild import rebuild
+from projections.rebuild import prepare_spare, rebuild
 from projections.runner import catch_up
 from projections.schema import INSTANCE_COLUMNS, LIVE_SCHEMA, create_schema
 from stratus import collector
@@ -93,6 +96,9 @@ COPY = "write: COPY into instances"
 # The least any rebuild in one process does: read the log and write the rows it ends with, at once.
 READ_AND_COPY = "floor of any rebuild: the raw read and a COPY of the rebuilt instances at once (two threads)"
 REBUILD = "projections.rebuild.rebuild"
+# The same rebuild taking a spare generation made ahead of time (``prepare_spare``, which the
+# projector process runs at its start and after each rebuild): its tables are not made in it.
+REBUILD_SPARE = "projections.rebuild.rebuild, a spare generation ready (made ahead, timed apart)"
 # The same rebuilds, the time of their replay alone (``RebuildResult.replay_seconds``): what grows
 # with the log, without the fixed ~0.3 s of a fresh schema made, analysed and swapped in.
 REBUILD_REPLAY = "projections.rebuild.rebuild: its replay alone"
@@ -109,6 +115,7 @@ LADDER = (
     (FETCH_RAW, "(c) our code: Projector.fetch below nats-py (the rebuild's read thread)"),
     (REBUILD_REPLAY, "(d) + applied: the rebuild's replay alone"),
     (REBUILD, "(d) the whole rebuild (a fresh schema, swap)"),
+    (REBUILD_SPARE, "(d) the whole rebuild, a spare generation ready (its tables made ahead)"),
 )
 
 
@@ -373,9 +380,20 @@ def run_round(
     total: int,
     instances: int,
     batch_size: int,
+    spare_first: bool = False,
+    preparations: list[float] | None = None,
+    fixed: dict[bool, list[float]] | None = None,
 ) -> None:
     stream, subject = settings.stream, recorder.layout.all
     pg_pid = backend_pid(conn)
+    # The spare the rebuild with a spare takes, made now, well before it (as the projector makes one).
+    started = time.perf_counter()
+    if not prepare_spare(conn):
+        raise RuntimeError("a spare generation was already there at the round's start")
+    prepared = time.perf_counter() - started
+    if preparations is not None:
+        preparations.append(prepared)
+    print(f"  the spare generation's preparation (prepare_spare, before the round): {prepared * 1000:.0f} ms")
 
     bench.meter.server_pid = nats_pid
     raw = RawNats(server_url)
@@ -472,16 +490,25 @@ def run_round(
 
     replays: list[float] = []
 
-    def rebuilt(raw_read: bool) -> int:
+    def rebuilt(raw_read: bool, spare: bool = False) -> int:
         with collector.frozen():  # as ``stratus rebuild`` runs (processes/rebuild.py)
-            result = rebuild(conn, recorder, mapper, batch_size=batch_size, raw_read=raw_read)
-        if result.position != total:
-            raise RuntimeError(f"rebuild reached {result.position}, the log has {total}")
-        replays.append(result.replay_seconds)
+            result = rebuild(conn, recorder, mapper, batch_size=batch_size, raw_read=raw_read, spare=spare)
+        if result.position != total or result.spare != spare:
+            raise RuntimeError(
+                f"rebuild reached {result.position} (spare {result.spare}), the log has {total}"
+            )
+        if not spare:
+            replays.append(result.replay_seconds)
+        if fixed is not None and raw_read:  # what is not the replay: the part a spare shortens
+            fixed.setdefault(spare, []).append(result.seconds - result.replay_seconds)
         return result.position
 
     bench.measure(REBUILD_NATS_PY, "events", lambda: rebuilt(False))
+    if spare_first:
+        bench.measure(REBUILD_SPARE, "events", lambda: rebuilt(True, spare=True))
     whole = bench.measure(REBUILD, "events", lambda: rebuilt(True))
+    if not spare_first:
+        bench.measure(REBUILD_SPARE, "events", lambda: rebuilt(True, spare=True))
     replay = Sample(whole.count, replays[-1], whole.cpu)  # the CPU shares: the whole rebuild's
     bench.path(REBUILD_REPLAY, "events").samples.append(replay)
     print(f"  {REBUILD_REPLAY}: {replay.count} events in {replay.seconds:.2f} s = {replay.rate:,.0f}/s")
@@ -614,6 +641,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(check_ladder(server.url, recorder, app.mapper, conn, args.batch_size))
             bench = Bench(CpuMeter(server.pid))
+            preparations: list[float] = []
+            fixed: dict[bool, list[float]] = {}
             for r in range(args.rounds):
                 print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
                 run_round(
@@ -628,6 +657,9 @@ def main(argv: list[str] | None = None) -> int:
                     total=total,
                     instances=builder.types["Instance.Requested"],
                     batch_size=args.batch_size,
+                    spare_first=r % 2 == 1,
+                    preparations=preparations,
+                    fixed=fixed,
                 )
             print(
                 f"load average at end: {loadavg()}; read models after the last rebuild: "
@@ -646,6 +678,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
         named = (
             (REBUILD, "rebuild"),
+            (REBUILD_SPARE, "rebuild with a spare ready"),
             (REBUILD_REPLAY, "rebuild's replay alone"),
             (REBUILD_NATS_PY, "rebuild through nats-py"),
             (CATCH_UP, "catch-up"),
@@ -653,17 +686,44 @@ def main(argv: list[str] | None = None) -> int:
         for path, name in named:
             print(f"Ratios of the {name} (median over rounds of the same round's ratio):")
             for floor in bench.paths:
-                if floor not in (REBUILD, REBUILD_REPLAY, REBUILD_NATS_PY, CATCH_UP):
+                if floor not in (REBUILD, REBUILD_SPARE, REBUILD_REPLAY, REBUILD_NATS_PY, CATCH_UP):
                     ratio = bench.ratio(path, floor)
                     print(f"- {name} / {floor}: {ratio:.2f}" if ratio is not None else f"- {floor}: -")
         print()
         print("CPU per event, us (the median round's): this process / nats-server")
-        for path in (RAW_READ, RAW_PUSH_READ, ORDERED_READ, READ_AND_COPY, CATCH_UP, REBUILD):
+        for path in (RAW_READ, RAW_PUSH_READ, ORDERED_READ, READ_AND_COPY, CATCH_UP, REBUILD, REBUILD_SPARE):
             print(f"- {path}: {cpu_per_event(bench, path)}")
+        print()
+        print(spare_lines(bench, preparations, fixed))
         print()
         print("From the push floor to the rebuild, step by step:")
         print(ladder_table(bench))
     return 0
+
+
+def spare_lines(bench: Bench, preparations: list[float], fixed: dict[bool, list[float]]) -> str:
+    """The rebuild with and without a spare, each round's seconds (the whole, and what is not its
+    replay: what a spare shortens, less moved by the load than the replay), and the spare's cost."""
+    made = [s.seconds for s in bench.paths[REBUILD].samples]
+    took = [s.seconds for s in bench.paths[REBUILD_SPARE].samples]
+    saved = sorted(a - b for a, b in zip(made, took, strict=True))
+    saved_fixed = sorted(a - b for a, b in zip(fixed[False], fixed[True], strict=True))
+
+    def each(values: list[float]) -> str:
+        return ", ".join(f"{v * 1000:.0f}" for v in values)
+
+    return "\n".join([
+        "A spare generation (its tables made ahead: by the projector process, not the rebuild):",
+        f"- the rebuild making its tables, ms per round: {each(made)}",
+        f"- the rebuild taking a spare, ms per round: {each(took)}; "
+        f"shorter by a median of {saved[len(saved) // 2] * 1000:.0f} ms",
+        f"- what is not the replay (the whole less RebuildResult.replay_seconds), ms per round: "
+        f"making its tables {each(fixed[False])}; taking a spare {each(fixed[True])}; "
+        f"shorter by a median of {saved_fixed[len(saved_fixed) // 2] * 1000:.0f} ms",
+        f"- the spare's preparation (prepare_spare, at each round's start), ms: {each(preparations)}",
+        f"- ratio to the raw-protocol read: making its tables {bench.ratio(REBUILD, RAW_READ):.2f}, "
+        f"taking a spare {bench.ratio(REBUILD_SPARE, RAW_READ):.2f}",
+    ])  # fmt: skip
 
 
 def cpu_per_event(bench: Bench, path: str) -> str:

@@ -16,14 +16,26 @@ from commands.servers.create import CreateServer
 from commands.servers.scheduling import PlaceInstance
 from processes.rebuild import main
 from projections import queries
+from projections import rebuild as rebuild_module
 from projections import view as view_module
 from projections.projector import Projector
 from projections.rawlog import RawLog, replay_log
-from projections.rebuild import NEW_SCHEMA, OLD_SCHEMA, RebuildInProgress, rebuild
+from projections.rebuild import (
+    NEW_SCHEMA,
+    OLD_SCHEMA,
+    SPARE_SCHEMA,
+    RebuildInProgress,
+    SpareKeeper,
+    prepare_spare,
+    rebuild,
+    spare_marker,
+    spare_state,
+)
 from projections.schema import (
     LIVE_SCHEMA,
     POSITION_CHANNEL,
     REBUILD_LOCK,
+    SPARE_LOCK,
     TABLES,
     WRITER_LOCK,
     create_schema,
@@ -280,18 +292,154 @@ def _catalog(conn: psycopg.Connection[Any], schema: str) -> list[str]:
     return sorted(r[0].replace(f"{schema}.", "") for r in rows.fetchall())
 
 
+@pytest.mark.parametrize("spare", [False, True], ids=["tables-made", "spare-taken"])
 def test_the_tables_a_rebuild_swaps_in_are_those_create_schema_makes(
-    app: Stratus, rm: psycopg.Connection[Any]
+    app: Stratus, rm: psycopg.Connection[Any], spare: bool
 ) -> None:
-    """A rebuild makes its tables in two parts at once (``table_ddl``), their indexes after its replay."""
+    """A rebuild makes its tables in two parts at once (``table_ddl``), their indexes after its replay;
+    or it takes the spare generation made ahead of time (``prepare_spare``), the same tables."""
     populate(app, instances=5, hosts=1)
-    rebuild(rm, app.recorder, app.mapper, batch_size=10)  # type: ignore[arg-type]
+    if spare:
+        assert prepare_spare(rm) and spare_state(rm) == "ready"
+    result = rebuild(rm, app.recorder, app.mapper, batch_size=10)  # type: ignore[arg-type]
+    assert result.spare == spare and _schemas(rm) == [LIVE_SCHEMA]
+    assert _comment(rm, LIVE_SCHEMA) is None  # the spare's mark is not carried into the live schema
     create_schema(rm, "made_at_once")
     try:
         made = _catalog(rm, "made_at_once")
         assert len(made) > 400 and _catalog(rm, LIVE_SCHEMA) == made
     finally:
         rm.execute("DROP SCHEMA made_at_once CASCADE")
+
+
+def _comment(conn: psycopg.Connection[Any], schema: str) -> str | None:
+    row = conn.execute(
+        "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s", (schema,)
+    ).fetchone()
+    assert row is not None, f"no schema {schema}"
+    return row[0]  # type: ignore[no-any-return]
+
+
+def test_a_spare_of_another_codes_tables_is_not_taken_but_dropped_then_made_again(
+    app: Stratus, rm: psycopg.Connection[Any]
+) -> None:
+    """After a change of the read models' tables (a new code version), a spare made by the code before
+    is no use: the rebuild makes its tables and drops it, and a preparation replaces it."""
+    populate(app, instances=5, hosts=1)
+    assert prepare_spare(rm)
+    # as the code before would have made it: another table, another mark
+    rm.execute(sql.SQL("ALTER TABLE {}.instances DROP COLUMN hostname").format(sql.Identifier(SPARE_SCHEMA)))
+    rm.execute(sql.SQL("COMMENT ON SCHEMA {} IS 'stratus read-model spare generation, tables 0'").format(
+        sql.Identifier(SPARE_SCHEMA)
+    ))  # fmt: skip
+    assert spare_state(rm) == "stale"
+    result = rebuild(rm, app.recorder, app.mapper)  # type: ignore[arg-type]
+    assert not result.spare and _schemas(rm) == [LIVE_SCHEMA]
+    create_schema(rm, "made_at_once")
+    try:
+        assert _catalog(rm, LIVE_SCHEMA) == _catalog(rm, "made_at_once")
+    finally:
+        rm.execute("DROP SCHEMA made_at_once CASCADE")
+
+    rm.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(SPARE_SCHEMA)))  # unmarked: not whole
+    assert spare_state(rm) == "stale"
+    assert prepare_spare(rm) and spare_state(rm) == "ready" and _comment(rm, SPARE_SCHEMA) == spare_marker()
+    assert not prepare_spare(rm)  # one is ready: nothing made
+
+
+def test_a_preparation_that_fails_leaves_no_spare_and_a_rebuild_makes_its_tables(
+    app: Stratus, rm: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spare's tables and its mark are made in one transaction: a preparation stopped anywhere
+    (here: its last table refused) leaves nothing that a rebuild would take."""
+    populate(app, instances=5, hosts=1)
+    table_ddl = rebuild_module.table_ddl
+
+    def failing(schema: str, *, indexes: bool = True) -> tuple[sql.Composed, sql.Composed]:
+        ours, its = table_ddl(schema, indexes=indexes)
+        return ours, sql.Composed([its, sql.SQL(";SELECT 1/0")])
+
+    monkeypatch.setattr(rebuild_module, "table_ddl", failing)
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        prepare_spare(rm)
+    assert spare_state(rm) is None and _schemas(rm) == [LIVE_SCHEMA]
+    monkeypatch.setattr(rebuild_module, "table_ddl", table_ddl)
+    assert not rebuild(rm, app.recorder, app.mapper).spare  # type: ignore[arg-type]
+    assert queries.current_position(rm) == head(app)
+
+
+def test_a_rebuild_waits_for_a_spare_being_made_and_takes_it_and_a_preparation_gives_way(
+    app: Stratus, rm: psycopg.Connection[Any], database_url: str
+) -> None:
+    """Whoever makes, drops or takes the spare holds ``SPARE_LOCK``: a rebuild waits for a preparation
+    under way, then takes what it made; a second preparation meanwhile makes nothing."""
+    populate(app, instances=5, hosts=1)
+    results: list[Any] = []
+
+    def rebuilding() -> None:
+        try:
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                results.append(rebuild(conn, app.recorder, app.mapper))  # type: ignore[arg-type]
+        except BaseException as e:  # reported by the test, below
+            results.append(e)
+
+    with psycopg.connect(database_url) as preparing:  # a preparation under way, in its transaction
+        preparing.execute("SELECT pg_advisory_xact_lock(%s)", (SPARE_LOCK,))
+        create_schema(preparing, SPARE_SCHEMA, indexes=False)
+        preparing.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(
+            sql.Identifier(SPARE_SCHEMA), sql.Literal(spare_marker())
+        ))  # fmt: skip
+        assert not prepare_spare(rm) and spare_state(rm) is None  # gave way, made nothing
+        thread = threading.Thread(target=rebuilding, daemon=True)
+        thread.start()
+        try:
+            assert _waiting_for_a_lock(rm), "the rebuild did not wait for the preparation under way"
+        finally:
+            preparing.commit()
+    thread.join(60)
+    assert not thread.is_alive() and len(results) == 1
+    assert not isinstance(results[0], BaseException), results
+    assert results[0].spare and results[0].position == head(app)
+    assert _schemas(rm) == [LIVE_SCHEMA] and queries.current_position(rm) == head(app)
+
+
+def test_a_spare_keeper_makes_one_at_its_start_and_again_after_each_rebuild(
+    app: Stratus, rm: psycopg.Connection[Any], database_url: str, db_settings: Settings,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    populate(app, instances=5, hosts=1)
+    stop = threading.Event()
+    with SpareKeeper(database_url, stop) as keeper:
+        assert _eventually(lambda: spare_state(rm) == "ready"), "no spare made at the keeper's start"
+        assert main(db_settings) == 0  # `stratus rebuild` takes it, then says so
+        assert (
+            "its tables were the spare generation the projector made ahead of time" in capsys.readouterr().out
+        )
+        made = _eventually(lambda: keeper.made == 2 and spare_state(rm) == "ready")
+        assert made, "none made after the rebuild"
+
+        def stopped(position: int, head: int) -> None:  # as a rebuild killed in its replay
+            raise RuntimeError("stopped")
+
+        with pytest.raises(RuntimeError, match="stopped"):  # it took the spare, then failed
+            rebuild(rm, app.recorder, app.mapper, progress=stopped)  # type: ignore[arg-type]
+        made = _eventually(lambda: keeper.made == 3 and spare_state(rm) == "ready")
+        assert made, "none made after a rebuild that failed"
+        stop.set()
+    assert not keeper._thread.is_alive()
+    assert _schemas(rm) == [LIVE_SCHEMA, NEW_SCHEMA, SPARE_SCHEMA]  # (the failed one's, for the next to drop)
+    assert queries.current_position(rm) == head(app)
+    result = rebuild(rm, app.recorder, app.mapper, spare=False)  # type: ignore[arg-type]
+    assert not result.spare and spare_state(rm) == "ready"  # spare=False: made its own, left the spare
+
+
+def _eventually(check: Any, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def test_the_replays_commits_do_not_wait_for_the_disk_then_the_setting_is_the_callers(
