@@ -135,7 +135,8 @@ def recording() -> Iterator[Statements]:
     pages: Statements = []
     identity = threading.local()
     execute = psycopg.Cursor.execute
-    lookups = {name: getattr(identity_queries, name) for name in ("subject", "system_subject")}
+    names = ("subject", "system_subject", "send_subject")  # send_subject: the lookup in a read's pipeline
+    lookups = {name: getattr(identity_queries, name) for name in names if hasattr(identity_queries, name)}
 
     def recorded_execute(cur: Any, query: Any, params: Any = None, **kw: Any) -> Any:
         if pages and not _bookkeeping(query):
@@ -273,14 +274,16 @@ def add_items(cloud: ServersCloud, items: int) -> None:
         rebuild(conn, cloud.app.recorder, cloud.app.mapper)  # type: ignore[arg-type]
 
 
-def floors(name: str) -> tuple[str, str, str, str]:
+def floors(name: str) -> tuple[str, str, str, str, str]:
     """A listing's floors: its statements in a raw psycopg loop, served by ``http_floor``, served
-    with the token's lookup before them, and served with the lookup beside them."""
+    with the token's lookup before them, with the lookup beside them, and with the lookup in one
+    pipeline with the first of them."""
     return (
         f"{name}: its statements, raw psycopg",
         f"{name}: its statements, falcon + gunicorn",
         f"{name}: the token's lookup and its statements, falcon + gunicorn",
         f"{name}: the token's lookup beside its statements, falcon + gunicorn",
+        f"{name}: the token's lookup pipelined with its statements, falcon + gunicorn",
     )
 
 
@@ -316,12 +319,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {r + 1}/{args.rounds} (load {loadavg()})")
                 for i, listing in enumerate(LISTINGS):
                     name, pages, items = listing.name, recorded[listing.name], counts[listing.name]
-                    floor, over_http, with_token, beside = floors(name)
+                    floor, over_http, with_token, beside, pipelined = floors(name)
                     bench.measure(floor, "items", repeated(args.walks, replay, raw, pages, items))
                     for path, route in (
                         (over_http, "floor"),
                         (with_token, "floor-token"),
                         (beside, "floor-beside"),
+                        (pipelined, "floor-pipelined"),
                     ):
                         walk_floor = repeated(
                             args.walks, http_floor_walk, floor_get, route, i, len(pages), items
@@ -340,18 +344,20 @@ def main(argv: list[str] | None = None) -> int:
             "| list | items | pages | statements | API / its statements | HTTP floor / its statements "
             "| HTTP floor with the token's lookup / its statements "
             "| HTTP floor with the lookup beside / its statements | API / HTTP floor with the lookup beside "
+            "| HTTP floor with the lookup pipelined / its statements "
+            "| API / HTTP floor with the lookup pipelined "
             "| API processes' CPU per page, ms |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for listing in LISTINGS:
             name, pages = listing.name, recorded[listing.name]
-            floor, over_http, with_token, beside = floors(name)
+            floor, over_http, with_token, beside, pipelined = floors(name)
             per_round = ", ".join(f"{1e3 * s:.1f}" for s in cpu[name])
             ratios = [
                 bench.ratio(p, f)
                 for p, f in ((name, floor), (over_http, floor), (with_token, floor), (beside, floor))
             ]
-            ratios.append(bench.ratio(name, beside))
+            ratios += [bench.ratio(name, beside), bench.ratio(pipelined, floor), bench.ratio(name, pipelined)]
             shown = " | ".join("-" if r is None else f"{r:.2f}" for r in ratios)
             statements = sum(len(_resources(page)) for page in pages)
             print(f"| {name} | {counts[name]} | {len(pages)} | {statements} | {shown} | {per_round} |")
