@@ -17,6 +17,7 @@ import secrets
 import threading
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,9 @@ REQUEST_SCHEMAS = (
     "flavors.update",
     *identity.IDENTITY_SCHEMAS,
 )
+# Token checks running beside their lists' reads at once, per API process (api/auth.py).
+TOKEN_CHECKS_AT_ONCE = 4
+TOKEN_CHECK_THREADS = "stratus-token-check"
 
 
 def _new_uuid() -> str:
@@ -117,8 +121,8 @@ class Deps:
     # for a test that builds Deps around its own bus.
     host_rpc: HostRPC | None = None
     heartbeats: LivenessReader | None = None
-    # Whether a list's token check is made again with its first read (api/auth.py); False: every check first.
-    checks_beside: bool = False
+    # Where a list's token check runs beside its read (api/auth.py); None: every check first.
+    token_checks: Executor | None = None
 
 
 def beside_the_log(deps: Deps) -> tuple[HostRPC, LivenessReader]:
@@ -139,7 +143,8 @@ def create_app(deps: Deps) -> falcon.App:
         deps.token_signer,
         read,
         from_log=IdentityFromLog(deps.bus.app, reachable),
-        beside=deps.checks_beside,
+        checks=deps.token_checks,
+        checks_at_once=TOKEN_CHECKS_AT_ONCE,
     )
     middleware: list[Any] = [RequestContext(authenticator, deps.new_request_id), identity.KeystoneErrors()]
     middleware.append(positions.PositionHeader(written))
@@ -274,7 +279,8 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
     bridge = NatsBridge(settings.nats_urls, name="stratus-api", seed_file=settings.nats_seed_file)
     bridge.start(wait=0)  # connect in the background: the API answers (503) while NATS is away
     try:
-        pool = open_pool(url, max_size=max(8, settings.api_threads))  # a connection per thread at most
+        # a connection per thread at most, and one per token check beside a request
+        pool = open_pool(url, max_size=max(8, settings.api_threads) + TOKEN_CHECKS_AT_ONCE)
     except BaseException:
         bridge.close()
         raise
@@ -292,7 +298,10 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
         bridge.close()
         raise
 
+    checks = ThreadPoolExecutor(TOKEN_CHECKS_AT_ONCE, thread_name_prefix=TOKEN_CHECK_THREADS)
+
     def close() -> None:
+        checks.shutdown()
         pool.close()
         bridge.close()
 
@@ -305,7 +314,7 @@ def build(settings: Settings) -> tuple[Deps, Callable[[], None]]:
         host_rpc=HostRPC(bridge),
         # pushed to this process by a watch: a page of servers asks NATS nothing for its hosts
         heartbeats=LivenessMirror(Heartbeats.beside(bridge, settings), bridge),
-        checks_beside=True,
+        token_checks=checks,
     )
     return deps, close
 

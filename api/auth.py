@@ -15,31 +15,27 @@ without a valid token. The rules themselves are in ``api/policy.py``.
 resource's own: about a sixth of a page's wall (docs/performance.md, "API: `GET /servers/detail`").
 A resource that only reads may say ``read_beside_check = frozenset({"GET"})``: once a token has
 been checked, its next requests act on what that check found (``Authenticator.speculate``) while
-the same check is made again in the round trip of the request's first read (``PendingCheck``,
-``api.readmodel``'s rider: the lookup queued in one psycopg pipeline before the read's first
-statement, on its connection, one sync for both; a request that read nothing is checked when it is
-confirmed), and the response leaves only if the new answer is the same and lets the token in
-(``confirmed``). Anything else (a revocation, a role changed, a disabled user, a failed or aborted
-pipeline) and the request is answered again from the start with the check first
-(``api.middleware.CheckedApp``), so the answer is exactly the one the serial check gives; the
-resource's SQL may run once for a revoked token, and its rows are dropped unseen. (Until session 19
-the check ran on a thread of its own and a second connection; docs/performance.md, "(session 19)",
-has both measured.)
+the same check runs again on another thread and connection, and the response leaves only if the new
+answer is the same and lets the token in (``confirmed``). Anything else (a revocation, a role
+changed, a disabled user, an error) and the request is answered again from the start with the check
+first (``api.middleware.CheckedApp``), so the answer is exactly the one the serial check gives; the
+resource's SQL may run once for a revoked token, and its rows are dropped unseen.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any
 
 import falcon
-import psycopg
 
 from api.errors import BadRequest, Forbidden, ServiceUnavailable, Unauthorized
 from api.identity.tokens import InvalidToken, TokenClaims, TokenSigner
 from api.log_identity import CannotTell, IdentityFromLog
-from api.readmodel import CHECK_BESIDE, ReadModel
+from api.readmodel import ReadModel
 from commands.app import Stratus
 from commands.errors import NotFound
 from commands.identity import effective_roles
@@ -66,55 +62,8 @@ class Authenticated:
     claims: TokenClaims
     actor: Actor
     subject: identity_queries.Subject
-    # The same check made again with the request's first read (``Authenticator.speculate``); None: checked.
-    pending: PendingCheck | None = None
-
-
-class PendingCheck:
-    """A token's check made again in one round trip with its request's first read (``ReadModel``'s
-    rider: queued in one pipeline before the read's first statement, one sync for both), or when the
-    request is confirmed if it read nothing. A check whose pipeline failed is not made again here:
-    the request is answered again with its check first."""
-
-    __slots__ = ("_answer", "_authenticator", "_claims", "_cursor", "_failed", "_req", "sent")
-
-    def __init__(self, authenticator: Authenticator, req: falcon.Request, claims: TokenClaims) -> None:
-        self._authenticator = authenticator
-        self._req = req
-        self._claims = claims
-        self.sent = False
-        self._cursor: psycopg.Cursor[Any] | None = None
-        self._answer: tuple[Any] | None = None  # its row, read while the request holds the connection
-        self._failed: BaseException | None = None
-
-    def send(self, conn: psycopg.Connection[Any]) -> None:
-        self.sent = True
-        c = self._claims
-        self._cursor = identity_queries.send_subject(
-            conn, c.user_id, c.project_id, (c.token_id, c.chain), c.issued_at, c.application_credential_id
-        )
-
-    def received(self, error: BaseException | None) -> None:
-        cursor, self._cursor = self._cursor, None
-        if error is not None:
-            self._failed = error
-            return
-        try:
-            with cursor:  # type: ignore[union-attr]
-                self._answer = (cursor.fetchone(),)  # type: ignore[union-attr]
-        except Exception as e:  # as a failed pipeline: answered again with the check first
-            self._failed = e
-
-    def result(self) -> identity_queries.Subject | None:
-        """The subject the check found (made now if it was never sent); raises what its pipeline met."""
-        if self._failed is not None:
-            raise self._failed
-        if not self.sent:
-            self.sent = True  # never after this: the request is answered
-            return self._authenticator._subject(self._req, self._claims)
-        if self._answer is None:
-            raise RuntimeError("the check sent with the read was not received")
-        return identity_queries.subject_of(self._answer[0], self._claims.application_credential_id)
+    # The same check running again beside the request (``Authenticator.speculate``); None: checked.
+    pending: Future[identity_queries.Subject | None] | None = None
 
 
 class Authenticator:
@@ -126,15 +75,21 @@ class Authenticator:
         read: ReadModel,
         identity_url: str = "",
         from_log: IdentityFromLog | None = None,
-        beside: bool = False,
+        checks: Executor | None = None,
+        checks_at_once: int = 4,
     ) -> None:
         self.signer = signer
         self._read = read
         self._identity_url = identity_url
         # Who a token speaks for while the read model is away (api/log_identity.py); None: a 503.
         self._from_log = from_log
-        # Whether a list's check is made again with its first read (``speculate``); False: every check first.
-        self._beside = beside
+        # Where a check runs beside its request (``speculate``); None: every check before its request.
+        self._checks = checks
+        # At most this many beside requests at once: past it, a request's check runs first, so that a
+        # busy process never makes a request wait for a thread (nor its pool for a connection). A
+        # slot is taken with pop and given back with append, each atomic (a semaphore's Condition
+        # cost more than the rest of a request's hand-over to the check's thread).
+        self._slots: deque[None] = deque([None] * checks_at_once)
         # Each token's last check: what it found, and the actor it made of it.
         self._checked: Recent[str, tuple[identity_queries.Subject, Actor]] = Recent(4096)
 
@@ -149,22 +104,39 @@ class Authenticator:
         return self._checked_now(req, token, claims)
 
     def speculate(self, req: falcon.Request) -> Authenticated:
-        """The request's identity as its token's last check found it, with the same check made again
-        in one round trip with the request's first read (``pending``: the caller must have it
-        ``confirmed`` before anything of the request leaves); checked now, as ``authenticate`` does,
-        when this process has not checked the token yet, or for a token scoped to the system."""
+        """The request's identity as its token's last check found it, with the same check running
+        again beside the request (``pending``: the caller must have it ``confirmed`` before anything
+        of the request leaves); checked now, as ``authenticate`` does, when this process has not
+        checked the token yet or no thread is free."""
         token, claims = self._verified(req, None)
         checked = self._checked.get(token)
-        if checked is None or not self._beside or not claims.project_id:
+        if checked is None or self._checks is None or not self._slot():
             return self._checked_now(req, token, claims)
-        pending = PendingCheck(self, req, claims)
-        setattr(req.context, CHECK_BESIDE, pending)  # ``ReadModel.connection`` sends it with the first read
+        try:
+            pending = self._checks.submit(self._beside, req, claims)
+        except RuntimeError:  # the executor is shut down: the process is stopping
+            self._slots.append(None)
+            return self._checked_now(req, token, claims)
         seen, actor = checked
         return Authenticated(token, claims, actor, seen, pending)
 
+    def _slot(self) -> bool:
+        try:
+            self._slots.pop()
+        except IndexError:
+            return False
+        return True
+
+    def _beside(self, req: falcon.Request, claims: TokenClaims) -> identity_queries.Subject | None:
+        """The check running beside its request, giving back its slot when done."""
+        try:
+            return self._subject(req, claims)
+        finally:
+            self._slots.append(None)
+
     def confirmed(self, authenticated: Authenticated) -> bool:
-        """Whether the check made beside a request found what the request acted on, and lets the
-        token in: only then may its response leave. Makes the check if the request read nothing."""
+        """Whether the check running beside a request found what the request acted on, and lets the
+        token in: only then may its response leave. Waits for the check."""
         if authenticated.pending is None:
             return True
         try:

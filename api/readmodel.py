@@ -7,23 +7,17 @@ otherwise. psycopg's connection and pool failures are translated here into a 503
 found away (a connection failed, or none could be had while the pool could still grow), reads stop waiting
 out the pool's timeout: they take a connection within a tenth of a second or answer 503, until one
 succeeds again (the pool reconnects in the background meanwhile).
-
-A request may have a statement ride its first read (``CHECK_BESIDE`` on its context: its token's
-check, ``api/auth.py``): the first statement run on a connection it reads with is sent in one
-pipeline with it, one sync for both, and every statement after runs as before. If that pipeline
-fails, the rider is told so and the read's statement runs again alone, as it would have.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Protocol
+from typing import Any
 
 import falcon
 import psycopg
 import psycopg_pool
-from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from api.errors import BadRequest, ReadModelBehind, ServiceUnavailable
@@ -33,8 +27,6 @@ from stratus.recent import Recent
 
 log = logging.getLogger("stratus.api")
 
-# On a request's context: a statement to send in one round trip with the request's first read (``Rider``).
-CHECK_BESIDE = "check_beside"
 MIN_POSITION_HEADER = "X-Stratus-Min-Position"
 MIN_POSITION_PARAM = "min_position"
 POSITION_HEADER = "X-Stratus-Position"
@@ -94,18 +86,6 @@ class Written:
         return max(self._by_user.get_each(keys), default=None)
 
 
-class Rider(Protocol):
-    """A statement a request sends with its first read, in one pipeline (api/auth.py's ``PendingCheck``)."""
-
-    sent: bool
-
-    def send(self, conn: psycopg.Connection[Any]) -> None:
-        """Queue the statement on ``conn``, in pipeline mode; set ``sent``."""
-
-    def received(self, error: BaseException | None) -> None:
-        """The pipeline was synced: its answer can be read (``error``: the pipeline failed instead)."""
-
-
 class ReadModel:
     """The read model's connections, each one waiting until the model has applied what the caller wrote."""
 
@@ -133,15 +113,13 @@ class ReadModel:
         """A connection to read with, once the read model has reached the request's minimum position
         (or ``after``: the position of a write the request itself just made), the last write of the
         request's actor (unless ``as_anyone``: the token's own check), and the last write ``note``d
-        for any of ``concerning`` (another project's share of an image, say). The first statement run
-        on it takes the request's ``CHECK_BESIDE`` along, if it has one not sent yet."""
+        for any of ``concerning`` (another project's share of an image, say)."""
         position = min_position(req) if after is None else after
-        rider = None if as_anyone else getattr(req.context, CHECK_BESIDE, None)
         if position is None and self._written is not None and not as_anyone:
             actor = getattr(req.context, "actor", None)
             own = (actor.user_id, project_key(actor.project_id)) if actor is not None else ()
             position = self._written.last_of((*own, *concerning))
-        return Reading(self, position, rider if rider is not None and not rider.sent else None)
+        return Reading(self, position)
 
     def _taken(self, position: int | None) -> psycopg.Connection[Any]:
         try:
@@ -187,66 +165,18 @@ class Reading:
     """``ReadModel.connection``: a pooled connection for the length of a ``with`` block (a class, not
     a generator's context manager, nor the pool's: two fewer generators to step through a request)."""
 
-    __slots__ = ("_conn", "_factory", "_position", "_read", "_rider")
+    __slots__ = ("_conn", "_position", "_read")
 
-    def __init__(self, read: ReadModel, position: int | None, rider: Rider | None = None) -> None:
+    def __init__(self, read: ReadModel, position: int | None) -> None:
         self._read = read
         self._position = position
-        self._rider = rider
         self._conn: psycopg.Connection[Any] | None = None
-        self._factory: Any = None  # the connection's cursor factory while ``_cursor`` stands in for it
 
     def __enter__(self) -> psycopg.Connection[Any]:
-        self._conn = conn = self._read._taken(self._position)
-        if self._rider is not None:  # its cursors ride until one runs a statement (``_ride``)
-            self._factory, conn.cursor_factory = conn.cursor_factory, self._cursor  # type: ignore[assignment]
-        return conn
+        self._conn = self._read._taken(self._position)
+        return self._conn
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            self._unhooked(conn)
             self._read._returned(conn, error)
-
-    def _unhooked(self, conn: psycopg.Connection[Any]) -> None:
-        if self._factory is not None:
-            conn.cursor_factory, self._factory = self._factory, None
-
-    def _cursor(self, conn: psycopg.Connection[Any], *, row_factory: Any = None) -> psycopg.Cursor[Any]:
-        """The connection's cursor until its first statement: that one takes the rider along."""
-        cursor = _Riding(conn, row_factory=row_factory)
-        cursor._reading = self
-        return cursor
-
-    def _ride(self, cursor: _Riding, query: Any, params: Any, options: dict[str, Any]) -> _Riding:
-        """The first statement of the read, in one pipeline with the rider's (one sync for both), or
-        alone as ever when the rider went with another read, the connection is in a transaction, or
-        the pipeline failed (the rider then told so)."""
-        conn, rider = cursor.connection, self._rider
-        self._unhooked(conn)
-        self._rider = None
-        if rider is None or rider.sent or conn.pgconn.transaction_status != TransactionStatus.IDLE:
-            return psycopg.Cursor.execute(cursor, query, params, **options)  # type: ignore[return-value]
-        try:
-            with conn.pipeline():  # its end sends the sync and reads both answers
-                rider.send(conn)
-                psycopg.Cursor.execute(cursor, query, params, **options)
-        except Exception as e:  # the rider failed, or the statement: the statement again, alone
-            rider.received(e)
-            return psycopg.Cursor.execute(cursor, query, params, **options)  # type: ignore[return-value]
-        rider.received(None)
-        return cursor
-
-
-class _Riding(psycopg.Cursor[Any]):
-    """A cursor made while a read has a rider: its first statement goes through ``Reading._ride``."""
-
-    __slots__ = ("_reading",)
-
-    _reading: Reading | None
-
-    def execute(self, query: Any, params: Any = None, **options: Any) -> _Riding:  # type: ignore[override]
-        reading, self._reading = self._reading, None
-        if reading is None:
-            return psycopg.Cursor.execute(self, query, params, **options)  # type: ignore[return-value]
-        return reading._ride(self, query, params, options)

@@ -107,27 +107,7 @@ def subject(
 
     Asked on every request: its statement is composed once and its row read as a tuple."""
     params = (application_credential_id, list(token_ids), issued_at, issued_at, user_id, project_id)
-    return subject_of(_tuple(conn, _SUBJECT, params), application_credential_id)
-
-
-def send_subject(
-    conn: psycopg.Connection[Any],
-    user_id: str,
-    project_id: str,
-    token_ids: tuple[str, ...],
-    issued_at: Any,
-    application_credential_id: str = "",
-) -> psycopg.Cursor[Any]:
-    """``subject``'s statement executed on a cursor returned unread: in pipeline mode, queued with
-    the statements after it (its row read once they are synced: ``subject_of(cursor.fetchone(), ...)``)."""
-    params = (application_credential_id, list(token_ids), issued_at, issued_at, user_id, project_id)
-    cursor = conn.cursor(row_factory=tuple_row)
-    cursor.execute(_SUBJECT, params)  # type: ignore[arg-type]
-    return cursor
-
-
-def subject_of(row: Any, application_credential_id: str = "") -> Subject | None:
-    """The subject ``subject``'s statement's row says (None: no such user or project)."""
+    row = _tuple(conn, _SUBJECT, params)
     if row is None:
         return None
     user, project, role_names, credential_roles, revoked = row

@@ -1,6 +1,5 @@
-"""A list read beside its token's check (api/auth.py): the check sent again in one pipeline with the
-list's first statement, the answer held until the check's row is read, and the request answered again
-with the check first whenever the check does not find what the request acted on.
+"""A list read beside its token's check (api/auth.py): held until the check answers, and answered
+again with the check first whenever the check does not find what the request acted on.
 
 On the real stack (the fixture's app reads beside the check as ``api.app.build``'s does). Each test
 uses a token once first, so that this process has checked it and its next request reads beside.
@@ -8,15 +7,15 @@ uses a token once first, so that this process has checked it and its next reques
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
-from psycopg import pq
 
+from api.app import TOKEN_CHECK_THREADS
 from api.auth import Authenticated, Authenticator
-from projections import identity_queries
 from tests.fixtures.api import ADMIN, Stack
 from tests.fixtures.identity import password_auth
 
@@ -31,26 +30,28 @@ def _login(stack: Stack, user: str, project: str) -> dict[str, str]:
 
 
 class Beside:
-    """What the checks beside requests did: each one sent (whether its connection was in pipeline
-    mode then), whether each confirmed, the checks made alone, and whether the next one sent fails."""
+    """What the checks beside requests did: whether each confirmed, and a gate they wait at."""
 
     def __init__(self) -> None:
-        self.sent: list[bool] = []
         self.confirmed: list[bool] = []
-        self.alone = 0
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.gate.set()
         self.fail = False
 
 
 @pytest.fixture
 def beside(monkeypatch: pytest.MonkeyPatch) -> Iterator[Beside]:
     seen = Beside()
-    send, confirmed, alone = identity_queries.send_subject, Authenticator.confirmed, Authenticator._subject
+    subject, confirmed = Authenticator._subject, Authenticator.confirmed
 
-    def sending(conn: Any, *args: Any) -> Any:
-        seen.sent.append(conn.pgconn.pipeline_status != pq.PipelineStatus.OFF)
-        if seen.fail:  # a statement PostgreSQL fails: the pipeline is aborted, the page's statement too
-            conn.cursor().execute("SELECT 1 / 0")
-        return send(conn, *args)
+    def checking(self: Authenticator, req: Any, claims: Any) -> Any:
+        if threading.current_thread().name.startswith(TOKEN_CHECK_THREADS):  # beside its request
+            seen.entered.set()
+            assert seen.gate.wait(10)
+            if seen.fail:
+                raise RuntimeError("the read model failed the check beside")
+        return subject(self, req, claims)
 
     def confirming(self: Authenticator, authenticated: Authenticated) -> bool:
         answer = confirmed(self, authenticated)
@@ -58,14 +59,10 @@ def beside(monkeypatch: pytest.MonkeyPatch) -> Iterator[Beside]:
             seen.confirmed.append(answer)
         return answer
 
-    def checking_alone(self: Authenticator, req: Any, claims: Any) -> Any:
-        seen.alone += 1
-        return alone(self, req, claims)
-
-    monkeypatch.setattr(identity_queries, "send_subject", sending)
+    monkeypatch.setattr(Authenticator, "_subject", checking)
     monkeypatch.setattr(Authenticator, "confirmed", confirming)
-    monkeypatch.setattr(Authenticator, "_subject", checking_alone)
     yield seen
+    seen.gate.set()
 
 
 def _answered(route: str, status: int) -> float:
@@ -73,15 +70,25 @@ def _answered(route: str, status: int) -> float:
     return REGISTRY.get_sample_value("stratus_api_requests_total", labels) or 0.0
 
 
-def test_a_list_sends_its_check_in_one_pipeline_with_its_read(stack: Stack, beside: Beside) -> None:
+def test_a_list_is_held_until_the_check_beside_it_answers(stack: Stack, beside: Beside) -> None:
     token = _login(stack, "ida", "p1")
     assert stack.client.simulate_get("/v2.1/servers", headers=token).status_code == 200  # checked first
-    assert beside.sent == [] and beside.confirmed == []
-    alone = beside.alone
-    r = stack.client.simulate_get("/v2.1/servers", headers=token)
-    assert r.status_code == 200, r.text
-    # sent once, on the page's connection in pipeline mode, and its answer confirmed the request
-    assert beside.sent == [True] and beside.confirmed == [True] and beside.alone == alone
+    assert beside.confirmed == []
+    beside.gate.clear()
+    answers: list[Any] = []
+    request = threading.Thread(
+        target=lambda: answers.append(stack.client.simulate_get("/v2.1/servers", headers=token))
+    )
+    request.start()
+    try:
+        assert beside.entered.wait(10), "the second request's check did not run beside it"
+        request.join(0.5)
+        assert request.is_alive() and answers == [], "the answer left before its check did"
+    finally:
+        beside.gate.set()
+        request.join(10)
+    assert answers[0].status_code == 200, answers[0].text
+    assert beside.confirmed == [True]
 
 
 def test_a_token_revoked_since_its_check_gets_a_401_and_the_read_is_dropped(
@@ -95,27 +102,9 @@ def test_a_token_revoked_since_its_check_gets_a_401_and_the_read_is_dropped(
     r = stack.client.simulate_get("/v2.1/servers", headers=token)
     assert r.status_code == 401, r.text
     assert "servers" not in r.json and r.headers["WWW-Authenticate"].startswith("Keystone uri=")
-    assert beside.sent == [True] and beside.confirmed == [False]  # read beside, not confirmed: again
+    assert beside.confirmed == [False]  # read beside, not confirmed: answered again, checked first
     # one request, one answer counted: the dropped one is not
     assert (_answered("/v2.1/servers", 200), _answered("/v2.1/servers", 401)) == (ok, refused + 1)
-
-
-def test_a_revoked_tokens_page_read_in_the_checks_pipeline_never_leaves(stack: Stack, beside: Beside) -> None:
-    token = _login(stack, "pia", "p1")
-    created = stack.client.simulate_post(
-        "/v2.1/os-keypairs", headers=token, json={"keypair": {"name": "k-pia-secret"}}
-    )
-    assert created.status_code == 200, created.text
-    listed = stack.client.simulate_get("/v2.1/os-keypairs", headers=token)
-    assert "k-pia-secret" in listed.text  # listed while the token is good: its page has this row
-    subject = {**token, "X-Subject-Token": token["X-Auth-Token"]}
-    assert stack.client.simulate_delete(TOKENS, headers=subject).status_code == 204
-    sent = len(beside.sent)
-    r = stack.client.simulate_get("/v2.1/os-keypairs", headers=token)
-    # the page was read in the check's pipeline (the token's last check let it in), and dropped
-    assert beside.sent[sent:] == [True] and beside.confirmed[-1] is False
-    assert r.status_code == 401, r.text
-    assert "k-pia-secret" not in r.text and "keypairs" not in r.json
 
 
 def test_a_role_granted_since_its_check_is_answered_with_the_new_roles(stack: Stack, beside: Beside) -> None:
@@ -144,28 +133,14 @@ def _flavors(r: Any) -> set[str]:
     return {f["id"] for f in r.json["flavors"]}
 
 
-def test_an_aborted_pipeline_answers_the_request_again_with_the_check_first(
-    stack: Stack, beside: Beside
-) -> None:
+def test_a_check_beside_that_fails_is_made_again_first(stack: Stack, beside: Beside) -> None:
     token = _login(stack, "lou", "p1")
     assert stack.client.simulate_get("/v2.1/os-keypairs", headers=token).status_code == 200
-    alone = beside.alone
     beside.fail = True
     r = stack.client.simulate_get("/v2.1/os-keypairs", headers=token)
     assert r.status_code == 200, r.text
     assert r.json == {"keypairs": []}
-    # the page read again alone, the request not confirmed, and answered again with its check first
-    assert beside.sent == [True] and beside.confirmed == [False] and beside.alone == alone + 1
-
-
-def test_a_list_that_reads_nothing_is_checked_before_it_answers(stack: Stack, beside: Beside) -> None:
-    token = _login(stack, "ned", "p1")
-    assert stack.client.simulate_get("/v2.1/flavors", headers=token).status_code == 200
-    subject = {**token, "X-Subject-Token": token["X-Auth-Token"]}
-    assert stack.client.simulate_delete(TOKENS, headers=subject).status_code == 204
-    r = stack.client.simulate_get("/v2.1/flavors?sort_key=bogus", headers=token)  # refused before a read
-    assert r.status_code == 401, r.text  # not the 400 a live token gets
-    assert beside.sent == [] and beside.confirmed == [False]
+    assert beside.confirmed == [False]
 
 
 def test_a_write_is_never_made_beside_its_check(stack: Stack, beside: Beside) -> None:
@@ -174,4 +149,4 @@ def test_a_write_is_never_made_beside_its_check(stack: Stack, beside: Beside) ->
     body = {"keypair": {"name": "k-beside"}}
     r = stack.client.simulate_post("/v2.1/os-keypairs", headers=token, json=body)
     assert r.status_code == 200, r.text
-    assert beside.sent == [] and beside.confirmed == []
+    assert not beside.entered.is_set() and beside.confirmed == []
