@@ -1,7 +1,7 @@
 """The API's lists' CPU per request in process, one code tree against another on the same cloud.
 
     python -m tests.bench.profile_lists [--trees DIR,DIR] [--servers 1000] [--items 1000]
-        [--requests 600] [--rounds 5] [--alternate 2] [--profile PATH]
+        [--requests 600] [--rounds 5] [--alternate 2] [--profile PATH] [--only TEXT]
 
 The cloud is ``bench_lists``' (``bench_servers_detail``'s servers, ``--items`` flavors, key pairs,
 images and server groups of the admin, 50 hosts). For each code tree in ``--trees`` (a checkout's
@@ -12,7 +12,8 @@ request (all its threads) and the request thread's, the lowest of ``--rounds`` r
 versions of the code are measured in one window, on one cloud, alternated.
 
 ``--profile PATH``: then cProfile (the request thread's CPU clock) of ``PATH``'s requests in the
-last child, the top functions by their own time.
+last child, the top functions by their own time. ``--only TEXT``: only the paths that contain it
+(to sample one with py-spy, say).
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--alternate", type=int, default=2)
     parser.add_argument("--profile", default=None)
+    parser.add_argument("--only", default=None, help="only the paths that contain this")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -141,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                 last = turn == args.alternate - 1 and i == len(trees) - 1
                 spec = {
                     "settings": dataclasses.replace(cloud.settings),
-                    "paths": PATHS,
+                    "paths": [p for p in PATHS if args.only is None or args.only in p[0]],
                     "requests": args.requests,
                     "rounds": args.rounds,
                     "profile": args.profile if last else None,
