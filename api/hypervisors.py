@@ -253,14 +253,14 @@ class _Hypervisors:
                 )
             return self._matching(req, pattern), limit, False
         with self._read.connection(req) as conn:
-            hosts = queries.list_hosts(conn)
-        if marker is not None:
-            shown_id = _shown_id(req)
-            ids = [str(shown_id(h)) for h in hosts]
-            if marker not in ids:
-                raise BadRequest(f"marker [{marker}] not found")
-            hosts = hosts[ids.index(marker) + 1 :]
-        return (hosts[:limit] if paged else hosts), limit, paged
+            if not paged or (marker is None and req.get_param("limit") is None):
+                hosts = queries.list_hosts(conn)  # every host (a page of the default limit)
+                return (hosts[:limit] if paged else hosts), limit, paged
+            try:  # a page of hosts read, not every host
+                hosts = queries.page_of_hosts(conn, limit, marker, uuid_ids=at_least(req, UUID_IDS))
+            except queries.MarkerNotFound:
+                raise BadRequest(f"marker [{marker}] not found") from None
+        return hosts, limit, paged
 
     def _briefs(self, req: falcon.Request, hosts: list[Any]) -> list[dict[str, Any]]:
         shown_id, states = _shown_id(req), self._states_of(hosts)
