@@ -91,26 +91,13 @@ def _fetchall(
         raise InvalidFilter(f"invalid regular expression: {e.diag.message_primary}") from e
 
 
-def view_rows(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], Any]:
-    """A row factory for a list's page: each row a named tuple of the statement's columns (by name,
-    ``row.flavorid``; psycopg makes the class once for each distinct set of columns), and, as
-    ``_fetchall`` reads them, the values of the types in ``_AS_TEXT`` as their text: a view decodes
-    the jsonb values it shows (``decode_json``), shows a uuid's text as it is, and the lists show no
-    time PostgreSQL has not formatted already. A dict a row, and every jsonb value parsed, every uuid
-    and time made an object, were a fifth of a page's CPU. Each row is made as psycopg's
-    ``namedtuple_row`` makes it, without its Python call a row (``_tuples_of``)."""
-    make = namedtuple_row(cursor)
-    cls = getattr(make, "__self__", None)  # the class whose ``_make`` it is; none without a result
-    return make if cls is None else _tuples_of(cls)
-
-
-def _tuples_of(cls: type) -> Callable[[Sequence[Any]], Any]:
-    """``cls._make`` for a named tuple class without its Python frame a row: the tuple psycopg's C
-    loop has loaded, made an instance of ``cls`` by ``tuple.__new__`` (what ``_make`` calls, less
-    its check of the length, which the statement fixes). ~0.1 us a row less."""
-    return functools.partial(tuple.__new__, cls)
-
-
+# A row factory for a list's page: each row a named tuple of the statement's columns (by name,
+# ``row.flavorid``; psycopg makes the class once for each distinct set of columns), and, as
+# ``_fetchall`` reads them, the values of the types in ``_AS_TEXT`` as their text: a view decodes
+# the jsonb values it shows (``decode_json``), shows a uuid's text as it is, and the lists show no
+# time PostgreSQL has not formatted already. A dict a row, and every jsonb value parsed, every uuid
+# and time made an object, were a fifth of a page's CPU.
+view_rows = namedtuple_row
 _AS_TEXT = (3802, 2950, 1184)  # PostgreSQL's jsonb, uuid and timestamptz
 
 
@@ -430,10 +417,7 @@ def _with_host(alias: str) -> str:
 
 
 def _server_rows(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], ServerRow]:
-    return _SERVER_ROWS
-
-
-_SERVER_ROWS = _tuples_of(ServerRow)
+    return ServerRow._make
 
 
 def decode_json(value: Any) -> Any:
