@@ -27,6 +27,7 @@ import pickle
 import pstats
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,54 @@ def _child(spec_file: str) -> int:
     return 0
 
 
+def _deployed(cloud: Any, args: argparse.Namespace) -> int:
+    """Each path asked of the API as ``stratus api`` serves it (``bench_lists``' ``deployed_api``)
+    over one kept-alive connection: the API processes' CPU and the wall time per request, the
+    lowest of the rounds; with ``--spy``, py-spy's samples of the workers holding the GIL (``--gil``)
+    while those paths are asked, written to ``<--spy-out>/spy-<n>.txt`` (raw, one stack a line; the
+    ``PYSPY`` environment variable names py-spy's binary)."""
+    from tests.bench.bench_servers_detail import http_get, login
+    from tests.bench.harness import TreeCpu, deployed_api, loadavg
+    from tests.fixtures.processes import free_port
+
+    port = free_port()
+    served = dataclasses.replace(cloud.settings, api_bind=f"127.0.0.1:{port}")
+    with deployed_api(served, cloud.tmp / "api.log") as proc:
+        token, get = login(port), http_get(port)
+        print(f"deployed (load {loadavg()}, {time.strftime('%H:%M:%S')}): API CPU ms, wall ms per request")
+        for n, (path, version) in enumerate(p for p in PATHS if args.only is None or args.only in p[0]):
+            headers = {"X-Auth-Token": token}
+            if version:
+                headers["OpenStack-API-Version"] = f"compute {version}"
+            for _ in range(50):  # warm
+                get(path, headers)
+            spy = None
+            if args.spy and args.spy in path:
+                out = Path(args.spy_out) / f"spy-{n}.txt"
+                spy = subprocess.Popen(
+                    [os.environ.get("PYSPY", "py-spy"), "record", "--gil", "--subprocesses", "--rate", "500",
+                     "--format", "raw", "-o", str(out), "-p", str(proc.pid)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                )  # fmt: skip
+                time.sleep(1)
+            best: tuple[float, float] | None = None
+            for _ in range(args.rounds):
+                with TreeCpu(proc.pid) as api:
+                    started = time.perf_counter()
+                    for _ in range(args.requests):
+                        get(path, headers)
+                    wall = (time.perf_counter() - started) / args.requests * 1e3
+                got = (sum(api.seconds.values()) / args.requests * 1e3, wall)
+                best = got if best is None or got[0] < best[0] else best
+            if spy is not None:
+                spy.send_signal(2)  # SIGINT: py-spy writes its file
+                spy.wait(30)
+                print(f"  py-spy: {out}")
+            assert best is not None
+            print(f"  {path:45s} {best[0]:.3f}, {best[1]:.3f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.profile_lists", description=__doc__)
     parser.add_argument("--trees", default=str(Path(__file__).resolve().parents[2]))
@@ -125,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alternate", type=int, default=2)
     parser.add_argument("--profile", default=None)
     parser.add_argument("--only", default=None, help="only the paths that contain this")
+    parser.add_argument("--deployed", action="store_true", help="the API as deployed instead (this tree)")
+    parser.add_argument("--spy", default=None, help="with --deployed: py-spy --gil of the paths with this")
+    parser.add_argument("--spy-out", default=tempfile.gettempdir(), help="where py-spy's files go")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -137,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     trees = args.trees.split(",")
     with servers_cloud("proflists", args.servers) as cloud:
         add_items(cloud, args.items)
+        if args.deployed:
+            return _deployed(cloud, args)
         spec_file = cloud.tmp / "spec.pickle"
         for turn in range(args.alternate):
             for i, tree in enumerate(trees):
