@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 PATHS = (
+    ("/v2.1/os-hypervisors/detail", "2.33"),  # as bench_lists asks it
     ("/v2.1/os-hypervisors/detail?limit=100", "2.33"),
     ("/v2.1/os-hypervisors/detail?limit=1", "2.33"),
     ("/v2.1/os-keypairs?limit=100", "2.35"),
