@@ -230,7 +230,7 @@ class _Hypervisors:
     def _matching(self, req: falcon.Request, pattern: str) -> list[Any]:
         """The hosts whose name contains ``pattern`` (Nova's ``LIKE %pattern%``); 404 when none."""
         with self._read.connection(req) as conn:
-            hosts = [h for h in queries.list_hosts(conn) if pattern in h.hostname]
+            hosts = queries.hosts_matching(conn, pattern)
         if not hosts:
             raise ItemNotFound(f"No hypervisor matching '{pattern}' could be found.")
         return hosts

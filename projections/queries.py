@@ -664,6 +664,17 @@ _MARKED_BY_NUMBER = composed_once(
 )
 
 
+_HOSTS_MATCHING = composed_once(
+    sql.SQL("SELECT * FROM {}.hosts WHERE strpos(hostname, %s) > 0 ORDER BY hostname").format(_S)
+)
+
+
+def hosts_matching(conn: psycopg.Connection[Any], pattern: str) -> list[Listed]:
+    """The hypervisors whose hostname contains ``pattern`` (Nova's ``LIKE %pattern%``, its
+    characters as they are), as ``list_hosts`` lists them."""
+    return _fetchall(conn, _HOSTS_MATCHING, (pattern,), view_rows)
+
+
 def list_hosts(conn: psycopg.Connection[Any]) -> list[Listed]:
     """Every registered hypervisor with its capacity, usage and free resources, by hostname; rows
     as a list's (``view_rows``)."""

@@ -1,7 +1,8 @@
 """``queries.page_of_hosts`` (``os-hypervisors`` paged with a limit or a marker) reads the page
 ``list_hosts`` would give paged in Python, as the list paged it before: a marker is a host's id as
 the microversion shows it (``api.services.integer_id`` before 2.53, the UUID's text from it), the
-first host by name when two share one, and a marker no host has is not found."""
+first host by name when two share one, and a marker no host has is not found; and the hosts a
+pattern matches (``hosts_matching``) are those the list filtered in Python before."""
 
 from __future__ import annotations
 
@@ -61,3 +62,15 @@ def test_a_page_of_hosts_is_the_one_paged_from_every_host(rm: psycopg.Connection
                         queries.page_of_hosts(rm, limit, marker, uuid_ids=uuid_ids)
                     continue
                 assert queries.page_of_hosts(rm, limit, marker, uuid_ids=uuid_ids) == expected, marker
+
+
+def test_the_hosts_matching_a_pattern_are_those_whose_name_contains_it(rm: psycopg.Connection[Any]) -> None:
+    """``queries.hosts_matching`` (the hypervisors' ``hypervisor_hostname_pattern``, ``/search``,
+    ``/servers``) is the filter made in Python before: ``pattern in hostname``, by hostname."""
+    names = ["compute-1", "compute-10", "Compute-2", "gpu_1", "gpu%1", "a.b", "ünï-1", "x" * 40]
+    for n, name in enumerate(names):
+        _host(rm, name, UUID(int=n + 1))
+    every = queries.list_hosts(rm)
+    patterns = ["", "compute", "Compute", "-1", "_", "%", "_1", ".", "ünï", "xx", "no", "COMPUTE", "1"]
+    for pattern in patterns:
+        assert queries.hosts_matching(rm, pattern) == [h for h in every if pattern in h.hostname], pattern
