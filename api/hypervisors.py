@@ -216,10 +216,7 @@ class _Hypervisors:
                     raise BadRequest(f"Invalid uuid {hypervisor_id}")
                 row = queries.get_host(conn, hypervisor_id)
             elif hypervisor_id.isdigit():
-                number = int(hypervisor_id)
-                row = next(
-                    (h._asdict() for h in queries.list_hosts(conn) if integer_id(h.id) == number), None
-                )
+                row = queries.host_by_number(conn, int(hypervisor_id))
             else:
                 row = queries.get_host(conn, hypervisor_id)
         if row is None or (at_least(req, UUID_IDS) and str(row["id"]) != hypervisor_id.lower()):

@@ -656,11 +656,12 @@ _HOSTS_AFTER = composed_once(
 # text from 2.53, before it the integer ``api.services.integer_id`` reads from its first eight hex
 # digits (``int(text[:8], 16) >> 1 or 1``). The first by hostname when two share one.
 _MARKED = "SELECT hostname FROM {}.hosts WHERE {} = %s ORDER BY hostname LIMIT 1"
+_NUMBER = "greatest(('x' || left(id::text, 8))::bit(32)::bigint >> 1, 1)"
 _MARKED_BY_UUID = composed_once(sql.SQL(_MARKED).format(_S, sql.SQL("id::text")))
-_MARKED_BY_NUMBER = composed_once(
-    sql.SQL(_MARKED).format(
-        _S, sql.SQL("greatest(('x' || left(id::text, 8))::bit(32)::bigint >> 1, 1)::text")
-    )
+_MARKED_BY_NUMBER = composed_once(sql.SQL(_MARKED).format(_S, sql.SQL(_NUMBER + "::text")))
+# One host by its integer id (a show, its uptime, before 2.53).
+_HOST_BY_NUMBER = composed_once(
+    sql.SQL("SELECT * FROM {}.hosts WHERE {} = %s ORDER BY hostname LIMIT 1").format(_S, sql.SQL(_NUMBER))
 )
 
 
@@ -693,6 +694,14 @@ def page_of_hosts(
     if not found:
         raise MarkerNotFound(marker)
     return _fetchall(conn, _HOSTS_AFTER, (found[0][0], max(0, limit)), view_rows)
+
+
+def host_by_number(conn: psycopg.Connection[Any], number: int) -> Row | None:
+    """The hypervisor whose integer id (before 2.53: ``api.services.integer_id``, 31 bits) is
+    ``number``, the first by hostname when two share it; as ``get_host`` reads it."""
+    if not 0 <= number <= 0x7FFFFFFF:
+        return None  # no host's (and beyond a bigint, not a parameter PostgreSQL takes)
+    return _fetchone(conn, _HOST_BY_NUMBER, (number,))
 
 
 def get_host(conn: psycopg.Connection[Any], hostname_or_id: str) -> Row | None:

@@ -74,3 +74,16 @@ def test_the_hosts_matching_a_pattern_are_those_whose_name_contains_it(rm: psyco
     patterns = ["", "compute", "Compute", "-1", "_", "%", "_1", ".", "ünï", "xx", "no", "COMPUTE", "1"]
     for pattern in patterns:
         assert queries.hosts_matching(rm, pattern) == [h for h in every if pattern in h.hostname], pattern
+
+
+def test_a_host_by_its_integer_id_is_the_first_by_name_that_shows_it(rm: psycopg.Connection[Any]) -> None:
+    """``queries.host_by_number`` (a host shown before 2.53 by its integer id) finds what a walk of
+    every host did: the first by hostname whose ``integer_id`` is the number, none for the others."""
+    firsts = [0, 1, 2, 3, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF]
+    for n, first in enumerate(firsts):
+        _host(rm, f"h{len(firsts) - n}", UUID(int=(first << 96) | n))
+    every = queries.list_hosts(rm)
+    for number in [integer_id(h.id) for h in every] + [0, 4, 2**31, 2**63, 10**30]:
+        found = queries.host_by_number(rm, number)
+        walked = next((h for h in every if integer_id(h.id) == number), None)
+        assert (found and found["hostname"]) == (walked and walked.hostname), number
