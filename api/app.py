@@ -202,7 +202,7 @@ def create_app(deps: Deps) -> falcon.App:
     app.add_route("/v2.1/flavors", flavors.FlavorCollection(*flavor_args))
     app.add_route("/v2.1/flavors/detail", flavors.FlavorDetailCollection(*flavor_args))
     app.add_route("/v2.1/flavors/{flavor_id}", flavors.FlavorItem(*flavor_args))
-    hypervisors.add_routes(app, read, alive, heartbeats.reports)
+    hypervisors.add_routes(app, read, hypervisors.host_states(heartbeats, down_after))
     extensions.add_routes(app)
     images_keypairs.add_routes(app, bus, read, deps.settings.data_dir, deps.max_body_bytes)
     compute_admin.add_routes(

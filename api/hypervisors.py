@@ -32,6 +32,7 @@ from api.readmodel import ReadModel
 from api.services import integer_id
 from api.versions import at_least
 from projections import admin_queries, queries
+from stratus.liveness import LivenessReader, State
 
 _POLICY = "os_compute_api:os-hypervisors:%s"
 UUID_IDS = 53  # the microversion from which ids are UUIDs and search/servers are query parameters
@@ -40,6 +41,7 @@ _USAGE = (
     "vcpus", "memory_mb", "local_gb", "vcpus_used", "memory_mb_used", "local_gb_used", "free_ram_mb",
     "free_disk_gb", "current_workload", "running_vms", "disk_available_least",
 )  # fmt: skip
+_UNTRACKED: State = (True, None)  # a host's state when liveness is not tracked: alive, no heartbeat
 _TRUE_FALSE = ("1", "0", "t", "f", "true", "false", "on", "off", "y", "n", "yes", "no")
 
 
@@ -52,7 +54,7 @@ def _shown_id(req: falcon.Request) -> Callable[[Any], int | str]:
 
 def brief_view(host: Any, shown_id: int | str, alive: bool) -> dict[str, Any]:
     """A host (a listed row, ``queries.view_rows``, or a namespace of its columns) in a list;
-    ``alive``: whether its worker beats (``_Hypervisors._alive``)."""
+    ``alive``: whether its worker beats (``_Hypervisors._states_of``)."""
     return {
         "id": shown_id,
         "hypervisor_hostname": host.hostname,
@@ -88,24 +90,48 @@ DetailView = Callable[[Any, bool, "dict[str, Any] | None"], dict[str, Any]]
 
 def detail_view_of(req: falcon.Request) -> DetailView:
     """A host's detail at the request's microversion, settled once a page; ``report``: its last
-    heartbeat (its address, when it booted)."""
-    shown_id, no_usage, cpu_object = _shown_id(req), at_least(req, NO_USAGE), at_least(req, 28)
+    heartbeat (its address, when it booted). One dict made whole a host, in the order Nova's keys
+    come (the brief view's, then the detail's, then the usage's or the uptime)."""
+    uuid_ids, no_usage = at_least(req, UUID_IDS), at_least(req, NO_USAGE)
+    # 2.28 and later give ``cpu_info`` as an object, earlier as a JSON string; the test driver and
+    # TCG report no CPU model
+    cpu_info: Any = {} if at_least(req, 28) else "{}"
 
     def view(host: Any, alive: bool, report: dict[str, Any] | None) -> dict[str, Any]:
-        hid = shown_id(host)
-        shown = brief_view(host, hid, alive)
-        shown["hypervisor_type"] = host.hypervisor_type
-        shown["hypervisor_version"] = 0
-        shown["host_ip"] = (report or {}).get("ip") or "127.0.0.1"  # Nova's my_ip when it finds no route
-        shown["service"] = {"host": host.hostname, "id": hid, "disabled_reason": host.disabled_reason}
+        hid = str(host.id) if uuid_ids else integer_id(host.id)
+        name, up = host.hostname, alive and not host.forced_down
+        ip = (report.get("ip") if report is not None else None) or "127.0.0.1"  # Nova's my_ip without a route
+        head = {
+            "id": hid,
+            "hypervisor_hostname": name,
+            "state": "up" if up else "down",
+            "status": "disabled" if host.disabled else "enabled",
+            "hypervisor_type": host.hypervisor_type,
+            "hypervisor_version": 0,
+            "host_ip": ip,
+            "service": {"host": name, "id": hid, "disabled_reason": host.disabled_reason},
+        }
         if no_usage:
-            shown["uptime"] = _uptime(report) if shown["state"] == "up" else None
-        else:
-            shown.update(usage(host))
-            # 2.28 and later give ``cpu_info`` as an object, earlier as a JSON string; the test
-            # driver and TCG report no CPU model
-            shown["cpu_info"] = {} if cpu_object else "{}"
-        return shown
+            head["uptime"] = _uptime(report) if up else None
+            return head
+        memory_used = host.memory_mb_used + host.memory_mb_reserved
+        disk_used = host.disk_gb_used + host.disk_gb_reserved
+        free_disk = host.disk_gb - disk_used
+        return {
+            **head,
+            "vcpus": host.vcpus,
+            "vcpus_used": host.vcpus_used,
+            "memory_mb": host.memory_mb,
+            "memory_mb_used": memory_used,
+            "local_gb": host.disk_gb,
+            "local_gb_used": disk_used,
+            "free_ram_mb": host.memory_mb - memory_used,
+            "free_disk_gb": free_disk,
+            "disk_available_least": free_disk,
+            "current_workload": 0,
+            "running_vms": host.running_vms,
+            "cpu_info": cpu_info,
+        }
 
     return view
 
@@ -116,10 +142,14 @@ def _uptime(report: dict[str, Any] | None) -> str | None:
     return uptime_line(time.time(), float(report["booted"]), list(report["load"]))
 
 
-# Which of these hosts are alive (``stratus.liveness.Heartbeats.up``); None: liveness not tracked.
-Liveness = Callable[[list[str]], dict[str, bool]]
-# The hosts' last heartbeats (``stratus.liveness.Heartbeats.reports``), None for one that never beat.
-Reports = Callable[[list[str]], "dict[str, dict[str, Any] | None]"]
+# Each of these hosts' state: whether it is alive and its last heartbeat, None for one that never
+# beat (``stratus.liveness.LivenessReader.states``, one look-up a host for both); None: not tracked.
+States = Callable[[list[str]], "dict[str, State]"]
+
+
+def host_states(heartbeats: LivenessReader, down_after: float) -> States:
+    """The hosts' states from their heartbeats beside the log, up by the deployment's ``down_after``."""
+    return lambda hosts: heartbeats.states(hosts, down_after)
 
 
 def uptime_line(now: float, booted: float, load: list[float]) -> str:
@@ -164,28 +194,19 @@ def _until(minor: int) -> Callable[..., None]:
 
 
 class _Hypervisors:
-    def __init__(
-        self, read_model: ReadModel, liveness: Liveness | None = None, reports: Reports | None = None
-    ) -> None:
+    def __init__(self, read_model: ReadModel, states: States | None = None) -> None:
         self._read = read_model
-        self._liveness = liveness
-        self._reports = reports
+        self._states = states
 
-    def _alive(self, hosts: list[Any]) -> dict[str, bool]:
-        """Which of the hosts are alive, by hostname (every one when liveness is not tracked)."""
-        names = [h.hostname for h in hosts]
-        if self._liveness is None or not hosts:
-            return dict.fromkeys(names, True)
-        up = self._liveness(names)
-        return {name: up.get(name, False) for name in names}
+    def _states_of(self, hosts: list[Any]) -> dict[str, State]:
+        """Each host's state by hostname: alive, last heartbeat (alive without one when liveness
+        is not tracked)."""
+        if self._states is None or not hosts:
+            return {h.hostname: _UNTRACKED for h in hosts}
+        return self._states([h.hostname for h in hosts])
 
-    def _beats(self, hosts: list[Any]) -> dict[str, dict[str, Any] | None]:
-        if self._reports is None or not hosts:
-            return {}
-        return self._reports([h.hostname for h in hosts])
-
-    def _host(self, req: falcon.Request, hypervisor_id: str, rule: str) -> tuple[Any, bool]:
-        """One host and whether it is alive; 404 when there is none. From 2.53 by UUID only (400
+    def _host(self, req: falcon.Request, hypervisor_id: str, rule: str) -> tuple[Any, State]:
+        """One host and its state (alive, last heartbeat); 404 when there is none. From 2.53 by UUID only (400
         for anything else, as Nova); before, by its integer id, and also by UUID or hostname."""
         auth.require_admin(req.context.actor, _POLICY % rule)
         missing = ItemNotFound(f"Hypervisor with ID '{hypervisor_id}' could not be found.")
@@ -195,21 +216,18 @@ class _Hypervisors:
                     raise BadRequest(f"Invalid uuid {hypervisor_id}")
                 row = queries.get_host(conn, hypervisor_id)
             elif hypervisor_id.isdigit():
-                number = int(hypervisor_id)
-                row = next(
-                    (h._asdict() for h in queries.list_hosts(conn) if integer_id(h.id) == number), None
-                )
+                row = queries.host_by_number(conn, int(hypervisor_id))
             else:
                 row = queries.get_host(conn, hypervisor_id)
         if row is None or (at_least(req, UUID_IDS) and str(row["id"]) != hypervisor_id.lower()):
             raise missing
         host = SimpleNamespace(**row)
-        return host, self._alive([host])[host.hostname]
+        return host, self._states_of([host])[host.hostname]
 
     def _matching(self, req: falcon.Request, pattern: str) -> list[Any]:
         """The hosts whose name contains ``pattern`` (Nova's ``LIKE %pattern%``); 404 when none."""
         with self._read.connection(req) as conn:
-            hosts = [h for h in queries.list_hosts(conn) if pattern in h.hostname]
+            hosts = queries.hosts_matching(conn, pattern)
         if not hosts:
             raise ItemNotFound(f"No hypervisor matching '{pattern}' could be found.")
         return hosts
@@ -232,26 +250,26 @@ class _Hypervisors:
                 )
             return self._matching(req, pattern), limit, False
         with self._read.connection(req) as conn:
-            hosts = queries.list_hosts(conn)
-        if marker is not None:
-            shown_id = _shown_id(req)
-            ids = [str(shown_id(h)) for h in hosts]
-            if marker not in ids:
-                raise BadRequest(f"marker [{marker}] not found")
-            hosts = hosts[ids.index(marker) + 1 :]
-        return (hosts[:limit] if paged else hosts), limit, paged
+            if not paged or (marker is None and req.get_param("limit") is None):
+                hosts = queries.list_hosts(conn)  # every host (a page of the default limit)
+                return (hosts[:limit] if paged else hosts), limit, paged
+            try:  # a page of hosts read, not every host
+                hosts = queries.page_of_hosts(conn, limit, marker, uuid_ids=at_least(req, UUID_IDS))
+            except queries.MarkerNotFound:
+                raise BadRequest(f"marker [{marker}] not found") from None
+        return hosts, limit, paged
 
     def _briefs(self, req: falcon.Request, hosts: list[Any]) -> list[dict[str, Any]]:
-        shown_id, alive = _shown_id(req), self._alive(hosts)
-        return [brief_view(h, shown_id(h), alive[h.hostname]) for h in hosts]
+        shown_id, states = _shown_id(req), self._states_of(hosts)
+        return [brief_view(h, shown_id(h), states[h.hostname][0]) for h in hosts]
 
     def _list(self, req: falcon.Request, detail: bool) -> dict[str, Any]:
         auth.require_admin(req.context.actor, _POLICY % ("list-detail" if detail else "list"))
         with_servers = _with_servers(req)
         hosts, limit, paged = self._page(req)
         if detail:
-            alive, beats, view = self._alive(hosts), self._beats(hosts), detail_view_of(req)
-            shown = [view(h, alive[h.hostname], beats.get(h.hostname)) for h in hosts]
+            states, view = self._states_of(hosts), detail_view_of(req)
+            shown = [view(h, *states[h.hostname]) for h in hosts]
         else:
             shown = self._briefs(req, hosts)
         if with_servers:
@@ -299,8 +317,8 @@ class HypervisorItem(_Hypervisors):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, hypervisor_id: str) -> None:
         with_servers = _with_servers(req)
-        host, alive = self._host(req, hypervisor_id, "show")
-        view = detail_view_of(req)(host, alive, self._beats([host]).get(host.hostname))
+        host, (alive, report) = self._host(req, hypervisor_id, "show")
+        view = detail_view_of(req)(host, alive, report)
         servers = self._servers(req, [host]).get(host.hostname) if with_servers else None
         resp.media = {"hypervisor": _add_servers(req, view, servers, with_servers)}
 
@@ -348,17 +366,17 @@ class HypervisorUptime(_Hypervisors):
 
     @falcon.before(_until(NO_USAGE))
     def on_get(self, req: falcon.Request, resp: falcon.Response, hypervisor_id: str) -> None:
-        host, alive = self._host(req, hypervisor_id, "uptime")
+        host, (alive, report) = self._host(req, hypervisor_id, "uptime")
         view = brief_view(host, _shown_id(req)(host), alive)
-        line = _uptime(self._beats([host]).get(host.hostname)) if view["state"] == "up" else None
+        line = _uptime(report) if view["state"] == "up" else None
         if line is None:
             raise BadRequest(f"Compute service of {host.hostname} is unavailable at this time.")
         resp.media = {"hypervisor": {**view, "uptime": line}}
 
 
-def add_routes(app: falcon.App, read: ReadModel, liveness: Liveness | None, reports: Reports | None) -> None:
+def add_routes(app: falcon.App, read: ReadModel, states: States | None) -> None:
     base = "/v2.1/os-hypervisors"
-    args = (read, liveness, reports)
+    args = (read, states)
     app.add_route(base, HypervisorCollection(*args))
     app.add_route(f"{base}/detail", HypervisorDetailCollection(*args))
     app.add_route(f"{base}/statistics", HypervisorStatistics(*args))

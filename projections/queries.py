@@ -23,7 +23,7 @@ from uuid import UUID
 import orjson
 import psycopg
 from psycopg import sql
-from psycopg.rows import RowFactory, dict_row, namedtuple_row
+from psycopg.rows import RowFactory, dict_row, namedtuple_row, tuple_row
 from psycopg.types.json import set_json_loads
 from psycopg.types.string import TextLoader
 
@@ -647,10 +647,61 @@ def get_flavor(conn: psycopg.Connection[Any], flavorid: str) -> Row | None:
 _HOSTS = composed_once(sql.SQL("SELECT * FROM {}.hosts ORDER BY hostname").format(_S))
 
 
+# A page of them: after a hostname, at most a number (os-hypervisors paged, 2.33).
+_HOSTS_PAGE = composed_once(sql.SQL("SELECT * FROM {}.hosts ORDER BY hostname LIMIT %s").format(_S))
+_HOSTS_AFTER = composed_once(
+    sql.SQL("SELECT * FROM {}.hosts WHERE hostname > %s ORDER BY hostname LIMIT %s").format(_S)
+)
+# A page's marker: the host whose id, as os-hypervisors shows it, is the marker's text; its UUID's
+# text from 2.53, before it the integer ``api.services.integer_id`` reads from its first eight hex
+# digits (``int(text[:8], 16) >> 1 or 1``). The first by hostname when two share one.
+_MARKED = "SELECT hostname FROM {}.hosts WHERE {} = %s ORDER BY hostname LIMIT 1"
+_NUMBER = "greatest(('x' || left(id::text, 8))::bit(32)::bigint >> 1, 1)"
+_MARKED_BY_UUID = composed_once(sql.SQL(_MARKED).format(_S, sql.SQL("id::text")))
+_MARKED_BY_NUMBER = composed_once(sql.SQL(_MARKED).format(_S, sql.SQL(_NUMBER + "::text")))
+# One host by its integer id (a show, its uptime, before 2.53).
+_HOST_BY_NUMBER = composed_once(
+    sql.SQL("SELECT * FROM {}.hosts WHERE {} = %s ORDER BY hostname LIMIT 1").format(_S, sql.SQL(_NUMBER))
+)
+
+
+_HOSTS_MATCHING = composed_once(
+    sql.SQL("SELECT * FROM {}.hosts WHERE strpos(hostname, %s) > 0 ORDER BY hostname").format(_S)
+)
+
+
+def hosts_matching(conn: psycopg.Connection[Any], pattern: str) -> list[Listed]:
+    """The hypervisors whose hostname contains ``pattern`` (Nova's ``LIKE %pattern%``, its
+    characters as they are), as ``list_hosts`` lists them."""
+    return _fetchall(conn, _HOSTS_MATCHING, (pattern,), view_rows)
+
+
 def list_hosts(conn: psycopg.Connection[Any]) -> list[Listed]:
     """Every registered hypervisor with its capacity, usage and free resources, by hostname; rows
     as a list's (``view_rows``)."""
     return _fetchall(conn, _HOSTS, None, view_rows)
+
+
+def page_of_hosts(
+    conn: psycopg.Connection[Any], limit: int, marker: str | None = None, *, uuid_ids: bool = True
+) -> list[Listed]:
+    """At most ``limit`` hypervisors by hostname (as ``list_hosts``), after the one whose shown id
+    is ``marker`` (its UUID's text, or with ``uuid_ids`` False its integer id's);
+    ``MarkerNotFound`` when no host has that id."""
+    if marker is None:
+        return _fetchall(conn, _HOSTS_PAGE, (max(0, limit),), view_rows)
+    found = _fetchall(conn, _MARKED_BY_UUID if uuid_ids else _MARKED_BY_NUMBER, (marker,), tuple_row)
+    if not found:
+        raise MarkerNotFound(marker)
+    return _fetchall(conn, _HOSTS_AFTER, (found[0][0], max(0, limit)), view_rows)
+
+
+def host_by_number(conn: psycopg.Connection[Any], number: int) -> Row | None:
+    """The hypervisor whose integer id (before 2.53: ``api.services.integer_id``, 31 bits) is
+    ``number``, the first by hostname when two share it; as ``get_host`` reads it."""
+    if not 0 <= number <= 0x7FFFFFFF:
+        return None  # no host's (and beyond a bigint, not a parameter PostgreSQL takes)
+    return _fetchone(conn, _HOST_BY_NUMBER, (number,))
 
 
 def get_host(conn: psycopg.Connection[Any], hostname_or_id: str) -> Row | None:

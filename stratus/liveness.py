@@ -66,6 +66,13 @@ class LivenessReader(Protocol):
 
     def reports(self, hosts: Iterable[str]) -> dict[str, dict[str, Any] | None]: ...
 
+    def states(self, hosts: Iterable[str], down_after: float = DOWN_AFTER) -> dict[str, State]: ...
+
+
+# A host's state as a reader asks it: whether it is up (``up``) and its last heartbeat as put
+# (``reports``; None when it never beat), to be read and not changed.
+State = tuple[bool, "dict[str, Any] | None"]
+
 
 class Heartbeats:
     """The heartbeats bucket beside a log: workers ``beat``, readers ask who is ``up`` (see the
@@ -177,6 +184,12 @@ class Heartbeats:
         """This reader's clock (a beat's age is measured with it)."""
         return self._clock()
 
+    def states(self, hosts: Iterable[str], down_after: float = DOWN_AFTER) -> dict[str, State]:
+        """``up`` and ``reports`` of each host, asked as they are asked alone (the bucket read twice)."""
+        names = list(hosts)
+        up, reports = self.up(names, down_after), self.reports(names)
+        return {host: (up[host], reports[host]) for host in names}
+
     def up(self, hosts: Iterable[str], down_after: float = DOWN_AFTER) -> dict[str, bool]:
         """Which hosts are up: a heartbeat younger than ``down_after`` seconds. When the bucket
         cannot be read (NATS away), every host is reported down: unknown is not up."""
@@ -235,6 +248,19 @@ class LivenessMirror:
 
     def services(self, binary: str, down_after: float = DOWN_AFTER) -> list[dict[str, Any]]:
         return self._heartbeats.services(binary, down_after)
+
+    def states(self, hosts: Iterable[str], down_after: float = DOWN_AFTER) -> dict[str, State]:
+        """As ``Heartbeats.states``, from the mirror when it is whole (one look-up a host for both,
+        each report the mirror's own: read it, do not change it), else from the bucket."""
+        beats = self._whole()
+        if beats is None:
+            return self._heartbeats.states(hosts, down_after)
+        now = self._heartbeats.now()
+        found: dict[str, State] = {}
+        for host in hosts:
+            at, report = beats.get(_host_key(host), _NO_BEAT)
+            found[host] = (at is not None and now - at < down_after, report)
+        return found
 
     def reports(self, hosts: Iterable[str]) -> dict[str, dict[str, Any] | None]:
         """As ``Heartbeats.reports``, from the mirror when it is whole, else from the bucket."""

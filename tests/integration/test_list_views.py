@@ -2,7 +2,8 @@
 Nova's image proxy (``/images``, ``/images/detail``), ``/os-hypervisors`` and its ``/detail``, and
 ``/os-keypairs``, for an admin and a member, at the microversions that change their views: the same
 bytes as recorded (``list_views.json``, a digest a body), so a change made for speed changes no
-answer.
+answer. The hypervisors' routes besides the lists (one host, its uptime, the statistics, the
+search) and the lists' markers and errors too.
 
 The rows are written into the read model directly (fixed ids, times and contents); what differs
 from run to run (the personas' project and user ids, a live host's address and uptime line) is
@@ -126,6 +127,25 @@ def _write(conn: psycopg.Connection[Any], stack: Stack, p1: str, p2: str) -> Non
             _insert(conn, "keypairs", {**row, **kept}, ())
 
 
+def _more_hypervisors() -> list[str]:
+    """Hosts paged by a marker (its integer id before 2.53, its UUID from it: each refused where the
+    other is the id), a marker not found, the pattern with paging, one host by each kind of id, its
+    uptime, the statistics and the routes 2.53 removed."""
+    h1, h2, h3 = (_uuid(3, n) for n in range(3))
+    number = {h: int(str(h)[:8], 16) >> 1 or 1 for h in (h1, h2, h3)}  # api.services.integer_id
+    base = "/v2.1/os-hypervisors"
+    return [
+        f"{base}?limit=1", f"{base}/detail?limit=1&marker={number[h1]}", f"{base}?limit=1&marker={h1}",
+        f"{base}/detail?marker={h2}", f"{base}/detail?marker={number[h3]}", f"{base}/detail?marker=nope",
+        f"{base}/detail?limit=0", f"{base}?hypervisor_hostname_pattern=h&limit=1",
+        f"{base}/detail?hypervisor_hostname_pattern=zz",
+        f"{base}/detail?hypervisor_hostname_pattern=2&with_servers=true",
+        f"{base}/{number[h1]}", f"{base}/{h1}", f"{base}/h2", f"{base}/{h3}?with_servers=1",
+        f"{base}/{number[h2]}?with_servers=true", f"{base}/{number[h1]}/uptime", f"{base}/{h1}/uptime",
+        f"{base}/{number[h2]}/uptime", f"{base}/statistics", f"{base}/h/search", f"{base}/h1/servers",
+    ]  # fmt: skip
+
+
 def _paths() -> list[tuple[str, str | None, str]]:
     """(who, compute microversion or None, path) for every request recorded."""
     flavors = ["/v2.1/flavors", "/v2.1/flavors/detail", "/v2.1/flavors/detail?limit=2",
@@ -139,7 +159,14 @@ def _paths() -> list[tuple[str, str | None, str]]:
                    "/v2.1/os-hypervisors/detail?limit=2",
                    "/v2.1/os-hypervisors?with_servers=1", "/v2.1/os-hypervisors/detail?with_servers=true",
                    "/v2.1/os-hypervisors/detail?hypervisor_hostname_pattern=h"]  # fmt: skip
-    keypairs = ["/v2.1/os-keypairs", "/v2.1/os-keypairs?limit=2", "/v2.1/os-keypairs?user_id=BOB"]
+    hypervisors += _more_hypervisors()
+    keypairs = [
+        "/v2.1/os-keypairs",
+        "/v2.1/os-keypairs?limit=2",
+        "/v2.1/os-keypairs?user_id=BOB",
+        "/v2.1/os-keypairs?limit=1&marker=alpha-a",
+        "/v2.1/os-keypairs?marker=nope",
+    ]
     per_version = flavors + nova_images + keypairs
     cases: list[tuple[str, str | None, str]] = [(who, None, p) for who in (ADMIN, P1, P2) for p in glance]
     for version in COMPUTE:

@@ -85,6 +85,36 @@ def test_the_mirror_reports_the_beats_as_the_bucket_does(bridge: NatsBridge, set
     assert mirror.reports(["h1"]) == beats.reports(["h1"])
 
 
+def test_a_hosts_state_is_its_up_and_its_report_in_one_look_up(
+    bridge: NatsBridge, settings: Settings
+) -> None:
+    """``states`` (os-hypervisors' lists: whether each host is up and its last beat) answers what
+    ``up`` and ``reports`` answer, from the bucket and from the mirror (no hop to the NATS loop)."""
+    clock = Clock()
+    beats = Heartbeats(bridge, bucket=bucket_for(settings.stream), clock=clock)
+    mirror = LivenessMirror(beats, bridge)
+    beats.beat("h1")
+    beats.beat("h2")
+    clock.now += 30
+    beats.beat("h2")
+    hosts = ["h1", "h2", "h3"]
+
+    def separately(reader: Heartbeats | LivenessMirror, down_after: float) -> dict[str, tuple[bool, object]]:
+        up, reports = reader.up(hosts, down_after), reader.reports(hosts)
+        return {h: (up[h], reports[h]) for h in hosts}
+
+    for down_after in (20, 60):
+        assert beats.states(hosts, down_after) == separately(beats, down_after)
+        assert beats.states(hosts, down_after)["h3"] == (False, None)
+    eventually(lambda: mirror.whole and (mirror.reports(["h2"])["h2"] or {}).get("at") == clock.now)
+    expected = {down_after: separately(beats, down_after) for down_after in (20, 60)}
+    assert expected[20]["h1"][0] is False and expected[20]["h2"][0] is True and expected[60]["h1"][0] is True
+    hops = bridge.hops
+    for down_after in (20, 60):
+        assert mirror.states(hosts, down_after) == expected[down_after]
+    assert bridge.hops == hops  # from the mirror: nothing asked of NATS
+
+
 def test_the_mirror_of_a_bucket_without_beats_answers_at_once(bridge: NatsBridge, settings: Settings) -> None:
     """Nothing to replay: the mirror is whole as soon as its watch is, and takes the first beats."""
     beats = Heartbeats(bridge, bucket=bucket_for(settings.stream))
