@@ -44,19 +44,34 @@ def test_publish_now_is_written_before_it_returns(bridge: NatsBridge) -> None:
 
 
 def test_a_direct_subscription_hands_each_message_over_as_it_is_read(bridge: NatsBridge) -> None:
+    """Its handler gets each message with its headers, no task of the subscription's runs, and after
+    ``unsubscribe`` nothing more reaches it (a later message on another direct subscription marks
+    when the server has delivered what was published before it). Waits for deliveries rather than
+    trusting a flush's PONG to follow them: under load that ordering was not seen to hold."""
+
+    async def arrived(got: list[Msg], count: int) -> None:
+        for _ in range(500):
+            if len(got) >= count:
+                return
+            await asyncio.sleep(0.01)
+
     async def receive() -> tuple[list[tuple[bytes, dict[str, str]]], int, bool, bool]:
         nc = bridge.nc
         got: list[Msg] = []
+        marks: list[Msg] = []
         sub = await nc.subscribe_direct("bench.direct", got.append)
+        mark = await nc.subscribe_direct("bench.direct.mark", marks.append)
         await nc.publish("bench.direct", b"1", headers={"B": "2"})
-        await nc.flush()  # the server's PONG follows the message: read by now, and handed over
+        await arrived(got, 1)
         first = [(m.data, dict(m.headers or {})) for m in got]
         await sub.unsubscribe()
         await nc.publish("bench.direct", b"2")
-        await nc.flush()
+        await nc.publish("bench.direct.mark", b"after")
+        await arrived(marks, 1)
+        await mark.unsubscribe()
         return first, len(got), sub._wait_for_msgs_task is None, sub._id in nc._direct
 
-    assert bridge.run(receive, 10) == ([(b"1", {"B": "2"})], 1, True, False)
+    assert bridge.run(receive, 15) == ([(b"1", {"B": "2"})], 1, True, False)
 
 
 def test_run_hands_back_what_the_coroutine_returned_or_raised(bridge: NatsBridge) -> None:
