@@ -90,8 +90,8 @@ DetailView = Callable[[Any, bool, "dict[str, Any] | None"], dict[str, Any]]
 
 def detail_view_of(req: falcon.Request) -> DetailView:
     """A host's detail at the request's microversion, settled once a page; ``report``: its last
-    heartbeat (its address, when it booted). One dict made whole a host, in the order Nova's keys
-    come (the brief view's, then the detail's, then the usage's or the uptime)."""
+    heartbeat (its address, when it booted). Keys in the order Nova's come: the brief view's, the
+    detail's, then the usage's or the uptime."""
     uuid_ids, no_usage = at_least(req, UUID_IDS), at_least(req, NO_USAGE)
     # 2.28 and later give ``cpu_info`` as an object, earlier as a JSON string; the test driver and
     # TCG report no CPU model
@@ -99,39 +99,16 @@ def detail_view_of(req: falcon.Request) -> DetailView:
 
     def view(host: Any, alive: bool, report: dict[str, Any] | None) -> dict[str, Any]:
         hid = str(host.id) if uuid_ids else integer_id(host.id)
-        name, up = host.hostname, alive and not host.forced_down
-        ip = (report.get("ip") if report is not None else None) or "127.0.0.1"  # Nova's my_ip without a route
-        head = {
-            "id": hid,
-            "hypervisor_hostname": name,
-            "state": "up" if up else "down",
-            "status": "disabled" if host.disabled else "enabled",
-            "hypervisor_type": host.hypervisor_type,
-            "hypervisor_version": 0,
-            "host_ip": ip,
-            "service": {"host": name, "id": hid, "disabled_reason": host.disabled_reason},
-        }
+        shown = brief_view(host, hid, alive)
+        shown["hypervisor_type"] = host.hypervisor_type
+        shown["hypervisor_version"] = 0
+        # Nova's my_ip when it finds no route
+        shown["host_ip"] = (report.get("ip") if report is not None else None) or "127.0.0.1"
+        shown["service"] = {"host": host.hostname, "id": hid, "disabled_reason": host.disabled_reason}
         if no_usage:
-            head["uptime"] = _uptime(report) if up else None
-            return head
-        memory_used = host.memory_mb_used + host.memory_mb_reserved
-        disk_used = host.disk_gb_used + host.disk_gb_reserved
-        free_disk = host.disk_gb - disk_used
-        return {
-            **head,
-            "vcpus": host.vcpus,
-            "vcpus_used": host.vcpus_used,
-            "memory_mb": host.memory_mb,
-            "memory_mb_used": memory_used,
-            "local_gb": host.disk_gb,
-            "local_gb_used": disk_used,
-            "free_ram_mb": host.memory_mb - memory_used,
-            "free_disk_gb": free_disk,
-            "disk_available_least": free_disk,
-            "current_workload": 0,
-            "running_vms": host.running_vms,
-            "cpu_info": cpu_info,
-        }
+            shown["uptime"] = _uptime(report) if shown["state"] == "up" else None
+            return shown
+        return {**shown, **usage(host), "cpu_info": cpu_info}
 
     return view
 
