@@ -7,6 +7,7 @@ No I/O and no raising: each function returns new dicts keyed by the columns of
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from commands.flavor import Flavor
@@ -15,6 +16,9 @@ from commands.instance import Instance
 from commands.states import PowerState, TaskState, VmState, api_status
 
 Row = dict[str, Any]
+# A row's status from its states, each pair worked out once: an instance event makes its row's status
+# (a rebuild, ~15,600 times in 20,000 events) from a few dozen pairs at most.
+_status = lru_cache(maxsize=1024)(api_status)
 
 
 def _touched(row: Row, event: Any, position: int, **changes: Any) -> Row:
@@ -32,9 +36,15 @@ def fault_of(event: Any, **recorded: str) -> Row:
 
 # -- instances ------------------------------------------------------------------------------------
 def _instance(row: Row, event: Any, position: int, **changes: Any) -> Row:
-    new = _touched(row, event, position, **changes)
-    new["status"] = api_status(new["vm_state"], new["task_state"])
+    # ``_touched`` written out: a rebuild makes this row ~15,600 times in 20,000 events
+    new = {**row, **changes, "version": event.originator_version, "position": position}
+    if "updated_at" in row:
+        new["updated_at"] = event.timestamp
+    new["status"] = _status(new["vm_state"], new["task_state"])
     return new
+
+
+_REQUESTED_STATUS = api_status(VmState.BUILDING, TaskState.SCHEDULING)
 
 
 def instance_requested(event: Instance.Requested, position: int) -> Row:
@@ -72,8 +82,12 @@ def instance_requested(event: Instance.Requested, position: int) -> Row:
         "launched_at": None,
         "deleted_at": None,
         "deleted": False,
+        # what ``_instance`` would add, made here rather than by a second copy of the whole row
+        "version": event.originator_version,
+        "position": position,
+        "status": _REQUESTED_STATUS,
     }
-    return _instance(row, event, position)
+    return row
 
 
 def instance_updated(row: Row, event: Instance.Updated, position: int) -> Row:

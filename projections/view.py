@@ -127,11 +127,10 @@ class Carried:
             ("flavors", ws.dirty_flavors),
         ):
             kept, rows = self._rows[table], getattr(ws, table)
-            for key in dirty:
-                if key not in kept:
-                    self._kept += 1
-                kept[key] = (batch, rows[key])
-                keys.append((table, key))
+            before = len(kept)  # the keys new to ``kept`` counted by its growth, not looked up each
+            kept.update([(key, (batch, rows[key])) for key in dirty])
+            self._kept += len(kept) - before
+            keys.extend([(table, key) for key in dirty])
         self._batches.append((batch, keys))
         # the two newest batches stay whatever the bound: the writer may not have committed the
         # older one yet, and a row let go is read back (``Projector._in_memory``) as committed
