@@ -34,9 +34,20 @@ def _nothing(e: Any) -> Iterable[RowKey]:
     return ()
 
 
+@dataclass(frozen=True)
+class _Own:
+    """The row of the event's own aggregate in ``table`` (what most events read: ``ReadModels.keys``
+    takes their ids without a call per event)."""
+
+    table: str
+
+    def __call__(self, e: Any) -> Iterable[RowKey]:
+        return ((self.table, e.originator_id),)
+
+
 def _own(table: str) -> Callable[[Any], Iterable[RowKey]]:
     """The row of the event's own aggregate in ``table``."""
-    return lambda e: ((table, e.originator_id),)
+    return _Own(table)
 
 
 @dataclass(frozen=True)
@@ -212,6 +223,12 @@ RULES: dict[type, Rule] = _one_rule_each(
     ),
 )
 _TRACK_ONLY = Rule(lambda view, e, at: None)  # an event the read models do not show
+# ``RULES``' reads by event class: the table of the event's own row, or (another row or several)
+# the rule's ``reads``; an event class in neither reads nothing
+_OWN_TABLE: dict[type, str] = {cls: r.reads.table for cls, r in RULES.items() if isinstance(r.reads, _Own)}
+_OTHER_READS: dict[type, Callable[[Any], Iterable[RowKey]]] = {
+    cls: r.reads for cls, r in RULES.items() if not isinstance(r.reads, _Own) and r.reads is not _nothing
+}
 
 
 class ReadModels(Projection[ReadModelView]):
@@ -226,9 +243,14 @@ class ReadModels(Projection[ReadModelView]):
     def keys(events: Iterable[Any]) -> Keys:
         """The rows the ``events`` of one batch read, per table."""
         wanted: dict[str, set[Any]] = {"instances": set(), "hosts": set(), "claims": set(), "flavors": set()}
+        own, other = _OWN_TABLE, _OTHER_READS
         for e in events:
-            for table, key in RULES.get(type(e), _TRACK_ONLY).reads(e):
-                wanted[table].add(key)
+            table = own.get(type(e))
+            if table is not None:  # ``RULES``' reads looked up per class, once (``_OWN_TABLE``)
+                wanted[table].add(e.originator_id)
+            elif (reads := other.get(type(e))) is not None:
+                for table, key in reads(e):
+                    wanted[table].add(key)
         return Keys(**{table: frozenset(keys) for table, keys in wanted.items()})
 
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
