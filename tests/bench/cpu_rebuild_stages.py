@@ -1,17 +1,19 @@
 """CPU per event of a rebuild's replay, stage by stage: the read, then decode and apply on messages in memory.
 
-Per pass, this thread's CPU per event of: ``read`` (the whole log read below nats-py as a replay reads
-it, ``RawLog.read_messages`` in batches: the socket, the frames, the messages handed over), ``decode``
-(``Projector._decoded`` on those messages: the envelope's headers, the trust check if any,
-eventsourcing's mapper with its upcasting, ``Entry``/``Batch``), and ``apply`` (the decoded
+Per pass, this thread's CPU per event of: ``read`` (the whole log read below nats-py as a replay
+reads it, ``RawLog.read_messages`` in batches: the socket, the frames, the messages handed over),
+``decode`` (``Projector._decoded`` on those messages: the envelope's headers, the trust check if
+any, eventsourcing's mapper with its upcasting, ``Entry``/``Batch``), and ``apply`` (the decoded
 batches applied one after the other into a fresh schema, as ``projections.rebuild`` does:
 ``Projector.apply_batch`` with COPY of the new rows, then the indexes it builds after the replay),
-with the PostgreSQL backend's CPU per event beside it. No reader thread, and decode and apply work on
-messages already read: what is left is our process's own work per event, which the machine's load
-moves little. Then ``fetch``: read and decode again, batch by batch with two batches alive, as the
-projector's reader thread does, with the collector on and frozen as ``stratus rebuild`` runs it
-(``stratus.collector.frozen``): the stages above together, with the collector's share.
-``--profile``: a cProfile of each stage, top functions by own time.
+with the PostgreSQL backend's CPU per event beside it, and ``memory`` (the part of it a replay's
+applier thread does, ``Projector._in_memory``'s work: a batch's keys, the working set from the rows
+carried from the batches before (``Carried``), the events applied, the rows kept; nothing written).
+No reader thread, and decode and apply work on messages already read: what is left is our process's
+own work per event, which the machine's load moves little. Then ``fetch``: read and decode again,
+batch by batch with two batches alive, as the projector's reader thread does, with the collector on
+and frozen as ``stratus rebuild`` runs it (``stratus.collector.frozen``): the stages above together,
+with the collector's share. ``--profile``: a cProfile of each stage, top functions by own time.
 
     python -m tests.bench.cpu_rebuild_stages [--events 8000] [--passes 5] [--batch-size 2000] [--profile]
         [--no-apply]
@@ -29,7 +31,9 @@ import psycopg
 
 from projections.projector import Batch, Projector
 from projections.rawlog import RawLog
+from projections.readmodels import ReadModels
 from projections.schema import create_indexes
+from projections.view import Carried
 from stratus import collector
 from stratus.audit.rawreader import RawReader
 from tests.bench.bench_rebuild import LogBuilder, backend_pid, bench_stores, build_log, fresh_schema
@@ -105,8 +109,22 @@ def main(argv: list[str] | None = None) -> int:
                 with conn.transaction():  # the indexes a rebuild builds after its replay
                     create_indexes(conn, SCHEMA)
 
+            def in_memory(batches: list[Batch]) -> None:
+                """The replay's applier thread on ``batches``: each applied to the rows the ones
+                before it left, in memory (``Projector._in_memory`` with every row carried)."""
+                carried, view, apply_at = Carried(), projector.view, projector.projection.apply_at
+                for batch in batches:
+                    ws, unknown = carried.working_set(ReadModels.keys(e.event for e in batch.events))
+                    assert unknown.empty  # a fresh replay's carried rows are all the rows there are
+                    view.begin(ws)
+                    for entry in batch.events:
+                        apply_at(entry.event, entry.position)
+                    view.discard()
+                    carried.keep(ws)
+
             print(f"{total} events, batches of {size}; per event, us: read, decode (thread CPU) | apply "
-                  "(thread CPU / its PostgreSQL backend's CPU) | fetch (thread CPU)")  # fmt: skip
+                  "(thread CPU / its PostgreSQL backend's CPU), of it in memory | fetch "
+                  "(thread CPU)")  # fmt: skip
             best: dict[str, float] = {}
             for p in range(args.passes):
                 # The collector off while timing: this bench holds the whole log's messages and
@@ -120,8 +138,11 @@ def main(argv: list[str] | None = None) -> int:
                 cpu = time.thread_time()
                 batches = decode()
                 decoded = 1e6 * (time.thread_time() - cpu) / total
-                applied = backend = 0.0
+                applied = backend = memory = 0.0
                 if not args.no_apply:
+                    cpu = time.thread_time()
+                    in_memory(batches)
+                    memory = 1e6 * (time.thread_time() - cpu) / total
                     projector = fresh()
                     ticks, cpu = _process_ticks(pid) or 0, time.thread_time()
                     apply(batches)
@@ -132,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
                     cpu = time.thread_time()
                     fetch()
                     fetched = 1e6 * (time.thread_time() - cpu) / total
-                stages = dict(read=read_us, decode=decoded, apply=applied, backend=backend, fetch=fetched)
+                stages = dict(
+                    read=read_us, decode=decoded, apply=applied, backend=backend, memory=memory, fetch=fetched
+                )
                 best = {k: min(v, best.get(k, v)) for k, v in stages.items()}
                 print(f"pass {p + 1} (load {loadavg()}): " + _stages(stages))
             print("least: " + _stages(best))
@@ -142,13 +165,14 @@ def main(argv: list[str] | None = None) -> int:
                 batches = decode()
                 projector = fresh()
                 profiled("apply", lambda: apply(batches), top=25)
+                profiled("apply in memory", lambda: in_memory(batches), top=25)
     return 0
 
 
 def _stages(us: dict[str, float]) -> str:
     return (
         f"read {us['read']:.1f}, decode {us['decode']:.1f} | apply {us['apply']:.1f} / {us['backend']:.1f}"
-        f" | fetch, the collector on {us['fetch']:.1f}"
+        f", in memory {us['memory']:.1f} | fetch, the collector on {us['fetch']:.1f}"
     )
 
 
