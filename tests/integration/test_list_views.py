@@ -153,7 +153,10 @@ def _paths() -> list[tuple[str, str | None, str]]:
                "/v2.1/flavors/detail?is_public=none",
                "/v2.1/flavors/detail?is_public=false&sort_key=name"]  # fmt: skip
     glance = ["/image/v2/images", "/image/v2/images?limit=2", "/image/v2/images?visibility=community",
-              "/image/v2/images?os_hidden=true", "/image/v2/images?member_status=all"]  # fmt: skip
+              "/image/v2/images?os_hidden=true", "/image/v2/images?member_status=all",
+              f"/image/v2/images?limit=2&marker={_uuid(2, 6)}", f"/image/v2/images?marker={_uuid(2, 1)}",
+              "/image/v2/images?tag=a&tag=b&limit=1", "/image/v2/images?limit=1&name=Bild%20%22%C3%BC%22",
+              "/image/v2/images?visibility=all&limit=3"]  # fmt: skip
     nova_images = ["/v2.1/images", "/v2.1/images/detail", "/v2.1/images/detail?limit=2"]
     hypervisors = ["/v2.1/os-hypervisors", "/v2.1/os-hypervisors/detail",
                    "/v2.1/os-hypervisors/detail?limit=2",
