@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import falcon
+import orjson
 from jsonschema import Draft202012Validator
 
 from api import auth
@@ -90,7 +91,11 @@ def image_view(row: Any) -> dict[str, Any]:
         iid, name, owner, visibility, status, container_format, disk_format, min_disk, min_ram, protected,
         tags, properties, os_hidden, size, checksum, os_hash_algo, os_hash_value, created_at, updated_at,
     ) = row  # fmt: skip
-    tags = decode_json(tags)
+    if tags.__class__ is str:  # a listed row's JSON: decode_json's, inline (a call less a row)
+        try:
+            tags = orjson.loads(tags)
+        except orjson.JSONDecodeError:
+            tags = decode_json(tags)
     view = {
         "id": iid,
         "name": name,
@@ -115,9 +120,13 @@ def image_view(row: Any) -> dict[str, Any]:
         "file": f"{API}/images/{iid}/file",
         "schema": _SCHEMA,
     }
-    if properties is None or properties == "{}":
-        return view
-    properties = decode_json(properties)
+    if properties.__class__ is str:
+        if properties == "{}":
+            return view
+        try:
+            properties = orjson.loads(properties)
+        except orjson.JSONDecodeError:  # a number beyond 64 bits
+            properties = decode_json(properties)
     return {**properties, **view} if properties else view
 
 
