@@ -58,7 +58,8 @@ def _flavors(p1: str) -> list[dict[str, Any]]:
 
 
 def _images(p1: str, p2: str) -> list[dict[str, Any]]:
-    """Images of every visibility and status, with properties and tags, one hidden, one deleted."""
+    """Images of every visibility and status, with properties and tags, two hidden (one whose
+    properties have base properties' names), one deleted."""
     base = {"container_format": "bare", "disk_format": "qcow2", "owner": p1, "status": "active"}
     return [
         {**base, "name": "cirros", "visibility": "public", "size": 21430272, "checksum": "c" * 32,
@@ -73,6 +74,8 @@ def _images(p1: str, p2: str) -> list[dict[str, Any]]:
         {**base, "name": "hidden", "visibility": "public", "os_hidden": True},
         {**base, "name": "saving", "visibility": "public", "status": "saving"},
         {**base, "name": "gone", "visibility": "public", "status": "deleted", "deleted": True},
+        {**base, "name": "clash", "visibility": "public", "os_hidden": True,  # base names as properties
+         "properties": {"zeta": 1, "status": "p", "self": "s", "tags": ["t"], "schema": None, "a": "b"}},
     ]  # fmt: skip
 
 
