@@ -84,9 +84,10 @@ def row_of(image: Image) -> ListedImage:
 
 def image_view(row: Any) -> dict[str, Any]:
     """Glance v2's image (a listed row, plain or named, or ``row_of``'s: ``ListedImage``'s values,
-    unpacked by position): base properties, then the additional ones at the top level (where a base
-    property's name is also an additional one's, the base value in the additional one's place, as a
-    dict display of both gives)."""
+    unpacked by position): the additional properties, then the base ones at the top level (where a
+    base property's name is also an additional one's, the base value in the additional one's place,
+    as ``{**properties, **base}`` gives). The base ones are set one by one onto the decoded
+    properties: a display of them merged into the properties cost a row ~0.5 us more."""
     (
         iid, name, owner, visibility, status, container_format, disk_format, min_disk, min_ram, protected,
         tags, properties, os_hidden, size, checksum, os_hash_algo, os_hash_value, created_at, updated_at,
@@ -96,38 +97,36 @@ def image_view(row: Any) -> dict[str, Any]:
             tags = orjson.loads(tags)
         except orjson.JSONDecodeError:
             tags = decode_json(tags)
-    view = {
-        "id": iid,
-        "name": name,
-        "status": status,
-        "visibility": visibility,
-        "protected": protected,
-        "os_hidden": bool(os_hidden),
-        "checksum": checksum,
-        "os_hash_algo": os_hash_algo,
-        "os_hash_value": os_hash_value,
-        "owner": owner,
-        "size": size,
-        "virtual_size": None,
-        "min_ram": min_ram,
-        "min_disk": min_disk,
-        "disk_format": disk_format,
-        "container_format": container_format,
-        "created_at": created_at,
-        "updated_at": updated_at,
-        "tags": tags if tags.__class__ is list else list(tags or ()),
-        "self": f"{API}/images/{iid}",
-        "file": f"{API}/images/{iid}/file",
-        "schema": _SCHEMA,
-    }
     if properties.__class__ is str:
-        if properties == "{}":
-            return view
         try:
-            properties = orjson.loads(properties)
+            view = orjson.loads(properties) or {}  # JSON's null: none
         except orjson.JSONDecodeError:  # a number beyond 64 bits
-            properties = decode_json(properties)
-    return {**properties, **view} if properties else view
+            view = decode_json(properties)
+    else:  # an aggregate's: not to be changed
+        view = dict(properties or ())
+    view["id"] = iid
+    view["name"] = name
+    view["status"] = status
+    view["visibility"] = visibility
+    view["protected"] = protected
+    view["os_hidden"] = bool(os_hidden)
+    view["checksum"] = checksum
+    view["os_hash_algo"] = os_hash_algo
+    view["os_hash_value"] = os_hash_value
+    view["owner"] = owner
+    view["size"] = size
+    view["virtual_size"] = None
+    view["min_ram"] = min_ram
+    view["min_disk"] = min_disk
+    view["disk_format"] = disk_format
+    view["container_format"] = container_format
+    view["created_at"] = created_at
+    view["updated_at"] = updated_at
+    view["tags"] = tags if tags.__class__ is list else list(tags or ())
+    view["self"] = f"{API}/images/{iid}"
+    view["file"] = f"{API}/images/{iid}/file"
+    view["schema"] = _SCHEMA
+    return view
 
 
 def member_key(project_id: str) -> str:
