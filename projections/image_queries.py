@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import functools
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import RowFactory, dict_row
+from psycopg.rows import RowFactory, dict_row, tuple_row
+from psycopg.types.string import TextLoader
 
 from projections.queries import (
+    _AS_TEXT,
     _ISOTIME,
+    InvalidFilter,
     Listed,
     MarkerNotFound,
+    ReadModelUnavailable,
     Row,
     _as_uuid,
     _fetchall,
@@ -38,6 +42,33 @@ _LISTED_IMAGE = (
     + _ISOTIME.format("updated_at")
     + " AS updated_at"
 )
+
+
+class ListedImage(NamedTuple):
+    """A listed image's columns (``_LISTED_IMAGE``), in its statement's order: a row of
+    ``list_images(plain=True)`` is a plain tuple of them, which a view unpacks by position."""
+
+    id: str
+    name: str | None
+    owner: str | None
+    visibility: str
+    status: str
+    container_format: str | None
+    disk_format: str | None
+    min_disk: int
+    min_ram: int
+    protected: bool
+    tags: Any
+    properties: Any
+    os_hidden: bool
+    size: int | None
+    checksum: str | None
+    os_hash_algo: str | None
+    os_hash_value: str | None
+    created_at: str
+    updated_at: str
+
+
 # Conditions on a column (its name as composition quoted it), and a project's membership of a shared
 # image; ``{s}``: the schema, in ``_newest_first_statements``.
 _COMPARED = {
@@ -66,9 +97,11 @@ def list_images(
     changed_since: datetime | None = None,
     min_ram: int | None = None,
     min_disk: int | None = None,
+    plain: bool = False,
 ) -> list[Listed]:
     """A page of images that are not deleted, newest first (Glance's default sort), as the views
-    show them (``_LISTED_IMAGE``), rows as a list's (``view_rows``).
+    show them (``_LISTED_IMAGE``), rows as a list's (``view_rows``); with ``plain``, each row a plain
+    tuple of the same values (``ListedImage``'s order: no named tuple made a row, no attribute read).
 
     ``project_id`` is the caller's project (None: an admin, who sees every image). Without a
     ``visibility`` filter a project sees public images, its own, and shared images it is a member of
@@ -105,7 +138,8 @@ def list_images(
         if value is not None:
             where.append(_COMPARED[column])
             params.append(value)
-    return _newest_first(conn, "images", where, params, limit, marker, _LISTED_IMAGE, view_rows)
+    rows = tuple_row if plain else view_rows
+    return _newest_first(conn, "images", where, params, limit, marker, _LISTED_IMAGE, rows)
 
 
 def get_image(conn: psycopg.Connection[Any], image_id: str) -> Row | None:
@@ -154,7 +188,24 @@ def _newest_first(
         if mark is None:
             raise MarkerNotFound(marker)
         params = [*params, mark["created_at"], mark["id"]]
+    if row_factory is tuple_row:
+        return _fetch_plain(conn, page, [*params, max(0, limit)])
     return _fetchall(conn, page, [*params, max(0, limit)], row_factory)
+
+
+def _fetch_plain(conn: psycopg.Connection[Any], query: sql.SQL, params: list[Any]) -> list[tuple[Any, ...]]:
+    """``_fetchall``'s rows as ``view_rows`` reads them (jsonb, uuid, timestamptz as their text), each
+    a plain tuple."""
+    try:
+        with conn.cursor(row_factory=tuple_row) as cur:
+            for oid in _AS_TEXT:  # this cursor's only
+                cur.adapters.register_loader(oid, TextLoader)
+            cur.execute(query, params)
+            return cur.fetchall()
+    except psycopg.errors.UndefinedTable as e:
+        raise ReadModelUnavailable(f"the read models are not there yet: {e}") from e
+    except psycopg.errors.InvalidRegularExpression as e:
+        raise InvalidFilter(f"invalid regular expression: {e.diag.message_primary}") from e
 
 
 @functools.lru_cache(maxsize=256)

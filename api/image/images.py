@@ -12,11 +12,10 @@ once); lists read the read model.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
-from urllib.parse import urlencode
 
 import falcon
+import orjson
 from jsonschema import Draft202012Validator
 
 from api import auth
@@ -30,7 +29,7 @@ from api.errors import (
     UnsupportedMediaType,
 )
 from api.image import patch as image_patch
-from api.links import page_params
+from api.links import _query, page_params
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.timestamps import isotime
 from commands.bus import MessageBus
@@ -39,6 +38,7 @@ from commands.image import ACTIVE, DEACTIVATED, Image, canonical_image_id
 from commands.image_usage import ImageLimits
 from commands.images.create import CreateImage, DeleteImage, RecordImageUpload, image_usage, visible_image
 from projections import image_queries
+from projections.image_queries import ListedImage
 from projections.queries import decode_json
 from stratus.context import Actor, acting
 from stratus.eventstore.errors import EventStoreUnavailable
@@ -56,10 +56,10 @@ HASH_ALGO = "sha256"
 _SCHEMA = f"{API}/schemas/image"
 
 
-def row_of(image: Image) -> SimpleNamespace:
+def row_of(image: Image) -> ListedImage:
     """An image aggregate as a listed row (``image_queries.list_images``: times as text), so that one
     view serves both; its tags and properties as they are (a listed row's are their JSON)."""
-    return SimpleNamespace(
+    return ListedImage(
         id=str(image.image_id),
         name=image.name,
         owner=image.owner,
@@ -83,36 +83,50 @@ def row_of(image: Image) -> SimpleNamespace:
 
 
 def image_view(row: Any) -> dict[str, Any]:
-    """Glance v2's image (a listed row or ``row_of``'s): base properties, then the additional ones
-    at the top level (where a base property's name is also an additional one's, the base value in
-    the additional one's place, as a dict display of both gives)."""
-    iid = row.id
-    view = {
-        "id": iid,
-        "name": row.name,
-        "status": row.status,
-        "visibility": row.visibility,
-        "protected": row.protected,
-        "os_hidden": bool(row.os_hidden),
-        "checksum": row.checksum,
-        "os_hash_algo": row.os_hash_algo,
-        "os_hash_value": row.os_hash_value,
-        "owner": row.owner,
-        "size": row.size,
-        "virtual_size": None,
-        "min_ram": row.min_ram,
-        "min_disk": row.min_disk,
-        "disk_format": row.disk_format,
-        "container_format": row.container_format,
-        "created_at": row.created_at,
-        "updated_at": row.updated_at,
-        "tags": list(decode_json(row.tags) or ()),
-        "self": f"{API}/images/{iid}",
-        "file": f"{API}/images/{iid}/file",
-        "schema": _SCHEMA,
-    }
-    properties = decode_json(row.properties)
-    return {**properties, **view} if properties else view
+    """Glance v2's image (a listed row, plain or named, or ``row_of``'s: ``ListedImage``'s values,
+    unpacked by position): the additional properties, then the base ones at the top level (where a
+    base property's name is also an additional one's, the base value in the additional one's place,
+    as ``{**properties, **base}`` gives). The base ones are set one by one onto the decoded
+    properties: a display of them merged into the properties cost a row ~0.5 us more."""
+    (
+        iid, name, owner, visibility, status, container_format, disk_format, min_disk, min_ram, protected,
+        tags, properties, os_hidden, size, checksum, os_hash_algo, os_hash_value, created_at, updated_at,
+    ) = row  # fmt: skip
+    if tags.__class__ is str:  # a listed row's JSON: decode_json's, inline (a call less a row)
+        try:
+            tags = orjson.loads(tags)
+        except orjson.JSONDecodeError:
+            tags = decode_json(tags)
+    if properties.__class__ is str:
+        try:
+            view = orjson.loads(properties) or {}  # JSON's null: none
+        except orjson.JSONDecodeError:  # a number beyond 64 bits
+            view = decode_json(properties)
+    else:  # an aggregate's: not to be changed
+        view = dict(properties or ())
+    view["id"] = iid
+    view["name"] = name
+    view["status"] = status
+    view["visibility"] = visibility
+    view["protected"] = protected
+    view["os_hidden"] = bool(os_hidden)
+    view["checksum"] = checksum
+    view["os_hash_algo"] = os_hash_algo
+    view["os_hash_value"] = os_hash_value
+    view["owner"] = owner
+    view["size"] = size
+    view["virtual_size"] = None
+    view["min_ram"] = min_ram
+    view["min_disk"] = min_disk
+    view["disk_format"] = disk_format
+    view["container_format"] = container_format
+    view["created_at"] = created_at
+    view["updated_at"] = updated_at
+    view["tags"] = tags if tags.__class__ is list else list(tags or ())
+    view["self"] = f"{API}/images/{iid}"
+    view["file"] = f"{API}/images/{iid}/file"
+    view["schema"] = _SCHEMA
+    return view
 
 
 def member_key(project_id: str) -> str:
@@ -195,6 +209,7 @@ class ImageCollection(_Images):
                 member_status=member_status,
                 os_hidden=hidden == "true",
                 tags=tuple(req.get_param_as_list("tag") or ()),
+                plain=True,
             )
         body: dict[str, Any] = {
             "images": [image_view(r) for r in rows],
@@ -203,8 +218,8 @@ class ImageCollection(_Images):
         }
         if limit and len(rows) == limit:
             params = {k: v for k, v in req.params.items() if k != "marker"}
-            params["marker"] = rows[-1].id
-            body["next"] = f"{API}/images?{urlencode(params, doseq=True)}"
+            params["marker"] = rows[-1][0]  # its id
+            body["next"] = f"{API}/images?{_query(params)}"
         resp.media = body
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:

@@ -41,6 +41,8 @@ PATHS = (
     ("/v2.1/servers?limit=100", None),
     ("/v2.1/servers?limit=1", None),
     ("/v2.1/flavors/detail?limit=100", None),  # a control: not changed
+    ("/image/v2/images?limit=100", None),  # as bench_lists walks it
+    ("/image/v2/images?limit=1", None),
 )
 
 

@@ -58,7 +58,8 @@ def _flavors(p1: str) -> list[dict[str, Any]]:
 
 
 def _images(p1: str, p2: str) -> list[dict[str, Any]]:
-    """Images of every visibility and status, with properties and tags, one hidden, one deleted."""
+    """Images of every visibility and status, with properties and tags, two hidden (one whose
+    properties have base properties' names), one deleted."""
     base = {"container_format": "bare", "disk_format": "qcow2", "owner": p1, "status": "active"}
     return [
         {**base, "name": "cirros", "visibility": "public", "size": 21430272, "checksum": "c" * 32,
@@ -73,6 +74,8 @@ def _images(p1: str, p2: str) -> list[dict[str, Any]]:
         {**base, "name": "hidden", "visibility": "public", "os_hidden": True},
         {**base, "name": "saving", "visibility": "public", "status": "saving"},
         {**base, "name": "gone", "visibility": "public", "status": "deleted", "deleted": True},
+        {**base, "name": "clash", "visibility": "public", "os_hidden": True,  # base names as properties
+         "properties": {"zeta": 1, "status": "p", "self": "s", "tags": ["t"], "schema": None, "a": "b"}},
     ]  # fmt: skip
 
 
@@ -153,7 +156,10 @@ def _paths() -> list[tuple[str, str | None, str]]:
                "/v2.1/flavors/detail?is_public=none",
                "/v2.1/flavors/detail?is_public=false&sort_key=name"]  # fmt: skip
     glance = ["/image/v2/images", "/image/v2/images?limit=2", "/image/v2/images?visibility=community",
-              "/image/v2/images?os_hidden=true", "/image/v2/images?member_status=all"]  # fmt: skip
+              "/image/v2/images?os_hidden=true", "/image/v2/images?member_status=all",
+              f"/image/v2/images?limit=2&marker={_uuid(2, 6)}", f"/image/v2/images?marker={_uuid(2, 1)}",
+              "/image/v2/images?tag=a&tag=b&limit=1", "/image/v2/images?limit=1&name=Bild%20%22%C3%BC%22",
+              "/image/v2/images?visibility=all&limit=3"]  # fmt: skip
     nova_images = ["/v2.1/images", "/v2.1/images/detail", "/v2.1/images/detail?limit=2"]
     hypervisors = ["/v2.1/os-hypervisors", "/v2.1/os-hypervisors/detail",
                    "/v2.1/os-hypervisors/detail?limit=2",
