@@ -94,11 +94,11 @@ def next_links(
     last = items[-1]
     params: dict[str, Any] = dict(req.params)
     params["marker"] = str(last[id_key] if isinstance(last, Mapping) else getattr(last, id_key))
-    href = f"{req.prefix}/{API_ROOT}/{path}?{_query(params)}"
+    href = f"{req.prefix}/{API_ROOT}/{path}?{query_string(params)}"
     return [{"rel": "next", "href": href}]
 
 
-def _query(params: dict[str, Any]) -> str:
+def query_string(params: dict[str, Any]) -> str:
     """``urlencode(params, doseq=True)``, whose quoting (``quote_plus``, four calls a parameter and
     value) leaves the common case, names and values of unreserved characters, as it is."""
     if all(

@@ -29,7 +29,7 @@ from api.errors import (
     UnsupportedMediaType,
 )
 from api.image import patch as image_patch
-from api.links import _query, page_params
+from api.links import page_params, query_string
 from api.readmodel import POSITION_HEADER, ReadModel
 from api.timestamps import isotime
 from commands.bus import MessageBus
@@ -219,7 +219,7 @@ class ImageCollection(_Images):
         if limit and len(rows) == limit:
             params = {k: v for k, v in req.params.items() if k != "marker"}
             params["marker"] = rows[-1][0]  # its id
-            body["next"] = f"{API}/images?{_query(params)}"
+            body["next"] = f"{API}/images?{query_string(params)}"
         resp.media = body
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
