@@ -13,15 +13,11 @@ from typing import Any, NamedTuple
 import psycopg
 from psycopg import sql
 from psycopg.rows import RowFactory, dict_row, tuple_row
-from psycopg.types.string import TextLoader
 
 from projections.queries import (
-    _AS_TEXT,
     _ISOTIME,
-    InvalidFilter,
     Listed,
     MarkerNotFound,
-    ReadModelUnavailable,
     Row,
     _as_uuid,
     _fetchall,
@@ -189,23 +185,8 @@ def _newest_first(
             raise MarkerNotFound(marker)
         params = [*params, mark["created_at"], mark["id"]]
     if row_factory is tuple_row:
-        return _fetch_plain(conn, page, [*params, max(0, limit)])
+        return _fetchall(conn, page, [*params, max(0, limit)], tuple_row, as_text=True)
     return _fetchall(conn, page, [*params, max(0, limit)], row_factory)
-
-
-def _fetch_plain(conn: psycopg.Connection[Any], query: sql.SQL, params: list[Any]) -> list[tuple[Any, ...]]:
-    """``_fetchall``'s rows as ``view_rows`` reads them (jsonb, uuid, timestamptz as their text), each
-    a plain tuple."""
-    try:
-        with conn.cursor(row_factory=tuple_row) as cur:
-            for oid in _AS_TEXT:  # this cursor's only
-                cur.adapters.register_loader(oid, TextLoader)
-            cur.execute(query, params)
-            return cur.fetchall()
-    except psycopg.errors.UndefinedTable as e:
-        raise ReadModelUnavailable(f"the read models are not there yet: {e}") from e
-    except psycopg.errors.InvalidRegularExpression as e:
-        raise InvalidFilter(f"invalid regular expression: {e.diag.message_primary}") from e
 
 
 @functools.lru_cache(maxsize=256)

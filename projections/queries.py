@@ -77,10 +77,14 @@ def _fetchall(
     query: sql.SQL | sql.Composed,
     params: Any = None,
     row_factory: RowFactory[Any] = dict_row,
+    *,
+    as_text: bool = False,
 ) -> list[Any]:
+    """The statement's rows; the values of the types in ``_AS_TEXT`` as their text when the rows are
+    a list's (``view_rows``) or ``as_text`` asks for it."""
     try:
         with conn.cursor(row_factory=row_factory) as cur:
-            if row_factory is view_rows:
+            if as_text or row_factory is view_rows:
                 for oid in _AS_TEXT:  # this cursor's only
                     cur.adapters.register_loader(oid, TextLoader)
             cur.execute(query, params)
